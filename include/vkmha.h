@@ -1,0 +1,400 @@
+/*
+ * vkmha: the Transformer's multi-head attention forward pass on any Vulkan GPU.
+ *
+ * Conventions (the same for every function below):
+ *   - Every fallible call returns a vkmha_status: 0 is success, errors are
+ *     negative. vkmha_status_string() names them.
+ *   - A create function takes a `const *_desc`, writes the new handle last and
+ *     writes NULL on failure. Every destroy function accepts NULL.
+ *   - A zero field in a desc means its documented default, so `{0}` plus the
+ *     required sizes is a valid desc.
+ *   - Descs and the arrays they point to only need to live until the call
+ *     returns, unless a field says otherwise. vkmha copies what it keeps.
+ *   - Tensors are dense, row-major fp32 host arrays. Shapes are written
+ *     outermost first: `[batch][len_q][d_model]` means element (b, i, c) is at
+ *     index (b * len_q + i) * d_model + c. Layout is batch-first.
+ *   - Weights use the layout of torch.nn.Linear.weight: `[out][in]`, so a
+ *     projection is y = x * W^T + b.
+ *   - When a call fails, vkmha_context_last_error() holds a message that names
+ *     the offending argument, and the context stays usable (except after
+ *     VKMHA_ERROR_DEVICE_LOST, after which only destroy is meaningful).
+ *
+ * Thread safety: vkmha keeps no global state except the process-wide Vulkan
+ * loader initialization, which is done once, safely, by the first
+ * vkmha_context_create(). Separate contexts (and the objects created from them)
+ * are independent and may be used from different threads at the same time. One
+ * context and its objects must be used by one thread at a time (external
+ * synchronization); vkmha_status_string() and vkmha_version() may be called from
+ * any thread at any time.
+ */
+#ifndef VKMHA_H
+#define VKMHA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && defined(VKMHA_SHARED_BUILD)
+#define VKMHA_API __declspec(dllexport)
+#elif defined(_WIN32) && !defined(VKMHA_STATIC)
+#define VKMHA_API __declspec(dllimport)
+#elif defined(__GNUC__)
+#define VKMHA_API __attribute__((visibility("default")))
+#else
+#define VKMHA_API
+#endif
+
+#define VKMHA_VERSION_MAJOR 0
+#define VKMHA_VERSION_MINOR 1
+#define VKMHA_VERSION_PATCH 0
+#define VKMHA_VERSION_NUMBER \
+    (VKMHA_VERSION_MAJOR * 10000 + VKMHA_VERSION_MINOR * 100 + VKMHA_VERSION_PATCH)
+
+/* The version of the library actually loaded, as VKMHA_VERSION_NUMBER. */
+VKMHA_API uint32_t vkmha_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Status                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum vkmha_status {
+    VKMHA_SUCCESS = 0,
+    /* An argument is NULL, zero, out of range or inconsistent with another;
+     * the last-error message names it. Nothing was computed. */
+    VKMHA_ERROR_INVALID_ARGUMENT = -1,
+    /* Valid, but beyond what this device or build can do (a tensor larger than
+     * maxStorageBufferRange, a missing Vulkan feature, ...). */
+    VKMHA_ERROR_UNSUPPORTED = -2,
+    /* No Vulkan loader, no Vulkan device, or no device matching the desc. */
+    VKMHA_ERROR_NO_DEVICE = -3,
+    VKMHA_ERROR_OUT_OF_HOST_MEMORY = -4,
+    VKMHA_ERROR_OUT_OF_DEVICE_MEMORY = -5,
+    /* VK_ERROR_DEVICE_LOST: the context can only be destroyed. */
+    VKMHA_ERROR_DEVICE_LOST = -6,
+    /* Any other VkResult error; the message gives the VkResult. */
+    VKMHA_ERROR_VULKAN = -7,
+} vkmha_status;
+
+/* A static string naming the status ("VKMHA_ERROR_INVALID_ARGUMENT"); never
+ * NULL, also for values that are not a vkmha_status. */
+VKMHA_API const char *vkmha_status_string(vkmha_status status);
+
+/* ------------------------------------------------------------------------ */
+/* Context                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct vkmha_context vkmha_context;
+
+typedef enum vkmha_backend {
+    VKMHA_BACKEND_DEFAULT = 0, /* VKMHA_BACKEND_VULKAN */
+    /* Vulkan compute shaders. Fails with VKMHA_ERROR_NO_DEVICE when there is
+     * no usable device: it never falls back silently. */
+    VKMHA_BACKEND_VULKAN = 1,
+    /* Scalar C with double accumulation: the oracle the Vulkan backend is
+     * tested against. Needs no Vulkan driver at all. Slow. */
+    VKMHA_BACKEND_REFERENCE = 2,
+} vkmha_backend;
+
+typedef enum vkmha_device_type {
+    VKMHA_DEVICE_TYPE_OTHER = 0,
+    VKMHA_DEVICE_TYPE_INTEGRATED_GPU = 1,
+    VKMHA_DEVICE_TYPE_DISCRETE_GPU = 2,
+    VKMHA_DEVICE_TYPE_VIRTUAL_GPU = 3,
+    VKMHA_DEVICE_TYPE_CPU = 4, /* e.g. Mesa's lavapipe */
+} vkmha_device_type;
+
+typedef enum vkmha_log_level {
+    VKMHA_LOG_DEBUG = 0,
+    VKMHA_LOG_INFO = 1,
+    VKMHA_LOG_WARN = 2,
+    VKMHA_LOG_ERROR = 3,
+} vkmha_log_level;
+
+/* Receives every error message and, when validation is enabled, every message
+ * of the validation layer (status VKMHA_ERROR_VULKAN, level WARN or ERROR).
+ * Called on the thread that made the vkmha call. The message is only valid
+ * during the call. */
+typedef void (*vkmha_log_fn)(void *user, vkmha_log_level level, vkmha_status status,
+                             const char *message);
+
+typedef enum vkmha_context_flags {
+    /* Use only shared-memory reductions even where the device supports
+     * subgroup arithmetic (for driver workarounds and for testing both). */
+    VKMHA_CONTEXT_NO_SUBGROUP_OPS = 1u << 0,
+} vkmha_context_flags;
+
+typedef struct vkmha_context_desc {
+    vkmha_backend backend; /* 0: VKMHA_BACKEND_VULKAN */
+    /* Vulkan: which physical device. false (default): automatic, the first
+     * discrete GPU, else integrated, else virtual, else CPU, else any, that has
+     * a compute queue. true: the device at `device_index` in
+     * vkEnumeratePhysicalDevices order (vkmha_enumerate_devices lists them). */
+    bool use_device_index;
+    uint32_t device_index;
+    /* Vulkan: enable VK_LAYER_KHRONOS_validation with synchronization
+     * validation, and report its messages through `log` and the count in
+     * vkmha_context_info.validation_messages. Fails with
+     * VKMHA_ERROR_UNSUPPORTED when the layer is not installed. */
+    bool enable_validation;
+    uint32_t flags; /* vkmha_context_flags */
+    /* Optional logger; NULL: vkmha prints nothing anywhere. */
+    vkmha_log_fn log;
+    void *log_user;
+} vkmha_context_desc;
+
+typedef struct vkmha_device_info {
+    char name[256];
+    vkmha_device_type type;
+    uint32_t vendor_id, device_id;
+    uint32_t api_version;    /* VK_MAKE_API_VERSION encoding */
+    uint32_t driver_version; /* vendor-specific encoding */
+    char driver_name[256];   /* VkPhysicalDeviceDriverProperties, "" if unknown */
+    char driver_info[256];
+    uint8_t device_uuid[16];
+    bool has_compute_queue;
+    /* Subgroup size reported by the device (informational: no shader assumes
+     * it) and whether subgroup arithmetic is usable in compute shaders. */
+    uint32_t subgroup_size;
+    bool subgroup_arithmetic;
+    /* The limits vkmha checks shapes against. */
+    uint32_t max_workgroup_count[3];
+    uint32_t max_workgroup_size[3];
+    uint32_t max_workgroup_invocations;
+    uint32_t max_shared_memory;        /* bytes */
+    uint64_t max_storage_buffer_range; /* bytes */
+    uint64_t max_allocation_size;      /* bytes */
+    uint64_t device_local_memory;      /* bytes, largest device-local heap */
+    bool unified_memory; /* device-local memory is host-visible and cached */
+    float timestamp_period; /* ns per timestamp tick */
+} vkmha_device_info;
+
+typedef struct vkmha_tile_config {
+    uint32_t bm, bn, bk; /* output rows, columns, and K step of a workgroup */
+    uint32_t tm, tn;     /* outputs per invocation: tm rows x tn columns */
+    uint32_t workgroup_size;
+} vkmha_tile_config;
+
+typedef struct vkmha_context_info {
+    vkmha_backend backend;
+    /* Vulkan only (zeroed for the reference backend, whose name is "reference"). */
+    vkmha_device_info device;
+    uint32_t device_index;
+    bool validation_enabled;
+    /* Messages the validation layer sent so far; a correct program has 0. */
+    uint64_t validation_messages;
+    bool subgroup_ops_used; /* reductions use subgroup arithmetic */
+    /* Tile configurations chosen for this device's limits. */
+    vkmha_tile_config matmul_large, matmul_small;
+    uint32_t reduce_workgroup_size; /* softmax, LayerNorm */
+} vkmha_context_info;
+
+/* Creates a context. On failure *out is NULL and the desc's logger (if any)
+ * got the reason. desc may be NULL: all defaults. */
+VKMHA_API vkmha_status vkmha_context_create(const vkmha_context_desc *desc,
+                                            vkmha_context **out);
+/* Waits for the context's work, frees everything; NULL is a no-op. Every
+ * vkmha_mha created from it must have been destroyed first. */
+VKMHA_API void vkmha_context_destroy(vkmha_context *ctx);
+VKMHA_API vkmha_status vkmha_context_get_info(const vkmha_context *ctx,
+                                              vkmha_context_info *out);
+/* The message of the last failed call on this context ("" if none). Valid
+ * until the next call on the context. */
+VKMHA_API const char *vkmha_context_last_error(const vkmha_context *ctx);
+
+/* Lists the Vulkan physical devices without creating a context: on entry
+ * *count is the capacity of `out` (which may be NULL when *count is 0), on
+ * return the number of devices; fills min(capacity, devices) entries.
+ * Returns VKMHA_ERROR_NO_DEVICE when no Vulkan loader or instance exists. */
+VKMHA_API vkmha_status vkmha_enumerate_devices(uint32_t *count, vkmha_device_info *out);
+
+/* ------------------------------------------------------------------------ */
+/* Masks                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A mask removes (query i, key j) pairs from the softmax. All kinds combine:
+ * a score is masked when any mask kind masks it. Masks broadcast over heads.
+ *
+ * Semantics, exactly those of the PyTorch reference code
+ * `scores.masked_fill(mask == 0, -1e9)`:
+ *     s[i][j] = scale * dot(q_i, k_j) + bias[i][j]        (bias if given)
+ *     s[i][j] = -1e9  if (i, j) is masked                 (SET, not added)
+ *     p[i][:] = softmax(s[i][:])                          (max-subtracted)
+ * so a fully masked row gets uniform weights 1 / len_k (not NaN, not zeros),
+ * and a masked position in a row with an unmasked one gets weight exactly 0
+ * unless the unmasked scores are themselves below -1e9.
+ */
+typedef enum vkmha_mask_kind {
+    VKMHA_MASK_NONE = 0,
+    VKMHA_MASK_KEY_PADDING = 1u << 0, /* key_padding: [batch][len_k] uint8 */
+    VKMHA_MASK_FULL = 1u << 1,        /* full: [batch][len_q][len_k] uint8 */
+    /* Key j > query i is masked (top-left aligned, like torch's is_causal
+     * and torch.tril(ones(len_q, len_k))); no memory. */
+    VKMHA_MASK_CAUSAL = 1u << 2,
+    VKMHA_MASK_BIAS = 1u << 3, /* bias: [bias_batch][bias_heads][len_q][len_k] fp32 */
+} vkmha_mask_kind;
+
+typedef struct vkmha_mask {
+    /* OR of vkmha_mask_kind. A pointer is used if and only if its kind is set:
+     * a kind without its pointer, or a pointer without its kind, is
+     * VKMHA_ERROR_INVALID_ARGUMENT (it is almost always a mistake). */
+    uint32_t kinds;
+    const uint8_t *key_padding; /* [batch][len_k], 0 = masked, else kept */
+    const uint8_t *full;        /* [batch][len_q][len_k], 0 = masked, else kept */
+    /* Added to the scaled score before masking. bias_batch is 1 or batch,
+     * bias_heads is 1 or the number of (query) heads; 0 means batch / heads. */
+    const float *bias;
+    uint32_t bias_batch, bias_heads;
+} vkmha_mask;
+
+/* ------------------------------------------------------------------------ */
+/* Ops on host arrays (both backends)                                       */
+/* ------------------------------------------------------------------------ */
+
+typedef enum vkmha_op {
+    VKMHA_OP_N = 0, /* use B as given: B is [k][n] */
+    VKMHA_OP_T = 1, /* use B^T: B is [n][k] (e.g. a torch.nn.Linear weight) */
+} vkmha_op;
+
+/* Broadcast: the same matrix for every batch entry (a batch stride of 0). */
+#define VKMHA_BROADCAST (-1)
+
+typedef struct vkmha_matmul_desc {
+    uint32_t batch;   /* number of products; 0 means 1 */
+    uint32_t m, n, k; /* required, each >= 1 */
+    vkmha_op op_b;
+    float alpha; /* 0 means 1 (a zero alpha would only return the bias) */
+    /* Row strides in elements; 0 means packed (k for A; n for op N, k for op T
+     * for B; n for C). Otherwise at least the packed value. */
+    uint32_t lda, ldb, ldc;
+    /* Batch strides in elements. 0 means packed (rows * ld);
+     * VKMHA_BROADCAST means every batch entry uses the same matrix (A and B
+     * only). Otherwise at least rows * ld, so that matrices do not overlap. */
+    int64_t stride_a, stride_b, stride_c;
+} vkmha_matmul_desc;
+
+/* C[b] = alpha * A[b] * op(B[b]) + bias, for b < batch.
+ * a: A[b] is m x k, element (i, p) at a[b * stride_a + i * lda + p]
+ * b: op N: B[b] is k x n, (p, j) at b[b * stride_b + p * ldb + j]
+ *    op T: B[b] is n x k, (j, p) at b[b * stride_b + j * ldb + p]
+ * bias: [n] added to every row, or NULL
+ * c: (i, j) at c[b * stride_c + i * ldc + j]; must not overlap a, b or bias.
+ * Elements of C between rows (ldc > n) are left untouched. */
+VKMHA_API vkmha_status vkmha_matmul(vkmha_context *ctx, const vkmha_matmul_desc *desc,
+                                    const float *a, const float *b, const float *bias,
+                                    float *c);
+
+typedef struct vkmha_softmax_desc {
+    uint32_t batch, heads; /* 0 means 1 */
+    uint32_t len_q, len_k; /* rows and columns per (batch, head), >= 1 */
+    float scale;           /* multiplies x before bias and mask; 0 means 1 */
+} vkmha_softmax_desc;
+
+/* y = softmax over the last axis of masked(scale * x + bias), see vkmha_mask.
+ * x, y: [batch][heads][len_q][len_k]; y may equal x (in place). mask may be
+ * NULL. */
+VKMHA_API vkmha_status vkmha_softmax(vkmha_context *ctx, const vkmha_softmax_desc *desc,
+                                     const float *x, const vkmha_mask *mask, float *y);
+
+typedef struct vkmha_heads_desc {
+    uint32_t batch;    /* 0 means 1 */
+    uint32_t len;      /* >= 1 */
+    uint32_t heads;    /* >= 1 */
+    uint32_t head_dim; /* >= 1 */
+} vkmha_heads_desc;
+
+/* x [batch][len][heads * head_dim] -> y [batch][heads][len][head_dim].
+ * x and y must not overlap. */
+VKMHA_API vkmha_status vkmha_split_heads(vkmha_context *ctx, const vkmha_heads_desc *desc,
+                                         const float *x, float *y);
+/* The inverse: x [batch][heads][len][head_dim] -> y [batch][len][heads * head_dim]. */
+VKMHA_API vkmha_status vkmha_merge_heads(vkmha_context *ctx, const vkmha_heads_desc *desc,
+                                         const float *x, float *y);
+
+typedef struct vkmha_attention_desc {
+    uint32_t batch;    /* 0 means 1 */
+    uint32_t heads;    /* query heads H, >= 1 */
+    uint32_t kv_heads; /* key/value heads Hkv; 0 means H. Must divide H: query
+                          head h reads key/value head h / (H / Hkv) (grouped-
+                          query attention; Hkv = 1 is multi-query). */
+    uint32_t len_q, len_k; /* >= 1 */
+    uint32_t d_k, d_v;     /* >= 1 */
+    float scale;           /* 0 means 1 / sqrt(d_k) */
+} vkmha_attention_desc;
+
+/* Scaled dot-product attention on split heads:
+ *   q [batch][H][len_q][d_k], k [batch][Hkv][len_k][d_k],
+ *   v [batch][Hkv][len_k][d_v] -> out [batch][H][len_q][d_v]
+ * out = softmax(masked(scale * q k^T + bias)) v, see vkmha_mask.
+ * weights: optional output [batch][H][len_q][len_k], the softmax probabilities.
+ * mask may be NULL. Outputs must not overlap inputs. */
+VKMHA_API vkmha_status vkmha_attention(vkmha_context *ctx, const vkmha_attention_desc *desc,
+                                       const float *q, const float *k, const float *v,
+                                       const vkmha_mask *mask, float *out, float *weights);
+
+/* ------------------------------------------------------------------------ */
+/* The multi-head attention layer                                           */
+/* ------------------------------------------------------------------------ */
+
+typedef struct vkmha_mha vkmha_mha;
+
+typedef struct vkmha_mha_desc {
+    uint32_t d_model;   /* required */
+    uint32_t n_head;    /* required; H */
+    uint32_t n_kv_head; /* Hkv; 0 means n_head. Must divide n_head. */
+    /* Per-head sizes; 0 means d_model / n_head, which then must divide. */
+    uint32_t d_k, d_v;
+    uint32_t kdim, vdim; /* features of key and value inputs; 0 means d_model */
+    float scale;         /* 0 means 1 / sqrt(d_k) */
+    /* Weights, torch.nn.Linear layout, all required:
+     *   w_q [H * d_k][d_model], w_k [Hkv * d_k][kdim],
+     *   w_v [Hkv * d_v][vdim],  w_o [d_model][H * d_v] */
+    const float *w_q, *w_k, *w_v, *w_o;
+    /* Optional biases (NULL: none): b_q [H * d_k], b_k [Hkv * d_k],
+     * b_v [Hkv * d_v], b_o [d_model]. */
+    const float *b_q, *b_k, *b_v, *b_o;
+    /* Post-norm: out = LayerNorm(query + attention_out) over d_model, as in
+     * the reference Transformer code (requires nothing else). gamma [d_model]
+     * (NULL: ones), beta [d_model] (NULL: zeros), norm_eps 0 means 1e-6. */
+    bool post_norm;
+    const float *norm_gamma, *norm_beta;
+    float norm_eps;
+} vkmha_mha_desc;
+
+/* Creates the layer and copies its weights to the device, once. The context
+ * must outlive it. */
+VKMHA_API vkmha_status vkmha_mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc,
+                                        vkmha_mha **out);
+VKMHA_API void vkmha_mha_destroy(vkmha_mha *mha);
+/* The desc with its defaults filled in (weight pointers are NULL: the layer
+ * keeps its own copies). */
+VKMHA_API vkmha_status vkmha_mha_get_desc(const vkmha_mha *mha, vkmha_mha_desc *out);
+
+typedef struct vkmha_mha_io {
+    uint32_t batch;  /* 0 means 1 */
+    uint32_t len_q;  /* >= 1 */
+    uint32_t len_k;  /* 0 means len_q */
+    const float *query; /* [batch][len_q][d_model] */
+    const float *key;   /* [batch][len_k][kdim] */
+    const float *value; /* [batch][len_k][vdim]; self-attention passes one
+                           pointer three times (it is uploaded once) */
+    const vkmha_mask *mask; /* optional, see vkmha_mask */
+    float *out;             /* [batch][len_q][d_model], must not overlap inputs */
+    float *attn_weights;    /* optional: [batch][H][len_q][len_k] */
+} vkmha_mha_io;
+
+/* out = (LayerNorm(query + ...) if post_norm)
+ *       Concat_h(Attention(query W_q^T + b_q, key W_k^T + b_k, value W_v^T + b_v)) W_o^T + b_o
+ * Inference only: dropout is the identity. On the Vulkan backend this is one
+ * command buffer and one submit. */
+VKMHA_API vkmha_status vkmha_mha_forward(vkmha_mha *mha, const vkmha_mha_io *io);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VKMHA_H */

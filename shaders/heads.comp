@@ -1,0 +1,45 @@
+#version 450
+// Head reshaping, one invocation per output element:
+//   split: x [batch][len][heads * head_dim] -> y [batch][heads][len][head_dim]
+//   merge: x [batch][heads][len][head_dim]  -> y [batch][len][heads * head_dim]
+
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 256;
+
+// Mirrors struct heads_push in src/vk_heads.c.
+layout(push_constant) uniform Push {
+    uint total; // batch * len * heads * head_dim
+    uint len;
+    uint heads;
+    uint head_dim;
+    uint split; // 1: split, 0: merge
+} p;
+
+layout(binding = 0) readonly buffer X { float x[]; };
+layout(binding = 1) writeonly buffer Y { float y[]; };
+
+void main()
+{
+    const uint idx = linear_group() * WG + gl_LocalInvocationIndex;
+    if (idx >= p.total)
+        return;
+    const uint d = idx % p.head_dim;
+    uint t = idx / p.head_dim;
+    uint l, h;
+    if (p.split != 0u) { // idx walks y = [b][h][l][d]
+        l = t % p.len;
+        t /= p.len;
+        h = t % p.heads;
+    } else {             // idx walks y = [b][l][h][d]
+        h = t % p.heads;
+        t /= p.heads;
+        l = t % p.len;
+    }
+    const uint b = t / (p.split != 0u ? p.heads : p.len);
+    const uint src = p.split != 0u ? ((b * p.len + l) * p.heads + h) * p.head_dim + d
+                                   : ((b * p.heads + h) * p.len + l) * p.head_dim + d;
+    y[idx] = x[src];
+}

@@ -1,0 +1,91 @@
+#version 450
+// Masked, scaled softmax over the last axis, in place, one workgroup per row:
+//   s[row][j] = scale * s[row][j] + bias[b][h][i][j]     (if MASK_BIAS)
+//   s[row][j] = -1e9 where masked                        (set, not added)
+//   s[row][:] = softmax(s[row][:])                       (max-subtracted)
+// row = (b * heads + h) * len_q + i; s is [batch][heads][len_q][len_k].
+// Each element is read and written by the same invocation in every pass.
+
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 128;
+
+#include "reduce.glsl"
+
+// Mirrors struct softmax_push in src/vk_softmax.c.
+layout(push_constant) uniform Push {
+    uint rows;    // batch * heads * len_q
+    uint len_q;
+    uint len_k;
+    uint heads;
+    uint flags;   // MASK_* below
+    float scale;
+    uint bias_sb; // bias stride per batch entry, elements (0: broadcast)
+    uint bias_sh; // bias stride per head, elements (0: broadcast)
+} p;
+
+const uint MASK_KEY_PADDING = 1u;
+const uint MASK_FULL = 2u;
+const uint MASK_CAUSAL = 4u;
+const uint MASK_BIAS = 8u;
+
+layout(binding = 0) readonly buffer KeyPadding { uint kp[]; }; // [batch][len_k] bytes
+layout(binding = 1) readonly buffer FullMask { uint fm[]; };   // [batch][len_q][len_k] bytes
+layout(binding = 2) readonly buffer Bias { float bias[]; };    // see bias_sb / bias_sh
+layout(binding = 3) buffer Scores { float s[]; };
+
+bool masked(uint b, uint i, uint j)
+{
+    if ((p.flags & MASK_CAUSAL) != 0u && j > i)
+        return true;
+    if ((p.flags & MASK_KEY_PADDING) != 0u) {
+        uint idx = b * p.len_k + j;
+        if (byte_at_words(kp[idx >> 2], idx) == 0u)
+            return true;
+    }
+    if ((p.flags & MASK_FULL) != 0u) {
+        uint idx = (b * p.len_q + i) * p.len_k + j;
+        if (byte_at_words(fm[idx >> 2], idx) == 0u)
+            return true;
+    }
+    return false;
+}
+
+void main()
+{
+    const uint row = linear_group();
+    if (row >= p.rows)
+        return; // the whole workgroup leaves together: barriers stay uniform
+    const uint tid = gl_LocalInvocationIndex;
+    const uint i = row % p.len_q;
+    const uint h = (row / p.len_q) % p.heads;
+    const uint b = row / (p.len_q * p.heads);
+    const uint base = row * p.len_k;
+    const uint bias_base = b * p.bias_sb + h * p.bias_sh + i * p.len_k;
+
+    float m = neg_inf();
+    for (uint j = tid; j < p.len_k; j += WG) {
+        float x = s[base + j] * p.scale;
+        if ((p.flags & MASK_BIAS) != 0u)
+            x += bias[bias_base + j];
+        if (masked(b, i, j))
+            x = -1e9;
+        s[base + j] = x;
+        m = max(m, x);
+    }
+    m = wg_max(m);
+
+    float sum = 0.0;
+    for (uint j = tid; j < p.len_k; j += WG) {
+        float e = exp(s[base + j] - m);
+        s[base + j] = e;
+        sum += e;
+    }
+    sum = wg_sum(sum);
+
+    const float inv = 1.0 / sum;
+    for (uint j = tid; j < p.len_k; j += WG)
+        s[base + j] *= inv;
+}

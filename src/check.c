@@ -1,0 +1,313 @@
+/* Argument checking shared by both backends: every public op goes through
+ * here before a backend sees it, so bad input gets the same status and message
+ * on Vulkan and on the reference, and the backends only handle resolved,
+ * valid shapes. */
+#include "internal.h"
+
+#include <math.h>
+
+#define INVALID VKMHA_ERROR_INVALID_ARGUMENT
+
+bool vkmha__overlap(const void *a, uint64_t an, const void *b, uint64_t bn)
+{
+    uintptr_t pa = (uintptr_t)a, pb = (uintptr_t)b;
+    if (!a || !b || an == 0 || bn == 0)
+        return false;
+    return pa < pb + bn && pb < pa + an;
+}
+
+vkmha_status vkmha__check_count(vkmha_context *ctx, const char *fn, const char *what,
+                                uint64_t n, uint64_t size, uint64_t *bytes)
+{
+    /* Host arrays must be addressable: n * size < SIZE_MAX. */
+    if (!vkmha__mul_u64(n, size, bytes) || *bytes > (uint64_t)(SIZE_MAX / 2))
+        return vkmha__fail(ctx, INVALID, "%s: %s has too many elements (%llu)", fn, what,
+                           (unsigned long long)n);
+    return VKMHA_SUCCESS;
+}
+
+/* Overflow-checked product of up to 4 factors. */
+static bool product(uint64_t *out, uint64_t a, uint64_t b, uint64_t c, uint64_t d)
+{
+    return vkmha__mul_u64(a, b, out) && vkmha__mul_u64(*out, c, out) &&
+           vkmha__mul_u64(*out, d, out);
+}
+
+/* Resolves one matrix's row stride `ld` (0: packed) against its row length. */
+static vkmha_status resolve_ld(vkmha_context *ctx, const char *name, uint32_t ld,
+                               uint32_t cols, const char *cols_name, uint32_t *out)
+{
+    if (ld == 0)
+        ld = cols;
+    if (ld < cols)
+        return vkmha__fail(ctx, INVALID, "vkmha_matmul: desc->%s (%u) is less than %s (%u)",
+                           name, ld, cols_name, cols);
+    *out = ld;
+    return VKMHA_SUCCESS;
+}
+
+/* Resolves a batch stride (0: packed, VKMHA_BROADCAST: 0) and the array's
+ * extent in elements: (batch - 1) * stride + (rows - 1) * ld + cols. */
+static vkmha_status resolve_batch(vkmha_context *ctx, const char *name, int64_t stride,
+                                  bool may_broadcast, uint32_t batch, uint32_t rows,
+                                  uint32_t ld, uint32_t cols, uint64_t *stride_out,
+                                  uint64_t *extent)
+{
+    uint64_t matrix = (uint64_t)(rows - 1) * ld + cols, s, tail;
+    uint64_t packed = (uint64_t)rows * ld;
+    if (stride == 0) {
+        s = packed;
+    } else if (stride == VKMHA_BROADCAST && may_broadcast) {
+        s = 0;
+    } else if (stride < 0) {
+        return vkmha__fail(ctx, INVALID,
+                           "vkmha_matmul: desc->%s (%lld) is negative%s", name,
+                           (long long)stride,
+                           may_broadcast ? " and not VKMHA_BROADCAST" : "");
+    } else if ((uint64_t)stride < packed && batch > 1) {
+        return vkmha__fail(ctx, INVALID,
+                           "vkmha_matmul: desc->%s (%lld) is less than rows * ld (%llu): "
+                           "batch entries would overlap",
+                           name, (long long)stride, (unsigned long long)packed);
+    } else {
+        s = (uint64_t)stride;
+    }
+    if (!vkmha__mul_u64(s, batch - 1, &tail) || tail > UINT64_MAX - matrix)
+        return vkmha__fail(ctx, INVALID, "vkmha_matmul: desc->%s times batch overflows",
+                           name);
+    *stride_out = s;
+    *extent = tail + matrix;
+    return VKMHA_SUCCESS;
+}
+
+vkmha_status vkmha__check_matmul(vkmha_context *ctx, const vkmha_matmul_desc *desc,
+                                 const float *a, const float *b, const float *bias,
+                                 const float *c, mm_shape *out)
+{
+    vkmha_status st;
+    uint64_t bytes_a, bytes_b, bytes_c;
+    mm_shape s = {0};
+    if (!desc)
+        return vkmha__fail(ctx, INVALID, "vkmha_matmul: desc is NULL");
+    if (!a || !b || !c)
+        return vkmha__fail(ctx, INVALID, "vkmha_matmul: %s is NULL",
+                           !a ? "a" : !b ? "b" : "c");
+    if (desc->m == 0 || desc->n == 0 || desc->k == 0)
+        return vkmha__fail(ctx, INVALID, "vkmha_matmul: desc->%s is 0 (must be >= 1)",
+                           desc->m == 0 ? "m" : desc->n == 0 ? "n" : "k");
+    if (desc->op_b != VKMHA_OP_N && desc->op_b != VKMHA_OP_T)
+        return vkmha__fail(ctx, INVALID, "vkmha_matmul: desc->op_b (%d) is not a vkmha_op",
+                           (int)desc->op_b);
+    s.batch = desc->batch ? desc->batch : 1;
+    s.m = desc->m;
+    s.n = desc->n;
+    s.k = desc->k;
+    s.trans_b = desc->op_b == VKMHA_OP_T;
+    s.alpha = desc->alpha != 0.0f ? desc->alpha : 1.0f;
+
+    uint32_t b_rows = s.trans_b ? s.n : s.k, b_cols = s.trans_b ? s.k : s.n;
+    if ((st = resolve_ld(ctx, "lda", desc->lda, s.k, "k", &s.lda)) ||
+        (st = resolve_ld(ctx, "ldb", desc->ldb, b_cols, s.trans_b ? "k" : "n", &s.ldb)) ||
+        (st = resolve_ld(ctx, "ldc", desc->ldc, s.n, "n", &s.ldc)))
+        return st;
+    if ((st = resolve_batch(ctx, "stride_a", desc->stride_a, true, s.batch, s.m, s.lda,
+                            s.k, &s.sa, &s.extent_a)) ||
+        (st = resolve_batch(ctx, "stride_b", desc->stride_b, true, s.batch, b_rows,
+                            s.ldb, b_cols, &s.sb, &s.extent_b)) ||
+        (st = resolve_batch(ctx, "stride_c", desc->stride_c, false, s.batch, s.m, s.ldc,
+                            s.n, &s.sc, &s.extent_c)))
+        return st;
+    if ((st = vkmha__check_count(ctx, "vkmha_matmul", "a", s.extent_a, 4, &bytes_a)) ||
+        (st = vkmha__check_count(ctx, "vkmha_matmul", "b", s.extent_b, 4, &bytes_b)) ||
+        (st = vkmha__check_count(ctx, "vkmha_matmul", "c", s.extent_c, 4, &bytes_c)))
+        return st;
+    if (vkmha__overlap(c, bytes_c, a, bytes_a) || vkmha__overlap(c, bytes_c, b, bytes_b) ||
+        vkmha__overlap(c, bytes_c, bias, (uint64_t)s.n * 4))
+        return vkmha__fail(ctx, INVALID, "vkmha_matmul: c overlaps %s",
+                           vkmha__overlap(c, bytes_c, a, bytes_a)   ? "a"
+                           : vkmha__overlap(c, bytes_c, b, bytes_b) ? "b"
+                                                                    : "bias");
+    *out = s;
+    return VKMHA_SUCCESS;
+}
+
+static vkmha_status check_mask_pointer(vkmha_context *ctx, const char *fn, uint32_t kinds,
+                                       uint32_t kind, const void *p, const char *field,
+                                       const char *kind_name)
+{
+    if ((kinds & kind) && !p)
+        return vkmha__fail(ctx, INVALID, "%s: mask->%s is NULL but mask->kinds has %s", fn,
+                           field, kind_name);
+    if (!(kinds & kind) && p)
+        return vkmha__fail(ctx, INVALID,
+                           "%s: mask->%s is set but mask->kinds lacks %s (wrong mask kind?)",
+                           fn, field, kind_name);
+    return VKMHA_SUCCESS;
+}
+
+vkmha_status vkmha__check_mask(vkmha_context *ctx, const char *fn, const vkmha_mask *mask,
+                               uint32_t batch, uint32_t heads, uint32_t len_q,
+                               uint32_t len_k, mask_r *out)
+{
+    const uint32_t known = VKMHA_MASK_KEY_PADDING | VKMHA_MASK_FULL | VKMHA_MASK_CAUSAL |
+                           VKMHA_MASK_BIAS;
+    vkmha_status st;
+    uint64_t n, bytes;
+    mask_r m = {0};
+    if (!mask) {
+        *out = m;
+        return VKMHA_SUCCESS;
+    }
+    if (mask->kinds & ~known)
+        return vkmha__fail(ctx, INVALID, "%s: mask->kinds has unknown bits 0x%x", fn,
+                           mask->kinds & ~known);
+    if ((st = check_mask_pointer(ctx, fn, mask->kinds, VKMHA_MASK_KEY_PADDING,
+                                 mask->key_padding, "key_padding", "VKMHA_MASK_KEY_PADDING")) ||
+        (st = check_mask_pointer(ctx, fn, mask->kinds, VKMHA_MASK_FULL, mask->full, "full",
+                                 "VKMHA_MASK_FULL")) ||
+        (st = check_mask_pointer(ctx, fn, mask->kinds, VKMHA_MASK_BIAS, mask->bias, "bias",
+                                 "VKMHA_MASK_BIAS")))
+        return st;
+    m = *mask;
+    if (m.kinds & VKMHA_MASK_FULL) {
+        if (!product(&n, batch, len_q, len_k, 1))
+            return vkmha__fail(ctx, INVALID, "%s: mask->full [batch][len_q][len_k] overflows",
+                               fn);
+        if ((st = vkmha__check_count(ctx, fn, "mask->full", n, 1, &bytes)))
+            return st;
+    }
+    if (m.kinds & VKMHA_MASK_BIAS) {
+        m.bias_batch = m.bias_batch ? m.bias_batch : batch;
+        m.bias_heads = m.bias_heads ? m.bias_heads : heads;
+        if (m.bias_batch != 1 && m.bias_batch != batch)
+            return vkmha__fail(ctx, INVALID, "%s: mask->bias_batch (%u) is neither 1 nor batch (%u)",
+                               fn, m.bias_batch, batch);
+        if (m.bias_heads != 1 && m.bias_heads != heads)
+            return vkmha__fail(ctx, INVALID, "%s: mask->bias_heads (%u) is neither 1 nor heads (%u)",
+                               fn, m.bias_heads, heads);
+        if (!product(&n, m.bias_batch, m.bias_heads, len_q, len_k))
+            return vkmha__fail(ctx, INVALID, "%s: mask->bias size overflows", fn);
+        if ((st = vkmha__check_count(ctx, fn, "mask->bias", n, 4, &bytes)))
+            return st;
+    } else {
+        m.bias_batch = m.bias_heads = 0;
+    }
+    *out = m;
+    return VKMHA_SUCCESS;
+}
+
+vkmha_status vkmha__check_softmax(vkmha_context *ctx, const vkmha_softmax_desc *desc,
+                                  const float *x, const float *y, sm_shape *out)
+{
+    vkmha_status st;
+    uint64_t n, bytes;
+    sm_shape s;
+    if (!desc)
+        return vkmha__fail(ctx, INVALID, "vkmha_softmax: desc is NULL");
+    if (!x || !y)
+        return vkmha__fail(ctx, INVALID, "vkmha_softmax: %s is NULL", !x ? "x" : "y");
+    if (desc->len_q == 0 || desc->len_k == 0)
+        return vkmha__fail(ctx, INVALID, "vkmha_softmax: desc->%s is 0 (must be >= 1)",
+                           desc->len_q == 0 ? "len_q" : "len_k");
+    s.batch = desc->batch ? desc->batch : 1;
+    s.heads = desc->heads ? desc->heads : 1;
+    s.len_q = desc->len_q;
+    s.len_k = desc->len_k;
+    s.scale = desc->scale != 0.0f ? desc->scale : 1.0f;
+    if (!product(&n, s.batch, s.heads, s.len_q, s.len_k))
+        return vkmha__fail(ctx, INVALID, "vkmha_softmax: batch * heads * len_q * len_k overflows");
+    if ((st = vkmha__check_count(ctx, "vkmha_softmax", "x", n, 4, &bytes)))
+        return st;
+    if (x != y && vkmha__overlap(x, bytes, y, bytes))
+        return vkmha__fail(ctx, INVALID, "vkmha_softmax: y overlaps x without being equal to it");
+    *out = s;
+    return VKMHA_SUCCESS;
+}
+
+vkmha_status vkmha__check_heads(vkmha_context *ctx, const char *fn,
+                                const vkmha_heads_desc *desc, const float *x,
+                                const float *y, heads_shape *out)
+{
+    vkmha_status st;
+    uint64_t n, bytes;
+    heads_shape s;
+    if (!desc)
+        return vkmha__fail(ctx, INVALID, "%s: desc is NULL", fn);
+    if (!x || !y)
+        return vkmha__fail(ctx, INVALID, "%s: %s is NULL", fn, !x ? "x" : "y");
+    if (desc->len == 0 || desc->heads == 0 || desc->head_dim == 0)
+        return vkmha__fail(ctx, INVALID, "%s: desc->%s is 0 (must be >= 1)", fn,
+                           desc->len == 0 ? "len" : desc->heads == 0 ? "heads" : "head_dim");
+    s.batch = desc->batch ? desc->batch : 1;
+    s.len = desc->len;
+    s.heads = desc->heads;
+    s.head_dim = desc->head_dim;
+    if (!product(&n, s.batch, s.len, s.heads, s.head_dim))
+        return vkmha__fail(ctx, INVALID, "%s: batch * len * heads * head_dim overflows", fn);
+    if ((st = vkmha__check_count(ctx, fn, "x", n, 4, &bytes)))
+        return st;
+    if (vkmha__overlap(x, bytes, y, bytes))
+        return vkmha__fail(ctx, INVALID, "%s: y overlaps x", fn);
+    *out = s;
+    return VKMHA_SUCCESS;
+}
+
+vkmha_status vkmha__check_attention(vkmha_context *ctx, const vkmha_attention_desc *desc,
+                                    const float *q, const float *k, const float *v,
+                                    const float *out, const float *weights,
+                                    attn_shape *shape)
+{
+    const char *fn = "vkmha_attention";
+    vkmha_status st;
+    uint64_t nq, nk, nv, no, nw, bq, bk, bv, bo, bw = 0;
+    attn_shape s;
+    if (!desc)
+        return vkmha__fail(ctx, INVALID, "%s: desc is NULL", fn);
+    if (!q || !k || !v || !out)
+        return vkmha__fail(ctx, INVALID, "%s: %s is NULL", fn,
+                           !q ? "q" : !k ? "k" : !v ? "v" : "out");
+    if (desc->heads == 0 || desc->len_q == 0 || desc->len_k == 0 || desc->d_k == 0 ||
+        desc->d_v == 0)
+        return vkmha__fail(ctx, INVALID, "%s: desc->%s is 0 (must be >= 1)", fn,
+                           desc->heads == 0   ? "heads"
+                           : desc->len_q == 0 ? "len_q"
+                           : desc->len_k == 0 ? "len_k"
+                           : desc->d_k == 0   ? "d_k"
+                                              : "d_v");
+    s.batch = desc->batch ? desc->batch : 1;
+    s.heads = desc->heads;
+    s.kv_heads = desc->kv_heads ? desc->kv_heads : desc->heads;
+    if (s.kv_heads > s.heads || s.heads % s.kv_heads != 0)
+        return vkmha__fail(ctx, INVALID, "%s: desc->heads (%u) is not a multiple of "
+                           "desc->kv_heads (%u)", fn, s.heads, s.kv_heads);
+    s.len_q = desc->len_q;
+    s.len_k = desc->len_k;
+    s.d_k = desc->d_k;
+    s.d_v = desc->d_v;
+    s.scale = desc->scale != 0.0f ? desc->scale : (float)(1.0 / sqrt((double)s.d_k));
+    if (!product(&nq, s.batch, s.heads, s.len_q, s.d_k) ||
+        !product(&nk, s.batch, s.kv_heads, s.len_k, s.d_k) ||
+        !product(&nv, s.batch, s.kv_heads, s.len_k, s.d_v) ||
+        !product(&no, s.batch, s.heads, s.len_q, s.d_v) ||
+        !product(&nw, s.batch, s.heads, s.len_q, s.len_k))
+        return vkmha__fail(ctx, INVALID, "%s: tensor sizes overflow", fn);
+    if ((st = vkmha__check_count(ctx, fn, "q", nq, 4, &bq)) ||
+        (st = vkmha__check_count(ctx, fn, "k", nk, 4, &bk)) ||
+        (st = vkmha__check_count(ctx, fn, "v", nv, 4, &bv)) ||
+        (st = vkmha__check_count(ctx, fn, "out", no, 4, &bo)) ||
+        (weights && (st = vkmha__check_count(ctx, fn, "weights", nw, 4, &bw))))
+        return st;
+    const void *in[3] = {q, k, v};
+    const uint64_t in_bytes[3] = {bq, bk, bv};
+    const char *in_name[3] = {"q", "k", "v"};
+    for (int i = 0; i < 3; i++) {
+        if (vkmha__overlap(out, bo, in[i], in_bytes[i]))
+            return vkmha__fail(ctx, INVALID, "%s: out overlaps %s", fn, in_name[i]);
+        if (vkmha__overlap(weights, bw, in[i], in_bytes[i]))
+            return vkmha__fail(ctx, INVALID, "%s: weights overlaps %s", fn, in_name[i]);
+    }
+    if (vkmha__overlap(out, bo, weights, bw))
+        return vkmha__fail(ctx, INVALID, "%s: weights overlaps out", fn);
+    *shape = s;
+    return VKMHA_SUCCESS;
+}

@@ -1,0 +1,177 @@
+/* The context and the public ops: check arguments once (src/check.c), then
+ * hand the resolved shapes to the reference or the Vulkan backend. */
+#include "vk_internal.h"
+
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+VKMHA_API vkmha_status vkmha_context_create(const vkmha_context_desc *desc,
+                                            vkmha_context **out)
+{
+    static const vkmha_context_desc defaults = {0};
+    const uint32_t known_flags = VKMHA_CONTEXT_NO_SUBGROUP_OPS;
+    vkmha_status st;
+    if (!desc)
+        desc = &defaults;
+    if (!out) {
+        vkmha__log(desc->log, desc->log_user, VKMHA_LOG_ERROR, VKMHA_ERROR_INVALID_ARGUMENT,
+                   "vkmha_context_create: out is NULL");
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    }
+    *out = NULL;
+    vkmha_backend backend = desc->backend ? desc->backend : VKMHA_BACKEND_VULKAN;
+    if (backend != VKMHA_BACKEND_VULKAN && backend != VKMHA_BACKEND_REFERENCE) {
+        vkmha__log(desc->log, desc->log_user, VKMHA_LOG_ERROR, VKMHA_ERROR_INVALID_ARGUMENT,
+                   "vkmha_context_create: desc->backend (%d) is not a vkmha_backend",
+                   (int)desc->backend);
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    }
+    if (desc->flags & ~known_flags) {
+        vkmha__log(desc->log, desc->log_user, VKMHA_LOG_ERROR, VKMHA_ERROR_INVALID_ARGUMENT,
+                   "vkmha_context_create: desc->flags has unknown bits 0x%x",
+                   desc->flags & ~known_flags);
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    }
+    vkmha_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) {
+        vkmha__log(desc->log, desc->log_user, VKMHA_LOG_ERROR, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                   "vkmha_context_create: out of host memory");
+        return VKMHA_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    ctx->backend = backend;
+    ctx->flags = desc->flags;
+    ctx->log = desc->log;
+    ctx->log_user = desc->log_user;
+    if (backend == VKMHA_BACKEND_VULKAN && (st = vk_create(ctx, desc)) != VKMHA_SUCCESS) {
+        vk_destroy(ctx->vk);
+        free(ctx);
+        return st;
+    }
+    *out = ctx;
+    return VKMHA_SUCCESS;
+}
+
+VKMHA_API void vkmha_context_destroy(vkmha_context *ctx)
+{
+    if (!ctx)
+        return;
+    vk_destroy(ctx->vk);
+    free(ctx);
+}
+
+VKMHA_API vkmha_status vkmha_context_get_info(const vkmha_context *ctx,
+                                              vkmha_context_info *out)
+{
+    if (!ctx || !out)
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    memset(out, 0, sizeof *out);
+    out->backend = ctx->backend;
+    const vk_state *vk = ctx->vk;
+    if (!vk) {
+        snprintf(out->device.name, sizeof out->device.name, "reference");
+        return VKMHA_SUCCESS;
+    }
+    out->device = vk->info;
+    out->device_index = vk->device_index;
+    out->validation_enabled = vk->validation;
+    out->validation_messages = vk->validation_messages;
+    out->subgroup_ops_used = vk->use_subgroup;
+    out->matmul_large = vk->tile_large;
+    out->matmul_small = vk->tile_small;
+    out->reduce_workgroup_size = vk->reduce_wg;
+    return VKMHA_SUCCESS;
+}
+
+VKMHA_API vkmha_status vkmha_matmul(vkmha_context *ctx, const vkmha_matmul_desc *desc,
+                                    const float *a, const float *b, const float *bias,
+                                    float *c)
+{
+    mm_shape s;
+    vkmha_status st;
+    if (!ctx)
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    vkmha__begin_call(ctx);
+    if ((st = vkmha__check_matmul(ctx, desc, a, b, bias, c, &s)))
+        return st;
+    if (!ctx->vk) {
+        ref_matmul(&s, a, b, bias, c);
+        return VKMHA_SUCCESS;
+    }
+    return vk_matmul(ctx->vk, &s, a, b, bias, c);
+}
+
+VKMHA_API vkmha_status vkmha_softmax(vkmha_context *ctx, const vkmha_softmax_desc *desc,
+                                     const float *x, const vkmha_mask *mask, float *y)
+{
+    sm_shape s;
+    mask_r m;
+    vkmha_status st;
+    if (!ctx)
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    vkmha__begin_call(ctx);
+    if ((st = vkmha__check_softmax(ctx, desc, x, y, &s)) ||
+        (st = vkmha__check_mask(ctx, "vkmha_softmax", mask, s.batch, s.heads, s.len_q, s.len_k,
+                                &m)))
+        return st;
+    if (!ctx->vk) {
+        if ((st = ref_softmax(&s, x, &m, y)))
+            return vkmha__fail(ctx, st, "vkmha_softmax: out of host memory");
+        return VKMHA_SUCCESS;
+    }
+    return vk_softmax(ctx->vk, &s, x, &m, y);
+}
+
+static vkmha_status heads_op(vkmha_context *ctx, const char *fn, bool split,
+                             const vkmha_heads_desc *desc, const float *x, float *y)
+{
+    heads_shape s;
+    vkmha_status st;
+    if (!ctx)
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    vkmha__begin_call(ctx);
+    if ((st = vkmha__check_heads(ctx, fn, desc, x, y, &s)))
+        return st;
+    if (!ctx->vk) {
+        if (split)
+            ref_split_heads(&s, x, y);
+        else
+            ref_merge_heads(&s, x, y);
+        return VKMHA_SUCCESS;
+    }
+    return vk_heads(ctx->vk, &s, split, x, y);
+}
+
+VKMHA_API vkmha_status vkmha_split_heads(vkmha_context *ctx, const vkmha_heads_desc *desc,
+                                         const float *x, float *y)
+{
+    return heads_op(ctx, "vkmha_split_heads", true, desc, x, y);
+}
+
+VKMHA_API vkmha_status vkmha_merge_heads(vkmha_context *ctx, const vkmha_heads_desc *desc,
+                                         const float *x, float *y)
+{
+    return heads_op(ctx, "vkmha_merge_heads", false, desc, x, y);
+}
+
+VKMHA_API vkmha_status vkmha_attention(vkmha_context *ctx, const vkmha_attention_desc *desc,
+                                       const float *q, const float *k, const float *v,
+                                       const vkmha_mask *mask, float *out, float *weights)
+{
+    attn_shape s;
+    mask_r m;
+    vkmha_status st;
+    if (!ctx)
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    vkmha__begin_call(ctx);
+    if ((st = vkmha__check_attention(ctx, desc, q, k, v, out, weights, &s)) ||
+        (st = vkmha__check_mask(ctx, "vkmha_attention", mask, s.batch, s.heads, s.len_q,
+                                s.len_k, &m)))
+        return st;
+    if (!ctx->vk) {
+        if ((st = ref_attention(&s, q, k, v, &m, out, weights)))
+            return vkmha__fail(ctx, st, "vkmha_attention: out of host memory");
+        return VKMHA_SUCCESS;
+    }
+    return vk_attention(ctx->vk, &s, q, k, v, &m, out, weights);
+}

@@ -1,0 +1,140 @@
+/* Private declarations shared by the library's source files. */
+#ifndef VKMHA_INTERNAL_H
+#define VKMHA_INTERNAL_H
+
+#include "vkmha.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <volk.h>
+
+#define VKMHA_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#if defined(__GNUC__)
+#define VKMHA_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define VKMHA_PRINTF(f, a)
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Resolved shapes: the public descs with every default filled in and every */
+/* argument checked (src/check.c). The backends only ever see these.         */
+/* ------------------------------------------------------------------------ */
+
+typedef struct mm_shape {
+    uint32_t batch, m, n, k;
+    uint32_t lda, ldb, ldc;
+    bool trans_b;
+    float alpha;
+    uint64_t sa, sb, sc; /* batch strides in elements; 0 = broadcast */
+    /* Elements each array spans: the smallest array that holds every index. */
+    uint64_t extent_a, extent_b, extent_c;
+} mm_shape;
+
+typedef struct sm_shape {
+    uint32_t batch, heads, len_q, len_k;
+    float scale;
+} sm_shape;
+
+typedef struct heads_shape {
+    uint32_t batch, len, heads, head_dim;
+} heads_shape;
+
+typedef struct attn_shape {
+    uint32_t batch, heads, kv_heads, len_q, len_k, d_k, d_v;
+    float scale;
+} attn_shape;
+
+/* A checked mask: kinds and pointers agree, bias_batch / bias_heads are 1 or
+ * the full size. kinds == 0 when the caller passed none. */
+typedef vkmha_mask mask_r;
+
+/* The score a masked position gets, exactly as masked_fill(mask == 0, -1e9). */
+#define VKMHA_MASKED_SCORE (-1e9)
+
+/* ------------------------------------------------------------------------ */
+/* Context                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct vk_state vk_state; /* src/vk_internal.h */
+
+struct vkmha_context {
+    vkmha_backend backend;
+    uint32_t flags;
+    vkmha_log_fn log;
+    void *log_user;
+    char last_error[512];
+    vk_state *vk; /* NULL for the reference backend */
+};
+
+/* src/status.c */
+/* Records `status` with a printf-style message as the context's last error,
+ * forwards it to the logger, and returns status. ctx may be NULL. */
+vkmha_status vkmha__fail(vkmha_context *ctx, vkmha_status status, const char *fmt, ...)
+    VKMHA_PRINTF(3, 4);
+vkmha_status vkmha__vfail(vkmha_context *ctx, vkmha_status status, const char *fmt,
+                          va_list ap);
+void vkmha__log(vkmha_log_fn log, void *user, vkmha_log_level level, vkmha_status status,
+                const char *fmt, ...) VKMHA_PRINTF(5, 6);
+/* Clears the last error at the start of a public call. */
+void vkmha__begin_call(vkmha_context *ctx);
+/* Overflow-checked a * b; false on overflow. */
+bool vkmha__mul_u64(uint64_t a, uint64_t b, uint64_t *out);
+
+/* src/check.c: argument checking shared by both backends. Each returns
+ * VKMHA_SUCCESS and a resolved shape, or VKMHA_ERROR_INVALID_ARGUMENT with a
+ * message naming the argument (prefixed by the public function's name). */
+vkmha_status vkmha__check_matmul(vkmha_context *ctx, const vkmha_matmul_desc *desc,
+                                 const float *a, const float *b, const float *bias,
+                                 const float *c, mm_shape *out);
+vkmha_status vkmha__check_mask(vkmha_context *ctx, const char *fn, const vkmha_mask *mask,
+                               uint32_t batch, uint32_t heads, uint32_t len_q,
+                               uint32_t len_k, mask_r *out);
+vkmha_status vkmha__check_softmax(vkmha_context *ctx, const vkmha_softmax_desc *desc,
+                                  const float *x, const float *y, sm_shape *out);
+vkmha_status vkmha__check_heads(vkmha_context *ctx, const char *fn,
+                                const vkmha_heads_desc *desc, const float *x,
+                                const float *y, heads_shape *out);
+vkmha_status vkmha__check_attention(vkmha_context *ctx, const vkmha_attention_desc *desc,
+                                    const float *q, const float *k, const float *v,
+                                    const float *out, const float *weights,
+                                    attn_shape *shape);
+/* Checks that `n` elements of `size` bytes fit in memory; on success stores
+ * n * size in *bytes. */
+vkmha_status vkmha__check_count(vkmha_context *ctx, const char *fn, const char *what,
+                                uint64_t n, uint64_t size, uint64_t *bytes);
+/* Whether [a, a + an) and [b, b + bn) (in bytes) intersect. */
+bool vkmha__overlap(const void *a, uint64_t an, const void *b, uint64_t bn);
+
+/* ------------------------------------------------------------------------ */
+/* Reference backend (src/reference.c): scalar C, double accumulation,      */
+/* written for obviousness, not speed. Shares no code with the shaders.     */
+/* ------------------------------------------------------------------------ */
+
+void ref_matmul(const mm_shape *s, const float *a, const float *b, const float *bias,
+                float *c);
+/* y may equal x. */
+vkmha_status ref_softmax(const sm_shape *s, const float *x, const mask_r *mask, float *y);
+void ref_split_heads(const heads_shape *s, const float *x, float *y);
+void ref_merge_heads(const heads_shape *s, const float *x, float *y);
+/* weights may be NULL. Returns VKMHA_ERROR_OUT_OF_HOST_MEMORY if a row buffer
+ * cannot be allocated. */
+vkmha_status ref_attention(const attn_shape *s, const float *q, const float *k,
+                           const float *v, const mask_r *mask, float *out,
+                           float *weights);
+/* y[r] = gamma * (x[r] + res[r] - mean) / sqrt(var + eps) + beta, over rows of
+ * `cols` elements; biased variance like torch.nn.LayerNorm. y may equal x. */
+void ref_layernorm(uint32_t rows, uint32_t cols, const float *x, const float *res,
+                   const float *gamma, const float *beta, float eps, float *y);
+/* Whether score (b, h, i, j) is masked; shared by ref_softmax and
+ * ref_attention. */
+bool ref_is_masked(const mask_r *mask, uint32_t b, uint32_t i, uint32_t j,
+                   uint32_t len_q, uint32_t len_k);
+/* The additive bias for score (b, h, i, j), 0 without one. */
+double ref_bias(const mask_r *mask, uint32_t batch, uint32_t heads, uint32_t b,
+                uint32_t h, uint32_t i, uint32_t j, uint32_t len_q, uint32_t len_k);
+
+#endif /* VKMHA_INTERNAL_H */

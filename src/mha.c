@@ -1,0 +1,496 @@
+/* The multi-head attention layer: argument checks, weights (copied once, to
+ * the device for Vulkan), and the forward graph on both backends:
+ *
+ *   qp = query W_q^T + b_q     [B*Lq][H*d_k]      (matmul)
+ *   kp = key   W_k^T + b_k     [B*Lk][Hkv*d_k]
+ *   vp = value W_v^T + b_v     [B*Lk][Hkv*d_v]
+ *   qh, kh, vh = split heads   [B][heads][L][d]   (heads)
+ *   oh = attention(qh, kh, vh) [B][H][Lq][d_v]    (matmul, softmax, matmul)
+ *   om = merge heads(oh)       [B*Lq][H*d_v]      (heads)
+ *   out = om W_o^T + b_o       [B*Lq][d_model]    (matmul)
+ *   out = LayerNorm(query + out) if post_norm     (layernorm)
+ */
+#include "vk_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#define INVALID VKMHA_ERROR_INVALID_ARGUMENT
+
+enum weight { W_Q, W_K, W_V, W_O, B_Q, B_K, B_V, B_O, GAMMA, BETA, WEIGHT_COUNT };
+
+/* The forward's descriptor sites, in recording order. */
+enum mha_site {
+    SITE_PROJ_Q, SITE_PROJ_K, SITE_PROJ_V,
+    SITE_SPLIT_Q, SITE_SPLIT_K, SITE_SPLIT_V,
+    SITE_ATTENTION, /* 3 sites */
+    SITE_MERGE = SITE_ATTENTION + 3,
+    SITE_PROJ_O,
+    SITE_NORM,
+    SITE_COUNT
+};
+
+struct vkmha_mha {
+    vkmha_context *ctx;
+    vkmha_mha_desc d;               /* defaults resolved, pointers NULL */
+    float *host[WEIGHT_COUNT];      /* reference backend: copies, NULL if absent */
+    vk_buffer dev[WEIGHT_COUNT];    /* Vulkan backend: device copies */
+    vk_site_pool sites;
+};
+
+/* Elements of each weight, 0 where it is absent. */
+static void weight_sizes(const vkmha_mha_desc *d, uint64_t n[WEIGHT_COUNT])
+{
+    const uint64_t H = d->n_head, Hkv = d->n_kv_head;
+    n[W_Q] = H * d->d_k * d->d_model;
+    n[W_K] = Hkv * d->d_k * d->kdim;
+    n[W_V] = Hkv * d->d_v * d->vdim;
+    n[W_O] = (uint64_t)d->d_model * H * d->d_v;
+    n[B_Q] = H * d->d_k;
+    n[B_K] = Hkv * d->d_k;
+    n[B_V] = Hkv * d->d_v;
+    n[B_O] = d->d_model;
+    n[GAMMA] = n[BETA] = d->post_norm ? d->d_model : 0;
+}
+
+static vkmha_status check_desc(vkmha_context *ctx, const vkmha_mha_desc *in,
+                               vkmha_mha_desc *d)
+{
+    const char *fn = "vkmha_mha_create";
+    if (!in)
+        return vkmha__fail(ctx, INVALID, "%s: desc is NULL", fn);
+    *d = *in;
+    if (d->d_model == 0 || d->n_head == 0)
+        return vkmha__fail(ctx, INVALID, "%s: desc->%s is 0 (must be >= 1)", fn,
+                           d->d_model == 0 ? "d_model" : "n_head");
+    d->n_kv_head = d->n_kv_head ? d->n_kv_head : d->n_head;
+    if (d->n_kv_head > d->n_head || d->n_head % d->n_kv_head != 0)
+        return vkmha__fail(ctx, INVALID,
+                           "%s: desc->n_head (%u) is not a multiple of desc->n_kv_head (%u)", fn,
+                           d->n_head, d->n_kv_head);
+    if ((d->d_k == 0 || d->d_v == 0) && d->d_model % d->n_head != 0)
+        return vkmha__fail(ctx, INVALID,
+                           "%s: desc->d_model (%u) is not divisible by desc->n_head (%u), so "
+                           "desc->%s has no default; set d_k and d_v explicitly",
+                           fn, d->d_model, d->n_head, d->d_k == 0 ? "d_k" : "d_v");
+    d->d_k = d->d_k ? d->d_k : d->d_model / d->n_head;
+    d->d_v = d->d_v ? d->d_v : d->d_model / d->n_head;
+    d->kdim = d->kdim ? d->kdim : d->d_model;
+    d->vdim = d->vdim ? d->vdim : d->d_model;
+    d->scale = d->scale != 0.0f ? d->scale : (float)(1.0 / sqrt((double)d->d_k));
+    d->norm_eps = d->norm_eps != 0.0f ? d->norm_eps : 1e-6f;
+    if (!(d->norm_eps > 0.0f))
+        return vkmha__fail(ctx, INVALID, "%s: desc->norm_eps (%g) is not positive", fn,
+                           (double)d->norm_eps);
+    const float *const required[4] = {d->w_q, d->w_k, d->w_v, d->w_o};
+    const char *const names[4] = {"w_q", "w_k", "w_v", "w_o"};
+    for (int i = 0; i < 4; i++)
+        if (!required[i])
+            return vkmha__fail(ctx, INVALID, "%s: desc->%s is NULL", fn, names[i]);
+    if (!d->post_norm && (d->norm_gamma || d->norm_beta))
+        return vkmha__fail(ctx, INVALID, "%s: desc->%s is set but desc->post_norm is false",
+                           fn, d->norm_gamma ? "norm_gamma" : "norm_beta");
+    /* Every tensor of the layer must be countable without overflow. */
+    uint64_t n, bytes, sizes[WEIGHT_COUNT];
+    if (!vkmha__mul_u64((uint64_t)d->n_head * d->d_k, d->d_model, &n) ||
+        !vkmha__mul_u64((uint64_t)d->n_head * d->d_v, d->d_model, &n) ||
+        !vkmha__mul_u64((uint64_t)d->n_kv_head * d->d_k, d->kdim, &n) ||
+        !vkmha__mul_u64((uint64_t)d->n_kv_head * d->d_v, d->vdim, &n))
+        return vkmha__fail(ctx, INVALID, "%s: weight sizes overflow", fn);
+    weight_sizes(d, sizes);
+    for (int i = 0; i < W_O + 1; i++) {
+        vkmha_status st = vkmha__check_count(ctx, fn, names[i], sizes[i], 4, &bytes);
+        if (st)
+            return st;
+    }
+    return VKMHA_SUCCESS;
+}
+
+VKMHA_API void vkmha_mha_destroy(vkmha_mha *mha)
+{
+    if (!mha)
+        return;
+    vk_state *vk = mha->ctx->vk;
+    for (int i = 0; i < WEIGHT_COUNT; i++) {
+        free(mha->host[i]);
+        if (vk)
+            vk_buffer_destroy(vk, &mha->dev[i]);
+    }
+    if (vk)
+        vk_site_pool_destroy(vk, &mha->sites);
+    free(mha);
+}
+
+/* The weights of `in` (gamma / beta defaulted to ones / zeros) in order. */
+static vkmha_status gather_weights(const vkmha_mha_desc *in, const uint64_t n[WEIGHT_COUNT],
+                                   const float *src[WEIGHT_COUNT], float **ones)
+{
+    src[W_Q] = in->w_q;
+    src[W_K] = in->w_k;
+    src[W_V] = in->w_v;
+    src[W_O] = in->w_o;
+    src[B_Q] = in->b_q;
+    src[B_K] = in->b_k;
+    src[B_V] = in->b_v;
+    src[B_O] = in->b_o;
+    src[GAMMA] = in->norm_gamma;
+    src[BETA] = in->norm_beta;
+    *ones = NULL;
+    if (!in->post_norm)
+        return VKMHA_SUCCESS;
+    /* One array of ones followed by zeros serves both defaults. */
+    if (!src[GAMMA] || !src[BETA]) {
+        *ones = calloc(2 * n[GAMMA], sizeof(float));
+        if (!*ones)
+            return VKMHA_ERROR_OUT_OF_HOST_MEMORY;
+        for (uint64_t i = 0; i < n[GAMMA]; i++)
+            (*ones)[i] = 1.0f;
+        if (!src[GAMMA])
+            src[GAMMA] = *ones;
+        if (!src[BETA])
+            src[BETA] = *ones + n[GAMMA];
+    }
+    return VKMHA_SUCCESS;
+}
+
+static vkmha_status upload_weights(vkmha_mha *mha, const float *src[WEIGHT_COUNT],
+                                   const uint64_t n[WEIGHT_COUNT])
+{
+    static const char *const what[WEIGHT_COUNT] = {"w_q", "w_k", "w_v", "w_o", "b_q",
+                                                   "b_k", "b_v", "b_o", "norm_gamma",
+                                                   "norm_beta"};
+    static const vk_kind kinds[SITE_COUNT] = {
+        [SITE_PROJ_Q] = KIND_MATMUL, [SITE_PROJ_K] = KIND_MATMUL, [SITE_PROJ_V] = KIND_MATMUL,
+        [SITE_SPLIT_Q] = KIND_HEADS, [SITE_SPLIT_K] = KIND_HEADS, [SITE_SPLIT_V] = KIND_HEADS,
+        [SITE_ATTENTION] = VK_ATTENTION_SITE_KINDS,
+        [SITE_MERGE] = KIND_HEADS,   [SITE_PROJ_O] = KIND_MATMUL, [SITE_NORM] = KIND_LAYERNORM};
+    vk_state *vk = mha->ctx->vk;
+    vkmha_status st;
+    uint64_t total = 0;
+    for (int i = 0; i < WEIGHT_COUNT; i++) {
+        if (!src[i])
+            continue;
+        char name[64];
+        snprintf(name, sizeof name, "vkmha_mha_create: desc->%s", what[i]);
+        if ((st = vk_check_size(vk, n[i] * 4, name)) ||
+            (st = vk_buffer_create(vk, n[i] * 4, false, false, what[i], &mha->dev[i])))
+            return st;
+        total += n[i] * 4 + 16;
+    }
+    if ((st = vk_site_pool_create(vk, kinds, SITE_COUNT, &mha->sites)) ||
+        (st = vk_call_begin(vk, total, 0)))
+        return st;
+    for (int i = 0; i < WEIGHT_COUNT; i++)
+        if (src[i])
+            vk_upload(vk, &mha->dev[i], 0, src[i], n[i] * 4);
+    return vk_call_submit(vk);
+}
+
+VKMHA_API vkmha_status vkmha_mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc,
+                                        vkmha_mha **out)
+{
+    vkmha_status st;
+    uint64_t n[WEIGHT_COUNT];
+    const float *src[WEIGHT_COUNT];
+    float *ones = NULL;
+    if (!ctx)
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    vkmha__begin_call(ctx);
+    if (!out)
+        return vkmha__fail(ctx, INVALID, "vkmha_mha_create: out is NULL");
+    *out = NULL;
+    vkmha_mha *mha = calloc(1, sizeof *mha);
+    if (!mha)
+        return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                           "vkmha_mha_create: out of host memory");
+    mha->ctx = ctx;
+    if ((st = check_desc(ctx, desc, &mha->d)))
+        goto fail;
+    weight_sizes(&mha->d, n);
+    if ((st = gather_weights(&mha->d, n, src, &ones))) {
+        vkmha__fail(ctx, st, "vkmha_mha_create: out of host memory");
+        goto fail;
+    }
+    if (ctx->vk) {
+        if ((st = upload_weights(mha, src, n)))
+            goto fail;
+    } else {
+        for (int i = 0; i < WEIGHT_COUNT; i++) {
+            if (!src[i])
+                continue;
+            if (!(mha->host[i] = malloc(n[i] * sizeof(float)))) {
+                st = vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                                 "vkmha_mha_create: out of host memory");
+                goto fail;
+            }
+            memcpy(mha->host[i], src[i], n[i] * sizeof(float));
+        }
+    }
+    free(ones);
+    /* The layer keeps its own copies: the caller's pointers are not kept. */
+    mha->d.w_q = mha->d.w_k = mha->d.w_v = mha->d.w_o = NULL;
+    mha->d.b_q = mha->d.b_k = mha->d.b_v = mha->d.b_o = NULL;
+    mha->d.norm_gamma = mha->d.norm_beta = NULL;
+    *out = mha;
+    return VKMHA_SUCCESS;
+fail:
+    free(ones);
+    vkmha_mha_destroy(mha);
+    return st;
+}
+
+VKMHA_API vkmha_status vkmha_mha_get_desc(const vkmha_mha *mha, vkmha_mha_desc *out)
+{
+    if (!mha || !out)
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    *out = mha->d;
+    return VKMHA_SUCCESS;
+}
+
+/* Resolved forward arguments. */
+typedef struct fwd {
+    uint32_t B, Lq, Lk;
+    mask_r mask;
+    uint64_t n_query, n_key, n_value, n_out, n_weights; /* elements */
+} fwd;
+
+static vkmha_status check_io(vkmha_mha *mha, const vkmha_mha_io *io, fwd *f)
+{
+    vkmha_context *ctx = mha->ctx;
+    const vkmha_mha_desc *d = &mha->d;
+    const char *fn = "vkmha_mha_forward";
+    vkmha_status st;
+    uint64_t bytes;
+    if (!io)
+        return vkmha__fail(ctx, INVALID, "%s: io is NULL", fn);
+    if (!io->query || !io->key || !io->value || !io->out)
+        return vkmha__fail(ctx, INVALID, "%s: io->%s is NULL", fn,
+                           !io->query ? "query" : !io->key ? "key" : !io->value ? "value" : "out");
+    if (io->len_q == 0)
+        return vkmha__fail(ctx, INVALID, "%s: io->len_q is 0 (must be >= 1)", fn);
+    f->B = io->batch ? io->batch : 1;
+    f->Lq = io->len_q;
+    f->Lk = io->len_k ? io->len_k : io->len_q;
+    uint64_t counts[5];
+    if (!vkmha__mul_u64((uint64_t)f->B * f->Lq, d->d_model, &counts[0]) ||
+        !vkmha__mul_u64((uint64_t)f->B * f->Lk, d->kdim, &counts[1]) ||
+        !vkmha__mul_u64((uint64_t)f->B * f->Lk, d->vdim, &counts[2]) ||
+        !vkmha__mul_u64((uint64_t)f->B * d->n_head, (uint64_t)f->Lq * f->Lk, &counts[4]))
+        return vkmha__fail(ctx, INVALID, "%s: tensor sizes overflow", fn);
+    counts[3] = counts[0];
+    static const char *const names[5] = {"io->query", "io->key", "io->value", "io->out",
+                                         "io->attn_weights"};
+    for (int i = 0; i < 5; i++)
+        if ((st = vkmha__check_count(ctx, fn, names[i], counts[i], 4, &bytes)))
+            return st;
+    f->n_query = counts[0];
+    f->n_key = counts[1];
+    f->n_value = counts[2];
+    f->n_out = counts[3];
+    f->n_weights = counts[4];
+    const void *in[3] = {io->query, io->key, io->value};
+    for (int i = 0; i < 3; i++) {
+        if (vkmha__overlap(io->out, f->n_out * 4, in[i], counts[i] * 4))
+            return vkmha__fail(ctx, INVALID, "%s: io->out overlaps %s", fn, names[i]);
+        if (vkmha__overlap(io->attn_weights, f->n_weights * 4, in[i], counts[i] * 4))
+            return vkmha__fail(ctx, INVALID, "%s: io->attn_weights overlaps %s", fn, names[i]);
+    }
+    if (vkmha__overlap(io->out, f->n_out * 4, io->attn_weights, f->n_weights * 4))
+        return vkmha__fail(ctx, INVALID, "%s: io->attn_weights overlaps io->out", fn);
+    return vkmha__check_mask(ctx, fn, io->mask, f->B, d->n_head, f->Lq, f->Lk, &f->mask);
+}
+
+static attn_shape attention_shape(const vkmha_mha_desc *d, const fwd *f)
+{
+    attn_shape s = {f->B, d->n_head, d->n_kv_head, f->Lq, f->Lk, d->d_k, d->d_v, d->scale};
+    return s;
+}
+
+/* A projection y [rows][out] = x [rows][in] W^T + b as a resolved matmul. */
+static mm_shape projection(uint32_t rows, uint32_t out, uint32_t in)
+{
+    mm_shape s = {1, rows, out, in, in, in, out, true, 1.0f, 0, 0, 0, 0, 0, 0};
+    return s;
+}
+
+static vkmha_status forward_reference(vkmha_mha *mha, const vkmha_mha_io *io, const fwd *f)
+{
+    const vkmha_mha_desc *d = &mha->d;
+    float *const *w = mha->host;
+    const uint32_t H = d->n_head, Hkv = d->n_kv_head;
+    const uint32_t rq = f->B * f->Lq, rk = f->B * f->Lk;
+    const size_t nq = (size_t)rq * H * d->d_k, nk = (size_t)rk * Hkv * d->d_k,
+                 nv = (size_t)rk * Hkv * d->d_v, no = (size_t)rq * H * d->d_v;
+    vkmha_status st = VKMHA_SUCCESS;
+    /* One allocation: qp, kp, vp, qh, kh, vh, oh, om. */
+    float *mem = malloc((2 * (nq + nk + nv) + 2 * no) * sizeof(float));
+    if (!mem)
+        return vkmha__fail(mha->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                           "vkmha_mha_forward: out of host memory");
+    float *qp = mem, *kp = qp + nq, *vp = kp + nk, *qh = vp + nv, *kh = qh + nq, *vh = kh + nk,
+          *oh = vh + nv, *om = oh + no;
+
+    mm_shape s = projection(rq, H * d->d_k, d->d_model);
+    ref_matmul(&s, io->query, w[W_Q], w[B_Q], qp);
+    s = projection(rk, Hkv * d->d_k, d->kdim);
+    ref_matmul(&s, io->key, w[W_K], w[B_K], kp);
+    s = projection(rk, Hkv * d->d_v, d->vdim);
+    ref_matmul(&s, io->value, w[W_V], w[B_V], vp);
+
+    heads_shape hq = {f->B, f->Lq, H, d->d_k}, hk = {f->B, f->Lk, Hkv, d->d_k},
+                hv = {f->B, f->Lk, Hkv, d->d_v}, ho = {f->B, f->Lq, H, d->d_v};
+    ref_split_heads(&hq, qp, qh);
+    ref_split_heads(&hk, kp, kh);
+    ref_split_heads(&hv, vp, vh);
+    attn_shape as = attention_shape(d, f);
+    if ((st = ref_attention(&as, qh, kh, vh, &f->mask, oh, io->attn_weights))) {
+        vkmha__fail(mha->ctx, st, "vkmha_mha_forward: out of host memory");
+        goto done;
+    }
+    ref_merge_heads(&ho, oh, om);
+    s = projection(rq, d->d_model, H * d->d_v);
+    ref_matmul(&s, om, w[W_O], w[B_O], io->out);
+    if (d->post_norm)
+        ref_layernorm(rq, d->d_model, io->out, io->query, w[GAMMA], w[BETA], d->norm_eps,
+                      io->out);
+done:
+    free(mem);
+    return st;
+}
+
+/* Which slot holds input `p`: an earlier slot when the same pointer with the
+ * same size was already uploaded (self-attention uploads once). */
+static vk_slot input_slot(const void *p, uint64_t n, const void *const prev[],
+                          const uint64_t prev_n[], const vk_slot prev_slot[], int count,
+                          vk_slot own)
+{
+    for (int i = 0; i < count; i++)
+        if (p == prev[i] && n == prev_n[i])
+            return prev_slot[i];
+    return own;
+}
+
+static vk_matmul_args projection_args(vk_state *vk, vk_slot x, const vk_buffer *w,
+                                      const vk_buffer *b, vk_slot y, uint32_t rows,
+                                      uint32_t out, uint32_t in)
+{
+    vk_matmul_args a = {&vk->slots[x], w, b->buf ? b : NULL, &vk->slots[y], rows, out, in,
+                        in, in, out, true, 1.0f, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+    return a;
+}
+
+static vkmha_status forward_vulkan(vkmha_mha *mha, const vkmha_mha_io *io, const fwd *f)
+{
+    vk_state *vk = mha->ctx->vk;
+    const vkmha_mha_desc *d = &mha->d;
+    const vk_buffer *w = mha->dev;
+    vk_site *site = mha->sites.sites;
+    vkmha_status st;
+    const uint32_t H = d->n_head, Hkv = d->n_kv_head;
+    const uint32_t rq = f->B * f->Lq, rk = f->B * f->Lk;
+    const uint64_t nq = (uint64_t)rq * H * d->d_k, nk = (uint64_t)rk * Hkv * d->d_k,
+                   nv = (uint64_t)rk * Hkv * d->d_v, no = (uint64_t)rq * H * d->d_v;
+
+    const void *ins[3] = {io->query, io->key, io->value};
+    const uint64_t in_n[3] = {f->n_query, f->n_key, f->n_value};
+    vk_slot in_slot[3] = {SLOT_Q_IN, SLOT_K_IN, SLOT_V_IN};
+    for (int i = 1; i < 3; i++)
+        in_slot[i] = input_slot(ins[i], in_n[i], ins, in_n, in_slot, i, in_slot[i]);
+
+    uint64_t up = 0, down = f->n_out * 4 + 16 + (io->attn_weights ? f->n_weights * 4 + 16 : 0);
+    for (int i = 0; i < 3; i++) {
+        if (in_slot[i] != (vk_slot)(SLOT_Q_IN + i))
+            continue;
+        if ((st = vk_slot_ensure(vk, in_slot[i], in_n[i] * 4)))
+            return st;
+        up += in_n[i] * 4 + 16;
+    }
+    attn_shape as = attention_shape(d, f);
+    if ((st = vk_slot_ensure(vk, SLOT_Q_PROJ, (nq > no ? nq : no) * 4)) ||
+        (st = vk_slot_ensure(vk, SLOT_K_PROJ, nk * 4)) ||
+        (st = vk_slot_ensure(vk, SLOT_V_PROJ, nv * 4)) ||
+        (st = vk_slot_ensure(vk, SLOT_Q_HEADS, nq * 4)) ||
+        (st = vk_slot_ensure(vk, SLOT_K_HEADS, nk * 4)) ||
+        (st = vk_slot_ensure(vk, SLOT_V_HEADS, nv * 4)) ||
+        (st = vk_attention_ensure(vk, &as, no * 4)) ||
+        (st = vk_slot_ensure(vk, SLOT_OUT, f->n_out * 4)) ||
+        (st = vk_mask_ensure(vk, &f->mask, f->B, H, f->Lq, f->Lk, &up)) ||
+        (st = vk_call_begin(vk, up, down)))
+        return st;
+
+    for (int i = 0; i < 3; i++)
+        if (in_slot[i] == (vk_slot)(SLOT_Q_IN + i))
+            vk_upload(vk, &vk->slots[in_slot[i]], 0, ins[i], in_n[i] * 4);
+    vk_mask_upload(vk, &f->mask, f->B, H, f->Lq, f->Lk);
+    vk_barrier(vk);
+
+    /* Projections (independent of each other: no barrier between them). */
+    vk_matmul_args pq = projection_args(vk, in_slot[0], &w[W_Q], &w[B_Q], SLOT_Q_PROJ, rq,
+                                        H * d->d_k, d->d_model);
+    vk_matmul_args pk = projection_args(vk, in_slot[1], &w[W_K], &w[B_K], SLOT_K_PROJ, rk,
+                                        Hkv * d->d_k, d->kdim);
+    vk_matmul_args pv = projection_args(vk, in_slot[2], &w[W_V], &w[B_V], SLOT_V_PROJ, rk,
+                                        Hkv * d->d_v, d->vdim);
+    if ((st = vk_record_matmul(vk, &site[SITE_PROJ_Q], &pq)) ||
+        (st = vk_record_matmul(vk, &site[SITE_PROJ_K], &pk)) ||
+        (st = vk_record_matmul(vk, &site[SITE_PROJ_V], &pv)))
+        goto fail;
+    vk_barrier(vk);
+
+    heads_shape hq = {f->B, f->Lq, H, d->d_k}, hk = {f->B, f->Lk, Hkv, d->d_k},
+                hv = {f->B, f->Lk, Hkv, d->d_v}, ho = {f->B, f->Lq, H, d->d_v};
+    if ((st = vk_record_heads(vk, &site[SITE_SPLIT_Q], &hq, true, &vk->slots[SLOT_Q_PROJ],
+                              &vk->slots[SLOT_Q_HEADS])) ||
+        (st = vk_record_heads(vk, &site[SITE_SPLIT_K], &hk, true, &vk->slots[SLOT_K_PROJ],
+                              &vk->slots[SLOT_K_HEADS])) ||
+        (st = vk_record_heads(vk, &site[SITE_SPLIT_V], &hv, true, &vk->slots[SLOT_V_PROJ],
+                              &vk->slots[SLOT_V_HEADS])))
+        goto fail;
+    vk_barrier(vk);
+
+    if ((st = vk_record_attention(vk, &site[SITE_ATTENTION], &as, &f->mask,
+                                  &vk->slots[SLOT_O_HEADS])))
+        goto fail;
+    vk_barrier(vk);
+
+    /* The merged heads reuse the query projection's buffer. */
+    if ((st = vk_record_heads(vk, &site[SITE_MERGE], &ho, false, &vk->slots[SLOT_O_HEADS],
+                              &vk->slots[SLOT_Q_PROJ])))
+        goto fail;
+    vk_barrier(vk);
+
+    vk_matmul_args po = projection_args(vk, SLOT_Q_PROJ, &w[W_O], &w[B_O], SLOT_OUT, rq,
+                                        d->d_model, H * d->d_v);
+    if ((st = vk_record_matmul(vk, &site[SITE_PROJ_O], &po)))
+        goto fail;
+    if (d->post_norm) {
+        vk_barrier(vk);
+        if ((st = vk_record_layernorm(vk, &site[SITE_NORM], rq, d->d_model, d->norm_eps,
+                                      &vk->slots[in_slot[0]], &w[GAMMA], &w[BETA],
+                                      &vk->slots[SLOT_OUT])))
+            goto fail;
+    }
+    vk_download(vk, &vk->slots[SLOT_OUT], io->out, f->n_out * 4, 1, f->n_out * 4, 1,
+                f->n_out * 4);
+    if (io->attn_weights)
+        vk_download(vk, &vk->slots[SLOT_SCORES], io->attn_weights, f->n_weights * 4, 1,
+                    f->n_weights * 4, 1, f->n_weights * 4);
+    return vk_call_submit(vk);
+fail:
+    vk_call_abort(vk);
+    return st;
+}
+
+VKMHA_API vkmha_status vkmha_mha_forward(vkmha_mha *mha, const vkmha_mha_io *io)
+{
+    fwd f;
+    vkmha_status st;
+    if (!mha)
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    vkmha__begin_call(mha->ctx);
+    if ((st = check_io(mha, io, &f)))
+        return st;
+    return mha->ctx->vk ? forward_vulkan(mha, io, &f) : forward_reference(mha, io, &f);
+}

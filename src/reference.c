@@ -1,0 +1,242 @@
+/*
+ * The reference backend: plain scalar C11 implementations of every op, the
+ * oracle the Vulkan backend is tested against (VKMHA_BACKEND_REFERENCE).
+ *
+ * Written for obviousness, not speed: one loop per index, no blocking, no
+ * shared code with the shaders. Every sum (dot products, softmax
+ * denominators, LayerNorm statistics) is accumulated in double and only the
+ * final result is rounded to float, so the reference's own rounding error is
+ * far below the tolerances the GPU results are compared with and does not
+ * depend on summation order.
+ *
+ * The arguments arrive already checked and resolved (src/check.c); nothing
+ * here validates them again. Index arithmetic is done in uint64_t so that no
+ * product of two uint32_t sizes can overflow.
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* ------------------------------------------------------------------------ */
+/* Matmul                                                                   */
+/* ------------------------------------------------------------------------ */
+
+void ref_matmul(const mm_shape *s, const float *a, const float *b, const float *bias,
+                float *c)
+{
+    for (uint64_t bt = 0; bt < s->batch; bt++) {
+        const float *ab = a + bt * s->sa;
+        const float *bb = b + bt * s->sb;
+        float *cb = c + bt * s->sc;
+        for (uint64_t i = 0; i < s->m; i++) {
+            for (uint64_t j = 0; j < s->n; j++) {
+                double acc = 0.0;
+                for (uint64_t p = 0; p < s->k; p++) {
+                    double av = (double)ab[i * s->lda + p];
+                    double bv = s->trans_b ? (double)bb[j * s->ldb + p]
+                                           : (double)bb[p * s->ldb + j];
+                    acc += av * bv;
+                }
+                double r = (double)s->alpha * acc;
+                if (bias)
+                    r += (double)bias[j];
+                cb[i * s->ldc + j] = (float)r;
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Masks                                                                    */
+/* ------------------------------------------------------------------------ */
+
+bool ref_is_masked(const mask_r *mask, uint32_t b, uint32_t i, uint32_t j,
+                   uint32_t len_q, uint32_t len_k)
+{
+    if (!mask)
+        return false;
+    if ((mask->kinds & VKMHA_MASK_KEY_PADDING) &&
+        mask->key_padding[(uint64_t)b * len_k + j] == 0)
+        return true;
+    if ((mask->kinds & VKMHA_MASK_FULL) &&
+        mask->full[((uint64_t)b * len_q + i) * len_k + j] == 0)
+        return true;
+    if ((mask->kinds & VKMHA_MASK_CAUSAL) && j > i)
+        return true;
+    return false;
+}
+
+double ref_bias(const mask_r *mask, uint32_t batch, uint32_t heads, uint32_t b,
+                uint32_t h, uint32_t i, uint32_t j, uint32_t len_q, uint32_t len_k)
+{
+    (void)batch;
+    (void)heads;
+    if (!mask || !(mask->kinds & VKMHA_MASK_BIAS))
+        return 0.0;
+    uint64_t bb = mask->bias_batch == 1 ? 0 : b;
+    uint64_t hh = mask->bias_heads == 1 ? 0 : h;
+    uint64_t idx = ((bb * mask->bias_heads + hh) * len_q + i) * len_k + j;
+    return (double)mask->bias[idx];
+}
+
+/* Softmax of row[0..n) in place (double), max-subtracted. */
+static void softmax_row(double *row, uint32_t n)
+{
+    double mx = row[0];
+    for (uint32_t j = 1; j < n; j++)
+        if (row[j] > mx)
+            mx = row[j];
+    double sum = 0.0;
+    for (uint32_t j = 0; j < n; j++) {
+        row[j] = exp(row[j] - mx);
+        sum += row[j];
+    }
+    for (uint32_t j = 0; j < n; j++)
+        row[j] /= sum;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Softmax                                                                  */
+/* ------------------------------------------------------------------------ */
+
+vkmha_status ref_softmax(const sm_shape *s, const float *x, const mask_r *mask, float *y)
+{
+    double *row = (double *)malloc((size_t)s->len_k * sizeof(double));
+    if (!row)
+        return VKMHA_ERROR_OUT_OF_HOST_MEMORY;
+    for (uint32_t b = 0; b < s->batch; b++) {
+        for (uint32_t h = 0; h < s->heads; h++) {
+            for (uint32_t i = 0; i < s->len_q; i++) {
+                uint64_t base =
+                    (((uint64_t)b * s->heads + h) * s->len_q + i) * s->len_k;
+                /* Read the whole row before writing any of it: y may be x. */
+                for (uint32_t j = 0; j < s->len_k; j++) {
+                    double v = (double)s->scale * (double)x[base + j] +
+                               ref_bias(mask, s->batch, s->heads, b, h, i, j, s->len_q,
+                                        s->len_k);
+                    if (ref_is_masked(mask, b, i, j, s->len_q, s->len_k))
+                        v = VKMHA_MASKED_SCORE;
+                    row[j] = v;
+                }
+                softmax_row(row, s->len_k);
+                for (uint32_t j = 0; j < s->len_k; j++)
+                    y[base + j] = (float)row[j];
+            }
+        }
+    }
+    free(row);
+    return VKMHA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Head split / merge                                                       */
+/* ------------------------------------------------------------------------ */
+
+void ref_split_heads(const heads_shape *s, const float *x, float *y)
+{
+    uint64_t width = (uint64_t)s->heads * s->head_dim;
+    for (uint64_t b = 0; b < s->batch; b++)
+        for (uint64_t t = 0; t < s->len; t++)
+            for (uint64_t h = 0; h < s->heads; h++)
+                for (uint64_t d = 0; d < s->head_dim; d++)
+                    y[((b * s->heads + h) * s->len + t) * s->head_dim + d] =
+                        x[(b * s->len + t) * width + h * s->head_dim + d];
+}
+
+void ref_merge_heads(const heads_shape *s, const float *x, float *y)
+{
+    uint64_t width = (uint64_t)s->heads * s->head_dim;
+    for (uint64_t b = 0; b < s->batch; b++)
+        for (uint64_t t = 0; t < s->len; t++)
+            for (uint64_t h = 0; h < s->heads; h++)
+                for (uint64_t d = 0; d < s->head_dim; d++)
+                    y[(b * s->len + t) * width + h * s->head_dim + d] =
+                        x[((b * s->heads + h) * s->len + t) * s->head_dim + d];
+}
+
+/* ------------------------------------------------------------------------ */
+/* Attention                                                                */
+/* ------------------------------------------------------------------------ */
+
+vkmha_status ref_attention(const attn_shape *s, const float *q, const float *k,
+                           const float *v, const mask_r *mask, float *out,
+                           float *weights)
+{
+    double *p = (double *)malloc((size_t)s->len_k * sizeof(double));
+    if (!p)
+        return VKMHA_ERROR_OUT_OF_HOST_MEMORY;
+    uint32_t group = s->heads / s->kv_heads; /* query heads per kv head */
+    for (uint32_t b = 0; b < s->batch; b++) {
+        for (uint32_t h = 0; h < s->heads; h++) {
+            uint64_t hkv = h / group;
+            const float *qh = q + ((uint64_t)b * s->heads + h) * s->len_q * s->d_k;
+            const float *kh = k + ((uint64_t)b * s->kv_heads + hkv) * s->len_k * s->d_k;
+            const float *vh = v + ((uint64_t)b * s->kv_heads + hkv) * s->len_k * s->d_v;
+            float *oh = out + ((uint64_t)b * s->heads + h) * s->len_q * s->d_v;
+            float *wh = weights
+                            ? weights + ((uint64_t)b * s->heads + h) * s->len_q * s->len_k
+                            : NULL;
+            for (uint32_t i = 0; i < s->len_q; i++) {
+                const float *qi = qh + (uint64_t)i * s->d_k;
+                for (uint32_t j = 0; j < s->len_k; j++) {
+                    const float *kj = kh + (uint64_t)j * s->d_k;
+                    double dot = 0.0;
+                    for (uint32_t d = 0; d < s->d_k; d++)
+                        dot += (double)qi[d] * (double)kj[d];
+                    double sc = (double)s->scale * dot +
+                                ref_bias(mask, s->batch, s->heads, b, h, i, j, s->len_q,
+                                         s->len_k);
+                    if (ref_is_masked(mask, b, i, j, s->len_q, s->len_k))
+                        sc = VKMHA_MASKED_SCORE;
+                    p[j] = sc;
+                }
+                softmax_row(p, s->len_k);
+                if (wh)
+                    for (uint32_t j = 0; j < s->len_k; j++)
+                        wh[(uint64_t)i * s->len_k + j] = (float)p[j];
+                for (uint32_t d = 0; d < s->d_v; d++) {
+                    double acc = 0.0;
+                    for (uint32_t j = 0; j < s->len_k; j++)
+                        acc += p[j] * (double)vh[(uint64_t)j * s->d_v + d];
+                    oh[(uint64_t)i * s->d_v + d] = (float)acc;
+                }
+            }
+        }
+    }
+    free(p);
+    return VKMHA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* LayerNorm                                                                */
+/* ------------------------------------------------------------------------ */
+
+void ref_layernorm(uint32_t rows, uint32_t cols, const float *x, const float *res,
+                   const float *gamma, const float *beta, float eps, float *y)
+{
+    for (uint64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * cols;
+        const float *rr = res ? res + r * cols : NULL;
+        float *yr = y + r * cols;
+        /* Two passes for the statistics, then one write pass that reads
+         * x[c] and res[c] before writing y[c]: safe when y aliases x. */
+        double sum = 0.0;
+        for (uint32_t c = 0; c < cols; c++)
+            sum += (double)xr[c] + (rr ? (double)rr[c] : 0.0);
+        double mean = sum / (double)cols;
+        double sq = 0.0;
+        for (uint32_t c = 0; c < cols; c++) {
+            double t = (double)xr[c] + (rr ? (double)rr[c] : 0.0);
+            sq += (t - mean) * (t - mean);
+        }
+        double var = sq / (double)cols;
+        double sd = sqrt(var + (double)eps);
+        for (uint32_t c = 0; c < cols; c++) {
+            double t = (double)xr[c] + (rr ? (double)rr[c] : 0.0);
+            double g = gamma ? (double)gamma[c] : 1.0;
+            double bt = beta ? (double)beta[c] : 0.0;
+            yr[c] = (float)(g * (t - mean) / sd + bt);
+        }
+    }
+}

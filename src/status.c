@@ -1,0 +1,84 @@
+/* Status names, the per-context last error, and logging. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* One list generates both the names and the switch below. */
+#define VKMHA_STATUS_LIST(X)                \
+    X(VKMHA_SUCCESS)                        \
+    X(VKMHA_ERROR_INVALID_ARGUMENT)         \
+    X(VKMHA_ERROR_UNSUPPORTED)              \
+    X(VKMHA_ERROR_NO_DEVICE)                \
+    X(VKMHA_ERROR_OUT_OF_HOST_MEMORY)       \
+    X(VKMHA_ERROR_OUT_OF_DEVICE_MEMORY)     \
+    X(VKMHA_ERROR_DEVICE_LOST)              \
+    X(VKMHA_ERROR_VULKAN)
+
+VKMHA_API const char *vkmha_status_string(vkmha_status status)
+{
+    switch (status) {
+#define X(name)                                                                         \
+    case name:                                                                          \
+        return #name;
+        VKMHA_STATUS_LIST(X)
+#undef X
+    }
+    return "VKMHA_ERROR_UNKNOWN_STATUS";
+}
+
+VKMHA_API uint32_t vkmha_version(void)
+{
+    return VKMHA_VERSION_NUMBER;
+}
+
+void vkmha__log(vkmha_log_fn log, void *user, vkmha_log_level level, vkmha_status status,
+                const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    if (!log)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    log(user, level, status, msg);
+}
+
+vkmha_status vkmha__vfail(vkmha_context *ctx, vkmha_status status, const char *fmt,
+                          va_list ap)
+{
+    if (!ctx)
+        return status;
+    vsnprintf(ctx->last_error, sizeof ctx->last_error, fmt, ap);
+    if (ctx->log)
+        ctx->log(ctx->log_user, VKMHA_LOG_ERROR, status, ctx->last_error);
+    return status;
+}
+
+vkmha_status vkmha__fail(vkmha_context *ctx, vkmha_status status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vkmha__vfail(ctx, status, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+void vkmha__begin_call(vkmha_context *ctx)
+{
+    ctx->last_error[0] = '\0';
+}
+
+VKMHA_API const char *vkmha_context_last_error(const vkmha_context *ctx)
+{
+    return ctx ? ctx->last_error : "vkmha_context_last_error: ctx is NULL";
+}
+
+bool vkmha__mul_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+    if (a != 0 && b > UINT64_MAX / a)
+        return false;
+    *out = a * b;
+    return true;
+}

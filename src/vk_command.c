@@ -1,0 +1,252 @@
+/* Recording one call into the context's command buffer: uploads, barriers,
+ * dispatches and downloads, then one submit and one wait.
+ *
+ * Synchronization: the work of a call is ordered by global memory barriers
+ * (vk_barrier) between dependent stages, covering exactly the stages that
+ * wrote since the last barrier (transfer and/or compute). Every call starts
+ * with a barrier against the previous call's writes and ends with one that
+ * makes its writes visible to the host. */
+#include "vk_internal.h"
+
+#include <string.h>
+
+static void barrier(vk_state *vk, VkPipelineStageFlags src, VkAccessFlags src_access,
+                    VkPipelineStageFlags dst, VkAccessFlags dst_access)
+{
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = src_access;
+    mb.dstAccessMask = dst_access;
+    vk->vkd.vkCmdPipelineBarrier(vk->cmd, src, dst, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+static const VkPipelineStageFlags DEVICE_STAGES =
+    VK_PIPELINE_STAGE_TRANSFER_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
+static const VkAccessFlags DEVICE_ACCESS =
+    VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT |
+    VK_ACCESS_SHADER_WRITE_BIT;
+
+vkmha_status vk_call_begin(vk_state *vk, VkDeviceSize upload_bytes,
+                           VkDeviceSize download_bytes)
+{
+    vkmha_status st;
+    VkResult r;
+    if (vk->lost)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_DEVICE_LOST,
+                           "the Vulkan device was lost earlier; destroy the context");
+    if ((st = vk_staging_ensure(vk, upload_bytes, download_bytes)))
+        return st;
+    if ((r = vk->vkd.vkResetCommandBuffer(vk->cmd, 0)) != VK_SUCCESS)
+        return vk_fail(vk, r, "vkResetCommandBuffer");
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    if ((r = vk->vkd.vkBeginCommandBuffer(vk->cmd, &bi)) != VK_SUCCESS)
+        return vk_fail(vk, r, "vkBeginCommandBuffer");
+    vk->recording = true;
+    vk->upload_used = vk->download_used = 0;
+    vk->n_pending = 0;
+    /* The previous call's device writes (the host waited for them, which
+     * orders nothing on the device) before this call's reads and writes. */
+    barrier(vk, DEVICE_STAGES, VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT,
+            DEVICE_STAGES, DEVICE_ACCESS);
+    vk->dirty_transfer = vk->dirty_compute = false;
+    return VKMHA_SUCCESS;
+}
+
+void vk_call_abort(vk_state *vk)
+{
+    if (vk->recording) {
+        vk->vkd.vkEndCommandBuffer(vk->cmd);
+        vk->recording = false;
+    }
+    vk->n_pending = 0;
+}
+
+static void flush(vk_state *vk, const vk_buffer *b)
+{
+    if (b->coherent)
+        return;
+    VkMappedMemoryRange range = {.sType = VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE};
+    range.memory = b->mem;
+    range.size = VK_WHOLE_SIZE;
+    vk->vkd.vkFlushMappedMemoryRanges(vk->device, 1, &range);
+}
+
+void vk_upload(vk_state *vk, vk_buffer *dst, VkDeviceSize offset, const void *src,
+               size_t bytes)
+{
+    if (bytes == 0)
+        return;
+    if (dst->map) {
+        memcpy((uint8_t *)dst->map + offset, src, bytes);
+        flush(vk, dst);
+        return;
+    }
+    /* Staging was sized by vk_call_begin; offsets stay 16-byte aligned. */
+    VkBufferCopy region = {vk->upload_used, offset, bytes};
+    memcpy((uint8_t *)vk->upload.map + vk->upload_used, src, bytes);
+    vk->upload_used += (bytes + 15) & ~(VkDeviceSize)15;
+    flush(vk, &vk->upload);
+    vk->vkd.vkCmdCopyBuffer(vk->cmd, vk->upload.buf, dst->buf, 1, &region);
+    vk->dirty_transfer = true;
+}
+
+void vk_barrier(vk_state *vk)
+{
+    VkPipelineStageFlags src = 0;
+    VkAccessFlags src_access = 0;
+    if (vk->dirty_transfer) {
+        src |= VK_PIPELINE_STAGE_TRANSFER_BIT;
+        src_access |= VK_ACCESS_TRANSFER_WRITE_BIT;
+    }
+    if (vk->dirty_compute) {
+        src |= VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
+        src_access |= VK_ACCESS_SHADER_WRITE_BIT;
+    }
+    if (!src)
+        return;
+    barrier(vk, src, src_access, DEVICE_STAGES, DEVICE_ACCESS);
+    vk->dirty_transfer = vk->dirty_compute = false;
+}
+
+void vk_download(vk_state *vk, const vk_buffer *src, void *dst, size_t len, size_t n1,
+                 size_t stride1, size_t n2, size_t stride2)
+{
+    vk_pending_copy *p = &vk->pending[vk->n_pending++];
+    size_t span = (n2 - 1) * stride2 + (n1 - 1) * stride1 + len;
+    p->dst = (uint8_t *)dst;
+    p->len = len;
+    p->n1 = n1;
+    p->n2 = n2;
+    p->stride1 = stride1;
+    p->stride2 = stride2;
+    if (src->map) {
+        p->src_buf = src;
+        p->src_off = 0;
+        return;
+    }
+    vk_barrier(vk);
+    VkBufferCopy region = {0, vk->download_used, span};
+    vk->vkd.vkCmdCopyBuffer(vk->cmd, src->buf, vk->download.buf, 1, &region);
+    vk->dirty_transfer = true;
+    p->src_buf = &vk->download;
+    p->src_off = vk->download_used;
+    vk->download_used += (span + 15) & ~(size_t)15;
+}
+
+vkmha_status vk_grid(vk_state *vk, uint64_t groups, const char *what, uint32_t *gx,
+                     uint32_t *gy)
+{
+    uint64_t max_x = vk->info.max_workgroup_count[0], max_y = vk->info.max_workgroup_count[1];
+    uint64_t x = groups < max_x ? groups : max_x;
+    uint64_t y = (groups + x - 1) / x;
+    if (y > max_y)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s needs %llu workgroups, more than this device's "
+                           "maxComputeWorkGroupCount[0] * [1] (%llu * %llu)",
+                           what, (unsigned long long)groups, (unsigned long long)max_x,
+                           (unsigned long long)max_y);
+    *gx = (uint32_t)(x ? x : 1);
+    *gy = (uint32_t)(y ? y : 1);
+    return VKMHA_SUCCESS;
+}
+
+vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe,
+                         const vk_buffer *const bufs[], uint32_t n_bufs, const void *push,
+                         uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz)
+{
+    static const vk_kind kinds[PIPE_COUNT] = {
+        [PIPE_MATMUL_LARGE] = KIND_MATMUL, [PIPE_MATMUL_LARGE_VEC] = KIND_MATMUL,
+        [PIPE_MATMUL_SMALL] = KIND_MATMUL, [PIPE_MATMUL_SMALL_VEC] = KIND_MATMUL,
+        [PIPE_SOFTMAX] = KIND_SOFTMAX,     [PIPE_HEADS] = KIND_HEADS,
+        [PIPE_LAYERNORM] = KIND_LAYERNORM,
+    };
+    vk_kind kind = kinds[pipe];
+    VkPipeline pipeline;
+    vkmha_status st = vk_pipeline_get(vk, pipe, &pipeline);
+    if (st)
+        return st;
+
+    /* Sites are allocated with their kind by vk_site_pool_create. */
+    if (site->kind != kind)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
+                           "internal: descriptor site of kind %d used for kind %d", site->kind,
+                           kind);
+    /* Rewrite only the bindings whose buffer was recreated since the site was
+     * last used (buffer ids are unique per creation). */
+    VkDescriptorBufferInfo infos[VK_MAX_BINDINGS];
+    VkWriteDescriptorSet writes[VK_MAX_BINDINGS];
+    uint32_t n_writes = 0;
+    for (uint32_t i = 0; i < n_bufs; i++) {
+        const vk_buffer *b = bufs[i] && bufs[i]->buf ? bufs[i] : &vk->dummy;
+        if (site->ids[i] == b->id)
+            continue;
+        site->ids[i] = b->id;
+        infos[n_writes] = (VkDescriptorBufferInfo){b->buf, 0, b->size};
+        writes[n_writes] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+        writes[n_writes].dstSet = site->set;
+        writes[n_writes].dstBinding = i;
+        writes[n_writes].descriptorCount = 1;
+        writes[n_writes].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        writes[n_writes].pBufferInfo = &infos[n_writes];
+        n_writes++;
+    }
+    if (n_writes)
+        vk->vkd.vkUpdateDescriptorSets(vk->device, n_writes, writes, 0, NULL);
+
+    vk->vkd.vkCmdBindPipeline(vk->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
+    vk->vkd.vkCmdBindDescriptorSets(vk->cmd, VK_PIPELINE_BIND_POINT_COMPUTE,
+                                    vk->pipe_layouts[kind], 0, 1, &site->set, 0, NULL);
+    vk->vkd.vkCmdPushConstants(vk->cmd, vk->pipe_layouts[kind], VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                               push_size, push);
+    vk->vkd.vkCmdDispatch(vk->cmd, gx, gy, gz);
+    vk->dirty_compute = true;
+    return VKMHA_SUCCESS;
+}
+
+vkmha_status vk_call_submit(vk_state *vk)
+{
+    VkResult r;
+    /* Device writes -> host reads (mapped working buffers or staging). */
+    barrier(vk, DEVICE_STAGES, VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT,
+            VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+    vk->recording = false;
+    if ((r = vk->vkd.vkEndCommandBuffer(vk->cmd)) != VK_SUCCESS) {
+        vk->n_pending = 0;
+        return vk_fail(vk, r, "vkEndCommandBuffer");
+    }
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &vk->cmd;
+    r = vk->vkd.vkQueueSubmit(vk->queue, 1, &si, vk->fence);
+    if (r == VK_SUCCESS) {
+        r = vk->vkd.vkWaitForFences(vk->device, 1, &vk->fence, VK_TRUE, UINT64_MAX);
+        VkResult rr = vk->vkd.vkResetFences(vk->device, 1, &vk->fence);
+        if (r == VK_SUCCESS)
+            r = rr;
+    }
+    if (r != VK_SUCCESS) {
+        vk->n_pending = 0;
+        return vk_fail(vk, r, "vkQueueSubmit / vkWaitForFences");
+    }
+    for (uint32_t i = 0; i < vk->n_pending; i++) {
+        const vk_pending_copy *p = &vk->pending[i];
+        if (!p->src_buf->coherent) {
+            VkMappedMemoryRange range = {.sType = VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE};
+            range.memory = p->src_buf->mem;
+            range.size = VK_WHOLE_SIZE;
+            vk->vkd.vkInvalidateMappedMemoryRanges(vk->device, 1, &range);
+        }
+        const uint8_t *src = (const uint8_t *)p->src_buf->map + p->src_off;
+        if (p->n1 * p->len == p->stride2 && p->len == p->stride1) {
+            memcpy(p->dst, src, p->n2 * p->stride2); /* dense */
+            continue;
+        }
+        for (size_t b = 0; b < p->n2; b++)
+            for (size_t row = 0; row < p->n1; row++) {
+                size_t off = b * p->stride2 + row * p->stride1;
+                memcpy(p->dst + off, src + off, p->len);
+            }
+    }
+    vk->n_pending = 0;
+    return VKMHA_SUCCESS;
+}

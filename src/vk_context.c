@@ -1,0 +1,570 @@
+/* Vulkan instance, physical-device choice, device, queue and the per-context
+ * command buffer; device information and limits. */
+#include "vk_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VALIDATION_LAYER "VK_LAYER_KHRONOS_validation"
+
+const char *vk_result_string(VkResult r)
+{
+    switch (r) {
+#define R(x)                                                                            \
+    case x:                                                                             \
+        return #x;
+        R(VK_SUCCESS)
+        R(VK_NOT_READY)
+        R(VK_TIMEOUT)
+        R(VK_INCOMPLETE)
+        R(VK_ERROR_OUT_OF_HOST_MEMORY)
+        R(VK_ERROR_OUT_OF_DEVICE_MEMORY)
+        R(VK_ERROR_INITIALIZATION_FAILED)
+        R(VK_ERROR_DEVICE_LOST)
+        R(VK_ERROR_MEMORY_MAP_FAILED)
+        R(VK_ERROR_LAYER_NOT_PRESENT)
+        R(VK_ERROR_EXTENSION_NOT_PRESENT)
+        R(VK_ERROR_FEATURE_NOT_PRESENT)
+        R(VK_ERROR_INCOMPATIBLE_DRIVER)
+        R(VK_ERROR_TOO_MANY_OBJECTS)
+        R(VK_ERROR_FORMAT_NOT_SUPPORTED)
+        R(VK_ERROR_FRAGMENTED_POOL)
+        R(VK_ERROR_OUT_OF_POOL_MEMORY)
+        R(VK_ERROR_INVALID_EXTERNAL_HANDLE)
+        R(VK_ERROR_FRAGMENTATION)
+        R(VK_ERROR_INVALID_OPAQUE_CAPTURE_ADDRESS)
+        R(VK_PIPELINE_COMPILE_REQUIRED)
+#undef R
+    default:
+        return "VK_ERROR_UNKNOWN";
+    }
+}
+
+vkmha_status vk_fail(vk_state *vk, VkResult r, const char *what)
+{
+    vkmha_status st;
+    switch (r) {
+    case VK_ERROR_OUT_OF_HOST_MEMORY:
+        st = VKMHA_ERROR_OUT_OF_HOST_MEMORY;
+        break;
+    case VK_ERROR_OUT_OF_DEVICE_MEMORY:
+    case VK_ERROR_OUT_OF_POOL_MEMORY:
+    case VK_ERROR_FRAGMENTED_POOL:
+    case VK_ERROR_TOO_MANY_OBJECTS:
+        st = VKMHA_ERROR_OUT_OF_DEVICE_MEMORY;
+        break;
+    case VK_ERROR_DEVICE_LOST:
+        vk->lost = true;
+        st = VKMHA_ERROR_DEVICE_LOST;
+        break;
+    case VK_ERROR_INCOMPATIBLE_DRIVER:
+    case VK_ERROR_INITIALIZATION_FAILED:
+        st = VKMHA_ERROR_NO_DEVICE;
+        break;
+    default:
+        st = VKMHA_ERROR_VULKAN;
+        break;
+    }
+    return vkmha__fail(vk->ctx, st, "%s failed: %s", what, vk_result_string(r));
+}
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL
+debug_callback(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+               VkDebugUtilsMessageTypeFlagsEXT types,
+               const VkDebugUtilsMessengerCallbackDataEXT *data, void *user)
+{
+    vk_state *vk = (vk_state *)user;
+    (void)types;
+    if (severity < VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT)
+        return VK_FALSE;
+    vk->validation_messages++;
+    vkmha__log(vk->ctx->log, vk->ctx->log_user,
+               severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT ? VKMHA_LOG_ERROR
+                                                                         : VKMHA_LOG_WARN,
+               VKMHA_ERROR_VULKAN, "validation layer: %s",
+               data && data->pMessage ? data->pMessage : "(no message)");
+    return VK_FALSE;
+}
+
+static bool has_instance_extension(const char *layer, const char *name)
+{
+    uint32_t n = 0;
+    bool found = false;
+    if (vkEnumerateInstanceExtensionProperties(layer, &n, NULL) != VK_SUCCESS || n == 0)
+        return false;
+    VkExtensionProperties *props = malloc(n * sizeof *props);
+    if (!props)
+        return false;
+    if (vkEnumerateInstanceExtensionProperties(layer, &n, props) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++)
+            found = strcmp(props[i].extensionName, name) == 0;
+    free(props);
+    return found;
+}
+
+static bool has_layer(const char *name)
+{
+    uint32_t n = 0;
+    bool found = false;
+    if (vkEnumerateInstanceLayerProperties(&n, NULL) != VK_SUCCESS || n == 0)
+        return false;
+    VkLayerProperties *props = malloc(n * sizeof *props);
+    if (!props)
+        return false;
+    if (vkEnumerateInstanceLayerProperties(&n, props) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++)
+            found = strcmp(props[i].layerName, name) == 0;
+    free(props);
+    return found;
+}
+
+/* Creates vk->instance (and the messenger when validating). */
+static vkmha_status create_instance(vk_state *vk, vkmha_context *ctx, bool validation)
+{
+    VkResult r = vk_loader_init();
+    if (r != VK_SUCCESS)
+        return vkmha__fail(ctx, VKMHA_ERROR_NO_DEVICE,
+                           "vkmha_context_create: no Vulkan loader (libvulkan) found: %s",
+                           vk_result_string(r));
+    if (volkGetInstanceVersion() < VK_API_VERSION_1_1)
+        return vkmha__fail(ctx, VKMHA_ERROR_NO_DEVICE,
+                           "vkmha_context_create: the Vulkan loader supports only Vulkan 1.0; "
+                           "vkmha needs 1.1");
+
+    const char *layers[1], *exts[2];
+    uint32_t n_layers = 0, n_exts = 0;
+    VkValidationFeatureEnableEXT enables[] = {
+        VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT};
+    VkValidationFeaturesEXT features = {.sType = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
+    VkDebugUtilsMessengerCreateInfoEXT messenger_info = {
+        .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+    messenger_info.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                                     VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+    messenger_info.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                                 VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                                 VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+    messenger_info.pfnUserCallback = debug_callback;
+    messenger_info.pUserData = vk;
+
+    const void *next = NULL;
+    if (validation) {
+        if (!has_layer(VALIDATION_LAYER))
+            return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
+                               "vkmha_context_create: desc->enable_validation is set but "
+                               "%s is not installed (Debian: vulkan-validationlayers)",
+                               VALIDATION_LAYER);
+        if (!has_instance_extension(NULL, VK_EXT_DEBUG_UTILS_EXTENSION_NAME) &&
+            !has_instance_extension(VALIDATION_LAYER, VK_EXT_DEBUG_UTILS_EXTENSION_NAME))
+            return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
+                               "vkmha_context_create: validation needs %s, which is missing",
+                               VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+        layers[n_layers++] = VALIDATION_LAYER;
+        exts[n_exts++] = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
+        messenger_info.pNext = NULL;
+        next = &messenger_info;
+        if (has_instance_extension(VALIDATION_LAYER, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME)) {
+            exts[n_exts++] = VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME;
+            features.enabledValidationFeatureCount = VKMHA_ARRAY_LEN(enables);
+            features.pEnabledValidationFeatures = enables;
+            features.pNext = &messenger_info;
+            next = &features;
+        }
+    }
+
+    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO};
+    app.pEngineName = "vkmha";
+    app.engineVersion = VKMHA_VERSION_NUMBER;
+    app.apiVersion = VK_API_VERSION_1_1;
+    VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+    ci.pNext = next;
+    ci.pApplicationInfo = &app;
+    ci.enabledLayerCount = n_layers;
+    ci.ppEnabledLayerNames = layers;
+    ci.enabledExtensionCount = n_exts;
+    ci.ppEnabledExtensionNames = exts;
+    r = vkCreateInstance(&ci, NULL, &vk->instance);
+    if (r != VK_SUCCESS) {
+        vk->instance = VK_NULL_HANDLE;
+        return vk_fail(vk, r, "vkmha_context_create: vkCreateInstance");
+    }
+    vk_load_instance_table(vk->instance, &vk->vki);
+    if (validation) {
+        vk->validation = true;
+        if (!vk->vki.CreateDebugUtilsMessengerEXT)
+            return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
+                               "vkmha_context_create: vkCreateDebugUtilsMessengerEXT missing");
+        r = vk->vki.CreateDebugUtilsMessengerEXT(vk->instance, &messenger_info, NULL,
+                                                 &vk->messenger);
+        if (r != VK_SUCCESS)
+            return vk_fail(vk, r, "vkmha_context_create: vkCreateDebugUtilsMessengerEXT");
+    }
+    return VKMHA_SUCCESS;
+}
+
+static bool device_has_extension(const vk_instance_table *vki, VkPhysicalDevice phys,
+                                 const char *name)
+{
+    uint32_t n = 0;
+    bool found = false;
+    if (vki->EnumerateDeviceExtensionProperties(phys, NULL, &n, NULL) != VK_SUCCESS || !n)
+        return false;
+    VkExtensionProperties *props = malloc(n * sizeof *props);
+    if (!props)
+        return false;
+    if (vki->EnumerateDeviceExtensionProperties(phys, NULL, &n, props) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++)
+            found = strcmp(props[i].extensionName, name) == 0;
+    free(props);
+    return found;
+}
+
+/* A queue family with compute: a compute-only one if there is one (it runs
+ * beside an engine's graphics work), else the first. UINT32_MAX if none. */
+static uint32_t pick_queue_family(const vk_instance_table *vki, VkPhysicalDevice phys)
+{
+    VkQueueFamilyProperties props[32];
+    uint32_t n = VKMHA_ARRAY_LEN(props), best = UINT32_MAX;
+    vki->GetPhysicalDeviceQueueFamilyProperties(phys, &n, props);
+    for (uint32_t i = 0; i < n; i++) {
+        if (!(props[i].queueFlags & VK_QUEUE_COMPUTE_BIT) || props[i].queueCount == 0)
+            continue;
+        if (!(props[i].queueFlags & VK_QUEUE_GRAPHICS_BIT))
+            return i;
+        if (best == UINT32_MAX)
+            best = i;
+    }
+    return best;
+}
+
+static void copy_string(char *dst, size_t cap, const char *src)
+{
+    snprintf(dst, cap, "%s", src);
+}
+
+/* Fills the device's vkmha_device_info (memory properties into mp). */
+static void fill_info(const vk_instance_table *vki, VkPhysicalDevice phys,
+                      vkmha_device_info *info, VkPhysicalDeviceMemoryProperties *mp)
+{
+    VkPhysicalDeviceProperties base;
+    memset(info, 0, sizeof *info);
+    vki->GetPhysicalDeviceProperties(phys, &base);
+
+    VkPhysicalDeviceSubgroupProperties sub = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceMaintenance3Properties m3 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+    VkPhysicalDeviceIDProperties id = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES};
+    VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    bool has_driver = base.apiVersion >= VK_API_VERSION_1_2 ||
+                      device_has_extension(vki, phys, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME);
+    bool v11 = base.apiVersion >= VK_API_VERSION_1_1 && vki->GetPhysicalDeviceProperties2;
+    p2.pNext = &sub;
+    sub.pNext = &m3;
+    m3.pNext = &id;
+    id.pNext = has_driver ? &drv : NULL;
+    if (v11)
+        vki->GetPhysicalDeviceProperties2(phys, &p2);
+    else
+        p2.properties = base;
+    const VkPhysicalDeviceLimits *lim = &p2.properties.limits;
+
+    copy_string(info->name, sizeof info->name, p2.properties.deviceName);
+    switch (p2.properties.deviceType) {
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+        info->type = VKMHA_DEVICE_TYPE_INTEGRATED_GPU;
+        break;
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+        info->type = VKMHA_DEVICE_TYPE_DISCRETE_GPU;
+        break;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+        info->type = VKMHA_DEVICE_TYPE_VIRTUAL_GPU;
+        break;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+        info->type = VKMHA_DEVICE_TYPE_CPU;
+        break;
+    default:
+        info->type = VKMHA_DEVICE_TYPE_OTHER;
+        break;
+    }
+    info->vendor_id = p2.properties.vendorID;
+    info->device_id = p2.properties.deviceID;
+    info->api_version = p2.properties.apiVersion;
+    info->driver_version = p2.properties.driverVersion;
+    if (v11 && has_driver) {
+        copy_string(info->driver_name, sizeof info->driver_name, drv.driverName);
+        copy_string(info->driver_info, sizeof info->driver_info, drv.driverInfo);
+    }
+    if (v11)
+        memcpy(info->device_uuid, id.deviceUUID, sizeof info->device_uuid);
+    info->has_compute_queue = pick_queue_family(vki, phys) != UINT32_MAX;
+    info->subgroup_size = v11 ? sub.subgroupSize : 1;
+    info->subgroup_arithmetic =
+        v11 && (sub.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+        (sub.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT) &&
+        (sub.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+    for (int i = 0; i < 3; i++) {
+        info->max_workgroup_count[i] = lim->maxComputeWorkGroupCount[i];
+        info->max_workgroup_size[i] = lim->maxComputeWorkGroupSize[i];
+    }
+    info->max_workgroup_invocations = lim->maxComputeWorkGroupInvocations;
+    info->max_shared_memory = lim->maxComputeSharedMemorySize;
+    info->max_storage_buffer_range = lim->maxStorageBufferRange;
+    /* Vulkan 1.1 guarantees at least 1 GiB when the property is absent. */
+    info->max_allocation_size = v11 ? m3.maxMemoryAllocationSize : (1ull << 30);
+    info->timestamp_period = lim->timestampPeriod;
+
+    vki->GetPhysicalDeviceMemoryProperties(phys, mp);
+    for (uint32_t i = 0; i < mp->memoryHeapCount; i++)
+        if ((mp->memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) &&
+            mp->memoryHeaps[i].size > info->device_local_memory)
+            info->device_local_memory = mp->memoryHeaps[i].size;
+    for (uint32_t i = 0; i < mp->memoryTypeCount; i++) {
+        VkMemoryPropertyFlags f = mp->memoryTypes[i].propertyFlags;
+        const VkMemoryPropertyFlags uma = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT |
+                                          VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                          VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+        if ((f & uma) == uma)
+            info->unified_memory = true;
+    }
+}
+
+static int type_rank(vkmha_device_type t)
+{
+    switch (t) {
+    case VKMHA_DEVICE_TYPE_DISCRETE_GPU:
+        return 0;
+    case VKMHA_DEVICE_TYPE_INTEGRATED_GPU:
+        return 1;
+    case VKMHA_DEVICE_TYPE_VIRTUAL_GPU:
+        return 2;
+    case VKMHA_DEVICE_TYPE_CPU:
+        return 3;
+    default:
+        return 4;
+    }
+}
+
+static vkmha_status pick_device(vk_state *vk, const vkmha_context_desc *desc)
+{
+    vkmha_context *ctx = vk->ctx;
+    VkPhysicalDevice devs[16];
+    uint32_t n = VKMHA_ARRAY_LEN(devs);
+    VkResult r = vk->vki.EnumeratePhysicalDevices(vk->instance, &n, devs);
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE)
+        return vk_fail(vk, r, "vkmha_context_create: vkEnumeratePhysicalDevices");
+    if (n == 0)
+        return vkmha__fail(ctx, VKMHA_ERROR_NO_DEVICE,
+                           "vkmha_context_create: no Vulkan device (install a driver, e.g. "
+                           "Debian's mesa-vulkan-drivers for lavapipe)");
+    int best = -1, best_rank = 99;
+    for (uint32_t i = 0; i < n; i++) {
+        vkmha_device_info info;
+        VkPhysicalDeviceMemoryProperties mp;
+        fill_info(&vk->vki, devs[i], &info, &mp);
+        bool usable = info.has_compute_queue && info.api_version >= VK_API_VERSION_1_1;
+        if (desc->use_device_index) {
+            if (i != desc->device_index)
+                continue;
+            if (!usable)
+                return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
+                                   "vkmha_context_create: device %u (%s) has %s", i, info.name,
+                                   info.has_compute_queue ? "only Vulkan 1.0 (1.1 is needed)"
+                                                          : "no compute queue");
+            best = (int)i;
+            break;
+        }
+        if (usable && type_rank(info.type) < best_rank) {
+            best = (int)i;
+            best_rank = type_rank(info.type);
+        }
+    }
+    if (best < 0)
+        return desc->use_device_index
+                   ? vkmha__fail(ctx, VKMHA_ERROR_NO_DEVICE,
+                                 "vkmha_context_create: desc->device_index (%u) is not below "
+                                 "the device count (%u)",
+                                 desc->device_index, n)
+                   : vkmha__fail(ctx, VKMHA_ERROR_NO_DEVICE,
+                                 "vkmha_context_create: no Vulkan 1.1 device with a compute "
+                                 "queue among %u devices",
+                                 n);
+    vk->phys = devs[best];
+    vk->device_index = (uint32_t)best;
+    fill_info(&vk->vki, vk->phys, &vk->info, &vk->mem_props);
+    VkPhysicalDeviceProperties props;
+    vk->vki.GetPhysicalDeviceProperties(vk->phys, &props);
+    vk->non_coherent_atom = props.limits.nonCoherentAtomSize;
+    vk->queue_family = pick_queue_family(&vk->vki, vk->phys);
+    return VKMHA_SUCCESS;
+}
+
+/* The first memory type allowed by `bits` with all of `need` and as many of
+ * `want` as possible. -1 if none. */
+static int find_memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits,
+                            VkMemoryPropertyFlags need, VkMemoryPropertyFlags want)
+{
+    int best = -1, best_score = -1;
+    for (uint32_t i = 0; i < mp->memoryTypeCount; i++) {
+        VkMemoryPropertyFlags f = mp->memoryTypes[i].propertyFlags;
+        if (!(bits & (1u << i)) || (f & need) != need)
+            continue;
+        int score = 0;
+        for (VkMemoryPropertyFlags w = f & want; w; w &= w - 1)
+            score++;
+        if (score > best_score) {
+            best = (int)i;
+            best_score = score;
+        }
+    }
+    return best;
+}
+
+static vkmha_status choose_memory_types(vk_state *vk)
+{
+    /* A probe buffer tells which memory types storage buffers may use. */
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    bi.size = 256;
+    bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+               VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    VkBuffer probe;
+    VkResult r = vk->vkd.vkCreateBuffer(vk->device, &bi, NULL, &probe);
+    if (r != VK_SUCCESS)
+        return vk_fail(vk, r, "vkmha_context_create: vkCreateBuffer");
+    VkMemoryRequirements req;
+    vk->vkd.vkGetBufferMemoryRequirements(vk->device, probe, &req);
+    vk->vkd.vkDestroyBuffer(vk->device, probe, NULL);
+
+    const VkMemoryPropertyFlags dl = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
+                                hv = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT,
+                                hc = VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                                cached = VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+    /* Unified memory (CPU devices, integrated and mobile GPUs): device-local,
+     * host-visible and cached memory is read and written in place, with no
+     * staging copies. Uncached device-local host-visible memory (a discrete
+     * GPU's BAR) is not used this way: reading it back is very slow. */
+    int t = find_memory_type(&vk->mem_props, req.memoryTypeBits, dl | hv | cached, hc);
+    vk->work_mapped = t >= 0;
+    if (t < 0)
+        t = find_memory_type(&vk->mem_props, req.memoryTypeBits, dl, 0);
+    if (t < 0)
+        t = find_memory_type(&vk->mem_props, req.memoryTypeBits, 0, 0);
+    int up = find_memory_type(&vk->mem_props, req.memoryTypeBits, hv, hc);
+    int down = find_memory_type(&vk->mem_props, req.memoryTypeBits, hv, cached | hc);
+    if (t < 0 || up < 0 || down < 0)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "vkmha_context_create: no usable memory type for storage buffers");
+    vk->mt_work = (uint32_t)t;
+    vk->mt_upload = (uint32_t)up;
+    vk->mt_download = (uint32_t)down;
+    vk->info.unified_memory = vk->work_mapped;
+    return VKMHA_SUCCESS;
+}
+
+static vkmha_status create_device(vk_state *vk)
+{
+    float priority = 1.0f;
+    VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+    qi.queueFamilyIndex = vk->queue_family;
+    qi.queueCount = 1;
+    qi.pQueuePriorities = &priority;
+    VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+    di.queueCreateInfoCount = 1;
+    di.pQueueCreateInfos = &qi;
+    VkResult r = vk->vki.CreateDevice(vk->phys, &di, NULL, &vk->device);
+    if (r != VK_SUCCESS) {
+        vk->device = VK_NULL_HANDLE;
+        return vk_fail(vk, r, "vkmha_context_create: vkCreateDevice");
+    }
+    vk_load_device_table(vk->device, vk->vki.GetDeviceProcAddr, &vk->vkd);
+    vk->vkd.vkGetDeviceQueue(vk->device, vk->queue_family, 0, &vk->queue);
+
+    VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+    pi.queueFamilyIndex = vk->queue_family;
+    if ((r = vk->vkd.vkCreateCommandPool(vk->device, &pi, NULL, &vk->cmd_pool)) != VK_SUCCESS)
+        return vk_fail(vk, r, "vkmha_context_create: vkCreateCommandPool");
+    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = vk->cmd_pool;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    if ((r = vk->vkd.vkAllocateCommandBuffers(vk->device, &ai, &vk->cmd)) != VK_SUCCESS)
+        return vk_fail(vk, r, "vkmha_context_create: vkAllocateCommandBuffers");
+    VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    if ((r = vk->vkd.vkCreateFence(vk->device, &fi, NULL, &vk->fence)) != VK_SUCCESS)
+        return vk_fail(vk, r, "vkmha_context_create: vkCreateFence");
+    return VKMHA_SUCCESS;
+}
+
+vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc)
+{
+    vkmha_status st;
+    vk_state *vk = calloc(1, sizeof *vk);
+    if (!vk)
+        return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                           "vkmha_context_create: out of host memory");
+    vk->ctx = ctx;
+    ctx->vk = vk;
+    if ((st = create_instance(vk, ctx, desc->enable_validation)) ||
+        (st = pick_device(vk, desc)) || (st = create_device(vk)) ||
+        (st = choose_memory_types(vk)))
+        return st; /* the caller destroys the partial state */
+    vk->use_subgroup = vk->info.subgroup_arithmetic && !(desc->flags & VKMHA_CONTEXT_NO_SUBGROUP_OPS);
+    if ((st = vk_pipelines_init(vk)))
+        return st;
+    if ((st = vk_buffer_create(vk, 16, false, false, "placeholder", &vk->dummy)))
+        return st;
+    return VKMHA_SUCCESS;
+}
+
+void vk_destroy(vk_state *vk)
+{
+    if (!vk)
+        return;
+    if (vk->device) {
+        vk->vkd.vkDeviceWaitIdle(vk->device);
+        for (int i = 0; i < SLOT_COUNT; i++)
+            vk_buffer_destroy(vk, &vk->slots[i]);
+        vk_buffer_destroy(vk, &vk->dummy);
+        vk_buffer_destroy(vk, &vk->upload);
+        vk_buffer_destroy(vk, &vk->download);
+        vk_pipelines_destroy(vk);
+        if (vk->fence)
+            vk->vkd.vkDestroyFence(vk->device, vk->fence, NULL);
+        if (vk->cmd_pool)
+            vk->vkd.vkDestroyCommandPool(vk->device, vk->cmd_pool, NULL);
+        vk->vkd.vkDestroyDevice(vk->device, NULL);
+    }
+    if (vk->messenger)
+        vk->vki.DestroyDebugUtilsMessengerEXT(vk->instance, vk->messenger, NULL);
+    if (vk->instance)
+        vk->vki.DestroyInstance(vk->instance, NULL);
+    free(vk);
+}
+
+VKMHA_API vkmha_status vkmha_enumerate_devices(uint32_t *count, vkmha_device_info *out)
+{
+    if (!count || (*count > 0 && !out))
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    vkmha_context tmp = {0};
+    vk_state vk = {0};
+    vk.ctx = &tmp;
+    vkmha_status st = create_instance(&vk, &tmp, false);
+    if (st != VKMHA_SUCCESS) {
+        if (vk.instance)
+            vk.vki.DestroyInstance(vk.instance, NULL);
+        return st == VKMHA_ERROR_OUT_OF_HOST_MEMORY ? st : VKMHA_ERROR_NO_DEVICE;
+    }
+    VkPhysicalDevice devs[16];
+    uint32_t n = VKMHA_ARRAY_LEN(devs);
+    VkResult r = vk.vki.EnumeratePhysicalDevices(vk.instance, &n, devs);
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE)
+        n = 0;
+    for (uint32_t i = 0; i < n && i < *count; i++) {
+        VkPhysicalDeviceMemoryProperties mp;
+        fill_info(&vk.vki, devs[i], &out[i], &mp);
+    }
+    *count = n;
+    vk.vki.DestroyInstance(vk.instance, NULL);
+    return n ? VKMHA_SUCCESS : VKMHA_ERROR_NO_DEVICE;
+}

@@ -1,0 +1,293 @@
+/* Private declarations of the Vulkan backend. */
+#ifndef VKMHA_VK_INTERNAL_H
+#define VKMHA_VK_INTERNAL_H
+
+#include "internal.h"
+
+/* ---- buffers (src/vk_memory.c) ------------------------------------------ */
+
+typedef struct vk_buffer {
+    VkBuffer buf;
+    VkDeviceMemory mem;
+    VkDeviceSize size;
+    void *map;      /* persistently mapped, or NULL */
+    bool coherent;  /* mapped memory needs no flush / invalidate */
+    uint64_t id;    /* unique per (re)creation: descriptor caches compare it */
+} vk_buffer;
+
+/* Device buffers cached in the context and reused by every call whose tensors
+ * fit: they only grow. Which tensor lives in which slot is each op's choice. */
+typedef enum vk_slot {
+    SLOT_Q_IN,    /* host inputs */
+    SLOT_K_IN,
+    SLOT_V_IN,
+    SLOT_AUX,     /* small host inputs (matmul bias) */
+    SLOT_MASK_KP, /* key padding, full mask and additive bias */
+    SLOT_MASK_FULL,
+    SLOT_MASK_BIAS,
+    SLOT_Q_PROJ,  /* projections [B * L][heads * d]; Q_PROJ also holds the merged heads */
+    SLOT_K_PROJ,
+    SLOT_V_PROJ,
+    SLOT_Q_HEADS, /* split heads [B][heads][L][d] */
+    SLOT_K_HEADS,
+    SLOT_V_HEADS,
+    SLOT_SCORES,  /* [B][H][Lq][Lk] scores, then weights in place */
+    SLOT_O_HEADS, /* attention output [B][H][Lq][d_v] */
+    SLOT_OUT,     /* op and layer outputs */
+    SLOT_COUNT
+} vk_slot;
+
+/* ---- pipelines (src/vk_pipeline.c) --------------------------------------- */
+
+/* One descriptor-set layout and pipeline layout per shader kind. */
+typedef enum vk_kind {
+    KIND_MATMUL,
+    KIND_SOFTMAX,
+    KIND_HEADS,
+    KIND_LAYERNORM,
+    KIND_COUNT
+} vk_kind;
+
+typedef enum vk_pipe {
+    PIPE_MATMUL_LARGE,
+    PIPE_MATMUL_LARGE_VEC,
+    PIPE_MATMUL_SMALL,
+    PIPE_MATMUL_SMALL_VEC,
+    PIPE_SOFTMAX,
+    PIPE_HEADS,
+    PIPE_LAYERNORM,
+    PIPE_COUNT
+} vk_pipe;
+
+#define VK_MAX_BINDINGS 4
+
+/* A descriptor set bound to one dispatch site; rewritten only when a buffer
+ * behind it was recreated. A site is used at most once per command buffer. */
+typedef struct vk_site {
+    VkDescriptorSet set;
+    vk_kind kind;
+    uint64_t ids[VK_MAX_BINDINGS];
+} vk_site;
+
+/* The context's own sites, for the ops on host arrays. */
+typedef enum vk_op_site {
+    OPSITE_MATMUL,
+    OPSITE_SOFTMAX,
+    OPSITE_HEADS,
+    OPSITE_ATTENTION,  /* 3 sites: scores, softmax, output */
+    OPSITE_COUNT = OPSITE_ATTENTION + 3
+} vk_op_site;
+
+/* The kinds of the 3 sites vk_record_attention uses. */
+#define VK_ATTENTION_SITE_KINDS KIND_MATMUL, KIND_SOFTMAX, KIND_MATMUL
+
+/* A pool of sites that share a VkDescriptorPool (the context's for the ops,
+ * each layer's own for its forward). */
+typedef struct vk_site_pool {
+    VkDescriptorPool pool;
+    uint32_t count;
+    vk_site *sites;
+} vk_site_pool;
+
+/* ---- the backend state of a context ------------------------------------- */
+
+typedef struct vk_pending_copy {
+    const vk_buffer *src_buf; /* mapped: a working buffer or download staging */
+    VkDeviceSize src_off;
+    uint8_t *dst;
+    size_t len;              /* bytes per block */
+    size_t n1, n2;           /* blocks: n2 groups of n1 */
+    size_t stride1, stride2; /* bytes, the same on device and host */
+} vk_pending_copy;
+
+#define VK_MAX_PENDING 4
+
+typedef struct vk_instance_table {
+    PFN_vkDestroyInstance DestroyInstance;
+    PFN_vkEnumeratePhysicalDevices EnumeratePhysicalDevices;
+    PFN_vkGetPhysicalDeviceProperties GetPhysicalDeviceProperties;
+    PFN_vkGetPhysicalDeviceProperties2 GetPhysicalDeviceProperties2;
+    PFN_vkGetPhysicalDeviceQueueFamilyProperties GetPhysicalDeviceQueueFamilyProperties;
+    PFN_vkGetPhysicalDeviceMemoryProperties GetPhysicalDeviceMemoryProperties;
+    PFN_vkEnumerateDeviceExtensionProperties EnumerateDeviceExtensionProperties;
+    PFN_vkCreateDevice CreateDevice;
+    PFN_vkGetDeviceProcAddr GetDeviceProcAddr;
+    PFN_vkCreateDebugUtilsMessengerEXT CreateDebugUtilsMessengerEXT;
+    PFN_vkDestroyDebugUtilsMessengerEXT DestroyDebugUtilsMessengerEXT;
+} vk_instance_table;
+
+struct vk_state {
+    vkmha_context *ctx; /* for errors and logging */
+    VkInstance instance;
+    vk_instance_table vki; /* this instance's functions: no global pointers */
+    VkDebugUtilsMessengerEXT messenger;
+    uint64_t validation_messages;
+    bool validation;
+
+    VkPhysicalDevice phys;
+    uint32_t device_index;
+    vkmha_device_info info;
+    VkPhysicalDeviceMemoryProperties mem_props;
+    VkDeviceSize non_coherent_atom;
+
+    VkDevice device;
+    struct VolkDeviceTable vkd; /* this device's functions */
+    uint32_t queue_family;
+    VkQueue queue;
+    VkCommandPool cmd_pool;
+    VkCommandBuffer cmd;
+    VkFence fence;
+    bool lost;
+
+    /* Memory types: working buffers, and staging when they are not mapped. */
+    uint32_t mt_work, mt_upload, mt_download;
+    bool work_mapped; /* unified memory: no staging copies */
+    uint64_t next_buffer_id;
+
+    /* Tuning, from the device limits (src/vk_pipeline.c). */
+    bool use_subgroup;
+    vkmha_tile_config tile_large, tile_small;
+    uint32_t reduce_wg, elementwise_wg;
+
+    VkDescriptorSetLayout set_layouts[KIND_COUNT];
+    VkPipelineLayout pipe_layouts[KIND_COUNT];
+    VkPipeline pipes[PIPE_COUNT]; /* created on first use, kept until destroy */
+    vk_site_pool op_sites;
+
+    vk_buffer slots[SLOT_COUNT];
+    vk_buffer dummy; /* bound where an optional tensor is absent */
+    vk_buffer upload, download; /* staging, grown on demand */
+    VkDeviceSize upload_used, download_used;
+
+    /* The call being recorded. */
+    bool recording;
+    bool dirty_transfer, dirty_compute; /* writes not yet covered by a barrier */
+    vk_pending_copy pending[VK_MAX_PENDING];
+    uint32_t n_pending;
+};
+
+/* ---- src/vk_loader.c ----------------------------------------------------- */
+/* Loads the Vulkan loader once per process (thread-safe, idempotent). */
+VkResult vk_loader_init(void);
+void vk_load_instance_table(VkInstance instance, vk_instance_table *t);
+void vk_load_device_table(VkDevice device, PFN_vkGetDeviceProcAddr get,
+                          struct VolkDeviceTable *table);
+
+/* ---- src/vk_context.c ---------------------------------------------------- */
+vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc);
+void vk_destroy(vk_state *vk);
+/* Maps a failed VkResult to a status, with a message naming `what`. */
+vkmha_status vk_fail(vk_state *vk, VkResult r, const char *what);
+const char *vk_result_string(VkResult r);
+
+/* ---- src/vk_memory.c ----------------------------------------------------- */
+/* mapped: host-visible (staging); else the working memory type. `what` names
+ * the tensor in error messages. */
+vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, bool download,
+                              const char *what, vk_buffer *out);
+void vk_buffer_destroy(vk_state *vk, vk_buffer *b);
+/* Makes `b` at least `size` bytes, recreating it (contents lost) if smaller.
+ * Returns VKMHA_ERROR_UNSUPPORTED if size exceeds the device's limits. */
+vkmha_status vk_buffer_ensure(vk_state *vk, vk_buffer *b, VkDeviceSize size,
+                              const char *what);
+vkmha_status vk_slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size);
+/* Grows the staging buffers (unless working memory is mapped). */
+vkmha_status vk_staging_ensure(vk_state *vk, VkDeviceSize upload, VkDeviceSize download);
+/* Checks a tensor of `bytes` against maxStorageBufferRange and the allocation
+ * limit; UNSUPPORTED with a message naming `what` otherwise. */
+vkmha_status vk_check_size(vk_state *vk, uint64_t bytes, const char *what);
+
+/* ---- src/vk_command.c ---------------------------------------------------- */
+/* Starts recording a call that will upload and download at most the given
+ * byte counts (staging is sized up front, before anything is recorded). */
+vkmha_status vk_call_begin(vk_state *vk, VkDeviceSize upload_bytes,
+                           VkDeviceSize download_bytes);
+/* Copies host data into dst at offset (directly if mapped, else via staging
+ * and a recorded copy). */
+void vk_upload(vk_state *vk, vk_buffer *dst, VkDeviceSize offset, const void *src,
+               size_t bytes);
+/* Schedules src -> host copies of n2 groups of n1 blocks of `len` bytes; the
+ * data lands in dst when vk_call_submit returns successfully. */
+void vk_download(vk_state *vk, const vk_buffer *src, void *dst, size_t len, size_t n1,
+                 size_t stride1, size_t n2, size_t stride2);
+/* Makes all writes recorded so far visible to later dispatches and copies. */
+void vk_barrier(vk_state *vk);
+/* Binds pipeline + site (updating the set if a buffer changed; NULL binds the
+ * dummy), pushes constants and dispatches groups (x, y, z). */
+vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe,
+                         const vk_buffer *const bufs[], uint32_t n_bufs, const void *push,
+                         uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz);
+/* Splits `groups` workgroups into a 2D grid within maxComputeWorkGroupCount. */
+vkmha_status vk_grid(vk_state *vk, uint64_t groups, const char *what, uint32_t *gx,
+                     uint32_t *gy);
+/* Ends, submits, waits, and performs the scheduled host copies. */
+vkmha_status vk_call_submit(vk_state *vk);
+/* Abandons a call after an error while recording. */
+void vk_call_abort(vk_state *vk);
+
+/* ---- src/vk_pipeline.c --------------------------------------------------- */
+vkmha_status vk_pipelines_init(vk_state *vk);
+void vk_pipelines_destroy(vk_state *vk);
+vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out);
+/* Creates `count` sites, site i for shaders of kinds[i]. */
+vkmha_status vk_site_pool_create(vk_state *vk, const vk_kind *kinds, uint32_t count,
+                                 vk_site_pool *out);
+void vk_site_pool_destroy(vk_state *vk, vk_site_pool *p);
+
+/* ---- recording of each op (no uploads, no submit), one file per op ------- */
+typedef struct vk_matmul_args {
+    const vk_buffer *a, *b, *bias, *c; /* bias may be NULL */
+    uint32_t m, n, k, lda, ldb, ldc;
+    bool trans_b;
+    float alpha;
+    /* z in [0, batch_outer * batch_inner): A at zo * sa_outer + zi * sa_inner,
+     * B at zo * sb_outer + (zi / b_div) * sb_inner, C likewise. */
+    uint32_t batch_outer, batch_inner, b_div;
+    uint64_t sa_outer, sa_inner, sb_outer, sb_inner, sc_outer, sc_inner;
+} vk_matmul_args;
+vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args *a);
+
+typedef struct vk_softmax_args {
+    vk_buffer *scores; /* in place */
+    const vk_buffer *key_padding, *full, *bias;
+    uint32_t batch, heads, len_q, len_k;
+    float scale;
+    const mask_r *mask; /* kinds and bias broadcast */
+} vk_softmax_args;
+vkmha_status vk_record_softmax(vk_state *vk, vk_site *site, const vk_softmax_args *a);
+
+vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, bool split,
+                             const vk_buffer *x, const vk_buffer *y);
+
+vkmha_status vk_record_layernorm(vk_state *vk, vk_site *site, uint32_t rows, uint32_t cols,
+                                 float eps, const vk_buffer *residual,
+                                 const vk_buffer *gamma, const vk_buffer *beta,
+                                 vk_buffer *y);
+
+/* Attention on split heads in slots Q_HEADS, K_HEADS, V_HEADS (+ masks in
+ * the mask slots): scores into SLOT_SCORES, output into `out`. Sites: 3. */
+vkmha_status vk_record_attention(vk_state *vk, vk_site sites[3], const attn_shape *s,
+                                 const mask_r *mask, vk_buffer *out);
+/* Ensures SLOT_SCORES and SLOT_O_HEADS (out_bytes) for attention of shape s. */
+vkmha_status vk_attention_ensure(vk_state *vk, const attn_shape *s, uint64_t out_bytes);
+/* Ensures the mask slots for `mask` (before vk_call_begin) and adds its
+ * staging bytes to *upload_bytes; vk_mask_upload then records the uploads. */
+vkmha_status vk_mask_ensure(vk_state *vk, const mask_r *mask, uint32_t batch,
+                            uint32_t heads, uint32_t len_q, uint32_t len_k,
+                            uint64_t *upload_bytes);
+void vk_mask_upload(vk_state *vk, const mask_r *mask, uint32_t batch, uint32_t heads,
+                    uint32_t len_q, uint32_t len_k);
+/* Points a->mask and the mask buffers of `a` at `mask` and its slots. */
+void vk_mask_args(vk_state *vk, const mask_r *mask, vk_softmax_args *a);
+
+/* Public ops on the Vulkan backend, on host arrays. */
+vkmha_status vk_matmul(vk_state *vk, const mm_shape *s, const float *a, const float *b,
+                       const float *bias, float *c);
+vkmha_status vk_softmax(vk_state *vk, const sm_shape *s, const float *x, const mask_r *mask,
+                        float *y);
+vkmha_status vk_heads(vk_state *vk, const heads_shape *s, bool split, const float *x,
+                      float *y);
+vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const float *q, const float *k,
+                          const float *v, const mask_r *mask, float *out, float *weights);
+
+#endif /* VKMHA_VK_INTERNAL_H */

@@ -1,0 +1,139 @@
+/* Device buffers: creation with the right memory type, the context's growing
+ * slot buffers, and size checks against the device's limits. */
+#include "vk_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+vkmha_status vk_check_size(vk_state *vk, uint64_t bytes, const char *what)
+{
+    const vkmha_device_info *d = &vk->info;
+    if (bytes > d->max_storage_buffer_range)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s needs %llu bytes, more than this device's "
+                           "maxStorageBufferRange (%llu bytes)",
+                           what, (unsigned long long)bytes,
+                           (unsigned long long)d->max_storage_buffer_range);
+    if (bytes > d->max_allocation_size)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s needs %llu bytes, more than this device's "
+                           "maxMemoryAllocationSize (%llu bytes)",
+                           what, (unsigned long long)bytes,
+                           (unsigned long long)d->max_allocation_size);
+    return VKMHA_SUCCESS;
+}
+
+void vk_buffer_destroy(vk_state *vk, vk_buffer *b)
+{
+    if (b->buf)
+        vk->vkd.vkDestroyBuffer(vk->device, b->buf, NULL);
+    if (b->mem)
+        vk->vkd.vkFreeMemory(vk->device, b->mem, NULL); /* unmaps implicitly */
+    memset(b, 0, sizeof *b);
+}
+
+vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, bool download,
+                              const char *what, vk_buffer *out)
+{
+    VkResult r;
+    vk_buffer b = {0};
+    char msg[160];
+    uint32_t type = !staging ? vk->mt_work : download ? vk->mt_download : vk->mt_upload;
+    bool mapped = staging || vk->work_mapped;
+
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    bi.size = size;
+    bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+               VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+    snprintf(msg, sizeof msg, "vkCreateBuffer (%s, %llu bytes)", what,
+             (unsigned long long)size);
+    if ((r = vk->vkd.vkCreateBuffer(vk->device, &bi, NULL, &b.buf)) != VK_SUCCESS)
+        return vk_fail(vk, r, msg);
+
+    VkMemoryRequirements req;
+    vk->vkd.vkGetBufferMemoryRequirements(vk->device, b.buf, &req);
+    if (!(req.memoryTypeBits & (1u << type))) {
+        vk_buffer_destroy(vk, &b);
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: the chosen memory type %u cannot hold this buffer", what, type);
+    }
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    ai.allocationSize = req.size;
+    ai.memoryTypeIndex = type;
+    snprintf(msg, sizeof msg, "vkAllocateMemory (%s, %llu bytes)", what,
+             (unsigned long long)req.size);
+    if ((r = vk->vkd.vkAllocateMemory(vk->device, &ai, NULL, &b.mem)) != VK_SUCCESS) {
+        vk_buffer_destroy(vk, &b);
+        return vk_fail(vk, r, msg);
+    }
+    if ((r = vk->vkd.vkBindBufferMemory(vk->device, b.buf, b.mem, 0)) != VK_SUCCESS) {
+        vk_buffer_destroy(vk, &b);
+        return vk_fail(vk, r, "vkBindBufferMemory");
+    }
+    if (mapped && (r = vk->vkd.vkMapMemory(vk->device, b.mem, 0, VK_WHOLE_SIZE, 0, &b.map)) !=
+                      VK_SUCCESS) {
+        vk_buffer_destroy(vk, &b);
+        return vk_fail(vk, r, "vkMapMemory");
+    }
+    b.coherent = (vk->mem_props.memoryTypes[type].propertyFlags &
+                  VK_MEMORY_PROPERTY_HOST_COHERENT_BIT) != 0;
+    b.size = size;
+    b.id = ++vk->next_buffer_id;
+    *out = b;
+    return VKMHA_SUCCESS;
+}
+
+/* Rounds a growing buffer up so that slowly growing shapes do not reallocate
+ * every call, without exceeding what the device accepts. */
+static VkDeviceSize grow_size(const vk_state *vk, VkDeviceSize size)
+{
+    const VkDeviceSize step = 64 * 1024;
+    VkDeviceSize rounded = (size + step - 1) / step * step;
+    VkDeviceSize cap = vk->info.max_storage_buffer_range < vk->info.max_allocation_size
+                           ? vk->info.max_storage_buffer_range
+                           : vk->info.max_allocation_size;
+    return rounded > cap ? (size > cap ? size : cap) : rounded;
+}
+
+static vkmha_status ensure(vk_state *vk, vk_buffer *b, VkDeviceSize size, bool staging,
+                           bool download, const char *what)
+{
+    vkmha_status st;
+    if (size == 0)
+        size = 4;
+    if (b->buf && b->size >= size)
+        return VKMHA_SUCCESS;
+    if (!staging && (st = vk_check_size(vk, size, what)))
+        return st;
+    vk_buffer_destroy(vk, b); /* nothing is in flight between calls */
+    return vk_buffer_create(vk, grow_size(vk, size), staging, download, what, b);
+}
+
+vkmha_status vk_buffer_ensure(vk_state *vk, vk_buffer *b, VkDeviceSize size, const char *what)
+{
+    return ensure(vk, b, size, false, false, what);
+}
+
+vkmha_status vk_slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size)
+{
+    static const char *const names[SLOT_COUNT] = {
+        "query input", "key input", "value input", "auxiliary input",
+        "key-padding mask", "full mask", "attention bias", "query projection",
+        "key projection", "value projection", "query heads", "key heads",
+        "value heads", "attention scores [batch][heads][len_q][len_k]",
+        "attention output heads", "output"};
+    return ensure(vk, &vk->slots[slot], size, false, false, names[slot]);
+}
+
+vkmha_status vk_staging_ensure(vk_state *vk, VkDeviceSize upload, VkDeviceSize download)
+{
+    vkmha_status st;
+    if (vk->work_mapped)
+        return VKMHA_SUCCESS;
+    if (upload && (st = ensure(vk, &vk->upload, upload, true, false, "upload staging")))
+        return st;
+    if (download && (st = ensure(vk, &vk->download, download, true, true, "download staging")))
+        return st;
+    return VKMHA_SUCCESS;
+}

@@ -1,0 +1,243 @@
+/* Shader modules, pipeline layouts, pipelines with their specialization
+ * constants (tile and workgroup sizes chosen from the device's limits), and
+ * descriptor-set pools. The SPIR-V is embedded at build time. */
+#include "vk_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "heads.spv.h"
+#include "layernorm.spv.h"
+#include "layernorm_sg.spv.h"
+#include "matmul.spv.h"
+#include "softmax.spv.h"
+#include "softmax_sg.spv.h"
+
+#define SPV(name) {name, sizeof(name)}
+
+typedef struct spv_code {
+    const uint32_t *code;
+    size_t size;
+} spv_code;
+
+/* Bindings per kind of shader; all are storage buffers. */
+static const uint32_t kind_bindings[KIND_COUNT] = {
+    [KIND_MATMUL] = 4, [KIND_SOFTMAX] = 4, [KIND_HEADS] = 2, [KIND_LAYERNORM] = 4};
+
+/* Every push-constant block fits the 128 bytes Vulkan guarantees. */
+#define PUSH_RANGE 128
+
+/* Candidate matmul tiles, best first; the first that fits the device's
+ * workgroup and shared-memory limits wins. */
+static const vkmha_tile_config large_tiles[] = {
+    {64, 64, 16, 4, 4, 0}, {32, 32, 16, 4, 4, 0}, {16, 16, 8, 4, 4, 0},
+    {8, 8, 8, 2, 2, 0},    {4, 4, 4, 1, 1, 0},
+};
+static const vkmha_tile_config small_tiles[] = {
+    {32, 32, 16, 2, 2, 0}, {32, 32, 16, 4, 4, 0}, {16, 16, 8, 4, 4, 0},
+    {8, 8, 8, 2, 2, 0},    {4, 4, 4, 1, 1, 0},
+};
+
+static bool pick_tile(const vkmha_device_info *d, const vkmha_tile_config *cands, size_t n,
+                      vkmha_tile_config *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        vkmha_tile_config t = cands[i];
+        t.workgroup_size = (t.bm / t.tm) * (t.bn / t.tn);
+        uint64_t shared = (uint64_t)(t.bm + t.bn) * t.bk * sizeof(float);
+        if (t.workgroup_size <= d->max_workgroup_invocations &&
+            t.workgroup_size <= d->max_workgroup_size[0] && shared <= d->max_shared_memory) {
+            *out = t;
+            return true;
+        }
+    }
+    return false;
+}
+
+static uint32_t pick_workgroup(const vkmha_device_info *d, uint32_t want)
+{
+    uint32_t wg = want;
+    while (wg > 1 && (wg > d->max_workgroup_invocations || wg > d->max_workgroup_size[0]))
+        wg /= 2;
+    return wg;
+}
+
+vkmha_status vk_pipelines_init(vk_state *vk)
+{
+    VkResult r;
+    vkmha_status st;
+    if (!pick_tile(&vk->info, large_tiles, VKMHA_ARRAY_LEN(large_tiles), &vk->tile_large) ||
+        !pick_tile(&vk->info, small_tiles, VKMHA_ARRAY_LEN(small_tiles), &vk->tile_small))
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "vkmha_context_create: no matmul tile fits this device's limits");
+    vk->reduce_wg = pick_workgroup(&vk->info, 128);
+    vk->elementwise_wg = pick_workgroup(&vk->info, 256);
+    if ((uint64_t)vk->reduce_wg * sizeof(float) > vk->info.max_shared_memory)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "vkmha_context_create: too little shared memory");
+
+    for (int k = 0; k < KIND_COUNT; k++) {
+        VkDescriptorSetLayoutBinding b[VK_MAX_BINDINGS];
+        for (uint32_t i = 0; i < kind_bindings[k]; i++)
+            b[i] = (VkDescriptorSetLayoutBinding){i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1,
+                                                  VK_SHADER_STAGE_COMPUTE_BIT, NULL};
+        VkDescriptorSetLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+        li.bindingCount = kind_bindings[k];
+        li.pBindings = b;
+        if ((r = vk->vkd.vkCreateDescriptorSetLayout(vk->device, &li, NULL,
+                                                     &vk->set_layouts[k])) != VK_SUCCESS)
+            return vk_fail(vk, r, "vkCreateDescriptorSetLayout");
+        VkPushConstantRange range = {VK_SHADER_STAGE_COMPUTE_BIT, 0, PUSH_RANGE};
+        VkPipelineLayoutCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+        pi.setLayoutCount = 1;
+        pi.pSetLayouts = &vk->set_layouts[k];
+        pi.pushConstantRangeCount = 1;
+        pi.pPushConstantRanges = &range;
+        if ((r = vk->vkd.vkCreatePipelineLayout(vk->device, &pi, NULL, &vk->pipe_layouts[k])) !=
+            VK_SUCCESS)
+            return vk_fail(vk, r, "vkCreatePipelineLayout");
+    }
+    static const vk_kind op_kinds[OPSITE_COUNT] = {
+        [OPSITE_MATMUL] = KIND_MATMUL, [OPSITE_SOFTMAX] = KIND_SOFTMAX,
+        [OPSITE_HEADS] = KIND_HEADS,   [OPSITE_ATTENTION] = VK_ATTENTION_SITE_KINDS};
+    if ((st = vk_site_pool_create(vk, op_kinds, OPSITE_COUNT, &vk->op_sites)))
+        return st;
+    return VKMHA_SUCCESS;
+}
+
+void vk_pipelines_destroy(vk_state *vk)
+{
+    vk_site_pool_destroy(vk, &vk->op_sites);
+    for (int i = 0; i < PIPE_COUNT; i++)
+        if (vk->pipes[i])
+            vk->vkd.vkDestroyPipeline(vk->device, vk->pipes[i], NULL);
+    for (int k = 0; k < KIND_COUNT; k++) {
+        if (vk->pipe_layouts[k])
+            vk->vkd.vkDestroyPipelineLayout(vk->device, vk->pipe_layouts[k], NULL);
+        if (vk->set_layouts[k])
+            vk->vkd.vkDestroyDescriptorSetLayout(vk->device, vk->set_layouts[k], NULL);
+    }
+}
+
+vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
+{
+    if (vk->pipes[pipe]) {
+        *out = vk->pipes[pipe];
+        return VKMHA_SUCCESS;
+    }
+    static const spv_code matmul = SPV(vkmha_spv_matmul);
+    static const spv_code heads = SPV(vkmha_spv_heads);
+    static const spv_code softmax[2] = {SPV(vkmha_spv_softmax), SPV(vkmha_spv_softmax_sg)};
+    static const spv_code layernorm[2] = {SPV(vkmha_spv_layernorm), SPV(vkmha_spv_layernorm_sg)};
+    uint32_t spec[7];
+    uint32_t n_spec = 1;
+    const spv_code *code;
+    vk_kind kind;
+    switch (pipe) {
+    case PIPE_MATMUL_LARGE:
+    case PIPE_MATMUL_LARGE_VEC:
+    case PIPE_MATMUL_SMALL:
+    case PIPE_MATMUL_SMALL_VEC: {
+        bool large = pipe == PIPE_MATMUL_LARGE || pipe == PIPE_MATMUL_LARGE_VEC;
+        const vkmha_tile_config *t = large ? &vk->tile_large : &vk->tile_small;
+        spec[0] = t->workgroup_size; /* 0 WG */
+        spec[1] = t->bm;             /* 1 BM */
+        spec[2] = t->bn;             /* 2 BN */
+        spec[3] = t->bk;             /* 3 BK */
+        spec[4] = t->tm;             /* 4 TM */
+        spec[5] = t->tn;             /* 5 TN */
+        spec[6] = pipe == PIPE_MATMUL_LARGE_VEC || pipe == PIPE_MATMUL_SMALL_VEC; /* 6 VEC */
+        n_spec = 7;
+        code = &matmul;
+        kind = KIND_MATMUL;
+        break;
+    }
+    case PIPE_SOFTMAX:
+        spec[0] = vk->reduce_wg; /* 0 WG */
+        code = &softmax[vk->use_subgroup];
+        kind = KIND_SOFTMAX;
+        break;
+    case PIPE_LAYERNORM:
+        spec[0] = vk->reduce_wg; /* 0 WG */
+        code = &layernorm[vk->use_subgroup];
+        kind = KIND_LAYERNORM;
+        break;
+    case PIPE_HEADS:
+    default:
+        spec[0] = vk->elementwise_wg; /* 0 WG */
+        code = &heads;
+        kind = KIND_HEADS;
+        break;
+    }
+
+    VkSpecializationMapEntry entries[7];
+    for (uint32_t i = 0; i < n_spec; i++)
+        entries[i] = (VkSpecializationMapEntry){i, i * 4, 4};
+    VkSpecializationInfo si = {n_spec, entries, n_spec * 4, spec};
+
+    VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    mi.codeSize = code->size;
+    mi.pCode = code->code;
+    VkShaderModule module;
+    VkResult r = vk->vkd.vkCreateShaderModule(vk->device, &mi, NULL, &module);
+    if (r != VK_SUCCESS)
+        return vk_fail(vk, r, "vkCreateShaderModule");
+    VkComputePipelineCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+    ci.stage = (VkPipelineShaderStageCreateInfo){.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+    ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+    ci.stage.module = module;
+    ci.stage.pName = "main";
+    ci.stage.pSpecializationInfo = &si;
+    ci.layout = vk->pipe_layouts[kind];
+    r = vk->vkd.vkCreateComputePipelines(vk->device, VK_NULL_HANDLE, 1, &ci, NULL,
+                                         &vk->pipes[pipe]);
+    vk->vkd.vkDestroyShaderModule(vk->device, module, NULL);
+    if (r != VK_SUCCESS) {
+        vk->pipes[pipe] = VK_NULL_HANDLE;
+        return vk_fail(vk, r, "vkCreateComputePipelines");
+    }
+    *out = vk->pipes[pipe];
+    return VKMHA_SUCCESS;
+}
+
+vkmha_status vk_site_pool_create(vk_state *vk, const vk_kind *kinds, uint32_t count,
+                                 vk_site_pool *out)
+{
+    VkResult r;
+    vk_site_pool p = {0};
+    p.sites = calloc(count, sizeof *p.sites);
+    if (!p.sites)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+    p.count = count;
+    VkDescriptorPoolSize size = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, count * VK_MAX_BINDINGS};
+    VkDescriptorPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+    pi.maxSets = count;
+    pi.poolSizeCount = 1;
+    pi.pPoolSizes = &size;
+    if ((r = vk->vkd.vkCreateDescriptorPool(vk->device, &pi, NULL, &p.pool)) != VK_SUCCESS) {
+        free(p.sites);
+        return vk_fail(vk, r, "vkCreateDescriptorPool");
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+        ai.descriptorPool = p.pool;
+        ai.descriptorSetCount = 1;
+        ai.pSetLayouts = &vk->set_layouts[kinds[i]];
+        p.sites[i].kind = kinds[i];
+        if ((r = vk->vkd.vkAllocateDescriptorSets(vk->device, &ai, &p.sites[i].set)) !=
+            VK_SUCCESS) {
+            vk_site_pool_destroy(vk, &p);
+            return vk_fail(vk, r, "vkAllocateDescriptorSets");
+        }
+    }
+    *out = p;
+    return VKMHA_SUCCESS;
+}
+
+void vk_site_pool_destroy(vk_state *vk, vk_site_pool *p)
+{
+    if (p->pool)
+        vk->vkd.vkDestroyDescriptorPool(vk->device, p->pool, NULL); /* frees the sets */
+    free(p->sites);
+    memset(p, 0, sizeof *p);
+}

@@ -1,0 +1,108 @@
+/* The masked, scaled softmax: push-constant mirror, mask uploads, dispatch
+ * math (one workgroup per row, rows spilling into grid y), and the public op
+ * on host arrays. */
+#include "vk_internal.h"
+
+/* Mirrors the push-constant block of shaders/softmax.comp. */
+struct softmax_push {
+    uint32_t rows, len_q, len_k, heads, flags;
+    float scale;
+    uint32_t bias_sb, bias_sh;
+};
+_Static_assert(sizeof(struct softmax_push) <= 128, "push constants must fit 128 bytes");
+
+/* The shader's MASK_* bits are vkmha_mask_kind's. */
+_Static_assert(VKMHA_MASK_KEY_PADDING == 1 && VKMHA_MASK_FULL == 2 && VKMHA_MASK_CAUSAL == 4 &&
+                   VKMHA_MASK_BIAS == 8,
+               "shaders/softmax.comp's MASK_* values");
+
+vkmha_status vk_record_softmax(vk_state *vk, vk_site *site, const vk_softmax_args *a)
+{
+    const mask_r *m = a->mask;
+    uint64_t rows = (uint64_t)a->batch * a->heads * a->len_q;
+    uint32_t gx, gy;
+    vkmha_status st = vk_grid(vk, rows, "softmax rows", &gx, &gy);
+    if (st)
+        return st;
+    uint64_t plane = (uint64_t)a->len_q * a->len_k;
+    struct softmax_push p = {(uint32_t)rows, a->len_q, a->len_k, a->heads, m->kinds, a->scale,
+                             0, 0};
+    if (m->kinds & VKMHA_MASK_BIAS) {
+        p.bias_sb = m->bias_batch == 1 ? 0 : (uint32_t)(m->bias_heads * plane);
+        p.bias_sh = m->bias_heads == 1 ? 0 : (uint32_t)plane;
+    }
+    const vk_buffer *bufs[4] = {a->key_padding, a->full, a->bias, a->scores};
+    return vk_dispatch(vk, site, PIPE_SOFTMAX, bufs, 4, &p, sizeof p, gx, gy, 1);
+}
+
+static void mask_bytes(const mask_r *m, uint32_t batch, uint32_t len_q, uint32_t len_k,
+                       uint64_t out[3])
+{
+    out[0] = m->kinds & VKMHA_MASK_KEY_PADDING ? (uint64_t)batch * len_k : 0;
+    out[1] = m->kinds & VKMHA_MASK_FULL ? (uint64_t)batch * len_q * len_k : 0;
+    out[2] = m->kinds & VKMHA_MASK_BIAS
+                 ? (uint64_t)m->bias_batch * m->bias_heads * len_q * len_k * 4
+                 : 0;
+}
+
+vkmha_status vk_mask_ensure(vk_state *vk, const mask_r *mask, uint32_t batch,
+                            uint32_t heads, uint32_t len_q, uint32_t len_k,
+                            uint64_t *upload_bytes)
+{
+    (void)heads;
+    uint64_t bytes[3];
+    mask_bytes(mask, batch, len_q, len_k, bytes);
+    for (int i = 0; i < 3; i++) {
+        if (!bytes[i])
+            continue;
+        vkmha_status st = vk_slot_ensure(vk, (vk_slot)(SLOT_MASK_KP + i), (bytes[i] + 3) & ~3ull);
+        if (st)
+            return st;
+        *upload_bytes += bytes[i] + 16;
+    }
+    return VKMHA_SUCCESS;
+}
+
+void vk_mask_upload(vk_state *vk, const mask_r *mask, uint32_t batch, uint32_t heads,
+                    uint32_t len_q, uint32_t len_k)
+{
+    (void)heads;
+    uint64_t bytes[3];
+    const void *src[3] = {mask->key_padding, mask->full, mask->bias};
+    mask_bytes(mask, batch, len_q, len_k, bytes);
+    for (int i = 0; i < 3; i++)
+        if (bytes[i])
+            vk_upload(vk, &vk->slots[SLOT_MASK_KP + i], 0, src[i], bytes[i]);
+}
+
+/* The mask slots for a softmax over `mask` (NULL where a kind is absent). */
+void vk_mask_args(vk_state *vk, const mask_r *mask, vk_softmax_args *a)
+{
+    a->mask = mask;
+    a->key_padding = mask->kinds & VKMHA_MASK_KEY_PADDING ? &vk->slots[SLOT_MASK_KP] : NULL;
+    a->full = mask->kinds & VKMHA_MASK_FULL ? &vk->slots[SLOT_MASK_FULL] : NULL;
+    a->bias = mask->kinds & VKMHA_MASK_BIAS ? &vk->slots[SLOT_MASK_BIAS] : NULL;
+}
+
+vkmha_status vk_softmax(vk_state *vk, const sm_shape *s, const float *x, const mask_r *mask,
+                        float *y)
+{
+    vkmha_status st;
+    uint64_t bytes = (uint64_t)s->batch * s->heads * s->len_q * s->len_k * 4, up = bytes + 16;
+    if ((st = vk_slot_ensure(vk, SLOT_SCORES, bytes)) ||
+        (st = vk_mask_ensure(vk, mask, s->batch, s->heads, s->len_q, s->len_k, &up)) ||
+        (st = vk_call_begin(vk, up, bytes)))
+        return st;
+    vk_upload(vk, &vk->slots[SLOT_SCORES], 0, x, bytes);
+    vk_mask_upload(vk, mask, s->batch, s->heads, s->len_q, s->len_k);
+    vk_barrier(vk);
+    vk_softmax_args a = {&vk->slots[SLOT_SCORES], NULL, NULL, NULL, s->batch, s->heads,
+                         s->len_q, s->len_k, s->scale, NULL};
+    vk_mask_args(vk, mask, &a);
+    if ((st = vk_record_softmax(vk, &vk->op_sites.sites[OPSITE_SOFTMAX], &a))) {
+        vk_call_abort(vk);
+        return st;
+    }
+    vk_download(vk, &vk->slots[SLOT_SCORES], y, bytes, 1, bytes, 1, bytes);
+    return vk_call_submit(vk);
+}

@@ -1,0 +1,121 @@
+/* vkmha_matmul on Vulkan vs the reference backend, element by element, on
+ * sizes that are not tile multiples, both ops, bias, alpha, padded row
+ * strides, batch strides and broadcast.
+ *
+ * Tolerance: inputs are uniform in [-1, 1]; an fp32 dot product over k terms
+ * differs from the double reference by about sqrt(k) * 2^-24 * |terms| in
+ * practice, so |gpu - ref| <= ATOL_PER_SQRT_K * sqrt(k) + RTOL * |ref|. */
+#include "util.h"
+
+#define RTOL 1e-5
+#define ATOL_PER_SQRT_K 2e-6
+
+typedef struct mm_case {
+    uint32_t batch, m, n, k;
+    vkmha_op op;
+    bool bias;
+    float alpha;
+    uint32_t pad_lda, pad_ldb, pad_ldc; /* row padding, elements */
+    int64_t stride_a, stride_b;         /* 0 packed, VKMHA_BROADCAST */
+} mm_case;
+
+static size_t extent(uint32_t batch, int64_t stride, uint32_t rows, uint32_t ld)
+{
+    size_t matrix = (size_t)rows * ld;
+    if (stride == VKMHA_BROADCAST)
+        return matrix;
+    return (size_t)batch * (stride ? (size_t)stride : matrix);
+}
+
+static void run_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const mm_case *c)
+{
+    char name[200];
+    snprintf(name, sizeof name,
+             "matmul batch %u m %u n %u k %u op %s bias %d alpha %g pad %u/%u/%u stride_a "
+             "%lld stride_b %lld",
+             c->batch, c->m, c->n, c->k, c->op == VKMHA_OP_T ? "T" : "N", c->bias,
+             (double)c->alpha, c->pad_lda, c->pad_ldb, c->pad_ldc, (long long)c->stride_a,
+             (long long)c->stride_b);
+    vkmha_matmul_desc d = {0};
+    d.batch = c->batch;
+    d.m = c->m;
+    d.n = c->n;
+    d.k = c->k;
+    d.op_b = c->op;
+    d.alpha = c->alpha;
+    uint32_t b_rows = c->op == VKMHA_OP_T ? c->n : c->k, b_cols = c->op == VKMHA_OP_T ? c->k : c->n;
+    d.lda = c->pad_lda ? c->k + c->pad_lda : 0;
+    d.ldb = c->pad_ldb ? b_cols + c->pad_ldb : 0;
+    d.ldc = c->pad_ldc ? c->n + c->pad_ldc : 0;
+    d.stride_a = c->stride_a;
+    d.stride_b = c->stride_b;
+    uint32_t lda = c->k + c->pad_lda, ldb = b_cols + c->pad_ldb, ldc = c->n + c->pad_ldc;
+    size_t na = extent(c->batch, c->stride_a, c->m, lda);
+    size_t nb = extent(c->batch, c->stride_b, b_rows, ldb);
+    size_t nc = (size_t)c->batch * c->m * ldc;
+    float *a = t_random(rng, na, -1, 1), *b = t_random(rng, nb, -1, 1);
+    float *bias = c->bias ? t_random(rng, c->n, -1, 1) : NULL;
+    /* C starts with a sentinel so untouched padding can be checked. */
+    float *want = t_alloc(nc), *got = t_alloc(nc);
+    for (size_t i = 0; i < nc; i++)
+        want[i] = got[i] = 12345.0f;
+
+    bool ok = true;
+    T_EXPECT_STATUS(vkmha_matmul(ref, &d, a, b, bias, want), VKMHA_SUCCESS, ok);
+    vkmha_status st = vkmha_matmul(gpu, &d, a, b, bias, got);
+    T_EXPECT_STATUS(st, VKMHA_SUCCESS, ok);
+    if (st != VKMHA_SUCCESS)
+        t_diag("%s", vkmha_context_last_error(gpu));
+    double atol = ATOL_PER_SQRT_K * sqrt((double)c->k) * (c->alpha ? fabs(c->alpha) : 1.0);
+    if (ok)
+        ok = t_close(name, "c", got, want, nc, atol, RTOL);
+    /* Row padding of C is left untouched by both backends. */
+    for (size_t i = 0; ok && i < nc; i++)
+        if ((i % ldc) >= c->n && got[i] != 12345.0f) {
+            t_diag("%s: padding c[%zu] was overwritten (%g)", name, i, (double)got[i]);
+            ok = false;
+        }
+    t_report(ok, "%s", name);
+    free(a);
+    free(b);
+    free(bias);
+    free(want);
+    free(got);
+}
+
+int main(void)
+{
+    vkmha_context *ref = t_context(VKMHA_BACKEND_REFERENCE, 0);
+    vkmha_context *gpu = t_context(VKMHA_BACKEND_VULKAN, 0);
+    t_rng rng = {42};
+    const vkmha_op N = VKMHA_OP_N, T = VKMHA_OP_T;
+    const int64_t BC = VKMHA_BROADCAST;
+    static const mm_case cases[] = {
+        /* batch m n k op bias alpha pads strides */
+        {1, 1, 1, 1, N, false, 0, 0, 0, 0, 0, 0},
+        {1, 3, 5, 7, N, true, 0, 0, 0, 0, 0, 0},
+        {1, 3, 5, 7, T, true, 0, 0, 0, 0, 0, 0},
+        {1, 17, 33, 9, T, false, 0.5f, 0, 0, 0, 0, 0},
+        {1, 75, 129, 300, N, true, 0, 0, 0, 0, 0, 0},
+        {1, 129, 75, 300, T, true, 0, 0, 0, 0, 0, 0},
+        {1, 300, 17, 3, N, false, 0, 0, 0, 0, 0, 0},
+        {1, 1, 300, 129, T, true, 0, 0, 0, 0, 0, 0},   /* a single row (decode) */
+        {1, 300, 1, 75, N, false, 0, 0, 0, 0, 0, 0},   /* a single column */
+        {1, 64, 64, 64, N, true, 0, 0, 0, 0, 0, 0},    /* aligned: vec4 loads */
+        {1, 64, 64, 64, T, true, 2.0f, 0, 0, 0, 0, 0}, /* aligned, transposed */
+        {1, 200, 256, 512, T, true, 0, 0, 0, 0, 0, 0}, /* large tiles, vec4 */
+        {3, 17, 20, 12, N, true, 0, 0, 0, 0, 0, 0},    /* batched */
+        {4, 33, 16, 8, T, false, 0, 0, 0, 0, 0, BC},   /* broadcast B (weights) */
+        {3, 5, 9, 11, N, false, 0, 0, 0, 0, BC, 0},    /* broadcast A */
+        {2, 9, 10, 11, N, true, 0, 3, 5, 7, 0, 0},     /* padded rows everywhere */
+        {2, 9, 8, 12, T, true, 0, 4, 4, 3, 0, 0},      /* padded, vec4-aligned A and B */
+        {2, 7, 6, 5, N, false, 0, 0, 0, 0, 50, 40},    /* gaps between batch entries */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        run_case(ref, gpu, &rng, &cases[i]);
+
+    t_report_validation(gpu);
+    vkmha_context_destroy(gpu);
+    vkmha_context_destroy(ref);
+    return t_finish();
+}

@@ -1,0 +1,224 @@
+/* Shared helpers for the test executables: TAP output (one line per case,
+ * which meson and tools/run-tests count), a seeded RNG, element-wise
+ * comparison with explicit tolerances, and contexts with the validation layer
+ * on and its messages counted. Header-only: each test is its own program. */
+#ifndef VKMHA_TEST_UTIL_H
+#define VKMHA_TEST_UTIL_H
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vkmha.h"
+
+/* ---- TAP ---------------------------------------------------------------- */
+
+static int t_cases, t_failed;
+
+/* Reports one test case. Returns ok. */
+static inline bool t_report(bool ok, const char *fmt, ...)
+{
+    va_list ap;
+    t_cases++;
+    if (!ok)
+        t_failed++;
+    printf("%s %d - ", ok ? "ok" : "not ok", t_cases);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    fflush(stdout);
+    return ok;
+}
+
+/* A diagnostic line, printed as a TAP comment. */
+static inline void t_diag(const char *fmt, ...)
+{
+    va_list ap;
+    printf("# ");
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    fflush(stdout);
+}
+
+static inline int t_finish(void)
+{
+    printf("1..%d\n", t_cases);
+    t_diag("%d passed, %d failed", t_cases - t_failed, t_failed);
+    return t_failed ? 1 : 0;
+}
+
+/* A check inside a case: prints the expression and both values on failure. */
+#define T_EXPECT_STATUS(got, want, ok)                                                 \
+    do {                                                                               \
+        vkmha_status t_got_ = (got), t_want_ = (want);                                 \
+        if (t_got_ != t_want_) {                                                       \
+            t_diag("%s:%d: %s returned %s, expected %s", __FILE__, __LINE__, #got,     \
+                   vkmha_status_string(t_got_), vkmha_status_string(t_want_));         \
+            (ok) = false;                                                              \
+        }                                                                              \
+    } while (0)
+
+/* ---- RNG ---------------------------------------------------------------- */
+
+typedef struct t_rng {
+    uint64_t s;
+} t_rng;
+
+static inline uint64_t t_next(t_rng *r)
+{
+    /* splitmix64 */
+    uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [lo, hi). */
+static inline float t_uniform(t_rng *r, float lo, float hi)
+{
+    double u = (double)(t_next(r) >> 11) * (1.0 / 9007199254740992.0);
+    return (float)(lo + (hi - lo) * u);
+}
+
+static inline float *t_alloc(size_t n)
+{
+    float *p = (float *)calloc(n ? n : 1, sizeof(float));
+    if (!p) {
+        fprintf(stderr, "test: out of memory allocating %zu floats\n", n);
+        exit(2);
+    }
+    return p;
+}
+
+static inline float *t_random(t_rng *r, size_t n, float lo, float hi)
+{
+    float *p = t_alloc(n);
+    for (size_t i = 0; i < n; i++)
+        p[i] = t_uniform(r, lo, hi);
+    return p;
+}
+
+/* Random bytes: 0 (masked) with probability p_masked, else 1. */
+static inline uint8_t *t_random_mask(t_rng *r, size_t n, double p_masked)
+{
+    uint8_t *m = (uint8_t *)malloc(n ? n : 1);
+    if (!m)
+        exit(2);
+    for (size_t i = 0; i < n; i++)
+        m[i] = t_uniform(r, 0.0f, 1.0f) < p_masked ? 0 : 1;
+    return m;
+}
+
+/* ---- comparison --------------------------------------------------------- */
+
+/* Passes when every element is finite exactly where the reference is, and
+ * |got - want| <= atol + rtol * |want|. On failure prints the case, the worst
+ * element and the bound. Non-finite values are checked first. */
+static inline bool t_close(const char *case_name, const char *what, const float *got,
+                    const float *want, size_t n, double atol, double rtol)
+{
+    size_t worst = 0;
+    double worst_excess = -1.0, max_err = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        bool gf = isfinite(got[i]), wf = isfinite(want[i]);
+        if (gf != wf || (!gf && !(isnan(got[i]) && isnan(want[i])) && got[i] != want[i])) {
+            t_diag("%s: %s[%zu] = %g, reference %g (non-finite mismatch)", case_name, what,
+                   i, (double)got[i], (double)want[i]);
+            return false;
+        }
+        if (!gf)
+            continue;
+        double err = fabs((double)got[i] - (double)want[i]);
+        double excess = err - (atol + rtol * fabs((double)want[i]));
+        if (err > max_err)
+            max_err = err;
+        if (excess > worst_excess) {
+            worst_excess = excess;
+            worst = i;
+        }
+    }
+    if (worst_excess > 0.0) {
+        t_diag("%s: %s[%zu] = %.9g, reference %.9g, |diff| %.3g > atol %.3g + rtol %.3g * "
+               "|ref| (max |diff| %.3g over %zu elements)",
+               case_name, what, worst, (double)got[worst], (double)want[worst],
+               fabs((double)got[worst] - (double)want[worst]), atol, rtol, max_err, n);
+        return false;
+    }
+    return true;
+}
+
+static inline double t_max_abs_diff(const float *a, const float *b, size_t n)
+{
+    double m = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= m))
+            m = d; /* NaN propagates as the maximum */
+    }
+    return m;
+}
+
+/* ---- contexts ----------------------------------------------------------- */
+
+static inline void t_log(void *user, vkmha_log_level level, vkmha_status status, const char *msg)
+{
+    (void)user;
+    (void)status;
+    /* Errors of bad-input tests are expected; the validation layer's messages
+     * are counted by the context itself (vkmha_context_info). */
+    if (level >= VKMHA_LOG_WARN && getenv("VKMHA_TEST_VERBOSE"))
+        t_diag("log: %s", msg);
+    else if (strstr(msg, "validation layer") != NULL)
+        t_diag("%s", msg);
+}
+
+/* Creates a context of `backend`, with the validation layer on for Vulkan
+ * (synchronization validation included). Exits with status 1 (a failure, never
+ * a skip) when it cannot be created. */
+static inline vkmha_context *t_context(vkmha_backend backend, uint32_t flags)
+{
+    vkmha_context_desc desc = {0};
+    vkmha_context *ctx = NULL;
+    desc.backend = backend;
+    desc.enable_validation = backend == VKMHA_BACKEND_VULKAN;
+    desc.flags = flags;
+    desc.log = t_log;
+    vkmha_status st = vkmha_context_create(&desc, &ctx);
+    if (st != VKMHA_SUCCESS) {
+        printf("Bail out! cannot create a %s context: %s\n",
+               backend == VKMHA_BACKEND_REFERENCE ? "reference" : "Vulkan",
+               vkmha_status_string(st));
+        exit(1);
+    }
+    if (backend == VKMHA_BACKEND_VULKAN) {
+        vkmha_context_info info;
+        if (vkmha_context_get_info(ctx, &info) == VKMHA_SUCCESS)
+            t_diag("device: %s (%s, %s), subgroup size %u, subgroup ops %s",
+                   info.device.name, info.device.driver_name, info.device.driver_info,
+                   info.device.subgroup_size, info.subgroup_ops_used ? "on" : "off");
+    }
+    return ctx;
+}
+
+/* The last case of every Vulkan test: the validation layer sent nothing. */
+static inline void t_report_validation(vkmha_context *ctx)
+{
+    vkmha_context_info info;
+    if (vkmha_context_get_info(ctx, &info) != VKMHA_SUCCESS) {
+        t_report(false, "validation layer messages: cannot query the context");
+        return;
+    }
+    t_diag("validation layer messages: %llu", (unsigned long long)info.validation_messages);
+    t_report(info.validation_enabled && info.validation_messages == 0,
+             "validation layer enabled and silent (%llu messages)",
+             (unsigned long long)info.validation_messages);
+}
+
+#endif /* VKMHA_TEST_UTIL_H */

@@ -116,6 +116,54 @@ static inline uint8_t *t_random_mask(t_rng *r, size_t n, double p_masked)
     return m;
 }
 
+/* Random masks of the given kinds (VKMHA_MASK_*) for [batch][heads][len_q]
+ * [len_k] scores. fully_masked_row: key padding masks every key of batch 0,
+ * so those rows are fully masked. bias_batch / bias_heads as in vkmha_mask. */
+typedef struct t_mask {
+    vkmha_mask m;
+    uint8_t *kp, *full;
+    float *bias;
+} t_mask;
+
+static inline const vkmha_mask *t_mask_make(t_mask *tm, t_rng *r, uint32_t kinds,
+                                            uint32_t batch, uint32_t heads, uint32_t len_q,
+                                            uint32_t len_k, uint32_t bias_batch,
+                                            uint32_t bias_heads, bool fully_masked_row)
+{
+    memset(tm, 0, sizeof *tm);
+    tm->m.kinds = kinds;
+    if (kinds & VKMHA_MASK_KEY_PADDING) {
+        tm->m.key_padding = tm->kp = t_random_mask(r, (size_t)batch * len_k, 0.3);
+        if (fully_masked_row)
+            memset(tm->kp, 0, len_k);
+    }
+    if (kinds & VKMHA_MASK_FULL)
+        tm->m.full = tm->full = t_random_mask(r, (size_t)batch * len_q * len_k, 0.4);
+    if (kinds & VKMHA_MASK_BIAS) {
+        uint32_t bb = bias_batch ? bias_batch : batch, bh = bias_heads ? bias_heads : heads;
+        tm->m.bias = tm->bias = t_random(r, (size_t)bb * bh * len_q * len_k, -2, 2);
+        tm->m.bias_batch = bias_batch;
+        tm->m.bias_heads = bias_heads;
+    }
+    return kinds ? &tm->m : NULL;
+}
+
+static inline void t_mask_free(t_mask *tm)
+{
+    free(tm->kp);
+    free(tm->full);
+    free(tm->bias);
+}
+
+static inline const char *t_mask_name(uint32_t kinds, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s%s%s%s%s", kinds ? "" : "none",
+             kinds & VKMHA_MASK_KEY_PADDING ? "+padding" : "",
+             kinds & VKMHA_MASK_FULL ? "+full" : "", kinds & VKMHA_MASK_CAUSAL ? "+causal" : "",
+             kinds & VKMHA_MASK_BIAS ? "+bias" : "");
+    return buf;
+}
+
 /* ---- comparison --------------------------------------------------------- */
 
 /* Passes when every element is finite exactly where the reference is, and

@@ -1,0 +1,120 @@
+/* vkmha_attention on Vulkan vs the reference backend: Lq != Lk, d_k != d_v,
+ * grouped-query and multi-query heads, every mask kind alone and combined,
+ * fully masked rows, returned weights, and logits around +-1e4.
+ *
+ * Tolerances (inputs uniform in [-1, 1]): weights |gpu - ref| <= 1e-6 +
+ * 1e-5 |ref|; outputs <= 2e-6 sqrt(len_k) + 1e-5 |ref| (a sum over len_k
+ * weighted values). For the +-1e4 logit cases q and k are small integers and
+ * scale is 1, so the logits are exact in fp32 and the same tolerances hold. */
+#include "util.h"
+
+#define W_ATOL 1e-6
+#define RTOL 1e-5
+#define O_ATOL_PER_SQRT_LK 2e-6
+
+typedef struct attn_case {
+    uint32_t batch, heads, kv_heads, len_q, len_k, d_k, d_v;
+    uint32_t kinds, bias_batch, bias_heads;
+    bool fully_masked_row, weights, big_logits;
+} attn_case;
+
+/* Small integers: exact products and sums in fp32. */
+static float *integers(t_rng *r, size_t n, int lo, int hi)
+{
+    float *p = t_alloc(n);
+    for (size_t i = 0; i < n; i++)
+        p[i] = (float)(lo + (int)(t_next(r) % (uint64_t)(hi - lo + 1)));
+    return p;
+}
+
+static void run_case(vkmha_context *ref, vkmha_context *gpu, const char *tag, t_rng *rng, const attn_case *c)
+{
+    char name[220], mname[64];
+    snprintf(name, sizeof name,
+             "attention B %u H %u Hkv %u Lq %u Lk %u dk %u dv %u mask %s%s%s%s", c->batch,
+             c->heads, c->kv_heads, c->len_q, c->len_k, c->d_k, c->d_v,
+             t_mask_name(c->kinds, mname, sizeof mname),
+             c->fully_masked_row ? " fully-masked-row" : "", c->weights ? " weights" : "",
+             c->big_logits ? " logits~1e4" : "");
+    uint32_t hkv = c->kv_heads ? c->kv_heads : c->heads;
+    size_t nq = (size_t)c->batch * c->heads * c->len_q * c->d_k,
+           nk = (size_t)c->batch * hkv * c->len_k * c->d_k,
+           nv = (size_t)c->batch * hkv * c->len_k * c->d_v,
+           no = (size_t)c->batch * c->heads * c->len_q * c->d_v,
+           nw = (size_t)c->batch * c->heads * c->len_q * c->len_k;
+    float *q = c->big_logits ? integers(rng, nq, -30, 30) : t_random(rng, nq, -1, 1);
+    float *k = c->big_logits ? integers(rng, nk, -30, 30) : t_random(rng, nk, -1, 1);
+    float *v = t_random(rng, nv, -1, 1);
+    float *want = t_alloc(no), *got = t_alloc(no);
+    float *want_w = c->weights ? t_alloc(nw) : NULL, *got_w = c->weights ? t_alloc(nw) : NULL;
+    t_mask tm;
+    const vkmha_mask *m = t_mask_make(&tm, rng, c->kinds, c->batch, c->heads, c->len_q,
+                                      c->len_k, c->bias_batch, c->bias_heads,
+                                      c->fully_masked_row);
+    vkmha_attention_desc d = {c->batch, c->heads, c->kv_heads, c->len_q, c->len_k,
+                              c->d_k, c->d_v, c->big_logits ? 1.0f : 0.0f};
+    bool ok = true;
+    T_EXPECT_STATUS(vkmha_attention(ref, &d, q, k, v, m, want, want_w), VKMHA_SUCCESS, ok);
+    vkmha_status st = vkmha_attention(gpu, &d, q, k, v, m, got, got_w);
+    T_EXPECT_STATUS(st, VKMHA_SUCCESS, ok);
+    if (st)
+        t_diag("%s", vkmha_context_last_error(gpu));
+    if (ok && c->weights)
+        ok = t_close(name, "weights", got_w, want_w, nw, W_ATOL, RTOL);
+    if (ok)
+        ok = t_close(name, "out", got, want, no, O_ATOL_PER_SQRT_LK * sqrt((double)c->len_k),
+                     RTOL);
+    t_report(ok, "%s [%s]", name, tag);
+    free(q);
+    free(k);
+    free(v);
+    free(want);
+    free(got);
+    free(want_w);
+    free(got_w);
+    t_mask_free(&tm);
+}
+
+int main(void)
+{
+    vkmha_context *ref = t_context(VKMHA_BACKEND_REFERENCE, 0);
+    t_rng rng = {11};
+    const uint32_t KP = VKMHA_MASK_KEY_PADDING, FULL = VKMHA_MASK_FULL,
+                   CAUSAL = VKMHA_MASK_CAUSAL, BIAS = VKMHA_MASK_BIAS;
+    static const attn_case cases[] = {
+        /* B H Hkv Lq Lk dk dv kinds bb bh fully weights big */
+        {1, 1, 0, 1, 1, 1, 1, 0, 0, 0, false, true, false},
+        {2, 4, 0, 17, 17, 16, 16, 0, 0, 0, false, true, false},
+        {1, 2, 0, 3, 75, 8, 5, 0, 0, 0, false, false, false},     /* cross, dk != dv */
+        {2, 8, 2, 33, 40, 16, 24, 0, 0, 0, false, true, false},   /* GQA */
+        {1, 4, 1, 20, 129, 32, 32, 0, 0, 0, false, false, false}, /* MQA */
+        {1, 3, 0, 1, 300, 64, 17, 0, 0, 0, false, true, false},   /* one query (decode) */
+        {2, 2, 0, 9, 30, 8, 8, KP, 0, 0, false, true, false},
+        {2, 2, 0, 9, 30, 8, 8, FULL, 0, 0, false, true, false},
+        {1, 2, 0, 30, 30, 8, 12, CAUSAL, 0, 0, false, true, false},
+        {1, 2, 0, 10, 30, 8, 8, CAUSAL, 0, 0, false, false, false}, /* causal, Lq < Lk */
+        {2, 4, 0, 7, 19, 4, 4, BIAS, 1, 1, false, true, false},
+        {2, 4, 2, 7, 19, 4, 4, BIAS, 0, 0, false, true, false},     /* bias per head, GQA */
+        {2, 4, 0, 12, 12, 8, 6, KP | CAUSAL, 0, 0, false, true, false},
+        {2, 4, 1, 12, 17, 8, 6, KP | FULL | BIAS, 1, 4, false, true, false},
+        {2, 2, 0, 16, 16, 8, 8, KP | FULL | CAUSAL | BIAS, 2, 1, false, true, false},
+        {2, 2, 0, 5, 75, 8, 8, KP, 0, 0, true, true, false},       /* fully masked row */
+        {2, 2, 0, 5, 5, 8, 8, KP | CAUSAL, 0, 0, true, true, false},
+        {1, 2, 0, 6, 129, 16, 8, 0, 0, 0, false, true, true},      /* logits ~ +-1e4 */
+        {1, 2, 0, 6, 129, 16, 8, KP, 0, 0, false, true, true},
+        {2, 2, 0, 6, 40, 16, 8, KP, 0, 0, true, true, true}, /* set, not added, at 1e4 */
+        {1, 2, 0, 300, 300, 64, 64, CAUSAL, 0, 0, false, false, false},
+    };
+    /* Reductions with subgroup arithmetic, then with shared memory only. */
+    for (int variant = 0; variant < 2; variant++) {
+        vkmha_context *gpu = t_context(VKMHA_BACKEND_VULKAN,
+                                       variant ? VKMHA_CONTEXT_NO_SUBGROUP_OPS : 0);
+        const char *tag = variant ? "shared-memory reduction" : "subgroup reduction";
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            run_case(ref, gpu, tag, &rng, &cases[i]);
+        t_report_validation(gpu);
+        vkmha_context_destroy(gpu);
+    }
+    vkmha_context_destroy(ref);
+    return t_finish();
+}

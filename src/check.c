@@ -285,12 +285,17 @@ vkmha_status vkmha__check_attention(vkmha_context *ctx, const vkmha_attention_de
     s.d_k = desc->d_k;
     s.d_v = desc->d_v;
     s.scale = desc->scale != 0.0f ? desc->scale : (float)(1.0 / sqrt((double)s.d_k));
-    if (!product(&nq, s.batch, s.heads, s.len_q, s.d_k) ||
-        !product(&nk, s.batch, s.kv_heads, s.len_k, s.d_k) ||
-        !product(&nv, s.batch, s.kv_heads, s.len_k, s.d_v) ||
-        !product(&no, s.batch, s.heads, s.len_q, s.d_v) ||
-        !product(&nw, s.batch, s.heads, s.len_q, s.len_k))
-        return vkmha__fail(ctx, INVALID, "%s: tensor sizes overflow", fn);
+    if (!product(&nq, s.batch, s.heads, s.len_q, s.d_k))
+        return vkmha__fail(ctx, INVALID, "%s: q is too large: batch * heads * len_q * d_k overflow 64 bits", fn);
+    if (!product(&nk, s.batch, s.kv_heads, s.len_k, s.d_k))
+        return vkmha__fail(ctx, INVALID, "%s: k is too large: batch * kv_heads * len_k * d_k overflow 64 bits", fn);
+    if (!product(&nv, s.batch, s.kv_heads, s.len_k, s.d_v))
+        return vkmha__fail(ctx, INVALID, "%s: v is too large: batch * kv_heads * len_k * d_v overflow 64 bits", fn);
+    if (!product(&no, s.batch, s.heads, s.len_q, s.d_v))
+        return vkmha__fail(ctx, INVALID, "%s: out is too large: batch * heads * len_q * d_v overflow 64 bits", fn);
+    if (!product(&nw, s.batch, s.heads, s.len_q, s.len_k))
+        return vkmha__fail(ctx, INVALID,
+                           "%s: weights is too large: batch * heads * len_q * len_k overflow 64 bits", fn);
     if ((st = vkmha__check_count(ctx, fn, "q", nq, 4, &bq)) ||
         (st = vkmha__check_count(ctx, fn, "k", nk, 4, &bk)) ||
         (st = vkmha__check_count(ctx, fn, "v", nv, 4, &bv)) ||

@@ -92,13 +92,15 @@ static vkmha_status check_desc(vkmha_context *ctx, const vkmha_mha_desc *in,
     if (!d->post_norm && (d->norm_gamma || d->norm_beta))
         return vkmha__fail(ctx, INVALID, "%s: desc->%s is set but desc->post_norm is false",
                            fn, d->norm_gamma ? "norm_gamma" : "norm_beta");
-    /* Every tensor of the layer must be countable without overflow. */
+    /* Every weight must be countable without overflow. */
     uint64_t n, bytes, sizes[WEIGHT_COUNT];
-    if (!vkmha__mul_u64((uint64_t)d->n_head * d->d_k, d->d_model, &n) ||
-        !vkmha__mul_u64((uint64_t)d->n_head * d->d_v, d->d_model, &n) ||
-        !vkmha__mul_u64((uint64_t)d->n_kv_head * d->d_k, d->kdim, &n) ||
-        !vkmha__mul_u64((uint64_t)d->n_kv_head * d->d_v, d->vdim, &n))
-        return vkmha__fail(ctx, INVALID, "%s: weight sizes overflow", fn);
+    const uint64_t rows[4] = {(uint64_t)d->n_head * d->d_k, (uint64_t)d->n_kv_head * d->d_k,
+                              (uint64_t)d->n_kv_head * d->d_v, d->d_model};
+    const uint64_t cols[4] = {d->d_model, d->kdim, d->vdim, (uint64_t)d->n_head * d->d_v};
+    for (int i = 0; i < 4; i++)
+        if (!vkmha__mul_u64(rows[i], cols[i], &n))
+            return vkmha__fail(ctx, INVALID, "%s: desc->%s is too large: its size overflows 64 bits",
+                               fn, names[i]);
     weight_sizes(d, sizes);
     for (int i = 0; i < W_O + 1; i++) {
         vkmha_status st = vkmha__check_count(ctx, fn, names[i], sizes[i], 4, &bytes);
@@ -195,12 +197,13 @@ VKMHA_API vkmha_status vkmha_mha_create(vkmha_context *ctx, const vkmha_mha_desc
     uint64_t n[WEIGHT_COUNT];
     const float *src[WEIGHT_COUNT];
     float *ones = NULL;
+    if (out)
+        *out = NULL;
     if (!ctx)
         return VKMHA_ERROR_INVALID_ARGUMENT;
     vkmha__begin_call(ctx);
     if (!out)
         return vkmha__fail(ctx, INVALID, "vkmha_mha_create: out is NULL");
-    *out = NULL;
     vkmha_mha *mha = calloc(1, sizeof *mha);
     if (!mha)
         return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
@@ -274,14 +277,18 @@ static vkmha_status check_io(vkmha_mha *mha, const vkmha_mha_io *io, fwd *f)
     f->Lq = io->len_q;
     f->Lk = io->len_k ? io->len_k : io->len_q;
     uint64_t counts[5];
-    if (!vkmha__mul_u64((uint64_t)f->B * f->Lq, d->d_model, &counts[0]) ||
-        !vkmha__mul_u64((uint64_t)f->B * f->Lk, d->kdim, &counts[1]) ||
-        !vkmha__mul_u64((uint64_t)f->B * f->Lk, d->vdim, &counts[2]) ||
-        !vkmha__mul_u64((uint64_t)f->B * d->n_head, (uint64_t)f->Lq * f->Lk, &counts[4]))
-        return vkmha__fail(ctx, INVALID, "%s: tensor sizes overflow", fn);
-    counts[3] = counts[0];
     static const char *const names[5] = {"io->query", "io->key", "io->value", "io->out",
                                          "io->attn_weights"};
+    const bool ok[5] = {
+        vkmha__mul_u64((uint64_t)f->B * f->Lq, d->d_model, &counts[0]),
+        vkmha__mul_u64((uint64_t)f->B * f->Lk, d->kdim, &counts[1]),
+        vkmha__mul_u64((uint64_t)f->B * f->Lk, d->vdim, &counts[2]), true,
+        vkmha__mul_u64((uint64_t)f->B * d->n_head, (uint64_t)f->Lq * f->Lk, &counts[4])};
+    for (int i = 0; i < 5; i++)
+        if (!ok[i])
+            return vkmha__fail(ctx, INVALID, "%s: %s size (io->batch * io->len_q/len_k * "
+                               "features) overflows 64 bits", fn, names[i]);
+    counts[3] = counts[0];
     for (int i = 0; i < 5; i++)
         if ((st = vkmha__check_count(ctx, fn, names[i], counts[i], 4, &bytes)))
             return st;

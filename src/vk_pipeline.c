@@ -28,7 +28,13 @@ static const uint32_t kind_bindings[KIND_COUNT] = {
 #define PUSH_RANGE 128
 
 /* Candidate matmul tiles, best first; the first that fits the device's
- * workgroup and shared-memory limits wins. */
+ * workgroup and shared-memory limits wins. CPU devices (lavapipe) pay for
+ * every barrier and prefer fewer invocations with more outputs each and a
+ * longer K step: measured 2.6x faster there at 512^3 than the GPU tile. */
+static const vkmha_tile_config cpu_large_tiles[] = {
+    {32, 64, 32, 4, 8, 0}, {32, 32, 16, 4, 4, 0}, {16, 16, 8, 4, 4, 0},
+    {8, 8, 8, 2, 2, 0},    {4, 4, 4, 1, 1, 0},
+};
 static const vkmha_tile_config large_tiles[] = {
     {64, 64, 16, 4, 4, 0}, {32, 32, 16, 4, 4, 0}, {16, 16, 8, 4, 4, 0},
     {8, 8, 8, 2, 2, 0},    {4, 4, 4, 1, 1, 0},
@@ -66,7 +72,10 @@ vkmha_status vk_pipelines_init(vk_state *vk)
 {
     VkResult r;
     vkmha_status st;
-    if (!pick_tile(&vk->info, large_tiles, VKMHA_ARRAY_LEN(large_tiles), &vk->tile_large) ||
+    bool cpu = vk->info.type == VKMHA_DEVICE_TYPE_CPU;
+    if (!pick_tile(&vk->info, cpu ? cpu_large_tiles : large_tiles,
+                   cpu ? VKMHA_ARRAY_LEN(cpu_large_tiles) : VKMHA_ARRAY_LEN(large_tiles),
+                   &vk->tile_large) ||
         !pick_tile(&vk->info, small_tiles, VKMHA_ARRAY_LEN(small_tiles), &vk->tile_small))
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "vkmha_context_create: no matmul tile fits this device's limits");

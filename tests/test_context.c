@@ -1,0 +1,535 @@
+/* Contexts and device queries: vkmha_enumerate_devices, vkmha_context_create
+ * (NULL desc, automatic vs explicit device, flags), vkmha_context_get_info,
+ * vkmha_version, two contexts at once, the log callback and the last error,
+ * and a context whose buffers grow and shrink between calls.
+ *
+ * Tolerances: softmax outputs are probabilities in [0, 1]; fp32 against the
+ * double reference is compared with atol 1e-6, rtol 1e-5. The matmul of the
+ * two-context case uses test_matmul's bound, atol 2e-6 * sqrt(k), rtol 1e-5. */
+#include "util.h"
+
+#define SM_ATOL 1e-6
+#define SM_RTOL 1e-5
+
+/* ---- helpers ------------------------------------------------------------- */
+
+/* strnlen, which C11 lacks: the length of a fixed-size name field. */
+static size_t name_len(const char *s, size_t cap)
+{
+    size_t n = 0;
+    while (n < cap && s[n])
+        n++;
+    return n;
+}
+
+/* Softmax of x on `ctx` and on the reference context; returns whether they
+ * agree. */
+static bool softmax_matches(vkmha_context *ctx, vkmha_context *ref, const char *name,
+                            const vkmha_softmax_desc *d, const float *x,
+                            const vkmha_mask *mask)
+{
+    size_t n = (size_t)(d->batch ? d->batch : 1) * (d->heads ? d->heads : 1) * d->len_q *
+               d->len_k;
+    float *got = t_alloc(n), *want = t_alloc(n);
+    bool ok = true;
+    T_EXPECT_STATUS(vkmha_softmax(ref, d, x, mask, want), VKMHA_SUCCESS, ok);
+    vkmha_status st = vkmha_softmax(ctx, d, x, mask, got);
+    T_EXPECT_STATUS(st, VKMHA_SUCCESS, ok);
+    if (st != VKMHA_SUCCESS)
+        t_diag("%s: %s", name, vkmha_context_last_error(ctx));
+    if (ok)
+        ok = t_close(name, "y", got, want, n, SM_ATOL, SM_RTOL);
+    free(got);
+    free(want);
+    return ok;
+}
+
+/* A random [batch][len] key-padding mask whose first key is always kept, so
+ * that no row is fully masked by padding alone. */
+static uint8_t *key_padding(t_rng *rng, uint32_t batch, uint32_t len_k)
+{
+    uint8_t *m = t_random_mask(rng, (size_t)batch * len_k, 0.3);
+    for (uint32_t b = 0; b < batch; b++)
+        m[(size_t)b * len_k] = 1;
+    return m;
+}
+
+static bool matmul_matches(vkmha_context *ctx, vkmha_context *ref, const char *name,
+                           t_rng *rng, uint32_t m, uint32_t n, uint32_t k)
+{
+    vkmha_matmul_desc d = {0};
+    d.m = m;
+    d.n = n;
+    d.k = k;
+    d.op_b = VKMHA_OP_T;
+    float *a = t_random(rng, (size_t)m * k, -1, 1), *b = t_random(rng, (size_t)n * k, -1, 1);
+    float *bias = t_random(rng, n, -1, 1);
+    float *got = t_alloc((size_t)m * n), *want = t_alloc((size_t)m * n);
+    bool ok = true;
+    T_EXPECT_STATUS(vkmha_matmul(ref, &d, a, b, bias, want), VKMHA_SUCCESS, ok);
+    vkmha_status st = vkmha_matmul(ctx, &d, a, b, bias, got);
+    T_EXPECT_STATUS(st, VKMHA_SUCCESS, ok);
+    if (st != VKMHA_SUCCESS)
+        t_diag("%s: %s", name, vkmha_context_last_error(ctx));
+    if (ok)
+        ok = t_close(name, "c", got, want, (size_t)m * n, 2e-6 * sqrt((double)k), 1e-5);
+    free(a);
+    free(b);
+    free(bias);
+    free(got);
+    free(want);
+    return ok;
+}
+
+static bool tile_sane(const char *what, const vkmha_tile_config *t, uint32_t max_inv)
+{
+    bool ok = true;
+    if (!t->bm || !t->bn || !t->bk || !t->tm || !t->tn || t->bm % t->tm || t->bn % t->tn) {
+        t_diag("%s: bm %u bn %u bk %u tm %u tn %u: a zero or a tile not divisible", what,
+               t->bm, t->bn, t->bk, t->tm, t->tn);
+        return false;
+    }
+    uint32_t want = (t->bm / t->tm) * (t->bn / t->tn);
+    if (t->workgroup_size != want) {
+        t_diag("%s: workgroup_size %u != (bm / tm) * (bn / tn) = %u", what, t->workgroup_size,
+               want);
+        ok = false;
+    }
+    if (t->workgroup_size > max_inv) {
+        t_diag("%s: workgroup_size %u > max_workgroup_invocations %u", what, t->workgroup_size,
+               max_inv);
+        ok = false;
+    }
+    t_diag("%s: %ux%u (k %u), %ux%u per invocation, %u invocations", what, t->bm, t->bn,
+           t->bk, t->tm, t->tn, t->workgroup_size);
+    return ok;
+}
+
+typedef struct log_record {
+    int calls;        /* every message */
+    int errors;       /* level ERROR, status INVALID_ARGUMENT */
+    vkmha_log_level level;
+    vkmha_status status;
+    char msg[1024];   /* the last INVALID_ARGUMENT message */
+} log_record;
+
+static void my_log(void *user, vkmha_log_level level, vkmha_status status, const char *msg)
+{
+    log_record *r = (log_record *)user;
+    r->calls++;
+    if (status != VKMHA_ERROR_INVALID_ARGUMENT)
+        return; /* e.g. a validation layer message, counted by the context */
+    r->errors++;
+    r->level = level;
+    r->status = status;
+    snprintf(r->msg, sizeof r->msg, "%s", msg);
+}
+
+/* ---- cases --------------------------------------------------------------- */
+
+/* Returns the device list (count in *n), or NULL. */
+static vkmha_device_info *enumerate_cases(uint32_t *n_out)
+{
+    uint32_t n = 0;
+    bool ok = true;
+    T_EXPECT_STATUS(vkmha_enumerate_devices(&n, NULL), VKMHA_SUCCESS, ok);
+    t_report(ok && n >= 1, "enumerate_devices: count query (*count 0, out NULL) finds %u "
+                           "device(s)", n);
+    *n_out = n;
+    if (n == 0)
+        return NULL;
+
+    /* Fill, with one extra entry that must stay untouched. */
+    vkmha_device_info *devs = (vkmha_device_info *)malloc((n + 1) * sizeof *devs);
+    if (!devs)
+        exit(2);
+    memset(devs, 0xA5, (n + 1) * sizeof *devs);
+    vkmha_device_info guard;
+    memset(&guard, 0xA5, sizeof guard);
+    uint32_t cap = n;
+    ok = true;
+    T_EXPECT_STATUS(vkmha_enumerate_devices(&cap, devs), VKMHA_SUCCESS, ok);
+    if (cap != n) {
+        t_diag("the fill call reports %u devices, the count query %u", cap, n);
+        ok = false;
+    }
+    bool compute = false;
+    for (uint32_t i = 0; ok && i < n; i++) {
+        size_t len = name_len(devs[i].name, sizeof devs[i].name);
+        if (len == 0 || len == sizeof devs[i].name) {
+            t_diag("device %u: name empty or not terminated", i);
+            ok = false;
+            break;
+        }
+        t_diag("device %u: %s, type %d, api %u.%u, subgroup %u, compute queue %d", i,
+               devs[i].name, (int)devs[i].type, devs[i].api_version >> 22,
+               (devs[i].api_version >> 12) & 0x3ff, devs[i].subgroup_size,
+               devs[i].has_compute_queue);
+        compute |= devs[i].has_compute_queue;
+    }
+    if (ok && !compute) {
+        t_diag("no device has a compute queue");
+        ok = false;
+    }
+    if (memcmp(&devs[n], &guard, sizeof guard) != 0) {
+        t_diag("the entry past *count was written");
+        ok = false;
+    }
+    t_report(ok, "enumerate_devices: fills %u entries, names non-empty, a compute queue", n);
+
+    /* A capacity of 1 fills one entry and still reports every device. */
+    vkmha_device_info two[2];
+    memset(two, 0xA5, sizeof two);
+    cap = 1;
+    ok = true;
+    T_EXPECT_STATUS(vkmha_enumerate_devices(&cap, two), VKMHA_SUCCESS, ok);
+    if (cap != n || strcmp(two[0].name, devs[0].name) != 0 ||
+        memcmp(&two[1], &guard, sizeof guard) != 0) {
+        t_diag("capacity 1: count %u (want %u), name \"%.40s\", second entry %s", cap, n,
+               two[0].name, memcmp(&two[1], &guard, sizeof guard) ? "written" : "untouched");
+        ok = false;
+    }
+    t_report(ok, "enumerate_devices: capacity 1 fills one entry and returns the full count");
+
+    ok = true;
+    cap = 3;
+    T_EXPECT_STATUS(vkmha_enumerate_devices(NULL, NULL), VKMHA_ERROR_INVALID_ARGUMENT, ok);
+    T_EXPECT_STATUS(vkmha_enumerate_devices(&cap, NULL), VKMHA_ERROR_INVALID_ARGUMENT, ok);
+    t_report(ok, "enumerate_devices: NULL count, or out NULL with *count > 0, is invalid");
+    return devs;
+}
+
+static void null_desc_case(vkmha_context *ref)
+{
+    vkmha_context *ctx = NULL;
+    bool ok = true;
+    vkmha_status st = vkmha_context_create(NULL, &ctx);
+    T_EXPECT_STATUS(st, VKMHA_SUCCESS, ok);
+    if (st == VKMHA_SUCCESS) {
+        vkmha_context_info info;
+        T_EXPECT_STATUS(vkmha_context_get_info(ctx, &info), VKMHA_SUCCESS, ok);
+        if (ok && (info.backend != VKMHA_BACKEND_VULKAN || info.validation_enabled ||
+                   info.device.name[0] == '\0')) {
+            t_diag("desc NULL: backend %d, validation %d, name \"%s\"", (int)info.backend,
+                   info.validation_enabled, info.device.name);
+            ok = false;
+        }
+        const float x[4] = {0, 1, 2, 3};
+        vkmha_softmax_desc d = {0};
+        d.len_q = 1;
+        d.len_k = 4;
+        ok = softmax_matches(ctx, ref, "desc NULL context", &d, x, NULL) && ok;
+    }
+    vkmha_context_destroy(ctx);
+    t_report(ok, "context_create(NULL desc): Vulkan without validation, works, destroys");
+}
+
+static void device_choice_case(const vkmha_device_info *devs, uint32_t n_devs)
+{
+    vkmha_context_desc d = {0};
+    vkmha_context *automatic = NULL, *chosen = NULL;
+    vkmha_context_info ia, ic;
+    bool ok = true;
+    d.backend = VKMHA_BACKEND_VULKAN;
+    T_EXPECT_STATUS(vkmha_context_create(&d, &automatic), VKMHA_SUCCESS, ok);
+    if (ok)
+        T_EXPECT_STATUS(vkmha_context_get_info(automatic, &ia), VKMHA_SUCCESS, ok);
+    if (ok) {
+        /* The automatic choice is index 0 when there is one device; in every
+         * case asking for its index explicitly gives the same device. */
+        if (n_devs == 1 && ia.device_index != 0) {
+            t_diag("one device but the automatic choice has index %u", ia.device_index);
+            ok = false;
+        }
+        d.use_device_index = true;
+        d.device_index = ia.device_index;
+        T_EXPECT_STATUS(vkmha_context_create(&d, &chosen), VKMHA_SUCCESS, ok);
+    }
+    if (ok)
+        T_EXPECT_STATUS(vkmha_context_get_info(chosen, &ic), VKMHA_SUCCESS, ok);
+    if (ok && (strcmp(ia.device.name, ic.device.name) != 0 ||
+               ia.device_index != ic.device_index ||
+               memcmp(ia.device.device_uuid, ic.device.device_uuid, 16) != 0)) {
+        t_diag("automatic: \"%s\" (index %u), use_device_index %u: \"%s\" (index %u)",
+               ia.device.name, ia.device_index, d.device_index, ic.device.name,
+               ic.device_index);
+        ok = false;
+    }
+    if (ok && devs && (ia.device_index >= n_devs ||
+                       strcmp(devs[ia.device_index].name, ia.device.name) != 0)) {
+        t_diag("the context's device_index %u does not name \"%s\" in enumerate_devices",
+               ia.device_index, ia.device.name);
+        ok = false;
+    }
+    t_report(ok, "automatic device choice and use_device_index %u give the same device (%s)",
+             d.device_index, ok ? ia.device.name : "?");
+    vkmha_context_destroy(chosen);
+    vkmha_context_destroy(automatic);
+}
+
+static void info_cases(vkmha_context *gpu, vkmha_context *ref)
+{
+    vkmha_context_info info;
+    bool ok = true;
+    T_EXPECT_STATUS(vkmha_context_get_info(gpu, &info), VKMHA_SUCCESS, ok);
+    const vkmha_device_info *dev = &info.device;
+    if (ok) {
+        size_t len = name_len(dev->name, sizeof dev->name);
+        if (info.backend != VKMHA_BACKEND_VULKAN || len == 0 || len == sizeof dev->name ||
+            !dev->has_compute_queue || dev->type > VKMHA_DEVICE_TYPE_CPU) {
+            t_diag("backend %d, name \"%.40s\", compute %d, type %d", (int)info.backend,
+                   dev->name, dev->has_compute_queue, (int)dev->type);
+            ok = false;
+        }
+    }
+    t_report(ok, "get_info: Vulkan backend, device name non-empty, compute queue");
+
+    bool lim = ok;
+    if (lim && (dev->subgroup_size < 1 || dev->max_workgroup_invocations < 128 ||
+                dev->max_storage_buffer_range == 0 || dev->max_workgroup_size[0] == 0 ||
+                dev->max_workgroup_count[0] == 0 || dev->max_shared_memory == 0)) {
+        t_diag("subgroup %u, invocations %u, storage range %llu, size[0] %u, count[0] %u, "
+               "shared %u",
+               dev->subgroup_size, dev->max_workgroup_invocations,
+               (unsigned long long)dev->max_storage_buffer_range, dev->max_workgroup_size[0],
+               dev->max_workgroup_count[0], dev->max_shared_memory);
+        lim = false;
+    }
+    t_report(lim, "get_info: subgroup_size >= 1, max_workgroup_invocations >= 128, "
+                  "max_storage_buffer_range > 0");
+
+    bool tiles = ok;
+    if (tiles) {
+        tiles = tile_sane("matmul_large", &info.matmul_large, dev->max_workgroup_invocations);
+        tiles = tile_sane("matmul_small", &info.matmul_small, dev->max_workgroup_invocations) &&
+                tiles;
+        if (info.reduce_workgroup_size < 1 ||
+            info.reduce_workgroup_size > dev->max_workgroup_invocations) {
+            t_diag("reduce_workgroup_size %u", info.reduce_workgroup_size);
+            tiles = false;
+        }
+    }
+    t_report(tiles, "get_info: tiles workgroup_size == (bm/tm)*(bn/tn) <= "
+                    "max_workgroup_invocations, reduce_workgroup_size >= 1");
+
+    bool v = ok && info.validation_enabled && (!info.subgroup_ops_used || dev->subgroup_arithmetic);
+    if (ok && !v)
+        t_diag("validation_enabled %d, subgroup_ops_used %d, subgroup_arithmetic %d",
+               info.validation_enabled, info.subgroup_ops_used, dev->subgroup_arithmetic);
+    t_report(v, "get_info: validation_enabled for t_context, subgroup ops only if supported");
+
+    vkmha_context_info ri;
+    memset(&ri, 0x5A, sizeof ri);
+    ok = true;
+    T_EXPECT_STATUS(vkmha_context_get_info(ref, &ri), VKMHA_SUCCESS, ok);
+    if (ok && (strcmp(ri.device.name, "reference") != 0 ||
+               ri.backend != VKMHA_BACKEND_REFERENCE || ri.validation_enabled ||
+               ri.subgroup_ops_used || ri.validation_messages != 0 ||
+               ri.matmul_large.workgroup_size != 0 || ri.device.max_workgroup_invocations != 0)) {
+        t_diag("reference info: name \"%.40s\", backend %d, validation %d, subgroup %d",
+               ri.device.name, (int)ri.backend, ri.validation_enabled, ri.subgroup_ops_used);
+        ok = false;
+    }
+    t_report(ok, "get_info: reference context is named \"reference\", backend REFERENCE, "
+                 "the rest zeroed");
+
+    ok = true;
+    T_EXPECT_STATUS(vkmha_context_get_info(gpu, NULL), VKMHA_ERROR_INVALID_ARGUMENT, ok);
+    t_report(ok, "get_info: NULL out is invalid");
+}
+
+static void no_subgroup_cases(vkmha_context *nosub, vkmha_context *ref, t_rng *rng)
+{
+    vkmha_context_info info;
+    bool ok = true;
+    T_EXPECT_STATUS(vkmha_context_get_info(nosub, &info), VKMHA_SUCCESS, ok);
+    t_report(ok && !info.subgroup_ops_used,
+             "NO_SUBGROUP_OPS: subgroup_ops_used is false (device supports them: %d)",
+             info.device.subgroup_arithmetic);
+
+    vkmha_softmax_desc d = {0};
+    d.len_q = 3;
+    d.len_k = 300;
+    float *x = t_random(rng, 3 * 300, -8, 8);
+    t_report(softmax_matches(nosub, ref, "NO_SUBGROUP_OPS softmax 3x300", &d, x, NULL),
+             "NO_SUBGROUP_OPS: softmax 3x300 equals the reference");
+    free(x);
+
+    /* Masked: key padding, causal, a full mask and a per-batch bias. */
+    memset(&d, 0, sizeof d);
+    d.batch = 2;
+    d.heads = 3;
+    d.len_q = 5;
+    d.len_k = 300;
+    d.scale = 0.5f;
+    size_t n = (size_t)2 * 3 * 5 * 300;
+    x = t_random(rng, n, -4, 4);
+    uint8_t *pad = key_padding(rng, 2, 300);
+    uint8_t *full = t_random_mask(rng, (size_t)2 * 5 * 300, 0.2);
+    float *bias = t_random(rng, (size_t)2 * 5 * 300, -1, 1);
+    vkmha_mask m = {0};
+    m.kinds = VKMHA_MASK_KEY_PADDING | VKMHA_MASK_CAUSAL | VKMHA_MASK_FULL | VKMHA_MASK_BIAS;
+    m.key_padding = pad;
+    m.full = full;
+    m.bias = bias;
+    m.bias_batch = 2;
+    m.bias_heads = 1;
+    t_report(softmax_matches(nosub, ref, "NO_SUBGROUP_OPS masked softmax", &d, x, &m),
+             "NO_SUBGROUP_OPS: masked softmax 2x3x5x300 (padding, causal, full, bias) equals "
+             "the reference");
+    free(x);
+    free(pad);
+    free(full);
+    free(bias);
+}
+
+static void two_contexts_case(vkmha_context *a, vkmha_context *b, vkmha_context *ref,
+                              t_rng *rng)
+{
+    vkmha_softmax_desc d = {0};
+    d.batch = 2;
+    d.len_q = 7;
+    d.len_k = 33;
+    float *x = t_random(rng, 2 * 7 * 33, -3, 3);
+    bool ok = softmax_matches(a, ref, "first context softmax", &d, x, NULL);
+    ok = matmul_matches(b, ref, "second context matmul", rng, 19, 23, 40) && ok;
+    ok = softmax_matches(b, ref, "second context softmax", &d, x, NULL) && ok;
+    ok = matmul_matches(a, ref, "first context matmul", rng, 33, 9, 70) && ok;
+    t_report(ok, "two Vulkan contexts alive at once, used in turn, both correct");
+    free(x);
+}
+
+/* The logger gets the error of a failing call with the user pointer; the
+ * last error is "" after a successful call that follows. */
+static void log_cases(vkmha_backend backend, vkmha_context *ref, log_record *rec,
+                      vkmha_context **keep)
+{
+    const char *bname = backend == VKMHA_BACKEND_REFERENCE ? "reference" : "vulkan";
+    vkmha_context_desc cd = {0};
+    vkmha_context *ctx = NULL;
+    cd.backend = backend;
+    cd.enable_validation = backend == VKMHA_BACKEND_VULKAN;
+    cd.log = my_log;
+    cd.log_user = rec;
+    memset(rec, 0, sizeof *rec);
+    bool ok = true;
+    T_EXPECT_STATUS(vkmha_context_create(&cd, &ctx), VKMHA_SUCCESS, ok);
+    if (!ok) {
+        t_report(false, "%s: log callback receives the error message", bname);
+        t_report(false, "%s: last_error is \"\" after a success that follows a failure", bname);
+        *keep = NULL;
+        return;
+    }
+    const float x[6] = {1, 2, 3, 4, 5, 6};
+    float y[6];
+    vkmha_softmax_desc d = {0};
+    d.len_q = 2;
+    d.len_k = 0; /* bad */
+    int before = rec->errors;
+    T_EXPECT_STATUS(vkmha_softmax(ctx, &d, x, NULL, y), VKMHA_ERROR_INVALID_ARGUMENT, ok);
+    const char *le = vkmha_context_last_error(ctx);
+    if (rec->errors != before + 1) {
+        t_diag("%s: the logger got %d error messages, expected 1", bname, rec->errors - before);
+        ok = false;
+    } else if (rec->level != VKMHA_LOG_ERROR || strcmp(rec->msg, le) != 0 ||
+               !strstr(rec->msg, "desc->len_k")) {
+        t_diag("%s: logged level %d \"%s\", last error \"%s\"", bname, (int)rec->level,
+               rec->msg, le);
+        ok = false;
+    }
+    t_report(ok, "%s: log callback (own function and user pointer) receives the error "
+                 "message of a failing call",
+             bname);
+
+    ok = true;
+    d.len_k = 3;
+    bool had = vkmha_context_last_error(ctx)[0] != '\0';
+    ok = softmax_matches(ctx, ref, "softmax after a failure", &d, x, NULL);
+    if (!had || vkmha_context_last_error(ctx)[0] != '\0') {
+        t_diag("%s: last error before \"%s\", after the success \"%s\"", bname,
+               had ? "(set)" : "", vkmha_context_last_error(ctx));
+        ok = false;
+    }
+    if (rec->errors != before + 1) {
+        t_diag("%s: a successful call logged an error", bname);
+        ok = false;
+    }
+    t_report(ok, "%s: last_error is \"\" after a success that follows a failure", bname);
+    *keep = ctx;
+}
+
+/* A context's buffers grow for a large call and are reused for small ones. */
+static void growth_cases(vkmha_context *gpu, vkmha_context *ref, t_rng *rng)
+{
+    vkmha_softmax_desc small = {0}, large = {0};
+    small.len_q = 2;
+    small.len_k = 3;
+    large.batch = 8;
+    large.len_q = 129;
+    large.len_k = 300;
+    float *xs = t_random(rng, 6, -2, 2), *xs2 = t_random(rng, 6, -2, 2);
+    size_t nl = (size_t)8 * 129 * 300;
+    float *xl = t_random(rng, nl, -6, 6);
+    uint8_t *pad = key_padding(rng, 8, 300);
+    vkmha_mask m = {0};
+    m.kinds = VKMHA_MASK_KEY_PADDING | VKMHA_MASK_CAUSAL;
+    m.key_padding = pad;
+
+    t_report(softmax_matches(gpu, ref, "growth: small 2x3", &small, xs, NULL),
+             "growing buffers: small softmax 2x3");
+    t_report(softmax_matches(gpu, ref, "growth: large 8x129x300", &large, xl, &m),
+             "growing buffers: large masked softmax 8x129x300");
+    t_report(softmax_matches(gpu, ref, "growth: small again", &small, xs2, NULL),
+             "growing buffers: small softmax 2x3 again");
+    t_report(softmax_matches(gpu, ref, "growth: large again, unmasked", &large, xl, NULL),
+             "growing buffers: large softmax 8x129x300 again, unmasked");
+    free(xs);
+    free(xs2);
+    free(xl);
+    free(pad);
+}
+
+int main(void)
+{
+    t_rng rng = {2024};
+    t_report(vkmha_version() == VKMHA_VERSION_NUMBER, "vkmha_version() %u == %u",
+             vkmha_version(), (unsigned)VKMHA_VERSION_NUMBER);
+
+    uint32_t n_devs = 0;
+    vkmha_device_info *devs = enumerate_cases(&n_devs);
+
+    vkmha_context *ref = t_context(VKMHA_BACKEND_REFERENCE, 0);
+    vkmha_context *gpu = t_context(VKMHA_BACKEND_VULKAN, 0);
+
+    null_desc_case(ref);
+    device_choice_case(devs, n_devs);
+    info_cases(gpu, ref);
+
+    vkmha_context *nosub = t_context(VKMHA_BACKEND_VULKAN, VKMHA_CONTEXT_NO_SUBGROUP_OPS);
+    no_subgroup_cases(nosub, ref, &rng);
+    two_contexts_case(gpu, nosub, ref, &rng);
+
+    log_record rec_ref, rec_vk;
+    vkmha_context *log_ref = NULL, *log_vk = NULL;
+    log_cases(VKMHA_BACKEND_REFERENCE, ref, &rec_ref, &log_ref);
+    log_cases(VKMHA_BACKEND_VULKAN, ref, &rec_vk, &log_vk);
+
+    growth_cases(gpu, ref, &rng);
+
+    t_diag("validation: the main Vulkan context");
+    t_report_validation(gpu);
+    t_diag("validation: the NO_SUBGROUP_OPS context");
+    t_report_validation(nosub);
+    t_diag("validation: the Vulkan context with its own logger");
+    if (log_vk)
+        t_report_validation(log_vk);
+    else
+        t_report(false, "validation layer: the logging Vulkan context was not created");
+    vkmha_context_destroy(log_vk);
+    vkmha_context_destroy(log_ref);
+    vkmha_context_destroy(nosub);
+    vkmha_context_destroy(gpu);
+    vkmha_context_destroy(ref);
+    free(devs);
+    return t_finish();
+}

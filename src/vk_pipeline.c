@@ -39,6 +39,10 @@ static const vkmha_tile_config large_tiles[] = {
     {64, 64, 16, 4, 4, 0}, {32, 32, 16, 4, 4, 0}, {16, 16, 8, 4, 4, 0},
     {8, 8, 8, 2, 2, 0},    {4, 4, 4, 1, 1, 0},
 };
+static const vkmha_tile_config cpu_small_tiles[] = {
+    {32, 32, 32, 4, 4, 0}, {32, 32, 16, 4, 4, 0}, {16, 16, 8, 4, 4, 0},
+    {8, 8, 8, 2, 2, 0},    {4, 4, 4, 1, 1, 0},
+};
 static const vkmha_tile_config small_tiles[] = {
     {32, 32, 16, 2, 2, 0}, {32, 32, 16, 4, 4, 0}, {16, 16, 8, 4, 4, 0},
     {8, 8, 8, 2, 2, 0},    {4, 4, 4, 1, 1, 0},
@@ -76,7 +80,9 @@ vkmha_status vk_pipelines_init(vk_state *vk)
     if (!pick_tile(&vk->info, cpu ? cpu_large_tiles : large_tiles,
                    cpu ? VKMHA_ARRAY_LEN(cpu_large_tiles) : VKMHA_ARRAY_LEN(large_tiles),
                    &vk->tile_large) ||
-        !pick_tile(&vk->info, small_tiles, VKMHA_ARRAY_LEN(small_tiles), &vk->tile_small))
+        !pick_tile(&vk->info, cpu ? cpu_small_tiles : small_tiles,
+                   cpu ? VKMHA_ARRAY_LEN(cpu_small_tiles) : VKMHA_ARRAY_LEN(small_tiles),
+                   &vk->tile_small))
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "vkmha_context_create: no matmul tile fits this device's limits");
     vk->reduce_wg = pick_workgroup(&vk->info, 128);

@@ -489,6 +489,59 @@ static void growth_cases(vkmha_context *gpu, vkmha_context *ref, t_rng *rng)
     free(pad);
 }
 
+/* Attention scores [1][64][L][L] just above this device's
+ * maxStorageBufferRange, while q, k, v and out stay tiny (d_k = d_v = 1):
+ * VKMHA_ERROR_UNSUPPORTED with a message naming the limit, nothing written,
+ * and the context still computes correctly afterwards. */
+static void limit_cases(vkmha_context *gpu, vkmha_context *ref, t_rng *rng)
+{
+    vkmha_context_info info;
+    vkmha_context_get_info(gpu, &info);
+    const uint32_t heads = 64;
+    uint64_t range = info.device.max_storage_buffer_range;
+    uint32_t len = (uint32_t)sqrt((double)range / (4.0 * heads)) + 1;
+    while ((uint64_t)heads * len * len * 4 <= range)
+        len++;
+    size_t n = (size_t)heads * len;
+    float *q = t_random(rng, n, -1, 1), *out = t_alloc(n);
+    for (size_t i = 0; i < n; i++)
+        out[i] = 12345.0f;
+    vkmha_attention_desc d = {1, heads, 0, len, len, 1, 1, 0};
+    vkmha_status st = vkmha_attention(gpu, &d, q, q, q, NULL, out, NULL);
+    const char *msg = vkmha_context_last_error(gpu);
+    bool untouched = true;
+    for (size_t i = 0; i < n; i++)
+        untouched = untouched && out[i] == 12345.0f;
+    t_report(st == VKMHA_ERROR_UNSUPPORTED && strstr(msg, "maxStorageBufferRange") && untouched,
+             "attention scores of %llu bytes above maxStorageBufferRange (%llu): %s, \"%s\"",
+             (unsigned long long)heads * len * len * 4, (unsigned long long)range,
+             vkmha_status_string(st), msg);
+
+    /* The same limit through the layer. */
+    vkmha_mha_desc md = {0};
+    md.d_model = heads;
+    md.n_head = heads; /* d_k = d_v = 1 */
+    float *w = t_random(rng, (size_t)heads * heads, -0.1f, 0.1f);
+    md.w_q = md.w_k = md.w_v = md.w_o = w;
+    vkmha_mha *mha = NULL;
+    st = vkmha_mha_create(gpu, &md, &mha);
+    float *x = t_random(rng, (size_t)len * heads, -1, 1), *y = t_alloc((size_t)len * heads);
+    vkmha_mha_io io = {1, len, 0, x, x, x, NULL, y, NULL};
+    if (st == VKMHA_SUCCESS)
+        st = vkmha_mha_forward(mha, &io);
+    msg = vkmha_context_last_error(gpu);
+    t_report(st == VKMHA_ERROR_UNSUPPORTED && strstr(msg, "maxStorageBufferRange"),
+             "mha forward with scores above maxStorageBufferRange: %s, \"%s\"",
+             vkmha_status_string(st), msg);
+    vkmha_mha_destroy(mha);
+
+    vkmha_softmax_desc sd = {2, 3, 5, 129, 0.5f};
+    float *sx = t_random(rng, (size_t)2 * 3 * 5 * 129, -3, 3);
+    t_report(softmax_matches(gpu, ref, "softmax after UNSUPPORTED", &sd, sx, NULL),
+             "the context still works after VKMHA_ERROR_UNSUPPORTED");
+    free(q), free(out), free(w), free(x), free(y), free(sx);
+}
+
 int main(void)
 {
     t_rng rng = {2024};
@@ -515,6 +568,7 @@ int main(void)
     log_cases(VKMHA_BACKEND_VULKAN, ref, &rec_vk, &log_vk);
 
     growth_cases(gpu, ref, &rng);
+    limit_cases(gpu, ref, &rng);
 
     t_diag("validation: the main Vulkan context");
     t_report_validation(gpu);

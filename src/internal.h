@@ -129,12 +129,12 @@ vkmha_status ref_attention(const attn_shape *s, const float *q, const float *k,
  * `cols` elements; biased variance like torch.nn.LayerNorm. y may equal x. */
 void ref_layernorm(uint32_t rows, uint32_t cols, const float *x, const float *res,
                    const float *gamma, const float *beta, float eps, float *y);
-/* Whether score (b, h, i, j) is masked; shared by ref_softmax and
- * ref_attention. */
+/* Whether score (b, ., i, j) is masked (masks broadcast over heads); shared
+ * by ref_softmax and ref_attention. */
 bool ref_is_masked(const mask_r *mask, uint32_t b, uint32_t i, uint32_t j,
                    uint32_t len_q, uint32_t len_k);
 /* The additive bias for score (b, h, i, j), 0 without one. */
-double ref_bias(const mask_r *mask, uint32_t batch, uint32_t heads, uint32_t b,
-                uint32_t h, uint32_t i, uint32_t j, uint32_t len_q, uint32_t len_k);
+double ref_bias(const mask_r *mask, uint32_t b, uint32_t h, uint32_t i, uint32_t j,
+                uint32_t len_q, uint32_t len_k);
 
 #endif /* VKMHA_INTERNAL_H */

@@ -67,11 +67,9 @@ bool ref_is_masked(const mask_r *mask, uint32_t b, uint32_t i, uint32_t j,
     return false;
 }
 
-double ref_bias(const mask_r *mask, uint32_t batch, uint32_t heads, uint32_t b,
-                uint32_t h, uint32_t i, uint32_t j, uint32_t len_q, uint32_t len_k)
+double ref_bias(const mask_r *mask, uint32_t b, uint32_t h, uint32_t i, uint32_t j,
+                uint32_t len_q, uint32_t len_k)
 {
-    (void)batch;
-    (void)heads;
     if (!mask || !(mask->kinds & VKMHA_MASK_BIAS))
         return 0.0;
     uint64_t bb = mask->bias_batch == 1 ? 0 : b;
@@ -81,6 +79,16 @@ double ref_bias(const mask_r *mask, uint32_t batch, uint32_t heads, uint32_t b,
 }
 
 /* Softmax of row[0..n) in place (double), max-subtracted. */
+/* The score of (b, h, i, j) entering the softmax: the scaled dot product plus
+ * the bias, then -1e9 if masked (set, not added: masked_fill semantics). */
+static double score(const mask_r *mask, uint32_t b, uint32_t h, uint32_t i, uint32_t j,
+                    uint32_t len_q, uint32_t len_k, double scaled)
+{
+    if (ref_is_masked(mask, b, i, j, len_q, len_k))
+        return VKMHA_MASKED_SCORE;
+    return scaled + ref_bias(mask, b, h, i, j, len_q, len_k);
+}
+
 static void softmax_row(double *row, uint32_t n)
 {
     double mx = row[0];
@@ -112,12 +120,8 @@ vkmha_status ref_softmax(const sm_shape *s, const float *x, const mask_r *mask, 
                     (((uint64_t)b * s->heads + h) * s->len_q + i) * s->len_k;
                 /* Read the whole row before writing any of it: y may be x. */
                 for (uint32_t j = 0; j < s->len_k; j++) {
-                    double v = (double)s->scale * (double)x[base + j] +
-                               ref_bias(mask, s->batch, s->heads, b, h, i, j, s->len_q,
-                                        s->len_k);
-                    if (ref_is_masked(mask, b, i, j, s->len_q, s->len_k))
-                        v = VKMHA_MASKED_SCORE;
-                    row[j] = v;
+                    row[j] = score(mask, b, h, i, j, s->len_q, s->len_k,
+                                   (double)s->scale * (double)x[base + j]);
                 }
                 softmax_row(row, s->len_k);
                 for (uint32_t j = 0; j < s->len_k; j++)
@@ -184,12 +188,8 @@ vkmha_status ref_attention(const attn_shape *s, const float *q, const float *k,
                     double dot = 0.0;
                     for (uint32_t d = 0; d < s->d_k; d++)
                         dot += (double)qi[d] * (double)kj[d];
-                    double sc = (double)s->scale * dot +
-                                ref_bias(mask, s->batch, s->heads, b, h, i, j, s->len_q,
-                                         s->len_k);
-                    if (ref_is_masked(mask, b, i, j, s->len_q, s->len_k))
-                        sc = VKMHA_MASKED_SCORE;
-                    p[j] = sc;
+                    p[j] = score(mask, b, h, i, j, s->len_q, s->len_k,
+                                 (double)s->scale * dot);
                 }
                 softmax_row(p, s->len_k);
                 if (wh)

@@ -91,7 +91,7 @@ VKMHA_API vkmha_status vkmha_matmul(vkmha_context *ctx, const vkmha_matmul_desc 
     vkmha_status st;
     if (!ctx)
         return VKMHA_ERROR_INVALID_ARGUMENT;
-    vkmha__begin_call(ctx);
+    vkmha__begin_call(ctx, "vkmha_matmul");
     if ((st = vkmha__check_matmul(ctx, desc, a, b, bias, c, &s)))
         return st;
     if (!ctx->vk) {
@@ -109,7 +109,7 @@ VKMHA_API vkmha_status vkmha_softmax(vkmha_context *ctx, const vkmha_softmax_des
     vkmha_status st;
     if (!ctx)
         return VKMHA_ERROR_INVALID_ARGUMENT;
-    vkmha__begin_call(ctx);
+    vkmha__begin_call(ctx, "vkmha_softmax");
     if ((st = vkmha__check_softmax(ctx, desc, x, y, &s)) ||
         (st = vkmha__check_mask(ctx, "vkmha_softmax", mask, s.batch, s.heads, s.len_q, s.len_k,
                                 &m)))
@@ -129,7 +129,7 @@ static vkmha_status heads_op(vkmha_context *ctx, const char *fn, bool split,
     vkmha_status st;
     if (!ctx)
         return VKMHA_ERROR_INVALID_ARGUMENT;
-    vkmha__begin_call(ctx);
+    vkmha__begin_call(ctx, fn);
     if ((st = vkmha__check_heads(ctx, fn, desc, x, y, &s)))
         return st;
     if (!ctx->vk) {
@@ -163,7 +163,7 @@ VKMHA_API vkmha_status vkmha_attention(vkmha_context *ctx, const vkmha_attention
     vkmha_status st;
     if (!ctx)
         return VKMHA_ERROR_INVALID_ARGUMENT;
-    vkmha__begin_call(ctx);
+    vkmha__begin_call(ctx, "vkmha_attention");
     if ((st = vkmha__check_attention(ctx, desc, q, k, v, out, weights, &s)) ||
         (st = vkmha__check_mask(ctx, "vkmha_attention", mask, s.batch, s.heads, s.len_q,
                                 s.len_k, &m)))

@@ -67,6 +67,7 @@ struct vkmha_context {
     vkmha_log_fn log;
     void *log_user;
     char last_error[512];
+    const char *call; /* the public function being called, for messages */
     vk_state *vk; /* NULL for the reference backend */
 };
 
@@ -79,8 +80,8 @@ vkmha_status vkmha__vfail(vkmha_context *ctx, vkmha_status status, const char *f
                           va_list ap);
 void vkmha__log(vkmha_log_fn log, void *user, vkmha_log_level level, vkmha_status status,
                 const char *fmt, ...) VKMHA_PRINTF(5, 6);
-/* Clears the last error at the start of a public call. */
-void vkmha__begin_call(vkmha_context *ctx);
+/* Clears the last error at the start of the public call `fn`. */
+void vkmha__begin_call(vkmha_context *ctx, const char *fn);
 /* Overflow-checked a * b; false on overflow. */
 bool vkmha__mul_u64(uint64_t a, uint64_t b, uint64_t *out);
 

@@ -175,7 +175,7 @@ static vkmha_status upload_weights(vkmha_mha *mha, const float *src[WEIGHT_COUNT
         if (!src[i])
             continue;
         char name[64];
-        snprintf(name, sizeof name, "vkmha_mha_create: desc->%s", what[i]);
+        snprintf(name, sizeof name, "desc->%s", what[i]);
         if ((st = vk_check_size(vk, n[i] * 4, name)) ||
             (st = vk_buffer_create(vk, n[i] * 4, false, false, what[i], &mha->dev[i])))
             return st;
@@ -201,7 +201,7 @@ VKMHA_API vkmha_status vkmha_mha_create(vkmha_context *ctx, const vkmha_mha_desc
         *out = NULL;
     if (!ctx)
         return VKMHA_ERROR_INVALID_ARGUMENT;
-    vkmha__begin_call(ctx);
+    vkmha__begin_call(ctx, "vkmha_mha_create");
     if (!out)
         return vkmha__fail(ctx, INVALID, "vkmha_mha_create: out is NULL");
     vkmha_mha *mha = calloc(1, sizeof *mha);
@@ -496,7 +496,7 @@ VKMHA_API vkmha_status vkmha_mha_forward(vkmha_mha *mha, const vkmha_mha_io *io)
     vkmha_status st;
     if (!mha)
         return VKMHA_ERROR_INVALID_ARGUMENT;
-    vkmha__begin_call(mha->ctx);
+    vkmha__begin_call(mha->ctx, "vkmha_mha_forward");
     if ((st = check_io(mha, io, &f)))
         return st;
     return mha->ctx->vk ? forward_vulkan(mha, io, &f) : forward_reference(mha, io, &f);

@@ -65,9 +65,10 @@ vkmha_status vkmha__fail(vkmha_context *ctx, vkmha_status status, const char *fm
     return status;
 }
 
-void vkmha__begin_call(vkmha_context *ctx)
+void vkmha__begin_call(vkmha_context *ctx, const char *fn)
 {
     ctx->last_error[0] = '\0';
+    ctx->call = fn;
 }
 
 VKMHA_API const char *vkmha_context_last_error(const vkmha_context *ctx)

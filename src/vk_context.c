@@ -66,6 +66,10 @@ vkmha_status vk_fail(vk_state *vk, VkResult r, const char *what)
         st = VKMHA_ERROR_VULKAN;
         break;
     }
+    /* Messages name the public call unless `what` already does. */
+    const char *call = vk->ctx->call;
+    if (call && strncmp(what, "vkmha_", 6) != 0)
+        return vkmha__fail(vk->ctx, st, "%s: %s failed: %s", call, what, vk_result_string(r));
     return vkmha__fail(vk->ctx, st, "%s failed: %s", what, vk_result_string(r));
 }
 

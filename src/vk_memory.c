@@ -5,20 +5,25 @@
 #include <stdio.h>
 #include <string.h>
 
+static const char *call_name(const vk_state *vk)
+{
+    return vk->ctx->call ? vk->ctx->call : "vkmha";
+}
+
 vkmha_status vk_check_size(vk_state *vk, uint64_t bytes, const char *what)
 {
     const vkmha_device_info *d = &vk->info;
     if (bytes > d->max_storage_buffer_range)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
-                           "%s needs %llu bytes, more than this device's "
+                           "%s: %s needs %llu bytes, more than this device's "
                            "maxStorageBufferRange (%llu bytes)",
-                           what, (unsigned long long)bytes,
+                           call_name(vk), what, (unsigned long long)bytes,
                            (unsigned long long)d->max_storage_buffer_range);
     if (bytes > d->max_allocation_size)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
-                           "%s needs %llu bytes, more than this device's "
+                           "%s: %s needs %llu bytes, more than this device's "
                            "maxMemoryAllocationSize (%llu bytes)",
-                           what, (unsigned long long)bytes,
+                           call_name(vk), what, (unsigned long long)bytes,
                            (unsigned long long)d->max_allocation_size);
     return VKMHA_SUCCESS;
 }

@@ -423,14 +423,14 @@ static vkmha_status forward_vulkan(vkmha_mha *mha, const vkmha_mha_io *io, const
         (st = vk_slot_ensure(vk, SLOT_V_HEADS, nv * 4)) ||
         (st = vk_attention_ensure(vk, &as, no * 4)) ||
         (st = vk_slot_ensure(vk, SLOT_OUT, f->n_out * 4)) ||
-        (st = vk_mask_ensure(vk, &f->mask, f->B, H, f->Lq, f->Lk, &up)) ||
+        (st = vk_mask_ensure(vk, &f->mask, f->B, f->Lq, f->Lk, &up)) ||
         (st = vk_call_begin(vk, up, down)))
         return st;
 
     for (int i = 0; i < 3; i++)
         if (in_slot[i] == (vk_slot)(SLOT_Q_IN + i))
             vk_upload(vk, &vk->slots[in_slot[i]], 0, ins[i], in_n[i] * 4);
-    vk_mask_upload(vk, &f->mask, f->B, H, f->Lq, f->Lk);
+    vk_mask_upload(vk, &f->mask, f->B, f->Lq, f->Lk);
     vk_barrier(vk);
 
     /* Projections (independent of each other: no barrier between them). */

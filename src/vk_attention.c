@@ -63,13 +63,13 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const float *q, con
         (st = vk_slot_ensure(vk, SLOT_K_HEADS, bk)) ||
         (st = vk_slot_ensure(vk, SLOT_V_HEADS, bv)) ||
         (st = vk_attention_ensure(vk, s, bo)) ||
-        (st = vk_mask_ensure(vk, mask, s->batch, s->heads, s->len_q, s->len_k, &up)) ||
+        (st = vk_mask_ensure(vk, mask, s->batch, s->len_q, s->len_k, &up)) ||
         (st = vk_call_begin(vk, up, bo + bw + 32)))
         return st;
     vk_upload(vk, &vk->slots[SLOT_Q_HEADS], 0, q, bq);
     vk_upload(vk, &vk->slots[SLOT_K_HEADS], 0, k, bk);
     vk_upload(vk, &vk->slots[SLOT_V_HEADS], 0, v, bv);
-    vk_mask_upload(vk, mask, s->batch, s->heads, s->len_q, s->len_k);
+    vk_mask_upload(vk, mask, s->batch, s->len_q, s->len_k);
     vk_barrier(vk);
     if ((st = vk_record_attention(vk, &vk->op_sites.sites[OPSITE_ATTENTION], s, mask,
                                   &vk->slots[SLOT_O_HEADS]))) {

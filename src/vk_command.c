@@ -154,13 +154,7 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe,
                          const vk_buffer *const bufs[], uint32_t n_bufs, const void *push,
                          uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz)
 {
-    static const vk_kind kinds[PIPE_COUNT] = {
-        [PIPE_MATMUL_LARGE] = KIND_MATMUL, [PIPE_MATMUL_LARGE_VEC] = KIND_MATMUL,
-        [PIPE_MATMUL_SMALL] = KIND_MATMUL, [PIPE_MATMUL_SMALL_VEC] = KIND_MATMUL,
-        [PIPE_SOFTMAX] = KIND_SOFTMAX,     [PIPE_HEADS] = KIND_HEADS,
-        [PIPE_LAYERNORM] = KIND_LAYERNORM,
-    };
-    vk_kind kind = kinds[pipe];
+    vk_kind kind = vk_pipe_kind(pipe);
     VkPipeline pipeline;
     vkmha_status st = vk_pipeline_get(vk, pipe, &pipeline);
     if (st)

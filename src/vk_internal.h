@@ -229,6 +229,8 @@ void vk_call_abort(vk_state *vk);
 vkmha_status vk_pipelines_init(vk_state *vk);
 void vk_pipelines_destroy(vk_state *vk);
 vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out);
+/* The shader kind (descriptor and pipeline layout) a pipeline belongs to. */
+vk_kind vk_pipe_kind(vk_pipe pipe);
 /* Creates `count` sites, site i for shaders of kinds[i]. */
 vkmha_status vk_site_pool_create(vk_state *vk, const vk_kind *kinds, uint32_t count,
                                  vk_site_pool *out);
@@ -273,10 +275,9 @@ vkmha_status vk_attention_ensure(vk_state *vk, const attn_shape *s, uint64_t out
 /* Ensures the mask slots for `mask` (before vk_call_begin) and adds its
  * staging bytes to *upload_bytes; vk_mask_upload then records the uploads. */
 vkmha_status vk_mask_ensure(vk_state *vk, const mask_r *mask, uint32_t batch,
-                            uint32_t heads, uint32_t len_q, uint32_t len_k,
-                            uint64_t *upload_bytes);
-void vk_mask_upload(vk_state *vk, const mask_r *mask, uint32_t batch, uint32_t heads,
-                    uint32_t len_q, uint32_t len_k);
+                            uint32_t len_q, uint32_t len_k, uint64_t *upload_bytes);
+void vk_mask_upload(vk_state *vk, const mask_r *mask, uint32_t batch, uint32_t len_q,
+                    uint32_t len_k);
 /* Points a->mask and the mask buffers of `a` at `mask` and its slots. */
 void vk_mask_args(vk_state *vk, const mask_r *mask, vk_softmax_args *a);
 

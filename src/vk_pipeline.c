@@ -134,6 +134,17 @@ void vk_pipelines_destroy(vk_state *vk)
     }
 }
 
+vk_kind vk_pipe_kind(vk_pipe pipe)
+{
+    static const vk_kind kinds[PIPE_COUNT] = {
+        [PIPE_MATMUL_LARGE] = KIND_MATMUL, [PIPE_MATMUL_LARGE_VEC] = KIND_MATMUL,
+        [PIPE_MATMUL_SMALL] = KIND_MATMUL, [PIPE_MATMUL_SMALL_VEC] = KIND_MATMUL,
+        [PIPE_SOFTMAX] = KIND_SOFTMAX,     [PIPE_HEADS] = KIND_HEADS,
+        [PIPE_LAYERNORM] = KIND_LAYERNORM,
+    };
+    return kinds[pipe];
+}
+
 vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
 {
     if (vk->pipes[pipe]) {
@@ -147,7 +158,6 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
     uint32_t spec[7];
     uint32_t n_spec = 1;
     const spv_code *code;
-    vk_kind kind;
     switch (pipe) {
     case PIPE_MATMUL_LARGE:
     case PIPE_MATMUL_LARGE_VEC:
@@ -164,24 +174,20 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
         spec[6] = pipe == PIPE_MATMUL_LARGE_VEC || pipe == PIPE_MATMUL_SMALL_VEC; /* 6 VEC */
         n_spec = 7;
         code = &matmul;
-        kind = KIND_MATMUL;
         break;
     }
     case PIPE_SOFTMAX:
         spec[0] = vk->reduce_wg; /* 0 WG */
         code = &softmax[vk->use_subgroup];
-        kind = KIND_SOFTMAX;
         break;
     case PIPE_LAYERNORM:
         spec[0] = vk->reduce_wg; /* 0 WG */
         code = &layernorm[vk->use_subgroup];
-        kind = KIND_LAYERNORM;
         break;
     case PIPE_HEADS:
     default:
         spec[0] = vk->elementwise_wg; /* 0 WG */
         code = &heads;
-        kind = KIND_HEADS;
         break;
     }
 
@@ -203,7 +209,7 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
     ci.stage.module = module;
     ci.stage.pName = "main";
     ci.stage.pSpecializationInfo = &si;
-    ci.layout = vk->pipe_layouts[kind];
+    ci.layout = vk->pipe_layouts[vk_pipe_kind(pipe)];
     r = vk->vkd.vkCreateComputePipelines(vk->device, VK_NULL_HANDLE, 1, &ci, NULL,
                                          &vk->pipes[pipe]);
     vk->vkd.vkDestroyShaderModule(vk->device, module, NULL);

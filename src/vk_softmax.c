@@ -46,10 +46,8 @@ static void mask_bytes(const mask_r *m, uint32_t batch, uint32_t len_q, uint32_t
 }
 
 vkmha_status vk_mask_ensure(vk_state *vk, const mask_r *mask, uint32_t batch,
-                            uint32_t heads, uint32_t len_q, uint32_t len_k,
-                            uint64_t *upload_bytes)
+                            uint32_t len_q, uint32_t len_k, uint64_t *upload_bytes)
 {
-    (void)heads;
     uint64_t bytes[3];
     mask_bytes(mask, batch, len_q, len_k, bytes);
     for (int i = 0; i < 3; i++) {
@@ -63,10 +61,9 @@ vkmha_status vk_mask_ensure(vk_state *vk, const mask_r *mask, uint32_t batch,
     return VKMHA_SUCCESS;
 }
 
-void vk_mask_upload(vk_state *vk, const mask_r *mask, uint32_t batch, uint32_t heads,
-                    uint32_t len_q, uint32_t len_k)
+void vk_mask_upload(vk_state *vk, const mask_r *mask, uint32_t batch, uint32_t len_q,
+                    uint32_t len_k)
 {
-    (void)heads;
     uint64_t bytes[3];
     const void *src[3] = {mask->key_padding, mask->full, mask->bias};
     mask_bytes(mask, batch, len_q, len_k, bytes);
@@ -90,11 +87,11 @@ vkmha_status vk_softmax(vk_state *vk, const sm_shape *s, const float *x, const m
     vkmha_status st;
     uint64_t bytes = (uint64_t)s->batch * s->heads * s->len_q * s->len_k * 4, up = bytes + 16;
     if ((st = vk_slot_ensure(vk, SLOT_SCORES, bytes)) ||
-        (st = vk_mask_ensure(vk, mask, s->batch, s->heads, s->len_q, s->len_k, &up)) ||
+        (st = vk_mask_ensure(vk, mask, s->batch, s->len_q, s->len_k, &up)) ||
         (st = vk_call_begin(vk, up, bytes)))
         return st;
     vk_upload(vk, &vk->slots[SLOT_SCORES], 0, x, bytes);
-    vk_mask_upload(vk, mask, s->batch, s->heads, s->len_q, s->len_k);
+    vk_mask_upload(vk, mask, s->batch, s->len_q, s->len_k);
     vk_barrier(vk);
     vk_softmax_args a = {&vk->slots[SLOT_SCORES], NULL, NULL, NULL, s->batch, s->heads,
                          s->len_q, s->len_k, s->scale, NULL};

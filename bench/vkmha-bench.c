@@ -122,7 +122,7 @@ int main(int argc, char **argv)
     for (uint32_t len = 64; len <= max_len; len *= 2) {
         size_t n = (size_t)batch * len * d_model;
         float *x = random_array(n, 1.0f, &seed), *out = malloc(n * sizeof *out);
-        vkmha_mha_io io = {batch, len, 0, x, x, x, NULL, out, NULL};
+        vkmha_mha_io io = {batch, len, 0, x, x, x, NULL, out, NULL, 0, 0};
         /* 4 projections + QK^T + PV, 2 flops per multiply-add. */
         double flops = 2.0 * batch * len * (4.0 * d_model * d_model + 2.0 * len * d_model);
         double t_vk = time_forward(mvk, &io, reps);

@@ -178,6 +178,15 @@ typedef struct vkmha_tile_config {
     uint32_t workgroup_size;
 } vkmha_tile_config;
 
+/* The fused attention shader's blocking for one range of head dims. */
+typedef struct vkmha_attention_config {
+    uint32_t max_head_dim; /* used when d_k and d_v are at most this */
+    uint32_t block_q;      /* query rows per workgroup */
+    uint32_t block_k;      /* keys per step streamed through shared memory */
+    uint32_t workgroup_size;
+    uint32_t shared_bytes;
+} vkmha_attention_config;
+
 typedef struct vkmha_context_info {
     vkmha_backend backend;
     /* Vulkan only (zeroed for the reference backend, whose name is "reference"). */
@@ -190,6 +199,11 @@ typedef struct vkmha_context_info {
     /* Tile configurations chosen for this device's limits. */
     vkmha_tile_config matmul_large, matmul_small;
     uint32_t reduce_workgroup_size; /* softmax, LayerNorm */
+    /* Fused attention blocks for head dims up to 32, 64, 128 and 256. */
+    vkmha_attention_config attention[4];
+    /* VkDeviceMemory the context holds now (buffers it keeps for reuse and
+     * the weights of its layers) and the most it held at any time. */
+    uint64_t device_memory_bytes, device_memory_peak_bytes;
 } vkmha_context_info;
 
 /* Creates a context. On failure *out is NULL and the desc's logger (if any)
@@ -315,6 +329,24 @@ VKMHA_API vkmha_status vkmha_split_heads(vkmha_context *ctx, const vkmha_heads_d
 VKMHA_API vkmha_status vkmha_merge_heads(vkmha_context *ctx, const vkmha_heads_desc *desc,
                                          const float *x, float *y);
 
+/* How attention is computed on the Vulkan backend (the reference backend
+ * computes the same math either way and ignores the choice). */
+typedef enum vkmha_attention_path {
+    /* Fused when the head dims allow it (d_k, d_v <= 256), else unfused. */
+    VKMHA_ATTENTION_PATH_AUTO = 0,
+    /* One shader per block of queries streams keys and values through
+     * shared memory with an online softmax: extra device memory O(len_q)
+     * instead of O(len_q * len_k). Head dims up to 256, else
+     * VKMHA_ERROR_UNSUPPORTED. */
+    VKMHA_ATTENTION_PATH_FUSED = 1,
+    /* Materializes the [batch][H][len_q][len_k] scores: matmul, softmax,
+     * matmul. For comparison and for head dims above 256. */
+    VKMHA_ATTENTION_PATH_UNFUSED = 2,
+} vkmha_attention_path;
+
+/* Most key splits the fused path takes (see kv_splits). */
+#define VKMHA_MAX_KV_SPLITS 1024u
+
 typedef struct vkmha_attention_desc {
     uint32_t batch;    /* 0 means 1 */
     uint32_t heads;    /* query heads H, >= 1 */
@@ -324,6 +356,14 @@ typedef struct vkmha_attention_desc {
     uint32_t len_q, len_k; /* >= 1 */
     uint32_t d_k, d_v;     /* >= 1 */
     float scale;           /* 0 means 1 / sqrt(d_k) */
+    vkmha_attention_path path; /* 0: AUTO */
+    /* Fused path: the keys are split into this many ranges handled by
+     * separate workgroups, whose partial results a second small pass
+     * combines (split-K, for few queries and many keys). 0 means automatic:
+     * split only when batch * heads * query blocks cannot fill the device.
+     * At most VKMHA_MAX_KV_SPLITS; more splits than keys are clamped to
+     * len_k. Ignored by the unfused path and the reference backend. */
+    uint32_t kv_splits;
 } vkmha_attention_desc;
 
 /* Scaled dot-product attention on split heads:
@@ -331,6 +371,9 @@ typedef struct vkmha_attention_desc {
  *   v [batch][Hkv][len_k][d_v] -> out [batch][H][len_q][d_v]
  * out = softmax(masked(scale * q k^T + bias)) v, see vkmha_mask.
  * weights: optional output [batch][H][len_q][len_k], the softmax probabilities.
+ * The fused path still computes out without the score matrix and fills
+ * weights in a second pass from the per-row max and sum it saved, so only
+ * the caller's weights need O(len_q * len_k) memory.
  * mask may be NULL. Outputs must not overlap inputs. */
 VKMHA_API vkmha_status vkmha_attention(vkmha_context *ctx, const vkmha_attention_desc *desc,
                                        const float *q, const float *k, const float *v,
@@ -385,6 +428,9 @@ typedef struct vkmha_mha_io {
     const vkmha_mask *mask; /* optional, see vkmha_mask */
     float *out;             /* [batch][len_q][d_model], must not overlap inputs */
     float *attn_weights;    /* optional: [batch][H][len_q][len_k] */
+    /* As in vkmha_attention_desc: 0, 0 mean fused with automatic splits. */
+    vkmha_attention_path attention_path;
+    uint32_t kv_splits;
 } vkmha_mha_io;
 
 /* out = (LayerNorm(query + ...) if post_norm)

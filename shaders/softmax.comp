@@ -20,38 +20,18 @@ layout(push_constant) uniform Push {
     uint len_q;
     uint len_k;
     uint heads;
-    uint flags;   // MASK_* below
+    uint flags;   // MASK_* of mask.glsl
     float scale;
     uint bias_sb; // bias stride per batch entry, elements (0: broadcast)
     uint bias_sh; // bias stride per head, elements (0: broadcast)
 } p;
-
-const uint MASK_KEY_PADDING = 1u;
-const uint MASK_FULL = 2u;
-const uint MASK_CAUSAL = 4u;
-const uint MASK_BIAS = 8u;
 
 layout(binding = 0) readonly buffer KeyPadding { uint kp[]; }; // [batch][len_k] bytes
 layout(binding = 1) readonly buffer FullMask { uint fm[]; };   // [batch][len_q][len_k] bytes
 layout(binding = 2) readonly buffer Bias { float bias[]; };    // see bias_sb / bias_sh
 layout(binding = 3) buffer Scores { float s[]; };
 
-bool masked(uint b, uint i, uint j)
-{
-    if ((p.flags & MASK_CAUSAL) != 0u && j > i)
-        return true;
-    if ((p.flags & MASK_KEY_PADDING) != 0u) {
-        uint idx = b * p.len_k + j;
-        if (byte_at_words(kp[idx >> 2], idx) == 0u)
-            return true;
-    }
-    if ((p.flags & MASK_FULL) != 0u) {
-        uint idx = (b * p.len_q + i) * p.len_k + j;
-        if (byte_at_words(fm[idx >> 2], idx) == 0u)
-            return true;
-    }
-    return false;
-}
+#include "mask.glsl"
 
 void main()
 {
@@ -70,8 +50,8 @@ void main()
         float x = s[base + j] * p.scale;
         if ((p.flags & MASK_BIAS) != 0u)
             x += bias[bias_base + j];
-        if (masked(b, i, j))
-            x = -1e9;
+        if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k))
+            x = MASKED_SCORE;
         s[base + j] = x;
         m = max(m, x);
     }

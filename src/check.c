@@ -252,6 +252,23 @@ vkmha_status vkmha__check_heads(vkmha_context *ctx, const char *fn,
     return VKMHA_SUCCESS;
 }
 
+vkmha_status vkmha__check_path(vkmha_context *ctx, const char *fn, const char *path_name,
+                               const char *splits_name, vkmha_attention_path path,
+                               uint32_t kv_splits, attn_shape *s)
+{
+    if (path != VKMHA_ATTENTION_PATH_AUTO && path != VKMHA_ATTENTION_PATH_FUSED &&
+        path != VKMHA_ATTENTION_PATH_UNFUSED)
+        return vkmha__fail(ctx, INVALID,
+                           "%s: %s (%d) is not a vkmha_attention_path (AUTO, FUSED or UNFUSED)",
+                           fn, path_name, (int)path);
+    if (kv_splits > VKMHA_MAX_KV_SPLITS)
+        return vkmha__fail(ctx, INVALID, "%s: %s (%u) is more than VKMHA_MAX_KV_SPLITS (%u)",
+                           fn, splits_name, kv_splits, VKMHA_MAX_KV_SPLITS);
+    s->path = path;
+    s->kv_splits = kv_splits < s->len_k ? kv_splits : s->len_k;
+    return VKMHA_SUCCESS;
+}
+
 vkmha_status vkmha__check_attention(vkmha_context *ctx, const vkmha_attention_desc *desc,
                                     const float *q, const float *k, const float *v,
                                     const float *out, const float *weights,
@@ -285,6 +302,9 @@ vkmha_status vkmha__check_attention(vkmha_context *ctx, const vkmha_attention_de
     s.d_k = desc->d_k;
     s.d_v = desc->d_v;
     s.scale = desc->scale != 0.0f ? desc->scale : (float)(1.0 / sqrt((double)s.d_k));
+    if ((st = vkmha__check_path(ctx, fn, "desc->path", "desc->kv_splits", desc->path,
+                                desc->kv_splits, &s)))
+        return st;
     if (!product(&nq, s.batch, s.heads, s.len_q, s.d_k))
         return vkmha__fail(ctx, INVALID, "%s: q is too large: batch * heads * len_q * d_k overflow 64 bits", fn);
     if (!product(&nk, s.batch, s.kv_heads, s.len_k, s.d_k))

@@ -80,6 +80,10 @@ VKMHA_API vkmha_status vkmha_context_get_info(const vkmha_context *ctx,
     out->matmul_large = vk->tile_large;
     out->matmul_small = vk->tile_small;
     out->reduce_workgroup_size = vk->reduce_wg;
+    for (int c = 0; c < VK_FLASH_CLASSES; c++)
+        out->attention[c] = vk->flash[c];
+    out->device_memory_bytes = vk->mem_bytes;
+    out->device_memory_peak_bytes = vk->mem_peak;
     return VKMHA_SUCCESS;
 }
 

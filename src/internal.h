@@ -46,6 +46,8 @@ typedef struct heads_shape {
 typedef struct attn_shape {
     uint32_t batch, heads, kv_heads, len_q, len_k, d_k, d_v;
     float scale;
+    vkmha_attention_path path; /* as the caller asked: AUTO, FUSED or UNFUSED */
+    uint32_t kv_splits;        /* 0 = automatic, else <= min(len_k, VKMHA_MAX_KV_SPLITS) */
 } attn_shape;
 
 /* A checked mask: kinds and pointers agree, bias_batch / bias_heads are 1 or
@@ -103,6 +105,12 @@ vkmha_status vkmha__check_attention(vkmha_context *ctx, const vkmha_attention_de
                                     const float *q, const float *k, const float *v,
                                     const float *out, const float *weights,
                                     attn_shape *shape);
+/* Checks an attention path and key-split count (named `what`.path and
+ * `what`.kv_splits in messages) and stores them, kv_splits clamped to len_k,
+ * in s. */
+vkmha_status vkmha__check_path(vkmha_context *ctx, const char *fn, const char *path_name,
+                               const char *splits_name, vkmha_attention_path path,
+                               uint32_t kv_splits, attn_shape *s);
 /* Checks that `n` elements of `size` bytes fit in memory; on success stores
  * n * size in *bytes. */
 vkmha_status vkmha__check_count(vkmha_context *ctx, const char *fn, const char *what,

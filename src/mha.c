@@ -4,11 +4,16 @@
  *   qp = query W_q^T + b_q     [B*Lq][H*d_k]      (matmul)
  *   kp = key   W_k^T + b_k     [B*Lk][Hkv*d_k]
  *   vp = value W_v^T + b_v     [B*Lk][Hkv*d_v]
- *   qh, kh, vh = split heads   [B][heads][L][d]   (heads)
- *   oh = attention(qh, kh, vh) [B][H][Lq][d_v]    (matmul, softmax, matmul)
- *   om = merge heads(oh)       [B*Lq][H*d_v]      (heads)
+ *   qh, kh, vh = split heads   [B][heads][L][d]
+ *   oh = attention(qh, kh, vh) [B][H][Lq][d_v]
+ *   om = merge heads(oh)       [B*Lq][H*d_v]
  *   out = om W_o^T + b_o       [B*Lq][d_model]    (matmul)
  *   out = LayerNorm(query + out) if post_norm     (layernorm)
+ *
+ * The reference backend does each step literally. The Vulkan backend never
+ * moves heads: attention reads head h of qp, kp, vp in place through strides
+ * and writes om directly (fused or unfused, see src/vk_attention.c), so the
+ * split and merge are free.
  */
 #include "vk_internal.h"
 
@@ -24,10 +29,8 @@ enum weight { W_Q, W_K, W_V, W_O, B_Q, B_K, B_V, B_O, GAMMA, BETA, WEIGHT_COUNT 
 /* The forward's descriptor sites, in recording order. */
 enum mha_site {
     SITE_PROJ_Q, SITE_PROJ_K, SITE_PROJ_V,
-    SITE_SPLIT_Q, SITE_SPLIT_K, SITE_SPLIT_V,
-    SITE_ATTENTION, /* 3 sites */
-    SITE_MERGE = SITE_ATTENTION + 3,
-    SITE_PROJ_O,
+    SITE_ATTENTION, /* VK_ATTENTION_SITES sites */
+    SITE_PROJ_O = SITE_ATTENTION + VK_ATTENTION_SITES,
     SITE_NORM,
     SITE_COUNT
 };
@@ -165,9 +168,8 @@ static vkmha_status upload_weights(vkmha_mha *mha, const float *src[WEIGHT_COUNT
                                                    "norm_beta"};
     static const vk_kind kinds[SITE_COUNT] = {
         [SITE_PROJ_Q] = KIND_MATMUL, [SITE_PROJ_K] = KIND_MATMUL, [SITE_PROJ_V] = KIND_MATMUL,
-        [SITE_SPLIT_Q] = KIND_HEADS, [SITE_SPLIT_K] = KIND_HEADS, [SITE_SPLIT_V] = KIND_HEADS,
         [SITE_ATTENTION] = VK_ATTENTION_SITE_KINDS,
-        [SITE_MERGE] = KIND_HEADS,   [SITE_PROJ_O] = KIND_MATMUL, [SITE_NORM] = KIND_LAYERNORM};
+        [SITE_PROJ_O] = KIND_MATMUL, [SITE_NORM] = KIND_LAYERNORM};
     vk_state *vk = mha->ctx->vk;
     vkmha_status st;
     uint64_t total = 0;
@@ -256,6 +258,7 @@ VKMHA_API vkmha_status vkmha_mha_get_desc(const vkmha_mha *mha, vkmha_mha_desc *
 typedef struct fwd {
     uint32_t B, Lq, Lk;
     mask_r mask;
+    attn_shape as; /* the attention inside, path and splits checked */
     uint64_t n_query, n_key, n_value, n_out, n_weights; /* elements */
 } fwd;
 
@@ -306,13 +309,12 @@ static vkmha_status check_io(vkmha_mha *mha, const vkmha_mha_io *io, fwd *f)
     }
     if (vkmha__overlap(io->out, f->n_out * 4, io->attn_weights, f->n_weights * 4))
         return vkmha__fail(ctx, INVALID, "%s: io->attn_weights overlaps io->out", fn);
+    f->as = (attn_shape){f->B, d->n_head, d->n_kv_head, f->Lq, f->Lk, d->d_k, d->d_v,
+                         d->scale, 0, 0};
+    if ((st = vkmha__check_path(ctx, fn, "io->attention_path", "io->kv_splits",
+                                io->attention_path, io->kv_splits, &f->as)))
+        return st;
     return vkmha__check_mask(ctx, fn, io->mask, f->B, d->n_head, f->Lq, f->Lk, &f->mask);
-}
-
-static attn_shape attention_shape(const vkmha_mha_desc *d, const fwd *f)
-{
-    attn_shape s = {f->B, d->n_head, d->n_kv_head, f->Lq, f->Lk, d->d_k, d->d_v, d->scale};
-    return s;
 }
 
 /* A projection y [rows][out] = x [rows][in] W^T + b as a resolved matmul. */
@@ -351,7 +353,7 @@ static vkmha_status forward_reference(vkmha_mha *mha, const vkmha_mha_io *io, co
     ref_split_heads(&hq, qp, qh);
     ref_split_heads(&hk, kp, kh);
     ref_split_heads(&hv, vp, vh);
-    attn_shape as = attention_shape(d, f);
+    const attn_shape as = f->as;
     if ((st = ref_attention(&as, qh, kh, vh, &f->mask, oh, io->attn_weights))) {
         vkmha__fail(mha->ctx, st, "vkmha_mha_forward: out of host memory");
         goto done;
@@ -414,14 +416,17 @@ static vkmha_status forward_vulkan(vkmha_mha *mha, const vkmha_mha_io *io, const
             return st;
         up += in_n[i] * 4 + 16;
     }
-    attn_shape as = attention_shape(d, f);
-    if ((st = vk_slot_ensure(vk, SLOT_Q_PROJ, (nq > no ? nq : no) * 4)) ||
+    /* The concat of the heads [B*Lq][H*d_v] overwrites the query projection
+     * when the two have the same layout (d_k == d_v): attention reads each
+     * block of queries before writing the same block of outputs. */
+    const bool in_place = d->d_k == d->d_v;
+    const vk_slot concat = in_place ? SLOT_Q_PROJ : SLOT_O_HEADS;
+    vk_attn_plan plan;
+    if ((st = vk_slot_ensure(vk, SLOT_Q_PROJ, nq * 4)) ||
         (st = vk_slot_ensure(vk, SLOT_K_PROJ, nk * 4)) ||
         (st = vk_slot_ensure(vk, SLOT_V_PROJ, nv * 4)) ||
-        (st = vk_slot_ensure(vk, SLOT_Q_HEADS, nq * 4)) ||
-        (st = vk_slot_ensure(vk, SLOT_K_HEADS, nk * 4)) ||
-        (st = vk_slot_ensure(vk, SLOT_V_HEADS, nv * 4)) ||
-        (st = vk_attention_ensure(vk, &as, no * 4)) ||
+        (!in_place && (st = vk_slot_ensure(vk, SLOT_O_HEADS, no * 4))) ||
+        (st = vk_attention_prepare(vk, &f->as, io->attn_weights != NULL, &plan)) ||
         (st = vk_slot_ensure(vk, SLOT_OUT, f->n_out * 4)) ||
         (st = vk_mask_ensure(vk, &f->mask, f->B, f->Lq, f->Lk, &up)) ||
         (st = vk_call_begin(vk, up, down)))
@@ -446,29 +451,16 @@ static vkmha_status forward_vulkan(vkmha_mha *mha, const vkmha_mha_io *io, const
         goto fail;
     vk_barrier(vk);
 
-    heads_shape hq = {f->B, f->Lq, H, d->d_k}, hk = {f->B, f->Lk, Hkv, d->d_k},
-                hv = {f->B, f->Lk, Hkv, d->d_v}, ho = {f->B, f->Lq, H, d->d_v};
-    if ((st = vk_record_heads(vk, &site[SITE_SPLIT_Q], &hq, true, &vk->slots[SLOT_Q_PROJ],
-                              &vk->slots[SLOT_Q_HEADS])) ||
-        (st = vk_record_heads(vk, &site[SITE_SPLIT_K], &hk, true, &vk->slots[SLOT_K_PROJ],
-                              &vk->slots[SLOT_K_HEADS])) ||
-        (st = vk_record_heads(vk, &site[SITE_SPLIT_V], &hv, true, &vk->slots[SLOT_V_PROJ],
-                              &vk->slots[SLOT_V_HEADS])))
+    const vk_heads_view vq = vk_view_merged(&vk->slots[SLOT_Q_PROJ], H, f->Lq, d->d_k),
+                        vkv = vk_view_merged(&vk->slots[SLOT_K_PROJ], Hkv, f->Lk, d->d_k),
+                        vv = vk_view_merged(&vk->slots[SLOT_V_PROJ], Hkv, f->Lk, d->d_v),
+                        vo = vk_view_merged(&vk->slots[concat], H, f->Lq, d->d_v);
+    if ((st = vk_record_attention(vk, &site[SITE_ATTENTION], &plan, &f->mask, &vq, &vkv, &vv,
+                                  &vo)))
         goto fail;
     vk_barrier(vk);
 
-    if ((st = vk_record_attention(vk, &site[SITE_ATTENTION], &as, &f->mask,
-                                  &vk->slots[SLOT_O_HEADS])))
-        goto fail;
-    vk_barrier(vk);
-
-    /* The merged heads reuse the query projection's buffer. */
-    if ((st = vk_record_heads(vk, &site[SITE_MERGE], &ho, false, &vk->slots[SLOT_O_HEADS],
-                              &vk->slots[SLOT_Q_PROJ])))
-        goto fail;
-    vk_barrier(vk);
-
-    vk_matmul_args po = projection_args(vk, SLOT_Q_PROJ, &w[W_O], &w[B_O], SLOT_OUT, rq,
+    vk_matmul_args po = projection_args(vk, concat, &w[W_O], &w[B_O], SLOT_OUT, rq,
                                         d->d_model, H * d->d_v);
     if ((st = vk_record_matmul(vk, &site[SITE_PROJ_O], &po)))
         goto fail;

@@ -1,23 +1,139 @@
-/* Unfused scaled dot-product attention on split heads: scores = scale * Q K^T
- * (one batched matmul; grouped-query heads through the matmul's b_div), the
- * masked softmax in place, then out = P V. The [B][H][Lq][Lk] scores live in
- * SLOT_SCORES and double as the returned attention weights. */
+/* Scaled dot-product attention on the Vulkan backend, on heads addressed
+ * through strides (split heads for vkmha_attention, the projections and their
+ * concat in place for the layer). Two paths:
+ *
+ * fused (default): shaders/flash.comp, one workgroup per (batch, head, block
+ *   of queries[, key range]) with an online softmax; extra memory is the
+ *   (max, sum) of each query row, plus the partial outputs of split-K,
+ *   which shaders/flash_combine.comp merges. Weights, when asked for, come
+ *   from a scores matmul recorded first and shaders/attn_weights.comp, which
+ *   normalizes them with the saved (max, sum).
+ * unfused: scores = scale * Q K^T (a batched matmul; grouped-query heads
+ *   through the matmul's b_div), the masked softmax in place in SLOT_SCORES,
+ *   then out = P V. The scores double as the returned weights. */
 #include "vk_internal.h"
 
-vkmha_status vk_record_attention(vk_state *vk, vk_site sites[3], const attn_shape *s,
-                                 const mask_r *mask, vk_buffer *out)
+/* Mirrors the push-constant block of shaders/flash.comp. */
+struct flash_push {
+    uint32_t groups, len_q, len_k, heads, group, d_k, d_v, q_blocks, splits, split_len;
+    uint32_t q_sb, q_sh, q_ld, k_sb, k_sh, k_ld, v_sb, v_sh, v_ld, o_sb, o_sh, o_ld;
+    uint32_t flags;
+    float scale;
+    uint32_t bias_sb, bias_sh;
+};
+_Static_assert(sizeof(struct flash_push) <= 128, "push constants must fit 128 bytes");
+
+/* Mirrors shaders/flash_combine.comp. */
+struct combine_push {
+    uint32_t rows, len_q, heads, d_v, splits, o_sb, o_sh, o_ld;
+};
+
+/* Mirrors shaders/attn_weights.comp. */
+struct weights_push {
+    uint32_t total, len_q, len_k, heads, flags, bias_sb, bias_sh;
+};
+
+/* Each split-K range has at least this many key blocks. */
+#define MIN_SPLIT_BLOCKS 4
+
+vk_heads_view vk_view_split(const vk_buffer *buf, uint32_t heads, uint32_t len, uint32_t dim)
+{
+    return (vk_heads_view){buf, (uint64_t)heads * len * dim, (uint64_t)len * dim, dim};
+}
+
+vk_heads_view vk_view_merged(const vk_buffer *buf, uint32_t heads, uint32_t len, uint32_t dim)
+{
+    return (vk_heads_view){buf, (uint64_t)len * heads * dim, dim, heads * dim};
+}
+
+static uint64_t div_up(uint64_t a, uint64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+/* The strides of the additive bias (0 where it broadcasts). */
+static void bias_strides(const mask_r *m, uint32_t len_q, uint32_t len_k, uint32_t *sb,
+                         uint32_t *sh)
+{
+    uint64_t plane = (uint64_t)len_q * len_k;
+    *sb = *sh = 0;
+    if (m->kinds & VKMHA_MASK_BIAS) {
+        *sb = m->bias_batch == 1 ? 0 : (uint32_t)(m->bias_heads * plane);
+        *sh = m->bias_heads == 1 ? 0 : (uint32_t)plane;
+    }
+}
+
+vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weights,
+                                  vk_attn_plan *plan)
 {
     vkmha_status st;
-    const uint64_t H = s->heads, Hkv = s->kv_heads, Lq = s->len_q, Lk = s->len_k;
-    vk_buffer *scores = &vk->slots[SLOT_SCORES];
+    const uint32_t dim = s->d_k > s->d_v ? s->d_k : s->d_v;
+    uint32_t cls = 0;
+    while (cls < VK_FLASH_CLASSES && (32u << cls) < dim)
+        cls++;
+    bool fusable = cls < VK_FLASH_CLASSES && vk->flash[cls].block_q != 0;
+    if (s->path == VKMHA_ATTENTION_PATH_FUSED && !fusable)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: the fused attention path takes head dims up to %u on this "
+                           "device (d_k %u, d_v %u); use the unfused path",
+                           vk->ctx->call, cls < VK_FLASH_CLASSES ? 32u << cls : 256u, s->d_k,
+                           s->d_v);
+    *plan = (vk_attn_plan){*s, fusable && s->path != VKMHA_ATTENTION_PATH_UNFUSED, weights,
+                           cls, 0, 1, s->len_k};
 
-    /* scores[b][h] (Lq x Lk) = scale * q[b][h] (Lq x d_k) * k[b][h / g]^T */
-    vk_matmul_args qk = {&vk->slots[SLOT_Q_HEADS], &vk->slots[SLOT_K_HEADS], NULL, scores,
-                         s->len_q, s->len_k, s->d_k, s->d_k, s->d_k, s->len_k, true, s->scale,
-                         s->batch, s->heads, s->heads / s->kv_heads,
-                         H * Lq * s->d_k, Lq * s->d_k, Hkv * Lk * s->d_k, Lk * s->d_k,
-                         H * Lq * Lk, Lq * Lk};
-    if ((st = vk_record_matmul(vk, &sites[0], &qk)))
+    const uint64_t rows = (uint64_t)s->batch * s->heads * s->len_q;
+    if (plan->weights || !plan->fused)
+        if ((st = vk_slot_ensure(vk, SLOT_SCORES, rows * s->len_k * 4)))
+            return st;
+    if (!plan->fused)
+        return VKMHA_SUCCESS;
+
+    const vkmha_attention_config *f = &vk->flash[cls];
+    plan->q_blocks = (uint32_t)div_up(s->len_q, f->block_q);
+    const uint64_t groups = rows / s->len_q * plan->q_blocks;
+    uint64_t splits = s->kv_splits;
+    if (splits == 0) {
+        /* Too few workgroups to fill the device (decode-like shapes): split
+         * the keys, keeping a few key blocks per range. */
+        splits = groups < vk->flash_fill_groups ? div_up(vk->flash_fill_groups, groups) : 1;
+        uint64_t most = div_up(s->len_k, (uint64_t)MIN_SPLIT_BLOCKS * f->block_k);
+        splits = splits < most ? splits : most;
+        plan->split_len = (uint32_t)(div_up(div_up(s->len_k, splits), f->block_k) * f->block_k);
+    } else {
+        plan->split_len = (uint32_t)div_up(s->len_k, splits);
+    }
+    plan->splits = (uint32_t)div_up(s->len_k, plan->split_len);
+
+    if ((st = vk_slot_ensure(vk, SLOT_STATS, rows * 2 * 4)))
+        return st;
+    if (plan->splits > 1 &&
+        ((st = vk_slot_ensure(vk, SLOT_PARTIAL_O, plan->splits * rows * s->d_v * 4)) ||
+         (st = vk_slot_ensure(vk, SLOT_PARTIAL_ML, plan->splits * rows * 2 * 4))))
+        return st;
+    return VKMHA_SUCCESS;
+}
+
+/* scores[b][h] (Lq x Lk) = scale * q[b][h] (Lq x d_k) * k[b][h / g]^T */
+static vkmha_status record_scores(vk_state *vk, vk_site *site, const attn_shape *s,
+                                  const vk_heads_view *q, const vk_heads_view *k)
+{
+    const uint64_t Lq = s->len_q, Lk = s->len_k;
+    vk_matmul_args a = {q->buf, k->buf, NULL, &vk->slots[SLOT_SCORES],
+                        s->len_q, s->len_k, s->d_k, q->ld, k->ld, s->len_k, true, s->scale,
+                        s->batch, s->heads, s->heads / s->kv_heads,
+                        q->sb, q->sh, k->sb, k->sh, s->heads * Lq * Lk, Lq * Lk};
+    return vk_record_matmul(vk, site, &a);
+}
+
+static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const attn_shape *s,
+                                   const mask_r *mask, const vk_heads_view *q,
+                                   const vk_heads_view *k, const vk_heads_view *v,
+                                   const vk_heads_view *out)
+{
+    vkmha_status st;
+    const uint64_t Lq = s->len_q, Lk = s->len_k;
+    vk_buffer *scores = &vk->slots[SLOT_SCORES];
+    if ((st = record_scores(vk, &sites[0], s, q, k)))
         return st;
     vk_barrier(vk);
 
@@ -30,29 +146,105 @@ vkmha_status vk_record_attention(vk_state *vk, vk_site sites[3], const attn_shap
     vk_barrier(vk);
 
     /* out[b][h] (Lq x d_v) = p[b][h] (Lq x Lk) * v[b][h / g] (Lk x d_v) */
-    vk_matmul_args pv = {scores, &vk->slots[SLOT_V_HEADS], NULL, out,
-                         s->len_q, s->d_v, s->len_k, s->len_k, s->d_v, s->d_v, false, 1.0f,
+    vk_matmul_args pv = {scores, v->buf, NULL, out->buf,
+                         s->len_q, s->d_v, s->len_k, s->len_k, v->ld, out->ld, false, 1.0f,
                          s->batch, s->heads, s->heads / s->kv_heads,
-                         H * Lq * Lk, Lq * Lk, Hkv * Lk * s->d_v, Lk * s->d_v,
-                         H * Lq * s->d_v, Lq * s->d_v};
+                         s->heads * Lq * Lk, Lq * Lk, v->sb, v->sh, out->sb, out->sh};
     return vk_record_matmul(vk, &sites[2], &pv);
 }
 
-/* Ensures the slots attention needs beyond its inputs. */
-vkmha_status vk_attention_ensure(vk_state *vk, const attn_shape *s, uint64_t out_bytes)
+static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_plan *plan,
+                                 const mask_r *mask, const vk_heads_view *q,
+                                 const vk_heads_view *k, const vk_heads_view *v,
+                                 const vk_heads_view *out)
 {
     vkmha_status st;
-    uint64_t scores = (uint64_t)s->batch * s->heads * s->len_q * s->len_k * 4;
-    if ((st = vk_slot_ensure(vk, SLOT_SCORES, scores)) ||
-        (st = vk_slot_ensure(vk, SLOT_O_HEADS, out_bytes)))
+    const attn_shape *s = &plan->s;
+    const uint64_t rows = (uint64_t)s->batch * s->heads * s->len_q;
+    const uint64_t strides[] = {q->sb, q->sh, k->sb, k->sh, v->sb, v->sh, out->sb, out->sh};
+    for (size_t i = 0; i < VKMHA_ARRAY_LEN(strides); i++)
+        if (strides[i] > UINT32_MAX)
+            return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                               "%s: a tensor stride of %llu elements exceeds 32 bits",
+                               vk->ctx->call, (unsigned long long)strides[i]);
+
+    /* Weights: the raw scaled scores first, while q is certainly intact
+     * (out may overwrite it). */
+    if (plan->weights) {
+        if ((st = record_scores(vk, &sites[0], s, q, k)))
+            return st;
+        vk_barrier(vk);
+    }
+
+    const bool split = plan->splits > 1;
+    const uint64_t groups = rows / s->len_q * plan->q_blocks * plan->splits;
+    uint32_t gx, gy;
+    if ((st = vk_grid(vk, groups, "fused attention", &gx, &gy)))
         return st;
+    struct flash_push p = {(uint32_t)groups, s->len_q, s->len_k, s->heads,
+                           s->heads / s->kv_heads, s->d_k, s->d_v, plan->q_blocks,
+                           plan->splits, plan->split_len,
+                           (uint32_t)q->sb, (uint32_t)q->sh, q->ld,
+                           (uint32_t)k->sb, (uint32_t)k->sh, k->ld,
+                           (uint32_t)v->sb, (uint32_t)v->sh, v->ld,
+                           (uint32_t)out->sb, (uint32_t)out->sh, out->ld,
+                           mask->kinds, s->scale, 0, 0};
+    bias_strides(mask, s->len_q, s->len_k, &p.bias_sb, &p.bias_sh);
+    vk_softmax_args m = {0};
+    vk_mask_args(vk, mask, &m);
+    const vk_buffer *bufs[8] = {q->buf, k->buf, v->buf, m.key_padding, m.full, m.bias,
+                                split ? &vk->slots[SLOT_PARTIAL_O] : out->buf,
+                                split ? &vk->slots[SLOT_PARTIAL_ML] : &vk->slots[SLOT_STATS]};
+    if ((st = vk_dispatch(vk, &sites[3], (vk_pipe)(PIPE_FLASH + plan->cls), bufs, 8, &p,
+                          sizeof p, gx, gy, 1)))
+        return st;
+
+    if (split) {
+        vk_barrier(vk);
+        if ((st = vk_grid(vk, div_up(rows * s->d_v, vk->elementwise_wg), "attention combine",
+                          &gx, &gy)))
+            return st;
+        struct combine_push c = {(uint32_t)rows, s->len_q, s->heads, s->d_v, plan->splits,
+                                 (uint32_t)out->sb, (uint32_t)out->sh, out->ld};
+        const vk_buffer *cb[4] = {&vk->slots[SLOT_PARTIAL_O], &vk->slots[SLOT_PARTIAL_ML],
+                                  out->buf, &vk->slots[SLOT_STATS]};
+        if ((st = vk_dispatch(vk, &sites[4], PIPE_FLASH_COMBINE, cb, 4, &c, sizeof c, gx, gy,
+                              1)))
+            return st;
+    }
+
+    if (plan->weights) {
+        vk_barrier(vk);
+        const uint64_t total = rows * s->len_k;
+        if ((st = vk_grid(vk, div_up(total, vk->elementwise_wg), "attention weights", &gx,
+                          &gy)))
+            return st;
+        struct weights_push w = {(uint32_t)total, s->len_q, s->len_k, s->heads, mask->kinds,
+                                 0, 0};
+        bias_strides(mask, s->len_q, s->len_k, &w.bias_sb, &w.bias_sh);
+        const vk_buffer *wb[5] = {m.key_padding, m.full, m.bias, &vk->slots[SLOT_STATS],
+                                  &vk->slots[SLOT_SCORES]};
+        if ((st = vk_dispatch(vk, &sites[5], PIPE_ATTN_WEIGHTS, wb, 5, &w, sizeof w, gx, gy,
+                              1)))
+            return st;
+    }
     return VKMHA_SUCCESS;
+}
+
+vkmha_status vk_record_attention(vk_state *vk, vk_site sites[], const vk_attn_plan *plan,
+                                 const mask_r *mask, const vk_heads_view *q,
+                                 const vk_heads_view *k, const vk_heads_view *v,
+                                 const vk_heads_view *out)
+{
+    return plan->fused ? record_fused(vk, sites, plan, mask, q, k, v, out)
+                       : record_unfused(vk, sites, &plan->s, mask, q, k, v, out);
 }
 
 vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const float *q, const float *k,
                           const float *v, const mask_r *mask, float *out, float *weights)
 {
     vkmha_status st;
+    vk_attn_plan plan;
     const uint64_t bq = (uint64_t)s->batch * s->heads * s->len_q * s->d_k * 4,
                    bk = (uint64_t)s->batch * s->kv_heads * s->len_k * s->d_k * 4,
                    bv = (uint64_t)s->batch * s->kv_heads * s->len_k * s->d_v * 4,
@@ -62,7 +254,8 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const float *q, con
     if ((st = vk_slot_ensure(vk, SLOT_Q_HEADS, bq)) ||
         (st = vk_slot_ensure(vk, SLOT_K_HEADS, bk)) ||
         (st = vk_slot_ensure(vk, SLOT_V_HEADS, bv)) ||
-        (st = vk_attention_ensure(vk, s, bo)) ||
+        (st = vk_slot_ensure(vk, SLOT_O_HEADS, bo)) ||
+        (st = vk_attention_prepare(vk, s, weights != NULL, &plan)) ||
         (st = vk_mask_ensure(vk, mask, s->batch, s->len_q, s->len_k, &up)) ||
         (st = vk_call_begin(vk, up, bo + bw + 32)))
         return st;
@@ -71,8 +264,14 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const float *q, con
     vk_upload(vk, &vk->slots[SLOT_V_HEADS], 0, v, bv);
     vk_mask_upload(vk, mask, s->batch, s->len_q, s->len_k);
     vk_barrier(vk);
-    if ((st = vk_record_attention(vk, &vk->op_sites.sites[OPSITE_ATTENTION], s, mask,
-                                  &vk->slots[SLOT_O_HEADS]))) {
+    const vk_heads_view vq = vk_view_split(&vk->slots[SLOT_Q_HEADS], s->heads, s->len_q, s->d_k),
+                        vkv = vk_view_split(&vk->slots[SLOT_K_HEADS], s->kv_heads, s->len_k,
+                                            s->d_k),
+                        vv = vk_view_split(&vk->slots[SLOT_V_HEADS], s->kv_heads, s->len_k,
+                                           s->d_v),
+                        vo = vk_view_split(&vk->slots[SLOT_O_HEADS], s->heads, s->len_q, s->d_v);
+    if ((st = vk_record_attention(vk, &vk->op_sites.sites[OPSITE_ATTENTION], &plan, mask, &vq,
+                                  &vkv, &vv, &vo))) {
         vk_call_abort(vk);
         return st;
     }

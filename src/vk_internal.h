@@ -10,6 +10,7 @@ typedef struct vk_buffer {
     VkBuffer buf;
     VkDeviceMemory mem;
     VkDeviceSize size;
+    VkDeviceSize mem_size; /* bytes of mem */
     void *map;      /* persistently mapped, or NULL */
     bool coherent;  /* mapped memory needs no flush / invalidate */
     uint64_t id;    /* unique per (re)creation: descriptor caches compare it */
@@ -32,6 +33,9 @@ typedef enum vk_slot {
     SLOT_K_HEADS,
     SLOT_V_HEADS,
     SLOT_SCORES,  /* [B][H][Lq][Lk] scores, then weights in place */
+    SLOT_STATS,   /* fused attention: (max, sum) per query row */
+    SLOT_PARTIAL_O, /* fused split-K: per key range, output and (max, sum) */
+    SLOT_PARTIAL_ML,
     SLOT_O_HEADS, /* attention output [B][H][Lq][d_v] */
     SLOT_OUT,     /* op and layer outputs */
     SLOT_COUNT
@@ -45,6 +49,9 @@ typedef enum vk_kind {
     KIND_SOFTMAX,
     KIND_HEADS,
     KIND_LAYERNORM,
+    KIND_FLASH,
+    KIND_FLASH_COMBINE,
+    KIND_ATTN_WEIGHTS,
     KIND_COUNT
 } vk_kind;
 
@@ -56,10 +63,16 @@ typedef enum vk_pipe {
     PIPE_SOFTMAX,
     PIPE_HEADS,
     PIPE_LAYERNORM,
+    PIPE_FLASH, /* VK_FLASH_CLASSES pipelines, one per head-dim class */
+    PIPE_FLASH_COMBINE = PIPE_FLASH + 4,
+    PIPE_ATTN_WEIGHTS,
     PIPE_COUNT
 } vk_pipe;
 
-#define VK_MAX_BINDINGS 4
+/* Fused attention pipelines by largest head dim: 32, 64, 128, 256. */
+#define VK_FLASH_CLASSES 4
+
+#define VK_MAX_BINDINGS 8
 
 /* A descriptor set bound to one dispatch site; rewritten only when a buffer
  * behind it was recreated. A site is used at most once per command buffer. */
@@ -69,17 +82,21 @@ typedef struct vk_site {
     uint64_t ids[VK_MAX_BINDINGS];
 } vk_site;
 
+/* The sites vk_record_attention uses: the scores matmul (unfused, or the
+ * weights of the fused path), the softmax, the P V matmul, the fused shader,
+ * its split-K combine and its weights pass. */
+#define VK_ATTENTION_SITES 6
+#define VK_ATTENTION_SITE_KINDS                                                             \
+    KIND_MATMUL, KIND_SOFTMAX, KIND_MATMUL, KIND_FLASH, KIND_FLASH_COMBINE, KIND_ATTN_WEIGHTS
+
 /* The context's own sites, for the ops on host arrays. */
 typedef enum vk_op_site {
     OPSITE_MATMUL,
     OPSITE_SOFTMAX,
     OPSITE_HEADS,
-    OPSITE_ATTENTION,  /* 3 sites: scores, softmax, output */
-    OPSITE_COUNT = OPSITE_ATTENTION + 3
+    OPSITE_ATTENTION,  /* VK_ATTENTION_SITES sites */
+    OPSITE_COUNT = OPSITE_ATTENTION + VK_ATTENTION_SITES
 } vk_op_site;
-
-/* The kinds of the 3 sites vk_record_attention uses. */
-#define VK_ATTENTION_SITE_KINDS KIND_MATMUL, KIND_SOFTMAX, KIND_MATMUL
 
 /* A pool of sites that share a VkDescriptorPool (the context's for the ops,
  * each layer's own for its forward). */
@@ -143,11 +160,14 @@ struct vk_state {
     uint32_t mt_work, mt_upload, mt_download;
     bool work_mapped; /* unified memory: no staging copies */
     uint64_t next_buffer_id;
+    uint64_t mem_bytes, mem_peak; /* VkDeviceMemory held, and the most held */
 
     /* Tuning, from the device limits (src/vk_pipeline.c). */
     bool use_subgroup;
     vkmha_tile_config tile_large, tile_small;
     uint32_t reduce_wg, elementwise_wg;
+    vkmha_attention_config flash[VK_FLASH_CLASSES];
+    uint32_t flash_fill_groups; /* fewer fused workgroups than this: split-K */
 
     VkDescriptorSetLayout set_layouts[KIND_COUNT];
     VkPipelineLayout pipe_layouts[KIND_COUNT];
@@ -266,12 +286,42 @@ vkmha_status vk_record_layernorm(vk_state *vk, vk_site *site, uint32_t rows, uin
                                  const vk_buffer *gamma, const vk_buffer *beta,
                                  vk_buffer *y);
 
-/* Attention on split heads in slots Q_HEADS, K_HEADS, V_HEADS (+ masks in
- * the mask slots): scores into SLOT_SCORES, output into `out`. Sites: 3. */
-vkmha_status vk_record_attention(vk_state *vk, vk_site sites[3], const attn_shape *s,
-                                 const mask_r *mask, vk_buffer *out);
-/* Ensures SLOT_SCORES and SLOT_O_HEADS (out_bytes) for attention of shape s. */
-vkmha_status vk_attention_ensure(vk_state *vk, const attn_shape *s, uint64_t out_bytes);
+/* Where the heads of a tensor live: element (b, h, i, c) at
+ * b * sb + h * sh + i * ld + c of buf. */
+typedef struct vk_heads_view {
+    const vk_buffer *buf;
+    uint64_t sb, sh;
+    uint32_t ld;
+} vk_heads_view;
+/* Split heads [batch][heads][len][dim]. */
+vk_heads_view vk_view_split(const vk_buffer *buf, uint32_t heads, uint32_t len, uint32_t dim);
+/* Merged heads [batch][len][heads * dim] (projections, the layer's concat). */
+vk_heads_view vk_view_merged(const vk_buffer *buf, uint32_t heads, uint32_t len,
+                             uint32_t dim);
+
+/* How one attention call runs: decided once, before anything is recorded. */
+typedef struct vk_attn_plan {
+    attn_shape s;
+    bool fused;
+    bool weights;    /* the caller wants the weights (in SLOT_SCORES) */
+    uint32_t cls;    /* fused: head-dim class, index into vk->flash */
+    uint32_t q_blocks, splits, split_len;
+} vk_attn_plan;
+/* Chooses the path, blocks and key splits for shape s (fn names the public
+ * call in messages) and ensures the slots it needs besides q, k, v, out and
+ * the masks: SLOT_SCORES when unfused or weights, SLOT_STATS, and the
+ * split-K partials. UNSUPPORTED if the fused path was forced for head dims
+ * above 256. */
+vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weights,
+                                  vk_attn_plan *plan);
+/* Records the attention of `plan` from q, k, v (+ masks in the mask slots)
+ * into out, and the weights into SLOT_SCORES if planned. out may share q's
+ * buffer when d_k == d_v and the views match (q is read before out is
+ * written), as the layer's concat does. Uses VK_ATTENTION_SITES sites. */
+vkmha_status vk_record_attention(vk_state *vk, vk_site sites[], const vk_attn_plan *plan,
+                                 const mask_r *mask, const vk_heads_view *q,
+                                 const vk_heads_view *k, const vk_heads_view *v,
+                                 const vk_heads_view *out);
 /* Ensures the mask slots for `mask` (before vk_call_begin) and adds its
  * staging bytes to *upload_bytes; vk_mask_upload then records the uploads. */
 vkmha_status vk_mask_ensure(vk_state *vk, const mask_r *mask, uint32_t batch,

@@ -32,8 +32,10 @@ void vk_buffer_destroy(vk_state *vk, vk_buffer *b)
 {
     if (b->buf)
         vk->vkd.vkDestroyBuffer(vk->device, b->buf, NULL);
-    if (b->mem)
+    if (b->mem) {
         vk->vkd.vkFreeMemory(vk->device, b->mem, NULL); /* unmaps implicitly */
+        vk->mem_bytes -= b->mem_size;
+    }
     memset(b, 0, sizeof *b);
 }
 
@@ -72,6 +74,10 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
         vk_buffer_destroy(vk, &b);
         return vk_fail(vk, r, msg);
     }
+    b.mem_size = req.size;
+    vk->mem_bytes += req.size;
+    if (vk->mem_bytes > vk->mem_peak)
+        vk->mem_peak = vk->mem_bytes;
     if ((r = vk->vkd.vkBindBufferMemory(vk->device, b.buf, b.mem, 0)) != VK_SUCCESS) {
         vk_buffer_destroy(vk, &b);
         return vk_fail(vk, r, "vkBindBufferMemory");
@@ -123,11 +129,25 @@ vkmha_status vk_buffer_ensure(vk_state *vk, vk_buffer *b, VkDeviceSize size, con
 vkmha_status vk_slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size)
 {
     static const char *const names[SLOT_COUNT] = {
-        "query input", "key input", "value input", "auxiliary input",
-        "key-padding mask", "full mask", "attention bias", "query projection",
-        "key projection", "value projection", "query heads", "key heads",
-        "value heads", "attention scores [batch][heads][len_q][len_k]",
-        "attention output heads", "output"};
+        [SLOT_Q_IN] = "query input",
+        [SLOT_K_IN] = "key input",
+        [SLOT_V_IN] = "value input",
+        [SLOT_AUX] = "auxiliary input",
+        [SLOT_MASK_KP] = "key-padding mask",
+        [SLOT_MASK_FULL] = "full mask",
+        [SLOT_MASK_BIAS] = "attention bias",
+        [SLOT_Q_PROJ] = "query projection",
+        [SLOT_K_PROJ] = "key projection",
+        [SLOT_V_PROJ] = "value projection",
+        [SLOT_Q_HEADS] = "query heads",
+        [SLOT_K_HEADS] = "key heads",
+        [SLOT_V_HEADS] = "value heads",
+        [SLOT_SCORES] = "attention scores [batch][heads][len_q][len_k]",
+        [SLOT_STATS] = "attention row statistics",
+        [SLOT_PARTIAL_O] = "split-K partial outputs",
+        [SLOT_PARTIAL_ML] = "split-K partial statistics",
+        [SLOT_O_HEADS] = "attention output",
+        [SLOT_OUT] = "output"};
     return ensure(vk, &vk->slots[slot], size, false, false, names[slot]);
 }
 

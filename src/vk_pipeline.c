@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attn_weights.spv.h"
+#include "flash.spv.h"
+#include "flash_combine.spv.h"
 #include "heads.spv.h"
 #include "layernorm.spv.h"
 #include "layernorm_sg.spv.h"
@@ -22,7 +25,9 @@ typedef struct spv_code {
 
 /* Bindings per kind of shader; all are storage buffers. */
 static const uint32_t kind_bindings[KIND_COUNT] = {
-    [KIND_MATMUL] = 4, [KIND_SOFTMAX] = 4, [KIND_HEADS] = 2, [KIND_LAYERNORM] = 4};
+    [KIND_MATMUL] = 4,     [KIND_SOFTMAX] = 4,        [KIND_HEADS] = 2,
+    [KIND_LAYERNORM] = 4,  [KIND_FLASH] = 8,          [KIND_FLASH_COMBINE] = 4,
+    [KIND_ATTN_WEIGHTS] = 5};
 
 /* Every push-constant block fits the 128 bytes Vulkan guarantees. */
 #define PUSH_RANGE 128
@@ -64,6 +69,34 @@ static bool pick_tile(const vkmha_device_info *d, const vkmha_tile_config *cands
     return false;
 }
 
+/* Fused attention blocks (query rows x keys per step), best first; for each
+ * head-dim class the first whose shared memory and workgroup fit wins.
+ * Larger blocks reuse each loaded key and value for more queries. */
+static const uint32_t flash_blocks[][2] = {
+    {64, 64}, {32, 64}, {64, 32}, {32, 32}, {16, 32}, {16, 16}, {8, 16}, {8, 8}, {4, 8}, {2, 8}, {1, 8},
+};
+
+static bool pick_flash(const vkmha_device_info *d, uint32_t max_dim, uint32_t want_wg,
+                       vkmha_attention_config *out)
+{
+    const uint32_t d4 = max_dim / 4;
+    for (size_t i = 0; i < VKMHA_ARRAY_LEN(flash_blocks); i++) {
+        uint32_t br = flash_blocks[i][0], bc = flash_blocks[i][1];
+        /* shaders/flash.comp: q block, padded K/V block, scores, 3 row stats. */
+        uint64_t shared = 16ull * (br * d4 + bc * (d4 + 1)) + 4ull * (br * bc + 3 * br);
+        uint32_t wg = want_wg < br * bc ? want_wg : br * bc;
+        while (wg > bc && (wg > d->max_workgroup_invocations || wg > d->max_workgroup_size[0]))
+            wg /= 2;
+        /* The shader needs BC | WG, WG | BR * BC (all powers of two here). */
+        if (shared > d->max_shared_memory || wg < bc || wg < br ||
+            wg > d->max_workgroup_invocations || wg > d->max_workgroup_size[0])
+            continue;
+        *out = (vkmha_attention_config){max_dim, br, bc, wg, (uint32_t)shared};
+        return true;
+    }
+    return false;
+}
+
 static uint32_t pick_workgroup(const vkmha_device_info *d, uint32_t want)
 {
     uint32_t wg = want;
@@ -87,6 +120,13 @@ vkmha_status vk_pipelines_init(vk_state *vk)
                            "vkmha_context_create: no matmul tile fits this device's limits");
     vk->reduce_wg = pick_workgroup(&vk->info, 128);
     vk->elementwise_wg = pick_workgroup(&vk->info, 256);
+    for (uint32_t c = 0; c < VK_FLASH_CLASSES; c++)
+        if (!pick_flash(&vk->info, 32u << c, cpu ? 64 : 128, &vk->flash[c]))
+            vk->flash[c] = (vkmha_attention_config){0}; /* that class runs unfused */
+    /* Split-K below this many workgroups; Vulkan does not report the number
+     * of cores, so this is per device type: enough for large GPUs, and a few
+     * per thread for CPU devices. */
+    vk->flash_fill_groups = cpu ? 32 : 256;
     if ((uint64_t)vk->reduce_wg * sizeof(float) > vk->info.max_shared_memory)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "vkmha_context_create: too little shared memory");
@@ -140,8 +180,11 @@ vk_kind vk_pipe_kind(vk_pipe pipe)
         [PIPE_MATMUL_LARGE] = KIND_MATMUL, [PIPE_MATMUL_LARGE_VEC] = KIND_MATMUL,
         [PIPE_MATMUL_SMALL] = KIND_MATMUL, [PIPE_MATMUL_SMALL_VEC] = KIND_MATMUL,
         [PIPE_SOFTMAX] = KIND_SOFTMAX,     [PIPE_HEADS] = KIND_HEADS,
-        [PIPE_LAYERNORM] = KIND_LAYERNORM,
+        [PIPE_LAYERNORM] = KIND_LAYERNORM, [PIPE_FLASH_COMBINE] = KIND_FLASH_COMBINE,
+        [PIPE_ATTN_WEIGHTS] = KIND_ATTN_WEIGHTS,
     };
+    if (pipe >= PIPE_FLASH && pipe < PIPE_FLASH + VK_FLASH_CLASSES)
+        return KIND_FLASH;
     return kinds[pipe];
 }
 
@@ -153,6 +196,9 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
     }
     static const spv_code matmul = SPV(vkmha_spv_matmul);
     static const spv_code heads = SPV(vkmha_spv_heads);
+    static const spv_code flash = SPV(vkmha_spv_flash);
+    static const spv_code flash_combine = SPV(vkmha_spv_flash_combine);
+    static const spv_code attn_weights = SPV(vkmha_spv_attn_weights);
     static const spv_code softmax[2] = {SPV(vkmha_spv_softmax), SPV(vkmha_spv_softmax_sg)};
     static const spv_code layernorm[2] = {SPV(vkmha_spv_layernorm), SPV(vkmha_spv_layernorm_sg)};
     uint32_t spec[7];
@@ -184,11 +230,28 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
         spec[0] = vk->reduce_wg; /* 0 WG */
         code = &layernorm[vk->use_subgroup];
         break;
+    case PIPE_FLASH_COMBINE:
+        spec[0] = vk->elementwise_wg; /* 0 WG */
+        code = &flash_combine;
+        break;
+    case PIPE_ATTN_WEIGHTS:
+        spec[0] = vk->elementwise_wg; /* 0 WG */
+        code = &attn_weights;
+        break;
     case PIPE_HEADS:
-    default:
         spec[0] = vk->elementwise_wg; /* 0 WG */
         code = &heads;
         break;
+    default: { /* PIPE_FLASH + class */
+        const vkmha_attention_config *f = &vk->flash[pipe - PIPE_FLASH];
+        spec[0] = f->workgroup_size;   /* 0 WG */
+        spec[1] = f->block_q;          /* 1 BR */
+        spec[2] = f->block_k;          /* 2 BC */
+        spec[3] = f->max_head_dim / 4; /* 3 D4 */
+        n_spec = 4;
+        code = &flash;
+        break;
+    }
     }
 
     VkSpecializationMapEntry entries[7];

@@ -1,6 +1,11 @@
 /* vkmha_attention on Vulkan vs the reference backend: Lq != Lk, d_k != d_v,
  * grouped-query and multi-query heads, every mask kind alone and combined,
- * fully masked rows, returned weights, and logits around +-1e4.
+ * fully masked rows, returned weights, and logits around +-1e4; each case on
+ * the fused path, the fused path with the keys split in 3 (split-K), and the
+ * unfused path, and the fused output against the unfused one. Then long
+ * sequences (Lq = Lk = 4096), decode shapes (Lq = 1, Lk up to 8192) with
+ * automatic and forced split-K, and head dims up to 256 (and above, where
+ * the fused path must say UNSUPPORTED and AUTO falls back to unfused).
  *
  * Tolerances (inputs uniform in [-1, 1]): weights |gpu - ref| <= 1e-6 +
  * 1e-5 |ref|; outputs <= 2e-6 sqrt(len_k) + 1e-5 |ref| (a sum over len_k
@@ -27,7 +32,21 @@ static float *integers(t_rng *r, size_t n, int lo, int hi)
     return p;
 }
 
-static void run_case(vkmha_context *ref, vkmha_context *gpu, const char *tag, t_rng *rng, const attn_case *c)
+/* The runs of every case: path and key splits. */
+typedef struct attn_run {
+    vkmha_attention_path path;
+    uint32_t kv_splits;
+    const char *name;
+} attn_run;
+
+static const attn_run runs[] = {
+    {VKMHA_ATTENTION_PATH_FUSED, 0, "fused"},
+    {VKMHA_ATTENTION_PATH_FUSED, 3, "fused, 3 key splits"},
+    {VKMHA_ATTENTION_PATH_UNFUSED, 0, "unfused"},
+};
+
+static void run_case(vkmha_context *ref, vkmha_context *gpu, const char *tag, t_rng *rng,
+                     const attn_case *c, const attn_run *only)
 {
     char name[220], mname[64];
     snprintf(name, sizeof name,
@@ -45,34 +64,70 @@ static void run_case(vkmha_context *ref, vkmha_context *gpu, const char *tag, t_
     float *q = c->big_logits ? integers(rng, nq, -30, 30) : t_random(rng, nq, -1, 1);
     float *k = c->big_logits ? integers(rng, nk, -30, 30) : t_random(rng, nk, -1, 1);
     float *v = t_random(rng, nv, -1, 1);
-    float *want = t_alloc(no), *got = t_alloc(no);
+    float *want = t_alloc(no), *got = t_alloc(no), *fused = t_alloc(no);
     float *want_w = c->weights ? t_alloc(nw) : NULL, *got_w = c->weights ? t_alloc(nw) : NULL;
     t_mask tm;
     const vkmha_mask *m = t_mask_make(&tm, rng, c->kinds, c->batch, c->heads, c->len_q,
                                       c->len_k, c->bias_batch, c->bias_heads,
                                       c->fully_masked_row);
     vkmha_attention_desc d = {c->batch, c->heads, c->kv_heads, c->len_q, c->len_k,
-                              c->d_k, c->d_v, c->big_logits ? 1.0f : 0.0f};
-    bool ok = true;
-    T_EXPECT_STATUS(vkmha_attention(ref, &d, q, k, v, m, want, want_w), VKMHA_SUCCESS, ok);
-    vkmha_status st = vkmha_attention(gpu, &d, q, k, v, m, got, got_w);
-    T_EXPECT_STATUS(st, VKMHA_SUCCESS, ok);
-    if (st)
-        t_diag("%s", vkmha_context_last_error(gpu));
-    if (ok && c->weights)
-        ok = t_close(name, "weights", got_w, want_w, nw, W_ATOL, RTOL);
-    if (ok)
-        ok = t_close(name, "out", got, want, no, O_ATOL_PER_SQRT_LK * sqrt((double)c->len_k),
-                     RTOL);
-    t_report(ok, "%s [%s]", name, tag);
+                              c->d_k, c->d_v, c->big_logits ? 1.0f : 0.0f, 0, 0};
+    const double o_atol = O_ATOL_PER_SQRT_LK * sqrt((double)c->len_k);
+    vkmha_status rst = vkmha_attention(ref, &d, q, k, v, m, want, want_w);
+    if (rst)
+        t_diag("reference: %s", vkmha_context_last_error(ref));
+    size_t n_runs = only ? 1 : sizeof runs / sizeof runs[0];
+    for (size_t r = 0; r < n_runs; r++) {
+        const attn_run *run = only ? only : &runs[r];
+        bool ok = rst == VKMHA_SUCCESS;
+        d.path = run->path;
+        d.kv_splits = run->kv_splits;
+        vkmha_status st = vkmha_attention(gpu, &d, q, k, v, m, got, got_w);
+        T_EXPECT_STATUS(st, VKMHA_SUCCESS, ok);
+        if (st)
+            t_diag("%s", vkmha_context_last_error(gpu));
+        if (ok && c->weights)
+            ok = t_close(name, "weights", got_w, want_w, nw, W_ATOL, RTOL);
+        if (ok)
+            ok = t_close(name, "out", got, want, no, o_atol, RTOL);
+        t_report(ok, "%s [%s, %s]", name, run->name, tag);
+        if (r == 0)
+            memcpy(fused, got, no * sizeof *got);
+        else if (run->path == VKMHA_ATTENTION_PATH_UNFUSED)
+            t_report(ok && t_close(name, "fused vs unfused out", fused, got, no, o_atol, RTOL),
+                     "%s: fused and unfused outputs agree [%s]", name, tag);
+    }
     free(q);
     free(k);
     free(v);
     free(want);
     free(got);
+    free(fused);
     free(want_w);
     free(got_w);
     t_mask_free(&tm);
+}
+
+/* Head dims above the fused shader's 256: FUSED is UNSUPPORTED with a
+ * message, AUTO runs unfused and matches the reference. */
+static void head_dim_limit_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
+{
+    const uint32_t L = 9, dk = 300, dv = 8;
+    float *q = t_random(rng, (size_t)L * dk, -1, 1), *k = t_random(rng, (size_t)L * dk, -1, 1);
+    float *v = t_random(rng, (size_t)L * dv, -1, 1);
+    float *want = t_alloc((size_t)L * dv), *got = t_alloc((size_t)L * dv);
+    vkmha_attention_desc d = {1, 1, 0, L, L, dk, dv, 0, VKMHA_ATTENTION_PATH_FUSED, 0};
+    vkmha_status st = vkmha_attention(gpu, &d, q, k, v, NULL, got, NULL);
+    const char *msg = vkmha_context_last_error(gpu);
+    t_report(st == VKMHA_ERROR_UNSUPPORTED && strstr(msg, "fused") && strstr(msg, "d_k 300"),
+             "fused path with d_k 300: %s, \"%s\"", vkmha_status_string(st), msg);
+    d.path = VKMHA_ATTENTION_PATH_AUTO;
+    bool ok = true;
+    T_EXPECT_STATUS(vkmha_attention(ref, &d, q, k, v, NULL, want, NULL), VKMHA_SUCCESS, ok);
+    T_EXPECT_STATUS(vkmha_attention(gpu, &d, q, k, v, NULL, got, NULL), VKMHA_SUCCESS, ok);
+    t_report(ok && t_close("d_k 300 auto", "out", got, want, (size_t)L * dv, 1e-5, RTOL),
+             "d_k 300 on the default path falls back to unfused and matches the reference");
+    free(q), free(k), free(v), free(want), free(got);
 }
 
 int main(void)
@@ -104,14 +159,33 @@ int main(void)
         {1, 2, 0, 6, 129, 16, 8, KP, 0, 0, false, true, true},
         {2, 2, 0, 6, 40, 16, 8, KP, 0, 0, true, true, true}, /* set, not added, at 1e4 */
         {1, 2, 0, 300, 300, 64, 64, CAUSAL, 0, 0, false, false, false},
+        {1, 2, 2, 70, 45, 128, 100, KP | BIAS, 1, 2, false, true, false}, /* dims 65..128 */
+        {1, 2, 1, 33, 50, 256, 200, CAUSAL, 0, 0, false, false, false},  /* dims 129..256 */
+        {1, 1, 0, 40, 40, 3, 5, KP | CAUSAL, 0, 0, true, true, false},   /* tiny dims */
     };
+    /* Long sequences and decode shapes: fused only (the unfused scores of
+     * the long case alone would be 64 MiB), reference in double. */
+    static const attn_case long_cases[] = {
+        {1, 1, 0, 4096, 4096, 64, 64, CAUSAL, 0, 0, false, false, false},
+        {1, 8, 2, 1, 8192, 64, 64, KP, 0, 0, false, false, false}, /* decode, GQA */
+        {2, 4, 0, 3, 5000, 32, 48, KP | BIAS, 1, 4, true, true, false},
+    };
+    static const attn_run auto_run = {VKMHA_ATTENTION_PATH_AUTO, 0, "default path, auto splits"};
+    static const attn_run split_run = {VKMHA_ATTENTION_PATH_FUSED, 7, "fused, 7 key splits"};
     /* Reductions with subgroup arithmetic, then with shared memory only. */
     for (int variant = 0; variant < 2; variant++) {
         vkmha_context *gpu = t_context(VKMHA_BACKEND_VULKAN,
                                        variant ? VKMHA_CONTEXT_NO_SUBGROUP_OPS : 0);
         const char *tag = variant ? "shared-memory reduction" : "subgroup reduction";
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-            run_case(ref, gpu, tag, &rng, &cases[i]);
+            run_case(ref, gpu, tag, &rng, &cases[i], NULL);
+        if (variant == 0) {
+            for (size_t i = 0; i < sizeof long_cases / sizeof long_cases[0]; i++)
+                run_case(ref, gpu, tag, &rng, &long_cases[i], &auto_run);
+            for (size_t i = 1; i < sizeof long_cases / sizeof long_cases[0]; i++)
+                run_case(ref, gpu, tag, &rng, &long_cases[i], &split_run);
+            head_dim_limit_case(ref, gpu, &rng);
+        }
         t_report_validation(gpu);
         vkmha_context_destroy(gpu);
     }

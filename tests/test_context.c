@@ -490,9 +490,11 @@ static void growth_cases(vkmha_context *gpu, vkmha_context *ref, t_rng *rng)
 }
 
 /* Attention scores [1][64][L][L] just above this device's
- * maxStorageBufferRange, while q, k, v and out stay tiny (d_k = d_v = 1):
- * VKMHA_ERROR_UNSUPPORTED with a message naming the limit, nothing written,
- * and the context still computes correctly afterwards. */
+ * maxStorageBufferRange, while q, k, v and out stay tiny (d_k = d_v = 1).
+ * The unfused path: VKMHA_ERROR_UNSUPPORTED with a message naming the limit,
+ * nothing written, and the context still computes correctly afterwards. The
+ * fused path (the default) never stores the scores: it succeeds and matches
+ * the reference. */
 static void limit_cases(vkmha_context *gpu, vkmha_context *ref, t_rng *rng)
 {
     vkmha_context_info info;
@@ -506,7 +508,7 @@ static void limit_cases(vkmha_context *gpu, vkmha_context *ref, t_rng *rng)
     float *q = t_random(rng, n, -1, 1), *out = t_alloc(n);
     for (size_t i = 0; i < n; i++)
         out[i] = 12345.0f;
-    vkmha_attention_desc d = {1, heads, 0, len, len, 1, 1, 0};
+    vkmha_attention_desc d = {1, heads, 0, len, len, 1, 1, 0, VKMHA_ATTENTION_PATH_UNFUSED, 0};
     vkmha_status st = vkmha_attention(gpu, &d, q, q, q, NULL, out, NULL);
     const char *msg = vkmha_context_last_error(gpu);
     bool untouched = true;
@@ -514,9 +516,17 @@ static void limit_cases(vkmha_context *gpu, vkmha_context *ref, t_rng *rng)
         untouched = untouched && out[i] == 12345.0f;
     t_report(st == VKMHA_ERROR_UNSUPPORTED && strstr(msg, "maxStorageBufferRange") && untouched &&
                  strncmp(msg, "vkmha_attention: ", 17) == 0,
-             "attention scores of %llu bytes above maxStorageBufferRange (%llu): %s, \"%s\"",
+             "unfused attention, scores of %llu bytes above maxStorageBufferRange (%llu): "
+             "%s, \"%s\"",
              (unsigned long long)heads * len * len * 4, (unsigned long long)range,
              vkmha_status_string(st), msg);
+    float *want = t_alloc(n);
+    d.path = VKMHA_ATTENTION_PATH_AUTO;
+    st = vkmha_attention(gpu, &d, q, q, q, NULL, out, NULL);
+    vkmha_status rst = vkmha_attention(ref, &d, q, q, q, NULL, want, NULL);
+    t_report(st == VKMHA_SUCCESS && rst == VKMHA_SUCCESS && t_close("fused above limit", "out", out, want, n, 1e-5, 1e-4),
+             "fused attention (default) with the same shape runs: %s", vkmha_status_string(st));
+    free(want);
 
     /* The same limit through the layer. */
     vkmha_mha_desc md = {0};
@@ -527,14 +537,18 @@ static void limit_cases(vkmha_context *gpu, vkmha_context *ref, t_rng *rng)
     vkmha_mha *mha = NULL;
     st = vkmha_mha_create(gpu, &md, &mha);
     float *x = t_random(rng, (size_t)len * heads, -1, 1), *y = t_alloc((size_t)len * heads);
-    vkmha_mha_io io = {1, len, 0, x, x, x, NULL, y, NULL};
+    vkmha_mha_io io = {1, len, 0, x, x, x, NULL, y, NULL, VKMHA_ATTENTION_PATH_UNFUSED, 0};
     if (st == VKMHA_SUCCESS)
         st = vkmha_mha_forward(mha, &io);
     msg = vkmha_context_last_error(gpu);
     t_report(st == VKMHA_ERROR_UNSUPPORTED && strstr(msg, "maxStorageBufferRange") &&
                  strncmp(msg, "vkmha_mha_forward: ", 19) == 0,
-             "mha forward with scores above maxStorageBufferRange: %s, \"%s\"",
+             "unfused mha forward with scores above maxStorageBufferRange: %s, \"%s\"",
              vkmha_status_string(st), msg);
+    io.attention_path = VKMHA_ATTENTION_PATH_AUTO;
+    st = mha ? vkmha_mha_forward(mha, &io) : st;
+    t_report(st == VKMHA_SUCCESS, "the same forward on the fused path (default) runs: %s",
+             vkmha_status_string(st));
     vkmha_mha_destroy(mha);
 
     vkmha_softmax_desc sd = {2, 3, 5, 129, 0.5f};

@@ -2,7 +2,8 @@
  * cross-attention, Lq != Lk, d_k != d_v, kdim != vdim != d_model, GQA and
  * MQA, biases on and off, post-norm on and off (with given and default gamma
  * and beta), every mask kind and their combinations, a fully masked row, and
- * returned attention weights.
+ * returned attention weights; each case on the default (fused) attention
+ * path, the fused path with the keys split in 3, and the unfused path.
  *
  * Weights follow torch.nn.Linear's init (uniform +-1/sqrt(in)), inputs are
  * uniform in [-1, 1]. Tolerances: output |gpu - ref| <= 1e-5 + 1e-4 |ref|
@@ -85,8 +86,15 @@ static void run_case(vkmha_context *ref, vkmha_context *gpu, const char *tag, t_
     vkmha_mha_io io = {c->batch, c->len_q, c->len_k, query, key, value,
                        t_mask_make(&tm, rng, c->kinds, c->batch, H, c->len_q, Lk, c->bias_batch,
                                    c->bias_heads, c->fully_masked_row),
-                       NULL, NULL};
+                       NULL, NULL, 0, 0};
 
+    static const struct {
+        vkmha_attention_path path;
+        uint32_t kv_splits;
+        const char *name;
+    } runs[] = {{VKMHA_ATTENTION_PATH_AUTO, 0, "default path"},
+                {VKMHA_ATTENTION_PATH_FUSED, 3, "fused, 3 key splits"},
+                {VKMHA_ATTENTION_PATH_UNFUSED, 0, "unfused"}};
     bool ok = true;
     vkmha_mha *mr = NULL, *mg = NULL;
     T_EXPECT_STATUS(vkmha_mha_create(ref, &d, &mr), VKMHA_SUCCESS, ok);
@@ -98,18 +106,25 @@ static void run_case(vkmha_context *ref, vkmha_context *gpu, const char *tag, t_
         io.out = want;
         io.attn_weights = want_w;
         T_EXPECT_STATUS(vkmha_mha_forward(mr, &io), VKMHA_SUCCESS, ok);
+    }
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        bool run_ok = ok;
         io.out = got;
         io.attn_weights = got_w;
-        st = vkmha_mha_forward(mg, &io);
-        T_EXPECT_STATUS(st, VKMHA_SUCCESS, ok);
-        if (st)
-            t_diag("%s", vkmha_context_last_error(gpu));
+        io.attention_path = runs[r].path;
+        io.kv_splits = runs[r].kv_splits;
+        if (run_ok) {
+            st = vkmha_mha_forward(mg, &io);
+            T_EXPECT_STATUS(st, VKMHA_SUCCESS, run_ok);
+            if (st)
+                t_diag("%s", vkmha_context_last_error(gpu));
+        }
+        if (run_ok && c->weights)
+            run_ok = t_close(name, "attn_weights", got_w, want_w, nw, W_ATOL, W_RTOL);
+        if (run_ok)
+            run_ok = t_close(name, "out", got, want, nq, OUT_ATOL, OUT_RTOL);
+        t_report(run_ok, "%s [%s, %s]", name, runs[r].name, tag);
     }
-    if (ok && c->weights)
-        ok = t_close(name, "attn_weights", got_w, want_w, nw, W_ATOL, W_RTOL);
-    if (ok)
-        ok = t_close(name, "out", got, want, nq, OUT_ATOL, OUT_RTOL);
-    t_report(ok, "%s [%s]", name, tag);
     vkmha_mha_destroy(mr);
     vkmha_mha_destroy(mg);
     float *owned[] = {w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, gamma, beta, want, got, want_w, got_w};

@@ -5,7 +5,8 @@
  *
  *   vkmha-demo [--d-model 512] [--heads 8] [--kv-heads H] [--len 128]
  *              [--len-k L] [--batch 2] [--mask none|causal|padding|full|bias|all]
- *              [--bias] [--post-norm] [--reps 5] [--validation] [--device N] */
+ *              [--bias] [--post-norm] [--path auto|fused|unfused] [--reps 5]
+ *              [--validation] [--device N] */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +65,8 @@ static void usage(const char *argv0)
     fprintf(stderr,
             "usage: %s [--d-model N] [--heads N] [--kv-heads N] [--len N] [--len-k N]\n"
             "          [--batch N] [--mask none|causal|padding|full|bias|all] [--bias]\n"
-            "          [--post-norm] [--reps N] [--validation] [--device N]\n",
+            "          [--post-norm] [--path auto|fused|unfused] [--reps N]\n"
+            "          [--validation] [--device N]\n",
             argv0);
     exit(2);
 }
@@ -73,7 +75,7 @@ int main(int argc, char **argv)
 {
     uint32_t d_model = 512, heads = 8, kv_heads = 0, len = 128, len_k = 0, batch = 2, reps = 5;
     bool bias = false, post_norm = false;
-    const char *mask_name = "none";
+    const char *mask_name = "none", *path_name = "auto";
     vkmha_context_desc vdesc = {0};
     vdesc.log = log_stderr;
     for (int i = 1; i < argc; i++) {
@@ -103,6 +105,8 @@ int main(int argc, char **argv)
             reps = (uint32_t)atoi(v), i++;
         else if (!strcmp(a, "--mask"))
             mask_name = v, i++;
+        else if (!strcmp(a, "--path"))
+            path_name = v, i++;
         else if (!strcmp(a, "--device"))
             vdesc.use_device_index = true, vdesc.device_index = (uint32_t)atoi(v), i++;
         else
@@ -112,6 +116,14 @@ int main(int argc, char **argv)
         reps = 1;
     uint32_t Lk = len_k ? len_k : len;
     uint32_t hkv = kv_heads ? kv_heads : heads;
+
+    vkmha_attention_path path = VKMHA_ATTENTION_PATH_AUTO;
+    if (!strcmp(path_name, "fused"))
+        path = VKMHA_ATTENTION_PATH_FUSED;
+    else if (!strcmp(path_name, "unfused"))
+        path = VKMHA_ATTENTION_PATH_UNFUSED;
+    else if (strcmp(path_name, "auto"))
+        usage(argv[0]);
 
     vkmha_mask mask = {0};
     if (!strcmp(mask_name, "causal"))
@@ -181,11 +193,12 @@ int main(int argc, char **argv)
     float *value = len_k ? random_array(nk, -1, 1) : query;
     float *out_vk = malloc(nq * sizeof(float)), *out_ref = malloc(nq * sizeof(float));
     vkmha_mha_io io = {batch, len, len_k, query, key, value, mask.kinds ? &mask : NULL,
-                       out_vk, NULL};
+                       out_vk, NULL, path, 0};
 
-    printf("vkmha-demo: batch %u, len_q %u, len_k %u, d_model %u, %u heads (%u kv), mask %s%s%s\n",
+    printf("vkmha-demo: batch %u, len_q %u, len_k %u, d_model %u, %u heads (%u kv), mask %s%s%s, "
+           "attention path %s\n",
            batch, len, Lk, d_model, heads, hkv, mask_name, bias ? ", biases" : "",
-           post_norm ? ", post-norm" : "");
+           post_norm ? ", post-norm" : "", path_name);
 
     vkmha_context *vk = NULL, *ref = NULL;
     vkmha_context_desc rdesc = {0};

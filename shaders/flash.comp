@@ -1,0 +1,257 @@
+#version 450
+// Fused attention ("flash attention" forward, fp32 throughout). One
+// workgroup per (batch b, head h, block of BR queries, key range): the
+// queries stay in shared memory while keys and values stream through it BC
+// at a time. For each key block:
+//   1. load K[j0 .. j0 + BC) into shared memory
+//   2. s[r][c] = scale * q_r . k_c + bias, set to -1e9 where masked
+//   3. online softmax per row: m' = max(m, max_c s), p = exp(s - m'),
+//      l' = l exp(m - m') + sum_c p; meanwhile load V[j0 .. j0 + BC)
+//   4. acc[r] = acc[r] exp(m - m') + sum_c p[r][c] v_c   (registers)
+// so the [len_q][len_k] scores never exist in device memory. At the end the
+// workgroup writes out = acc / l and the row statistics (m, l), or, when the
+// keys are split across workgroups (split-K), the unnormalized acc and (m, l)
+// of its range for shaders/flash_combine.comp to merge.
+//
+// Masked scores are SET to -1e9 exactly as the reference does, so a fully
+// masked row averages every value row, like softmax over equal scores. With a
+// causal mask, key blocks that lie entirely above the diagonal of every row
+// of the block are skipped once each row has a score above -1e9 + 128: their
+// weights exp(-1e9 - m) are then exactly 0 in fp32.
+//
+// Tensors are addressed through strides, so the same shader reads split
+// heads [B][H][L][d] and projections [B][L][H * d] in place. Query head h
+// reads key/value head h / group (grouped-query attention).
+
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 128;
+layout(constant_id = 1) const uint BR = 32; // query rows per workgroup
+layout(constant_id = 2) const uint BC = 32; // keys per step
+layout(constant_id = 3) const uint D4 = 16; // vec4s per row: d_k, d_v <= 4 * D4
+// The host picks WG as a multiple of BC that divides BR * BC.
+
+// Mirrors struct flash_push in src/vk_attention.c.
+layout(push_constant) uniform Push {
+    uint groups;    // workgroups: batch * heads * q_blocks * splits
+    uint len_q;
+    uint len_k;
+    uint heads;     // query heads
+    uint group;     // query heads per key/value head
+    uint d_k;
+    uint d_v;
+    uint q_blocks;  // ceil(len_q / BR)
+    uint splits;    // key ranges (1: no split-K)
+    uint split_len; // keys per range
+    uint q_sb, q_sh, q_ld; // element strides: batch entry, head, row
+    uint k_sb, k_sh, k_ld;
+    uint v_sb, v_sh, v_ld;
+    uint o_sb, o_sh, o_ld; // out (splits == 1)
+    uint flags;     // MASK_* of mask.glsl
+    float scale;
+    uint bias_sb;   // bias strides (0: broadcast)
+    uint bias_sh;
+} p;
+
+layout(binding = 0) readonly buffer Q { float q[]; };
+layout(binding = 1) readonly buffer K { float k[]; };
+layout(binding = 2) readonly buffer V { float v[]; };
+layout(binding = 3) readonly buffer KeyPadding { uint kp[]; };
+layout(binding = 4) readonly buffer FullMask { uint fm[]; };
+layout(binding = 5) readonly buffer Bias { float bias[]; };
+// splits == 1: out through o_*; else partial [split][row][d_v], unnormalized.
+layout(binding = 6) writeonly buffer Out { float o[]; };
+// (m, l) per row: [row][2], or per split [split][row][2].
+layout(binding = 7) writeonly buffer Stats { float ml[]; };
+
+#include "mask.glsl"
+
+const uint KS = D4 + 1;                  // padded K/V row stride (vec4s)
+const uint NS = BR * BC / WG;            // scores per invocation
+const uint RS = WG / BC;                 // row step between them
+const uint NO = (BR * D4 + WG - 1) / WG; // output vec4s per invocation
+
+shared vec4 qs[BR * D4];
+shared vec4 kvs[BC * KS]; // the K block, then the V block
+shared float ps[BR * BC]; // scores, then probabilities
+shared float row_m[BR];
+shared float row_l[BR];
+shared float row_corr[BR];
+
+// Elements c .. c + 3 of a row starting at `base`, zero past `n`.
+vec4 load_q(uint base, uint c, uint n)
+{
+    return vec4(q[base + c], c + 1u < n ? q[base + c + 1u] : 0.0,
+                c + 2u < n ? q[base + c + 2u] : 0.0, c + 3u < n ? q[base + c + 3u] : 0.0);
+}
+vec4 load_k(uint base, uint c, uint n)
+{
+    return vec4(k[base + c], c + 1u < n ? k[base + c + 1u] : 0.0,
+                c + 2u < n ? k[base + c + 2u] : 0.0, c + 3u < n ? k[base + c + 3u] : 0.0);
+}
+vec4 load_v(uint base, uint c, uint n)
+{
+    return vec4(v[base + c], c + 1u < n ? v[base + c + 1u] : 0.0,
+                c + 2u < n ? v[base + c + 2u] : 0.0, c + 3u < n ? v[base + c + 3u] : 0.0);
+}
+
+void main()
+{
+    const uint g = linear_group();
+    if (g >= p.groups)
+        return; // whole workgroups leave together: barriers stay uniform
+    const uint tid = gl_LocalInvocationIndex;
+    const uint split = g % p.splits;
+    uint rest = g / p.splits;
+    const uint qb = rest % p.q_blocks;
+    rest /= p.q_blocks;
+    const uint h = rest % p.heads;
+    const uint b = rest / p.heads;
+    const uint hk = h / p.group;
+    const uint i0 = qb * BR;
+    const uint rows = min(BR, p.len_q - i0);
+    const uint dk4 = (p.d_k + 3u) / 4u, dv4 = (p.d_v + 3u) / 4u;
+    const uint q_base = b * p.q_sb + h * p.q_sh;
+    const uint k_base = b * p.k_sb + hk * p.k_sh;
+    const uint v_base = b * p.v_sb + hk * p.v_sh;
+    const uint j_begin = split * p.split_len;
+    const uint j_end = min(j_begin + p.split_len, p.len_k);
+    const uint bias_base = b * p.bias_sb + h * p.bias_sh;
+
+    for (uint e = tid; e < BR * D4; e += WG) {
+        const uint r = e / D4, c4 = e % D4;
+        qs[e] = r < rows && c4 < dk4 ? load_q(q_base + (i0 + r) * p.q_ld, 4u * c4, p.d_k)
+                                     : vec4(0.0);
+    }
+    if (tid < BR) {
+        row_m[tid] = neg_inf();
+        row_l[tid] = 0.0;
+    }
+    vec4 acc[NO];
+    for (uint s = 0; s < NO; s++)
+        acc[s] = vec4(0.0);
+    barrier();
+
+    const bool causal = (p.flags & MASK_CAUSAL) != 0u;
+    const uint last_row = i0 + rows - 1u;
+    const uint c = tid % BC;  // this invocation's key within a block
+    const uint r0 = tid / BC; // and its first row
+    for (uint j0 = j_begin; j0 < j_end; j0 += BC) {
+        if (causal && p.splits == 1u && j0 > last_row) {
+            // Every key from here on is masked for every row of the block.
+            bool settled = true;
+            for (uint r = 0; r < rows; r++)
+                settled = settled && row_m[r] > MASKED_SCORE + 128.0;
+            if (settled)
+                break; // uniform: every invocation read the same row_m
+        }
+        const uint nk = min(BC, j_end - j0);
+
+        // 1. K block.
+        for (uint e = tid; e < nk * dk4; e += WG) {
+            const uint j = e / dk4, c4 = e % dk4;
+            kvs[j * KS + c4] = load_k(k_base + (j0 + j) * p.k_ld, 4u * c4, p.d_k);
+        }
+        barrier();
+
+        // 2. Scores: key c against rows r0, r0 + RS, ...
+        float sacc[NS];
+        for (uint s = 0; s < NS; s++)
+            sacc[s] = 0.0;
+        if (c < nk) {
+            for (uint d = 0; d < dk4; d++) {
+                const vec4 kv = kvs[c * KS + d];
+                for (uint s = 0; s < NS; s++)
+                    sacc[s] += dot(qs[(r0 + s * RS) * D4 + d], kv);
+            }
+        }
+        const uint j = j0 + c;
+        for (uint s = 0; s < NS; s++) {
+            const uint r = r0 + s * RS, i = i0 + r;
+            float x;
+            if (c >= nk) {
+                x = neg_inf(); // past this range: weight 0
+            } else if (r >= rows) {
+                x = MASKED_SCORE; // past len_q: computed, never written
+            } else {
+                x = sacc[s] * p.scale;
+                if ((p.flags & MASK_BIAS) != 0u)
+                    x += bias[bias_base + i * p.len_k + j];
+                if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k))
+                    x = MASKED_SCORE;
+            }
+            ps[r * BC + c] = x;
+        }
+        barrier();
+
+        // 3. Online softmax, one invocation per row; everyone loads V.
+        if (tid < BR) {
+            const uint base = tid * BC;
+            float mt = neg_inf();
+            for (uint cc = 0; cc < BC; cc++)
+                mt = max(mt, ps[base + cc]);
+            const float m_old = row_m[tid];
+            const float m_new = max(m_old, mt);
+            float sum = 0.0;
+            for (uint cc = 0; cc < BC; cc++) {
+                const float e = exp(ps[base + cc] - m_new);
+                ps[base + cc] = e;
+                sum += e;
+            }
+            const float corr = exp(m_old - m_new); // 0 on the first block
+            row_l[tid] = row_l[tid] * corr + sum;
+            row_m[tid] = m_new;
+            row_corr[tid] = corr;
+        }
+        for (uint e = tid; e < BC * dv4; e += WG) {
+            const uint jj = e / dv4, c4 = e % dv4;
+            kvs[jj * KS + c4] =
+                jj < nk ? load_v(v_base + (j0 + jj) * p.v_ld, 4u * c4, p.d_v) : vec4(0.0);
+        }
+        barrier();
+
+        // 4. acc = acc * corr + P V.
+        for (uint s = 0; s < NO; s++) {
+            const uint e = tid + s * WG, r = e / D4, c4 = e % D4;
+            if (e < BR * D4 && c4 < dv4) {
+                vec4 a = acc[s] * row_corr[r];
+                for (uint cc = 0; cc < BC; cc++)
+                    a += ps[r * BC + cc] * kvs[cc * KS + c4];
+                acc[s] = a;
+            }
+        }
+        barrier();
+    }
+
+    const uint rows_total = (p.groups / (p.splits * p.q_blocks)) * p.len_q;
+    const uint row_base = (b * p.heads + h) * p.len_q + i0; // row index of r = 0
+    for (uint s = 0; s < NO; s++) {
+        const uint e = tid + s * WG, r = e / D4, c4 = e % D4;
+        if (e >= BR * D4 || r >= rows || c4 >= dv4)
+            continue;
+        uint base;
+        vec4 val;
+        if (p.splits == 1u) {
+            base = b * p.o_sb + h * p.o_sh + (i0 + r) * p.o_ld;
+            val = acc[s] / row_l[r];
+        } else {
+            base = (split * rows_total + row_base + r) * p.d_v;
+            val = acc[s];
+        }
+        const uint c0 = 4u * c4;
+        o[base + c0] = val.x;
+        if (c0 + 1u < p.d_v)
+            o[base + c0 + 1u] = val.y;
+        if (c0 + 2u < p.d_v)
+            o[base + c0 + 2u] = val.z;
+        if (c0 + 3u < p.d_v)
+            o[base + c0 + 3u] = val.w;
+    }
+    if (tid < rows) {
+        const uint idx = 2u * (split * rows_total + row_base + tid);
+        ml[idx] = row_m[tid];
+        ml[idx + 1u] = row_l[tid];
+    }
+}

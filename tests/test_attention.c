@@ -162,6 +162,10 @@ int main(void)
         {1, 2, 2, 70, 45, 128, 100, KP | BIAS, 1, 2, false, true, false}, /* dims 65..128 */
         {1, 2, 1, 33, 50, 256, 200, CAUSAL, 0, 0, false, false, false},  /* dims 129..256 */
         {1, 1, 0, 40, 40, 3, 5, KP | CAUSAL, 0, 0, true, true, false},   /* tiny dims */
+        /* Fully masked rows under a causal mask need every key block, even
+         * those above the diagonal that the fused path otherwise skips. */
+        {2, 2, 0, 150, 200, 8, 8, KP | CAUSAL, 0, 0, true, true, false},
+        {1, 2, 0, 100, 300, 8, 8, FULL | CAUSAL, 0, 0, false, true, false},
     };
     /* Long sequences and decode shapes: fused only (the unfused scores of
      * the long case alone would be 64 MiB), reference in double. */

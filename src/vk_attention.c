@@ -85,8 +85,12 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     if (plan->weights || !plan->fused)
         if ((st = vk_slot_ensure(vk, SLOT_SCORES, rows * s->len_k * 4)))
             return st;
-    if (!plan->fused)
+    if (!plan->fused) {
+        vkmha__log(vk->ctx->log, vk->ctx->log_user, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+                   "%s: unfused attention, %llu bytes of scores", vk->ctx->call,
+                   (unsigned long long)(rows * s->len_k * 4));
         return VKMHA_SUCCESS;
+    }
 
     const vkmha_attention_config *f = &vk->flash[cls];
     plan->q_blocks = (uint32_t)div_up(s->len_q, f->block_q);
@@ -103,6 +107,11 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
         plan->split_len = (uint32_t)div_up(s->len_k, splits);
     }
     plan->splits = (uint32_t)div_up(s->len_k, plan->split_len);
+    vkmha__log(vk->ctx->log, vk->ctx->log_user, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+               "%s: fused attention, blocks of %u queries x %u keys, %llu workgroups, "
+               "%u key ranges of %u",
+               vk->ctx->call, f->block_q, f->block_k,
+               (unsigned long long)(groups * plan->splits), plan->splits, plan->split_len);
 
     if ((st = vk_slot_ensure(vk, SLOT_STATS, rows * 2 * 4)))
         return st;

@@ -108,6 +108,45 @@ static void run_case(vkmha_context *ref, vkmha_context *gpu, const char *tag, t_
     t_mask_free(&tm);
 }
 
+/* The debug log says how each call ran; keep the last attention line. */
+static void keep_plan(void *user, vkmha_log_level level, vkmha_status status, const char *msg)
+{
+    (void)status;
+    if (level == VKMHA_LOG_DEBUG && strstr(msg, " attention, "))
+        snprintf((char *)user, 256, "%s", msg);
+}
+
+/* Split-K is chosen automatically for decode shapes (too few query blocks
+ * to fill the device) and not for long query sequences; the plan is read
+ * back from the debug log. */
+static void auto_split_case(vkmha_context *ref, t_rng *rng)
+{
+    char plan[256] = "";
+    vkmha_context_desc desc = {0};
+    desc.enable_validation = true;
+    desc.log = keep_plan;
+    desc.log_user = plan;
+    vkmha_context *gpu = NULL;
+    if (vkmha_context_create(&desc, &gpu)) {
+        t_report(false, "context with a debug logger");
+        return;
+    }
+    const attn_run run = {VKMHA_ATTENTION_PATH_AUTO, 0, "default path, logged"};
+    const attn_case decode = {1, 8, 0, 1, 4096, 64, 64, 0, 0, 0, false, false, false};
+    run_case(ref, gpu, "auto split-K", rng, &decode, &run);
+    unsigned ranges = 0;
+    const char *p = strstr(plan, "workgroups, ");
+    t_report(p && sscanf(p, "workgroups, %u key ranges", &ranges) == 1 && ranges > 1,
+             "decode shape (Lq 1, Lk 4096, 8 heads) splits the keys: \"%s\"", plan);
+    const attn_case prefill = {2, 8, 0, 256, 256, 64, 64, 0, 0, 0, false, false, false};
+    run_case(ref, gpu, "auto split-K", rng, &prefill, &run);
+    p = strstr(plan, "workgroups, ");
+    t_report(p && sscanf(p, "workgroups, %u key ranges", &ranges) == 1 && ranges == 1,
+             "long query sequence (B 2, L 256, 8 heads) does not: \"%s\"", plan);
+    t_report_validation(gpu);
+    vkmha_context_destroy(gpu);
+}
+
 /* Head dims above the fused shader's 256: FUSED is UNSUPPORTED with a
  * message, AUTO runs unfused and matches the reference. */
 static void head_dim_limit_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
@@ -189,6 +228,7 @@ int main(void)
             for (size_t i = 1; i < sizeof long_cases / sizeof long_cases[0]; i++)
                 run_case(ref, gpu, tag, &rng, &long_cases[i], &split_run);
             head_dim_limit_case(ref, gpu, &rng);
+            auto_split_case(ref, &rng);
         }
         t_report_validation(gpu);
         vkmha_context_destroy(gpu);

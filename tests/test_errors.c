@@ -374,6 +374,18 @@ static void attention_cases(const env *e)
 
     BAD(e, INVALID, fn, "desc", NULL, "attention NULL desc",
         vkmha_attention(e->ctx, NULL, q, k, v, NULL, g_out, g_w));
+    d.path = (vkmha_attention_path)3;
+    BAD(e, INVALID, fn, "desc->path", NULL, "attention path 3 (not an enum value)",
+        vkmha_attention(e->ctx, &d, q, k, v, NULL, g_out, g_w));
+    d.path = (vkmha_attention_path)-1;
+    BAD(e, INVALID, fn, "desc->path", NULL, "attention path -1",
+        vkmha_attention(e->ctx, &d, q, k, v, NULL, g_out, g_w));
+    d = at_ok();
+    d.kv_splits = VKMHA_MAX_KV_SPLITS + 1;
+    BAD(e, INVALID, fn, "desc->kv_splits", "VKMHA_MAX_KV_SPLITS",
+        "attention kv_splits above VKMHA_MAX_KV_SPLITS",
+        vkmha_attention(e->ctx, &d, q, k, v, NULL, g_out, g_w));
+    d = at_ok();
     BAD(e, INVALID, fn, "q", NULL, "attention NULL q",
         vkmha_attention(e->ctx, &d, NULL, k, v, NULL, g_out, g_w));
     BAD(e, INVALID, fn, "k", NULL, "attention NULL k",
@@ -553,6 +565,14 @@ static void forward_cases(const env *e, vkmha_mha *layer)
     io = io_ok(query, key, g_out);
     io.len_q = 0;
     BAD(e, INVALID, fn, "io->len_q", NULL, "mha_forward len_q 0", vkmha_mha_forward(layer, &io));
+    io = io_ok(query, key, g_out);
+    io.attention_path = (vkmha_attention_path)7;
+    BAD(e, INVALID, fn, "io->attention_path", NULL, "mha_forward attention_path 7",
+        vkmha_mha_forward(layer, &io));
+    io = io_ok(query, key, g_out);
+    io.kv_splits = 0xFFFFFFFFu;
+    BAD(e, INVALID, fn, "io->kv_splits", NULL, "mha_forward kv_splits 2^32 - 1",
+        vkmha_mha_forward(layer, &io));
     io = io_ok(g_out + 4, key, g_out);
     BAD(e, INVALID, fn, "io->out", "overlap", "mha_forward io->out overlaps io->query",
         vkmha_mha_forward(layer, &io));

@@ -183,6 +183,7 @@ typedef struct vkmha_attention_config {
     uint32_t max_head_dim; /* used when d_k and d_v are at most this */
     uint32_t block_q;      /* query rows per workgroup */
     uint32_t block_k;      /* keys per step streamed through shared memory */
+    uint32_t tm, tn;       /* scores per invocation: tm queries x tn keys */
     uint32_t workgroup_size;
     uint32_t shared_bytes;
 } vkmha_attention_config;

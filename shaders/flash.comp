@@ -31,7 +31,14 @@ layout(constant_id = 0) const uint WG = 128;
 layout(constant_id = 1) const uint BR = 32; // query rows per workgroup
 layout(constant_id = 2) const uint BC = 32; // keys per step
 layout(constant_id = 3) const uint D4 = 16; // vec4s per row: d_k, d_v <= 4 * D4
-// The host picks WG as a multiple of BC that divides BR * BC.
+layout(constant_id = 4) const uint SR = 4;  // scores per invocation: SR rows
+layout(constant_id = 5) const uint SC = 4;  // x SC keys
+// Register blocking: invocation (ty, tx) computes the scores of rows
+// ty * SR + a and keys tx + b * TX, then the outputs of the same rows in
+// vec4 columns tx + o * TX. The host guarantees WG == TY * TX and TX | D4.
+const uint TX = BC / SC;
+const uint TY = BR / SR;
+const uint OC = D4 / TX;
 
 // Mirrors struct flash_push in src/vk_attention.c.
 layout(push_constant) uniform Push {
@@ -68,10 +75,7 @@ layout(binding = 7) writeonly buffer Stats { float ml[]; };
 
 #include "mask.glsl"
 
-const uint KS = D4 + 1;                  // padded K/V row stride (vec4s)
-const uint NS = BR * BC / WG;            // scores per invocation
-const uint RS = WG / BC;                 // row step between them
-const uint NO = (BR * D4 + WG - 1) / WG; // output vec4s per invocation
+const uint KS = D4 + 1; // padded K/V row stride (vec4s)
 
 shared vec4 qs[BR * D4];
 shared vec4 kvs[BC * KS]; // the K block, then the V block
@@ -125,19 +129,18 @@ void main()
         qs[e] = r < rows && c4 < dk4 ? load_q(q_base + (i0 + r) * p.q_ld, 4u * c4, p.d_k)
                                      : vec4(0.0);
     }
-    if (tid < BR) {
-        row_m[tid] = neg_inf();
-        row_l[tid] = 0.0;
+    for (uint r = tid; r < BR; r += WG) {
+        row_m[r] = neg_inf();
+        row_l[r] = 0.0;
     }
-    vec4 acc[NO];
-    for (uint s = 0; s < NO; s++)
+    vec4 acc[SR * OC];
+    for (uint s = 0; s < SR * OC; s++)
         acc[s] = vec4(0.0);
     barrier();
 
     const bool causal = (p.flags & MASK_CAUSAL) != 0u;
     const uint last_row = i0 + rows - 1u;
-    const uint c = tid % BC;  // this invocation's key within a block
-    const uint r0 = tid / BC; // and its first row
+    const uint tx = tid % TX, ty = tid / TX;
     for (uint j0 = j_begin; j0 < j_end; j0 += BC) {
         if (causal && p.splits == 1u && j0 > last_row) {
             // Every key from here on is masked for every row of the block.
@@ -156,43 +159,48 @@ void main()
         }
         barrier();
 
-        // 2. Scores: key c against rows r0, r0 + RS, ...
-        float sacc[NS];
-        for (uint s = 0; s < NS; s++)
+        // 2. Scores: rows ty * SR + a against keys tx + b * TX.
+        float sacc[SR * SC];
+        for (uint s = 0; s < SR * SC; s++)
             sacc[s] = 0.0;
-        if (c < nk) {
-            for (uint d = 0; d < dk4; d++) {
-                const vec4 kv = kvs[c * KS + d];
-                for (uint s = 0; s < NS; s++)
-                    sacc[s] += dot(qs[(r0 + s * RS) * D4 + d], kv);
+        for (uint d = 0; d < dk4; d++) {
+            vec4 qa[SR];
+            for (uint a = 0; a < SR; a++)
+                qa[a] = qs[(ty * SR + a) * D4 + d];
+            for (uint bb = 0; bb < SC; bb++) {
+                const vec4 kv = kvs[(tx + bb * TX) * KS + d];
+                for (uint a = 0; a < SR; a++)
+                    sacc[a * SC + bb] += dot(qa[a], kv);
             }
         }
-        const uint j = j0 + c;
-        for (uint s = 0; s < NS; s++) {
-            const uint r = r0 + s * RS, i = i0 + r;
-            float x;
-            if (c >= nk) {
-                x = neg_inf(); // past this range: weight 0
-            } else if (r >= rows) {
-                x = MASKED_SCORE; // past len_q: computed, never written
-            } else {
-                x = sacc[s] * p.scale;
-                if ((p.flags & MASK_BIAS) != 0u)
-                    x += bias[bias_base + i * p.len_k + j];
-                if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k))
-                    x = MASKED_SCORE;
+        for (uint a = 0; a < SR; a++) {
+            const uint r = ty * SR + a, i = i0 + r;
+            for (uint bb = 0; bb < SC; bb++) {
+                const uint c = tx + bb * TX, j = j0 + c;
+                float x;
+                if (c >= nk) {
+                    x = neg_inf(); // past this range: weight 0
+                } else if (r >= rows) {
+                    x = MASKED_SCORE; // past len_q: computed, never written
+                } else {
+                    x = sacc[a * SC + bb] * p.scale;
+                    if ((p.flags & MASK_BIAS) != 0u)
+                        x += bias[bias_base + i * p.len_k + j];
+                    if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k))
+                        x = MASKED_SCORE;
+                }
+                ps[r * BC + c] = x;
             }
-            ps[r * BC + c] = x;
         }
         barrier();
 
         // 3. Online softmax, one invocation per row; everyone loads V.
-        if (tid < BR) {
-            const uint base = tid * BC;
+        for (uint r = tid; r < BR; r += WG) {
+            const uint base = r * BC;
             float mt = neg_inf();
             for (uint cc = 0; cc < BC; cc++)
                 mt = max(mt, ps[base + cc]);
-            const float m_old = row_m[tid];
+            const float m_old = row_m[r];
             const float m_new = max(m_old, mt);
             float sum = 0.0;
             for (uint cc = 0; cc < BC; cc++) {
@@ -201,9 +209,9 @@ void main()
                 sum += e;
             }
             const float corr = exp(m_old - m_new); // 0 on the first block
-            row_l[tid] = row_l[tid] * corr + sum;
-            row_m[tid] = m_new;
-            row_corr[tid] = corr;
+            row_l[r] = row_l[r] * corr + sum;
+            row_m[r] = m_new;
+            row_corr[r] = corr;
         }
         for (uint e = tid; e < BC * dv4; e += WG) {
             const uint jj = e / dv4, c4 = e % dv4;
@@ -212,14 +220,22 @@ void main()
         }
         barrier();
 
-        // 4. acc = acc * corr + P V.
-        for (uint s = 0; s < NO; s++) {
-            const uint e = tid + s * WG, r = e / D4, c4 = e % D4;
-            if (e < BR * D4 && c4 < dv4) {
-                vec4 a = acc[s] * row_corr[r];
-                for (uint cc = 0; cc < BC; cc++)
-                    a += ps[r * BC + cc] * kvs[cc * KS + c4];
-                acc[s] = a;
+        // 4. acc = acc * corr + P V, rows ty * SR + a, columns tx + o * TX.
+        for (uint a = 0; a < SR; a++) {
+            const float corr = row_corr[ty * SR + a];
+            for (uint o = 0; o < OC; o++)
+                acc[a * OC + o] *= corr;
+        }
+        for (uint cc = 0; cc < BC; cc++) {
+            float pa[SR];
+            for (uint a = 0; a < SR; a++)
+                pa[a] = ps[(ty * SR + a) * BC + cc];
+            for (uint o = 0; o < OC; o++) {
+                if (tx + o * TX < dv4) {
+                    const vec4 vv = kvs[cc * KS + tx + o * TX];
+                    for (uint a = 0; a < SR; a++)
+                        acc[a * OC + o] += pa[a] * vv;
+                }
             }
         }
         barrier();
@@ -227,9 +243,9 @@ void main()
 
     const uint rows_total = (p.groups / (p.splits * p.q_blocks)) * p.len_q;
     const uint row_base = (b * p.heads + h) * p.len_q + i0; // row index of r = 0
-    for (uint s = 0; s < NO; s++) {
-        const uint e = tid + s * WG, r = e / D4, c4 = e % D4;
-        if (e >= BR * D4 || r >= rows || c4 >= dv4)
+    for (uint s = 0; s < SR * OC; s++) {
+        const uint r = ty * SR + s / OC, c4 = tx + (s % OC) * TX;
+        if (r >= rows || c4 >= dv4)
             continue;
         uint base;
         vec4 val;
@@ -249,9 +265,9 @@ void main()
         if (c0 + 3u < p.d_v)
             o[base + c0 + 3u] = val.w;
     }
-    if (tid < rows) {
-        const uint idx = 2u * (split * rows_total + row_base + tid);
-        ml[idx] = row_m[tid];
-        ml[idx + 1u] = row_l[tid];
+    for (uint r = tid; r < rows; r += WG) {
+        const uint idx = 2u * (split * rows_total + row_base + r);
+        ml[idx] = row_m[r];
+        ml[idx + 1u] = row_l[r];
     }
 }

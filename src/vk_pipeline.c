@@ -69,29 +69,36 @@ static bool pick_tile(const vkmha_device_info *d, const vkmha_tile_config *cands
     return false;
 }
 
-/* Fused attention blocks (query rows x keys per step), best first; for each
- * head-dim class the first whose shared memory and workgroup fit wins.
- * Larger blocks reuse each loaded key and value for more queries. */
-static const uint32_t flash_blocks[][2] = {
-    {64, 64}, {32, 64}, {64, 32}, {32, 32}, {16, 32}, {16, 16}, {8, 16}, {8, 8}, {4, 8}, {2, 8}, {1, 8},
+/* Fused attention blocks, best first: query rows x keys per step, and the
+ * scores each invocation computes (rows x keys). For each head-dim class the
+ * first whose shared memory and workgroup fit wins. Larger blocks reuse each
+ * loaded key and value for more queries; larger register blocks need fewer
+ * shared-memory loads per multiply-add, which CPU devices (where each load
+ * is a gather) reward most. */
+static const uint32_t gpu_flash_blocks[][4] = {
+    {64, 32, 4, 4}, {32, 32, 4, 4}, {32, 16, 4, 2}, {16, 16, 2, 2},
+    {16, 8, 2, 1},  {8, 8, 1, 1},   {4, 8, 1, 1},   {2, 8, 1, 1},  {1, 8, 1, 1},
+};
+static const uint32_t cpu_flash_blocks[][4] = {
+    {32, 32, 4, 4}, {32, 16, 4, 2}, {16, 16, 2, 2}, {16, 8, 2, 1},
+    {8, 8, 1, 1},   {4, 8, 1, 1},   {2, 8, 1, 1},   {1, 8, 1, 1},
 };
 
-static bool pick_flash(const vkmha_device_info *d, uint32_t max_dim, uint32_t want_wg,
+static bool pick_flash(const vkmha_device_info *d, uint32_t max_dim, bool cpu,
                        vkmha_attention_config *out)
 {
     const uint32_t d4 = max_dim / 4;
-    for (size_t i = 0; i < VKMHA_ARRAY_LEN(flash_blocks); i++) {
-        uint32_t br = flash_blocks[i][0], bc = flash_blocks[i][1];
+    const uint32_t(*blocks)[4] = cpu ? cpu_flash_blocks : gpu_flash_blocks;
+    size_t n = cpu ? VKMHA_ARRAY_LEN(cpu_flash_blocks) : VKMHA_ARRAY_LEN(gpu_flash_blocks);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t br = blocks[i][0], bc = blocks[i][1], sr = blocks[i][2], sc = blocks[i][3];
+        uint32_t tx = bc / sc, wg = (br / sr) * tx;
         /* shaders/flash.comp: q block, padded K/V block, scores, 3 row stats. */
         uint64_t shared = 16ull * (br * d4 + bc * (d4 + 1)) + 4ull * (br * bc + 3 * br);
-        uint32_t wg = want_wg < br * bc ? want_wg : br * bc;
-        while (wg > bc && (wg > d->max_workgroup_invocations || wg > d->max_workgroup_size[0]))
-            wg /= 2;
-        /* The shader needs BC | WG, WG | BR * BC (all powers of two here). */
-        if (shared > d->max_shared_memory || wg < bc || wg < br ||
-            wg > d->max_workgroup_invocations || wg > d->max_workgroup_size[0])
+        if (d4 % tx || shared > d->max_shared_memory || wg > d->max_workgroup_invocations ||
+            wg > d->max_workgroup_size[0])
             continue;
-        *out = (vkmha_attention_config){max_dim, br, bc, wg, (uint32_t)shared};
+        *out = (vkmha_attention_config){max_dim, br, bc, sr, sc, wg, (uint32_t)shared};
         return true;
     }
     return false;
@@ -121,7 +128,7 @@ vkmha_status vk_pipelines_init(vk_state *vk)
     vk->reduce_wg = pick_workgroup(&vk->info, 128);
     vk->elementwise_wg = pick_workgroup(&vk->info, 256);
     for (uint32_t c = 0; c < VK_FLASH_CLASSES; c++)
-        if (!pick_flash(&vk->info, 32u << c, cpu ? 64 : 128, &vk->flash[c]))
+        if (!pick_flash(&vk->info, 32u << c, cpu, &vk->flash[c]))
             vk->flash[c] = (vkmha_attention_config){0}; /* that class runs unfused */
     /* Split-K below this many workgroups; Vulkan does not report the number
      * of cores, so this is per device type: enough for large GPUs, and a few
@@ -248,7 +255,9 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
         spec[1] = f->block_q;          /* 1 BR */
         spec[2] = f->block_k;          /* 2 BC */
         spec[3] = f->max_head_dim / 4; /* 3 D4 */
-        n_spec = 4;
+        spec[4] = f->tm;               /* 4 SR */
+        spec[5] = f->tn;               /* 5 SC */
+        n_spec = 6;
         code = &flash;
         break;
     }

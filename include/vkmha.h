@@ -172,10 +172,25 @@ typedef struct vkmha_device_info {
     float timestamp_period; /* ns per timestamp tick */
 } vkmha_device_info;
 
+/* How a matmul is computed on the device. */
+typedef enum vkmha_matmul_variant {
+    VKMHA_MATMUL_VARIANT_AUTO = 0, /* in a desc: chosen from the device type */
+    /* GPU-shaped: a workgroup stages BM x BK and BK x BN tiles through shared
+     * memory with barriers; each invocation computes tm x tn outputs strided
+     * by the workgroup's shape (coalesced loads, conflict-free shared reads). */
+    VKMHA_MATMUL_VARIANT_SHARED = 1,
+    /* CPU-shaped (lavapipe): no shared memory and no barrier; each invocation
+     * computes tm rows (strided by workgroup_size) x tn consecutive columns,
+     * reading vec4s straight from the buffers. bm = workgroup_size * tm,
+     * bn = tn, bk = 4 (the vec4 step along K). */
+    VKMHA_MATMUL_VARIANT_REGISTER = 2,
+} vkmha_matmul_variant;
+
 typedef struct vkmha_tile_config {
     uint32_t bm, bn, bk; /* output rows, columns, and K step of a workgroup */
     uint32_t tm, tn;     /* outputs per invocation: tm rows x tn columns */
     uint32_t workgroup_size;
+    vkmha_matmul_variant variant;
 } vkmha_tile_config;
 
 typedef struct vkmha_context_info {

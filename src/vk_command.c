@@ -166,22 +166,33 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe,
                            "internal: descriptor site of kind %d used for kind %d", site->kind,
                            kind);
     /* Rewrite only the bindings whose buffer was recreated since the site was
-     * last used (buffer ids are unique per creation). */
+     * last used (buffer ids are unique per creation). A texel-buffer matmul
+     * site binds A and B twice: as vec4 texel views (0, 1) and as storage
+     * buffers (4, 5). */
+    const uint32_t n_bind = vk_kind_bindings(vk, kind);
     VkDescriptorBufferInfo infos[VK_MAX_BINDINGS];
     VkWriteDescriptorSet writes[VK_MAX_BINDINGS];
     uint32_t n_writes = 0;
-    for (uint32_t i = 0; i < n_bufs; i++) {
-        const vk_buffer *b = bufs[i] && bufs[i]->buf ? bufs[i] : &vk->dummy;
+    for (uint32_t i = 0; i < n_bind; i++) {
+        const uint32_t src = i < n_bufs ? i : i - n_bufs; /* bindings 4, 5: A, B */
+        const vk_buffer *b = bufs[src] && bufs[src]->buf ? bufs[src] : &vk->dummy;
+        const VkDescriptorType type = vk_binding_type(vk, kind, i);
+        if (type == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER && !b->view4)
+            b = &vk->dummy; /* under 16 bytes: never read as vec4 */
         if (site->ids[i] == b->id)
             continue;
         site->ids[i] = b->id;
-        infos[n_writes] = (VkDescriptorBufferInfo){b->buf, 0, b->size};
         writes[n_writes] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
         writes[n_writes].dstSet = site->set;
         writes[n_writes].dstBinding = i;
         writes[n_writes].descriptorCount = 1;
-        writes[n_writes].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-        writes[n_writes].pBufferInfo = &infos[n_writes];
+        writes[n_writes].descriptorType = type;
+        if (type == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER) {
+            writes[n_writes].pTexelBufferView = &b->view4;
+        } else {
+            infos[n_writes] = (VkDescriptorBufferInfo){b->buf, 0, b->size};
+            writes[n_writes].pBufferInfo = &infos[n_writes];
+        }
         n_writes++;
     }
     if (n_writes)

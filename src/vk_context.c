@@ -399,6 +399,7 @@ static vkmha_status pick_device(vk_state *vk, const vkmha_context_desc *desc)
     VkPhysicalDeviceProperties props;
     vk->vki.GetPhysicalDeviceProperties(vk->phys, &props);
     vk->non_coherent_atom = props.limits.nonCoherentAtomSize;
+    vk->max_texel_elements = props.limits.maxTexelBufferElements;
     vk->queue_family = pick_queue_family(&vk->vki, vk->phys);
     return VKMHA_SUCCESS;
 }

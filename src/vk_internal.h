@@ -13,6 +13,9 @@ typedef struct vk_buffer {
     void *map;      /* persistently mapped, or NULL */
     bool coherent;  /* mapped memory needs no flush / invalidate */
     uint64_t id;    /* unique per (re)creation: descriptor caches compare it */
+    /* An R32G32B32A32_SFLOAT view of the whole buffer, when the context reads
+     * matmul operands as texel buffers (vk_state.matmul_texel), else null. */
+    VkBufferView view4;
 } vk_buffer;
 
 /* Device buffers cached in the context and reused by every call whose tensors
@@ -59,7 +62,10 @@ typedef enum vk_pipe {
     PIPE_COUNT
 } vk_pipe;
 
-#define VK_MAX_BINDINGS 4
+/* Bindings of a site. KIND_MATMUL has 4 (A, B, bias, C), or 6 with
+ * matmul_texel: A and B as vec4 texel buffers, bias, C, then A and B again as
+ * storage buffers (for shapes whose strides rule out vec4 reads). */
+#define VK_MAX_BINDINGS 6
 
 /* A descriptor set bound to one dispatch site; rewritten only when a buffer
  * behind it was recreated. A site is used at most once per command buffer. */
@@ -147,6 +153,11 @@ struct vk_state {
     /* Tuning, from the device limits (src/vk_pipeline.c). */
     bool use_subgroup;
     vkmha_tile_config tile_large, tile_small;
+    /* The register matmul variant reads A and B through texel buffers:
+     * lavapipe fetches a texel for all SIMD lanes at once, where a storage
+     * buffer read costs a branchy per-lane loop (docs/PERFORMANCE.md). */
+    bool matmul_texel;
+    uint32_t max_texel_elements; /* maxTexelBufferElements */
     uint32_t reduce_wg, elementwise_wg;
 
     VkDescriptorSetLayout set_layouts[KIND_COUNT];
@@ -229,6 +240,9 @@ void vk_call_abort(vk_state *vk);
 vkmha_status vk_pipelines_init(vk_state *vk);
 void vk_pipelines_destroy(vk_state *vk);
 vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out);
+/* Bindings of a kind's descriptor set, and the type of each. */
+uint32_t vk_kind_bindings(const vk_state *vk, vk_kind kind);
+VkDescriptorType vk_binding_type(const vk_state *vk, vk_kind kind, uint32_t binding);
 /* The shader kind (descriptor and pipeline layout) a pipeline belongs to. */
 vk_kind vk_pipe_kind(vk_pipe pipe);
 /* Creates `count` sites, site i for shaders of kinds[i]. */

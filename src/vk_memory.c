@@ -30,6 +30,8 @@ vkmha_status vk_check_size(vk_state *vk, uint64_t bytes, const char *what)
 
 void vk_buffer_destroy(vk_state *vk, vk_buffer *b)
 {
+    if (b->view4)
+        vk->vkd.vkDestroyBufferView(vk->device, b->view4, NULL);
     if (b->buf)
         vk->vkd.vkDestroyBuffer(vk->device, b->buf, NULL);
     if (b->mem)
@@ -49,7 +51,8 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
     VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
     bi.size = size;
     bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-               VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+               VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+               (vk->matmul_texel ? VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT : 0);
     bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
     snprintf(msg, sizeof msg, "vkCreateBuffer (%s, %llu bytes)", what,
              (unsigned long long)size);
@@ -80,6 +83,18 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
                       VK_SUCCESS) {
         vk_buffer_destroy(vk, &b);
         return vk_fail(vk, r, "vkMapMemory");
+    }
+    if (vk->matmul_texel && !staging && size >= 16) {
+        VkBufferViewCreateInfo vi = {.sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO};
+        vi.buffer = b.buf;
+        vi.format = VK_FORMAT_R32G32B32A32_SFLOAT;
+        vi.range = VK_WHOLE_SIZE;
+        /* Slots never exceed maxStorageBufferRange, which matmul_texel
+         * requires to be within maxTexelBufferElements texels. */
+        if ((r = vk->vkd.vkCreateBufferView(vk->device, &vi, NULL, &b.view4)) != VK_SUCCESS) {
+            vk_buffer_destroy(vk, &b);
+            return vk_fail(vk, r, "vkCreateBufferView");
+        }
     }
     b.coherent = (vk->mem_props.memoryTypes[type].propertyFlags &
                   VK_MEMORY_PROPERTY_HOST_COHERENT_BIT) != 0;

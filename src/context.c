@@ -10,7 +10,7 @@ VKMHA_API vkmha_status vkmha_context_create(const vkmha_context_desc *desc,
                                             vkmha_context **out)
 {
     static const vkmha_context_desc defaults = {0};
-    const uint32_t known_flags = VKMHA_CONTEXT_NO_SUBGROUP_OPS;
+    const uint32_t known_flags = VKMHA_CONTEXT_NO_SUBGROUP_OPS | VKMHA_CONTEXT_PROFILE;
     vkmha_status st;
     if (!desc)
         desc = &defaults;
@@ -80,6 +80,10 @@ VKMHA_API vkmha_status vkmha_context_get_info(const vkmha_context *ctx,
     out->matmul_large = vk->tile_large;
     out->matmul_small = vk->tile_small;
     out->reduce_workgroup_size = vk->reduce_wg;
+    out->device_memory_bytes = vk->memory_bytes;
+    out->device_memory_peak_bytes = vk->memory_peak_bytes;
+    out->gpu_timing = vk->timestamps != VK_NULL_HANDLE;
+    out->last_gpu_time_ns = vk->last_gpu_time_ns;
     return VKMHA_SUCCESS;
 }
 

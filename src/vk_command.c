@@ -42,6 +42,11 @@ vkmha_status vk_call_begin(vk_state *vk, VkDeviceSize upload_bytes,
     if ((r = vk->vkd.vkBeginCommandBuffer(vk->cmd, &bi)) != VK_SUCCESS)
         return vk_fail(vk, r, "vkBeginCommandBuffer");
     vk->recording = true;
+    if (vk->timestamps) {
+        vk->vkd.vkCmdResetQueryPool(vk->cmd, vk->timestamps, 0, 2);
+        vk->vkd.vkCmdWriteTimestamp(vk->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, vk->timestamps,
+                                    0);
+    }
     vk->upload_used = vk->download_used = 0;
     vk->n_pending = 0;
     /* The previous call's device writes (the host waited for them, which
@@ -214,6 +219,9 @@ vkmha_status vk_call_submit(vk_state *vk)
     /* Device writes -> host reads (mapped working buffers or staging). */
     barrier(vk, DEVICE_STAGES, VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT,
             VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+    if (vk->timestamps)
+        vk->vkd.vkCmdWriteTimestamp(vk->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
+                                    vk->timestamps, 1);
     vk->recording = false;
     if ((r = vk->vkd.vkEndCommandBuffer(vk->cmd)) != VK_SUCCESS) {
         vk->n_pending = 0;
@@ -232,6 +240,17 @@ vkmha_status vk_call_submit(vk_state *vk)
     if (r != VK_SUCCESS) {
         vk->n_pending = 0;
         return vk_fail(vk, r, "vkQueueSubmit / vkWaitForFences");
+    }
+    if (vk->timestamps) {
+        uint64_t t[2];
+        r = vk->vkd.vkGetQueryPoolResults(vk->device, vk->timestamps, 0, 2, sizeof t, t,
+                                          sizeof t[0], VK_QUERY_RESULT_64_BIT);
+        if (r == VK_SUCCESS) {
+            /* Only the valid bits count; the counter may wrap once. */
+            uint64_t ticks = ((t[1] & vk->timestamp_mask) - (t[0] & vk->timestamp_mask)) &
+                             vk->timestamp_mask;
+            vk->last_gpu_time_ns = (uint64_t)((double)ticks * vk->info.timestamp_period + 0.5);
+        }
     }
     for (uint32_t i = 0; i < vk->n_pending; i++) {
         const vk_pending_copy *p = &vk->pending[i];

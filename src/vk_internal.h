@@ -10,6 +10,7 @@ typedef struct vk_buffer {
     VkBuffer buf;
     VkDeviceMemory mem;
     VkDeviceSize size;
+    VkDeviceSize alloc_size; /* bytes of its VkDeviceMemory */
     void *map;      /* persistently mapped, or NULL */
     bool coherent;  /* mapped memory needs no flush / invalidate */
     uint64_t id;    /* unique per (re)creation: descriptor caches compare it */
@@ -149,6 +150,13 @@ struct vk_state {
     uint32_t mt_work, mt_upload, mt_download;
     bool work_mapped; /* unified memory: no staging copies */
     uint64_t next_buffer_id;
+    uint64_t memory_bytes, memory_peak_bytes; /* VkDeviceMemory held now, at most */
+
+    /* VKMHA_CONTEXT_PROFILE: 2 timestamps per call (null: off or no
+     * timestamps on this queue). */
+    VkQueryPool timestamps;
+    uint64_t timestamp_mask; /* timestampValidBits ones */
+    uint64_t last_gpu_time_ns;
 
     /* Tuning, from the device limits (src/vk_pipeline.c). */
     bool use_subgroup;
@@ -237,7 +245,9 @@ vkmha_status vk_call_submit(vk_state *vk);
 void vk_call_abort(vk_state *vk);
 
 /* ---- src/vk_pipeline.c --------------------------------------------------- */
-vkmha_status vk_pipelines_init(vk_state *vk);
+/* Chooses the tiles (override: desc->matmul_tile, may be NULL) and creates
+ * the layouts. */
+vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override);
 void vk_pipelines_destroy(vk_state *vk);
 vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out);
 /* Bindings of a kind's descriptor set, and the type of each. */

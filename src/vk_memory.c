@@ -34,8 +34,10 @@ void vk_buffer_destroy(vk_state *vk, vk_buffer *b)
         vk->vkd.vkDestroyBufferView(vk->device, b->view4, NULL);
     if (b->buf)
         vk->vkd.vkDestroyBuffer(vk->device, b->buf, NULL);
-    if (b->mem)
+    if (b->mem) {
         vk->vkd.vkFreeMemory(vk->device, b->mem, NULL); /* unmaps implicitly */
+        vk->memory_bytes -= b->alloc_size;
+    }
     memset(b, 0, sizeof *b);
 }
 
@@ -72,9 +74,14 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
     snprintf(msg, sizeof msg, "vkAllocateMemory (%s, %llu bytes)", what,
              (unsigned long long)req.size);
     if ((r = vk->vkd.vkAllocateMemory(vk->device, &ai, NULL, &b.mem)) != VK_SUCCESS) {
+        b.mem = VK_NULL_HANDLE;
         vk_buffer_destroy(vk, &b);
         return vk_fail(vk, r, msg);
     }
+    b.alloc_size = req.size;
+    vk->memory_bytes += req.size;
+    if (vk->memory_bytes > vk->memory_peak_bytes)
+        vk->memory_peak_bytes = vk->memory_bytes;
     if ((r = vk->vkd.vkBindBufferMemory(vk->device, b.buf, b.mem, 0)) != VK_SUCCESS) {
         vk_buffer_destroy(vk, &b);
         return vk_fail(vk, r, "vkBindBufferMemory");

@@ -74,10 +74,12 @@ static const vkmha_tile_config small_tiles[] = {
 #undef REG
 #undef SHM
 
-/* Completes `t` (its workgroup size) and checks it against the device's
- * limits and the shaders' constraints; NULL if it fits, else why not. */
-static const char *tile_check(const vkmha_device_info *d, vkmha_tile_config *t)
+/* Completes `t` (its workgroup size) and checks it against the shaders'
+ * constraints and the device's limits. NULL if it fits, else why not, with
+ * *limits telling a device limit (UNSUPPORTED) from a malformed tile. */
+static const char *tile_check(const vkmha_device_info *d, vkmha_tile_config *t, bool *limits)
 {
+    *limits = false;
     if (t->variant == VKMHA_MATMUL_VARIANT_REGISTER) {
         if (!t->tm || !t->tn || !t->bm || t->bm % t->tm)
             return "bm must be a nonzero multiple of tm, and tm, tn nonzero";
@@ -89,16 +91,20 @@ static const char *tile_check(const vkmha_device_info *d, vkmha_tile_config *t)
     } else if (t->variant == VKMHA_MATMUL_VARIANT_SHARED) {
         if (!t->tm || !t->tn || !t->bm || !t->bn || !t->bk || t->bm % t->tm ||
             t->bn % t->tn)
-            return "bm, bn must be nonzero multiples of tm, tn";
+            return "bm, bn must be nonzero multiples of tm, tn, and bk nonzero";
         if (t->bk % 4 || t->tm * t->tn > 64)
             return "the shared variant needs bk a multiple of 4 and tm * tn <= 64";
+        if ((uint64_t)(t->bm / t->tm) * (t->bn / t->tn) > 4096)
+            return "the shared variant's workgroup (bm / tm) * (bn / tn) exceeds 4096";
         t->workgroup_size = (t->bm / t->tm) * (t->bn / t->tn);
+        *limits = true;
         uint64_t shared = (uint64_t)(t->bm + t->bn) * t->bk * sizeof(float);
         if (shared > d->max_shared_memory)
             return "its tiles need more shared memory than the device has";
     } else {
         return "variant is not a vkmha_matmul_variant";
     }
+    *limits = true;
     if (t->workgroup_size > d->max_workgroup_invocations ||
         t->workgroup_size > d->max_workgroup_size[0])
         return "its workgroup is larger than the device allows";
@@ -110,7 +116,8 @@ static bool pick_tile(const vkmha_device_info *d, const vkmha_tile_config *cands
 {
     for (size_t i = 0; i < n; i++) {
         vkmha_tile_config t = cands[i];
-        if (!tile_check(d, &t)) {
+        bool limits;
+        if (!tile_check(d, &t, &limits)) {
             *out = t;
             return true;
         }
@@ -126,33 +133,53 @@ static uint32_t pick_workgroup(const vkmha_device_info *d, uint32_t want)
     return wg;
 }
 
-/* VKMHA_MATMUL_TILE="register:64,8,4,1,8" (variant:bm,bn,bk,tm,tn), for
- * experiments: replaces the automatic choice of both tiles. */
+/* VKMHA_MATMUL_TILE="register:32,8,4,4,8" (variant:bm,bn,bk,tm,tn), for
+ * experiments without recompiling. false if unset; a value that does not
+ * parse gives a tile with variant AUTO and zero sizes, which fails the check
+ * with a message. */
 static bool env_tile(vkmha_tile_config *t)
 {
     const char *e = getenv("VKMHA_MATMUL_TILE");
-    char name[16];
-    unsigned bm, bn, bk, tm, tn;
-    if (!e || sscanf(e, "%15[a-z]:%u,%u,%u,%u,%u", name, &bm, &bn, &bk, &tm, &tn) != 6)
+    char name[16] = "";
+    unsigned bm = 0, bn = 0, bk = 0, tm = 0, tn = 0;
+    if (!e || !*e)
         return false;
+    if (sscanf(e, "%15[a-z]:%u,%u,%u,%u,%u", name, &bm, &bn, &bk, &tm, &tn) != 6)
+        bm = 0;
     *t = (vkmha_tile_config){bm, bn, bk, tm, tn, 0,
                              !strcmp(name, "register") ? VKMHA_MATMUL_VARIANT_REGISTER
                              : !strcmp(name, "shared") ? VKMHA_MATMUL_VARIANT_SHARED
-                                                       : VKMHA_MATMUL_VARIANT_AUTO};
+                                                       : (vkmha_matmul_variant)-1};
     return true;
 }
 
-vkmha_status vk_pipelines_init(vk_state *vk)
+vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override)
 {
     VkResult r;
     vkmha_status st;
     bool cpu = vk->info.type == VKMHA_DEVICE_TYPE_CPU;
     vkmha_tile_config et;
-    if (env_tile(&et)) {
-        const char *why = tile_check(&vk->info, &et);
+    const char *what = "desc->matmul_tile";
+    bool have = override != NULL;
+    if (override) {
+        et = *override;
+    } else if (env_tile(&et)) {
+        have = true;
+        what = "the environment variable VKMHA_MATMUL_TILE";
+    }
+    if (have) {
+        if (et.variant == VKMHA_MATMUL_VARIANT_AUTO)
+            et.variant = cpu ? VKMHA_MATMUL_VARIANT_REGISTER : VKMHA_MATMUL_VARIANT_SHARED;
+        bool limits;
+        const char *why = tile_check(&vk->info, &et, &limits);
         if (why)
-            return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
-                               "vkmha_context_create: VKMHA_MATMUL_TILE: %s", why);
+            return vkmha__fail(vk->ctx,
+                               limits ? VKMHA_ERROR_UNSUPPORTED : VKMHA_ERROR_INVALID_ARGUMENT,
+                               "vkmha_context_create: %s (%s %u,%u,%u,%u,%u): %s", what,
+                               et.variant == VKMHA_MATMUL_VARIANT_REGISTER ? "register"
+                               : et.variant == VKMHA_MATMUL_VARIANT_SHARED ? "shared"
+                                                                          : "?",
+                               et.bm, et.bn, et.bk, et.tm, et.tn, why);
         vk->tile_large = vk->tile_small = et;
     } else if (!pick_tile(&vk->info, cpu ? cpu_large_tiles : large_tiles,
                    cpu ? VKMHA_ARRAY_LEN(cpu_large_tiles) : VKMHA_ARRAY_LEN(large_tiles),

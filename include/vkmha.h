@@ -125,7 +125,34 @@ typedef enum vkmha_context_flags {
     /* Use only shared-memory reductions even where the device supports
      * subgroup arithmetic (for driver workarounds and for testing both). */
     VKMHA_CONTEXT_NO_SUBGROUP_OPS = 1u << 0,
+    /* Vulkan: time every call on the device with timestamp queries (written
+     * at the start and the end of the call's one command buffer) and report
+     * the last call's time in vkmha_context_info.last_gpu_time_ns. Costs two
+     * timestamp writes per call. Devices whose queue has no timestamps
+     * (timestampValidBits 0) report gpu_timing false, never a made-up time. */
+    VKMHA_CONTEXT_PROFILE = 1u << 1,
 } vkmha_context_flags;
+
+/* How a matmul is computed on the device. */
+typedef enum vkmha_matmul_variant {
+    VKMHA_MATMUL_VARIANT_AUTO = 0, /* in a desc: chosen from the device type */
+    /* GPU-shaped: a workgroup stages BM x BK and BK x BN tiles through shared
+     * memory with barriers; each invocation computes tm x tn outputs strided
+     * by the workgroup's shape (coalesced loads, conflict-free shared reads). */
+    VKMHA_MATMUL_VARIANT_SHARED = 1,
+    /* CPU-shaped (lavapipe): no shared memory and no barrier; each invocation
+     * computes tm rows (strided by workgroup_size) x tn consecutive columns,
+     * reading vec4s straight from the buffers. bm = workgroup_size * tm,
+     * bn = tn, bk = 4 (the vec4 step along K). */
+    VKMHA_MATMUL_VARIANT_REGISTER = 2,
+} vkmha_matmul_variant;
+
+typedef struct vkmha_tile_config {
+    uint32_t bm, bn, bk; /* output rows, columns, and K step of a workgroup */
+    uint32_t tm, tn;     /* outputs per invocation: tm rows x tn columns */
+    uint32_t workgroup_size;
+    vkmha_matmul_variant variant;
+} vkmha_tile_config;
 
 typedef struct vkmha_context_desc {
     vkmha_backend backend; /* 0: VKMHA_BACKEND_VULKAN */
@@ -144,6 +171,17 @@ typedef struct vkmha_context_desc {
     /* Optional logger; NULL: vkmha prints nothing anywhere. */
     vkmha_log_fn log;
     void *log_user;
+    /* Vulkan, for experiments and tuning: the matmul tile to use for every
+     * matmul instead of the automatic choice (vkmha_context_info shows what
+     * was chosen). NULL (default): automatic, from the device type and
+     * limits. workgroup_size is computed (the value passed is ignored);
+     * variant AUTO means the device type's variant (REGISTER on CPU devices,
+     * SHARED elsewhere). A malformed tile fails with
+     * VKMHA_ERROR_INVALID_ARGUMENT, one beyond the device's limits with
+     * VKMHA_ERROR_UNSUPPORTED; the message names desc->matmul_tile. The
+     * environment variable VKMHA_MATMUL_TILE="register:32,8,4,4,8"
+     * (variant:bm,bn,bk,tm,tn) does the same when this is NULL. */
+    const vkmha_tile_config *matmul_tile;
 } vkmha_context_desc;
 
 typedef struct vkmha_device_info {
@@ -172,11 +210,6 @@ typedef struct vkmha_device_info {
     float timestamp_period; /* ns per timestamp tick */
 } vkmha_device_info;
 
-typedef struct vkmha_tile_config {
-    uint32_t bm, bn, bk; /* output rows, columns, and K step of a workgroup */
-    uint32_t tm, tn;     /* outputs per invocation: tm rows x tn columns */
-    uint32_t workgroup_size;
-} vkmha_tile_config;
 
 /* The fused attention shader's blocking for one range of head dims. */
 typedef struct vkmha_attention_config {
@@ -202,9 +235,17 @@ typedef struct vkmha_context_info {
     uint32_t reduce_workgroup_size; /* softmax, LayerNorm */
     /* Fused attention blocks for head dims up to 32, 64, 128 and 256. */
     vkmha_attention_config attention[4];
-    /* VkDeviceMemory the context holds now (buffers it keeps for reuse and
-     * the weights of its layers) and the most it held at any time. */
+    /* Bytes of VkDeviceMemory the context (and its layers) hold now, and the
+     * most they held at any time since the context was created (staging
+     * included). 0 for the reference backend. */
     uint64_t device_memory_bytes, device_memory_peak_bytes;
+    /* With VKMHA_CONTEXT_PROFILE: gpu_timing is true when the device's queue
+     * has timestamps; last_gpu_time_ns is then the device time of the last
+     * successful call that submitted work (first to last command of its
+     * command buffer, timestamp ticks scaled by timestampPeriod), 0 before
+     * the first. Without the flag, or without timestamps: false and 0. */
+    bool gpu_timing;
+    uint64_t last_gpu_time_ns;
 } vkmha_context_info;
 
 /* Creates a context. On failure *out is NULL and the desc's logger (if any)

@@ -10,7 +10,7 @@ VKMHA_API vkmha_status vkmha_context_create(const vkmha_context_desc *desc,
                                             vkmha_context **out)
 {
     static const vkmha_context_desc defaults = {0};
-    const uint32_t known_flags = VKMHA_CONTEXT_NO_SUBGROUP_OPS;
+    const uint32_t known_flags = VKMHA_CONTEXT_NO_SUBGROUP_OPS | VKMHA_CONTEXT_PROFILE;
     vkmha_status st;
     if (!desc)
         desc = &defaults;
@@ -82,8 +82,10 @@ VKMHA_API vkmha_status vkmha_context_get_info(const vkmha_context *ctx,
     out->reduce_workgroup_size = vk->reduce_wg;
     for (int c = 0; c < VK_FLASH_CLASSES; c++)
         out->attention[c] = vk->flash[c];
-    out->device_memory_bytes = vk->mem_bytes;
-    out->device_memory_peak_bytes = vk->mem_peak;
+    out->device_memory_bytes = vk->memory_bytes;
+    out->device_memory_peak_bytes = vk->memory_peak_bytes;
+    out->gpu_timing = vk->timestamps != VK_NULL_HANDLE;
+    out->last_gpu_time_ns = vk->last_gpu_time_ns;
     return VKMHA_SUCCESS;
 }
 

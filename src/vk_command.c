@@ -42,6 +42,11 @@ vkmha_status vk_call_begin(vk_state *vk, VkDeviceSize upload_bytes,
     if ((r = vk->vkd.vkBeginCommandBuffer(vk->cmd, &bi)) != VK_SUCCESS)
         return vk_fail(vk, r, "vkBeginCommandBuffer");
     vk->recording = true;
+    if (vk->timestamps) {
+        vk->vkd.vkCmdResetQueryPool(vk->cmd, vk->timestamps, 0, 2);
+        vk->vkd.vkCmdWriteTimestamp(vk->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, vk->timestamps,
+                                    0);
+    }
     vk->upload_used = vk->download_used = 0;
     vk->n_pending = 0;
     /* The previous call's device writes (the host waited for them, which
@@ -166,22 +171,33 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe,
                            "internal: descriptor site of kind %d used for kind %d", site->kind,
                            kind);
     /* Rewrite only the bindings whose buffer was recreated since the site was
-     * last used (buffer ids are unique per creation). */
+     * last used (buffer ids are unique per creation). A texel-buffer matmul
+     * site binds A and B twice: as vec4 texel views (0, 1) and as storage
+     * buffers (4, 5). */
+    const uint32_t n_bind = vk_kind_bindings(vk, kind);
     VkDescriptorBufferInfo infos[VK_MAX_BINDINGS];
     VkWriteDescriptorSet writes[VK_MAX_BINDINGS];
     uint32_t n_writes = 0;
-    for (uint32_t i = 0; i < n_bufs; i++) {
-        const vk_buffer *b = bufs[i] && bufs[i]->buf ? bufs[i] : &vk->dummy;
+    for (uint32_t i = 0; i < n_bind; i++) {
+        const uint32_t src = i < n_bufs ? i : i - n_bufs; /* bindings 4, 5: A, B */
+        const vk_buffer *b = bufs[src] && bufs[src]->buf ? bufs[src] : &vk->dummy;
+        const VkDescriptorType type = vk_binding_type(vk, kind, i);
+        if (type == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER && !b->view4)
+            b = &vk->dummy; /* under 16 bytes: never read as vec4 */
         if (site->ids[i] == b->id)
             continue;
         site->ids[i] = b->id;
-        infos[n_writes] = (VkDescriptorBufferInfo){b->buf, 0, b->size};
         writes[n_writes] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
         writes[n_writes].dstSet = site->set;
         writes[n_writes].dstBinding = i;
         writes[n_writes].descriptorCount = 1;
-        writes[n_writes].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-        writes[n_writes].pBufferInfo = &infos[n_writes];
+        writes[n_writes].descriptorType = type;
+        if (type == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER) {
+            writes[n_writes].pTexelBufferView = &b->view4;
+        } else {
+            infos[n_writes] = (VkDescriptorBufferInfo){b->buf, 0, b->size};
+            writes[n_writes].pBufferInfo = &infos[n_writes];
+        }
         n_writes++;
     }
     if (n_writes)
@@ -203,6 +219,9 @@ vkmha_status vk_call_submit(vk_state *vk)
     /* Device writes -> host reads (mapped working buffers or staging). */
     barrier(vk, DEVICE_STAGES, VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT,
             VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+    if (vk->timestamps)
+        vk->vkd.vkCmdWriteTimestamp(vk->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
+                                    vk->timestamps, 1);
     vk->recording = false;
     if ((r = vk->vkd.vkEndCommandBuffer(vk->cmd)) != VK_SUCCESS) {
         vk->n_pending = 0;
@@ -221,6 +240,17 @@ vkmha_status vk_call_submit(vk_state *vk)
     if (r != VK_SUCCESS) {
         vk->n_pending = 0;
         return vk_fail(vk, r, "vkQueueSubmit / vkWaitForFences");
+    }
+    if (vk->timestamps) {
+        uint64_t t[2];
+        r = vk->vkd.vkGetQueryPoolResults(vk->device, vk->timestamps, 0, 2, sizeof t, t,
+                                          sizeof t[0], VK_QUERY_RESULT_64_BIT);
+        if (r == VK_SUCCESS) {
+            /* Only the valid bits count; the counter may wrap once. */
+            uint64_t ticks = ((t[1] & vk->timestamp_mask) - (t[0] & vk->timestamp_mask)) &
+                             vk->timestamp_mask;
+            vk->last_gpu_time_ns = (uint64_t)((double)ticks * vk->info.timestamp_period + 0.5);
+        }
     }
     for (uint32_t i = 0; i < vk->n_pending; i++) {
         const vk_pending_copy *p = &vk->pending[i];

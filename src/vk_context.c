@@ -399,6 +399,7 @@ static vkmha_status pick_device(vk_state *vk, const vkmha_context_desc *desc)
     VkPhysicalDeviceProperties props;
     vk->vki.GetPhysicalDeviceProperties(vk->phys, &props);
     vk->non_coherent_atom = props.limits.nonCoherentAtomSize;
+    vk->max_texel_elements = props.limits.maxTexelBufferElements;
     vk->queue_family = pick_queue_family(&vk->vki, vk->phys);
     return VKMHA_SUCCESS;
 }
@@ -500,6 +501,29 @@ static vkmha_status create_device(vk_state *vk)
     return VKMHA_SUCCESS;
 }
 
+/* VKMHA_CONTEXT_PROFILE: a pool of 2 timestamp queries, if the queue family
+ * has timestamps at all (timestampValidBits > 0); otherwise profiling stays
+ * off and vkmha_context_info says so. */
+static vkmha_status create_timestamps(vk_state *vk)
+{
+    VkQueueFamilyProperties props[32];
+    uint32_t n = VKMHA_ARRAY_LEN(props);
+    vk->vki.GetPhysicalDeviceQueueFamilyProperties(vk->phys, &n, props);
+    uint32_t bits = vk->queue_family < n ? props[vk->queue_family].timestampValidBits : 0;
+    if (bits == 0 || vk->info.timestamp_period <= 0.0f)
+        return VKMHA_SUCCESS;
+    vk->timestamp_mask = bits >= 64 ? UINT64_MAX : (UINT64_C(1) << bits) - 1;
+    VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qi.queryCount = 2;
+    VkResult r = vk->vkd.vkCreateQueryPool(vk->device, &qi, NULL, &vk->timestamps);
+    if (r != VK_SUCCESS) {
+        vk->timestamps = VK_NULL_HANDLE;
+        return vk_fail(vk, r, "vkmha_context_create: vkCreateQueryPool");
+    }
+    return VKMHA_SUCCESS;
+}
+
 vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc)
 {
     vkmha_status st;
@@ -514,7 +538,9 @@ vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc)
         (st = choose_memory_types(vk)))
         return st; /* the caller destroys the partial state */
     vk->use_subgroup = vk->info.subgroup_arithmetic && !(desc->flags & VKMHA_CONTEXT_NO_SUBGROUP_OPS);
-    if ((st = vk_pipelines_init(vk)))
+    if ((desc->flags & VKMHA_CONTEXT_PROFILE) && (st = create_timestamps(vk)))
+        return st;
+    if ((st = vk_pipelines_init(vk, desc->matmul_tile)))
         return st;
     if ((st = vk_buffer_create(vk, 16, false, false, "placeholder", &vk->dummy)))
         return st;
@@ -535,6 +561,8 @@ void vk_destroy(vk_state *vk)
         vk_pipelines_destroy(vk);
         if (vk->fence)
             vk->vkd.vkDestroyFence(vk->device, vk->fence, NULL);
+        if (vk->timestamps)
+            vk->vkd.vkDestroyQueryPool(vk->device, vk->timestamps, NULL);
         if (vk->cmd_pool)
             vk->vkd.vkDestroyCommandPool(vk->device, vk->cmd_pool, NULL);
         vk->vkd.vkDestroyDevice(vk->device, NULL);

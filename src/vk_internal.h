@@ -10,10 +10,13 @@ typedef struct vk_buffer {
     VkBuffer buf;
     VkDeviceMemory mem;
     VkDeviceSize size;
-    VkDeviceSize mem_size; /* bytes of mem */
+    VkDeviceSize alloc_size; /* bytes of its VkDeviceMemory */
     void *map;      /* persistently mapped, or NULL */
     bool coherent;  /* mapped memory needs no flush / invalidate */
     uint64_t id;    /* unique per (re)creation: descriptor caches compare it */
+    /* An R32G32B32A32_SFLOAT view of the whole buffer, when the context reads
+     * matmul operands as texel buffers (vk_state.matmul_texel), else null. */
+    VkBufferView view4;
 } vk_buffer;
 
 /* Device buffers cached in the context and reused by every call whose tensors
@@ -72,6 +75,10 @@ typedef enum vk_pipe {
 /* Fused attention pipelines by largest head dim: 32, 64, 128, 256. */
 #define VK_FLASH_CLASSES 4
 
+/* Bindings of a site, at most: KIND_FLASH has 8 (q, k, v, 3 masks, out,
+ * statistics). KIND_MATMUL has 4 (A, B, bias, C), or 6 with matmul_texel: A
+ * and B as vec4 texel buffers, bias, C, then A and B again as storage buffers
+ * (for shapes whose strides rule out vec4 reads). */
 #define VK_MAX_BINDINGS 8
 
 /* A descriptor set bound to one dispatch site; rewritten only when a buffer
@@ -160,11 +167,22 @@ struct vk_state {
     uint32_t mt_work, mt_upload, mt_download;
     bool work_mapped; /* unified memory: no staging copies */
     uint64_t next_buffer_id;
-    uint64_t mem_bytes, mem_peak; /* VkDeviceMemory held, and the most held */
+    uint64_t memory_bytes, memory_peak_bytes; /* VkDeviceMemory held now, at most */
+
+    /* VKMHA_CONTEXT_PROFILE: 2 timestamps per call (null: off or no
+     * timestamps on this queue). */
+    VkQueryPool timestamps;
+    uint64_t timestamp_mask; /* timestampValidBits ones */
+    uint64_t last_gpu_time_ns;
 
     /* Tuning, from the device limits (src/vk_pipeline.c). */
     bool use_subgroup;
     vkmha_tile_config tile_large, tile_small;
+    /* The register matmul variant reads A and B through texel buffers:
+     * lavapipe fetches a texel for all SIMD lanes at once, where a storage
+     * buffer read costs a branchy per-lane loop (docs/PERFORMANCE.md). */
+    bool matmul_texel;
+    uint32_t max_texel_elements; /* maxTexelBufferElements */
     uint32_t reduce_wg, elementwise_wg;
     vkmha_attention_config flash[VK_FLASH_CLASSES];
     uint32_t flash_fill_groups; /* fewer fused workgroups than this: split-K */
@@ -246,9 +264,14 @@ vkmha_status vk_call_submit(vk_state *vk);
 void vk_call_abort(vk_state *vk);
 
 /* ---- src/vk_pipeline.c --------------------------------------------------- */
-vkmha_status vk_pipelines_init(vk_state *vk);
+/* Chooses the tiles (override: desc->matmul_tile, may be NULL) and creates
+ * the layouts. */
+vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override);
 void vk_pipelines_destroy(vk_state *vk);
 vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out);
+/* Bindings of a kind's descriptor set, and the type of each. */
+uint32_t vk_kind_bindings(const vk_state *vk, vk_kind kind);
+VkDescriptorType vk_binding_type(const vk_state *vk, vk_kind kind, uint32_t binding);
 /* The shader kind (descriptor and pipeline layout) a pipeline belongs to. */
 vk_kind vk_pipe_kind(vk_pipe pipe);
 /* Creates `count` sites, site i for shaders of kinds[i]. */

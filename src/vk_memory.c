@@ -30,11 +30,13 @@ vkmha_status vk_check_size(vk_state *vk, uint64_t bytes, const char *what)
 
 void vk_buffer_destroy(vk_state *vk, vk_buffer *b)
 {
+    if (b->view4)
+        vk->vkd.vkDestroyBufferView(vk->device, b->view4, NULL);
     if (b->buf)
         vk->vkd.vkDestroyBuffer(vk->device, b->buf, NULL);
     if (b->mem) {
         vk->vkd.vkFreeMemory(vk->device, b->mem, NULL); /* unmaps implicitly */
-        vk->mem_bytes -= b->mem_size;
+        vk->memory_bytes -= b->alloc_size;
     }
     memset(b, 0, sizeof *b);
 }
@@ -51,7 +53,8 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
     VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
     bi.size = size;
     bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-               VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+               VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+               (vk->matmul_texel ? VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT : 0);
     bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
     snprintf(msg, sizeof msg, "vkCreateBuffer (%s, %llu bytes)", what,
              (unsigned long long)size);
@@ -71,13 +74,14 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
     snprintf(msg, sizeof msg, "vkAllocateMemory (%s, %llu bytes)", what,
              (unsigned long long)req.size);
     if ((r = vk->vkd.vkAllocateMemory(vk->device, &ai, NULL, &b.mem)) != VK_SUCCESS) {
+        b.mem = VK_NULL_HANDLE;
         vk_buffer_destroy(vk, &b);
         return vk_fail(vk, r, msg);
     }
-    b.mem_size = req.size;
-    vk->mem_bytes += req.size;
-    if (vk->mem_bytes > vk->mem_peak)
-        vk->mem_peak = vk->mem_bytes;
+    b.alloc_size = req.size;
+    vk->memory_bytes += req.size;
+    if (vk->memory_bytes > vk->memory_peak_bytes)
+        vk->memory_peak_bytes = vk->memory_bytes;
     if ((r = vk->vkd.vkBindBufferMemory(vk->device, b.buf, b.mem, 0)) != VK_SUCCESS) {
         vk_buffer_destroy(vk, &b);
         return vk_fail(vk, r, "vkBindBufferMemory");
@@ -86,6 +90,18 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
                       VK_SUCCESS) {
         vk_buffer_destroy(vk, &b);
         return vk_fail(vk, r, "vkMapMemory");
+    }
+    if (vk->matmul_texel && !staging && size >= 16) {
+        VkBufferViewCreateInfo vi = {.sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO};
+        vi.buffer = b.buf;
+        vi.format = VK_FORMAT_R32G32B32A32_SFLOAT;
+        vi.range = VK_WHOLE_SIZE;
+        /* Slots never exceed maxStorageBufferRange, which matmul_texel
+         * requires to be within maxTexelBufferElements texels. */
+        if ((r = vk->vkd.vkCreateBufferView(vk->device, &vi, NULL, &b.view4)) != VK_SUCCESS) {
+            vk_buffer_destroy(vk, &b);
+            return vk_fail(vk, r, "vkCreateBufferView");
+        }
     }
     b.coherent = (vk->mem_props.memoryTypes[type].propertyFlags &
                   VK_MEMORY_PROPERTY_HOST_COHERENT_BIT) != 0;

@@ -3,6 +3,7 @@
  * descriptor-set pools. The SPIR-V is embedded at build time. */
 #include "vk_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,7 @@
 #include "layernorm.spv.h"
 #include "layernorm_sg.spv.h"
 #include "matmul.spv.h"
+#include "matmul_cpu.spv.h"
 #include "softmax.spv.h"
 #include "softmax_sg.spv.h"
 
@@ -23,45 +25,104 @@ typedef struct spv_code {
     size_t size;
 } spv_code;
 
-/* Bindings per kind of shader; all are storage buffers. */
+/* Bindings per kind of shader; all are storage buffers except the texel
+ * buffers of a matmul with matmul_texel (see VK_MAX_BINDINGS). */
 static const uint32_t kind_bindings[KIND_COUNT] = {
     [KIND_MATMUL] = 4,     [KIND_SOFTMAX] = 4,        [KIND_HEADS] = 2,
     [KIND_LAYERNORM] = 4,  [KIND_FLASH] = 8,          [KIND_FLASH_COMBINE] = 4,
     [KIND_ATTN_WEIGHTS] = 5};
 
+uint32_t vk_kind_bindings(const vk_state *vk, vk_kind kind)
+{
+    return kind == KIND_MATMUL && vk->matmul_texel ? 6 : kind_bindings[kind];
+}
+
+VkDescriptorType vk_binding_type(const vk_state *vk, vk_kind kind, uint32_t binding)
+{
+    return kind == KIND_MATMUL && vk->matmul_texel && binding < 2
+               ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
+               : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+}
+
 /* Every push-constant block fits the 128 bytes Vulkan guarantees. */
 #define PUSH_RANGE 128
 
 /* Candidate matmul tiles, best first; the first that fits the device's
- * workgroup and shared-memory limits wins. CPU devices (lavapipe) pay for
- * every barrier and prefer fewer invocations with more outputs each and a
- * longer K step: measured 2.6x faster there at 512^3 than the GPU tile. */
+ * workgroup and shared-memory limits wins. Fields: bm, bn, bk, tm, tn,
+ * workgroup size (computed), variant.
+ *
+ * CPU devices (lavapipe) get the register variant (shaders/matmul_cpu.comp):
+ * no shared memory, no barrier, A and B fetched as vec4 texels. Measured at
+ * 1024^3, op T, on a 2-core lavapipe: the shared-memory variant with its best
+ * CPU tile 2.3 GFLOP/s; the register variant with storage-buffer loads
+ * 7.9 GFLOP/s (4x8 per invocation), with texel fetches 11.5-12.5 GFLOP/s
+ * (4x8, 8 invocations); 2x8, 1x8, 6x8, 4x16 and 8x8 blocks were slower
+ * (fewer FMAs per fetch, or spilled accumulators). GPUs keep the
+ * shared-memory variant: coalesced loads, reuse through shared memory. */
+#define REG VKMHA_MATMUL_VARIANT_REGISTER
+#define SHM VKMHA_MATMUL_VARIANT_SHARED
 static const vkmha_tile_config cpu_large_tiles[] = {
-    {32, 64, 32, 4, 8, 0}, {32, 32, 16, 4, 4, 0}, {16, 16, 8, 4, 4, 0},
-    {8, 8, 8, 2, 2, 0},    {4, 4, 4, 1, 1, 0},
-};
-static const vkmha_tile_config large_tiles[] = {
-    {64, 64, 16, 4, 4, 0}, {32, 32, 16, 4, 4, 0}, {16, 16, 8, 4, 4, 0},
-    {8, 8, 8, 2, 2, 0},    {4, 4, 4, 1, 1, 0},
+    {32, 8, 4, 4, 8, 0, REG}, {16, 8, 4, 2, 8, 0, REG}, {8, 8, 4, 1, 8, 0, REG},
+    {1, 4, 4, 1, 4, 0, REG},
 };
 static const vkmha_tile_config cpu_small_tiles[] = {
-    {32, 32, 32, 4, 4, 0}, {32, 32, 16, 4, 4, 0}, {16, 16, 8, 4, 4, 0},
-    {8, 8, 8, 2, 2, 0},    {4, 4, 4, 1, 1, 0},
+    {16, 8, 4, 2, 8, 0, REG}, {8, 8, 4, 1, 8, 0, REG}, {1, 4, 4, 1, 4, 0, REG},
+};
+static const vkmha_tile_config large_tiles[] = {
+    {64, 64, 16, 4, 4, 0, SHM}, {32, 32, 16, 4, 4, 0, SHM}, {16, 16, 8, 4, 4, 0, SHM},
+    {8, 8, 8, 2, 2, 0, SHM},    {4, 4, 4, 1, 1, 0, SHM},
 };
 static const vkmha_tile_config small_tiles[] = {
-    {32, 32, 16, 2, 2, 0}, {32, 32, 16, 4, 4, 0}, {16, 16, 8, 4, 4, 0},
-    {8, 8, 8, 2, 2, 0},    {4, 4, 4, 1, 1, 0},
+    {32, 32, 16, 2, 2, 0, SHM}, {32, 32, 16, 4, 4, 0, SHM}, {16, 16, 8, 4, 4, 0, SHM},
+    {8, 8, 8, 2, 2, 0, SHM},    {4, 4, 4, 1, 1, 0, SHM},
 };
+#undef REG
+#undef SHM
+
+/* Completes `t` (its workgroup size) and checks it against the shaders'
+ * constraints and the device's limits. NULL if it fits, else why not, with
+ * *limits telling a device limit (UNSUPPORTED) from a malformed tile. */
+static const char *tile_check(const vkmha_device_info *d, vkmha_tile_config *t, bool *limits)
+{
+    *limits = false;
+    if (t->variant == VKMHA_MATMUL_VARIANT_REGISTER) {
+        if (!t->tm || !t->tn || !t->bm || t->bm % t->tm)
+            return "bm must be a nonzero multiple of tm, and tm, tn nonzero";
+        if (t->bn != t->tn || t->bk != 4)
+            return "the register variant needs bn == tn and bk == 4";
+        if (t->tn % 4 || t->tm * t->tn > 64)
+            return "the register variant needs tn a multiple of 4 and tm * tn <= 64";
+        t->workgroup_size = t->bm / t->tm;
+    } else if (t->variant == VKMHA_MATMUL_VARIANT_SHARED) {
+        if (!t->tm || !t->tn || !t->bm || !t->bn || !t->bk || t->bm % t->tm ||
+            t->bn % t->tn)
+            return "bm, bn must be nonzero multiples of tm, tn, and bk nonzero";
+        if (t->bk % 4 || t->tm * t->tn > 64)
+            return "the shared variant needs bk a multiple of 4 and tm * tn <= 64";
+        if ((uint64_t)(t->bm / t->tm) * (t->bn / t->tn) > 4096)
+            return "the shared variant's workgroup (bm / tm) * (bn / tn) exceeds 4096";
+        t->workgroup_size = (t->bm / t->tm) * (t->bn / t->tn);
+        *limits = true;
+        uint64_t shared = (uint64_t)(t->bm + t->bn) * t->bk * sizeof(float);
+        if (shared > d->max_shared_memory)
+            return "its tiles need more shared memory than the device has";
+    } else {
+        return "variant is not a vkmha_matmul_variant";
+    }
+    *limits = true;
+    if (t->workgroup_size > d->max_workgroup_invocations ||
+        t->workgroup_size > d->max_workgroup_size[0])
+        return "its workgroup is larger than the device allows";
+    return NULL;
+}
 
 static bool pick_tile(const vkmha_device_info *d, const vkmha_tile_config *cands, size_t n,
                       vkmha_tile_config *out)
 {
     for (size_t i = 0; i < n; i++) {
         vkmha_tile_config t = cands[i];
-        t.workgroup_size = (t.bm / t.tm) * (t.bn / t.tn);
-        uint64_t shared = (uint64_t)(t.bm + t.bn) * t.bk * sizeof(float);
-        if (t.workgroup_size <= d->max_workgroup_invocations &&
-            t.workgroup_size <= d->max_workgroup_size[0] && shared <= d->max_shared_memory) {
+        bool limits;
+        if (!tile_check(d, &t, &limits)) {
             *out = t;
             return true;
         }
@@ -112,12 +173,55 @@ static uint32_t pick_workgroup(const vkmha_device_info *d, uint32_t want)
     return wg;
 }
 
-vkmha_status vk_pipelines_init(vk_state *vk)
+/* VKMHA_MATMUL_TILE="register:32,8,4,4,8" (variant:bm,bn,bk,tm,tn), for
+ * experiments without recompiling. false if unset; a value that does not
+ * parse gives a tile with variant AUTO and zero sizes, which fails the check
+ * with a message. */
+static bool env_tile(vkmha_tile_config *t)
+{
+    const char *e = getenv("VKMHA_MATMUL_TILE");
+    char name[16] = "";
+    unsigned bm = 0, bn = 0, bk = 0, tm = 0, tn = 0;
+    if (!e || !*e)
+        return false;
+    if (sscanf(e, "%15[a-z]:%u,%u,%u,%u,%u", name, &bm, &bn, &bk, &tm, &tn) != 6)
+        bm = 0;
+    *t = (vkmha_tile_config){bm, bn, bk, tm, tn, 0,
+                             !strcmp(name, "register") ? VKMHA_MATMUL_VARIANT_REGISTER
+                             : !strcmp(name, "shared") ? VKMHA_MATMUL_VARIANT_SHARED
+                                                       : (vkmha_matmul_variant)-1};
+    return true;
+}
+
+vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override)
 {
     VkResult r;
     vkmha_status st;
     bool cpu = vk->info.type == VKMHA_DEVICE_TYPE_CPU;
-    if (!pick_tile(&vk->info, cpu ? cpu_large_tiles : large_tiles,
+    vkmha_tile_config et;
+    const char *what = "desc->matmul_tile";
+    bool have = override != NULL;
+    if (override) {
+        et = *override;
+    } else if (env_tile(&et)) {
+        have = true;
+        what = "the environment variable VKMHA_MATMUL_TILE";
+    }
+    if (have) {
+        if (et.variant == VKMHA_MATMUL_VARIANT_AUTO)
+            et.variant = cpu ? VKMHA_MATMUL_VARIANT_REGISTER : VKMHA_MATMUL_VARIANT_SHARED;
+        bool limits;
+        const char *why = tile_check(&vk->info, &et, &limits);
+        if (why)
+            return vkmha__fail(vk->ctx,
+                               limits ? VKMHA_ERROR_UNSUPPORTED : VKMHA_ERROR_INVALID_ARGUMENT,
+                               "vkmha_context_create: %s (%s %u,%u,%u,%u,%u): %s", what,
+                               et.variant == VKMHA_MATMUL_VARIANT_REGISTER ? "register"
+                               : et.variant == VKMHA_MATMUL_VARIANT_SHARED ? "shared"
+                                                                          : "?",
+                               et.bm, et.bn, et.bk, et.tm, et.tn, why);
+        vk->tile_large = vk->tile_small = et;
+    } else if (!pick_tile(&vk->info, cpu ? cpu_large_tiles : large_tiles,
                    cpu ? VKMHA_ARRAY_LEN(cpu_large_tiles) : VKMHA_ARRAY_LEN(large_tiles),
                    &vk->tile_large) ||
         !pick_tile(&vk->info, cpu ? cpu_small_tiles : small_tiles,
@@ -125,6 +229,16 @@ vkmha_status vk_pipelines_init(vk_state *vk)
                    &vk->tile_small))
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "vkmha_context_create: no matmul tile fits this device's limits");
+    /* The register variant reads A and B as vec4 texel buffers (every
+     * device supports R32G32B32A32_SFLOAT uniform texel buffers); a buffer of
+     * maxStorageBufferRange bytes must fit maxTexelBufferElements texels. */
+    if (vk->tile_large.variant == VKMHA_MATMUL_VARIANT_REGISTER) {
+        if ((uint64_t)vk->max_texel_elements * 16 < vk->info.max_storage_buffer_range)
+            return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                               "vkmha_context_create: the register matmul variant needs "
+                               "maxTexelBufferElements * 16 >= maxStorageBufferRange");
+        vk->matmul_texel = true;
+    }
     vk->reduce_wg = pick_workgroup(&vk->info, 128);
     vk->elementwise_wg = pick_workgroup(&vk->info, 256);
     for (uint32_t c = 0; c < VK_FLASH_CLASSES; c++)
@@ -140,11 +254,12 @@ vkmha_status vk_pipelines_init(vk_state *vk)
 
     for (int k = 0; k < KIND_COUNT; k++) {
         VkDescriptorSetLayoutBinding b[VK_MAX_BINDINGS];
-        for (uint32_t i = 0; i < kind_bindings[k]; i++)
-            b[i] = (VkDescriptorSetLayoutBinding){i, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1,
+        const uint32_t nb = vk_kind_bindings(vk, (vk_kind)k);
+        for (uint32_t i = 0; i < nb; i++)
+            b[i] = (VkDescriptorSetLayoutBinding){i, vk_binding_type(vk, (vk_kind)k, i), 1,
                                                   VK_SHADER_STAGE_COMPUTE_BIT, NULL};
         VkDescriptorSetLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
-        li.bindingCount = kind_bindings[k];
+        li.bindingCount = nb;
         li.pBindings = b;
         if ((r = vk->vkd.vkCreateDescriptorSetLayout(vk->device, &li, NULL,
                                                      &vk->set_layouts[k])) != VK_SUCCESS)
@@ -202,6 +317,7 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
         return VKMHA_SUCCESS;
     }
     static const spv_code matmul = SPV(vkmha_spv_matmul);
+    static const spv_code matmul_cpu = SPV(vkmha_spv_matmul_cpu);
     static const spv_code heads = SPV(vkmha_spv_heads);
     static const spv_code flash = SPV(vkmha_spv_flash);
     static const spv_code flash_combine = SPV(vkmha_spv_flash_combine);
@@ -217,14 +333,24 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
     case PIPE_MATMUL_SMALL:
     case PIPE_MATMUL_SMALL_VEC: {
         bool large = pipe == PIPE_MATMUL_LARGE || pipe == PIPE_MATMUL_LARGE_VEC;
+        bool vec = pipe == PIPE_MATMUL_LARGE_VEC || pipe == PIPE_MATMUL_SMALL_VEC;
         const vkmha_tile_config *t = large ? &vk->tile_large : &vk->tile_small;
+        if (t->variant == VKMHA_MATMUL_VARIANT_REGISTER) {
+            spec[0] = t->workgroup_size; /* 0 WG */
+            spec[1] = t->tm;             /* 1 TM */
+            spec[2] = t->tn;             /* 2 TN */
+            spec[3] = vec;               /* 3 VEC */
+            n_spec = 4;
+            code = &matmul_cpu;
+            break;
+        }
         spec[0] = t->workgroup_size; /* 0 WG */
         spec[1] = t->bm;             /* 1 BM */
         spec[2] = t->bn;             /* 2 BN */
         spec[3] = t->bk;             /* 3 BK */
         spec[4] = t->tm;             /* 4 TM */
         spec[5] = t->tn;             /* 5 TN */
-        spec[6] = pipe == PIPE_MATMUL_LARGE_VEC || pipe == PIPE_MATMUL_SMALL_VEC; /* 6 VEC */
+        spec[6] = vec;               /* 6 VEC */
         n_spec = 7;
         code = &matmul;
         break;
@@ -302,11 +428,13 @@ vkmha_status vk_site_pool_create(vk_state *vk, const vk_kind *kinds, uint32_t co
     if (!p.sites)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     p.count = count;
-    VkDescriptorPoolSize size = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, count * VK_MAX_BINDINGS};
+    VkDescriptorPoolSize sizes[2] = {
+        {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, count * VK_MAX_BINDINGS},
+        {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, count * 2}};
     VkDescriptorPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
     pi.maxSets = count;
-    pi.poolSizeCount = 1;
-    pi.pPoolSizes = &size;
+    pi.poolSizeCount = vk->matmul_texel ? 2 : 1;
+    pi.pPoolSizes = sizes;
     if ((r = vk->vkd.vkCreateDescriptorPool(vk->device, &pi, NULL, &p.pool)) != VK_SUCCESS) {
         free(p.sites);
         return vk_fail(vk, r, "vkCreateDescriptorPool");

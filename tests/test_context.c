@@ -558,6 +558,151 @@ static void limit_cases(vkmha_context *gpu, vkmha_context *ref, t_rng *rng)
     free(q), free(out), free(w), free(x), free(y), free(sx);
 }
 
+/* Records the last ERROR-level message, whatever its status. */
+static void error_log(void *user, vkmha_log_level level, vkmha_status status, const char *msg)
+{
+    (void)status;
+    if (level == VKMHA_LOG_ERROR)
+        snprintf((char *)user, 512, "%s", msg);
+}
+
+/* desc->matmul_tile: a malformed tile is INVALID_ARGUMENT, one beyond the
+ * device's limits UNSUPPORTED; both name the argument and leave *out NULL,
+ * and a context created next works. */
+static void tile_override_cases(vkmha_context *ref, t_rng *rng)
+{
+    static const struct {
+        const char *name;
+        vkmha_tile_config tile;
+        vkmha_status want;
+    } bad[] = {
+        {"register tm 0", {8, 8, 4, 0, 8, 0, VKMHA_MATMUL_VARIANT_REGISTER},
+         VKMHA_ERROR_INVALID_ARGUMENT},
+        {"register bn != tn", {8, 16, 4, 1, 8, 0, VKMHA_MATMUL_VARIANT_REGISTER},
+         VKMHA_ERROR_INVALID_ARGUMENT},
+        {"shared bm % tm", {30, 32, 16, 4, 4, 0, VKMHA_MATMUL_VARIANT_SHARED},
+         VKMHA_ERROR_INVALID_ARGUMENT},
+        {"variant 7", {32, 32, 16, 4, 4, 0, (vkmha_matmul_variant)7},
+         VKMHA_ERROR_INVALID_ARGUMENT},
+        {"shared, 4096 invocations", {256, 256, 4, 4, 4, 0, VKMHA_MATMUL_VARIANT_SHARED},
+         VKMHA_ERROR_UNSUPPORTED},
+        {"register, 2^20 invocations",
+         {1u << 20, 4, 4, 1, 4, 0, VKMHA_MATMUL_VARIANT_REGISTER}, VKMHA_ERROR_UNSUPPORTED},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char msg[512] = "";
+        vkmha_context_desc d = {0};
+        d.log = error_log;
+        d.log_user = msg;
+        d.matmul_tile = &bad[i].tile;
+        vkmha_context *ctx = (vkmha_context *)msg; /* must become NULL */
+        vkmha_status st = vkmha_context_create(&d, &ctx);
+        bool ok = true;
+        T_EXPECT_STATUS(st, bad[i].want, ok);
+        if (ctx) {
+            t_diag("*out is not NULL");
+            ok = false;
+            if (st == VKMHA_SUCCESS)
+                vkmha_context_destroy(ctx);
+        }
+        if (!strstr(msg, "vkmha_context_create: desc->matmul_tile")) {
+            t_diag("message does not name desc->matmul_tile: \"%s\"", msg);
+            ok = false;
+        }
+        t_report(ok, "matmul_tile %s: %s, message names the argument", bad[i].name,
+                 vkmha_status_string(bad[i].want));
+    }
+    /* Variant AUTO takes the device type's variant; the context works. */
+    vkmha_tile_config autov = {16, 8, 4, 2, 8, 0, VKMHA_MATMUL_VARIANT_AUTO};
+    vkmha_context_desc d = {0};
+    d.enable_validation = true;
+    d.log = t_log;
+    d.matmul_tile = &autov;
+    vkmha_context *ctx = NULL;
+    vkmha_status st = vkmha_context_create(&d, &ctx);
+    vkmha_context_info info = {0};
+    if (st == VKMHA_SUCCESS)
+        vkmha_context_get_info(ctx, &info);
+    bool cpu = info.device.type == VKMHA_DEVICE_TYPE_CPU;
+    bool ok = st == VKMHA_SUCCESS && info.matmul_large.variant ==
+                                         (cpu ? VKMHA_MATMUL_VARIANT_REGISTER
+                                              : VKMHA_MATMUL_VARIANT_SHARED);
+    if (ok && cpu)
+        ok = matmul_matches(ctx, ref, "matmul_tile AUTO 16x8", rng, 37, 29, 64);
+    t_report(ok, "matmul_tile with variant AUTO: the device type's variant, correct results");
+    if (ctx)
+        t_report_validation(ctx);
+    vkmha_context_destroy(ctx);
+}
+
+/* VKMHA_CONTEXT_PROFILE and the device-memory counters. */
+static void profile_memory_cases(vkmha_context *ref, t_rng *rng)
+{
+    vkmha_context *ctx = t_context(VKMHA_BACKEND_VULKAN, VKMHA_CONTEXT_PROFILE);
+    vkmha_context_info before, after, plain;
+    vkmha_context_get_info(ctx, &before);
+    t_report(before.last_gpu_time_ns == 0 && before.device_memory_bytes > 0 &&
+                 before.device_memory_peak_bytes >= before.device_memory_bytes,
+             "new context: no GPU time yet, holds %llu bytes (peak %llu)",
+             (unsigned long long)before.device_memory_bytes,
+             (unsigned long long)before.device_memory_peak_bytes);
+    bool ok = matmul_matches(ctx, ref, "profiled matmul", rng, 300, 256, 512);
+    vkmha_context_get_info(ctx, &after);
+    if (after.gpu_timing) {
+        /* A 300 x 256 x 512 matmul: more than 1 us and less than a minute on
+         * any device. */
+        ok = ok && after.last_gpu_time_ns > 1000 && after.last_gpu_time_ns < 60000000000ull;
+        t_report(ok, "VKMHA_CONTEXT_PROFILE: last_gpu_time_ns %llu for a 300x256x512 matmul",
+                 (unsigned long long)after.last_gpu_time_ns);
+    } else {
+        t_report(ok && after.last_gpu_time_ns == 0,
+                 "VKMHA_CONTEXT_PROFILE: no timestamps on this queue, time reported as 0");
+    }
+    uint64_t tensors = (300ull * 512 + 256ull * 512 + 300ull * 256) * 4;
+    t_report(after.device_memory_bytes >= before.device_memory_bytes + tensors &&
+                 after.device_memory_peak_bytes >= after.device_memory_bytes,
+             "device memory grows with the tensors: %llu -> %llu bytes (>= %llu more), peak "
+             "%llu",
+             (unsigned long long)before.device_memory_bytes,
+             (unsigned long long)after.device_memory_bytes, (unsigned long long)tensors,
+             (unsigned long long)after.device_memory_peak_bytes);
+    /* A layer's weights count while it lives and not after; the peak stays. */
+    const uint32_t dm = 64;
+    float *w = t_random(rng, (size_t)dm * dm, -0.1f, 0.1f);
+    vkmha_mha_desc md = {0};
+    md.d_model = dm;
+    md.n_head = 4;
+    md.w_q = md.w_k = md.w_v = md.w_o = w;
+    vkmha_mha *mha = NULL;
+    vkmha_context_info with, without;
+    ok = vkmha_mha_create(ctx, &md, &mha) == VKMHA_SUCCESS;
+    vkmha_context_get_info(ctx, &with);
+    vkmha_mha_destroy(mha);
+    vkmha_context_get_info(ctx, &without);
+    t_report(ok && with.device_memory_bytes >= after.device_memory_bytes + 4ull * dm * dm * 4 &&
+                 without.device_memory_bytes == after.device_memory_bytes &&
+                 without.device_memory_peak_bytes >= with.device_memory_bytes,
+             "mha weights: %llu bytes with the layer, %llu after destroy, peak %llu",
+             (unsigned long long)with.device_memory_bytes,
+             (unsigned long long)without.device_memory_bytes,
+             (unsigned long long)without.device_memory_peak_bytes);
+    free(w);
+    t_report_validation(ctx);
+    vkmha_context_destroy(ctx);
+
+    /* Without the flag: no timing. The reference backend: all zero. */
+    vkmha_context *noprof = t_context(VKMHA_BACKEND_VULKAN, 0);
+    ok = matmul_matches(noprof, ref, "unprofiled matmul", rng, 17, 9, 33);
+    vkmha_context_get_info(noprof, &plain);
+    t_report(ok && !plain.gpu_timing && plain.last_gpu_time_ns == 0,
+             "without VKMHA_CONTEXT_PROFILE: gpu_timing false, last_gpu_time_ns 0");
+    vkmha_context_destroy(noprof);
+    vkmha_context_info ri;
+    vkmha_context_get_info(ref, &ri);
+    t_report(!ri.gpu_timing && ri.device_memory_bytes == 0 && ri.device_memory_peak_bytes == 0,
+             "reference backend: no GPU time, no device memory");
+}
+
 int main(void)
 {
     t_rng rng = {2024};
@@ -585,6 +730,8 @@ int main(void)
 
     growth_cases(gpu, ref, &rng);
     limit_cases(gpu, ref, &rng);
+    tile_override_cases(ref, &rng);
+    profile_memory_cases(ref, &rng);
 
     t_diag("validation: the main Vulkan context");
     t_report_validation(gpu);

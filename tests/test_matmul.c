@@ -27,13 +27,14 @@ static size_t extent(uint32_t batch, int64_t stride, uint32_t rows, uint32_t ld)
     return (size_t)batch * (stride ? (size_t)stride : matrix);
 }
 
-static void run_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const mm_case *c)
+static void run_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const mm_case *c,
+                     const char *tile)
 {
-    char name[200];
+    char name[260];
     snprintf(name, sizeof name,
-             "matmul batch %u m %u n %u k %u op %s bias %d alpha %g pad %u/%u/%u stride_a "
+             "matmul [%s] batch %u m %u n %u k %u op %s bias %d alpha %g pad %u/%u/%u stride_a "
              "%lld stride_b %lld",
-             c->batch, c->m, c->n, c->k, c->op == VKMHA_OP_T ? "T" : "N", c->bias,
+             tile, c->batch, c->m, c->n, c->k, c->op == VKMHA_OP_T ? "T" : "N", c->bias,
              (double)c->alpha, c->pad_lda, c->pad_ldb, c->pad_ldc, (long long)c->stride_a,
              (long long)c->stride_b);
     vkmha_matmul_desc d = {0};
@@ -83,6 +84,18 @@ static void run_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const m
     free(got);
 }
 
+/* Tiles every case also runs with, through vkmha_context_desc.matmul_tile:
+ * both variants on whatever device this is (the register variant with a row
+ * count that is not a power of two; the shared variant as a GPU gets it). */
+static const struct {
+    const char *name;
+    vkmha_tile_config tile;
+} overrides[] = {
+    {"register 12x4, 3x4", {12, 4, 4, 3, 4, 0, VKMHA_MATMUL_VARIANT_REGISTER}},
+    {"register 32x8, 4x8", {32, 8, 4, 4, 8, 0, VKMHA_MATMUL_VARIANT_REGISTER}},
+    {"shared 16x16x8, 4x4", {16, 16, 8, 4, 4, 0, VKMHA_MATMUL_VARIANT_SHARED}},
+};
+
 int main(void)
 {
     vkmha_context *ref = t_context(VKMHA_BACKEND_REFERENCE, 0);
@@ -112,10 +125,32 @@ int main(void)
         {2, 7, 6, 5, N, false, 0, 0, 0, 0, 50, 40},    /* gaps between batch entries */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        run_case(ref, gpu, &rng, &cases[i]);
-
+        run_case(ref, gpu, &rng, &cases[i], "auto");
     t_report_validation(gpu);
     vkmha_context_destroy(gpu);
+
+    for (size_t o = 0; o < sizeof overrides / sizeof overrides[0]; o++) {
+        vkmha_context_desc desc = {0};
+        desc.enable_validation = true;
+        desc.log = t_log;
+        desc.matmul_tile = &overrides[o].tile;
+        vkmha_context *ctx = NULL;
+        vkmha_status st = vkmha_context_create(&desc, &ctx);
+        if (!t_report(st == VKMHA_SUCCESS, "context with matmul_tile %s: %s", overrides[o].name,
+                      vkmha_status_string(st)))
+            continue;
+        vkmha_context_info info;
+        vkmha_context_get_info(ctx, &info);
+        t_report(info.matmul_large.variant == overrides[o].tile.variant &&
+                     info.matmul_large.bm == overrides[o].tile.bm &&
+                     info.matmul_small.tn == overrides[o].tile.tn,
+                 "get_info reports the override %s (variant %d, bm %u)", overrides[o].name,
+                 (int)info.matmul_large.variant, info.matmul_large.bm);
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            run_case(ref, ctx, &rng, &cases[i], overrides[o].name);
+        t_report_validation(ctx);
+        vkmha_context_destroy(ctx);
+    }
     vkmha_context_destroy(ref);
     return t_finish();
 }

@@ -1,7 +1,11 @@
 /* vkmha-info: the Vulkan devices vkmha sees, the features and limits it
  * uses, and what a context picks (device, tiles, reductions).
  *
- *   vkmha-info [--device N] [--no-subgroup-ops] [--validation] */
+ *   vkmha-info [--device N] [--no-subgroup-ops] [--validation]
+ *
+ * The environment variable VKMHA_MATMUL_TILE="register:32,8,4,4,8"
+ * (variant:bm,bn,bk,tm,tn) overrides the matmul tiles, as
+ * vkmha_context_desc.matmul_tile does; this shows the result. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +59,11 @@ static void print_device(const vkmha_device_info *d)
 
 static void print_tile(const char *name, const vkmha_tile_config *t)
 {
-    printf("  %-25s %ux%u outputs, K step %u, %ux%u per invocation, %u invocations\n", name,
+    printf("  %-25s %s variant: %ux%u outputs, K step %u, %ux%u per invocation, %u "
+           "invocations\n",
+           name,
+           t->variant == VKMHA_MATMUL_VARIANT_REGISTER ? "register (CPU-shaped)"
+                                                       : "shared-memory (GPU-shaped)",
            t->bm, t->bn, t->bk, t->tm, t->tn, t->workgroup_size);
 }
 
@@ -106,6 +114,10 @@ int main(int argc, char **argv)
            info.subgroup_ops_used ? "subgroup arithmetic + shared memory"
                                   : "shared memory only");
     printf("  %-25s %s\n", "validation layer", info.validation_enabled ? "on" : "off");
+    printf("  %-25s %s\n", "matmul tiles from",
+           getenv("VKMHA_MATMUL_TILE") ? "VKMHA_MATMUL_TILE" : "device type and limits");
+    printf("  %-25s %llu bytes\n", "device memory held",
+           (unsigned long long)info.device_memory_bytes);
     vkmha_context_destroy(ctx);
     return 0;
 }

@@ -1,0 +1,170 @@
+#version 450
+// Batched matmul shaped for CPU devices (lavapipe):  C[z] = alpha * A[z] * op(B[z]) + bias
+// The same operation, layouts and push constants as matmul.comp.
+//
+// A CPU Vulkan driver (lavapipe) runs the invocations of a workgroup as the
+// lanes of SIMD registers. It pays for every barrier (the workgroup is
+// suspended and resumed) and reads a storage buffer with a branchy loop over
+// the lanes (one scalar load per lane and component, bounds-checked), even
+// when every lane reads the same address; a texel fetch is one 16-byte load
+// per lane and a transpose, without branches. So this variant uses no shared
+// memory and no barrier, reads A and B as vec4 texels, and keeps a large
+// block of C in registers to reuse each fetch:
+//   - each invocation owns TM rows of C (rows i0 + t * WG, t < TM, where i0 is
+//     its index in the workgroup) and TN consecutive columns col0 .. col0+TN-1,
+//     the same columns for the whole workgroup;
+//   - per step of 4 along K it fetches TM vec4s of A and TN vec4s of B and
+//     does 4 * TM * TN fma.
+// Rows beyond M and columns beyond N are clamped for loads (so that control
+// flow stays uniform) and skipped on store.
+// With VEC the host guarantees 16-byte alignment of every row start, K % 4 ==
+// 0 and, when B is not transposed, N % 4 == 0 (then TN % 4 == 0 too); without
+// it every load is a scalar read of the storage-buffer bindings.
+
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 64; // invocations; the tile is WG * TM rows
+layout(constant_id = 1) const uint TM = 1;  // rows per invocation
+layout(constant_id = 2) const uint TN = 8;  // columns per workgroup (and invocation)
+layout(constant_id = 3) const bool VEC = false;
+
+// Mirrors struct matmul_push in src/vk_matmul.c.
+layout(push_constant) uniform Push {
+    uint M, N, K;
+    uint lda, ldb, ldc;
+    uint batch_inner, b_div;
+    uint sa_outer, sa_inner;
+    uint sb_outer, sb_inner;
+    uint sc_outer, sc_inner;
+    uint z_base;
+    float alpha;
+    uint flags;
+} p;
+
+const uint FLAG_TRANS_B = 1u;
+const uint FLAG_BIAS = 2u;
+
+// A and B twice: as vec4 texel buffers (a CPU driver fetches a texel for all
+// lanes at once, without the per-lane loop of a storage-buffer read) and as
+// storage buffers for the scalar path.
+layout(binding = 0) uniform samplerBuffer A4;
+layout(binding = 1) uniform samplerBuffer B4;
+layout(binding = 2) readonly buffer Bias { float bias[]; }; // [N]
+layout(binding = 3) writeonly buffer C { float c[]; };
+layout(binding = 4) readonly buffer A { float a[]; };
+layout(binding = 5) readonly buffer B { float b[]; };
+
+vec4 a4(uint i) { return texelFetch(A4, int(i)); }
+vec4 b4(uint i) { return texelFetch(B4, int(i)); }
+
+// The TN vec4s of B that a step of 4 along K needs (the same for every
+// invocation of the workgroup):
+//   trans_b: item j = B row col0 + j, elements 4 k4 .. 4 k4 + 3;
+//   else:    item 4 q + r = B row 4 k4 + r, columns col0 + 4 q .. + 3
+//            (N % 4 == 0: a group of 4 columns is wholly in or out).
+uint b_item(uint item, uint k4, bool trans_b, uint col0, uint offb)
+{
+    if (trans_b)
+        return (offb + min(col0 + item, p.N - 1u) * p.ldb) / 4u + k4;
+    return (offb + min(col0 + (item / 4u) * 4u, p.N - 4u)) / 4u +
+           (k4 * 4u + item % 4u) * (p.ldb / 4u);
+}
+
+void load_b(out vec4 bv[TN], uint k4, bool trans_b, uint col0, uint offb)
+{
+    for (uint j = 0u; j < TN; j++)
+        bv[j] = b4(b_item(j, k4, trans_b, col0, offb));
+}
+
+void main()
+{
+    const uint z = gl_WorkGroupID.z + p.z_base;
+    const uint zo = z / p.batch_inner;
+    const uint zi = z % p.batch_inner;
+    const uint offa = zo * p.sa_outer + zi * p.sa_inner;
+    const uint offb = zo * p.sb_outer + (zi / p.b_div) * p.sb_inner;
+    const uint offc = zo * p.sc_outer + zi * p.sc_inner;
+    const uint row0 = gl_WorkGroupID.y * (WG * TM) + gl_LocalInvocationID.x;
+    const uint col0 = gl_WorkGroupID.x * TN;
+    const bool trans_b = (p.flags & FLAG_TRANS_B) != 0u;
+
+    // Row starts of A (per lane, clamped into the matrix).
+    uint arow[TM];
+    for (uint t = 0u; t < TM; t++)
+        arow[t] = offa + min(row0 + t * WG, p.M - 1u) * p.lda;
+
+    float acc[TM * TN];
+    for (uint i = 0u; i < TM * TN; i++)
+        acc[i] = 0.0;
+
+    if (VEC && trans_b) {
+        for (uint k4 = 0u; k4 < p.K / 4u; k4++) {
+            vec4 av[TM], bv[TN];
+            for (uint t = 0u; t < TM; t++)
+                av[t] = a4(arow[t] / 4u + k4);
+            load_b(bv, k4, true, col0, offb);
+            for (uint j = 0u; j < TN; j++)
+                for (uint t = 0u; t < TM; t++) {
+                    float s = acc[t * TN + j];
+                    s = fma(av[t].x, bv[j].x, s);
+                    s = fma(av[t].y, bv[j].y, s);
+                    s = fma(av[t].z, bv[j].z, s);
+                    s = fma(av[t].w, bv[j].w, s);
+                    acc[t * TN + j] = s;
+                }
+        }
+    } else if (VEC) {
+        for (uint k4 = 0u; k4 < p.K / 4u; k4++) {
+            vec4 av[TM], bv[TN];
+            for (uint t = 0u; t < TM; t++)
+                av[t] = a4(arow[t] / 4u + k4);
+            load_b(bv, k4, false, col0, offb);
+            for (uint q = 0u; q < TN / 4u; q++)
+                for (uint t = 0u; t < TM; t++) {
+                    const uint o = t * TN + q * 4u;
+                    vec4 s = vec4(acc[o], acc[o + 1u], acc[o + 2u], acc[o + 3u]);
+                    s = fma(vec4(av[t].x), bv[q * 4u], s);
+                    s = fma(vec4(av[t].y), bv[q * 4u + 1u], s);
+                    s = fma(vec4(av[t].z), bv[q * 4u + 2u], s);
+                    s = fma(vec4(av[t].w), bv[q * 4u + 3u], s);
+                    acc[o] = s.x;
+                    acc[o + 1u] = s.y;
+                    acc[o + 2u] = s.z;
+                    acc[o + 3u] = s.w;
+                }
+        }
+    } else {
+        // Any shape and stride: scalar loads.
+        uint bidx[TN];
+        for (uint j = 0u; j < TN; j++) {
+            const uint col = min(col0 + j, p.N - 1u);
+            bidx[j] = offb + (trans_b ? col * p.ldb : col);
+        }
+        const uint bstep = trans_b ? 1u : p.ldb; // B index step per k
+        for (uint k = 0u; k < p.K; k++) {
+            float av[TM];
+            for (uint t = 0u; t < TM; t++)
+                av[t] = a[arow[t] + k];
+            for (uint j = 0u; j < TN; j++) {
+                const float bv = b[bidx[j] + k * bstep];
+                for (uint t = 0u; t < TM; t++)
+                    acc[t * TN + j] = fma(av[t], bv, acc[t * TN + j]);
+            }
+        }
+    }
+
+    const bool has_bias = (p.flags & FLAG_BIAS) != 0u;
+    for (uint t = 0u; t < TM; t++) {
+        const uint r = row0 + t * WG;
+        if (r >= p.M)
+            continue;
+        for (uint j = 0u; j < TN; j++) {
+            const uint col = col0 + j;
+            if (col < p.N)
+                c[offc + r * p.ldc + col] =
+                    p.alpha * acc[t * TN + j] + (has_bias ? bias[col] : 0.0);
+        }
+    }
+}

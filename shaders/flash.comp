@@ -55,11 +55,14 @@ layout(push_constant) uniform Push {
     uint q_sb, q_sh, q_ld; // element strides: batch entry, head, row
     uint k_sb, k_sh, k_ld;
     uint v_sb, v_sh, v_ld;
-    uint o_sb, o_sh, o_ld; // out (splits == 1)
+    uint o_sb, o_sh, o_ld; // out (without MODE_PARTIAL)
     uint flags;     // MASK_* of mask.glsl
     float scale;
     uint bias_sb;   // bias strides (0: broadcast)
     uint bias_sh;
+    uint kv_first;  // this dispatch's keys: kv_first .. + kv_count of each range
+    uint kv_count;
+    uint mode;      // MODE_* below
 } p;
 
 layout(binding = 0) readonly buffer Q { float q[]; };
@@ -68,12 +71,20 @@ layout(binding = 2) readonly buffer V { float v[]; };
 layout(binding = 3) readonly buffer KeyPadding { uint kp[]; };
 layout(binding = 4) readonly buffer FullMask { uint fm[]; };
 layout(binding = 5) readonly buffer Bias { float bias[]; };
-// splits == 1: out through o_*; else partial [split][row][d_v], unnormalized.
-layout(binding = 6) writeonly buffer Out { float o[]; };
+// out through o_*, or with MODE_PARTIAL the partial state [split][row][d_v]
+// (unnormalized acc), read back with MODE_RESUME.
+layout(binding = 6) buffer Out { float o[]; };
 // (m, l) per row: [row][2], or per split [split][row][2].
-layout(binding = 7) writeonly buffer Stats { float ml[]; };
+layout(binding = 7) buffer Stats { float ml[]; };
 
 #include "mask.glsl"
+
+// A key range may take several dispatches (chunks): lavapipe stops any loop
+// nest after 65535 iterations, so on CPU devices the host bounds the keys
+// one dispatch visits. The state between chunks, and between split-K ranges
+// and the combine pass, is the partial (unnormalized acc, m, l).
+const uint MODE_RESUME = 1u;  // start from the partial state, not from zero
+const uint MODE_PARTIAL = 2u; // write the partial state, not out
 
 const uint KS = D4 + 1; // padded K/V row stride (vec4s)
 
@@ -120,8 +131,9 @@ void main()
     const uint q_base = b * p.q_sb + h * p.q_sh;
     const uint k_base = b * p.k_sb + hk * p.k_sh;
     const uint v_base = b * p.v_sb + hk * p.v_sh;
-    const uint j_begin = split * p.split_len;
-    const uint j_end = min(j_begin + p.split_len, p.len_k);
+    const uint j_begin = split * p.split_len + p.kv_first;
+    const uint j_end = min(split * p.split_len + min(p.kv_first + p.kv_count, p.split_len),
+                           p.len_k);
     const uint bias_base = b * p.bias_sb + h * p.bias_sh;
 
     for (uint e = tid; e < BR * D4; e += WG) {
@@ -129,20 +141,32 @@ void main()
         qs[e] = r < rows && c4 < dk4 ? load_q(q_base + (i0 + r) * p.q_ld, 4u * c4, p.d_k)
                                      : vec4(0.0);
     }
+    const uint rows_total = (p.groups / (p.splits * p.q_blocks)) * p.len_q;
+    const uint row_base = (b * p.heads + h) * p.len_q + i0; // row index of r = 0
+    const uint part = split * rows_total + row_base;        // partial state of r = 0
+    const bool resume = (p.mode & MODE_RESUME) != 0u;
+    const uint tx = tid % TX, ty = tid / TX;
     for (uint r = tid; r < BR; r += WG) {
-        row_m[r] = neg_inf();
-        row_l[r] = 0.0;
+        row_m[r] = resume && r < rows ? ml[2u * (part + r)] : neg_inf();
+        row_l[r] = resume && r < rows ? ml[2u * (part + r) + 1u] : 0.0;
     }
     vec4 acc[SR * OC];
-    for (uint s = 0; s < SR * OC; s++)
+    for (uint s = 0; s < SR * OC; s++) {
+        const uint r = ty * SR + s / OC, c0 = 4u * (tx + (s % OC) * TX);
         acc[s] = vec4(0.0);
+        if (resume && r < rows && c0 < p.d_v) {
+            const uint base = (part + r) * p.d_v + c0;
+            acc[s] = vec4(o[base], c0 + 1u < p.d_v ? o[base + 1u] : 0.0,
+                          c0 + 2u < p.d_v ? o[base + 2u] : 0.0,
+                          c0 + 3u < p.d_v ? o[base + 3u] : 0.0);
+        }
+    }
     barrier();
 
     const bool causal = (p.flags & MASK_CAUSAL) != 0u;
     const uint last_row = i0 + rows - 1u;
-    const uint tx = tid % TX, ty = tid / TX;
     for (uint j0 = j_begin; j0 < j_end; j0 += BC) {
-        if (causal && p.splits == 1u && j0 > last_row) {
+        if (causal && (p.mode & MODE_PARTIAL) == 0u && j0 > last_row) {
             // Every key from here on is masked for every row of the block.
             bool settled = true;
             for (uint r = 0; r < rows; r++)
@@ -241,15 +265,13 @@ void main()
         barrier();
     }
 
-    const uint rows_total = (p.groups / (p.splits * p.q_blocks)) * p.len_q;
-    const uint row_base = (b * p.heads + h) * p.len_q + i0; // row index of r = 0
     for (uint s = 0; s < SR * OC; s++) {
         const uint r = ty * SR + s / OC, c4 = tx + (s % OC) * TX;
         if (r >= rows || c4 >= dv4)
             continue;
         uint base;
         vec4 val;
-        if (p.splits == 1u) {
+        if ((p.mode & MODE_PARTIAL) == 0u) {
             base = b * p.o_sb + h * p.o_sh + (i0 + r) * p.o_ld;
             val = acc[s] / row_l[r];
         } else {

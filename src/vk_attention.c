@@ -20,6 +20,7 @@ struct flash_push {
     uint32_t flags;
     float scale;
     uint32_t bias_sb, bias_sh;
+    uint32_t kv_first, kv_count, mode;
 };
 _Static_assert(sizeof(struct flash_push) <= 128, "push constants must fit 128 bytes");
 
@@ -35,6 +36,15 @@ struct weights_push {
 
 /* Each split-K range has at least this many key blocks. */
 #define MIN_SPLIT_BLOCKS 4
+
+/* shaders/flash*.comp modes. */
+enum { MODE_RESUME = 1, MODE_PARTIAL = 2 };
+
+/* Keys one fused dispatch visits per range on CPU devices: lavapipe ends
+ * any loop nest after 65535 iterations (silently: the rest of the keys would
+ * be dropped), and a key block costs the shaders' loops up to ~400 of them.
+ * Longer ranges take several dispatches that carry the partial state. */
+#define CPU_MAX_KEYS_PER_DISPATCH 1024
 
 vk_heads_view vk_view_split(const vk_buffer *buf, uint32_t heads, uint32_t len, uint32_t dim)
 {
@@ -79,7 +89,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
                            vk->ctx->call, cls < VK_FLASH_CLASSES ? 32u << cls : 256u, s->d_k,
                            s->d_v);
     *plan = (vk_attn_plan){*s, fusable && s->path != VKMHA_ATTENTION_PATH_UNFUSED, weights,
-                           cls, 0, 1, s->len_k};
+                           cls, 0, 1, s->len_k, s->len_k, 1};
 
     const uint64_t rows = (uint64_t)s->batch * s->heads * s->len_q;
     if (plan->weights || !plan->fused)
@@ -107,15 +117,19 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
         plan->split_len = (uint32_t)div_up(s->len_k, splits);
     }
     plan->splits = (uint32_t)div_up(s->len_k, plan->split_len);
+    plan->chunk = vk->info.type == VKMHA_DEVICE_TYPE_CPU ? CPU_MAX_KEYS_PER_DISPATCH
+                                                         : plan->split_len;
+    plan->chunks = (uint32_t)div_up(plan->split_len, plan->chunk);
     vkmha__log(vk->ctx->log, vk->ctx->log_user, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
                "%s: fused attention, blocks of %u queries x %u keys, %llu workgroups, "
-               "%u key ranges of %u",
+               "%u key ranges of %u, %u dispatches each",
                vk->ctx->call, f->block_q, f->block_k,
-               (unsigned long long)(groups * plan->splits), plan->splits, plan->split_len);
+               (unsigned long long)(groups * plan->splits), plan->splits, plan->split_len,
+               plan->chunks);
 
     if ((st = vk_slot_ensure(vk, SLOT_STATS, rows * 2 * 4)))
         return st;
-    if (plan->splits > 1 &&
+    if ((plan->splits > 1 || plan->chunks > 1) &&
         ((st = vk_slot_ensure(vk, SLOT_PARTIAL_O, plan->splits * rows * s->d_v * 4)) ||
          (st = vk_slot_ensure(vk, SLOT_PARTIAL_ML, plan->splits * rows * 2 * 4))))
         return st;
@@ -170,7 +184,8 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
     vkmha_status st;
     const attn_shape *s = &plan->s;
     const uint64_t rows = (uint64_t)s->batch * s->heads * s->len_q;
-    const uint64_t strides[] = {q->sb, q->sh, k->sb, k->sh, v->sb, v->sh, out->sb, out->sh};
+    const uint64_t strides[] = {q->sb, q->sh, q->ld, k->sb, k->sh, k->ld, v->sb, v->sh, v->ld,
+                                out->sb, out->sh, out->ld};
     for (size_t i = 0; i < VKMHA_ARRAY_LEN(strides); i++)
         if (strides[i] > UINT32_MAX)
             return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
@@ -185,7 +200,7 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
         vk_barrier(vk);
     }
 
-    const bool split = plan->splits > 1;
+    const bool split = plan->splits > 1 || plan->chunks > 1; /* through the partials */
     const uint64_t groups = rows / s->len_q * plan->q_blocks * plan->splits;
     uint32_t gx, gy;
     if ((st = vk_grid(vk, groups, "fused attention", &gx, &gy)))
@@ -197,16 +212,22 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
                            (uint32_t)k->sb, (uint32_t)k->sh, k->ld,
                            (uint32_t)v->sb, (uint32_t)v->sh, v->ld,
                            (uint32_t)out->sb, (uint32_t)out->sh, out->ld,
-                           mask->kinds, s->scale, 0, 0};
+                           mask->kinds, s->scale, 0, 0, 0, plan->chunk, 0};
     bias_strides(mask, s->len_q, s->len_k, &p.bias_sb, &p.bias_sh);
     vk_softmax_args m = {0};
     vk_mask_args(vk, mask, &m);
     const vk_buffer *bufs[8] = {q->buf, k->buf, v->buf, m.key_padding, m.full, m.bias,
                                 split ? &vk->slots[SLOT_PARTIAL_O] : out->buf,
                                 split ? &vk->slots[SLOT_PARTIAL_ML] : &vk->slots[SLOT_STATS]};
-    if ((st = vk_dispatch(vk, &sites[3], (vk_pipe)(PIPE_FLASH + plan->cls), bufs, 8, &p,
-                          sizeof p, gx, gy, 1)))
-        return st;
+    const vk_pipe pipe = (vk_pipe)(PIPE_FLASH + plan->cls);
+    for (uint32_t c = 0; c < plan->chunks; c++) {
+        p.kv_first = c * plan->chunk;
+        p.mode = (c ? MODE_RESUME : 0) | (split ? MODE_PARTIAL : 0);
+        if (c)
+            vk_barrier(vk);
+        if ((st = vk_dispatch(vk, &sites[3], pipe, bufs, 8, &p, sizeof p, gx, gy, 1)))
+            return st;
+    }
 
     if (split) {
         vk_barrier(vk);

@@ -329,6 +329,7 @@ typedef struct vk_attn_plan {
     bool weights;    /* the caller wants the weights (in SLOT_SCORES) */
     uint32_t cls;    /* fused: head-dim class, index into vk->flash */
     uint32_t q_blocks, splits, split_len;
+    uint32_t chunk, chunks; /* keys per dispatch and dispatches, per range */
 } vk_attn_plan;
 /* Chooses the path, blocks and key splits for shape s (fn names the public
  * call in messages) and ensures the slots it needs besides q, k, v, out and

@@ -112,7 +112,7 @@ static void run_case(vkmha_context *ref, vkmha_context *gpu, const char *tag, t_
 static void keep_plan(void *user, vkmha_log_level level, vkmha_status status, const char *msg)
 {
     (void)status;
-    if (level == VKMHA_LOG_DEBUG && strstr(msg, " attention, "))
+    if (level == VKMHA_LOG_DEBUG && strstr(msg, " attention"))
         snprintf((char *)user, 256, "%s", msg);
 }
 

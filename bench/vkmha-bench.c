@@ -383,7 +383,12 @@ static void bench_op(const opts *o, const char *op, const char *path, const char
 
 /* The attention paths to measure: one place to add the fused path once
  * vkmha_attention_desc.path exists (VKMHA_ATTENTION_PATH_FUSED). */
-static const char *const attention_paths[] = {"unfused"};
+/* The attention paths every attention and MHA row is measured on. */
+static const struct {
+    const char *name;
+    vkmha_attention_path path;
+} attention_paths[] = {{"fused", VKMHA_ATTENTION_PATH_FUSED},
+                       {"unfused", VKMHA_ATTENTION_PATH_UNFUSED}};
 
 static void bench_small_ops(const opts *o, vkmha_context *ref)
 {
@@ -417,12 +422,13 @@ static void bench_small_ops(const opts *o, vkmha_context *ref)
                 vkmha_attention_desc ad = {0};
                 ad.batch = 1, ad.heads = heads, ad.len_q = ad.len_k = len;
                 ad.d_k = ad.d_v = d_k;
+                ad.path = attention_paths[p].path;
                 size_t n = (size_t)heads * len * d_k;
                 float *q = random_array(n, 1), *k = random_array(n, 1), *v = random_array(n, 1);
                 float *out = zeros(n), *out2 = zeros(n);
                 op_call c = {NULL, &ad, q, k, v, out, out2, 3};
                 snprintf(shape, sizeof shape, "B1 H%u L%u d_k %u", heads, len, d_k);
-                bench_op(o, "attention", attention_paths[p], shape, &c, n,
+                bench_op(o, "attention", attention_paths[p].name, shape, &c, n,
                          4.0 * heads * (double)len * len * d_k, 0, ref, len <= 512);
                 free(q), free(k), free(v), free(out), free(out2);
             }
@@ -452,7 +458,6 @@ typedef struct mha_shape {
 /* The MHA paths to measure (the layer's default today; add
  * VKMHA_ATTENTION_PATH_FUSED / _UNFUSED through vkmha_mha_io.attention_path
  * here once it exists). */
-static const char *const mha_paths[] = {"default"};
 
 static bool write_file(const char *path, const float *p, size_t n)
 {
@@ -596,8 +601,8 @@ static void bench_mha(const opts *o, vkmha_context *ref)
             /* 4 projections + Q K^T + P V, 2 flops per multiply-add. */
             double flops = 2.0 * c->batch * len *
                            (4.0 * c->d_model * c->d_model + 2.0 * len * c->d_model);
-            for (size_t p = 0; p < sizeof mha_paths / sizeof mha_paths[0]; p++) {
-                row *r = add_row("mha", "vulkan", mha_paths[p], shape);
+            for (size_t p = 0; p < sizeof attention_paths / sizeof attention_paths[0]; p++) {
+                row *r = add_row("mha", "vulkan", attention_paths[p].name, shape);
                 r->batch = c->batch, r->len = len, r->d_model = c->d_model, r->heads = c->heads;
                 r->flops = flops;
                 vkmha_context *ctx = vk_context();
@@ -605,6 +610,7 @@ static void bench_mha(const opts *o, vkmha_context *ref)
                 call.io.batch = c->batch, call.io.len_q = len;
                 call.io.query = call.io.key = call.io.value = s->x;
                 call.io.out = s->out;
+                call.io.attention_path = attention_paths[p].path;
                 if (vkmha_mha_create(ctx, &d, &call.mha) == VKMHA_SUCCESS)
                     time_calls(r, mha_run, &call, o->reps, ctx);
                 else

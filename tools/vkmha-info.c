@@ -110,6 +110,18 @@ int main(int argc, char **argv)
     printf("\ncontext on device %u (%s)\n", info.device_index, info.device.name);
     print_tile("matmul tile (large)", &info.matmul_large);
     print_tile("matmul tile (small)", &info.matmul_small);
+    for (int c = 0; c < 4; c++) {
+        const vkmha_attention_config *a = &info.attention[c];
+        char label[64];
+        snprintf(label, sizeof label, "fused attention, d <= %u", a->max_head_dim ? a->max_head_dim : 32u << c);
+        if (!a->block_q)
+            printf("  %-25s unfused (no block fits)\n", label);
+        else
+            printf("  %-25s %u queries x %u keys per block, %ux%u scores per invocation, "
+                   "%u invocations, %u bytes shared\n",
+                   label, a->block_q, a->block_k, a->tm, a->tn, a->workgroup_size,
+                   a->shared_bytes);
+    }
     printf("  %-25s %u invocations, %s\n", "softmax / LayerNorm", info.reduce_workgroup_size,
            info.subgroup_ops_used ? "subgroup arithmetic + shared memory"
                                   : "shared memory only");

@@ -20,22 +20,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "vkmha.h"
 
 #define MIB (1024.0 * 1024.0)
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static float *random_array(size_t n, float scale, uint64_t *s)
 {

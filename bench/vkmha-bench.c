@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "vkmha.h"
 
 #ifdef VKMHA_BENCH_OPENBLAS
@@ -130,18 +131,6 @@ static void print_row(const row *r)
 
 /* ---- timing ---------------------------------------------------------------- */
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* One call of the thing being timed; returns 0 on success. */
 typedef int (*call_fn)(void *arg);

@@ -2,6 +2,9 @@
 #ifndef VKMHA_BENCH_UTIL_H
 #define VKMHA_BENCH_UTIL_H
 
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 /* Monotonic wall clock in milliseconds. */
@@ -17,6 +20,22 @@ static inline int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* n floats uniform in [-scale, scale) from the LCG state *seed (the same
+ * sequence in every benchmark program); exits on allocation failure. */
+static inline float *bench_random(size_t n, float scale, uint64_t *seed)
+{
+    float *p = malloc(n * sizeof *p);
+    if (!p) {
+        fprintf(stderr, "out of host memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < n; i++) {
+        *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
+        p[i] = scale * (float)((double)(*seed >> 40) / 8388608.0 - 1.0);
+    }
+    return p;
 }
 
 #endif /* VKMHA_BENCH_UTIL_H */

@@ -26,20 +26,6 @@
 #define MIB (1024.0 * 1024.0)
 
 
-static float *random_array(size_t n, float scale, uint64_t *s)
-{
-    float *p = malloc(n * sizeof *p);
-    if (!p) {
-        fprintf(stderr, "out of host memory\n");
-        exit(1);
-    }
-    for (size_t i = 0; i < n; i++) {
-        *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-        p[i] = scale * (float)((double)(*s >> 40) / 8388608.0 - 1.0);
-    }
-    return p;
-}
-
 typedef struct result {
     vkmha_status status;
     char error[512];
@@ -142,7 +128,7 @@ int main(int argc, char **argv)
     const size_t nw = (size_t)d_model * d_model;
     float *w[4];
     for (int i = 0; i < 4; i++)
-        w[i] = random_array(nw, bound, &seed);
+        w[i] = bench_random(nw, bound, &seed);
     vkmha_mha_desc d = {0};
     d.d_model = d_model;
     d.n_head = heads;
@@ -168,7 +154,7 @@ int main(int argc, char **argv)
 
     for (uint64_t len = min_len; len <= max_len; len *= 2) {
         const size_t n = (size_t)batch * len * d_model;
-        float *x = random_array(n, 1.0f, &seed), *out = malloc(n * sizeof *out);
+        float *x = bench_random(n, 1.0f, &seed), *out = malloc(n * sizeof *out);
         if (!out) {
             fprintf(stderr, "out of host memory\n");
             return 1;

@@ -176,14 +176,7 @@ static uint64_t seed = 1;
 
 static float *random_array(size_t n, float scale)
 {
-    float *p = malloc(n * sizeof *p);
-    if (!p)
-        die("out of memory");
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-        p[i] = scale * (float)((double)(seed >> 40) / 8388608.0 - 1.0);
-    }
-    return p;
+    return bench_random(n, scale, &seed);
 }
 
 static float *zeros(size_t n)

@@ -61,18 +61,6 @@ static uint64_t div_up(uint64_t a, uint64_t b)
     return (a + b - 1) / b;
 }
 
-/* The strides of the additive bias (0 where it broadcasts). */
-static void bias_strides(const mask_r *m, uint32_t len_q, uint32_t len_k, uint32_t *sb,
-                         uint32_t *sh)
-{
-    uint64_t plane = (uint64_t)len_q * len_k;
-    *sb = *sh = 0;
-    if (m->kinds & VKMHA_MASK_BIAS) {
-        *sb = m->bias_batch == 1 ? 0 : (uint32_t)(m->bias_heads * plane);
-        *sh = m->bias_heads == 1 ? 0 : (uint32_t)plane;
-    }
-}
-
 vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weights,
                                   vk_attn_plan *plan)
 {
@@ -213,7 +201,7 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
                            (uint32_t)v->sb, (uint32_t)v->sh, v->ld,
                            (uint32_t)out->sb, (uint32_t)out->sh, out->ld,
                            mask->kinds, s->scale, 0, 0, 0, plan->chunk, 0};
-    bias_strides(mask, s->len_q, s->len_k, &p.bias_sb, &p.bias_sh);
+    vk_bias_strides(mask, s->len_q, s->len_k, &p.bias_sb, &p.bias_sh);
     vk_softmax_args m = {0};
     vk_mask_args(vk, mask, &m);
     const vk_buffer *bufs[8] = {q->buf, k->buf, v->buf, m.key_padding, m.full, m.bias,
@@ -251,7 +239,7 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
             return st;
         struct weights_push w = {(uint32_t)total, s->len_q, s->len_k, s->heads, mask->kinds,
                                  0, 0};
-        bias_strides(mask, s->len_q, s->len_k, &w.bias_sb, &w.bias_sh);
+        vk_bias_strides(mask, s->len_q, s->len_k, &w.bias_sb, &w.bias_sh);
         const vk_buffer *wb[5] = {m.key_padding, m.full, m.bias, &vk->slots[SLOT_STATS],
                                   &vk->slots[SLOT_SCORES]};
         if ((st = vk_dispatch(vk, &sites[5], PIPE_ATTN_WEIGHTS, wb, 5, &w, sizeof w, gx, gy,

@@ -352,6 +352,10 @@ vkmha_status vk_mask_ensure(vk_state *vk, const mask_r *mask, uint32_t batch,
                             uint32_t len_q, uint32_t len_k, uint64_t *upload_bytes);
 void vk_mask_upload(vk_state *vk, const mask_r *mask, uint32_t batch, uint32_t len_q,
                     uint32_t len_k);
+/* The element strides of the additive bias per batch entry and per head
+ * (0 where it broadcasts), for the shaders that read it. */
+void vk_bias_strides(const mask_r *m, uint32_t len_q, uint32_t len_k, uint32_t *sb,
+                     uint32_t *sh);
 /* Points a->mask and the mask buffers of `a` at `mask` and its slots. */
 void vk_mask_args(vk_state *vk, const mask_r *mask, vk_softmax_args *a);
 

@@ -24,15 +24,22 @@ vkmha_status vk_record_softmax(vk_state *vk, vk_site *site, const vk_softmax_arg
     vkmha_status st = vk_grid(vk, rows, "softmax rows", &gx, &gy);
     if (st)
         return st;
-    uint64_t plane = (uint64_t)a->len_q * a->len_k;
     struct softmax_push p = {(uint32_t)rows, a->len_q, a->len_k, a->heads, m->kinds, a->scale,
                              0, 0};
-    if (m->kinds & VKMHA_MASK_BIAS) {
-        p.bias_sb = m->bias_batch == 1 ? 0 : (uint32_t)(m->bias_heads * plane);
-        p.bias_sh = m->bias_heads == 1 ? 0 : (uint32_t)plane;
-    }
+    vk_bias_strides(m, a->len_q, a->len_k, &p.bias_sb, &p.bias_sh);
     const vk_buffer *bufs[4] = {a->key_padding, a->full, a->bias, a->scores};
     return vk_dispatch(vk, site, PIPE_SOFTMAX, bufs, 4, &p, sizeof p, gx, gy, 1);
+}
+
+void vk_bias_strides(const mask_r *m, uint32_t len_q, uint32_t len_k, uint32_t *sb,
+                     uint32_t *sh)
+{
+    uint64_t plane = (uint64_t)len_q * len_k;
+    *sb = *sh = 0;
+    if (m->kinds & VKMHA_MASK_BIAS) {
+        *sb = m->bias_batch == 1 ? 0 : (uint32_t)(m->bias_heads * plane);
+        *sh = m->bias_heads == 1 ? 0 : (uint32_t)plane;
+    }
 }
 
 static void mask_bytes(const mask_r *m, uint32_t batch, uint32_t len_q, uint32_t len_k,

@@ -32,21 +32,8 @@ static float *integers(t_rng *r, size_t n, int lo, int hi)
     return p;
 }
 
-/* The runs of every case: path and key splits. */
-typedef struct attn_run {
-    vkmha_attention_path path;
-    uint32_t kv_splits;
-    const char *name;
-} attn_run;
-
-static const attn_run runs[] = {
-    {VKMHA_ATTENTION_PATH_FUSED, 0, "fused"},
-    {VKMHA_ATTENTION_PATH_FUSED, 3, "fused, 3 key splits"},
-    {VKMHA_ATTENTION_PATH_UNFUSED, 0, "unfused"},
-};
-
 static void run_case(vkmha_context *ref, vkmha_context *gpu, const char *tag, t_rng *rng,
-                     const attn_case *c, const attn_run *only)
+                     const attn_case *c, const t_attention_run *only)
 {
     char name[220], mname[64];
     snprintf(name, sizeof name,
@@ -76,9 +63,9 @@ static void run_case(vkmha_context *ref, vkmha_context *gpu, const char *tag, t_
     vkmha_status rst = vkmha_attention(ref, &d, q, k, v, m, want, want_w);
     if (rst)
         t_diag("reference: %s", vkmha_context_last_error(ref));
-    size_t n_runs = only ? 1 : sizeof runs / sizeof runs[0];
+    size_t n_runs = only ? 1 : T_ATTENTION_RUNS;
     for (size_t r = 0; r < n_runs; r++) {
-        const attn_run *run = only ? only : &runs[r];
+        const t_attention_run *run = only ? only : &t_attention_runs[r];
         bool ok = rst == VKMHA_SUCCESS;
         d.path = run->path;
         d.kv_splits = run->kv_splits;
@@ -131,7 +118,7 @@ static void auto_split_case(vkmha_context *ref, t_rng *rng)
         t_report(false, "context with a debug logger");
         return;
     }
-    const attn_run run = {VKMHA_ATTENTION_PATH_AUTO, 0, "default path, logged"};
+    const t_attention_run run = {VKMHA_ATTENTION_PATH_AUTO, 0, "default path, logged"};
     const attn_case decode = {1, 8, 0, 1, 4096, 64, 64, 0, 0, 0, false, false, false};
     run_case(ref, gpu, "auto split-K", rng, &decode, &run);
     unsigned ranges = 0;
@@ -213,8 +200,8 @@ int main(void)
         {1, 8, 2, 1, 8192, 64, 64, KP, 0, 0, false, false, false}, /* decode, GQA */
         {2, 4, 0, 3, 5000, 32, 48, KP | BIAS, 1, 4, true, true, false},
     };
-    static const attn_run auto_run = {VKMHA_ATTENTION_PATH_AUTO, 0, "default path, auto splits"};
-    static const attn_run split_run = {VKMHA_ATTENTION_PATH_FUSED, 7, "fused, 7 key splits"};
+    static const t_attention_run auto_run = {VKMHA_ATTENTION_PATH_AUTO, 0, "default path, auto splits"};
+    static const t_attention_run split_run = {VKMHA_ATTENTION_PATH_FUSED, 7, "fused, 7 key splits"};
     /* Reductions with subgroup arithmetic, then with shared memory only. */
     for (int variant = 0; variant < 2; variant++) {
         vkmha_context *gpu = t_context(VKMHA_BACKEND_VULKAN,

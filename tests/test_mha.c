@@ -88,13 +88,6 @@ static void run_case(vkmha_context *ref, vkmha_context *gpu, const char *tag, t_
                                    c->bias_heads, c->fully_masked_row),
                        NULL, NULL, 0, 0};
 
-    static const struct {
-        vkmha_attention_path path;
-        uint32_t kv_splits;
-        const char *name;
-    } runs[] = {{VKMHA_ATTENTION_PATH_AUTO, 0, "default path"},
-                {VKMHA_ATTENTION_PATH_FUSED, 3, "fused, 3 key splits"},
-                {VKMHA_ATTENTION_PATH_UNFUSED, 0, "unfused"}};
     bool ok = true;
     vkmha_mha *mr = NULL, *mg = NULL;
     T_EXPECT_STATUS(vkmha_mha_create(ref, &d, &mr), VKMHA_SUCCESS, ok);
@@ -107,12 +100,12 @@ static void run_case(vkmha_context *ref, vkmha_context *gpu, const char *tag, t_
         io.attn_weights = want_w;
         T_EXPECT_STATUS(vkmha_mha_forward(mr, &io), VKMHA_SUCCESS, ok);
     }
-    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+    for (size_t r = 0; r < T_ATTENTION_RUNS; r++) {
         bool run_ok = ok;
         io.out = got;
         io.attn_weights = got_w;
-        io.attention_path = runs[r].path;
-        io.kv_splits = runs[r].kv_splits;
+        io.attention_path = t_attention_runs[r].path;
+        io.kv_splits = t_attention_runs[r].kv_splits;
         if (run_ok) {
             st = vkmha_mha_forward(mg, &io);
             T_EXPECT_STATUS(st, VKMHA_SUCCESS, run_ok);
@@ -123,7 +116,7 @@ static void run_case(vkmha_context *ref, vkmha_context *gpu, const char *tag, t_
             run_ok = t_close(name, "attn_weights", got_w, want_w, nw, W_ATOL, W_RTOL);
         if (run_ok)
             run_ok = t_close(name, "out", got, want, nq, OUT_ATOL, OUT_RTOL);
-        t_report(run_ok, "%s [%s, %s]", name, runs[r].name, tag);
+        t_report(run_ok, "%s [%s, %s]", name, t_attention_runs[r].name, tag);
     }
     vkmha_mha_destroy(mr);
     vkmha_mha_destroy(mg);

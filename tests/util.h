@@ -213,6 +213,26 @@ static inline double t_max_abs_diff(const float *a, const float *b, size_t n)
     return m;
 }
 
+/* ---- attention paths ---------------------------------------------------- */
+
+/* How the attention and layer tests run each case on Vulkan: the path and the
+ * key splits. */
+typedef struct t_attention_run {
+    vkmha_attention_path path;
+    uint32_t kv_splits;
+    const char *name;
+} t_attention_run;
+
+/* Every case: the default path (fused: every case's head dims are at most
+ * 256), the fused path with the keys split in 3 (split-K), and the unfused
+ * path. */
+static const t_attention_run t_attention_runs[] = {
+    {VKMHA_ATTENTION_PATH_AUTO, 0, "default path (fused)"},
+    {VKMHA_ATTENTION_PATH_FUSED, 3, "fused, 3 key splits"},
+    {VKMHA_ATTENTION_PATH_UNFUSED, 0, "unfused"},
+};
+#define T_ATTENTION_RUNS (sizeof t_attention_runs / sizeof t_attention_runs[0])
+
 /* ---- contexts ----------------------------------------------------------- */
 
 static inline void t_log(void *user, vkmha_log_level level, vkmha_status status, const char *msg)

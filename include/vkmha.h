@@ -62,6 +62,9 @@ VKMHA_API uint32_t vkmha_version(void);
 /* ------------------------------------------------------------------------ */
 
 typedef enum vkmha_status {
+    /* Not an error: vkmha_submission_poll / _wait found the work still
+     * running. */
+    VKMHA_NOT_READY = 1,
     VKMHA_SUCCESS = 0,
     /* An argument is NULL, zero, out of range or inconsistent with another;
      * the last-error message names it. Nothing was computed. */
@@ -121,6 +124,24 @@ typedef enum vkmha_log_level {
 typedef void (*vkmha_log_fn)(void *user, vkmha_log_level level, vkmha_status status,
                              const char *message);
 
+/* Host memory for a context and everything made from it. alloc and free are
+ * both set or both NULL (NULL: the C library's malloc / free). realloc may be
+ * NULL: vkmha then allocates, copies and frees. alloc and realloc return
+ * memory aligned to at least `alignment` bytes, or NULL when out of memory
+ * (vkmha then returns VKMHA_ERROR_OUT_OF_HOST_MEMORY and frees what it took).
+ * Called on the thread of the vkmha call that allocates; vkmha frees
+ * everything it allocated by the time the context is destroyed. Vulkan's own
+ * host allocations are separate: see vkmha_vulkan_desc.allocation_callbacks
+ * (include/vkmha_vulkan.h). */
+typedef struct vkmha_allocator {
+    void *(*alloc)(void *user, size_t size, size_t alignment);
+    void *(*realloc)(void *user, void *ptr, size_t size, size_t alignment);
+    void (*free)(void *user, void *ptr);
+    void *user;
+} vkmha_allocator;
+
+struct vkmha_vulkan_desc; /* include/vkmha_vulkan.h */
+
 typedef enum vkmha_context_flags {
     /* Use only shared-memory reductions even where the device supports
      * subgroup arithmetic (for driver workarounds and for testing both). */
@@ -131,6 +152,10 @@ typedef enum vkmha_context_flags {
      * timestamp writes per call. Devices whose queue has no timestamps
      * (timestampValidBits 0) report gpu_timing false, never a made-up time. */
     VKMHA_CONTEXT_PROFILE = 1u << 1,
+    /* Vulkan: create every compute pipeline in vkmha_context_create instead
+     * of on first use, so that no later call pays for shader compilation
+     * (an engine does this at load time, not in the middle of a frame). */
+    VKMHA_CONTEXT_EAGER_PIPELINES = 1u << 2,
 } vkmha_context_flags;
 
 /* How a matmul is computed on the device. */
@@ -182,6 +207,25 @@ typedef struct vkmha_context_desc {
      * environment variable VKMHA_MATMUL_TILE="register:32,8,4,4,8"
      * (variant:bm,bn,bk,tm,tn) does the same when this is NULL. */
     const vkmha_tile_config *matmul_tile;
+    /* Optional host allocator (copied); NULL: malloc / free. */
+    const vkmha_allocator *allocator;
+    /* Vulkan: the application's instance, device and queue to borrow, its
+     * loader, and its VkAllocationCallbacks (include/vkmha_vulkan.h). NULL:
+     * vkmha creates and owns its own instance and device. */
+    const struct vkmha_vulkan_desc *vulkan;
+    /* Vulkan pipeline cache, so that a second start skips shader
+     * compilation (on drivers whose VkPipelineCache keeps compiled code).
+     * pipeline_cache_path: a file read at creation if it exists, and written
+     * by vkmha_context_save_pipeline_cache(ctx, NULL). Or bytes in:
+     * pipeline_cache_data / _size (from vkmha_context_get_pipeline_cache; both
+     * or neither, not with a path). Either is validated before use: vkmha's
+     * own header (magic, format version, size, checksum) and the device's
+     * vendor ID, device ID, driver version, pipelineCacheUUID and deviceUUID
+     * must match; a truncated, corrupt or foreign cache is ignored with an
+     * INFO log message, never passed to the driver. */
+    const char *pipeline_cache_path;
+    const void *pipeline_cache_data;
+    size_t pipeline_cache_size;
 } vkmha_context_desc;
 
 typedef struct vkmha_device_info {
@@ -246,6 +290,16 @@ typedef struct vkmha_context_info {
      * the first. Without the flag, or without timestamps: false and 0. */
     bool gpu_timing;
     uint64_t last_gpu_time_ns;
+    /* The context borrows the application's Vulkan objects (desc->vulkan). */
+    bool external_device;
+    /* Descriptors are pushed into command buffers (VK_KHR_push_descriptor),
+     * which vkmha_*_record needs. */
+    bool push_descriptors;
+    /* A pipeline cache was given, valid for this device, and loaded (its
+     * driver data had pipeline_cache_bytes bytes). */
+    bool pipeline_cache_loaded;
+    uint64_t pipeline_cache_bytes;
+    uint32_t pipelines_created; /* compute pipelines created so far */
 } vkmha_context_info;
 
 /* Creates a context. On failure *out is NULL and the desc's logger (if any)
@@ -480,6 +534,147 @@ typedef struct vkmha_mha_io {
  * Inference only: dropout is the identity. On the Vulkan backend this is one
  * command buffer and one submit. */
 VKMHA_API vkmha_status vkmha_mha_forward(vkmha_mha *mha, const vkmha_mha_io *io);
+
+/* ------------------------------------------------------------------------ */
+/* Device-resident tensors                                                  */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A vkmha_tensor is an array that lives where the context computes (device
+ * memory for Vulkan, host memory for the reference backend), so a sequence of
+ * calls runs with no host round trip. Create one with a shape, or wrap an
+ * application's VkBuffer (vkmha_tensor_wrap, include/vkmha_vulkan.h). The
+ * calls taking tensors check each tensor's context, dtype and element count
+ * (it must hold at least the elements the call reads or writes); the dims
+ * describe the shape for the application and for vkmha_tensor_get_desc.
+ * A tensor belongs to its context: passing it to another context's call, or
+ * after it was destroyed, is VKMHA_ERROR_INVALID_ARGUMENT (vkmha checks the
+ * pointer against its context's live tensors without dereferencing it).
+ * Thread safety: as its context.
+ */
+typedef struct vkmha_tensor vkmha_tensor;
+
+typedef enum vkmha_dtype {
+    VKMHA_DTYPE_F32 = 0, /* float, the default */
+    VKMHA_DTYPE_U8 = 1,  /* uint8_t: key-padding and full masks */
+} vkmha_dtype;
+
+#define VKMHA_MAX_DIMS 4
+
+typedef struct vkmha_tensor_desc {
+    vkmha_dtype dtype;
+    uint32_t rank;                 /* 1 to VKMHA_MAX_DIMS */
+    uint32_t dims[VKMHA_MAX_DIMS]; /* outermost first, each >= 1 */
+} vkmha_tensor_desc;
+
+/* A new tensor of desc's shape; its contents are undefined until written. */
+VKMHA_API vkmha_status vkmha_tensor_create(vkmha_context *ctx, const vkmha_tensor_desc *desc,
+                                           vkmha_tensor **out);
+/* Frees the tensor's memory (a wrapped VkBuffer is left alone); NULL is a
+ * no-op. Work recorded or submitted that uses it must have completed. */
+VKMHA_API void vkmha_tensor_destroy(vkmha_tensor *t);
+VKMHA_API vkmha_status vkmha_tensor_get_desc(const vkmha_tensor *t, vkmha_tensor_desc *out);
+/* Bytes of the tensor: elements times the dtype's size. */
+VKMHA_API uint64_t vkmha_tensor_bytes(const vkmha_tensor *t);
+/* Copies `bytes` bytes from host memory into the tensor from byte `offset`
+ * (a multiple of 4 and offset + bytes at most the tensor's bytes), and waits.
+ * Work submitted earlier on the context's queue that uses the tensor is
+ * ordered before the copy. */
+VKMHA_API vkmha_status vkmha_tensor_upload(vkmha_tensor *t, uint64_t offset, const void *src,
+                                           uint64_t bytes);
+/* Copies bytes of the tensor from byte `offset` to host memory, and waits. */
+VKMHA_API vkmha_status vkmha_tensor_download(const vkmha_tensor *t, uint64_t offset, void *dst,
+                                             uint64_t bytes);
+
+/* A mask made of tensors: as vkmha_mask, key_padding and full of dtype U8,
+ * bias of dtype F32. */
+typedef struct vkmha_tensor_mask {
+    uint32_t kinds;
+    const vkmha_tensor *key_padding, *full, *bias;
+    uint32_t bias_batch, bias_heads;
+} vkmha_tensor_mask;
+
+/* The ops on tensors, computed on the context's queue before returning: the
+ * same math, descs and layouts as the ops on host arrays above (a tensor
+ * stands for the array of the same name). Outputs must be other tensors than
+ * the inputs (softmax may run in place: y == x). */
+VKMHA_API vkmha_status vkmha_matmul_tensor(vkmha_context *ctx, const vkmha_matmul_desc *desc,
+                                           const vkmha_tensor *a, const vkmha_tensor *b,
+                                           const vkmha_tensor *bias, vkmha_tensor *c);
+VKMHA_API vkmha_status vkmha_softmax_tensor(vkmha_context *ctx, const vkmha_softmax_desc *desc,
+                                            const vkmha_tensor *x,
+                                            const vkmha_tensor_mask *mask, vkmha_tensor *y);
+VKMHA_API vkmha_status vkmha_split_heads_tensor(vkmha_context *ctx,
+                                                const vkmha_heads_desc *desc,
+                                                const vkmha_tensor *x, vkmha_tensor *y);
+VKMHA_API vkmha_status vkmha_merge_heads_tensor(vkmha_context *ctx,
+                                                const vkmha_heads_desc *desc,
+                                                const vkmha_tensor *x, vkmha_tensor *y);
+VKMHA_API vkmha_status vkmha_attention_tensor(vkmha_context *ctx,
+                                              const vkmha_attention_desc *desc,
+                                              const vkmha_tensor *q, const vkmha_tensor *k,
+                                              const vkmha_tensor *v,
+                                              const vkmha_tensor_mask *mask,
+                                              vkmha_tensor *out, vkmha_tensor *weights);
+
+/* vkmha_mha_io with tensors. */
+typedef struct vkmha_mha_tensors {
+    uint32_t batch, len_q, len_k; /* as vkmha_mha_io */
+    const vkmha_tensor *query, *key, *value;
+    const vkmha_tensor_mask *mask; /* optional */
+    vkmha_tensor *out;
+    vkmha_tensor *attn_weights; /* optional */
+    vkmha_attention_path attention_path;
+    uint32_t kv_splits;
+} vkmha_mha_tensors;
+
+/* vkmha_mha_forward on tensors, computed before returning. */
+VKMHA_API vkmha_status vkmha_mha_forward_tensor(vkmha_mha *mha, const vkmha_mha_tensors *io);
+
+/* ------------------------------------------------------------------------ */
+/* Asynchronous work on the context's queue                                 */
+/* ------------------------------------------------------------------------ */
+
+typedef struct vkmha_submission vkmha_submission;
+
+/* Records the forward into a command buffer of vkmha's, submits it to the
+ * context's queue and returns without waiting; *out is the handle to wait
+ * for. The tensors and the layer must stay alive, and the inputs unchanged,
+ * until the submission completed. Later calls on the context are ordered
+ * after it on the queue. The reference backend computes it at once and
+ * returns a completed submission. */
+VKMHA_API vkmha_status vkmha_mha_submit(vkmha_mha *mha, const vkmha_mha_tensors *io,
+                                        vkmha_submission **out);
+/* VKMHA_SUCCESS when the work completed, VKMHA_NOT_READY when it still
+ * runs, or the error that ended it (VKMHA_ERROR_DEVICE_LOST). Never blocks. */
+VKMHA_API vkmha_status vkmha_submission_poll(vkmha_submission *s);
+/* Waits at most timeout_ns nanoseconds (UINT64_MAX: no limit): VKMHA_SUCCESS,
+ * VKMHA_NOT_READY on timeout, or an error. */
+VKMHA_API vkmha_status vkmha_submission_wait(vkmha_submission *s, uint64_t timeout_ns);
+/* Waits for the work, then frees the handle; NULL is a no-op. */
+VKMHA_API void vkmha_submission_destroy(vkmha_submission *s);
+
+/* ------------------------------------------------------------------------ */
+/* Context maintenance                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Frees the context's scratch buffers (they are allocated again, as large as
+ * needed, by the next call that needs them), including the ones retired
+ * while work recorded into the application's command buffers could still
+ * use them. Call it only when no such command buffer is pending; waits for
+ * vkmha's own submissions. */
+VKMHA_API vkmha_status vkmha_context_trim(vkmha_context *ctx);
+
+/* The context's pipeline cache in vkmha's validated format: on entry *size
+ * is the capacity of data (data may be NULL to ask the size), on return the
+ * bytes needed; VKMHA_ERROR_INVALID_ARGUMENT naming size when it is too
+ * small. VKMHA_ERROR_UNSUPPORTED for the reference backend. */
+VKMHA_API vkmha_status vkmha_context_get_pipeline_cache(vkmha_context *ctx, void *data,
+                                                        size_t *size);
+/* Writes the pipeline cache to `path` (NULL: desc->pipeline_cache_path),
+ * through a temporary file renamed over it, so a crash never leaves a torn
+ * file behind. */
+VKMHA_API vkmha_status vkmha_context_save_pipeline_cache(vkmha_context *ctx, const char *path);
 
 #ifdef __cplusplus
 }

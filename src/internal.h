@@ -65,13 +65,29 @@ typedef struct vk_state vk_state; /* src/vk_internal.h */
 
 struct vkmha_context {
     vkmha_backend backend;
+    vkmha_allocator allocator; /* alloc NULL: the C library */
     uint32_t flags;
     vkmha_log_fn log;
     void *log_user;
     char last_error[512];
     const char *call; /* the public function being called, for messages */
     vk_state *vk; /* NULL for the reference backend */
+    /* Live tensors, to tell a tensor of this context from a stale or foreign
+     * pointer without dereferencing it (src/tensor.c). */
+    vkmha_tensor **tensors;
+    uint32_t n_tensors, cap_tensors;
 };
+
+/* src/alloc.c: host memory through the context's allocator (ctx NULL or
+ * without one: the C library). Aligned to max_align_t. */
+void *vkmha__alloc(const vkmha_context *ctx, size_t size);
+void *vkmha__calloc(const vkmha_context *ctx, size_t n, size_t size);
+/* old_size: the bytes the caller uses of p (copied when vkmha must move it). */
+void *vkmha__realloc(const vkmha_context *ctx, void *p, size_t old_size, size_t size);
+void vkmha__free(const vkmha_context *ctx, void *p);
+/* The same with an allocator that has no context yet (NULL: C library). */
+void *vkmha__alloc_with(const vkmha_allocator *a, size_t size);
+void vkmha__free_with(const vkmha_allocator *a, void *p);
 
 /* src/status.c */
 /* Records `status` with a printf-style message as the context's last error,

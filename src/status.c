@@ -6,6 +6,7 @@
 
 /* One list generates both the names and the switch below. */
 #define VKMHA_STATUS_LIST(X)                \
+    X(VKMHA_NOT_READY)                      \
     X(VKMHA_SUCCESS)                        \
     X(VKMHA_ERROR_INVALID_ARGUMENT)         \
     X(VKMHA_ERROR_UNSUPPORTED)              \

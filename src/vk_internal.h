@@ -142,6 +142,15 @@ typedef struct vk_instance_table {
 
 struct vk_state {
     vkmha_context *ctx; /* for errors and logging */
+    /* The application's VkAllocationCallbacks for every Vulkan create,
+     * allocate, destroy and free (NULL: the driver's). */
+    const VkAllocationCallbacks *vkalloc;
+    /* The pipeline cache passed to every vkCreateComputePipelines (null: none;
+     * src/vk_pipeline_cache.c). */
+    VkPipelineCache pipeline_cache;
+    bool pipeline_cache_loaded;
+    uint64_t pipeline_cache_bytes;
+    uint32_t pipelines_created;
     VkInstance instance;
     vk_instance_table vki; /* this instance's functions: no global pointers */
     VkDebugUtilsMessengerEXT messenger;

@@ -1,0 +1,155 @@
+/*
+ * vkmha's Vulkan interop, for engines that own their Vulkan objects and
+ * schedule GPU work themselves: borrow the application's instance, device
+ * and queue; wrap its buffers as tensors; record vkmha's work into its
+ * command buffers. Include after (or instead of) vkmha.h; needs the Vulkan
+ * headers (vulkan_core.h; VK_NO_PROTOTYPES is fine).
+ *
+ * ## Borrowed objects
+ * With vkmha_context_desc.vulkan->device set, vkmha owns none of the
+ * instance, physical device, device and queue: it never destroys them and
+ * loads its function pointers into its own tables (never into the
+ * application's or volk's global pointers). The application must keep them
+ * alive until vkmha_context_destroy returns. vkmha creates, on that device,
+ * only its own buffers, memory, pipelines, layouts, descriptor pools, one
+ * command pool (for its own submissions and the tensor uploads), fences and
+ * query pools, all freed at destroy.
+ *
+ * ## Synchronization contract of vkmha_*_record
+ * A record call appends to the application's command buffer, which must be
+ * in the recording state, outside a render pass, and from a pool of the
+ * context's queue family (vkmha_vulkan_desc.queue_family_index). It binds
+ * compute pipelines, pushes descriptors and constants, and records
+ * dispatches and global memory barriers; it submits nothing and leaves no
+ * binding the application relies on (the compute pipeline and compute
+ * descriptor state are left changed: rebind yours after it).
+ *
+ *   Before: the caller makes its writes of the input tensors available to
+ *   compute shaders. A global or buffer memory barrier from the stage that
+ *   wrote (e.g. COMPUTE_SHADER or TRANSFER) with srcAccess = its write
+ *   access to dstStage = COMPUTE_SHADER_BIT, dstAccess = SHADER_READ_BIT
+ *   (VK_ACCESS_2_SHADER_STORAGE_READ_BIT with synchronization2) is enough.
+ *   If earlier commands still read or write the output tensors, add their
+ *   stages and SHADER_WRITE_BIT to the barrier (write-after-read/write).
+ *
+ *   After: the outputs are written by COMPUTE_SHADER with SHADER_WRITE_BIT
+ *   access. Before the caller's commands read them (or overwrite the
+ *   inputs), it records a barrier from srcStage = COMPUTE_SHADER_BIT,
+ *   srcAccess = SHADER_WRITE_BIT to its consuming stage and access (e.g.
+ *   COMPUTE_SHADER + SHADER_READ, TRANSFER + TRANSFER_READ, or HOST +
+ *   HOST_READ for reading a mapped buffer after the fence).
+ *
+ *   vkmha's own ordering: every record call begins with a barrier that
+ *   orders its scratch buffers after any earlier vkmha work in the same or
+ *   an earlier command buffer on the same queue, so several record calls (or
+ *   two into one command buffer) need nothing between them from the caller
+ *   unless the caller itself writes what vkmha reads.
+ *
+ *   In use until the command buffer completes: the tensors it names, the
+ *   layer's weights (vkmha_mha), the context's scratch buffers and its
+ *   pipelines. So: do not destroy those, and submit the command buffers with
+ *   vkmha work to the context's queue (vkmha_vulkan_desc.queue), in the order
+ *   recorded, not concurrently with vkmha's own submissions on another
+ *   queue. A later call that needs larger scratch buffers retires the old
+ *   ones instead of freeing them; vkmha_context_trim frees them once your
+ *   command buffers completed (vkmha_context_destroy waits for the device
+ *   and frees everything).
+ *
+ * Recording needs push descriptors (VK_KHR_push_descriptor, enabled on the
+ * borrowed device and listed in enabled_device_extensions);
+ * vkmha_context_info.push_descriptors tells. Without them a record call
+ * returns VKMHA_ERROR_UNSUPPORTED and the tensor calls (vkmha_*_tensor,
+ * vkmha_mha_submit) remain.
+ */
+#ifndef VKMHA_VULKAN_H
+#define VKMHA_VULKAN_H
+
+#include "vkmha.h"
+
+#include <vulkan/vulkan_core.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct vkmha_vulkan_desc {
+    /* The application's loader entry point (e.g. its own libvulkan, or a
+     * layer-injecting wrapper); NULL: vkmha loads the system's libvulkan. */
+    PFN_vkGetInstanceProcAddr get_instance_proc_addr;
+
+    /* The objects to borrow: instance, physical_device, device and queue are
+     * all set or all null (null: vkmha creates its own instance and device).
+     * queue must be a queue of queue_family_index, which must support
+     * compute. */
+    VkInstance instance;
+    VkPhysicalDevice physical_device;
+    VkDevice device;
+    uint32_t queue_family_index;
+    VkQueue queue;
+    /* VkApplicationInfo.apiVersion the instance was created with (0: 1.1);
+     * vkmha needs 1.1. */
+    uint32_t instance_api_version;
+    /* The device extensions the application enabled; vkmha uses
+     * VK_KHR_push_descriptor when listed here. */
+    const char *const *enabled_device_extensions;
+    uint32_t enabled_device_extension_count;
+
+    /* Passed to every Vulkan create, allocate, destroy and free call vkmha
+     * makes (on borrowed objects and its own instance and device alike).
+     * NULL: the driver's allocator. The pointer is kept: the callbacks must
+     * outlive the context. */
+    const VkAllocationCallbacks *allocation_callbacks;
+
+    /* Called around every vkQueueSubmit (and vkQueueWaitIdle) vkmha makes on
+     * the queue, so the application can share one queue between threads
+     * (Vulkan requires external synchronization of a queue). Both or
+     * neither. */
+    void (*queue_lock)(void *user);
+    void (*queue_unlock)(void *user);
+    void *queue_lock_user;
+} vkmha_vulkan_desc;
+
+/* Wraps `size` bytes of an application's buffer from `offset` as a tensor of
+ * desc's shape, without copying. The buffer must be of the context's device,
+ * created with VK_BUFFER_USAGE_STORAGE_BUFFER_BIT (plus TRANSFER_SRC / _DST
+ * for vkmha_tensor_download / _upload), bound to memory, and outlive the
+ * tensor; offset must be a multiple of minStorageBufferOffsetAlignment and
+ * size at least the tensor's bytes (at most maxStorageBufferRange).
+ * vkmha_tensor_destroy frees only vkmha's handle. */
+VKMHA_API vkmha_status vkmha_tensor_wrap(vkmha_context *ctx, const vkmha_tensor_desc *desc,
+                                         VkBuffer buffer, VkDeviceSize offset,
+                                         VkDeviceSize size, vkmha_tensor **out);
+
+/* The ops and the layer, recorded into the application's command buffer
+ * under the contract above; nothing is submitted and nothing waits. The
+ * Vulkan backend only (else VKMHA_ERROR_UNSUPPORTED). An error leaves cmd
+ * with nothing from vkmha in it, or with complete dispatches of an earlier
+ * part only when the message says so: the application should reset it. */
+VKMHA_API vkmha_status vkmha_mha_record(vkmha_mha *mha, VkCommandBuffer cmd,
+                                        const vkmha_mha_tensors *io);
+VKMHA_API vkmha_status vkmha_matmul_record(vkmha_context *ctx, VkCommandBuffer cmd,
+                                           const vkmha_matmul_desc *desc,
+                                           const vkmha_tensor *a, const vkmha_tensor *b,
+                                           const vkmha_tensor *bias, vkmha_tensor *c);
+VKMHA_API vkmha_status vkmha_softmax_record(vkmha_context *ctx, VkCommandBuffer cmd,
+                                            const vkmha_softmax_desc *desc,
+                                            const vkmha_tensor *x,
+                                            const vkmha_tensor_mask *mask, vkmha_tensor *y);
+VKMHA_API vkmha_status vkmha_split_heads_record(vkmha_context *ctx, VkCommandBuffer cmd,
+                                                const vkmha_heads_desc *desc,
+                                                const vkmha_tensor *x, vkmha_tensor *y);
+VKMHA_API vkmha_status vkmha_merge_heads_record(vkmha_context *ctx, VkCommandBuffer cmd,
+                                                const vkmha_heads_desc *desc,
+                                                const vkmha_tensor *x, vkmha_tensor *y);
+VKMHA_API vkmha_status vkmha_attention_record(vkmha_context *ctx, VkCommandBuffer cmd,
+                                              const vkmha_attention_desc *desc,
+                                              const vkmha_tensor *q, const vkmha_tensor *k,
+                                              const vkmha_tensor *v,
+                                              const vkmha_tensor_mask *mask,
+                                              vkmha_tensor *out, vkmha_tensor *weights);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VKMHA_VULKAN_H */

@@ -10,7 +10,8 @@ VKMHA_API vkmha_status vkmha_context_create(const vkmha_context_desc *desc,
                                             vkmha_context **out)
 {
     static const vkmha_context_desc defaults = {0};
-    const uint32_t known_flags = VKMHA_CONTEXT_NO_SUBGROUP_OPS | VKMHA_CONTEXT_PROFILE;
+    const uint32_t known_flags = VKMHA_CONTEXT_NO_SUBGROUP_OPS | VKMHA_CONTEXT_PROFILE |
+                                 VKMHA_CONTEXT_EAGER_PIPELINES;
     vkmha_status st;
     if (!desc)
         desc = &defaults;
@@ -33,19 +34,43 @@ VKMHA_API vkmha_status vkmha_context_create(const vkmha_context_desc *desc,
                    desc->flags & ~known_flags);
         return VKMHA_ERROR_INVALID_ARGUMENT;
     }
-    vkmha_context *ctx = calloc(1, sizeof *ctx);
+    const vkmha_allocator *al = desc->allocator;
+    if (al && (!al->alloc != !al->free)) {
+        vkmha__log(desc->log, desc->log_user, VKMHA_LOG_ERROR, VKMHA_ERROR_INVALID_ARGUMENT,
+                   "vkmha_context_create: desc->allocator->%s is NULL (alloc and free are "
+                   "both set or both NULL)",
+                   al->alloc ? "free" : "alloc");
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    }
+    if (al && !al->alloc && al->realloc) {
+        vkmha__log(desc->log, desc->log_user, VKMHA_LOG_ERROR, VKMHA_ERROR_INVALID_ARGUMENT,
+                   "vkmha_context_create: desc->allocator->realloc is set without alloc "
+                   "and free");
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    }
+    if (backend == VKMHA_BACKEND_REFERENCE && desc->vulkan) {
+        vkmha__log(desc->log, desc->log_user, VKMHA_LOG_ERROR, VKMHA_ERROR_INVALID_ARGUMENT,
+                   "vkmha_context_create: desc->vulkan is set for the reference backend");
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    }
+    vkmha_context *ctx = vkmha__alloc_with(al, sizeof *ctx);
+    if (ctx)
+        memset(ctx, 0, sizeof *ctx);
     if (!ctx) {
         vkmha__log(desc->log, desc->log_user, VKMHA_LOG_ERROR, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
                    "vkmha_context_create: out of host memory");
         return VKMHA_ERROR_OUT_OF_HOST_MEMORY;
     }
+    if (al)
+        ctx->allocator = *al;
     ctx->backend = backend;
     ctx->flags = desc->flags;
     ctx->log = desc->log;
     ctx->log_user = desc->log_user;
     if (backend == VKMHA_BACKEND_VULKAN && (st = vk_create(ctx, desc)) != VKMHA_SUCCESS) {
         vk_destroy(ctx->vk);
-        free(ctx);
+        vkmha__free(ctx, ctx->tensors);
+        vkmha__free(ctx, ctx);
         return st;
     }
     *out = ctx;
@@ -57,7 +82,8 @@ VKMHA_API void vkmha_context_destroy(vkmha_context *ctx)
     if (!ctx)
         return;
     vk_destroy(ctx->vk);
-    free(ctx);
+    vkmha__free(ctx, ctx->tensors);
+    vkmha__free(ctx, ctx);
 }
 
 VKMHA_API vkmha_status vkmha_context_get_info(const vkmha_context *ctx,
@@ -121,7 +147,7 @@ VKMHA_API vkmha_status vkmha_softmax(vkmha_context *ctx, const vkmha_softmax_des
                                 &m)))
         return st;
     if (!ctx->vk) {
-        if ((st = ref_softmax(&s, x, &m, y)))
+        if ((st = ref_softmax(ctx, &s, x, &m, y)))
             return vkmha__fail(ctx, st, "vkmha_softmax: out of host memory");
         return VKMHA_SUCCESS;
     }
@@ -175,7 +201,7 @@ VKMHA_API vkmha_status vkmha_attention(vkmha_context *ctx, const vkmha_attention
                                 s.len_k, &m)))
         return st;
     if (!ctx->vk) {
-        if ((st = ref_attention(&s, q, k, v, &m, out, weights)))
+        if ((st = ref_attention(ctx, &s, q, k, v, &m, out, weights)))
             return vkmha__fail(ctx, st, "vkmha_attention: out of host memory");
         return VKMHA_SUCCESS;
     }

@@ -11,6 +11,8 @@
 
 #include <volk.h>
 
+#include "vkmha_vulkan.h"
+
 #define VKMHA_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 #if defined(__GNUC__)
@@ -141,13 +143,13 @@ bool vkmha__overlap(const void *a, uint64_t an, const void *b, uint64_t bn);
 
 void ref_matmul(const mm_shape *s, const float *a, const float *b, const float *bias,
                 float *c);
-/* y may equal x. */
-vkmha_status ref_softmax(const sm_shape *s, const float *x, const mask_r *mask, float *y);
+/* y may equal x. Row buffers come from ctx's allocator (ctx may be NULL). */
+vkmha_status ref_softmax(const vkmha_context *ctx, const sm_shape *s, const float *x, const mask_r *mask, float *y);
 void ref_split_heads(const heads_shape *s, const float *x, float *y);
 void ref_merge_heads(const heads_shape *s, const float *x, float *y);
 /* weights may be NULL. Returns VKMHA_ERROR_OUT_OF_HOST_MEMORY if a row buffer
  * cannot be allocated. */
-vkmha_status ref_attention(const attn_shape *s, const float *q, const float *k,
+vkmha_status ref_attention(const vkmha_context *ctx, const attn_shape *s, const float *q, const float *k,
                            const float *v, const mask_r *mask, float *out,
                            float *weights);
 /* y[r] = gamma * (x[r] + res[r] - mean) / sqrt(var + eps) + beta, over rows of

@@ -119,17 +119,17 @@ VKMHA_API void vkmha_mha_destroy(vkmha_mha *mha)
         return;
     vk_state *vk = mha->ctx->vk;
     for (int i = 0; i < WEIGHT_COUNT; i++) {
-        free(mha->host[i]);
+        vkmha__free(mha->ctx, mha->host[i]);
         if (vk)
             vk_buffer_destroy(vk, &mha->dev[i]);
     }
     if (vk)
         vk_site_pool_destroy(vk, &mha->sites);
-    free(mha);
+    vkmha__free(mha->ctx, mha);
 }
 
 /* The weights of `in` (gamma / beta defaulted to ones / zeros) in order. */
-static vkmha_status gather_weights(const vkmha_mha_desc *in, const uint64_t n[WEIGHT_COUNT],
+static vkmha_status gather_weights(const vkmha_context *ctx, const vkmha_mha_desc *in, const uint64_t n[WEIGHT_COUNT],
                                    const float *src[WEIGHT_COUNT], float **ones)
 {
     src[W_Q] = in->w_q;
@@ -147,7 +147,7 @@ static vkmha_status gather_weights(const vkmha_mha_desc *in, const uint64_t n[WE
         return VKMHA_SUCCESS;
     /* One array of ones followed by zeros serves both defaults. */
     if (!src[GAMMA] || !src[BETA]) {
-        *ones = calloc(2 * n[GAMMA], sizeof(float));
+        *ones = vkmha__calloc(ctx, 2 * n[GAMMA], sizeof(float));
         if (!*ones)
             return VKMHA_ERROR_OUT_OF_HOST_MEMORY;
         for (uint64_t i = 0; i < n[GAMMA]; i++)
@@ -206,7 +206,7 @@ VKMHA_API vkmha_status vkmha_mha_create(vkmha_context *ctx, const vkmha_mha_desc
     vkmha__begin_call(ctx, "vkmha_mha_create");
     if (!out)
         return vkmha__fail(ctx, INVALID, "vkmha_mha_create: out is NULL");
-    vkmha_mha *mha = calloc(1, sizeof *mha);
+    vkmha_mha *mha = vkmha__calloc(ctx, 1, sizeof *mha);
     if (!mha)
         return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
                            "vkmha_mha_create: out of host memory");
@@ -214,7 +214,7 @@ VKMHA_API vkmha_status vkmha_mha_create(vkmha_context *ctx, const vkmha_mha_desc
     if ((st = check_desc(ctx, desc, &mha->d)))
         goto fail;
     weight_sizes(&mha->d, n);
-    if ((st = gather_weights(&mha->d, n, src, &ones))) {
+    if ((st = gather_weights(ctx, &mha->d, n, src, &ones))) {
         vkmha__fail(ctx, st, "vkmha_mha_create: out of host memory");
         goto fail;
     }
@@ -225,7 +225,7 @@ VKMHA_API vkmha_status vkmha_mha_create(vkmha_context *ctx, const vkmha_mha_desc
         for (int i = 0; i < WEIGHT_COUNT; i++) {
             if (!src[i])
                 continue;
-            if (!(mha->host[i] = malloc(n[i] * sizeof(float)))) {
+            if (!(mha->host[i] = vkmha__alloc(ctx, n[i] * sizeof(float)))) {
                 st = vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
                                  "vkmha_mha_create: out of host memory");
                 goto fail;
@@ -233,7 +233,7 @@ VKMHA_API vkmha_status vkmha_mha_create(vkmha_context *ctx, const vkmha_mha_desc
             memcpy(mha->host[i], src[i], n[i] * sizeof(float));
         }
     }
-    free(ones);
+    vkmha__free(ctx, ones);
     /* The layer keeps its own copies: the caller's pointers are not kept. */
     mha->d.w_q = mha->d.w_k = mha->d.w_v = mha->d.w_o = NULL;
     mha->d.b_q = mha->d.b_k = mha->d.b_v = mha->d.b_o = NULL;
@@ -241,7 +241,7 @@ VKMHA_API vkmha_status vkmha_mha_create(vkmha_context *ctx, const vkmha_mha_desc
     *out = mha;
     return VKMHA_SUCCESS;
 fail:
-    free(ones);
+    vkmha__free(ctx, ones);
     vkmha_mha_destroy(mha);
     return st;
 }
@@ -334,7 +334,7 @@ static vkmha_status forward_reference(vkmha_mha *mha, const vkmha_mha_io *io, co
                  nv = (size_t)rk * Hkv * d->d_v, no = (size_t)rq * H * d->d_v;
     vkmha_status st = VKMHA_SUCCESS;
     /* One allocation: qp, kp, vp, qh, kh, vh, oh, om. */
-    float *mem = malloc((2 * (nq + nk + nv) + 2 * no) * sizeof(float));
+    float *mem = vkmha__alloc(mha->ctx, (2 * (nq + nk + nv) + 2 * no) * sizeof(float));
     if (!mem)
         return vkmha__fail(mha->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
                            "vkmha_mha_forward: out of host memory");
@@ -354,7 +354,7 @@ static vkmha_status forward_reference(vkmha_mha *mha, const vkmha_mha_io *io, co
     ref_split_heads(&hk, kp, kh);
     ref_split_heads(&hv, vp, vh);
     const attn_shape as = f->as;
-    if ((st = ref_attention(&as, qh, kh, vh, &f->mask, oh, io->attn_weights))) {
+    if ((st = ref_attention(mha->ctx, &as, qh, kh, vh, &f->mask, oh, io->attn_weights))) {
         vkmha__fail(mha->ctx, st, "vkmha_mha_forward: out of host memory");
         goto done;
     }
@@ -365,7 +365,7 @@ static vkmha_status forward_reference(vkmha_mha *mha, const vkmha_mha_io *io, co
         ref_layernorm(rq, d->d_model, io->out, io->query, w[GAMMA], w[BETA], d->norm_eps,
                       io->out);
 done:
-    free(mem);
+    vkmha__free(mha->ctx, mem);
     return st;
 }
 

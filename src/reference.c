@@ -108,9 +108,9 @@ static void softmax_row(double *row, uint32_t n)
 /* Softmax                                                                  */
 /* ------------------------------------------------------------------------ */
 
-vkmha_status ref_softmax(const sm_shape *s, const float *x, const mask_r *mask, float *y)
+vkmha_status ref_softmax(const vkmha_context *ctx, const sm_shape *s, const float *x, const mask_r *mask, float *y)
 {
-    double *row = (double *)malloc((size_t)s->len_k * sizeof(double));
+    double *row = (double *)vkmha__alloc(ctx, (size_t)s->len_k * sizeof(double));
     if (!row)
         return VKMHA_ERROR_OUT_OF_HOST_MEMORY;
     for (uint32_t b = 0; b < s->batch; b++) {
@@ -129,7 +129,7 @@ vkmha_status ref_softmax(const sm_shape *s, const float *x, const mask_r *mask, 
             }
         }
     }
-    free(row);
+    vkmha__free(ctx, row);
     return VKMHA_SUCCESS;
 }
 
@@ -163,11 +163,11 @@ void ref_merge_heads(const heads_shape *s, const float *x, float *y)
 /* Attention                                                                */
 /* ------------------------------------------------------------------------ */
 
-vkmha_status ref_attention(const attn_shape *s, const float *q, const float *k,
+vkmha_status ref_attention(const vkmha_context *ctx, const attn_shape *s, const float *q, const float *k,
                            const float *v, const mask_r *mask, float *out,
                            float *weights)
 {
-    double *p = (double *)malloc((size_t)s->len_k * sizeof(double));
+    double *p = (double *)vkmha__alloc(ctx, (size_t)s->len_k * sizeof(double));
     if (!p)
         return VKMHA_ERROR_OUT_OF_HOST_MEMORY;
     uint32_t group = s->heads / s->kv_heads; /* query heads per kv head */
@@ -204,7 +204,7 @@ vkmha_status ref_attention(const attn_shape *s, const float *q, const float *k,
             }
         }
     }
-    free(p);
+    vkmha__free(ctx, p);
     return VKMHA_SUCCESS;
 }
 

@@ -25,45 +25,260 @@ static const VkAccessFlags DEVICE_ACCESS =
     VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT |
     VK_ACCESS_SHADER_WRITE_BIT;
 
+/* The first command of every call: the previous calls' device writes (the
+ * host waited for them, which orders nothing on the device; or they are in
+ * an earlier command buffer on the queue) before this call's reads and
+ * writes. */
+static void begin_commands(vk_state *vk)
+{
+    vk->recording = true;
+    vk->upload_used = vk->download_used = 0;
+    vk->n_pending = 0;
+    barrier(vk, DEVICE_STAGES, VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT,
+            DEVICE_STAGES, DEVICE_ACCESS);
+    vk->dirty_transfer = vk->dirty_compute = false;
+}
+
+static vkmha_status check_lost(vk_state *vk)
+{
+    if (vk->lost)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_DEVICE_LOST,
+                           "%s: the Vulkan device was lost earlier; destroy the context",
+                           vk->ctx->call ? vk->ctx->call : "vkmha");
+    return VKMHA_SUCCESS;
+}
+
 vkmha_status vk_call_begin(vk_state *vk, VkDeviceSize upload_bytes,
                            VkDeviceSize download_bytes)
 {
     vkmha_status st;
     VkResult r;
-    if (vk->lost)
-        return vkmha__fail(vk->ctx, VKMHA_ERROR_DEVICE_LOST,
-                           "the Vulkan device was lost earlier; destroy the context");
+    if ((st = check_lost(vk)))
+        return st;
+    /* Without push descriptors this call rewrites descriptor sets that a
+     * pending submission may use. */
+    if (!vk->push_descriptors && (st = vk_wait_submissions(vk)))
+        return st;
     if ((st = vk_staging_ensure(vk, upload_bytes, download_bytes)))
         return st;
+    vk->mode = MODE_SYNC;
+    vk->cmd = vk->own_cmd;
     if ((r = vk->vkd.vkResetCommandBuffer(vk->cmd, 0)) != VK_SUCCESS)
         return vk_fail(vk, r, "vkResetCommandBuffer");
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
     bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
     if ((r = vk->vkd.vkBeginCommandBuffer(vk->cmd, &bi)) != VK_SUCCESS)
         return vk_fail(vk, r, "vkBeginCommandBuffer");
-    vk->recording = true;
     if (vk->timestamps) {
         vk->vkd.vkCmdResetQueryPool(vk->cmd, vk->timestamps, 0, 2);
         vk->vkd.vkCmdWriteTimestamp(vk->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, vk->timestamps,
                                     0);
     }
-    vk->upload_used = vk->download_used = 0;
-    vk->n_pending = 0;
-    /* The previous call's device writes (the host waited for them, which
-     * orders nothing on the device) before this call's reads and writes. */
-    barrier(vk, DEVICE_STAGES, VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT,
-            DEVICE_STAGES, DEVICE_ACCESS);
-    vk->dirty_transfer = vk->dirty_compute = false;
+    begin_commands(vk);
+    return VKMHA_SUCCESS;
+}
+
+vkmha_status vk_record_begin(vk_state *vk, VkCommandBuffer cmd)
+{
+    vkmha_status st;
+    if ((st = check_lost(vk)))
+        return st;
+    if (!vk->push_descriptors)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: recording into the application's command buffer needs "
+                           "VK_KHR_push_descriptor, which this context does not use (not "
+                           "supported, not listed in desc->vulkan->enabled_device_extensions, "
+                           "or VKMHA_NO_PUSH_DESCRIPTORS is set)",
+                           vk->ctx->call);
+    vk->mode = MODE_RECORD;
+    vk->cmd = cmd;
+    vk->recorded = true; /* the scratch buffers are referenced from now on */
+    begin_commands(vk);
+    return VKMHA_SUCCESS;
+}
+
+struct vkmha_submission {
+    vkmha_context *ctx;
+    VkCommandBuffer cmd;
+    VkFence fence;
+    bool done;           /* the fence signaled (or the work failed) */
+    vkmha_status status; /* when done */
+};
+
+vkmha_status vk_submit_begin(vk_state *vk, vkmha_submission **out)
+{
+    vkmha_status st;
+    VkResult r;
+    *out = NULL;
+    if ((st = check_lost(vk)) || (!vk->push_descriptors && (st = vk_wait_submissions(vk))))
+        return st;
+    if (vk->n_subs == vk->cap_subs) {
+        uint32_t cap = vk->cap_subs ? 2 * vk->cap_subs : 4;
+        vkmha_submission **subs = vkmha__realloc(vk->ctx, vk->subs,
+                                                 vk->n_subs * sizeof *subs, cap * sizeof *subs);
+        if (!subs)
+            return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                               "%s: out of host memory", vk->ctx->call);
+        vk->subs = subs;
+        vk->cap_subs = cap;
+    }
+    vkmha_submission *s = vkmha__calloc(vk->ctx, 1, sizeof *s);
+    if (!s)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
+                           vk->ctx->call);
+    s->ctx = vk->ctx;
+    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = vk->cmd_pool;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    if ((r = vk->vkd.vkAllocateCommandBuffers(vk->device, &ai, &s->cmd)) != VK_SUCCESS ||
+        (r = vk->vkd.vkCreateFence(vk->device, &fi, vk->vkalloc, &s->fence)) != VK_SUCCESS ||
+        (r = vk->vkd.vkBeginCommandBuffer(s->cmd, &bi)) != VK_SUCCESS) {
+        vk_submission_free(vk, s);
+        return vk_fail(vk, r, "vkAllocateCommandBuffers / vkCreateFence");
+    }
+    vk->subs[vk->n_subs++] = s;
+    vk->mode = MODE_SUBMIT;
+    vk->cmd = s->cmd;
+    begin_commands(vk);
+    *out = s;
+    return VKMHA_SUCCESS;
+}
+
+void vk_submission_free(vk_state *vk, vkmha_submission *s)
+{
+    if (!s)
+        return;
+    for (uint32_t i = 0; i < vk->n_subs; i++)
+        if (vk->subs[i] == s) {
+            vk->subs[i] = vk->subs[--vk->n_subs];
+            break;
+        }
+    if (s->fence)
+        vk->vkd.vkDestroyFence(vk->device, s->fence, vk->vkalloc);
+    if (s->cmd)
+        vk->vkd.vkFreeCommandBuffers(vk->device, vk->cmd_pool, 1, &s->cmd);
+    vkmha__free(vk->ctx, s);
+}
+
+/* Waits for one submission (timeout in ns) and records how it ended. */
+static vkmha_status submission_wait(vk_state *vk, vkmha_submission *s, uint64_t timeout)
+{
+    if (s->done)
+        return s->status;
+    VkResult r = vk->vkd.vkWaitForFences(vk->device, 1, &s->fence, VK_TRUE, timeout);
+    if (r == VK_TIMEOUT)
+        return VKMHA_NOT_READY;
+    s->done = true;
+    s->status = r == VK_SUCCESS ? VKMHA_SUCCESS
+                                : vk_fail(vk, r, "vkWaitForFences (a vkmha submission)");
+    return s->status;
+}
+
+vkmha_status vk_wait_submissions(vk_state *vk)
+{
+    for (uint32_t i = 0; i < vk->n_subs; i++)
+        if (submission_wait(vk, vk->subs[i], UINT64_MAX) == VKMHA_ERROR_DEVICE_LOST)
+            return VKMHA_ERROR_DEVICE_LOST;
+    return VKMHA_SUCCESS;
+}
+
+VKMHA_API vkmha_status vkmha_submission_wait(vkmha_submission *s, uint64_t timeout_ns)
+{
+    if (!s)
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    if (!s->ctx->vk) /* the reference backend computed it in vkmha_mha_submit */
+        return VKMHA_SUCCESS;
+    return submission_wait(s->ctx->vk, s, timeout_ns);
+}
+
+VKMHA_API vkmha_status vkmha_submission_poll(vkmha_submission *s)
+{
+    if (!s)
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    if (!s->ctx->vk)
+        return VKMHA_SUCCESS;
+    if (s->done)
+        return s->status;
+    VkResult r = s->ctx->vk->vkd.vkGetFenceStatus(s->ctx->vk->device, s->fence);
+    if (r == VK_NOT_READY)
+        return VKMHA_NOT_READY;
+    return submission_wait(s->ctx->vk, s, UINT64_MAX);
+}
+
+VKMHA_API void vkmha_submission_destroy(vkmha_submission *s)
+{
+    if (!s)
+        return;
+    if (!s->ctx->vk) {
+        vkmha__free(s->ctx, s);
+        return;
+    }
+    submission_wait(s->ctx->vk, s, UINT64_MAX);
+    vk_submission_free(s->ctx->vk, s);
+}
+
+vkmha_submission *vk_submission_done(vkmha_context *ctx)
+{
+    vkmha_submission *s = vkmha__calloc(ctx, 1, sizeof *s);
+    if (s) {
+        s->ctx = ctx;
+        s->done = true;
+    }
+    return s;
+}
+
+VkResult vk_queue_submit(vk_state *vk, const VkSubmitInfo *si, VkFence fence)
+{
+    if (vk->queue_lock)
+        vk->queue_lock(vk->queue_lock_user);
+    VkResult r = vk->vkd.vkQueueSubmit(vk->queue, 1, si, fence);
+    if (vk->queue_unlock)
+        vk->queue_unlock(vk->queue_lock_user);
+    return r;
+}
+
+vkmha_status vk_call_end(vk_state *vk)
+{
+    VkResult r;
+    if (vk->mode == MODE_SYNC)
+        return vk_call_submit(vk);
+    vk->recording = false;
+    VkCommandBuffer cmd = vk->cmd;
+    const vk_mode mode = vk->mode;
+    vk->mode = MODE_SYNC;
+    vk->cmd = vk->own_cmd;
+    if (mode == MODE_RECORD)
+        return VKMHA_SUCCESS;
+    vkmha_submission *s = vk->subs[vk->n_subs - 1];
+    if ((r = vk->vkd.vkEndCommandBuffer(cmd)) != VK_SUCCESS) {
+        vk_submission_free(vk, s);
+        return vk_fail(vk, r, "vkEndCommandBuffer");
+    }
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &cmd;
+    if ((r = vk_queue_submit(vk, &si, s->fence)) != VK_SUCCESS) {
+        vk_submission_free(vk, s);
+        return vk_fail(vk, r, "vkQueueSubmit");
+    }
     return VKMHA_SUCCESS;
 }
 
 void vk_call_abort(vk_state *vk)
 {
-    if (vk->recording) {
+    const vk_mode mode = vk->mode;
+    if (vk->recording && mode != MODE_RECORD)
         vk->vkd.vkEndCommandBuffer(vk->cmd);
-        vk->recording = false;
-    }
+    vk->recording = false;
     vk->n_pending = 0;
+    vk->mode = MODE_SYNC;
+    vk->cmd = vk->own_cmd;
+    if (mode == MODE_SUBMIT && vk->n_subs)
+        vk_submission_free(vk, vk->subs[vk->n_subs - 1]);
 }
 
 static void flush(vk_state *vk, const vk_buffer *b)
@@ -82,12 +297,12 @@ void vk_upload(vk_state *vk, vk_buffer *dst, VkDeviceSize offset, const void *sr
     if (bytes == 0)
         return;
     if (dst->map) {
-        memcpy((uint8_t *)dst->map + offset, src, bytes);
+        memcpy((uint8_t *)dst->map + dst->offset + offset, src, bytes);
         flush(vk, dst);
         return;
     }
     /* Staging was sized by vk_call_begin; offsets stay 16-byte aligned. */
-    VkBufferCopy region = {vk->upload_used, offset, bytes};
+    VkBufferCopy region = {vk->upload_used, dst->offset + offset, bytes};
     memcpy((uint8_t *)vk->upload.map + vk->upload_used, src, bytes);
     vk->upload_used += (bytes + 15) & ~(VkDeviceSize)15;
     flush(vk, &vk->upload);
@@ -126,11 +341,11 @@ void vk_download(vk_state *vk, const vk_buffer *src, void *dst, size_t len, size
     p->stride2 = stride2;
     if (src->map) {
         p->src_buf = src;
-        p->src_off = 0;
+        p->src_off = src->offset;
         return;
     }
     vk_barrier(vk);
-    VkBufferCopy region = {0, vk->download_used, span};
+    VkBufferCopy region = {src->offset, vk->download_used, span};
     vk->vkd.vkCmdCopyBuffer(vk->cmd, src->buf, vk->download.buf, 1, &region);
     vk->dirty_transfer = true;
     p->src_buf = &vk->download;
@@ -170,10 +385,11 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe,
         return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
                            "internal: descriptor site of kind %d used for kind %d", site->kind,
                            kind);
-    /* Rewrite only the bindings whose buffer was recreated since the site was
-     * last used (buffer ids are unique per creation). A texel-buffer matmul
-     * site binds A and B twice: as vec4 texel views (0, 1) and as storage
-     * buffers (4, 5). */
+    /* A texel-buffer matmul binds A and B twice: as vec4 texel views (0, 1)
+     * and as storage buffers (4, 5). With push descriptors every binding goes
+     * into the command buffer; otherwise only the bindings whose buffer was
+     * recreated since the site was last used are rewritten (buffer ids are
+     * unique per creation). */
     const uint32_t n_bind = vk_kind_bindings(vk, kind);
     VkDescriptorBufferInfo infos[VK_MAX_BINDINGS];
     VkWriteDescriptorSet writes[VK_MAX_BINDINGS];
@@ -183,10 +399,12 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe,
         const vk_buffer *b = bufs[src] && bufs[src]->buf ? bufs[src] : &vk->dummy;
         const VkDescriptorType type = vk_binding_type(vk, kind, i);
         if (type == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER && !b->view4)
-            b = &vk->dummy; /* under 16 bytes: never read as vec4 */
-        if (site->ids[i] == b->id)
-            continue;
-        site->ids[i] = b->id;
+            b = &vk->dummy; /* under 16 bytes or wrapped: never read as vec4 */
+        if (!vk->push_descriptors) {
+            if (site->ids[i] == b->id)
+                continue;
+            site->ids[i] = b->id;
+        }
         writes[n_writes] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
         writes[n_writes].dstSet = site->set;
         writes[n_writes].dstBinding = i;
@@ -195,17 +413,21 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe,
         if (type == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER) {
             writes[n_writes].pTexelBufferView = &b->view4;
         } else {
-            infos[n_writes] = (VkDescriptorBufferInfo){b->buf, 0, b->size};
+            infos[n_writes] = (VkDescriptorBufferInfo){b->buf, b->offset, b->size};
             writes[n_writes].pBufferInfo = &infos[n_writes];
         }
         n_writes++;
     }
-    if (n_writes)
+    if (vk->push_descriptors)
+        vk->vkd.vkCmdPushDescriptorSetKHR(vk->cmd, VK_PIPELINE_BIND_POINT_COMPUTE,
+                                          vk->pipe_layouts[kind], 0, n_writes, writes);
+    else if (n_writes)
         vk->vkd.vkUpdateDescriptorSets(vk->device, n_writes, writes, 0, NULL);
 
     vk->vkd.vkCmdBindPipeline(vk->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
-    vk->vkd.vkCmdBindDescriptorSets(vk->cmd, VK_PIPELINE_BIND_POINT_COMPUTE,
-                                    vk->pipe_layouts[kind], 0, 1, &site->set, 0, NULL);
+    if (!vk->push_descriptors)
+        vk->vkd.vkCmdBindDescriptorSets(vk->cmd, VK_PIPELINE_BIND_POINT_COMPUTE,
+                                        vk->pipe_layouts[kind], 0, 1, &site->set, 0, NULL);
     vk->vkd.vkCmdPushConstants(vk->cmd, vk->pipe_layouts[kind], VK_SHADER_STAGE_COMPUTE_BIT, 0,
                                push_size, push);
     vk->vkd.vkCmdDispatch(vk->cmd, gx, gy, gz);
@@ -230,7 +452,7 @@ vkmha_status vk_call_submit(vk_state *vk)
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO};
     si.commandBufferCount = 1;
     si.pCommandBuffers = &vk->cmd;
-    r = vk->vkd.vkQueueSubmit(vk->queue, 1, &si, vk->fence);
+    r = vk_queue_submit(vk, &si, vk->fence);
     if (r == VK_SUCCESS) {
         r = vk->vkd.vkWaitForFences(vk->device, 1, &vk->fence, VK_TRUE, UINT64_MAX);
         VkResult rr = vk->vkd.vkResetFences(vk->device, 1, &vk->fence);

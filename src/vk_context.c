@@ -91,47 +91,65 @@ debug_callback(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
     return VK_FALSE;
 }
 
-static bool has_instance_extension(const char *layer, const char *name)
+static bool has_instance_extension(vk_state *vk, const char *layer, const char *name)
 {
     uint32_t n = 0;
     bool found = false;
-    if (vkEnumerateInstanceExtensionProperties(layer, &n, NULL) != VK_SUCCESS || n == 0)
+    PFN_vkEnumerateInstanceExtensionProperties f = vk->vkg.EnumerateInstanceExtensionProperties;
+    if (!f || f(layer, &n, NULL) != VK_SUCCESS || n == 0)
         return false;
-    VkExtensionProperties *props = malloc(n * sizeof *props);
+    VkExtensionProperties *props = vkmha__alloc(vk->ctx, n * sizeof *props);
     if (!props)
         return false;
-    if (vkEnumerateInstanceExtensionProperties(layer, &n, props) == VK_SUCCESS)
+    if (f(layer, &n, props) == VK_SUCCESS)
         for (uint32_t i = 0; i < n && !found; i++)
             found = strcmp(props[i].extensionName, name) == 0;
-    free(props);
+    vkmha__free(vk->ctx, props);
     return found;
 }
 
-static bool has_layer(const char *name)
+static bool has_layer(vk_state *vk, const char *name)
 {
     uint32_t n = 0;
     bool found = false;
-    if (vkEnumerateInstanceLayerProperties(&n, NULL) != VK_SUCCESS || n == 0)
+    PFN_vkEnumerateInstanceLayerProperties f = vk->vkg.EnumerateInstanceLayerProperties;
+    if (!f || f(&n, NULL) != VK_SUCCESS || n == 0)
         return false;
-    VkLayerProperties *props = malloc(n * sizeof *props);
+    VkLayerProperties *props = vkmha__alloc(vk->ctx, n * sizeof *props);
     if (!props)
         return false;
-    if (vkEnumerateInstanceLayerProperties(&n, props) == VK_SUCCESS)
+    if (f(&n, props) == VK_SUCCESS)
         for (uint32_t i = 0; i < n && !found; i++)
             found = strcmp(props[i].layerName, name) == 0;
-    free(props);
+    vkmha__free(vk->ctx, props);
     return found;
+}
+
+/* The loader's global functions: the application's (gipa) or the system's. */
+static vkmha_status load_globals(vk_state *vk, PFN_vkGetInstanceProcAddr gipa)
+{
+    if (!gipa) {
+        VkResult r = vk_loader_init();
+        if (r != VK_SUCCESS)
+            return vkmha__fail(vk->ctx, VKMHA_ERROR_NO_DEVICE,
+                               "vkmha_context_create: no Vulkan loader (libvulkan) found: %s",
+                               vk_result_string(r));
+    }
+    vk_load_global_table(gipa, &vk->vkg);
+    return VKMHA_SUCCESS;
 }
 
 /* Creates vk->instance (and the messenger when validating). */
 static vkmha_status create_instance(vk_state *vk, vkmha_context *ctx, bool validation)
 {
-    VkResult r = vk_loader_init();
-    if (r != VK_SUCCESS)
+    VkResult r;
+    uint32_t loader_version = VK_API_VERSION_1_0;
+    if (!vk->vkg.CreateInstance)
         return vkmha__fail(ctx, VKMHA_ERROR_NO_DEVICE,
-                           "vkmha_context_create: no Vulkan loader (libvulkan) found: %s",
-                           vk_result_string(r));
-    if (volkGetInstanceVersion() < VK_API_VERSION_1_1)
+                           "vkmha_context_create: the Vulkan loader has no vkCreateInstance");
+    if (vk->vkg.EnumerateInstanceVersion)
+        vk->vkg.EnumerateInstanceVersion(&loader_version);
+    if (loader_version < VK_API_VERSION_1_1)
         return vkmha__fail(ctx, VKMHA_ERROR_NO_DEVICE,
                            "vkmha_context_create: the Vulkan loader supports only Vulkan 1.0; "
                            "vkmha needs 1.1");
@@ -153,13 +171,13 @@ static vkmha_status create_instance(vk_state *vk, vkmha_context *ctx, bool valid
 
     const void *next = NULL;
     if (validation) {
-        if (!has_layer(VALIDATION_LAYER))
+        if (!has_layer(vk, VALIDATION_LAYER))
             return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
                                "vkmha_context_create: desc->enable_validation is set but "
                                "%s is not installed (Debian: vulkan-validationlayers)",
                                VALIDATION_LAYER);
-        if (!has_instance_extension(NULL, VK_EXT_DEBUG_UTILS_EXTENSION_NAME) &&
-            !has_instance_extension(VALIDATION_LAYER, VK_EXT_DEBUG_UTILS_EXTENSION_NAME))
+        if (!has_instance_extension(vk, NULL, VK_EXT_DEBUG_UTILS_EXTENSION_NAME) &&
+            !has_instance_extension(vk, VALIDATION_LAYER, VK_EXT_DEBUG_UTILS_EXTENSION_NAME))
             return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
                                "vkmha_context_create: validation needs %s, which is missing",
                                VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
@@ -167,7 +185,8 @@ static vkmha_status create_instance(vk_state *vk, vkmha_context *ctx, bool valid
         exts[n_exts++] = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
         messenger_info.pNext = NULL;
         next = &messenger_info;
-        if (has_instance_extension(VALIDATION_LAYER, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME)) {
+        if (has_instance_extension(vk, VALIDATION_LAYER,
+                                   VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME)) {
             exts[n_exts++] = VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME;
             features.enabledValidationFeatureCount = VKMHA_ARRAY_LEN(enables);
             features.pEnabledValidationFeatures = enables;
@@ -187,18 +206,18 @@ static vkmha_status create_instance(vk_state *vk, vkmha_context *ctx, bool valid
     ci.ppEnabledLayerNames = layers;
     ci.enabledExtensionCount = n_exts;
     ci.ppEnabledExtensionNames = exts;
-    r = vkCreateInstance(&ci, NULL, &vk->instance);
+    r = vk->vkg.CreateInstance(&ci, vk->vkalloc, &vk->instance);
     if (r != VK_SUCCESS) {
         vk->instance = VK_NULL_HANDLE;
         return vk_fail(vk, r, "vkmha_context_create: vkCreateInstance");
     }
-    vk_load_instance_table(vk->instance, &vk->vki);
+    vk_load_instance_table(vk->vkg.GetInstanceProcAddr, vk->instance, &vk->vki);
     if (validation) {
         vk->validation = true;
         if (!vk->vki.CreateDebugUtilsMessengerEXT)
             return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
                                "vkmha_context_create: vkCreateDebugUtilsMessengerEXT missing");
-        r = vk->vki.CreateDebugUtilsMessengerEXT(vk->instance, &messenger_info, NULL,
+        r = vk->vki.CreateDebugUtilsMessengerEXT(vk->instance, &messenger_info, vk->vkalloc,
                                                  &vk->messenger);
         if (r != VK_SUCCESS)
             return vk_fail(vk, r, "vkmha_context_create: vkCreateDebugUtilsMessengerEXT");
@@ -206,20 +225,20 @@ static vkmha_status create_instance(vk_state *vk, vkmha_context *ctx, bool valid
     return VKMHA_SUCCESS;
 }
 
-static bool device_has_extension(const vk_instance_table *vki, VkPhysicalDevice phys,
-                                 const char *name)
+static bool device_has_extension(const vkmha_context *ctx, const vk_instance_table *vki,
+                                 VkPhysicalDevice phys, const char *name)
 {
     uint32_t n = 0;
     bool found = false;
     if (vki->EnumerateDeviceExtensionProperties(phys, NULL, &n, NULL) != VK_SUCCESS || !n)
         return false;
-    VkExtensionProperties *props = malloc(n * sizeof *props);
+    VkExtensionProperties *props = vkmha__alloc(ctx, n * sizeof *props);
     if (!props)
         return false;
     if (vki->EnumerateDeviceExtensionProperties(phys, NULL, &n, props) == VK_SUCCESS)
         for (uint32_t i = 0; i < n && !found; i++)
             found = strcmp(props[i].extensionName, name) == 0;
-    free(props);
+    vkmha__free(ctx, props);
     return found;
 }
 
@@ -247,8 +266,9 @@ static void copy_string(char *dst, size_t cap, const char *src)
 }
 
 /* Fills the device's vkmha_device_info (memory properties into mp). */
-static void fill_info(const vk_instance_table *vki, VkPhysicalDevice phys,
-                      vkmha_device_info *info, VkPhysicalDeviceMemoryProperties *mp)
+static void fill_info(const vkmha_context *ctx, const vk_instance_table *vki,
+                      VkPhysicalDevice phys, vkmha_device_info *info,
+                      VkPhysicalDeviceMemoryProperties *mp)
 {
     VkPhysicalDeviceProperties base;
     memset(info, 0, sizeof *info);
@@ -261,7 +281,7 @@ static void fill_info(const vk_instance_table *vki, VkPhysicalDevice phys,
     VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
     VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
     bool has_driver = base.apiVersion >= VK_API_VERSION_1_2 ||
-                      device_has_extension(vki, phys, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME);
+                      device_has_extension(ctx, vki, phys, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME);
     bool v11 = base.apiVersion >= VK_API_VERSION_1_1 && vki->GetPhysicalDeviceProperties2;
     p2.pNext = &sub;
     sub.pNext = &m3;
@@ -349,6 +369,17 @@ static int type_rank(vkmha_device_type t)
     }
 }
 
+/* Reads the chosen physical device's properties and limits. */
+static void adopt_physical_device(vk_state *vk)
+{
+    fill_info(vk->ctx, &vk->vki, vk->phys, &vk->info, &vk->mem_props);
+    VkPhysicalDeviceProperties props;
+    vk->vki.GetPhysicalDeviceProperties(vk->phys, &props);
+    vk->non_coherent_atom = props.limits.nonCoherentAtomSize;
+    vk->max_texel_elements = props.limits.maxTexelBufferElements;
+    vk->min_storage_offset_align = props.limits.minStorageBufferOffsetAlignment;
+}
+
 static vkmha_status pick_device(vk_state *vk, const vkmha_context_desc *desc)
 {
     vkmha_context *ctx = vk->ctx;
@@ -365,7 +396,7 @@ static vkmha_status pick_device(vk_state *vk, const vkmha_context_desc *desc)
     for (uint32_t i = 0; i < n; i++) {
         vkmha_device_info info;
         VkPhysicalDeviceMemoryProperties mp;
-        fill_info(&vk->vki, devs[i], &info, &mp);
+        fill_info(ctx, &vk->vki, devs[i], &info, &mp);
         bool usable = info.has_compute_queue && info.api_version >= VK_API_VERSION_1_1;
         if (desc->use_device_index) {
             if (i != desc->device_index)
@@ -395,12 +426,62 @@ static vkmha_status pick_device(vk_state *vk, const vkmha_context_desc *desc)
                                  n);
     vk->phys = devs[best];
     vk->device_index = (uint32_t)best;
-    fill_info(&vk->vki, vk->phys, &vk->info, &vk->mem_props);
-    VkPhysicalDeviceProperties props;
-    vk->vki.GetPhysicalDeviceProperties(vk->phys, &props);
-    vk->non_coherent_atom = props.limits.nonCoherentAtomSize;
-    vk->max_texel_elements = props.limits.maxTexelBufferElements;
+    adopt_physical_device(vk);
     vk->queue_family = pick_queue_family(&vk->vki, vk->phys);
+    return VKMHA_SUCCESS;
+}
+
+/* The application's instance, physical device, device and queue
+ * (vkmha_vulkan_desc): checked, never owned. */
+static vkmha_status borrow_device(vk_state *vk, const vkmha_vulkan_desc *ext)
+{
+    vkmha_context *ctx = vk->ctx;
+    const uint32_t api = ext->instance_api_version ? ext->instance_api_version
+                                                   : VK_API_VERSION_1_1;
+    if (api < VK_API_VERSION_1_1)
+        return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "vkmha_context_create: desc->vulkan->instance_api_version is "
+                           "%u.%u; vkmha needs an instance of Vulkan 1.1 or later",
+                           VK_API_VERSION_MAJOR(api), VK_API_VERSION_MINOR(api));
+    vk->external = true;
+    vk->instance = ext->instance;
+    vk_load_instance_table(vk->vkg.GetInstanceProcAddr, vk->instance, &vk->vki);
+    if (!vk->vki.GetPhysicalDeviceProperties || !vk->vki.GetDeviceProcAddr ||
+        !vk->vki.GetPhysicalDeviceProperties2)
+        return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "vkmha_context_create: desc->vulkan->instance has no %s",
+                           !vk->vki.GetPhysicalDeviceProperties2
+                               ? "vkGetPhysicalDeviceProperties2 (Vulkan 1.1)"
+                               : "vkGetPhysicalDeviceProperties / vkGetDeviceProcAddr");
+    vk->phys = ext->physical_device;
+    vk->device_index = UINT32_MAX; /* not chosen by index */
+    VkPhysicalDevice devs[16];
+    uint32_t n = VKMHA_ARRAY_LEN(devs);
+    VkResult r = vk->vki.EnumeratePhysicalDevices(vk->instance, &n, devs);
+    if (r == VK_SUCCESS || r == VK_INCOMPLETE)
+        for (uint32_t i = 0; i < n; i++)
+            if (devs[i] == vk->phys)
+                vk->device_index = i;
+    adopt_physical_device(vk);
+    if (vk->info.api_version < VK_API_VERSION_1_1)
+        return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "vkmha_context_create: desc->vulkan->physical_device (%s) supports "
+                           "only Vulkan 1.0; vkmha needs 1.1",
+                           vk->info.name);
+    VkQueueFamilyProperties props[32];
+    uint32_t nq = VKMHA_ARRAY_LEN(props);
+    vk->vki.GetPhysicalDeviceQueueFamilyProperties(vk->phys, &nq, props);
+    if (ext->queue_family_index >= nq)
+        return vkmha__fail(ctx, VKMHA_ERROR_INVALID_ARGUMENT,
+                           "vkmha_context_create: desc->vulkan->queue_family_index (%u) is "
+                           "not below the device's %u queue families",
+                           ext->queue_family_index, nq);
+    if (!(props[ext->queue_family_index].queueFlags & VK_QUEUE_COMPUTE_BIT))
+        return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "vkmha_context_create: desc->vulkan->queue_family_index (%u) has "
+                           "no compute (VK_QUEUE_COMPUTE_BIT)",
+                           ext->queue_family_index);
+    vk->queue_family = ext->queue_family_index;
     return VKMHA_SUCCESS;
 }
 
@@ -433,12 +514,12 @@ static vkmha_status choose_memory_types(vk_state *vk)
     bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                VK_BUFFER_USAGE_TRANSFER_DST_BIT;
     VkBuffer probe;
-    VkResult r = vk->vkd.vkCreateBuffer(vk->device, &bi, NULL, &probe);
+    VkResult r = vk->vkd.vkCreateBuffer(vk->device, &bi, vk->vkalloc, &probe);
     if (r != VK_SUCCESS)
         return vk_fail(vk, r, "vkmha_context_create: vkCreateBuffer");
     VkMemoryRequirements req;
     vk->vkd.vkGetBufferMemoryRequirements(vk->device, probe, &req);
-    vk->vkd.vkDestroyBuffer(vk->device, probe, NULL);
+    vk->vkd.vkDestroyBuffer(vk->device, probe, vk->vkalloc);
 
     const VkMemoryPropertyFlags dl = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
                                 hv = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT,
@@ -466,37 +547,74 @@ static vkmha_status choose_memory_types(vk_state *vk)
     return VKMHA_SUCCESS;
 }
 
-static vkmha_status create_device(vk_state *vk)
+static bool listed(const char *const *names, uint32_t n, const char *name)
 {
-    float priority = 1.0f;
-    VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
-    qi.queueFamilyIndex = vk->queue_family;
-    qi.queueCount = 1;
-    qi.pQueuePriorities = &priority;
-    VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
-    di.queueCreateInfoCount = 1;
-    di.pQueueCreateInfos = &qi;
-    VkResult r = vk->vki.CreateDevice(vk->phys, &di, NULL, &vk->device);
-    if (r != VK_SUCCESS) {
-        vk->device = VK_NULL_HANDLE;
-        return vk_fail(vk, r, "vkmha_context_create: vkCreateDevice");
+    for (uint32_t i = 0; i < n; i++)
+        if (names && names[i] && strcmp(names[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* Creates the device (unless borrowed), then what vkmha owns on it: the
+ * command pool, the synchronous calls' command buffer and fence. */
+static vkmha_status create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
+{
+    VkResult r;
+    if (ext && ext->device) {
+        vk->device = ext->device;
+        vk->queue = ext->queue;
+        vk->push_descriptors = listed(ext->enabled_device_extensions,
+                                      ext->enabled_device_extension_count,
+                                      VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+        vk_load_device_table(vk->device, vk->vki.GetDeviceProcAddr, &vk->vkd);
+    } else {
+        float priority = 1.0f;
+        const char *exts[1];
+        uint32_t n_exts = 0;
+        vk->push_descriptors = device_has_extension(vk->ctx, &vk->vki, vk->phys,
+                                                    VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+        if (vk->push_descriptors)
+            exts[n_exts++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
+        VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+        qi.queueFamilyIndex = vk->queue_family;
+        qi.queueCount = 1;
+        qi.pQueuePriorities = &priority;
+        VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+        di.queueCreateInfoCount = 1;
+        di.pQueueCreateInfos = &qi;
+        di.enabledExtensionCount = n_exts;
+        di.ppEnabledExtensionNames = exts;
+        r = vk->vki.CreateDevice(vk->phys, &di, vk->vkalloc, &vk->device);
+        if (r != VK_SUCCESS) {
+            vk->device = VK_NULL_HANDLE;
+            return vk_fail(vk, r, "vkmha_context_create: vkCreateDevice");
+        }
+        vk_load_device_table(vk->device, vk->vki.GetDeviceProcAddr, &vk->vkd);
+        vk->vkd.vkGetDeviceQueue(vk->device, vk->queue_family, 0, &vk->queue);
     }
-    vk_load_device_table(vk->device, vk->vki.GetDeviceProcAddr, &vk->vkd);
-    vk->vkd.vkGetDeviceQueue(vk->device, vk->queue_family, 0, &vk->queue);
+    /* The environment can turn push descriptors off (a driver workaround,
+     * and how the test suite covers the descriptor-set path). */
+    const char *no_push = getenv("VKMHA_NO_PUSH_DESCRIPTORS");
+    if (no_push && *no_push && strcmp(no_push, "0") != 0)
+        vk->push_descriptors = false;
+    if (vk->push_descriptors && !vk->vkd.vkCmdPushDescriptorSetKHR)
+        vk->push_descriptors = false;
 
     VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
     pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
     pi.queueFamilyIndex = vk->queue_family;
-    if ((r = vk->vkd.vkCreateCommandPool(vk->device, &pi, NULL, &vk->cmd_pool)) != VK_SUCCESS)
+    if ((r = vk->vkd.vkCreateCommandPool(vk->device, &pi, vk->vkalloc, &vk->cmd_pool)) !=
+        VK_SUCCESS)
         return vk_fail(vk, r, "vkmha_context_create: vkCreateCommandPool");
     VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
     ai.commandPool = vk->cmd_pool;
     ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
     ai.commandBufferCount = 1;
-    if ((r = vk->vkd.vkAllocateCommandBuffers(vk->device, &ai, &vk->cmd)) != VK_SUCCESS)
+    if ((r = vk->vkd.vkAllocateCommandBuffers(vk->device, &ai, &vk->own_cmd)) != VK_SUCCESS)
         return vk_fail(vk, r, "vkmha_context_create: vkAllocateCommandBuffers");
+    vk->cmd = vk->own_cmd;
     VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    if ((r = vk->vkd.vkCreateFence(vk->device, &fi, NULL, &vk->fence)) != VK_SUCCESS)
+    if ((r = vk->vkd.vkCreateFence(vk->device, &fi, vk->vkalloc, &vk->fence)) != VK_SUCCESS)
         return vk_fail(vk, r, "vkmha_context_create: vkCreateFence");
     return VKMHA_SUCCESS;
 }
@@ -516,7 +634,7 @@ static vkmha_status create_timestamps(vk_state *vk)
     VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
     qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
     qi.queryCount = 2;
-    VkResult r = vk->vkd.vkCreateQueryPool(vk->device, &qi, NULL, &vk->timestamps);
+    VkResult r = vk->vkd.vkCreateQueryPool(vk->device, &qi, vk->vkalloc, &vk->timestamps);
     if (r != VK_SUCCESS) {
         vk->timestamps = VK_NULL_HANDLE;
         return vk_fail(vk, r, "vkmha_context_create: vkCreateQueryPool");
@@ -524,18 +642,66 @@ static vkmha_status create_timestamps(vk_state *vk)
     return VKMHA_SUCCESS;
 }
 
+/* Checks desc->vulkan: the borrowed handles all set or all null, the lock
+ * callbacks both or neither. */
+static vkmha_status check_external(vkmha_context *ctx, const vkmha_context_desc *desc)
+{
+    const vkmha_vulkan_desc *e = desc->vulkan;
+    if (!e)
+        return VKMHA_SUCCESS;
+    const bool set[4] = {e->instance != VK_NULL_HANDLE, e->physical_device != VK_NULL_HANDLE,
+                         e->device != VK_NULL_HANDLE, e->queue != VK_NULL_HANDLE};
+    static const char *const names[4] = {"instance", "physical_device", "device", "queue"};
+    for (int i = 1; i < 4; i++)
+        if (set[i] != set[0])
+            return vkmha__fail(ctx, VKMHA_ERROR_INVALID_ARGUMENT,
+                               "vkmha_context_create: desc->vulkan->%s is %s but "
+                               "desc->vulkan->%s is %s (borrow all four or none)",
+                               names[i], set[i] ? "set" : "null", names[0],
+                               set[0] ? "set" : "null");
+    if (!e->queue_lock != !e->queue_unlock)
+        return vkmha__fail(ctx, VKMHA_ERROR_INVALID_ARGUMENT,
+                           "vkmha_context_create: desc->vulkan->%s is NULL (queue_lock and "
+                           "queue_unlock are both set or both NULL)",
+                           e->queue_lock ? "queue_unlock" : "queue_lock");
+    if (e->enabled_device_extension_count && !e->enabled_device_extensions)
+        return vkmha__fail(ctx, VKMHA_ERROR_INVALID_ARGUMENT,
+                           "vkmha_context_create: desc->vulkan->enabled_device_extensions is "
+                           "NULL with a count of %u",
+                           e->enabled_device_extension_count);
+    if (set[0] && desc->enable_validation)
+        return vkmha__fail(ctx, VKMHA_ERROR_INVALID_ARGUMENT,
+                           "vkmha_context_create: desc->enable_validation is set with a "
+                           "borrowed desc->vulkan->instance (its layers are the "
+                           "application's choice)");
+    return VKMHA_SUCCESS;
+}
+
 vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc)
 {
     vkmha_status st;
-    vk_state *vk = calloc(1, sizeof *vk);
+    const vkmha_vulkan_desc *ext = desc->vulkan;
+    if ((st = check_external(ctx, desc)))
+        return st;
+    vk_state *vk = vkmha__calloc(ctx, 1, sizeof *vk);
     if (!vk)
         return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
                            "vkmha_context_create: out of host memory");
     vk->ctx = ctx;
     ctx->vk = vk;
-    if ((st = create_instance(vk, ctx, desc->enable_validation)) ||
-        (st = pick_device(vk, desc)) || (st = create_device(vk)) ||
-        (st = choose_memory_types(vk)))
+    if (ext) {
+        vk->vkalloc = ext->allocation_callbacks;
+        vk->queue_lock = ext->queue_lock;
+        vk->queue_unlock = ext->queue_unlock;
+        vk->queue_lock_user = ext->queue_lock_user;
+    }
+    if ((st = load_globals(vk, ext ? ext->get_instance_proc_addr : NULL)))
+        return st;
+    if (ext && ext->device)
+        st = borrow_device(vk, ext);
+    else if (!(st = create_instance(vk, ctx, desc->enable_validation)))
+        st = pick_device(vk, desc);
+    if (st || (st = create_device(vk, ext)) || (st = choose_memory_types(vk)))
         return st; /* the caller destroys the partial state */
     vk->use_subgroup = vk->info.subgroup_arithmetic && !(desc->flags & VKMHA_CONTEXT_NO_SUBGROUP_OPS);
     if ((desc->flags & VKMHA_CONTEXT_PROFILE) && (st = create_timestamps(vk)))
@@ -552,7 +718,17 @@ void vk_destroy(vk_state *vk)
     if (!vk)
         return;
     if (vk->device) {
-        vk->vkd.vkDeviceWaitIdle(vk->device);
+        /* A borrowed device may be busy with the application's work: wait
+         * only for vkmha's own (the application finished the command
+         * buffers it recorded vkmha's work into, as documented). */
+        if (vk->external)
+            vk_wait_submissions(vk);
+        else
+            vk->vkd.vkDeviceWaitIdle(vk->device);
+        while (vk->n_subs)
+            vk_submission_free(vk, vk->subs[vk->n_subs - 1]);
+        vkmha__free(vk->ctx, vk->subs);
+        vk_release_retired(vk);
         for (int i = 0; i < SLOT_COUNT; i++)
             vk_buffer_destroy(vk, &vk->slots[i]);
         vk_buffer_destroy(vk, &vk->dummy);
@@ -560,18 +736,21 @@ void vk_destroy(vk_state *vk)
         vk_buffer_destroy(vk, &vk->download);
         vk_pipelines_destroy(vk);
         if (vk->fence)
-            vk->vkd.vkDestroyFence(vk->device, vk->fence, NULL);
+            vk->vkd.vkDestroyFence(vk->device, vk->fence, vk->vkalloc);
         if (vk->timestamps)
-            vk->vkd.vkDestroyQueryPool(vk->device, vk->timestamps, NULL);
+            vk->vkd.vkDestroyQueryPool(vk->device, vk->timestamps, vk->vkalloc);
         if (vk->cmd_pool)
-            vk->vkd.vkDestroyCommandPool(vk->device, vk->cmd_pool, NULL);
-        vk->vkd.vkDestroyDevice(vk->device, NULL);
+            vk->vkd.vkDestroyCommandPool(vk->device, vk->cmd_pool, vk->vkalloc);
+        if (!vk->external)
+            vk->vkd.vkDestroyDevice(vk->device, vk->vkalloc);
     }
-    if (vk->messenger)
-        vk->vki.DestroyDebugUtilsMessengerEXT(vk->instance, vk->messenger, NULL);
-    if (vk->instance)
-        vk->vki.DestroyInstance(vk->instance, NULL);
-    free(vk);
+    if (!vk->external) {
+        if (vk->messenger)
+            vk->vki.DestroyDebugUtilsMessengerEXT(vk->instance, vk->messenger, vk->vkalloc);
+        if (vk->instance)
+            vk->vki.DestroyInstance(vk->instance, vk->vkalloc);
+    }
+    vkmha__free(vk->ctx, vk);
 }
 
 VKMHA_API vkmha_status vkmha_enumerate_devices(uint32_t *count, vkmha_device_info *out)
@@ -581,7 +760,9 @@ VKMHA_API vkmha_status vkmha_enumerate_devices(uint32_t *count, vkmha_device_inf
     vkmha_context tmp = {0};
     vk_state vk = {0};
     vk.ctx = &tmp;
-    vkmha_status st = create_instance(&vk, &tmp, false);
+    vkmha_status st = load_globals(&vk, NULL);
+    if (st == VKMHA_SUCCESS)
+        st = create_instance(&vk, &tmp, false);
     if (st != VKMHA_SUCCESS) {
         if (vk.instance)
             vk.vki.DestroyInstance(vk.instance, NULL);
@@ -594,7 +775,7 @@ VKMHA_API vkmha_status vkmha_enumerate_devices(uint32_t *count, vkmha_device_inf
         n = 0;
     for (uint32_t i = 0; i < n && i < *count; i++) {
         VkPhysicalDeviceMemoryProperties mp;
-        fill_info(&vk.vki, devs[i], &out[i], &mp);
+        fill_info(NULL, &vk.vki, devs[i], &out[i], &mp);
     }
     *count = n;
     vk.vki.DestroyInstance(vk.instance, NULL);

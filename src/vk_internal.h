@@ -8,6 +8,7 @@
 
 typedef struct vk_buffer {
     VkBuffer buf;
+    VkDeviceSize offset; /* where the data starts in buf (wrapped tensors) */
     VkDeviceMemory mem;
     VkDeviceSize size;
     VkDeviceSize alloc_size; /* bytes of its VkDeviceMemory */
@@ -126,6 +127,16 @@ typedef struct vk_pending_copy {
 
 #define VK_MAX_PENDING 4
 
+/* The loader's global functions, from the system loader or the
+ * application's vkGetInstanceProcAddr (vkmha_vulkan_desc). */
+typedef struct vk_global_table {
+    PFN_vkGetInstanceProcAddr GetInstanceProcAddr;
+    PFN_vkCreateInstance CreateInstance;
+    PFN_vkEnumerateInstanceExtensionProperties EnumerateInstanceExtensionProperties;
+    PFN_vkEnumerateInstanceLayerProperties EnumerateInstanceLayerProperties;
+    PFN_vkEnumerateInstanceVersion EnumerateInstanceVersion; /* NULL: a 1.0 loader */
+} vk_global_table;
+
 typedef struct vk_instance_table {
     PFN_vkDestroyInstance DestroyInstance;
     PFN_vkEnumeratePhysicalDevices EnumeratePhysicalDevices;
@@ -140,6 +151,13 @@ typedef struct vk_instance_table {
     PFN_vkDestroyDebugUtilsMessengerEXT DestroyDebugUtilsMessengerEXT;
 } vk_instance_table;
 
+/* Where a call's commands go. */
+typedef enum vk_mode {
+    MODE_SYNC,   /* the context's command buffer, submitted and waited for */
+    MODE_RECORD, /* the application's command buffer, not submitted */
+    MODE_SUBMIT, /* a submission's command buffer, submitted, not waited for */
+} vk_mode;
+
 struct vk_state {
     vkmha_context *ctx; /* for errors and logging */
     /* The application's VkAllocationCallbacks for every Vulkan create,
@@ -151,6 +169,16 @@ struct vk_state {
     bool pipeline_cache_loaded;
     uint64_t pipeline_cache_bytes;
     uint32_t pipelines_created;
+    /* Borrowed (vkmha_vulkan_desc): instance, physical device, device and
+     * queue belong to the application and are never destroyed here. */
+    bool external;
+    void (*queue_lock)(void *user), (*queue_unlock)(void *user);
+    void *queue_lock_user;
+    /* VK_KHR_push_descriptor: descriptors go into the command buffer (no
+     * descriptor sets), which recording into the application's command
+     * buffers needs. */
+    bool push_descriptors;
+    vk_global_table vkg;
     VkInstance instance;
     vk_instance_table vki; /* this instance's functions: no global pointers */
     VkDebugUtilsMessengerEXT messenger;
@@ -168,7 +196,8 @@ struct vk_state {
     uint32_t queue_family;
     VkQueue queue;
     VkCommandPool cmd_pool;
-    VkCommandBuffer cmd;
+    VkCommandBuffer own_cmd; /* the synchronous calls' command buffer */
+    VkCommandBuffer cmd;     /* the one being recorded: own_cmd or the caller's */
     VkFence fence;
     bool lost;
 
@@ -206,6 +235,19 @@ struct vk_state {
     vk_buffer upload, download; /* staging, grown on demand */
     VkDeviceSize upload_used, download_used;
 
+    VkDeviceSize min_storage_offset_align; /* minStorageBufferOffsetAlignment */
+
+    /* Where the call being recorded goes (src/vk_command.c). */
+    vk_mode mode;
+    /* Work was recorded into the application's command buffers since the
+     * last trim: scratch buffers being replaced are retired, not freed. */
+    bool recorded;
+    vk_buffer *retired;
+    uint32_t n_retired, cap_retired;
+    /* vkmha_mha_submit's submissions not yet known to be complete. */
+    struct vkmha_submission **subs;
+    uint32_t n_subs, cap_subs;
+
     /* The call being recorded. */
     bool recording;
     bool dirty_transfer, dirty_compute; /* writes not yet covered by a barrier */
@@ -216,7 +258,11 @@ struct vk_state {
 /* ---- src/vk_loader.c ----------------------------------------------------- */
 /* Loads the Vulkan loader once per process (thread-safe, idempotent). */
 VkResult vk_loader_init(void);
-void vk_load_instance_table(VkInstance instance, vk_instance_table *t);
+/* The global functions through `gipa` (NULL: the system loader, which
+ * vk_loader_init must have loaded). */
+void vk_load_global_table(PFN_vkGetInstanceProcAddr gipa, vk_global_table *t);
+void vk_load_instance_table(PFN_vkGetInstanceProcAddr gipa, VkInstance instance,
+                            vk_instance_table *t);
 void vk_load_device_table(VkDevice device, PFN_vkGetDeviceProcAddr get,
                           struct VolkDeviceTable *table);
 
@@ -271,6 +317,25 @@ vkmha_status vk_grid(vk_state *vk, uint64_t groups, const char *what, uint32_t *
 vkmha_status vk_call_submit(vk_state *vk);
 /* Abandons a call after an error while recording. */
 void vk_call_abort(vk_state *vk);
+/* Starts recording into the application's command buffer (MODE_RECORD):
+ * UNSUPPORTED without push descriptors. No uploads or downloads. */
+vkmha_status vk_record_begin(vk_state *vk, VkCommandBuffer cmd);
+/* Starts recording a submission's own command buffer (MODE_SUBMIT). */
+vkmha_status vk_submit_begin(vk_state *vk, struct vkmha_submission **out);
+/* Ends a call of any mode: MODE_SYNC submits and waits (vk_call_submit),
+ * MODE_RECORD returns, MODE_SUBMIT submits without waiting. */
+vkmha_status vk_call_end(vk_state *vk);
+/* vkQueueSubmit between the application's queue lock callbacks. */
+VkResult vk_queue_submit(vk_state *vk, const VkSubmitInfo *si, VkFence fence);
+/* Waits for every pending submission (before a scratch buffer is replaced,
+ * or a descriptor set they use is rewritten). */
+vkmha_status vk_wait_submissions(vk_state *vk);
+/* Frees the retired scratch buffers and clears `recorded` (vkmha_context_trim). */
+void vk_release_retired(vk_state *vk);
+/* Frees a submission's Vulkan objects and removes it from the pending list. */
+void vk_submission_free(vk_state *vk, struct vkmha_submission *s);
+/* A completed submission (the reference backend's), or NULL out of memory. */
+struct vkmha_submission *vk_submission_done(vkmha_context *ctx);
 
 /* ---- src/vk_pipeline.c --------------------------------------------------- */
 /* Chooses the tiles (override: desc->matmul_tile, may be NULL) and creates

@@ -48,9 +48,21 @@ VkResult vk_loader_init(void)
 }
 #endif
 
-void vk_load_instance_table(VkInstance instance, vk_instance_table *t)
+void vk_load_global_table(PFN_vkGetInstanceProcAddr gipa, vk_global_table *t)
 {
-#define LOAD(name) t->name = (PFN_vk##name)vkGetInstanceProcAddr(instance, "vk" #name)
+    t->GetInstanceProcAddr = gipa ? gipa : vkGetInstanceProcAddr;
+#define LOAD(name) t->name = (PFN_vk##name)t->GetInstanceProcAddr(VK_NULL_HANDLE, "vk" #name)
+    LOAD(CreateInstance);
+    LOAD(EnumerateInstanceExtensionProperties);
+    LOAD(EnumerateInstanceLayerProperties);
+    LOAD(EnumerateInstanceVersion);
+#undef LOAD
+}
+
+void vk_load_instance_table(PFN_vkGetInstanceProcAddr gipa, VkInstance instance,
+                            vk_instance_table *t)
+{
+#define LOAD(name) t->name = (PFN_vk##name)gipa(instance, "vk" #name)
     LOAD(DestroyInstance);
     LOAD(EnumeratePhysicalDevices);
     LOAD(GetPhysicalDeviceProperties);

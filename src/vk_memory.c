@@ -31,11 +31,11 @@ vkmha_status vk_check_size(vk_state *vk, uint64_t bytes, const char *what)
 void vk_buffer_destroy(vk_state *vk, vk_buffer *b)
 {
     if (b->view4)
-        vk->vkd.vkDestroyBufferView(vk->device, b->view4, NULL);
+        vk->vkd.vkDestroyBufferView(vk->device, b->view4, vk->vkalloc);
     if (b->buf)
-        vk->vkd.vkDestroyBuffer(vk->device, b->buf, NULL);
+        vk->vkd.vkDestroyBuffer(vk->device, b->buf, vk->vkalloc);
     if (b->mem) {
-        vk->vkd.vkFreeMemory(vk->device, b->mem, NULL); /* unmaps implicitly */
+        vk->vkd.vkFreeMemory(vk->device, b->mem, vk->vkalloc); /* unmaps implicitly */
         vk->memory_bytes -= b->alloc_size;
     }
     memset(b, 0, sizeof *b);
@@ -58,7 +58,7 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
     bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
     snprintf(msg, sizeof msg, "vkCreateBuffer (%s, %llu bytes)", what,
              (unsigned long long)size);
-    if ((r = vk->vkd.vkCreateBuffer(vk->device, &bi, NULL, &b.buf)) != VK_SUCCESS)
+    if ((r = vk->vkd.vkCreateBuffer(vk->device, &bi, vk->vkalloc, &b.buf)) != VK_SUCCESS)
         return vk_fail(vk, r, msg);
 
     VkMemoryRequirements req;
@@ -73,7 +73,7 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
     ai.memoryTypeIndex = type;
     snprintf(msg, sizeof msg, "vkAllocateMemory (%s, %llu bytes)", what,
              (unsigned long long)req.size);
-    if ((r = vk->vkd.vkAllocateMemory(vk->device, &ai, NULL, &b.mem)) != VK_SUCCESS) {
+    if ((r = vk->vkd.vkAllocateMemory(vk->device, &ai, vk->vkalloc, &b.mem)) != VK_SUCCESS) {
         b.mem = VK_NULL_HANDLE;
         vk_buffer_destroy(vk, &b);
         return vk_fail(vk, r, msg);
@@ -98,7 +98,7 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
         vi.range = VK_WHOLE_SIZE;
         /* Slots never exceed maxStorageBufferRange, which matmul_texel
          * requires to be within maxTexelBufferElements texels. */
-        if ((r = vk->vkd.vkCreateBufferView(vk->device, &vi, NULL, &b.view4)) != VK_SUCCESS) {
+        if ((r = vk->vkd.vkCreateBufferView(vk->device, &vi, vk->vkalloc, &b.view4)) != VK_SUCCESS) {
             vk_buffer_destroy(vk, &b);
             return vk_fail(vk, r, "vkCreateBufferView");
         }
@@ -109,6 +109,45 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
     b.id = ++vk->next_buffer_id;
     *out = b;
     return VKMHA_SUCCESS;
+}
+
+/* Replaces nothing yet: frees *b, or keeps it on the retired list while
+ * command buffers the application recorded may still use it. vkmha's own
+ * submissions are waited for first. */
+static vkmha_status vk_retire(vk_state *vk, vk_buffer *b)
+{
+    vkmha_status st;
+    if (!b->buf)
+        return VKMHA_SUCCESS;
+    if ((st = vk_wait_submissions(vk)))
+        return st;
+    if (!vk->recorded) {
+        vk_buffer_destroy(vk, b);
+        return VKMHA_SUCCESS;
+    }
+    if (vk->n_retired == vk->cap_retired) {
+        uint32_t cap = vk->cap_retired ? 2 * vk->cap_retired : 8;
+        vk_buffer *r = vkmha__realloc(vk->ctx, vk->retired, vk->n_retired * sizeof *r,
+                                      cap * sizeof *r);
+        if (!r)
+            return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                               "%s: out of host memory", call_name(vk));
+        vk->retired = r;
+        vk->cap_retired = cap;
+    }
+    vk->retired[vk->n_retired++] = *b;
+    memset(b, 0, sizeof *b);
+    return VKMHA_SUCCESS;
+}
+
+void vk_release_retired(vk_state *vk)
+{
+    for (uint32_t i = 0; i < vk->n_retired; i++)
+        vk_buffer_destroy(vk, &vk->retired[i]);
+    vkmha__free(vk->ctx, vk->retired);
+    vk->retired = NULL;
+    vk->n_retired = vk->cap_retired = 0;
+    vk->recorded = false;
 }
 
 /* Rounds a growing buffer up so that slowly growing shapes do not reallocate
@@ -133,7 +172,8 @@ static vkmha_status ensure(vk_state *vk, vk_buffer *b, VkDeviceSize size, bool s
         return VKMHA_SUCCESS;
     if (!staging && (st = vk_check_size(vk, size, what)))
         return st;
-    vk_buffer_destroy(vk, b); /* nothing is in flight between calls */
+    if ((st = vk_retire(vk, b)))
+        return st;
     return vk_buffer_create(vk, grow_size(vk, size), staging, download, what, b);
 }
 

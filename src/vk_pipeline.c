@@ -259,9 +259,10 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override)
             b[i] = (VkDescriptorSetLayoutBinding){i, vk_binding_type(vk, (vk_kind)k, i), 1,
                                                   VK_SHADER_STAGE_COMPUTE_BIT, NULL};
         VkDescriptorSetLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+        li.flags = vk->push_descriptors ? VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR : 0;
         li.bindingCount = nb;
         li.pBindings = b;
-        if ((r = vk->vkd.vkCreateDescriptorSetLayout(vk->device, &li, NULL,
+        if ((r = vk->vkd.vkCreateDescriptorSetLayout(vk->device, &li, vk->vkalloc,
                                                      &vk->set_layouts[k])) != VK_SUCCESS)
             return vk_fail(vk, r, "vkCreateDescriptorSetLayout");
         VkPushConstantRange range = {VK_SHADER_STAGE_COMPUTE_BIT, 0, PUSH_RANGE};
@@ -270,7 +271,7 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override)
         pi.pSetLayouts = &vk->set_layouts[k];
         pi.pushConstantRangeCount = 1;
         pi.pPushConstantRanges = &range;
-        if ((r = vk->vkd.vkCreatePipelineLayout(vk->device, &pi, NULL, &vk->pipe_layouts[k])) !=
+        if ((r = vk->vkd.vkCreatePipelineLayout(vk->device, &pi, vk->vkalloc, &vk->pipe_layouts[k])) !=
             VK_SUCCESS)
             return vk_fail(vk, r, "vkCreatePipelineLayout");
     }
@@ -287,12 +288,12 @@ void vk_pipelines_destroy(vk_state *vk)
     vk_site_pool_destroy(vk, &vk->op_sites);
     for (int i = 0; i < PIPE_COUNT; i++)
         if (vk->pipes[i])
-            vk->vkd.vkDestroyPipeline(vk->device, vk->pipes[i], NULL);
+            vk->vkd.vkDestroyPipeline(vk->device, vk->pipes[i], vk->vkalloc);
     for (int k = 0; k < KIND_COUNT; k++) {
         if (vk->pipe_layouts[k])
-            vk->vkd.vkDestroyPipelineLayout(vk->device, vk->pipe_layouts[k], NULL);
+            vk->vkd.vkDestroyPipelineLayout(vk->device, vk->pipe_layouts[k], vk->vkalloc);
         if (vk->set_layouts[k])
-            vk->vkd.vkDestroyDescriptorSetLayout(vk->device, vk->set_layouts[k], NULL);
+            vk->vkd.vkDestroyDescriptorSetLayout(vk->device, vk->set_layouts[k], vk->vkalloc);
     }
 }
 
@@ -398,7 +399,7 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
     mi.codeSize = code->size;
     mi.pCode = code->code;
     VkShaderModule module;
-    VkResult r = vk->vkd.vkCreateShaderModule(vk->device, &mi, NULL, &module);
+    VkResult r = vk->vkd.vkCreateShaderModule(vk->device, &mi, vk->vkalloc, &module);
     if (r != VK_SUCCESS)
         return vk_fail(vk, r, "vkCreateShaderModule");
     VkComputePipelineCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
@@ -408,9 +409,9 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
     ci.stage.pName = "main";
     ci.stage.pSpecializationInfo = &si;
     ci.layout = vk->pipe_layouts[vk_pipe_kind(pipe)];
-    r = vk->vkd.vkCreateComputePipelines(vk->device, VK_NULL_HANDLE, 1, &ci, NULL,
+    r = vk->vkd.vkCreateComputePipelines(vk->device, VK_NULL_HANDLE, 1, &ci, vk->vkalloc,
                                          &vk->pipes[pipe]);
-    vk->vkd.vkDestroyShaderModule(vk->device, module, NULL);
+    vk->vkd.vkDestroyShaderModule(vk->device, module, vk->vkalloc);
     if (r != VK_SUCCESS) {
         vk->pipes[pipe] = VK_NULL_HANDLE;
         return vk_fail(vk, r, "vkCreateComputePipelines");
@@ -424,10 +425,16 @@ vkmha_status vk_site_pool_create(vk_state *vk, const vk_kind *kinds, uint32_t co
 {
     VkResult r;
     vk_site_pool p = {0};
-    p.sites = calloc(count, sizeof *p.sites);
+    p.sites = vkmha__calloc(vk->ctx, count, sizeof *p.sites);
     if (!p.sites)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
     p.count = count;
+    for (uint32_t i = 0; i < count; i++)
+        p.sites[i].kind = kinds[i];
+    if (vk->push_descriptors) { /* no sets: descriptors go into the command buffer */
+        *out = p;
+        return VKMHA_SUCCESS;
+    }
     VkDescriptorPoolSize sizes[2] = {
         {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, count * VK_MAX_BINDINGS},
         {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, count * 2}};
@@ -435,8 +442,8 @@ vkmha_status vk_site_pool_create(vk_state *vk, const vk_kind *kinds, uint32_t co
     pi.maxSets = count;
     pi.poolSizeCount = vk->matmul_texel ? 2 : 1;
     pi.pPoolSizes = sizes;
-    if ((r = vk->vkd.vkCreateDescriptorPool(vk->device, &pi, NULL, &p.pool)) != VK_SUCCESS) {
-        free(p.sites);
+    if ((r = vk->vkd.vkCreateDescriptorPool(vk->device, &pi, vk->vkalloc, &p.pool)) != VK_SUCCESS) {
+        vkmha__free(vk->ctx, p.sites);
         return vk_fail(vk, r, "vkCreateDescriptorPool");
     }
     for (uint32_t i = 0; i < count; i++) {
@@ -444,7 +451,6 @@ vkmha_status vk_site_pool_create(vk_state *vk, const vk_kind *kinds, uint32_t co
         ai.descriptorPool = p.pool;
         ai.descriptorSetCount = 1;
         ai.pSetLayouts = &vk->set_layouts[kinds[i]];
-        p.sites[i].kind = kinds[i];
         if ((r = vk->vkd.vkAllocateDescriptorSets(vk->device, &ai, &p.sites[i].set)) !=
             VK_SUCCESS) {
             vk_site_pool_destroy(vk, &p);
@@ -458,7 +464,7 @@ vkmha_status vk_site_pool_create(vk_state *vk, const vk_kind *kinds, uint32_t co
 void vk_site_pool_destroy(vk_state *vk, vk_site_pool *p)
 {
     if (p->pool)
-        vk->vkd.vkDestroyDescriptorPool(vk->device, p->pool, NULL); /* frees the sets */
-    free(p->sites);
+        vk->vkd.vkDestroyDescriptorPool(vk->device, p->pool, vk->vkalloc); /* frees the sets */
+    vkmha__free(vk->ctx, p->sites);
     memset(p, 0, sizeof *p);
 }

@@ -124,10 +124,10 @@ static void case_softmax_basic(void)
     const float want2[3] = {0.1863237232f, 0.3071958857f, 0.5064803911f};
     float y2[3];
     sm_shape s = {.batch = 1, .heads = 1, .len_q = 1, .len_k = 3, .scale = 1.0f};
-    bool ok = status_ok(name, ref_softmax(&s, x, NULL, x));
+    bool ok = status_ok(name, ref_softmax(NULL, &s, x, NULL, x));
     ok = close_(name, "y (scale 1)", x, want1, 3) && ok;
     s.scale = 0.5f;
-    ok = status_ok(name, ref_softmax(&s, x2, NULL, y2)) && ok;
+    ok = status_ok(name, ref_softmax(NULL, &s, x2, NULL, y2)) && ok;
     ok = close_(name, "y (scale 0.5)", y2, want2, 3) && ok;
     t_report(ok, "%s", name);
 }
@@ -145,7 +145,7 @@ static void case_softmax_key_padding(void)
     float y[3];
     mask_r m = {.kinds = VKMHA_MASK_KEY_PADDING, .key_padding = kp};
     sm_shape s = {.batch = 1, .heads = 1, .len_q = 1, .len_k = 3, .scale = 1.0f};
-    bool ok = status_ok(name, ref_softmax(&s, x, &m, y));
+    bool ok = status_ok(name, ref_softmax(NULL, &s, x, &m, y));
     ok = close_(name, "y", y, want, 3) && ok;
     if (y[1] != 0.0f) {
         t_diag("%s: masked weight %.9g, expected exactly 0", name, (double)y[1]);
@@ -165,7 +165,7 @@ static void case_softmax_fully_masked(void)
     float y[4];
     mask_r m = {.kinds = VKMHA_MASK_KEY_PADDING, .key_padding = kp};
     sm_shape s = {.batch = 1, .heads = 1, .len_q = 1, .len_k = 4, .scale = 1.0f};
-    bool ok = status_ok(name, ref_softmax(&s, x, &m, y));
+    bool ok = status_ok(name, ref_softmax(NULL, &s, x, &m, y));
     ok = eq_exact(name, "y", y, want, 4) && ok;
     t_report(ok, "%s", name);
 }
@@ -182,7 +182,7 @@ static void case_softmax_causal(void)
     float y[9];
     mask_r m = {.kinds = VKMHA_MASK_CAUSAL};
     sm_shape s = {.batch = 1, .heads = 1, .len_q = 3, .len_k = 3, .scale = 1.0f};
-    bool ok = status_ok(name, ref_softmax(&s, x, &m, y));
+    bool ok = status_ok(name, ref_softmax(NULL, &s, x, &m, y));
     ok = eq_exact(name, "rows 0-1", y, want, 6) && ok;
     ok = close_(name, "row 2", y + 6, want + 6, 3) && ok;
     t_report(ok, "%s", name);
@@ -202,7 +202,7 @@ static void case_bias_broadcast(void)
     float y[8];
     mask_r m = {.kinds = VKMHA_MASK_BIAS, .bias = bias, .bias_batch = 1, .bias_heads = 1};
     sm_shape s = {.batch = 2, .heads = 2, .len_q = 1, .len_k = 2, .scale = 0.5f};
-    bool ok = status_ok(name, ref_softmax(&s, x, &m, y));
+    bool ok = status_ok(name, ref_softmax(NULL, &s, x, &m, y));
     ok = eq_exact(name, "y", y, want, 8) && ok;
     t_report(ok, "%s", name);
 }
@@ -224,11 +224,11 @@ static void case_bias_per_head(void)
     float y[8];
     sm_shape s = {.batch = 2, .heads = 2, .len_q = 1, .len_k = 2, .scale = 1.0f};
     mask_r m = {.kinds = VKMHA_MASK_BIAS, .bias = bias_h, .bias_batch = 1, .bias_heads = 2};
-    bool ok = status_ok(name, ref_softmax(&s, x, &m, y));
+    bool ok = status_ok(name, ref_softmax(NULL, &s, x, &m, y));
     ok = close_(name, "y (per head)", y, want_h, 8) && ok;
     m.bias = bias_bh;
     m.bias_batch = 2;
-    ok = status_ok(name, ref_softmax(&s, x, &m, y)) && ok;
+    ok = status_ok(name, ref_softmax(NULL, &s, x, &m, y)) && ok;
     ok = close_(name, "y (per batch and head)", y, want_bh, 8) && ok;
     /* ref_bias directly: batch 1, head 1, key 0 of the full bias is 1. */
     if (ref_bias(&m, 1, 1, 0, 0, 1, 2) != 1.0 || ref_bias(NULL, 1, 1, 0, 0, 1, 2) != 0.0) {
@@ -251,7 +251,7 @@ static void case_mask_set_not_added(void)
     float y[2];
     mask_r m = {.kinds = VKMHA_MASK_KEY_PADDING, .key_padding = kp};
     sm_shape s = {.batch = 1, .heads = 1, .len_q = 1, .len_k = 2, .scale = 1.0f};
-    bool ok = status_ok(name, ref_softmax(&s, x, &m, y));
+    bool ok = status_ok(name, ref_softmax(NULL, &s, x, &m, y));
     ok = eq_exact(name, "y", y, want, 2) && ok;
 
     /* batch 2, len_q 2, len_k 3: key padding masks (b=1, j=0); full masks
@@ -289,7 +289,7 @@ static void case_softmax_large_logits(void)
                            0.2689414214f, 0.7310585786f};
     float y[6];
     sm_shape s = {.batch = 1, .heads = 1, .len_q = 3, .len_k = 2, .scale = 1.0f};
-    bool ok = status_ok(name, ref_softmax(&s, x, NULL, y));
+    bool ok = status_ok(name, ref_softmax(NULL, &s, x, NULL, y));
     ok = close_(name, "y", y, want, 6) && ok;
     ok = eq_exact(name, "row [10000,10001] vs row [0,1]", y, y + 2, 2) && ok;
     t_report(ok, "%s", name);
@@ -320,7 +320,7 @@ static void case_attention(void)
     mask_r m = {.kinds = VKMHA_MASK_FULL, .full = full};
     attn_shape s = {.batch = 1, .heads = 1, .kv_heads = 1, .len_q = 2, .len_k = 3,
                     .d_k = 2, .d_v = 2, .scale = 1.0f};
-    bool ok = status_ok(name, ref_attention(&s, q, k, v, &m, out, w));
+    bool ok = status_ok(name, ref_attention(NULL, &s, q, k, v, &m, out, w));
     ok = close_(name, "out", out, want_out, 4) && ok;
     ok = close_(name, "weights", w, want_w, 6) && ok;
     if (w[5] != 0.0f) {
@@ -328,7 +328,7 @@ static void case_attention(void)
         ok = false;
     }
     /* weights == NULL computes the same output. */
-    ok = status_ok(name, ref_attention(&s, q, k, v, &m, out2, NULL)) && ok;
+    ok = status_ok(name, ref_attention(NULL, &s, q, k, v, &m, out2, NULL)) && ok;
     ok = eq_exact(name, "out without weights", out2, out, 4) && ok;
     t_report(ok, "%s", name);
 }
@@ -358,7 +358,7 @@ static void case_attention_bias_mask(void)
                 .bias_batch = 1, .bias_heads = 1};
     attn_shape s = {.batch = 1, .heads = 1, .kv_heads = 1, .len_q = 3, .len_k = 2,
                     .d_k = 1, .d_v = 1, .scale = 0.5f};
-    bool ok = status_ok(name, ref_attention(&s, q, k, v, &m, out, w));
+    bool ok = status_ok(name, ref_attention(NULL, &s, q, k, v, &m, out, w));
     ok = close_(name, "out row 0", out, want_out, 1) && ok;
     ok = close_(name, "weights row 0", w, want_w, 2) && ok;
     ok = eq_exact(name, "out rows 1-2", out + 1, want_out + 1, 2) && ok;
@@ -384,7 +384,7 @@ static bool gqa_matches_separate(const char *name, uint32_t batch, uint32_t H,
         v[i] = (float)((i * 3) % 17) * 0.5f - 4.0f;
     attn_shape s = {.batch = batch, .heads = H, .kv_heads = Hkv, .len_q = LQ,
                     .len_k = LK, .d_k = DK, .d_v = DV, .scale = 0.7f};
-    bool ok = status_ok(name, ref_attention(&s, q, k, v, NULL, out, w));
+    bool ok = status_ok(name, ref_attention(NULL, &s, q, k, v, NULL, out, w));
     attn_shape s1 = s;
     s1.batch = 1;
     s1.heads = 1;
@@ -392,7 +392,7 @@ static bool gqa_matches_separate(const char *name, uint32_t batch, uint32_t H,
     for (uint32_t b = 0; b < batch; b++)
         for (uint32_t h = 0; h < H; h++) {
             uint32_t hkv = h / (H / Hkv);
-            ok = status_ok(name, ref_attention(&s1, q + (b * H + h) * LQ * DK,
+            ok = status_ok(name, ref_attention(NULL, &s1, q + (b * H + h) * LQ * DK,
                                                k + (b * Hkv + hkv) * LK * DK,
                                                v + (b * Hkv + hkv) * LK * DV, NULL, o1,
                                                w1)) && ok;

@@ -29,7 +29,8 @@ layout(push_constant) uniform Push {
 layout(binding = 0) readonly buffer KeyPadding { uint kp[]; }; // [batch][len_k] bytes
 layout(binding = 1) readonly buffer FullMask { uint fm[]; };   // [batch][len_q][len_k] bytes
 layout(binding = 2) readonly buffer Bias { float bias[]; };    // see bias_sb / bias_sh
-layout(binding = 3) buffer Scores { float s[]; };
+layout(binding = 3) buffer Scores { float s[]; };              // output (and input in place)
+layout(binding = 4) readonly buffer Input { float xin[]; };    // input: Scores itself in place
 
 #include "mask.glsl"
 
@@ -47,7 +48,7 @@ void main()
 
     float m = neg_inf();
     for (uint j = tid; j < p.len_k; j += WG) {
-        float x = s[base + j] * p.scale;
+        float x = xin[base + j] * p.scale;
         if ((p.flags & MASK_BIAS) != 0u)
             x += bias[bias_base + j];
         if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k))

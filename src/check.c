@@ -16,6 +16,14 @@ bool vkmha__overlap(const void *a, uint64_t an, const void *b, uint64_t bn)
     return pa < pb + bn && pb < pa + an;
 }
 
+/* Host arrays must not overlap; tensors are checked by src/tensor.c (their
+ * pointers are handles, not memory). */
+static bool overlaps(const vkmha_context *ctx, const void *a, uint64_t an, const void *b,
+                     uint64_t bn)
+{
+    return !ctx->tensor_call && vkmha__overlap(a, an, b, bn);
+}
+
 vkmha_status vkmha__check_count(vkmha_context *ctx, const char *fn, const char *what,
                                 uint64_t n, uint64_t size, uint64_t *bytes)
 {
@@ -40,7 +48,7 @@ static vkmha_status resolve_ld(vkmha_context *ctx, const char *name, uint32_t ld
     if (ld == 0)
         ld = cols;
     if (ld < cols)
-        return vkmha__fail(ctx, INVALID, "vkmha_matmul: desc->%s (%u) is less than %s (%u)",
+        return vkmha__fail(ctx, INVALID, "%s: desc->%s (%u) is less than %s (%u)", ctx->call,
                            name, ld, cols_name, cols);
     *out = ld;
     return VKMHA_SUCCESS;
@@ -61,19 +69,19 @@ static vkmha_status resolve_batch(vkmha_context *ctx, const char *name, int64_t 
         s = 0;
     } else if (stride < 0) {
         return vkmha__fail(ctx, INVALID,
-                           "vkmha_matmul: desc->%s (%lld) is negative%s", name,
+                           "%s: desc->%s (%lld) is negative%s", ctx->call, name,
                            (long long)stride,
                            may_broadcast ? " and not VKMHA_BROADCAST" : "");
     } else if ((uint64_t)stride < packed && batch > 1) {
         return vkmha__fail(ctx, INVALID,
-                           "vkmha_matmul: desc->%s (%lld) is less than rows * ld (%llu): "
-                           "batch entries would overlap",
+                           "%s: desc->%s (%lld) is less than rows * ld (%llu): "
+                           "batch entries would overlap", ctx->call,
                            name, (long long)stride, (unsigned long long)packed);
     } else {
         s = (uint64_t)stride;
     }
     if (!vkmha__mul_u64(s, batch - 1, &tail) || tail > UINT64_MAX - matrix)
-        return vkmha__fail(ctx, INVALID, "vkmha_matmul: desc->%s times batch overflows",
+        return vkmha__fail(ctx, INVALID, "%s: desc->%s times batch overflows", ctx->call,
                            name);
     *stride_out = s;
     *extent = tail + matrix;
@@ -88,15 +96,15 @@ vkmha_status vkmha__check_matmul(vkmha_context *ctx, const vkmha_matmul_desc *de
     uint64_t bytes_a, bytes_b, bytes_c;
     mm_shape s = {0};
     if (!desc)
-        return vkmha__fail(ctx, INVALID, "vkmha_matmul: desc is NULL");
+        return vkmha__fail(ctx, INVALID, "%s: desc is NULL", ctx->call);
     if (!a || !b || !c)
-        return vkmha__fail(ctx, INVALID, "vkmha_matmul: %s is NULL",
+        return vkmha__fail(ctx, INVALID, "%s: %s is NULL", ctx->call,
                            !a ? "a" : !b ? "b" : "c");
     if (desc->m == 0 || desc->n == 0 || desc->k == 0)
-        return vkmha__fail(ctx, INVALID, "vkmha_matmul: desc->%s is 0 (must be >= 1)",
+        return vkmha__fail(ctx, INVALID, "%s: desc->%s is 0 (must be >= 1)", ctx->call,
                            desc->m == 0 ? "m" : desc->n == 0 ? "n" : "k");
     if (desc->op_b != VKMHA_OP_N && desc->op_b != VKMHA_OP_T)
-        return vkmha__fail(ctx, INVALID, "vkmha_matmul: desc->op_b (%d) is not a vkmha_op",
+        return vkmha__fail(ctx, INVALID, "%s: desc->op_b (%d) is not a vkmha_op", ctx->call,
                            (int)desc->op_b);
     s.batch = desc->batch ? desc->batch : 1;
     s.m = desc->m;
@@ -117,15 +125,15 @@ vkmha_status vkmha__check_matmul(vkmha_context *ctx, const vkmha_matmul_desc *de
         (st = resolve_batch(ctx, "stride_c", desc->stride_c, false, s.batch, s.m, s.ldc,
                             s.n, &s.sc, &s.extent_c)))
         return st;
-    if ((st = vkmha__check_count(ctx, "vkmha_matmul", "a", s.extent_a, 4, &bytes_a)) ||
-        (st = vkmha__check_count(ctx, "vkmha_matmul", "b", s.extent_b, 4, &bytes_b)) ||
-        (st = vkmha__check_count(ctx, "vkmha_matmul", "c", s.extent_c, 4, &bytes_c)))
+    if ((st = vkmha__check_count(ctx, ctx->call, "a", s.extent_a, 4, &bytes_a)) ||
+        (st = vkmha__check_count(ctx, ctx->call, "b", s.extent_b, 4, &bytes_b)) ||
+        (st = vkmha__check_count(ctx, ctx->call, "c", s.extent_c, 4, &bytes_c)))
         return st;
-    if (vkmha__overlap(c, bytes_c, a, bytes_a) || vkmha__overlap(c, bytes_c, b, bytes_b) ||
-        vkmha__overlap(c, bytes_c, bias, (uint64_t)s.n * 4))
-        return vkmha__fail(ctx, INVALID, "vkmha_matmul: c overlaps %s",
-                           vkmha__overlap(c, bytes_c, a, bytes_a)   ? "a"
-                           : vkmha__overlap(c, bytes_c, b, bytes_b) ? "b"
+    if (overlaps(ctx, c, bytes_c, a, bytes_a) || overlaps(ctx, c, bytes_c, b, bytes_b) ||
+        overlaps(ctx, c, bytes_c, bias, (uint64_t)s.n * 4))
+        return vkmha__fail(ctx, INVALID, "%s: c overlaps %s", ctx->call,
+                           overlaps(ctx, c, bytes_c, a, bytes_a)   ? "a"
+                           : overlaps(ctx, c, bytes_c, b, bytes_b) ? "b"
                                                                     : "bias");
     *out = s;
     return VKMHA_SUCCESS;
@@ -203,11 +211,11 @@ vkmha_status vkmha__check_softmax(vkmha_context *ctx, const vkmha_softmax_desc *
     uint64_t n, bytes;
     sm_shape s;
     if (!desc)
-        return vkmha__fail(ctx, INVALID, "vkmha_softmax: desc is NULL");
+        return vkmha__fail(ctx, INVALID, "%s: desc is NULL", ctx->call);
     if (!x || !y)
-        return vkmha__fail(ctx, INVALID, "vkmha_softmax: %s is NULL", !x ? "x" : "y");
+        return vkmha__fail(ctx, INVALID, "%s: %s is NULL", ctx->call, !x ? "x" : "y");
     if (desc->len_q == 0 || desc->len_k == 0)
-        return vkmha__fail(ctx, INVALID, "vkmha_softmax: desc->%s is 0 (must be >= 1)",
+        return vkmha__fail(ctx, INVALID, "%s: desc->%s is 0 (must be >= 1)", ctx->call,
                            desc->len_q == 0 ? "len_q" : "len_k");
     s.batch = desc->batch ? desc->batch : 1;
     s.heads = desc->heads ? desc->heads : 1;
@@ -215,11 +223,11 @@ vkmha_status vkmha__check_softmax(vkmha_context *ctx, const vkmha_softmax_desc *
     s.len_k = desc->len_k;
     s.scale = desc->scale != 0.0f ? desc->scale : 1.0f;
     if (!product(&n, s.batch, s.heads, s.len_q, s.len_k))
-        return vkmha__fail(ctx, INVALID, "vkmha_softmax: batch * heads * len_q * len_k overflows");
-    if ((st = vkmha__check_count(ctx, "vkmha_softmax", "x", n, 4, &bytes)))
+        return vkmha__fail(ctx, INVALID, "%s: batch * heads * len_q * len_k overflows", ctx->call);
+    if ((st = vkmha__check_count(ctx, ctx->call, "x", n, 4, &bytes)))
         return st;
-    if (x != y && vkmha__overlap(x, bytes, y, bytes))
-        return vkmha__fail(ctx, INVALID, "vkmha_softmax: y overlaps x without being equal to it");
+    if (x != y && overlaps(ctx, x, bytes, y, bytes))
+        return vkmha__fail(ctx, INVALID, "%s: y overlaps x without being equal to it", ctx->call);
     *out = s;
     return VKMHA_SUCCESS;
 }
@@ -246,7 +254,7 @@ vkmha_status vkmha__check_heads(vkmha_context *ctx, const char *fn,
         return vkmha__fail(ctx, INVALID, "%s: batch * len * heads * head_dim overflows", fn);
     if ((st = vkmha__check_count(ctx, fn, "x", n, 4, &bytes)))
         return st;
-    if (vkmha__overlap(x, bytes, y, bytes))
+    if (overlaps(ctx, x, bytes, y, bytes))
         return vkmha__fail(ctx, INVALID, "%s: y overlaps x", fn);
     *out = s;
     return VKMHA_SUCCESS;
@@ -326,12 +334,12 @@ vkmha_status vkmha__check_attention(vkmha_context *ctx, const vkmha_attention_de
     const uint64_t in_bytes[3] = {bq, bk, bv};
     const char *in_name[3] = {"q", "k", "v"};
     for (int i = 0; i < 3; i++) {
-        if (vkmha__overlap(out, bo, in[i], in_bytes[i]))
+        if (overlaps(ctx, out, bo, in[i], in_bytes[i]))
             return vkmha__fail(ctx, INVALID, "%s: out overlaps %s", fn, in_name[i]);
-        if (vkmha__overlap(weights, bw, in[i], in_bytes[i]))
+        if (overlaps(ctx, weights, bw, in[i], in_bytes[i]))
             return vkmha__fail(ctx, INVALID, "%s: weights overlaps %s", fn, in_name[i]);
     }
-    if (vkmha__overlap(out, bo, weights, bw))
+    if (overlaps(ctx, out, bo, weights, bw))
         return vkmha__fail(ctx, INVALID, "%s: weights overlaps out", fn);
     *shape = s;
     return VKMHA_SUCCESS;

@@ -73,6 +73,7 @@ struct vkmha_context {
     void *log_user;
     char last_error[512];
     const char *call; /* the public function being called, for messages */
+    bool tensor_call; /* its array arguments are tensors (src/tensor.c) */
     vk_state *vk; /* NULL for the reference backend */
     /* Live tensors, to tell a tensor of this context from a stale or foreign
      * pointer without dereferencing it (src/tensor.c). */

@@ -426,7 +426,7 @@ static vkmha_status forward_vulkan(vkmha_mha *mha, const vkmha_mha_io *io, const
         (st = vk_slot_ensure(vk, SLOT_K_PROJ, nk * 4)) ||
         (st = vk_slot_ensure(vk, SLOT_V_PROJ, nv * 4)) ||
         (!in_place && (st = vk_slot_ensure(vk, SLOT_O_HEADS, no * 4))) ||
-        (st = vk_attention_prepare(vk, &f->as, io->attn_weights != NULL, &plan)) ||
+        (st = vk_attention_prepare(vk, &f->as, io->attn_weights != NULL, NULL, &plan)) ||
         (st = vk_slot_ensure(vk, SLOT_OUT, f->n_out * 4)) ||
         (st = vk_mask_ensure(vk, &f->mask, f->B, f->Lq, f->Lk, &up)) ||
         (st = vk_call_begin(vk, up, down)))

@@ -70,6 +70,7 @@ void vkmha__begin_call(vkmha_context *ctx, const char *fn)
 {
     ctx->last_error[0] = '\0';
     ctx->call = fn;
+    ctx->tensor_call = false;
 }
 
 VKMHA_API const char *vkmha_context_last_error(const vkmha_context *ctx)

@@ -62,7 +62,7 @@ static uint64_t div_up(uint64_t a, uint64_t b)
 }
 
 vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weights,
-                                  vk_attn_plan *plan)
+                                  vk_buffer *weights_buf, vk_attn_plan *plan)
 {
     vkmha_status st;
     const uint32_t dim = s->d_k > s->d_v ? s->d_k : s->d_v;
@@ -77,10 +77,12 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
                            vk->ctx->call, cls < VK_FLASH_CLASSES ? 32u << cls : 256u, s->d_k,
                            s->d_v);
     *plan = (vk_attn_plan){*s, fusable && s->path != VKMHA_ATTENTION_PATH_UNFUSED, weights,
-                           cls, 0, 1, s->len_k, s->len_k, 1};
+                           cls, 0, 1, s->len_k, s->len_k, 1, NULL, {NULL, NULL, NULL}};
 
+    vk_mask_slots(vk, plan->masks);
+    plan->scores = weights_buf ? weights_buf : &vk->slots[SLOT_SCORES];
     const uint64_t rows = (uint64_t)s->batch * s->heads * s->len_q;
-    if (plan->weights || !plan->fused)
+    if ((plan->weights || !plan->fused) && !weights_buf)
         if ((st = vk_slot_ensure(vk, SLOT_SCORES, rows * s->len_k * 4)))
             return st;
     if (!plan->fused) {
@@ -125,33 +127,35 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
 }
 
 /* scores[b][h] (Lq x Lk) = scale * q[b][h] (Lq x d_k) * k[b][h / g]^T */
-static vkmha_status record_scores(vk_state *vk, vk_site *site, const attn_shape *s,
+static vkmha_status record_scores(vk_state *vk, vk_site *site, const vk_attn_plan *plan,
                                   const vk_heads_view *q, const vk_heads_view *k)
 {
+    const attn_shape *s = &plan->s;
     const uint64_t Lq = s->len_q, Lk = s->len_k;
-    vk_matmul_args a = {q->buf, k->buf, NULL, &vk->slots[SLOT_SCORES],
+    vk_matmul_args a = {q->buf, k->buf, NULL, plan->scores,
                         s->len_q, s->len_k, s->d_k, q->ld, k->ld, s->len_k, true, s->scale,
                         s->batch, s->heads, s->heads / s->kv_heads,
                         q->sb, q->sh, k->sb, k->sh, s->heads * Lq * Lk, Lq * Lk};
     return vk_record_matmul(vk, site, &a);
 }
 
-static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const attn_shape *s,
+static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const vk_attn_plan *plan,
                                    const mask_r *mask, const vk_heads_view *q,
                                    const vk_heads_view *k, const vk_heads_view *v,
                                    const vk_heads_view *out)
 {
     vkmha_status st;
+    const attn_shape *s = &plan->s;
     const uint64_t Lq = s->len_q, Lk = s->len_k;
-    vk_buffer *scores = &vk->slots[SLOT_SCORES];
-    if ((st = record_scores(vk, &sites[0], s, q, k)))
+    vk_buffer *scores = plan->scores;
+    if ((st = record_scores(vk, &sites[0], plan, q, k)))
         return st;
     vk_barrier(vk);
 
     /* The scale is already applied: the softmax adds the bias and masks. */
     vk_softmax_args sm = {scores, NULL, NULL, NULL, s->batch, s->heads, s->len_q, s->len_k,
-                          1.0f, NULL};
-    vk_mask_args(vk, mask, &sm);
+                          1.0f, NULL, NULL};
+    vk_mask_args(plan->masks, mask, &sm);
     if ((st = vk_record_softmax(vk, &sites[1], &sm)))
         return st;
     vk_barrier(vk);
@@ -183,7 +187,7 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
     /* Weights: the raw scaled scores first, while q is certainly intact
      * (out may overwrite it). */
     if (plan->weights) {
-        if ((st = record_scores(vk, &sites[0], s, q, k)))
+        if ((st = record_scores(vk, &sites[0], plan, q, k)))
             return st;
         vk_barrier(vk);
     }
@@ -203,7 +207,7 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
                            mask->kinds, s->scale, 0, 0, 0, plan->chunk, 0};
     vk_bias_strides(mask, s->len_q, s->len_k, &p.bias_sb, &p.bias_sh);
     vk_softmax_args m = {0};
-    vk_mask_args(vk, mask, &m);
+    vk_mask_args(plan->masks, mask, &m);
     const vk_buffer *bufs[8] = {q->buf, k->buf, v->buf, m.key_padding, m.full, m.bias,
                                 split ? &vk->slots[SLOT_PARTIAL_O] : out->buf,
                                 split ? &vk->slots[SLOT_PARTIAL_ML] : &vk->slots[SLOT_STATS]};
@@ -241,7 +245,7 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
                                  0, 0};
         vk_bias_strides(mask, s->len_q, s->len_k, &w.bias_sb, &w.bias_sh);
         const vk_buffer *wb[5] = {m.key_padding, m.full, m.bias, &vk->slots[SLOT_STATS],
-                                  &vk->slots[SLOT_SCORES]};
+                                  plan->scores};
         if ((st = vk_dispatch(vk, &sites[5], PIPE_ATTN_WEIGHTS, wb, 5, &w, sizeof w, gx, gy,
                               1)))
             return st;
@@ -255,7 +259,7 @@ vkmha_status vk_record_attention(vk_state *vk, vk_site sites[], const vk_attn_pl
                                  const vk_heads_view *out)
 {
     return plan->fused ? record_fused(vk, sites, plan, mask, q, k, v, out)
-                       : record_unfused(vk, sites, &plan->s, mask, q, k, v, out);
+                       : record_unfused(vk, sites, plan, mask, q, k, v, out);
 }
 
 vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const float *q, const float *k,
@@ -273,7 +277,7 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const float *q, con
         (st = vk_slot_ensure(vk, SLOT_K_HEADS, bk)) ||
         (st = vk_slot_ensure(vk, SLOT_V_HEADS, bv)) ||
         (st = vk_slot_ensure(vk, SLOT_O_HEADS, bo)) ||
-        (st = vk_attention_prepare(vk, s, weights != NULL, &plan)) ||
+        (st = vk_attention_prepare(vk, s, weights != NULL, NULL, &plan)) ||
         (st = vk_mask_ensure(vk, mask, s->batch, s->len_q, s->len_k, &up)) ||
         (st = vk_call_begin(vk, up, bo + bw + 32)))
         return st;

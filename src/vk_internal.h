@@ -372,6 +372,7 @@ typedef struct vk_softmax_args {
     uint32_t batch, heads, len_q, len_k;
     float scale;
     const mask_r *mask; /* kinds and bias broadcast */
+    const vk_buffer *input; /* read instead of scores when not NULL */
 } vk_softmax_args;
 vkmha_status vk_record_softmax(vk_state *vk, vk_site *site, const vk_softmax_args *a);
 
@@ -404,14 +405,18 @@ typedef struct vk_attn_plan {
     uint32_t cls;    /* fused: head-dim class, index into vk->flash */
     uint32_t q_blocks, splits, split_len;
     uint32_t chunk, chunks; /* keys per dispatch and dispatches, per range */
+    vk_buffer *scores;      /* scores / weights: the caller's tensor or SLOT_SCORES */
+    const vk_buffer *masks[3]; /* key padding, full, bias: the mask slots or tensors */
 } vk_attn_plan;
 /* Chooses the path, blocks and key splits for shape s (fn names the public
  * call in messages) and ensures the slots it needs besides q, k, v, out and
- * the masks: SLOT_SCORES when unfused or weights, SLOT_STATS, and the
- * split-K partials. UNSUPPORTED if the fused path was forced for head dims
+ * the masks: SLOT_SCORES when unfused or weights (unless weights_buf, the
+ * caller's weights tensor, takes its place), SLOT_STATS, and the split-K
+ * partials. plan->masks are the mask slots: a caller with mask tensors
+ * replaces them. UNSUPPORTED if the fused path was forced for head dims
  * above 256. */
 vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weights,
-                                  vk_attn_plan *plan);
+                                  vk_buffer *weights_buf, vk_attn_plan *plan);
 /* Records the attention of `plan` from q, k, v (+ masks in the mask slots)
  * into out, and the weights into SLOT_SCORES if planned. out may share q's
  * buffer when d_k == d_v and the views match (q is read before out is
@@ -430,8 +435,11 @@ void vk_mask_upload(vk_state *vk, const mask_r *mask, uint32_t batch, uint32_t l
  * (0 where it broadcasts), for the shaders that read it. */
 void vk_bias_strides(const mask_r *m, uint32_t len_q, uint32_t len_k, uint32_t *sb,
                      uint32_t *sh);
-/* Points a->mask and the mask buffers of `a` at `mask` and its slots. */
-void vk_mask_args(vk_state *vk, const mask_r *mask, vk_softmax_args *a);
+/* The context's mask slots (key padding, full, bias). */
+void vk_mask_slots(vk_state *vk, const vk_buffer *bufs[3]);
+/* Points a->mask and the mask buffers of `a` at `mask` and bufs (key
+ * padding, full, bias), NULL where a kind is absent. */
+void vk_mask_args(const vk_buffer *const bufs[3], const mask_r *mask, vk_softmax_args *a);
 
 /* Public ops on the Vulkan backend, on host arrays. */
 vkmha_status vk_matmul(vk_state *vk, const mm_shape *s, const float *a, const float *b,

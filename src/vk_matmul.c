@@ -53,6 +53,9 @@ vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args 
                               a->sa_outer, a->sa_inner, a->sb_outer, a->sb_inner};
     bool vec = all_aligned4(align, VKMHA_ARRAY_LEN(align)) && t->bk % 4 == 0 &&
                t->bn % 4 == 0;
+    /* Texel reads need a vec4 view of the buffer (wrapped tensors have none). */
+    if (vk->matmul_texel && (!a->a->view4 || !a->b->view4))
+        vec = false;
     vk_pipe pipe = use_small ? (vec ? PIPE_MATMUL_SMALL_VEC : PIPE_MATMUL_SMALL)
                              : (vec ? PIPE_MATMUL_LARGE_VEC : PIPE_MATMUL_LARGE);
 

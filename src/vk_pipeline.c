@@ -28,7 +28,7 @@ typedef struct spv_code {
 /* Bindings per kind of shader; all are storage buffers except the texel
  * buffers of a matmul with matmul_texel (see VK_MAX_BINDINGS). */
 static const uint32_t kind_bindings[KIND_COUNT] = {
-    [KIND_MATMUL] = 4,     [KIND_SOFTMAX] = 4,        [KIND_HEADS] = 2,
+    [KIND_MATMUL] = 4,     [KIND_SOFTMAX] = 5,        [KIND_HEADS] = 2,
     [KIND_LAYERNORM] = 4,  [KIND_FLASH] = 8,          [KIND_FLASH_COMBINE] = 4,
     [KIND_ATTN_WEIGHTS] = 5};
 

@@ -27,8 +27,9 @@ vkmha_status vk_record_softmax(vk_state *vk, vk_site *site, const vk_softmax_arg
     struct softmax_push p = {(uint32_t)rows, a->len_q, a->len_k, a->heads, m->kinds, a->scale,
                              0, 0};
     vk_bias_strides(m, a->len_q, a->len_k, &p.bias_sb, &p.bias_sh);
-    const vk_buffer *bufs[4] = {a->key_padding, a->full, a->bias, a->scores};
-    return vk_dispatch(vk, site, PIPE_SOFTMAX, bufs, 4, &p, sizeof p, gx, gy, 1);
+    const vk_buffer *bufs[5] = {a->key_padding, a->full, a->bias, a->scores,
+                                a->input ? a->input : a->scores};
+    return vk_dispatch(vk, site, PIPE_SOFTMAX, bufs, 5, &p, sizeof p, gx, gy, 1);
 }
 
 void vk_bias_strides(const mask_r *m, uint32_t len_q, uint32_t len_k, uint32_t *sb,
@@ -79,13 +80,18 @@ void vk_mask_upload(vk_state *vk, const mask_r *mask, uint32_t batch, uint32_t l
             vk_upload(vk, &vk->slots[SLOT_MASK_KP + i], 0, src[i], bytes[i]);
 }
 
-/* The mask slots for a softmax over `mask` (NULL where a kind is absent). */
-void vk_mask_args(vk_state *vk, const mask_r *mask, vk_softmax_args *a)
+void vk_mask_slots(vk_state *vk, const vk_buffer *bufs[3])
+{
+    for (int i = 0; i < 3; i++)
+        bufs[i] = &vk->slots[SLOT_MASK_KP + i];
+}
+
+void vk_mask_args(const vk_buffer *const bufs[3], const mask_r *mask, vk_softmax_args *a)
 {
     a->mask = mask;
-    a->key_padding = mask->kinds & VKMHA_MASK_KEY_PADDING ? &vk->slots[SLOT_MASK_KP] : NULL;
-    a->full = mask->kinds & VKMHA_MASK_FULL ? &vk->slots[SLOT_MASK_FULL] : NULL;
-    a->bias = mask->kinds & VKMHA_MASK_BIAS ? &vk->slots[SLOT_MASK_BIAS] : NULL;
+    a->key_padding = mask->kinds & VKMHA_MASK_KEY_PADDING ? bufs[0] : NULL;
+    a->full = mask->kinds & VKMHA_MASK_FULL ? bufs[1] : NULL;
+    a->bias = mask->kinds & VKMHA_MASK_BIAS ? bufs[2] : NULL;
 }
 
 vkmha_status vk_softmax(vk_state *vk, const sm_shape *s, const float *x, const mask_r *mask,
@@ -101,8 +107,10 @@ vkmha_status vk_softmax(vk_state *vk, const sm_shape *s, const float *x, const m
     vk_mask_upload(vk, mask, s->batch, s->len_q, s->len_k);
     vk_barrier(vk);
     vk_softmax_args a = {&vk->slots[SLOT_SCORES], NULL, NULL, NULL, s->batch, s->heads,
-                         s->len_q, s->len_k, s->scale, NULL};
-    vk_mask_args(vk, mask, &a);
+                         s->len_q, s->len_k, s->scale, NULL, NULL};
+    const vk_buffer *masks[3];
+    vk_mask_slots(vk, masks);
+    vk_mask_args(masks, mask, &a);
     if ((st = vk_record_softmax(vk, &vk->op_sites.sites[OPSITE_SOFTMAX], &a))) {
         vk_call_abort(vk);
         return st;

@@ -254,6 +254,15 @@ VKMHA_API vkmha_status vkmha_mha_get_desc(const vkmha_mha *mha, vkmha_mha_desc *
     return VKMHA_SUCCESS;
 }
 
+/* The forward's arguments, from vkmha_mha_io or vkmha_mha_tensors (whose
+ * array pointers are then tensor handles). */
+typedef struct fwd_args {
+    uint32_t batch, len_q, len_k;
+    const void *query, *key, *value, *out, *attn_weights;
+    vkmha_attention_path attention_path;
+    uint32_t kv_splits;
+} fwd_args;
+
 /* Resolved forward arguments. */
 typedef struct fwd {
     uint32_t B, Lq, Lk;
@@ -262,15 +271,14 @@ typedef struct fwd {
     uint64_t n_query, n_key, n_value, n_out, n_weights; /* elements */
 } fwd;
 
-static vkmha_status check_io(vkmha_mha *mha, const vkmha_mha_io *io, fwd *f)
+/* Checks everything but the mask. */
+static vkmha_status check_args(vkmha_mha *mha, const fwd_args *io, fwd *f)
 {
     vkmha_context *ctx = mha->ctx;
     const vkmha_mha_desc *d = &mha->d;
-    const char *fn = "vkmha_mha_forward";
+    const char *fn = ctx->call;
     vkmha_status st;
     uint64_t bytes;
-    if (!io)
-        return vkmha__fail(ctx, INVALID, "%s: io is NULL", fn);
     if (!io->query || !io->key || !io->value || !io->out)
         return vkmha__fail(ctx, INVALID, "%s: io->%s is NULL", fn,
                            !io->query ? "query" : !io->key ? "key" : !io->value ? "value" : "out");
@@ -301,20 +309,33 @@ static vkmha_status check_io(vkmha_mha *mha, const vkmha_mha_io *io, fwd *f)
     f->n_out = counts[3];
     f->n_weights = counts[4];
     const void *in[3] = {io->query, io->key, io->value};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 3 && !ctx->tensor_call; i++) {
         if (vkmha__overlap(io->out, f->n_out * 4, in[i], counts[i] * 4))
             return vkmha__fail(ctx, INVALID, "%s: io->out overlaps %s", fn, names[i]);
         if (vkmha__overlap(io->attn_weights, f->n_weights * 4, in[i], counts[i] * 4))
             return vkmha__fail(ctx, INVALID, "%s: io->attn_weights overlaps %s", fn, names[i]);
     }
-    if (vkmha__overlap(io->out, f->n_out * 4, io->attn_weights, f->n_weights * 4))
+    if (!ctx->tensor_call &&
+        vkmha__overlap(io->out, f->n_out * 4, io->attn_weights, f->n_weights * 4))
         return vkmha__fail(ctx, INVALID, "%s: io->attn_weights overlaps io->out", fn);
     f->as = (attn_shape){f->B, d->n_head, d->n_kv_head, f->Lq, f->Lk, d->d_k, d->d_v,
                          d->scale, 0, 0};
-    if ((st = vkmha__check_path(ctx, fn, "io->attention_path", "io->kv_splits",
-                                io->attention_path, io->kv_splits, &f->as)))
+    return vkmha__check_path(ctx, fn, "io->attention_path", "io->kv_splits",
+                             io->attention_path, io->kv_splits, &f->as);
+}
+
+static vkmha_status check_io(vkmha_mha *mha, const vkmha_mha_io *io, fwd *f)
+{
+    vkmha_context *ctx = mha->ctx;
+    vkmha_status st;
+    if (!io)
+        return vkmha__fail(ctx, INVALID, "%s: io is NULL", ctx->call);
+    const fwd_args a = {io->batch, io->len_q, io->len_k, io->query, io->key, io->value,
+                        io->out, io->attn_weights, io->attention_path, io->kv_splits};
+    if ((st = check_args(mha, &a, f)))
         return st;
-    return vkmha__check_mask(ctx, fn, io->mask, f->B, d->n_head, f->Lq, f->Lk, &f->mask);
+    return vkmha__check_mask(ctx, ctx->call, io->mask, f->B, mha->d.n_head, f->Lq, f->Lk,
+                             &f->mask);
 }
 
 /* A projection y [rows][out] = x [rows][in] W^T + b as a resolved matmul. */
@@ -381,16 +402,46 @@ static vk_slot input_slot(const void *p, uint64_t n, const void *const prev[],
     return own;
 }
 
-static vk_matmul_args projection_args(vk_state *vk, vk_slot x, const vk_buffer *w,
-                                      const vk_buffer *b, vk_slot y, uint32_t rows,
+static vk_matmul_args projection_args(const vk_buffer *x, const vk_buffer *w,
+                                      const vk_buffer *b, vk_buffer *y, uint32_t rows,
                                       uint32_t out, uint32_t in)
 {
-    vk_matmul_args a = {&vk->slots[x], w, b->buf ? b : NULL, &vk->slots[y], rows, out, in,
+    vk_matmul_args a = {x, w, b->buf ? b : NULL, y, rows, out, in,
                         in, in, out, true, 1.0f, 1, 1, 1, 0, 0, 0, 0, 0, 0};
     return a;
 }
 
-static vkmha_status forward_vulkan(vkmha_mha *mha, const vkmha_mha_io *io, const fwd *f)
+/* The buffers of one Vulkan forward: inputs, masks, output, weights (the
+ * caller's tensors, or the context's slots). */
+typedef struct fwd_bufs {
+    const vk_buffer *query, *key, *value;
+    const vk_buffer *masks[3];
+    vk_buffer *out;
+    vk_buffer *weights; /* NULL: none, or SLOT_SCORES for host arrays */
+} fwd_bufs;
+
+/* Everything a forward needs besides its inputs and output, before
+ * recording: projection, concat and attention scratch. */
+static vkmha_status prepare_vulkan(vkmha_mha *mha, const fwd *f, bool weights,
+                                   vk_buffer *weights_buf, vk_attn_plan *plan)
+{
+    vk_state *vk = mha->ctx->vk;
+    const vkmha_mha_desc *d = &mha->d;
+    const uint32_t H = d->n_head, Hkv = d->n_kv_head;
+    const uint64_t rq = (uint64_t)f->B * f->Lq, rk = (uint64_t)f->B * f->Lk;
+    vkmha_status st;
+    if ((st = vk_slot_ensure(vk, SLOT_Q_PROJ, rq * H * d->d_k * 4)) ||
+        (st = vk_slot_ensure(vk, SLOT_K_PROJ, rk * Hkv * d->d_k * 4)) ||
+        (st = vk_slot_ensure(vk, SLOT_V_PROJ, rk * Hkv * d->d_v * 4)) ||
+        (d->d_k != d->d_v && (st = vk_slot_ensure(vk, SLOT_O_HEADS, rq * H * d->d_v * 4))) ||
+        (st = vk_attention_prepare(vk, &f->as, weights, weights_buf, plan)))
+        return st;
+    return VKMHA_SUCCESS;
+}
+
+/* Records the forward (after the inputs are on the device). */
+static vkmha_status record_forward(vkmha_mha *mha, const fwd *f, vk_attn_plan *plan,
+                                   const fwd_bufs *b)
 {
     vk_state *vk = mha->ctx->vk;
     const vkmha_mha_desc *d = &mha->d;
@@ -399,9 +450,52 @@ static vkmha_status forward_vulkan(vkmha_mha *mha, const vkmha_mha_io *io, const
     vkmha_status st;
     const uint32_t H = d->n_head, Hkv = d->n_kv_head;
     const uint32_t rq = f->B * f->Lq, rk = f->B * f->Lk;
-    const uint64_t nq = (uint64_t)rq * H * d->d_k, nk = (uint64_t)rk * Hkv * d->d_k,
-                   nv = (uint64_t)rk * Hkv * d->d_v, no = (uint64_t)rq * H * d->d_v;
+    /* The concat of the heads [B*Lq][H*d_v] overwrites the query projection
+     * when the two have the same layout (d_k == d_v): attention reads each
+     * block of queries before writing the same block of outputs. */
+    vk_buffer *concat = &vk->slots[d->d_k == d->d_v ? SLOT_Q_PROJ : SLOT_O_HEADS];
+    for (int i = 0; i < 3; i++)
+        plan->masks[i] = b->masks[i];
 
+    /* Projections (independent of each other: no barrier between them). */
+    vk_matmul_args pq = projection_args(b->query, &w[W_Q], &w[B_Q], &vk->slots[SLOT_Q_PROJ],
+                                        rq, H * d->d_k, d->d_model);
+    vk_matmul_args pk = projection_args(b->key, &w[W_K], &w[B_K], &vk->slots[SLOT_K_PROJ],
+                                        rk, Hkv * d->d_k, d->kdim);
+    vk_matmul_args pv = projection_args(b->value, &w[W_V], &w[B_V], &vk->slots[SLOT_V_PROJ],
+                                        rk, Hkv * d->d_v, d->vdim);
+    if ((st = vk_record_matmul(vk, &site[SITE_PROJ_Q], &pq)) ||
+        (st = vk_record_matmul(vk, &site[SITE_PROJ_K], &pk)) ||
+        (st = vk_record_matmul(vk, &site[SITE_PROJ_V], &pv)))
+        return st;
+    vk_barrier(vk);
+
+    const vk_heads_view vq = vk_view_merged(&vk->slots[SLOT_Q_PROJ], H, f->Lq, d->d_k),
+                        vkv = vk_view_merged(&vk->slots[SLOT_K_PROJ], Hkv, f->Lk, d->d_k),
+                        vv = vk_view_merged(&vk->slots[SLOT_V_PROJ], Hkv, f->Lk, d->d_v),
+                        vo = vk_view_merged(concat, H, f->Lq, d->d_v);
+    if ((st = vk_record_attention(vk, &site[SITE_ATTENTION], plan, &f->mask, &vq, &vkv, &vv,
+                                  &vo)))
+        return st;
+    vk_barrier(vk);
+
+    vk_matmul_args po = projection_args(concat, &w[W_O], &w[B_O], b->out, rq, d->d_model,
+                                        H * d->d_v);
+    if ((st = vk_record_matmul(vk, &site[SITE_PROJ_O], &po)))
+        return st;
+    if (d->post_norm) {
+        vk_barrier(vk);
+        if ((st = vk_record_layernorm(vk, &site[SITE_NORM], rq, d->d_model, d->norm_eps,
+                                      b->query, &w[GAMMA], &w[BETA], b->out)))
+            return st;
+    }
+    return VKMHA_SUCCESS;
+}
+
+static vkmha_status forward_vulkan(vkmha_mha *mha, const vkmha_mha_io *io, const fwd *f)
+{
+    vk_state *vk = mha->ctx->vk;
+    vkmha_status st;
     const void *ins[3] = {io->query, io->key, io->value};
     const uint64_t in_n[3] = {f->n_query, f->n_key, f->n_value};
     vk_slot in_slot[3] = {SLOT_Q_IN, SLOT_K_IN, SLOT_V_IN};
@@ -416,17 +510,8 @@ static vkmha_status forward_vulkan(vkmha_mha *mha, const vkmha_mha_io *io, const
             return st;
         up += in_n[i] * 4 + 16;
     }
-    /* The concat of the heads [B*Lq][H*d_v] overwrites the query projection
-     * when the two have the same layout (d_k == d_v): attention reads each
-     * block of queries before writing the same block of outputs. */
-    const bool in_place = d->d_k == d->d_v;
-    const vk_slot concat = in_place ? SLOT_Q_PROJ : SLOT_O_HEADS;
     vk_attn_plan plan;
-    if ((st = vk_slot_ensure(vk, SLOT_Q_PROJ, nq * 4)) ||
-        (st = vk_slot_ensure(vk, SLOT_K_PROJ, nk * 4)) ||
-        (st = vk_slot_ensure(vk, SLOT_V_PROJ, nv * 4)) ||
-        (!in_place && (st = vk_slot_ensure(vk, SLOT_O_HEADS, no * 4))) ||
-        (st = vk_attention_prepare(vk, &f->as, io->attn_weights != NULL, NULL, &plan)) ||
+    if ((st = prepare_vulkan(mha, f, io->attn_weights != NULL, NULL, &plan)) ||
         (st = vk_slot_ensure(vk, SLOT_OUT, f->n_out * 4)) ||
         (st = vk_mask_ensure(vk, &f->mask, f->B, f->Lq, f->Lk, &up)) ||
         (st = vk_call_begin(vk, up, down)))
@@ -438,48 +523,19 @@ static vkmha_status forward_vulkan(vkmha_mha *mha, const vkmha_mha_io *io, const
     vk_mask_upload(vk, &f->mask, f->B, f->Lq, f->Lk);
     vk_barrier(vk);
 
-    /* Projections (independent of each other: no barrier between them). */
-    vk_matmul_args pq = projection_args(vk, in_slot[0], &w[W_Q], &w[B_Q], SLOT_Q_PROJ, rq,
-                                        H * d->d_k, d->d_model);
-    vk_matmul_args pk = projection_args(vk, in_slot[1], &w[W_K], &w[B_K], SLOT_K_PROJ, rk,
-                                        Hkv * d->d_k, d->kdim);
-    vk_matmul_args pv = projection_args(vk, in_slot[2], &w[W_V], &w[B_V], SLOT_V_PROJ, rk,
-                                        Hkv * d->d_v, d->vdim);
-    if ((st = vk_record_matmul(vk, &site[SITE_PROJ_Q], &pq)) ||
-        (st = vk_record_matmul(vk, &site[SITE_PROJ_K], &pk)) ||
-        (st = vk_record_matmul(vk, &site[SITE_PROJ_V], &pv)))
-        goto fail;
-    vk_barrier(vk);
-
-    const vk_heads_view vq = vk_view_merged(&vk->slots[SLOT_Q_PROJ], H, f->Lq, d->d_k),
-                        vkv = vk_view_merged(&vk->slots[SLOT_K_PROJ], Hkv, f->Lk, d->d_k),
-                        vv = vk_view_merged(&vk->slots[SLOT_V_PROJ], Hkv, f->Lk, d->d_v),
-                        vo = vk_view_merged(&vk->slots[concat], H, f->Lq, d->d_v);
-    if ((st = vk_record_attention(vk, &site[SITE_ATTENTION], &plan, &f->mask, &vq, &vkv, &vv,
-                                  &vo)))
-        goto fail;
-    vk_barrier(vk);
-
-    vk_matmul_args po = projection_args(vk, concat, &w[W_O], &w[B_O], SLOT_OUT, rq,
-                                        d->d_model, H * d->d_v);
-    if ((st = vk_record_matmul(vk, &site[SITE_PROJ_O], &po)))
-        goto fail;
-    if (d->post_norm) {
-        vk_barrier(vk);
-        if ((st = vk_record_layernorm(vk, &site[SITE_NORM], rq, d->d_model, d->norm_eps,
-                                      &vk->slots[in_slot[0]], &w[GAMMA], &w[BETA],
-                                      &vk->slots[SLOT_OUT])))
-            goto fail;
+    fwd_bufs b = {&vk->slots[in_slot[0]], &vk->slots[in_slot[1]], &vk->slots[in_slot[2]],
+                  {NULL, NULL, NULL}, &vk->slots[SLOT_OUT], NULL};
+    vk_mask_slots(vk, b.masks);
+    if ((st = record_forward(mha, f, &plan, &b))) {
+        vk_call_abort(vk);
+        return st;
     }
     vk_download(vk, &vk->slots[SLOT_OUT], io->out, f->n_out * 4, 1, f->n_out * 4, 1,
                 f->n_out * 4);
     if (io->attn_weights)
-        vk_download(vk, &vk->slots[SLOT_SCORES], io->attn_weights, f->n_weights * 4, 1,
+        vk_download(vk, plan.scores, io->attn_weights, f->n_weights * 4, 1,
                     f->n_weights * 4, 1, f->n_weights * 4);
     return vk_call_submit(vk);
-fail:
-    vk_call_abort(vk);
-    return st;
 }
 
 VKMHA_API vkmha_status vkmha_mha_forward(vkmha_mha *mha, const vkmha_mha_io *io)
@@ -492,4 +548,101 @@ VKMHA_API vkmha_status vkmha_mha_forward(vkmha_mha *mha, const vkmha_mha_io *io)
     if ((st = check_io(mha, io, &f)))
         return st;
     return mha->ctx->vk ? forward_vulkan(mha, io, &f) : forward_reference(mha, io, &f);
+}
+
+/* The forward on tensors: computed now (MODE_SYNC), recorded into cmd
+ * (MODE_RECORD) or submitted (MODE_SUBMIT, *sub set). */
+static vkmha_status forward_tensors(vkmha_mha *mha, vk_mode mode, VkCommandBuffer cmd,
+                                    const vkmha_mha_tensors *io, vkmha_submission **sub)
+{
+    static const char *const fns[3] = {"vkmha_mha_forward_tensor", "vkmha_mha_record",
+                                       "vkmha_mha_submit"};
+    vkmha_context *ctx = mha->ctx;
+    vkmha_status st;
+    fwd f;
+    vkmha__begin_call(ctx, fns[mode]);
+    ctx->tensor_call = true;
+    if (mode == MODE_SUBMIT) {
+        if (!sub)
+            return vkmha__fail(ctx, INVALID, "%s: out is NULL", ctx->call);
+        *sub = NULL;
+    }
+    if (mode == MODE_RECORD && !ctx->vk)
+        return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: the reference backend has no command buffers", ctx->call);
+    if (mode == MODE_RECORD && cmd == VK_NULL_HANDLE)
+        return vkmha__fail(ctx, INVALID, "%s: cmd is VK_NULL_HANDLE", ctx->call);
+    if (!io)
+        return vkmha__fail(ctx, INVALID, "%s: io is NULL", ctx->call);
+    const fwd_args a = {io->batch, io->len_q, io->len_k, io->query, io->key, io->value,
+                        io->out, io->attn_weights, io->attention_path, io->kv_splits};
+    if ((st = check_args(mha, &a, &f)))
+        return st;
+    const void *host[5];
+    vk_buffer *buf[5];
+    static const char *const names[5] = {"io->query", "io->key", "io->value", "io->out",
+                                         "io->attn_weights"};
+    const vkmha_tensor *const t[5] = {io->query, io->key, io->value, io->out,
+                                      io->attn_weights};
+    const uint64_t n[5] = {f.n_query, f.n_key, f.n_value, f.n_out, f.n_weights};
+    for (int i = 0; i < 5; i++)
+        if ((st = vkmha__tensor_arg(ctx, names[i], t[i], i == 4, n[i], &host[i], &buf[i])))
+            return st;
+    for (int o = 3; o < 5; o++)
+        for (int i = 0; i < o; i++)
+            if (t[o] && vkmha__tensors_overlap(t[o], t[i]))
+                return vkmha__fail(ctx, INVALID, "%s: %s shares memory with %s", ctx->call,
+                                   names[o], names[i]);
+    fwd_bufs b = {buf[0], buf[1], buf[2], {NULL, NULL, NULL}, buf[3], buf[4]};
+    if ((st = vkmha__tensor_mask(ctx, io->mask, f.B, mha->d.n_head, f.Lq, f.Lk, &f.mask,
+                                 b.masks)))
+        return st;
+    if (!ctx->vk) {
+        const vkmha_mha_io hio = {io->batch, io->len_q, io->len_k, host[0], host[1], host[2],
+                                  NULL, (float *)host[3], (float *)host[4],
+                                  io->attention_path, io->kv_splits};
+        if ((st = forward_reference(mha, &hio, &f)))
+            return st;
+        if (mode == MODE_SUBMIT && !(*sub = vk_submission_done(ctx)))
+            return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
+                               ctx->call);
+        return VKMHA_SUCCESS;
+    }
+    vk_state *vk = ctx->vk;
+    vk_attn_plan plan;
+    if ((st = prepare_vulkan(mha, &f, b.weights != NULL, b.weights, &plan)))
+        return st;
+    st = mode == MODE_SYNC     ? vk_call_begin(vk, 0, 0)
+         : mode == MODE_RECORD ? vk_record_begin(vk, cmd)
+                               : vk_submit_begin(vk, sub);
+    if (st)
+        return st;
+    if ((st = record_forward(mha, &f, &plan, &b))) {
+        vk_call_abort(vk);
+        if (sub)
+            *sub = NULL;
+        return st;
+    }
+    if ((st = vk_call_end(vk)) && sub)
+        *sub = NULL;
+    return st;
+}
+
+VKMHA_API vkmha_status vkmha_mha_forward_tensor(vkmha_mha *mha, const vkmha_mha_tensors *io)
+{
+    return mha ? forward_tensors(mha, MODE_SYNC, VK_NULL_HANDLE, io, NULL) : INVALID;
+}
+
+VKMHA_API vkmha_status vkmha_mha_record(vkmha_mha *mha, VkCommandBuffer cmd,
+                                        const vkmha_mha_tensors *io)
+{
+    return mha ? forward_tensors(mha, MODE_RECORD, cmd, io, NULL) : INVALID;
+}
+
+VKMHA_API vkmha_status vkmha_mha_submit(vkmha_mha *mha, const vkmha_mha_tensors *io,
+                                        vkmha_submission **out)
+{
+    if (out)
+        *out = NULL;
+    return mha ? forward_tensors(mha, MODE_SUBMIT, VK_NULL_HANDLE, io, out) : INVALID;
 }

@@ -286,6 +286,10 @@ vkmha_status vk_buffer_ensure(vk_state *vk, vk_buffer *b, VkDeviceSize size,
 vkmha_status vk_slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size);
 /* Grows the staging buffers (unless working memory is mapped). */
 vkmha_status vk_staging_ensure(vk_state *vk, VkDeviceSize upload, VkDeviceSize download);
+/* The same even when working memory is mapped: for copies into or out of
+ * the application's (unmapped) buffers. */
+vkmha_status vk_staging_ensure_unmapped(vk_state *vk, VkDeviceSize upload,
+                                        VkDeviceSize download);
 /* Checks a tensor of `bytes` against maxStorageBufferRange and the allocation
  * limit; UNSUPPORTED with a message naming `what` otherwise. */
 vkmha_status vk_check_size(vk_state *vk, uint64_t bytes, const char *what);
@@ -450,5 +454,19 @@ vkmha_status vk_heads(vk_state *vk, const heads_shape *s, bool split, const floa
                       float *y);
 vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const float *q, const float *k,
                           const float *v, const mask_r *mask, float *out, float *weights);
+
+/* ---- tensors (src/tensor.c), for the layer ------------------------------- */
+/* Checks tensor argument `name` (live in ctx, F32, at least `elements`) and
+ * gives its host array (reference backend; else the handle, non-NULL) and
+ * its buffer (Vulkan). A NULL tensor passes when optional (NULL outputs). */
+vkmha_status vkmha__tensor_arg(vkmha_context *ctx, const char *name, const vkmha_tensor *t,
+                               bool optional, uint64_t elements, const void **host,
+                               vk_buffer **buf);
+/* Checks a mask of tensors; m is the equivalent host-array mask and bufs its
+ * buffers (NULL where a kind is absent). */
+vkmha_status vkmha__tensor_mask(vkmha_context *ctx, const vkmha_tensor_mask *tm,
+                                uint32_t batch, uint32_t heads, uint32_t len_q,
+                                uint32_t len_k, mask_r *m, const vk_buffer *bufs[3]);
+bool vkmha__tensors_overlap(const vkmha_tensor *a, const vkmha_tensor *b);
 
 #endif /* VKMHA_VK_INTERNAL_H */

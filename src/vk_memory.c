@@ -209,9 +209,13 @@ vkmha_status vk_slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size)
 
 vkmha_status vk_staging_ensure(vk_state *vk, VkDeviceSize upload, VkDeviceSize download)
 {
+    return vk->work_mapped ? VKMHA_SUCCESS : vk_staging_ensure_unmapped(vk, upload, download);
+}
+
+vkmha_status vk_staging_ensure_unmapped(vk_state *vk, VkDeviceSize upload,
+                                        VkDeviceSize download)
+{
     vkmha_status st;
-    if (vk->work_mapped)
-        return VKMHA_SUCCESS;
     if (upload && (st = ensure(vk, &vk->upload, upload, true, false, "upload staging")))
         return st;
     if (download && (st = ensure(vk, &vk->download, download, true, true, "download staging")))

@@ -112,6 +112,8 @@ VKMHA_API vkmha_status vkmha_context_get_info(const vkmha_context *ctx,
     out->device_memory_peak_bytes = vk->memory_peak_bytes;
     out->gpu_timing = vk->timestamps != VK_NULL_HANDLE;
     out->last_gpu_time_ns = vk->last_gpu_time_ns;
+    out->external_device = vk->external;
+    out->push_descriptors = vk->push_descriptors;
     return VKMHA_SUCCESS;
 }
 

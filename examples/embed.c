@@ -1,0 +1,614 @@
+/*
+ * examples/embed.c: vkmha as a guest in an engine.
+ *
+ * The "engine" owns everything: its Vulkan instance (with the validation
+ * layer and synchronization validation), device, queue, a buffer arena, a
+ * compute shader of its own, and its command buffer. It hands its objects to
+ * vkmha, wraps slices of its arena as tensors (at non-zero offsets), and
+ * records into one command buffer:
+ *
+ *     engine dispatch   query = 2 * query            (its own shader)
+ *     barrier           compute write -> compute read   (vkmha's "before")
+ *     vkmha_mha_record  out1 = MHA(query)             (fused attention)
+ *     vkmha_mha_record  out2 = MHA(query)             (unfused, same buffer twice)
+ *     barrier           compute write -> compute read   (vkmha's "after")
+ *     engine dispatch   out1 = out1 + 1
+ *     barrier           compute write -> host read
+ *
+ * then submits it itself and checks both outputs against vkmha's reference
+ * backend run on the host. Along the way it proves what an engine relies on:
+ * vkmha used the engine's loader (a vkGetInstanceProcAddr that wraps
+ * vkQueueSubmit), called the queue lock around each of its submits, sent
+ * every Vulkan allocation through the engine's VkAllocationCallbacks and
+ * every host allocation through its vkmha_allocator, freed all of them at
+ * destroy, and left the engine's objects alive and valid.
+ *
+ * Output: one TAP line per check (run as a test by meson). Exit status 0
+ * when all pass.
+ */
+#include <stdalign.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+
+#include <volk.h>
+
+#include "vkmha_vulkan.h"
+
+#include "engine_scale.spv.h" /* the engine's shader, built by meson */
+
+/* ---- checks ----------------------------------------------------------------- */
+
+static int n_checks, n_failed;
+
+static bool check(bool ok, const char *fmt, ...)
+{
+    va_list ap;
+    n_checks++;
+    n_failed += !ok;
+    printf("%s %d - ", ok ? "ok" : "not ok", n_checks);
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+    return ok;
+}
+
+#define VK_CHECK(call)                                                                    \
+    do {                                                                                  \
+        VkResult r_ = (call);                                                             \
+        if (r_ != VK_SUCCESS) {                                                           \
+            printf("Bail out! %s failed: %d\n", #call, (int)r_);                          \
+            exit(1);                                                                      \
+        }                                                                                 \
+    } while (0)
+
+#define VKMHA_CHECK(call)                                                                 \
+    do {                                                                                  \
+        vkmha_status s_ = (call);                                                         \
+        if (s_ != VKMHA_SUCCESS) {                                                        \
+            printf("Bail out! %s failed: %s\n", #call, vkmha_status_string(s_));          \
+            exit(1);                                                                      \
+        }                                                                                 \
+    } while (0)
+
+/* ---- the engine's allocators, counting --------------------------------------- */
+
+/* Every block carries its size in a 64-byte header (so realloc can copy). */
+#define HEADER 64
+
+typedef struct counter {
+    long live, total;
+} counter;
+
+static void *counted_alloc(counter *c, size_t size, size_t alignment)
+{
+    if (alignment > HEADER)
+        return NULL;
+    unsigned char *p = aligned_alloc(HEADER, HEADER + ((size + HEADER - 1) / HEADER) * HEADER);
+    if (!p)
+        return NULL;
+    memcpy(p, &size, sizeof size);
+    c->live++;
+    c->total++;
+    return p + HEADER;
+}
+
+static void counted_free(counter *c, void *p)
+{
+    if (!p)
+        return;
+    c->live--;
+    free((unsigned char *)p - HEADER);
+}
+
+static void *counted_realloc(counter *c, void *old, size_t size, size_t alignment)
+{
+    void *p = counted_alloc(c, size, alignment);
+    if (p && old) {
+        size_t old_size;
+        memcpy(&old_size, (unsigned char *)old - HEADER, sizeof old_size);
+        memcpy(p, old, old_size < size ? old_size : size);
+        counted_free(c, old);
+    }
+    return p;
+}
+
+static counter vk_allocs, host_allocs;
+
+static VKAPI_ATTR void *VKAPI_CALL vk_alloc_fn(void *user, size_t size, size_t alignment,
+                                              VkSystemAllocationScope scope)
+{
+    (void)scope;
+    return counted_alloc(user, size, alignment);
+}
+static VKAPI_ATTR void *VKAPI_CALL vk_realloc_fn(void *user, void *p, size_t size,
+                                                size_t alignment, VkSystemAllocationScope scope)
+{
+    (void)scope;
+    if (size == 0) {
+        counted_free(user, p);
+        return NULL;
+    }
+    return counted_realloc(user, p, size, alignment);
+}
+static VKAPI_ATTR void VKAPI_CALL vk_free_fn(void *user, void *p)
+{
+    counted_free(user, p);
+}
+
+static void *host_alloc(void *user, size_t size, size_t alignment)
+{
+    return counted_alloc(user, size, alignment);
+}
+static void *host_realloc(void *user, void *p, size_t size, size_t alignment)
+{
+    return counted_realloc(user, p, size, alignment);
+}
+static void host_free(void *user, void *p)
+{
+    counted_free(user, p);
+}
+
+/* ---- the engine's loader: counts vkQueueSubmit, checks the lock is held ----- */
+
+static bool queue_locked;
+static int locks, unlocks, submits_locked, submits_unlocked;
+
+static void queue_lock(void *user)
+{
+    (void)user;
+    queue_locked = true; /* a real engine takes its queue mutex here */
+    locks++;
+}
+static void queue_unlock(void *user)
+{
+    (void)user;
+    queue_locked = false;
+    unlocks++;
+}
+
+static PFN_vkQueueSubmit real_queue_submit;
+static PFN_vkGetDeviceProcAddr real_get_device_proc_addr;
+
+static VKAPI_ATTR VkResult VKAPI_CALL engine_queue_submit(VkQueue q, uint32_t n,
+                                                          const VkSubmitInfo *si, VkFence f)
+{
+    if (queue_locked)
+        submits_locked++;
+    else
+        submits_unlocked++;
+    return real_queue_submit(q, n, si, f);
+}
+
+static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL engine_get_device_proc_addr(VkDevice d,
+                                                                            const char *name)
+{
+    if (strcmp(name, "vkQueueSubmit") == 0)
+        return (PFN_vkVoidFunction)engine_queue_submit;
+    return real_get_device_proc_addr(d, name);
+}
+
+static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL engine_get_instance_proc_addr(VkInstance i,
+                                                                              const char *name)
+{
+    if (strcmp(name, "vkGetDeviceProcAddr") == 0)
+        return (PFN_vkVoidFunction)engine_get_device_proc_addr;
+    return vkGetInstanceProcAddr(i, name);
+}
+
+/* ---- the engine's Vulkan ------------------------------------------------------ */
+
+static int validation_messages;
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL on_validation(
+    VkDebugUtilsMessageSeverityFlagBitsEXT severity, VkDebugUtilsMessageTypeFlagsEXT types,
+    const VkDebugUtilsMessengerCallbackDataEXT *data, void *user)
+{
+    (void)types;
+    (void)user;
+    if (severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) {
+        validation_messages++;
+        printf("# validation: %s\n", data->pMessage);
+    }
+    return VK_FALSE;
+}
+
+typedef struct engine {
+    VkInstance instance;
+    VkDebugUtilsMessengerEXT messenger;
+    VkPhysicalDevice phys;
+    VkPhysicalDeviceProperties props;
+    uint32_t family;
+    VkDevice device;
+    VkQueue queue;
+    VkBuffer arena;
+    VkDeviceMemory arena_mem;
+    float *arena_map;
+    VkDescriptorSetLayout set_layout;
+    VkPipelineLayout layout;
+    VkPipeline scale;
+    VkDescriptorPool pool;
+    VkCommandPool cmd_pool;
+    VkCommandBuffer cmd;
+    VkFence fence;
+} engine;
+
+#define ARENA_BYTES (4u << 20)
+
+static void engine_create(engine *e)
+{
+    VK_CHECK(volkInitialize());
+    VkValidationFeatureEnableEXT sync = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
+    VkValidationFeaturesEXT features = {.sType = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
+    features.enabledValidationFeatureCount = 1;
+    features.pEnabledValidationFeatures = &sync;
+    VkDebugUtilsMessengerCreateInfoEXT mi = {.sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+    mi.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                         VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+    mi.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                     VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT;
+    mi.pfnUserCallback = on_validation;
+    features.pNext = &mi;
+    const char *layers[] = {"VK_LAYER_KHRONOS_validation"};
+    const char *exts[] = {VK_EXT_DEBUG_UTILS_EXTENSION_NAME,
+                          VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME};
+    VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO};
+    app.pApplicationName = "vkmha embed example";
+    app.apiVersion = VK_API_VERSION_1_1;
+    VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+    ci.pNext = &features;
+    ci.pApplicationInfo = &app;
+    ci.enabledLayerCount = 1;
+    ci.ppEnabledLayerNames = layers;
+    ci.enabledExtensionCount = 2;
+    ci.ppEnabledExtensionNames = exts;
+    VK_CHECK(vkCreateInstance(&ci, NULL, &e->instance));
+    volkLoadInstanceOnly(e->instance);
+    VK_CHECK(vkCreateDebugUtilsMessengerEXT(e->instance, &mi, NULL, &e->messenger));
+
+    uint32_t n = 1;
+    VkResult r = vkEnumeratePhysicalDevices(e->instance, &n, &e->phys);
+    if ((r != VK_SUCCESS && r != VK_INCOMPLETE) || n == 0) {
+        printf("Bail out! no Vulkan device\n");
+        exit(1);
+    }
+    vkGetPhysicalDeviceProperties(e->phys, &e->props);
+    VkQueueFamilyProperties qf[16];
+    uint32_t nq = 16;
+    vkGetPhysicalDeviceQueueFamilyProperties(e->phys, &nq, qf);
+    e->family = UINT32_MAX;
+    for (uint32_t i = 0; i < nq && e->family == UINT32_MAX; i++)
+        if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT)
+            e->family = i;
+    float priority = 1.0f;
+    VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+    qi.queueFamilyIndex = e->family;
+    qi.queueCount = 1;
+    qi.pQueuePriorities = &priority;
+    const char *dev_exts[] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+    VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+    di.queueCreateInfoCount = 1;
+    di.pQueueCreateInfos = &qi;
+    di.enabledExtensionCount = 1;
+    di.ppEnabledExtensionNames = dev_exts;
+    VK_CHECK(vkCreateDevice(e->phys, &di, NULL, &e->device));
+    volkLoadDevice(e->device);
+    vkGetDeviceQueue(e->device, e->family, 0, &e->queue);
+
+    /* The arena: one host-visible coherent buffer the engine maps. */
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    bi.size = ARENA_BYTES;
+    bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+               VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    VK_CHECK(vkCreateBuffer(e->device, &bi, NULL, &e->arena));
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(e->device, e->arena, &req);
+    VkPhysicalDeviceMemoryProperties mp;
+    vkGetPhysicalDeviceMemoryProperties(e->phys, &mp);
+    const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                       VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    uint32_t type = UINT32_MAX;
+    for (uint32_t i = 0; i < mp.memoryTypeCount && type == UINT32_MAX; i++)
+        if ((req.memoryTypeBits & (1u << i)) && (mp.memoryTypes[i].propertyFlags & want) == want)
+            type = i;
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    ai.allocationSize = req.size;
+    ai.memoryTypeIndex = type;
+    VK_CHECK(vkAllocateMemory(e->device, &ai, NULL, &e->arena_mem));
+    VK_CHECK(vkBindBufferMemory(e->device, e->arena, e->arena_mem, 0));
+    VK_CHECK(vkMapMemory(e->device, e->arena_mem, 0, VK_WHOLE_SIZE, 0, (void **)&e->arena_map));
+
+    /* Its own compute shader: x[i] = x[i] * mul + add over a range. */
+    VkDescriptorSetLayoutBinding b = {0, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1,
+                                      VK_SHADER_STAGE_COMPUTE_BIT, NULL};
+    VkDescriptorSetLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+    li.bindingCount = 1;
+    li.pBindings = &b;
+    VK_CHECK(vkCreateDescriptorSetLayout(e->device, &li, NULL, &e->set_layout));
+    VkPushConstantRange pr = {VK_SHADER_STAGE_COMPUTE_BIT, 0, 12};
+    VkPipelineLayoutCreateInfo pli = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+    pli.setLayoutCount = 1;
+    pli.pSetLayouts = &e->set_layout;
+    pli.pushConstantRangeCount = 1;
+    pli.pPushConstantRanges = &pr;
+    VK_CHECK(vkCreatePipelineLayout(e->device, &pli, NULL, &e->layout));
+    VkShaderModuleCreateInfo smi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    smi.codeSize = sizeof engine_scale_spv;
+    smi.pCode = engine_scale_spv;
+    VkShaderModule module;
+    VK_CHECK(vkCreateShaderModule(e->device, &smi, NULL, &module));
+    VkComputePipelineCreateInfo cpi = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+    cpi.stage = (VkPipelineShaderStageCreateInfo){.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+    cpi.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+    cpi.stage.module = module;
+    cpi.stage.pName = "main";
+    cpi.layout = e->layout;
+    VK_CHECK(vkCreateComputePipelines(e->device, VK_NULL_HANDLE, 1, &cpi, NULL, &e->scale));
+    vkDestroyShaderModule(e->device, module, NULL);
+    VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 4};
+    VkDescriptorPoolCreateInfo dpi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+    dpi.maxSets = 4;
+    dpi.poolSizeCount = 1;
+    dpi.pPoolSizes = &ps;
+    VK_CHECK(vkCreateDescriptorPool(e->device, &dpi, NULL, &e->pool));
+
+    VkCommandPoolCreateInfo cpci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    cpci.queueFamilyIndex = e->family;
+    VK_CHECK(vkCreateCommandPool(e->device, &cpci, NULL, &e->cmd_pool));
+    VkCommandBufferAllocateInfo cai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    cai.commandPool = e->cmd_pool;
+    cai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    cai.commandBufferCount = 1;
+    VK_CHECK(vkAllocateCommandBuffers(e->device, &cai, &e->cmd));
+    VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VK_CHECK(vkCreateFence(e->device, &fi, NULL, &e->fence));
+}
+
+static void engine_destroy(engine *e)
+{
+    vkDestroyFence(e->device, e->fence, NULL);
+    vkDestroyCommandPool(e->device, e->cmd_pool, NULL);
+    vkDestroyDescriptorPool(e->device, e->pool, NULL);
+    vkDestroyPipeline(e->device, e->scale, NULL);
+    vkDestroyPipelineLayout(e->device, e->layout, NULL);
+    vkDestroyDescriptorSetLayout(e->device, e->set_layout, NULL);
+    vkDestroyBuffer(e->device, e->arena, NULL);
+    vkFreeMemory(e->device, e->arena_mem, NULL);
+    vkDestroyDevice(e->device, NULL);
+    vkDestroyDebugUtilsMessengerEXT(e->instance, e->messenger, NULL);
+    vkDestroyInstance(e->instance, NULL);
+}
+
+/* Records the engine's shader over `count` floats at byte `offset`. */
+static void engine_scale(engine *e, VkDeviceSize offset, uint32_t count, float mul, float add)
+{
+    VkDescriptorSet set;
+    VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+    ai.descriptorPool = e->pool;
+    ai.descriptorSetCount = 1;
+    ai.pSetLayouts = &e->set_layout;
+    VK_CHECK(vkAllocateDescriptorSets(e->device, &ai, &set));
+    VkDescriptorBufferInfo info = {e->arena, offset, (VkDeviceSize)count * 4};
+    VkWriteDescriptorSet w = {.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    w.dstSet = set;
+    w.descriptorCount = 1;
+    w.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    w.pBufferInfo = &info;
+    vkUpdateDescriptorSets(e->device, 1, &w, 0, NULL);
+    struct { uint32_t n; float mul, add; } push = {count, mul, add};
+    vkCmdBindPipeline(e->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, e->scale);
+    vkCmdBindDescriptorSets(e->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, e->layout, 0, 1, &set, 0,
+                            NULL);
+    vkCmdPushConstants(e->cmd, e->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof push, &push);
+    vkCmdDispatch(e->cmd, (count + 63) / 64, 1, 1);
+}
+
+static void memory_barrier(engine *e, VkPipelineStageFlags src, VkAccessFlags src_access,
+                           VkPipelineStageFlags dst, VkAccessFlags dst_access)
+{
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = src_access;
+    mb.dstAccessMask = dst_access;
+    vkCmdPipelineBarrier(e->cmd, src, dst, 0, 1, &mb, 0, NULL, 0, NULL);
+}
+
+/* ---- the demo --------------------------------------------------------------- */
+
+static float frand(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((*s >> 40) / (double)(1ull << 24)) - 0.5f;
+}
+
+static VkDeviceSize align_up(VkDeviceSize x, VkDeviceSize a)
+{
+    return (x + a - 1) / a * a;
+}
+
+/* Element-wise |got - want| <= atol + rtol * |want|; prints the worst. */
+static bool close_to(const float *got, const float *want, size_t n, double atol, double rtol,
+                     const char *what)
+{
+    double worst = 0.0;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - (double)want[i]);
+        double excess = err - (atol + rtol * fabs((double)want[i]));
+        if (!(excess <= worst)) {
+            worst = excess;
+            at = i;
+        }
+    }
+    if (worst > 0.0 || isnan(worst))
+        printf("# %s[%zu] = %.9g, reference %.9g\n", what, at, (double)got[at],
+               (double)want[at]);
+    return !(worst > 0.0) && !isnan(worst);
+}
+
+int main(void)
+{
+    /* A layer the size of a small model's: d_model 96, 6 heads of 16, a
+     * sequence of 77 (no tile size divides it), batch 2. */
+    enum { D = 96, H = 6, L = 77, B = 2 };
+    const uint32_t n_act = B * L * D, n_w = D * D;
+    engine e = {0};
+    engine_create(&e);
+    real_get_device_proc_addr = vkGetDeviceProcAddr;
+    real_queue_submit = vkQueueSubmit;
+
+    /* 1. vkmha borrows the engine's objects, loader and allocators. */
+    const char *dev_exts[] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+    VkAllocationCallbacks callbacks = {&vk_allocs, vk_alloc_fn, vk_realloc_fn, vk_free_fn,
+                                       NULL, NULL};
+    vkmha_vulkan_desc vd = {0};
+    vd.get_instance_proc_addr = engine_get_instance_proc_addr;
+    vd.instance = e.instance;
+    vd.physical_device = e.phys;
+    vd.device = e.device;
+    vd.queue_family_index = e.family;
+    vd.queue = e.queue;
+    vd.instance_api_version = VK_API_VERSION_1_1;
+    vd.enabled_device_extensions = dev_exts;
+    vd.enabled_device_extension_count = 1;
+    vd.allocation_callbacks = &callbacks;
+    vd.queue_lock = queue_lock;
+    vd.queue_unlock = queue_unlock;
+    vkmha_allocator host = {host_alloc, host_realloc, host_free, &host_allocs};
+    vkmha_context_desc cd = {0};
+    cd.vulkan = &vd;
+    cd.allocator = &host;
+    vkmha_context *ctx = NULL;
+    VKMHA_CHECK(vkmha_context_create(&cd, &ctx));
+    vkmha_context_info info;
+    VKMHA_CHECK(vkmha_context_get_info(ctx, &info));
+    check(info.external_device && info.push_descriptors,
+          "vkmha borrows the engine's device (%s) and pushes descriptors", info.device.name);
+
+    /* 2. The layer, with its weights uploaded once (vkmha's own submit). */
+    uint64_t seed = 42;
+    float *w = malloc(4 * n_w * sizeof(float));
+    float *query = malloc(n_act * sizeof(float));
+    for (uint32_t i = 0; i < 4 * n_w; i++)
+        w[i] = frand(&seed) * 0.2f;
+    for (uint32_t i = 0; i < n_act; i++)
+        query[i] = frand(&seed);
+    vkmha_mha_desc md = {0};
+    md.d_model = D;
+    md.n_head = H;
+    md.w_q = w;
+    md.w_k = w + n_w;
+    md.w_v = w + 2 * n_w;
+    md.w_o = w + 3 * n_w;
+    vkmha_mha *mha = NULL;
+    VKMHA_CHECK(vkmha_mha_create(ctx, &md, &mha));
+
+    /* 3. Slices of the engine's arena as tensors, at non-zero offsets. */
+    const VkDeviceSize align = e.props.limits.minStorageBufferOffsetAlignment > 256
+                                   ? e.props.limits.minStorageBufferOffsetAlignment
+                                   : 256;
+    const VkDeviceSize bytes = (VkDeviceSize)n_act * 4;
+    const VkDeviceSize q_off = align, o1_off = align_up(q_off + bytes, align),
+                       o2_off = align_up(o1_off + bytes, align);
+    vkmha_tensor_desc td = {VKMHA_DTYPE_F32, 3, {B, L, D, 0}};
+    vkmha_tensor *tq, *to1, *to2;
+    VKMHA_CHECK(vkmha_tensor_wrap(ctx, &td, e.arena, q_off, bytes, &tq));
+    VKMHA_CHECK(vkmha_tensor_wrap(ctx, &td, e.arena, o1_off, bytes, &to1));
+    VKMHA_CHECK(vkmha_tensor_wrap(ctx, &td, e.arena, o2_off, bytes, &to2));
+    memcpy((char *)e.arena_map + q_off, query, bytes);
+
+    /* 4. One command buffer: the engine's work around two MHA records. */
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    VK_CHECK(vkBeginCommandBuffer(e.cmd, &bi));
+    memory_barrier(&e, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_WRITE_BIT,
+                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                   VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+    engine_scale(&e, q_off, n_act, 2.0f, 0.0f);
+    /* vkmha's "before": the engine's writes of the input, visible to compute. */
+    memory_barrier(&e, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
+    vkmha_mha_tensors io = {B, L, 0, tq, tq, tq, NULL, to1, NULL,
+                            VKMHA_ATTENTION_PATH_FUSED, 0};
+    VKMHA_CHECK(vkmha_mha_record(mha, e.cmd, &io));
+    io.out = to2;
+    io.attention_path = VKMHA_ATTENTION_PATH_UNFUSED;
+    VKMHA_CHECK(vkmha_mha_record(mha, e.cmd, &io)); /* nothing needed in between */
+    /* vkmha's "after": its output writes, visible to the engine's shader. */
+    memory_barrier(&e, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                   VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+    engine_scale(&e, o1_off, n_act, 1.0f, 1.0f);
+    memory_barrier(&e, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+                   VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+    VK_CHECK(vkEndCommandBuffer(e.cmd));
+    const int vkmha_submits = submits_locked;
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &e.cmd;
+    queue_lock(NULL);
+    VK_CHECK(vkQueueSubmit(e.queue, 1, &si, e.fence));
+    queue_unlock(NULL);
+    VK_CHECK(vkWaitForFences(e.device, 1, &e.fence, VK_TRUE, UINT64_MAX));
+
+    /* 5. The same math on vkmha's reference backend, on the host. */
+    vkmha_context *ref_ctx = NULL;
+    vkmha_context_desc rd = {0};
+    rd.backend = VKMHA_BACKEND_REFERENCE;
+    VKMHA_CHECK(vkmha_context_create(&rd, &ref_ctx));
+    vkmha_mha *ref = NULL;
+    VKMHA_CHECK(vkmha_mha_create(ref_ctx, &md, &ref));
+    float *doubled = malloc(n_act * sizeof(float)), *want = malloc(n_act * sizeof(float));
+    float *want1 = malloc(n_act * sizeof(float));
+    for (uint32_t i = 0; i < n_act; i++)
+        doubled[i] = 2.0f * query[i];
+    vkmha_mha_io rio = {B, L, 0, doubled, doubled, doubled, NULL, want, NULL, 0, 0};
+    VKMHA_CHECK(vkmha_mha_forward(ref, &rio));
+    for (uint32_t i = 0; i < n_act; i++)
+        want1[i] = want[i] + 1.0f;
+    /* fp32 on the device against double accumulation: |diff| <= 1e-5 + 1e-4 |ref|. */
+    check(close_to((const float *)((char *)e.arena_map + o1_off), want1, n_act, 1e-5, 1e-4,
+                   "out1"),
+          "fused MHA recorded between the engine's dispatches matches the reference "
+          "(atol 1e-5, rtol 1e-4)");
+    check(close_to((const float *)((char *)e.arena_map + o2_off), want, n_act, 1e-5, 1e-4,
+                   "out2"),
+          "unfused MHA recorded into the same command buffer matches the reference");
+    check(locks == unlocks && locks >= vkmha_submits + 1 && vkmha_submits >= 1 &&
+              submits_unlocked == 0,
+          "vkmha submitted %d times, each inside the queue lock (%d locks, %d unlocks, %d "
+          "unlocked submits)",
+          vkmha_submits, locks, unlocks, submits_unlocked);
+
+    /* 6. Teardown: vkmha frees all it took and leaves the engine alone. */
+    vkmha_tensor_destroy(tq);
+    vkmha_tensor_destroy(to1);
+    vkmha_tensor_destroy(to2);
+    vkmha_mha_destroy(mha);
+    const long vk_total = vk_allocs.total, host_total = host_allocs.total;
+    vkmha_context_destroy(ctx);
+    check(vk_allocs.live == 0 && vk_total > 0,
+          "every Vulkan allocation through the engine's VkAllocationCallbacks freed at "
+          "destroy (%ld made, %ld live)",
+          vk_allocs.total, vk_allocs.live);
+    check(host_allocs.live == 0 && host_total > 0,
+          "every host allocation through the engine's vkmha_allocator freed at destroy "
+          "(%ld made, %ld live)",
+          host_allocs.total, host_allocs.live);
+    vkmha_mha_destroy(ref);
+    vkmha_context_destroy(ref_ctx);
+    VK_CHECK(vkDeviceWaitIdle(e.device)); /* the engine's device is still alive */
+    engine_destroy(&e);
+    check(validation_messages == 0,
+          "the validation layer (synchronization validation on) sent nothing (%d messages)",
+          validation_messages);
+
+    free(w);
+    free(query);
+    free(doubled);
+    free(want);
+    free(want1);
+    printf("1..%d\n# %d passed, %d failed\n", n_checks, n_checks - n_failed, n_failed);
+    return n_failed ? 1 : 0;
+}

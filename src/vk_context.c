@@ -91,16 +91,17 @@ debug_callback(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
     return VK_FALSE;
 }
 
-static bool has_instance_extension(vk_state *vk, const char *layer, const char *name)
+/* 1: present, 0: absent, -1: out of host memory (for the three below). */
+static int has_instance_extension(vk_state *vk, const char *layer, const char *name)
 {
     uint32_t n = 0;
-    bool found = false;
+    int found = 0;
     PFN_vkEnumerateInstanceExtensionProperties f = vk->vkg.EnumerateInstanceExtensionProperties;
     if (!f || f(layer, &n, NULL) != VK_SUCCESS || n == 0)
         return false;
     VkExtensionProperties *props = vkmha__alloc(vk->ctx, n * sizeof *props);
     if (!props)
-        return false;
+        return -1;
     if (f(layer, &n, props) == VK_SUCCESS)
         for (uint32_t i = 0; i < n && !found; i++)
             found = strcmp(props[i].extensionName, name) == 0;
@@ -108,16 +109,16 @@ static bool has_instance_extension(vk_state *vk, const char *layer, const char *
     return found;
 }
 
-static bool has_layer(vk_state *vk, const char *name)
+static int has_layer(vk_state *vk, const char *name)
 {
     uint32_t n = 0;
-    bool found = false;
+    int found = 0;
     PFN_vkEnumerateInstanceLayerProperties f = vk->vkg.EnumerateInstanceLayerProperties;
     if (!f || f(&n, NULL) != VK_SUCCESS || n == 0)
         return false;
     VkLayerProperties *props = vkmha__alloc(vk->ctx, n * sizeof *props);
     if (!props)
-        return false;
+        return -1;
     if (f(&n, props) == VK_SUCCESS)
         for (uint32_t i = 0; i < n && !found; i++)
             found = strcmp(props[i].layerName, name) == 0;
@@ -171,13 +172,27 @@ static vkmha_status create_instance(vk_state *vk, vkmha_context *ctx, bool valid
 
     const void *next = NULL;
     if (validation) {
-        if (!has_layer(vk, VALIDATION_LAYER))
+        const int layer = has_layer(vk, VALIDATION_LAYER),
+                  utils = layer > 0 ? has_instance_extension(vk, NULL,
+                                                             VK_EXT_DEBUG_UTILS_EXTENSION_NAME)
+                                    : 0,
+                  utils_layer = layer > 0 ? has_instance_extension(
+                                                vk, VALIDATION_LAYER,
+                                                VK_EXT_DEBUG_UTILS_EXTENSION_NAME)
+                                          : 0,
+                  features_ext = layer > 0 ? has_instance_extension(
+                                                 vk, VALIDATION_LAYER,
+                                                 VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME)
+                                           : 0;
+        if (layer < 0 || utils < 0 || utils_layer < 0 || features_ext < 0)
+            return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                               "vkmha_context_create: out of host memory");
+        if (!layer)
             return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
                                "vkmha_context_create: desc->enable_validation is set but "
                                "%s is not installed (Debian: vulkan-validationlayers)",
                                VALIDATION_LAYER);
-        if (!has_instance_extension(vk, NULL, VK_EXT_DEBUG_UTILS_EXTENSION_NAME) &&
-            !has_instance_extension(vk, VALIDATION_LAYER, VK_EXT_DEBUG_UTILS_EXTENSION_NAME))
+        if (!utils && !utils_layer)
             return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
                                "vkmha_context_create: validation needs %s, which is missing",
                                VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
@@ -185,8 +200,7 @@ static vkmha_status create_instance(vk_state *vk, vkmha_context *ctx, bool valid
         exts[n_exts++] = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
         messenger_info.pNext = NULL;
         next = &messenger_info;
-        if (has_instance_extension(vk, VALIDATION_LAYER,
-                                   VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME)) {
+        if (features_ext) {
             exts[n_exts++] = VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME;
             features.enabledValidationFeatureCount = VKMHA_ARRAY_LEN(enables);
             features.pEnabledValidationFeatures = enables;
@@ -225,16 +239,16 @@ static vkmha_status create_instance(vk_state *vk, vkmha_context *ctx, bool valid
     return VKMHA_SUCCESS;
 }
 
-static bool device_has_extension(const vkmha_context *ctx, const vk_instance_table *vki,
-                                 VkPhysicalDevice phys, const char *name)
+static int device_has_extension(const vkmha_context *ctx, const vk_instance_table *vki,
+                                VkPhysicalDevice phys, const char *name)
 {
     uint32_t n = 0;
-    bool found = false;
+    int found = 0;
     if (vki->EnumerateDeviceExtensionProperties(phys, NULL, &n, NULL) != VK_SUCCESS || !n)
         return false;
     VkExtensionProperties *props = vkmha__alloc(ctx, n * sizeof *props);
     if (!props)
-        return false;
+        return -1;
     if (vki->EnumerateDeviceExtensionProperties(phys, NULL, &n, props) == VK_SUCCESS)
         for (uint32_t i = 0; i < n && !found; i++)
             found = strcmp(props[i].extensionName, name) == 0;
@@ -281,7 +295,7 @@ static void fill_info(const vkmha_context *ctx, const vk_instance_table *vki,
     VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
     VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
     bool has_driver = base.apiVersion >= VK_API_VERSION_1_2 ||
-                      device_has_extension(ctx, vki, phys, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME);
+                      device_has_extension(ctx, vki, phys, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME) > 0;
     bool v11 = base.apiVersion >= VK_API_VERSION_1_1 && vki->GetPhysicalDeviceProperties2;
     p2.pNext = &sub;
     sub.pNext = &m3;
@@ -571,8 +585,12 @@ static vkmha_status create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
         float priority = 1.0f;
         const char *exts[1];
         uint32_t n_exts = 0;
-        vk->push_descriptors = device_has_extension(vk->ctx, &vk->vki, vk->phys,
-                                                    VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+        const int push = device_has_extension(vk->ctx, &vk->vki, vk->phys,
+                                              VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+        if (push < 0)
+            return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                               "vkmha_context_create: out of host memory");
+        vk->push_descriptors = push > 0;
         if (vk->push_descriptors)
             exts[n_exts++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
         VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};

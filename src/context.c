@@ -10,7 +10,8 @@ VKMHA_API vkmha_status vkmha_context_create(const vkmha_context_desc *desc,
                                             vkmha_context **out)
 {
     static const vkmha_context_desc defaults = {0};
-    const uint32_t known_flags = VKMHA_CONTEXT_NO_SUBGROUP_OPS | VKMHA_CONTEXT_PROFILE;
+    const uint32_t known_flags = VKMHA_CONTEXT_NO_SUBGROUP_OPS | VKMHA_CONTEXT_PROFILE |
+                                 VKMHA_CONTEXT_EAGER_PIPELINES;
     vkmha_status st;
     if (!desc)
         desc = &defaults;
@@ -86,6 +87,9 @@ VKMHA_API vkmha_status vkmha_context_get_info(const vkmha_context *ctx,
     out->device_memory_peak_bytes = vk->memory_peak_bytes;
     out->gpu_timing = vk->timestamps != VK_NULL_HANDLE;
     out->last_gpu_time_ns = vk->last_gpu_time_ns;
+    out->pipeline_cache_loaded = vk->pipeline_cache_loaded;
+    out->pipeline_cache_bytes = vk->pipeline_cache_bytes;
+    out->pipelines_created = vk->pipelines_created;
     return VKMHA_SUCCESS;
 }
 

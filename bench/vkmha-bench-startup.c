@@ -169,42 +169,16 @@ int main(int argc, char **argv)
     uint32_t reps = 7, d_model = 64, heads = 4, len = 16;
     const char *csv_path = NULL, *cache = NULL;
     bool is_child = false, save = false, lazy = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--child")) {
-            is_child = true;
-            continue;
-        }
-        if (!strcmp(a, "--save")) {
-            save = true;
-            continue;
-        }
-        if (!strcmp(a, "--lazy")) {
-            lazy = true;
-            continue;
-        }
-        if (!v) {
-            fprintf(stderr, "%s needs a value\n", a);
-            return 2;
-        }
-        i++;
-        if (!strcmp(a, "--reps"))
-            reps = (uint32_t)atoi(v);
-        else if (!strcmp(a, "--d-model"))
-            d_model = (uint32_t)atoi(v);
-        else if (!strcmp(a, "--heads"))
-            heads = (uint32_t)atoi(v);
-        else if (!strcmp(a, "--len"))
-            len = (uint32_t)atoi(v);
-        else if (!strcmp(a, "--csv"))
-            csv_path = v;
-        else if (!strcmp(a, "--cache"))
-            cache = v;
-        else {
-            fprintf(stderr, "unknown option %s\n", a);
-            return 2;
-        }
-    }
+    const bench_opt opts[] = {
+        {"--reps", NULL, &reps, NULL},   {"--d-model", NULL, &d_model, NULL},
+        {"--heads", NULL, &heads, NULL}, {"--len", NULL, &len, NULL},
+        {"--csv", NULL, NULL, &csv_path},
+        /* The child's: */
+        {"--child", &is_child, NULL, NULL}, {"--save", &save, NULL, NULL},
+        {"--lazy", &lazy, NULL, NULL},      {"--cache", NULL, NULL, &cache},
+    };
+    if (!bench_parse_args(argc, argv, opts, sizeof opts / sizeof opts[0]))
+        return 2;
     if (!d_model || !heads || !len || d_model % heads || !reps || reps > MAX_REPS) {
         fprintf(stderr, "need d_model, heads, len >= 1, heads | d_model, 1 <= reps <= %d\n",
                 MAX_REPS);
@@ -229,17 +203,10 @@ int main(int argc, char **argv)
     snprintf(vk_cache, sizeof vk_cache, "%s/vkmha.cache", g_base);
     snprintf(mesa_warm, sizeof mesa_warm, "%s/mesa-warm", g_base);
 
-    vkmha_context *probe = NULL;
-    if (vkmha_context_create(NULL, &probe)) {
-        fprintf(stderr, "no Vulkan device\n");
-        return 1;
-    }
     vkmha_context_info info;
-    vkmha_context_get_info(probe, &info);
-    vkmha_context_destroy(probe);
-    time_t now = time(NULL);
     char date[32];
-    strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
+    if (!bench_device(&info, date))
+        return 1;
 
     /* Warm-ups: one process saves the vkmha cache (Mesa's off), one fills
      * Mesa's cache directory. */

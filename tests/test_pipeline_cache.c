@@ -143,39 +143,41 @@ static void parse_cases(void)
     }
     t_report(ok, "parse: each of the %zu single-bit flips is rejected", n * 8);
 
-    t_report(tampered_is("magic", 0, 0x20, false, 0, "not a vkmha pipeline cache (bad magic)"),
-             "parse: wrong magic");
+    /* One field changed in a valid cache: offset, XOR a byte with x (or, if
+     * set32, store v there), the reason expected, the case. */
+    static const struct {
+        size_t at;
+        uint8_t x;
+        bool set32;
+        uint32_t v;
+        const char *reason, *what;
+    } edits[] = {
+        {0, 0x20, false, 0, "not a vkmha pipeline cache (bad magic)", "wrong magic"},
+        {VK_CACHE_OFF_FORMAT, 0, true, 2, "format version 2 (this vkmha reads version 1)",
+         "a newer format version"},
+        {VK_CACHE_OFF_HEADER_SIZE, 0, true, 96, "header size 96", "another header size"},
+        {VK_CACHE_OFF_VKMHA, 0, true, 900, "made by vkmha 0.9.0",
+         "a cache made by another vkmha version"},
+        {VK_CACHE_OFF_VENDOR, 0, true, 0x1002,
+         "made for another device (vendorID 0x1002, this device has 0x10de)",
+         "another vendorID"},
+        {VK_CACHE_OFF_DEVICE, 0, true, 7, "made for another device (deviceID 0x7",
+         "another deviceID"},
+        {VK_CACHE_OFF_DRIVER, 0, true, 1, "made for another device (driverVersion 0x1",
+         "another driverVersion"},
+        {VK_CACHE_OFF_CACHE_UUID + 15, 1, false, 0,
+         "made for another device (pipelineCacheUUID differs)", "another pipelineCacheUUID"},
+        {VK_CACHE_OFF_DEVICE_UUID, 0x80, false, 0,
+         "made for another device (deviceUUID differs)", "another deviceUUID"},
+        {VK_CACHE_OFF_CHECKSUM + 7, 0x40, false, 0, "checksum mismatch", "a wrong checksum"},
+        {HDR + 40, 0x01, false, 0, "checksum mismatch", "one data byte changed"},
+    };
+    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++)
+        t_report(tampered_is(edits[i].what, edits[i].at, edits[i].x, edits[i].set32, edits[i].v,
+                             edits[i].reason),
+                 "parse: %s", edits[i].what);
     t_report(parse_is("short foreign file", (const uint8_t *)"PK\3\4", 4, false, "bad magic"),
              "parse: a 4-byte file of another kind is not taken for a truncated cache");
-    t_report(tampered_is("format", VK_CACHE_OFF_FORMAT, 0, true, 2,
-                         "format version 2 (this vkmha reads version 1)"),
-             "parse: a newer format version");
-    t_report(tampered_is("header size", VK_CACHE_OFF_HEADER_SIZE, 0, true, 96,
-                         "header size 96"),
-             "parse: another header size");
-    t_report(tampered_is("vkmha version", VK_CACHE_OFF_VKMHA, 0, true, 900,
-                         "made by vkmha 0.9.0"),
-             "parse: a cache made by another vkmha version");
-    t_report(tampered_is("vendor", VK_CACHE_OFF_VENDOR, 0, true, 0x1002,
-                         "made for another device (vendorID 0x1002, this device has 0x10de)"),
-             "parse: another vendorID");
-    t_report(tampered_is("device", VK_CACHE_OFF_DEVICE, 0, true, 7,
-                         "made for another device (deviceID 0x7"),
-             "parse: another deviceID");
-    t_report(tampered_is("driver", VK_CACHE_OFF_DRIVER, 0, true, 1,
-                         "made for another device (driverVersion 0x1"),
-             "parse: another driverVersion");
-    t_report(tampered_is("cache uuid", VK_CACHE_OFF_CACHE_UUID + 15, 1, false, 0,
-                         "made for another device (pipelineCacheUUID differs)"),
-             "parse: another pipelineCacheUUID");
-    t_report(tampered_is("device uuid", VK_CACHE_OFF_DEVICE_UUID, 0x80, false, 0,
-                         "made for another device (deviceUUID differs)"),
-             "parse: another deviceUUID");
-    t_report(tampered_is("checksum", VK_CACHE_OFF_CHECKSUM + 7, 0x40, false, 0,
-                         "checksum mismatch"),
-             "parse: a wrong checksum");
-    t_report(tampered_is("data byte", HDR + 40, 0x01, false, 0, "checksum mismatch"),
-             "parse: one data byte changed");
 
     /* Sizes: more bytes than the header says, a size beyond any file. */
     n = craft(&test_id, 64, big);

@@ -177,7 +177,7 @@ vkmha_status vk_pipeline_cache_init(vk_state *vk, const vkmha_context_desc *desc
                                                &vk->pipeline_cache);
     if (r != VK_SUCCESS && data) {
         log_info(vk, CREATE ": pipeline cache %s ignored: the driver refused it (%s)", name,
-             vk_result_string(r));
+                 vk_result_string(r));
         data = NULL;
         ci.initialDataSize = 0;
         ci.pInitialData = NULL;
@@ -192,7 +192,7 @@ vkmha_status vk_pipeline_cache_init(vk_state *vk, const vkmha_context_desc *desc
         vk->pipeline_cache_loaded = true;
         vk->pipeline_cache_bytes = data_size;
         log_info(vk, CREATE ": pipeline cache %s loaded (%zu bytes of driver data)", name,
-             data_size);
+                 data_size);
     }
     return VKMHA_SUCCESS;
 }

@@ -709,9 +709,9 @@ static void argument_cases(void)
         t_diag("a context given no cache logged about one: %s", cap.text);
     t_report(!strstr(cap.text, "pipeline cache"),
              "a context given no pipeline cache logs nothing about one");
-    bad_call(ctx, "get_pipeline_cache with size NULL", vkmha_context_get_pipeline_cache(ctx, NULL, NULL),
-             VKMHA_ERROR_INVALID_ARGUMENT, "vkmha_context_get_pipeline_cache", "size is NULL",
-             NULL);
+    bad_call(ctx, "get_pipeline_cache with size NULL",
+             vkmha_context_get_pipeline_cache(ctx, NULL, NULL), VKMHA_ERROR_INVALID_ARGUMENT,
+             "vkmha_context_get_pipeline_cache", "size is NULL", NULL);
     bad_call(ctx, "save(NULL) without desc->pipeline_cache_path",
              vkmha_context_save_pipeline_cache(ctx, NULL), VKMHA_ERROR_INVALID_ARGUMENT,
              "vkmha_context_save_pipeline_cache", "path is NULL",

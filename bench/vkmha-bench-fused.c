@@ -76,52 +76,23 @@ int main(int argc, char **argv)
     uint32_t d_model = 512, heads = 8, batch = 1, reps = 3, min_len = 512, max_len = 16384;
     bool causal = false;
     const char *csv_path = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--causal")) {
-            causal = true;
-            continue;
-        }
-        if (!v) {
-            fprintf(stderr, "%s needs a value\n", a);
-            return 2;
-        }
-        i++;
-        if (!strcmp(a, "--d-model"))
-            d_model = (uint32_t)atoi(v);
-        else if (!strcmp(a, "--heads"))
-            heads = (uint32_t)atoi(v);
-        else if (!strcmp(a, "--batch"))
-            batch = (uint32_t)atoi(v);
-        else if (!strcmp(a, "--reps"))
-            reps = (uint32_t)atoi(v);
-        else if (!strcmp(a, "--min-len"))
-            min_len = (uint32_t)atoi(v);
-        else if (!strcmp(a, "--max-len"))
-            max_len = (uint32_t)atoi(v);
-        else if (!strcmp(a, "--csv"))
-            csv_path = v;
-        else {
-            fprintf(stderr, "unknown option %s\n", a);
-            return 2;
-        }
-    }
+    const bench_opt opts[] = {
+        {"--causal", &causal, NULL, NULL},   {"--d-model", NULL, &d_model, NULL},
+        {"--heads", NULL, &heads, NULL},     {"--batch", NULL, &batch, NULL},
+        {"--reps", NULL, &reps, NULL},       {"--min-len", NULL, &min_len, NULL},
+        {"--max-len", NULL, &max_len, NULL}, {"--csv", NULL, NULL, &csv_path},
+    };
+    if (!bench_parse_args(argc, argv, opts, sizeof opts / sizeof opts[0]))
+        return 2;
     if (!d_model || !heads || !batch || !min_len || d_model % heads) {
         fprintf(stderr, "need d_model, heads, batch, min-len >= 1 and heads | d_model\n");
         return 2;
     }
 
-    vkmha_context *probe = NULL;
-    if (vkmha_context_create(NULL, &probe)) {
-        fprintf(stderr, "no Vulkan device\n");
-        return 1;
-    }
     vkmha_context_info info;
-    vkmha_context_get_info(probe, &info);
-    vkmha_context_destroy(probe);
-    time_t now = time(NULL);
     char date[32];
-    strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
+    if (!bench_device(&info, date))
+        return 1;
 
     uint64_t seed = 7;
     const float bound = 1.0f / sqrtf((float)d_model);

@@ -114,6 +114,9 @@ VKMHA_API vkmha_status vkmha_context_get_info(const vkmha_context *ctx,
     out->last_gpu_time_ns = vk->last_gpu_time_ns;
     out->external_device = vk->external;
     out->push_descriptors = vk->push_descriptors;
+    out->pipeline_cache_loaded = vk->pipeline_cache_loaded;
+    out->pipeline_cache_bytes = vk->pipeline_cache_bytes;
+    out->pipelines_created = vk->pipelines_created;
     return VKMHA_SUCCESS;
 }
 

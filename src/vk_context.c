@@ -724,9 +724,12 @@ vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc)
     vk->use_subgroup = vk->info.subgroup_arithmetic && !(desc->flags & VKMHA_CONTEXT_NO_SUBGROUP_OPS);
     if ((desc->flags & VKMHA_CONTEXT_PROFILE) && (st = create_timestamps(vk)))
         return st;
-    if ((st = vk_pipelines_init(vk, desc->matmul_tile)))
+    if ((st = vk_pipeline_cache_init(vk, desc)) ||
+        (st = vk_pipelines_init(vk, desc->matmul_tile)))
         return st;
     if ((st = vk_buffer_create(vk, 16, false, false, "placeholder", &vk->dummy)))
+        return st;
+    if ((desc->flags & VKMHA_CONTEXT_EAGER_PIPELINES) && (st = vk_pipelines_create_all(vk)))
         return st;
     return VKMHA_SUCCESS;
 }
@@ -753,6 +756,7 @@ void vk_destroy(vk_state *vk)
         vk_buffer_destroy(vk, &vk->upload);
         vk_buffer_destroy(vk, &vk->download);
         vk_pipelines_destroy(vk);
+        vk_pipeline_cache_destroy(vk);
         if (vk->fence)
             vk->vkd.vkDestroyFence(vk->device, vk->fence, vk->vkalloc);
         if (vk->timestamps)

@@ -179,6 +179,7 @@ struct vk_state {
      * buffers needs. */
     bool push_descriptors;
     vk_global_table vkg;
+    char *pipeline_cache_path; /* desc->pipeline_cache_path copied, or NULL */
     VkInstance instance;
     vk_instance_table vki; /* this instance's functions: no global pointers */
     VkDebugUtilsMessengerEXT messenger;
@@ -273,6 +274,14 @@ void vk_destroy(vk_state *vk);
 vkmha_status vk_fail(vk_state *vk, VkResult r, const char *what);
 const char *vk_result_string(VkResult r);
 
+/* ---- src/vk_pipeline_cache.c ---------------------------------------------- */
+/* Checks desc's pipeline cache fields, loads a valid cache (a missing,
+ * corrupt or foreign one is logged at INFO and ignored) and creates
+ * vk->pipeline_cache. Before vk_pipelines_init. */
+vkmha_status vk_pipeline_cache_init(vk_state *vk, const vkmha_context_desc *desc);
+/* Destroys the cache (before the device) and frees the copied path. */
+void vk_pipeline_cache_destroy(vk_state *vk);
+
 /* ---- src/vk_memory.c ----------------------------------------------------- */
 /* mapped: host-visible (staging); else the working memory type. `what` names
  * the tensor in error messages. */
@@ -347,6 +356,9 @@ struct vkmha_submission *vk_submission_done(vkmha_context *ctx);
 vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override);
 void vk_pipelines_destroy(vk_state *vk);
 vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out);
+/* VKMHA_CONTEXT_EAGER_PIPELINES: creates every pipeline this device can use
+ * (all but the fused attention classes that did not fit its limits). */
+vkmha_status vk_pipelines_create_all(vk_state *vk);
 /* Bindings of a kind's descriptor set, and the type of each. */
 uint32_t vk_kind_bindings(const vk_state *vk, vk_kind kind);
 VkDescriptorType vk_binding_type(const vk_state *vk, vk_kind kind, uint32_t binding);

@@ -409,14 +409,29 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
     ci.stage.pName = "main";
     ci.stage.pSpecializationInfo = &si;
     ci.layout = vk->pipe_layouts[vk_pipe_kind(pipe)];
-    r = vk->vkd.vkCreateComputePipelines(vk->device, VK_NULL_HANDLE, 1, &ci, vk->vkalloc,
+    r = vk->vkd.vkCreateComputePipelines(vk->device, vk->pipeline_cache, 1, &ci, vk->vkalloc,
                                          &vk->pipes[pipe]);
     vk->vkd.vkDestroyShaderModule(vk->device, module, vk->vkalloc);
     if (r != VK_SUCCESS) {
         vk->pipes[pipe] = VK_NULL_HANDLE;
         return vk_fail(vk, r, "vkCreateComputePipelines");
     }
+    vk->pipelines_created++;
     *out = vk->pipes[pipe];
+    return VKMHA_SUCCESS;
+}
+
+vkmha_status vk_pipelines_create_all(vk_state *vk)
+{
+    for (int p = 0; p < PIPE_COUNT; p++) {
+        VkPipeline pipe;
+        vkmha_status st;
+        bool flash = p >= PIPE_FLASH && p < PIPE_FLASH + VK_FLASH_CLASSES;
+        if (flash && !vk->flash[p - PIPE_FLASH].workgroup_size)
+            continue; /* that head-dim class runs unfused on this device */
+        if ((st = vk_pipeline_get(vk, (vk_pipe)p, &pipe)))
+            return st;
+    }
     return VKMHA_SUCCESS;
 }
 

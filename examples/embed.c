@@ -15,6 +15,9 @@
  *     engine dispatch   out1 = out1 + 1
  *     barrier           compute write -> host read
  *
+ * then a frame recorded while a larger call on vkmha's own queue outgrows the
+ * scratch buffers it uses (retired until vkmha_context_trim),
+ *
  * then submits it itself and checks both outputs against vkmha's reference
  * backend run on the host. Along the way it proves what an engine relies on:
  * vkmha used the engine's loader (a vkGetInstanceProcAddr that wraps
@@ -457,6 +460,7 @@ int main(void)
      * sequence of 77 (no tile size divides it), batch 2. */
     enum { D = 96, H = 6, L = 77, B = 2 };
     const uint32_t n_act = B * L * D, n_w = D * D;
+    setvbuf(stdout, NULL, _IOLBF, 0); /* every TAP line out, even before a crash */
     engine e = {0};
     engine_create(&e);
     real_get_device_proc_addr = vkGetDeviceProcAddr;
@@ -554,6 +558,7 @@ int main(void)
     VK_CHECK(vkQueueSubmit(e.queue, 1, &si, e.fence));
     queue_unlock(NULL);
     VK_CHECK(vkWaitForFences(e.device, 1, &e.fence, VK_TRUE, UINT64_MAX));
+    VK_CHECK(vkResetFences(e.device, 1, &e.fence));
 
     /* 5. The same math on vkmha's reference backend, on the host. */
     vkmha_context *ref_ctx = NULL;
@@ -583,6 +588,54 @@ int main(void)
           "vkmha submitted %d times, each inside the queue lock (%d locks, %d unlocks, %d "
           "unlocked submits)",
           vkmha_submits, locks, unlocks, submits_unlocked);
+
+    /* 5b. A frame in flight while vkmha grows: record a forward, then, before
+     * the engine submits it, a larger batch on vkmha's own queue outgrows the
+     * scratch buffers the recording uses. They are retired, not freed, so
+     * the recorded work still runs on them; vkmha_context_trim frees them
+     * once the engine's fence says the frame is done. */
+    VK_CHECK(vkResetCommandPool(e.device, e.cmd_pool, 0));
+    VK_CHECK(vkResetDescriptorPool(e.device, e.pool, 0));
+    memcpy((char *)e.arena_map + q_off, doubled, bytes);
+    VK_CHECK(vkBeginCommandBuffer(e.cmd, &bi));
+    memory_barrier(&e, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_WRITE_BIT,
+                   VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
+    io.out = to2;
+    io.attention_path = VKMHA_ATTENTION_PATH_AUTO;
+    VKMHA_CHECK(vkmha_mha_record(mha, e.cmd, &io));
+    memory_barrier(&e, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+                   VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+    VK_CHECK(vkEndCommandBuffer(e.cmd));
+    vkmha_tensor_desc big_desc = {VKMHA_DTYPE_F32, 3, {4 * B, L, D, 0}};
+    vkmha_tensor *big_in, *big_out;
+    VKMHA_CHECK(vkmha_tensor_create(ctx, &big_desc, &big_in));
+    VKMHA_CHECK(vkmha_tensor_create(ctx, &big_desc, &big_out));
+    float *big = malloc(4 * bytes);
+    for (int i = 0; i < 4; i++)
+        memcpy((char *)big + i * bytes, doubled, bytes);
+    VKMHA_CHECK(vkmha_tensor_upload(big_in, 0, big, 4 * bytes));
+    vkmha_mha_tensors big_io = {4 * B, L, 0, big_in, big_in, big_in, NULL, big_out, NULL, 0, 0};
+    VKMHA_CHECK(vkmha_mha_forward_tensor(mha, &big_io));
+    queue_lock(NULL);
+    VK_CHECK(vkQueueSubmit(e.queue, 1, &si, e.fence));
+    queue_unlock(NULL);
+    VK_CHECK(vkWaitForFences(e.device, 1, &e.fence, VK_TRUE, UINT64_MAX));
+    VK_CHECK(vkResetFences(e.device, 1, &e.fence));
+    VKMHA_CHECK(vkmha_tensor_download(big_out, 3 * bytes, big, bytes));
+    vkmha_context_info grown, trimmed;
+    VKMHA_CHECK(vkmha_context_get_info(ctx, &grown));
+    VKMHA_CHECK(vkmha_context_trim(ctx));
+    VKMHA_CHECK(vkmha_context_get_info(ctx, &trimmed));
+    check(close_to((const float *)((char *)e.arena_map + o2_off), want, n_act, 1e-5, 1e-4,
+                   "out2") &&
+              close_to(big, want, n_act, 1e-5, 1e-4, "big batch"),
+          "a recorded frame still computes after a larger call outgrew its scratch buffers "
+          "(retired until vkmha_context_trim: %llu -> %llu bytes of device memory)",
+          (unsigned long long)grown.device_memory_bytes,
+          (unsigned long long)trimmed.device_memory_bytes);
+    vkmha_tensor_destroy(big_in);
+    vkmha_tensor_destroy(big_out);
+    free(big);
 
     /* Control: the engine overwriting vkmha's output without the "after"
      * barrier is a write-after-write hazard the validation layer must report,

@@ -307,7 +307,10 @@ typedef struct vkmha_context_info {
 VKMHA_API vkmha_status vkmha_context_create(const vkmha_context_desc *desc,
                                             vkmha_context **out);
 /* Waits for the context's work, frees everything; NULL is a no-op. Every
- * vkmha_mha created from it must have been destroyed first. */
+ * vkmha_mha created from it must have been destroyed first. Tensors and
+ * submissions still alive are freed with it (their handles become invalid).
+ * With a borrowed device it waits only for vkmha's own submissions: command
+ * buffers the application recorded vkmha work into must have completed. */
 VKMHA_API void vkmha_context_destroy(vkmha_context *ctx);
 VKMHA_API vkmha_status vkmha_context_get_info(const vkmha_context *ctx,
                                               vkmha_context_info *out);

@@ -81,6 +81,8 @@ VKMHA_API void vkmha_context_destroy(vkmha_context *ctx)
 {
     if (!ctx)
         return;
+    while (ctx->n_tensors) /* tensors the application did not destroy */
+        vkmha_tensor_destroy(ctx->tensors[ctx->n_tensors - 1]);
     vk_destroy(ctx->vk);
     vkmha__free(ctx, ctx->tensors);
     vkmha__free(ctx, ctx);

@@ -100,10 +100,10 @@ typedef struct vkmha_vulkan_desc {
      * outlive the context. */
     const VkAllocationCallbacks *allocation_callbacks;
 
-    /* Called around every vkQueueSubmit (and vkQueueWaitIdle) vkmha makes on
-     * the queue, so the application can share one queue between threads
-     * (Vulkan requires external synchronization of a queue). Both or
-     * neither. */
+    /* Called around every vkQueueSubmit vkmha makes on the queue (vkmha
+     * waits with fences, never with vkQueueWaitIdle), so the application can
+     * share one queue between threads (Vulkan requires external
+     * synchronization of a queue). Both or neither. */
     void (*queue_lock)(void *user);
     void (*queue_unlock)(void *user);
     void *queue_lock_user;
@@ -122,9 +122,10 @@ VKMHA_API vkmha_status vkmha_tensor_wrap(vkmha_context *ctx, const vkmha_tensor_
 
 /* The ops and the layer, recorded into the application's command buffer
  * under the contract above; nothing is submitted and nothing waits. The
- * Vulkan backend only (else VKMHA_ERROR_UNSUPPORTED). An error leaves cmd
- * with nothing from vkmha in it, or with complete dispatches of an earlier
- * part only when the message says so: the application should reset it. */
+ * Vulkan backend only (else VKMHA_ERROR_UNSUPPORTED). Argument errors and
+ * scratch allocation fail before anything is recorded; an error while
+ * recording (a pipeline the driver fails to create, a grid beyond the
+ * device's limits) can leave part of the work in cmd: reset or discard it. */
 VKMHA_API vkmha_status vkmha_mha_record(vkmha_mha *mha, VkCommandBuffer cmd,
                                         const vkmha_mha_tensors *io);
 VKMHA_API vkmha_status vkmha_matmul_record(vkmha_context *ctx, VkCommandBuffer cmd,

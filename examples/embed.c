@@ -15,7 +15,8 @@
  *     engine dispatch   out1 = out1 + 1
  *     barrier           compute write -> host read
  *
- * then a frame recorded while a larger call on vkmha's own queue outgrows the
+ * then the ops recorded the same way (split, attention, merge, matmul,
+ * softmax), a frame recorded while a larger call on vkmha's own queue outgrows the
  * scratch buffers it uses (retired until vkmha_context_trim),
  *
  * then submits it itself and checks both outputs against vkmha's reference
@@ -636,6 +637,68 @@ int main(void)
     vkmha_tensor_destroy(big_in);
     vkmha_tensor_destroy(big_out);
     free(big);
+
+    /* 5c. The ops record too: an attention block built from them (split the
+     * heads of the doubled query, attend, merge; then a matmul and a softmax
+     * over the merged rows), recorded into one command buffer with no
+     * barrier between vkmha calls, checked against the reference backend. */
+    {
+        const uint32_t dk = D / H;
+        vkmha_tensor_desc flat = {VKMHA_DTYPE_F32, 1, {n_act}};
+        vkmha_tensor_desc heads_desc = {VKMHA_DTYPE_F32, 4, {B, H, L, dk}};
+        vkmha_tensor_desc rows_desc = {VKMHA_DTYPE_F32, 2, {B * L, D}};
+        vkmha_tensor *h, *att, *merged, *proj, *soft, *wt;
+        VKMHA_CHECK(vkmha_tensor_create(ctx, &heads_desc, &h));
+        VKMHA_CHECK(vkmha_tensor_create(ctx, &heads_desc, &att));
+        VKMHA_CHECK(vkmha_tensor_create(ctx, &flat, &merged));
+        VKMHA_CHECK(vkmha_tensor_create(ctx, &rows_desc, &proj));
+        VKMHA_CHECK(vkmha_tensor_create(ctx, &rows_desc, &soft));
+        VKMHA_CHECK(vkmha_tensor_create(ctx, &rows_desc, &wt));
+        VKMHA_CHECK(vkmha_tensor_upload(wt, 0, w, (uint64_t)n_w * 4));
+        const vkmha_heads_desc hd = {B, L, H, dk};
+        const vkmha_attention_desc ad = {B, H, 0, L, L, dk, dk, 0, 0, 0};
+        const vkmha_matmul_desc mmd = {1, B * L, D, D, VKMHA_OP_T, 0, 0, 0, 0, 0, 0, 0};
+        const vkmha_softmax_desc sd = {1, 1, B * L, D, 0};
+        const vkmha_tensor_mask causal = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0};
+        memcpy((char *)e.arena_map + q_off, doubled, bytes);
+        VK_CHECK(vkResetCommandPool(e.device, e.cmd_pool, 0));
+        VK_CHECK(vkBeginCommandBuffer(e.cmd, &bi));
+        memory_barrier(&e, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_WRITE_BIT,
+                       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
+        VKMHA_CHECK(vkmha_split_heads_record(ctx, e.cmd, &hd, tq, h));
+        VKMHA_CHECK(vkmha_attention_record(ctx, e.cmd, &ad, h, h, h, &causal, att, NULL));
+        VKMHA_CHECK(vkmha_merge_heads_record(ctx, e.cmd, &hd, att, merged));
+        VKMHA_CHECK(vkmha_matmul_record(ctx, e.cmd, &mmd, merged, wt, NULL, proj));
+        VKMHA_CHECK(vkmha_softmax_record(ctx, e.cmd, &sd, proj, NULL, soft));
+        VK_CHECK(vkEndCommandBuffer(e.cmd));
+        queue_lock(NULL);
+        VK_CHECK(vkQueueSubmit(e.queue, 1, &si, e.fence));
+        queue_unlock(NULL);
+        VK_CHECK(vkWaitForFences(e.device, 1, &e.fence, VK_TRUE, UINT64_MAX));
+        VK_CHECK(vkResetFences(e.device, 1, &e.fence));
+        /* vkmha_tensor_download orders itself after earlier work on the queue. */
+        float *got = malloc(bytes), *r_h = malloc(bytes), *r_att = malloc(bytes),
+              *r_m = malloc(bytes), *r_p = malloc(bytes), *r_s = malloc(bytes);
+        VKMHA_CHECK(vkmha_tensor_download(soft, 0, got, bytes));
+        const vkmha_mask r_causal = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0};
+        VKMHA_CHECK(vkmha_split_heads(ref_ctx, &hd, doubled, r_h));
+        VKMHA_CHECK(vkmha_attention(ref_ctx, &ad, r_h, r_h, r_h, &r_causal, r_att, NULL));
+        VKMHA_CHECK(vkmha_merge_heads(ref_ctx, &hd, r_att, r_m));
+        VKMHA_CHECK(vkmha_matmul(ref_ctx, &mmd, r_m, w, NULL, r_p));
+        VKMHA_CHECK(vkmha_softmax(ref_ctx, &sd, r_p, NULL, r_s));
+        check(close_to(got, r_s, n_act, 1e-6, 1e-4, "ops"),
+              "split heads, causal attention, merge heads, matmul and softmax recorded with "
+              "vkmha_*_record match the reference (atol 1e-6, rtol 1e-4)");
+        vkmha_tensor *made[] = {h, att, merged, proj, soft, wt};
+        for (int i = 0; i < 6; i++)
+            vkmha_tensor_destroy(made[i]);
+        free(got);
+        free(r_h);
+        free(r_att);
+        free(r_m);
+        free(r_p);
+        free(r_s);
+    }
 
     /* Control: the engine overwriting vkmha's output without the "after"
      * barrier is a write-after-write hazard the validation layer must report,

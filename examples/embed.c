@@ -15,17 +15,17 @@
  *     engine dispatch   out1 = out1 + 1
  *     barrier           compute write -> host read
  *
- * then the ops recorded the same way (split, attention, merge, matmul,
- * softmax), a frame recorded while a larger call on vkmha's own queue outgrows the
- * scratch buffers it uses (retired until vkmha_context_trim),
- *
  * then submits it itself and checks both outputs against vkmha's reference
- * backend run on the host. Along the way it proves what an engine relies on:
- * vkmha used the engine's loader (a vkGetInstanceProcAddr that wraps
- * vkQueueSubmit), called the queue lock around each of its submits, sent
- * every Vulkan allocation through the engine's VkAllocationCallbacks and
- * every host allocation through its vkmha_allocator, freed all of them at
- * destroy, and left the engine's objects alive and valid.
+ * backend run on the host. Then two more frames: the ops recorded the same
+ * way (split heads, attention, merge heads, matmul, softmax), and a frame
+ * recorded while a larger call on vkmha's own queue outgrows the scratch
+ * buffers it uses (they are retired until vkmha_context_trim). Along the way
+ * it proves what an engine relies on: vkmha used the engine's loader (a
+ * vkGetInstanceProcAddr that wraps vkQueueSubmit), called the queue lock
+ * around each of its submits, sent every Vulkan allocation through the
+ * engine's VkAllocationCallbacks and every host allocation through its
+ * vkmha_allocator, freed all of them at destroy, and left the engine's
+ * objects alive and valid.
  *
  * A control at the end clears vkmha's output without the barrier after
  * vkmha and expects synchronization validation to report the hazard.

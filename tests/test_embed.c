@@ -273,6 +273,24 @@ static void tensor_layer(vkmha_context *ctx, const char *be, const layer_data *l
         free(got);
     }
     vkmha_submission_destroy(NULL);
+
+    /* Two layers chained on the device: out[1] = layer(layer(x)), with no
+     * host round trip, equals the host-array calls one after the other. */
+    float *mid = t_alloc(N_ACT), *two = t_alloc(N_ACT);
+    vkmha_mha_io io1 = {B, L, 0, ld->x, ld->x, ld->x, NULL, mid, NULL, 0, 0},
+                 io2 = {B, L, 0, mid, mid, mid, NULL, two, NULL, 0, 0};
+    ok = vkmha_mha_forward(mha, &io1) == VKMHA_SUCCESS &&
+         vkmha_mha_forward(mha, &io2) == VKMHA_SUCCESS;
+    vkmha_mha_tensors t1 = {B, L, 0, tx, tx, tx, NULL, out[0], NULL, 0, 0},
+                      t2 = {B, L, 0, out[0], out[0], out[0], NULL, out[1], NULL, 0, 0};
+    ok = vkmha_mha_forward_tensor(mha, &t1) == VKMHA_SUCCESS &&
+         vkmha_mha_forward_tensor(mha, &t2) == VKMHA_SUCCESS && ok;
+    got = download(out[1]);
+    snprintf(name, sizeof name, "%s: two layers chained on tensors equal two host-array forwards", be);
+    t_report(ok && same(name, got, two, N_ACT), "%s", name);
+    free(got);
+    free(mid);
+    free(two);
     for (int i = 0; i < 4; i++)
         vkmha_tensor_destroy(out[i]);
     vkmha_tensor_destroy(tx);

@@ -17,6 +17,8 @@
 
 #include "vkmha_vulkan.h"
 
+#include <dlfcn.h>
+
 /* ---- a counting allocator that can fail its Nth allocation ---------------- */
 
 typedef struct counting {
@@ -541,6 +543,56 @@ static void trim(vkmha_context *ctx, const layer_data *ld, const float *want)
     free(out);
 }
 
+/* ---- the application's loader for vkmha's own instance ---------------------- */
+
+static PFN_vkGetInstanceProcAddr system_gipa;
+static long gipa_calls;
+
+static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL counting_gipa(VkInstance i, const char *name)
+{
+    gipa_calls++;
+    return system_gipa(i, name);
+}
+
+/* desc->vulkan with only get_instance_proc_addr: vkmha creates its instance
+ * and device through the application's loader. */
+static void own_device_custom_loader(const layer_data *ld, const float *want)
+{
+    void *lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
+    system_gipa = lib ? (PFN_vkGetInstanceProcAddr)dlsym(lib, "vkGetInstanceProcAddr") : NULL;
+    if (!system_gipa) {
+        t_report(false, "custom loader: cannot open libvulkan.so.1: %s", dlerror());
+        return;
+    }
+    vkmha_vulkan_desc vd = {0};
+    vd.get_instance_proc_addr = counting_gipa;
+    vkmha_context_desc d = {0};
+    d.vulkan = &vd;
+    d.enable_validation = true;
+    d.log = t_log;
+    vkmha_context *ctx = NULL;
+    vkmha_status st = vkmha_context_create(&d, &ctx);
+    vkmha_context_info info = {0};
+    vkmha_mha *mha = NULL;
+    float *out = t_alloc(N_ACT);
+    vkmha_mha_desc md = layer_desc(ld);
+    vkmha_mha_io io = {B, L, 0, ld->x, ld->x, ld->x, NULL, out, NULL, 0, 0};
+    bool ok = st == VKMHA_SUCCESS && vkmha_context_get_info(ctx, &info) == VKMHA_SUCCESS &&
+              vkmha_mha_create(ctx, &md, &mha) == VKMHA_SUCCESS &&
+              vkmha_mha_forward(mha, &io) == VKMHA_SUCCESS;
+    t_report(ok && !info.external_device && gipa_calls > 10 &&
+                 t_close("custom loader", "out", out, want, N_ACT, 1e-5, 1e-4),
+             "vkmha's own instance and device through the application's "
+             "vkGetInstanceProcAddr (%ld calls), forward matches the reference",
+             gipa_calls);
+    vkmha_mha_destroy(mha);
+    if (ctx)
+        t_report_validation(ctx);
+    vkmha_context_destroy(ctx);
+    free(out);
+    dlclose(lib);
+}
+
 int main(void)
 {
     t_rng rng = {2026};
@@ -571,6 +623,7 @@ int main(void)
     bad_embedding();
     trim(gpu, &ld, want);
     no_push_descriptors(&ld);
+    own_device_custom_loader(&ld, want);
 
     t_report_validation(gpu);
     vkmha_context_destroy(gpu);

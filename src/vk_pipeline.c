@@ -426,7 +426,8 @@ vkmha_status vk_site_pool_create(vk_state *vk, const vk_kind *kinds, uint32_t co
     vk_site_pool p = {0};
     p.sites = calloc(count, sizeof *p.sites);
     if (!p.sites)
-        return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
+                           vk->ctx->call);
     p.count = count;
     VkDescriptorPoolSize sizes[2] = {
         {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, count * VK_MAX_BINDINGS},

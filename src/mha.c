@@ -179,7 +179,7 @@ static vkmha_status upload_weights(vkmha_mha *mha, const float *src[WEIGHT_COUNT
         char name[64];
         snprintf(name, sizeof name, "desc->%s", what[i]);
         if ((st = vk_check_size(vk, n[i] * 4, name)) ||
-            (st = vk_buffer_create(vk, n[i] * 4, false, false, what[i], &mha->dev[i])))
+            (st = vk_buffer_create(vk, n[i] * 4, false, false, name, &mha->dev[i])))
             return st;
         total += n[i] * 4 + 16;
     }

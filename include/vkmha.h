@@ -75,6 +75,8 @@ typedef enum vkmha_status {
     /* No Vulkan loader, no Vulkan device, or no device matching the desc. */
     VKMHA_ERROR_NO_DEVICE = -3,
     VKMHA_ERROR_OUT_OF_HOST_MEMORY = -4,
+    /* A device-memory allocation failed, or would have made the context hold
+     * more than its memory heap's size; nothing was computed. */
     VKMHA_ERROR_OUT_OF_DEVICE_MEMORY = -5,
     /* VK_ERROR_DEVICE_LOST: the context can only be destroyed. */
     VKMHA_ERROR_DEVICE_LOST = -6,
@@ -179,6 +181,29 @@ typedef struct vkmha_tile_config {
     vkmha_matmul_variant variant;
 } vkmha_tile_config;
 
+/* For tests: never needed in production. Makes the Vulkan backend believe
+ * lower device limits and fail device-memory allocations on purpose, so that
+ * the paths for shapes beyond the limits (split dispatches, UNSUPPORTED
+ * errors) and for a device out of memory run on any device. Read once by
+ * vkmha_context_create; the reference backend ignores it. */
+typedef struct vkmha_debug_options {
+    /* Lower the device limits vkmha believes (0 = the device's own; see
+     * vkmha_device_info, which vkmha_context_get_info then reports lowered).
+     * A value above the device's is VKMHA_ERROR_INVALID_ARGUMENT naming
+     * desc->debug->... */
+    uint32_t max_workgroup_count[3];
+    uint64_t max_storage_buffer_range; /* bytes */
+    uint64_t max_allocation_size;      /* bytes */
+    /* Fail device-memory allocations (vkAllocateMemory) number
+     * fail_device_allocation_at, counted from 1 over the context's life
+     * (context creation included), and the following ones up to
+     * fail_device_allocation_count of them in all, as if the device had
+     * returned VK_ERROR_OUT_OF_DEVICE_MEMORY: the call gets
+     * VKMHA_ERROR_OUT_OF_DEVICE_MEMORY. 0 = never fail. */
+    uint64_t fail_device_allocation_at;
+    uint64_t fail_device_allocation_count; /* 0 means 1 */
+} vkmha_debug_options;
+
 typedef struct vkmha_context_desc {
     vkmha_backend backend; /* 0: VKMHA_BACKEND_VULKAN */
     /* Vulkan: which physical device. false (default): automatic, the first
@@ -226,6 +251,9 @@ typedef struct vkmha_context_desc {
     const char *pipeline_cache_path;
     const void *pipeline_cache_data;
     size_t pipeline_cache_size;
+    /* For tests: never needed in production. NULL (default): none. See
+     * vkmha_debug_options. */
+    const vkmha_debug_options *debug;
 } vkmha_context_desc;
 
 typedef struct vkmha_device_info {

@@ -20,6 +20,7 @@ layout(push_constant) uniform Push {
     uint flags; // MASK_* of mask.glsl
     uint bias_sb;
     uint bias_sh;
+    uint group_base; // first workgroup of this dispatch
 } p;
 
 layout(binding = 0) readonly buffer KeyPadding { uint kp[]; };
@@ -32,7 +33,7 @@ layout(binding = 4) buffer Weights { float w[]; };         // [row][len_k]
 
 void main()
 {
-    const uint e = linear_group() * WG + gl_LocalInvocationIndex;
+    const uint e = linear_group(p.group_base) * WG + gl_LocalInvocationIndex;
     if (e >= p.total)
         return;
     const uint row = e / p.len_k, j = e % p.len_k;

@@ -9,11 +9,14 @@
 // the host), so 32-bit element indices cannot overflow.
 
 
-// The workgroup's linear index. Dispatches wider than
-// maxComputeWorkGroupCount[0] spill over into the y dimension.
-uint linear_group()
+// The workgroup's linear index: the host numbers the workgroups of a pass
+// linearly and dispatches them as x, y, z grids within
+// maxComputeWorkGroupCount, several when there are more (vk_dispatch_groups);
+// `base` (the push constant group_base) is the first number of this grid.
+uint linear_group(uint base)
 {
-    return gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    return base + (gl_WorkGroupID.z * gl_NumWorkGroups.y + gl_WorkGroupID.y) *
+                      gl_NumWorkGroups.x + gl_WorkGroupID.x;
 }
 
 // Byte `i` of a uint8 array bound as uint words (little-endian packing, as

@@ -63,6 +63,7 @@ layout(push_constant) uniform Push {
     uint kv_first;  // this dispatch's keys: kv_first .. + kv_count of each range
     uint kv_count;
     uint mode;      // MODE_* below
+    uint group_base; // first workgroup of this dispatch
 } p;
 
 layout(binding = 0) readonly buffer Q { float q[]; };
@@ -114,7 +115,7 @@ vec4 load_v(uint base, uint c, uint n)
 
 void main()
 {
-    const uint g = linear_group();
+    const uint g = linear_group(p.group_base);
     if (g >= p.groups)
         return; // whole workgroups leave together: barriers stay uniform
     const uint tid = gl_LocalInvocationIndex;

@@ -21,6 +21,7 @@ layout(push_constant) uniform Push {
     uint d_v;
     uint splits;
     uint o_sb, o_sh, o_ld; // element strides of out: batch entry, head, row
+    uint group_base; // first workgroup of this dispatch
 } p;
 
 layout(binding = 0) readonly buffer PartialO { float po[]; };   // [split][row][d_v]
@@ -30,7 +31,7 @@ layout(binding = 3) writeonly buffer Stats { float ml[]; };     // [row][2]
 
 void main()
 {
-    const uint e = linear_group() * WG + gl_LocalInvocationIndex;
+    const uint e = linear_group(p.group_base) * WG + gl_LocalInvocationIndex;
     if (e >= p.rows * p.d_v)
         return;
     const uint row = e / p.d_v, c = e % p.d_v;

@@ -16,6 +16,7 @@ layout(push_constant) uniform Push {
     uint heads;
     uint head_dim;
     uint split; // 1: split, 0: merge
+    uint group_base; // first workgroup of this dispatch
 } p;
 
 layout(binding = 0) readonly buffer X { float x[]; };
@@ -23,7 +24,7 @@ layout(binding = 1) writeonly buffer Y { float y[]; };
 
 void main()
 {
-    const uint idx = linear_group() * WG + gl_LocalInvocationIndex;
+    const uint idx = linear_group(p.group_base) * WG + gl_LocalInvocationIndex;
     if (idx >= p.total)
         return;
     const uint d = idx % p.head_dim;

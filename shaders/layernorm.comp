@@ -18,6 +18,7 @@ layout(push_constant) uniform Push {
     uint cols;
     float eps;
     uint has_residual;
+    uint group_base; // first row of this dispatch
 } p;
 
 layout(binding = 0) readonly buffer Residual { float res[]; }; // [rows][cols]
@@ -27,7 +28,7 @@ layout(binding = 3) buffer Y { float y[]; };                   // [rows][cols]
 
 void main()
 {
-    const uint row = linear_group();
+    const uint row = linear_group(p.group_base);
     if (row >= p.rows)
         return;
     const uint tid = gl_LocalInvocationIndex;

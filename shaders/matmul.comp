@@ -39,6 +39,7 @@ layout(push_constant) uniform Push {
     uint z_base; // first batch index of this dispatch
     float alpha;
     uint flags;  // FLAG_* below
+    uint x_base, y_base; // first column and row tile of this dispatch
 } p;
 
 const uint FLAG_TRANS_B = 1u;
@@ -78,8 +79,8 @@ void main()
     const uint offa = zo * p.sa_outer + zi * p.sa_inner;
     const uint offb = zo * p.sb_outer + (zi / p.b_div) * p.sb_inner;
     const uint offc = zo * p.sc_outer + zi * p.sc_inner;
-    const uint row0 = gl_WorkGroupID.y * BM;
-    const uint col0 = gl_WorkGroupID.x * BN;
+    const uint row0 = (gl_WorkGroupID.y + p.y_base) * BM;
+    const uint col0 = (gl_WorkGroupID.x + p.x_base) * BN;
     const bool trans_b = (p.flags & FLAG_TRANS_B) != 0u;
 
     float acc[TM * TN];

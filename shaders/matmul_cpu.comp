@@ -41,6 +41,7 @@ layout(push_constant) uniform Push {
     uint z_base;
     float alpha;
     uint flags;
+    uint x_base, y_base; // first column and row tile of this dispatch
 } p;
 
 const uint FLAG_TRANS_B = 1u;
@@ -86,8 +87,8 @@ void main()
     const uint offa = zo * p.sa_outer + zi * p.sa_inner;
     const uint offb = zo * p.sb_outer + (zi / p.b_div) * p.sb_inner;
     const uint offc = zo * p.sc_outer + zi * p.sc_inner;
-    const uint row0 = gl_WorkGroupID.y * (WG * TM) + gl_LocalInvocationID.x;
-    const uint col0 = gl_WorkGroupID.x * TN;
+    const uint row0 = (gl_WorkGroupID.y + p.y_base) * (WG * TM) + gl_LocalInvocationID.x;
+    const uint col0 = (gl_WorkGroupID.x + p.x_base) * TN;
     const bool trans_b = (p.flags & FLAG_TRANS_B) != 0u;
 
     // Row starts of A (per lane, clamped into the matrix).

@@ -24,6 +24,7 @@ layout(push_constant) uniform Push {
     float scale;
     uint bias_sb; // bias stride per batch entry, elements (0: broadcast)
     uint bias_sh; // bias stride per head, elements (0: broadcast)
+    uint group_base; // first row of this dispatch
 } p;
 
 layout(binding = 0) readonly buffer KeyPadding { uint kp[]; }; // [batch][len_k] bytes
@@ -36,7 +37,7 @@ layout(binding = 4) readonly buffer Input { float xin[]; };    // input: Scores 
 
 void main()
 {
-    const uint row = linear_group();
+    const uint row = linear_group(p.group_base);
     if (row >= p.rows)
         return; // the whole workgroup leaves together: barriers stay uniform
     const uint tid = gl_LocalInvocationIndex;

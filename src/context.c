@@ -67,12 +67,14 @@ VKMHA_API vkmha_status vkmha_context_create(const vkmha_context_desc *desc,
     ctx->flags = desc->flags;
     ctx->log = desc->log;
     ctx->log_user = desc->log_user;
+    vkmha__begin_call(ctx, "vkmha_context_create"); /* names the call in messages */
     if (backend == VKMHA_BACKEND_VULKAN && (st = vk_create(ctx, desc)) != VKMHA_SUCCESS) {
         vk_destroy(ctx->vk);
         vkmha__free(ctx, ctx->tensors);
         vkmha__free(ctx, ctx);
         return st;
     }
+    ctx->call = NULL;
     *out = ctx;
     return VKMHA_SUCCESS;
 }
@@ -91,8 +93,14 @@ VKMHA_API void vkmha_context_destroy(vkmha_context *ctx)
 VKMHA_API vkmha_status vkmha_context_get_info(const vkmha_context *ctx,
                                               vkmha_context_info *out)
 {
-    if (!ctx || !out)
+    if (!ctx)
         return VKMHA_ERROR_INVALID_ARGUMENT;
+    if (!out) {
+        /* The last error is the one piece of a context that a query writes. */
+        vkmha_context *c = (vkmha_context *)ctx;
+        vkmha__begin_call(c, "vkmha_context_get_info");
+        return vkmha__fail(c, VKMHA_ERROR_INVALID_ARGUMENT, "vkmha_context_get_info: out is NULL");
+    }
     memset(out, 0, sizeof *out);
     out->backend = ctx->backend;
     const vk_state *vk = ctx->vk;

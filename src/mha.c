@@ -179,7 +179,7 @@ static vkmha_status upload_weights(vkmha_mha *mha, const float *src[WEIGHT_COUNT
         char name[64];
         snprintf(name, sizeof name, "desc->%s", what[i]);
         if ((st = vk_check_size(vk, n[i] * 4, name)) ||
-            (st = vk_buffer_create(vk, n[i] * 4, false, false, what[i], &mha->dev[i])))
+            (st = vk_buffer_create(vk, n[i] * 4, false, false, name, &mha->dev[i])))
             return st;
         total += n[i] * 4 + 16;
     }
@@ -248,11 +248,19 @@ fail:
 
 VKMHA_API vkmha_status vkmha_mha_get_desc(const vkmha_mha *mha, vkmha_mha_desc *out)
 {
-    if (!mha || !out)
+    if (!mha)
         return VKMHA_ERROR_INVALID_ARGUMENT;
+    if (!out) {
+        vkmha__begin_call(mha->ctx, "vkmha_mha_get_desc");
+        return vkmha__fail(mha->ctx, INVALID, "vkmha_mha_get_desc: out is NULL");
+    }
     *out = mha->d;
     return VKMHA_SUCCESS;
 }
+
+/* The forward's tensors, in the order of the counts below. */
+static const char *const io_names[5] = {"io->query", "io->key", "io->value", "io->out",
+                                        "io->attn_weights"};
 
 /* The forward's arguments, from vkmha_mha_io or vkmha_mha_tensors (whose
  * array pointers are then tensor handles). */
@@ -287,9 +295,14 @@ static vkmha_status check_args(vkmha_mha *mha, const fwd_args *io, fwd *f)
     f->B = io->batch ? io->batch : 1;
     f->Lq = io->len_q;
     f->Lk = io->len_k ? io->len_k : io->len_q;
+    /* Both backends count the rows of the projections in 32 bits. */
+    if ((uint64_t)f->B * f->Lq > UINT32_MAX || (uint64_t)f->B * f->Lk > UINT32_MAX)
+        return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: io->batch (%u) * io->%s (%u) rows exceed 2^32 - 1", fn, f->B,
+                           (uint64_t)f->B * f->Lq > UINT32_MAX ? "len_q" : "len_k",
+                           (uint64_t)f->B * f->Lq > UINT32_MAX ? f->Lq : f->Lk);
     uint64_t counts[5];
-    static const char *const names[5] = {"io->query", "io->key", "io->value", "io->out",
-                                         "io->attn_weights"};
+    const char *const *names = io_names;
     const bool ok[5] = {
         vkmha__mul_u64((uint64_t)f->B * f->Lq, d->d_model, &counts[0]),
         vkmha__mul_u64((uint64_t)f->B * f->Lk, d->kdim, &counts[1]),
@@ -503,6 +516,12 @@ static vkmha_status forward_vulkan(vkmha_mha *mha, const vkmha_mha_io *io, const
         in_slot[i] = input_slot(ins[i], in_n[i], ins, in_n, in_slot, i, in_slot[i]);
 
     uint64_t up = 0, down = f->n_out * 4 + 16 + (io->attn_weights ? f->n_weights * 4 + 16 : 0);
+    /* Sizes first, so that a message names the caller's tensor. */
+    const uint64_t io_n[5] = {f->n_query, f->n_key, f->n_value, f->n_out,
+                              io->attn_weights ? f->n_weights : 0};
+    for (int i = 0; i < 5; i++)
+        if ((st = vk_check_size(vk, io_n[i] * 4, io_names[i])))
+            return st;
     for (int i = 0; i < 3; i++) {
         if (in_slot[i] != (vk_slot)(SLOT_Q_IN + i))
             continue;
@@ -580,8 +599,7 @@ static vkmha_status forward_tensors(vkmha_mha *mha, vk_mode mode, VkCommandBuffe
         return st;
     const void *host[5];
     vk_buffer *buf[5];
-    static const char *const names[5] = {"io->query", "io->key", "io->value", "io->out",
-                                         "io->attn_weights"};
+    const char *const *names = io_names;
     const vkmha_tensor *const t[5] = {io->query, io->key, io->value, io->out,
                                       io->attn_weights};
     const uint64_t n[5] = {f.n_query, f.n_key, f.n_value, f.n_out, f.n_weights};

@@ -13,6 +13,8 @@
  *   then out = P V. The scores double as the returned weights. */
 #include "vk_internal.h"
 
+#include <stddef.h>
+
 /* Mirrors the push-constant block of shaders/flash.comp. */
 struct flash_push {
     uint32_t groups, len_q, len_k, heads, group, d_k, d_v, q_blocks, splits, split_len;
@@ -21,17 +23,20 @@ struct flash_push {
     float scale;
     uint32_t bias_sb, bias_sh;
     uint32_t kv_first, kv_count, mode;
+    uint32_t group_base;
 };
 _Static_assert(sizeof(struct flash_push) <= 128, "push constants must fit 128 bytes");
 
 /* Mirrors shaders/flash_combine.comp. */
 struct combine_push {
     uint32_t rows, len_q, heads, d_v, splits, o_sb, o_sh, o_ld;
+    uint32_t group_base;
 };
 
 /* Mirrors shaders/attn_weights.comp. */
 struct weights_push {
     uint32_t total, len_q, len_k, heads, flags, bias_sb, bias_sh;
+    uint32_t group_base;
 };
 
 /* Each split-K range has at least this many key blocks. */
@@ -102,6 +107,14 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
         splits = groups < vk->flash_fill_groups ? div_up(vk->flash_fill_groups, groups) : 1;
         uint64_t most = div_up(s->len_k, (uint64_t)MIN_SPLIT_BLOCKS * f->block_k);
         splits = splits < most ? splits : most;
+        /* Fewer splits where the partial outputs (splits x the output)
+         * would exceed the buffer limits: the split is only for speed. */
+        const uint64_t cap = vk->info.max_storage_buffer_range < vk->info.max_allocation_size
+                                 ? vk->info.max_storage_buffer_range
+                                 : vk->info.max_allocation_size;
+        const uint64_t per_split = rows * (s->d_v > 2 ? s->d_v : 2) * 4; /* O, or (m, l) */
+        if (splits > 1 && splits * per_split > cap)
+            splits = cap / per_split > 1 ? cap / per_split : 1;
         plan->split_len = (uint32_t)(div_up(div_up(s->len_k, splits), f->block_k) * f->block_k);
     } else {
         plan->split_len = (uint32_t)div_up(s->len_k, splits);
@@ -194,9 +207,6 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
 
     const bool split = plan->splits > 1 || plan->chunks > 1; /* through the partials */
     const uint64_t groups = rows / s->len_q * plan->q_blocks * plan->splits;
-    uint32_t gx, gy;
-    if ((st = vk_grid(vk, groups, "fused attention", &gx, &gy)))
-        return st;
     struct flash_push p = {(uint32_t)groups, s->len_q, s->len_k, s->heads,
                            s->heads / s->kv_heads, s->d_k, s->d_v, plan->q_blocks,
                            plan->splits, plan->split_len,
@@ -204,7 +214,7 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
                            (uint32_t)k->sb, (uint32_t)k->sh, k->ld,
                            (uint32_t)v->sb, (uint32_t)v->sh, v->ld,
                            (uint32_t)out->sb, (uint32_t)out->sh, out->ld,
-                           mask->kinds, s->scale, 0, 0, 0, plan->chunk, 0};
+                           mask->kinds, s->scale, 0, 0, 0, plan->chunk, 0, 0};
     vk_bias_strides(mask, s->len_q, s->len_k, &p.bias_sb, &p.bias_sh);
     vk_softmax_args m = {0};
     vk_mask_args(plan->masks, mask, &m);
@@ -217,37 +227,34 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
         p.mode = (c ? MODE_RESUME : 0) | (split ? MODE_PARTIAL : 0);
         if (c)
             vk_barrier(vk);
-        if ((st = vk_dispatch(vk, &sites[3], pipe, bufs, 8, &p, sizeof p, gx, gy, 1)))
+        if ((st = vk_dispatch_groups(vk, &sites[3], pipe, bufs, 8, &p, sizeof p,
+                                     offsetof(struct flash_push, group_base), groups)))
             return st;
     }
 
     if (split) {
         vk_barrier(vk);
-        if ((st = vk_grid(vk, div_up(rows * s->d_v, vk->elementwise_wg), "attention combine",
-                          &gx, &gy)))
-            return st;
         struct combine_push c = {(uint32_t)rows, s->len_q, s->heads, s->d_v, plan->splits,
-                                 (uint32_t)out->sb, (uint32_t)out->sh, out->ld};
+                                 (uint32_t)out->sb, (uint32_t)out->sh, out->ld, 0};
         const vk_buffer *cb[4] = {&vk->slots[SLOT_PARTIAL_O], &vk->slots[SLOT_PARTIAL_ML],
                                   out->buf, &vk->slots[SLOT_STATS]};
-        if ((st = vk_dispatch(vk, &sites[4], PIPE_FLASH_COMBINE, cb, 4, &c, sizeof c, gx, gy,
-                              1)))
+        if ((st = vk_dispatch_groups(vk, &sites[4], PIPE_FLASH_COMBINE, cb, 4, &c, sizeof c,
+                                     offsetof(struct combine_push, group_base),
+                                     div_up(rows * s->d_v, vk->elementwise_wg))))
             return st;
     }
 
     if (plan->weights) {
         vk_barrier(vk);
         const uint64_t total = rows * s->len_k;
-        if ((st = vk_grid(vk, div_up(total, vk->elementwise_wg), "attention weights", &gx,
-                          &gy)))
-            return st;
         struct weights_push w = {(uint32_t)total, s->len_q, s->len_k, s->heads, mask->kinds,
-                                 0, 0};
+                                 0, 0, 0};
         vk_bias_strides(mask, s->len_q, s->len_k, &w.bias_sb, &w.bias_sh);
         const vk_buffer *wb[5] = {m.key_padding, m.full, m.bias, &vk->slots[SLOT_STATS],
                                   plan->scores};
-        if ((st = vk_dispatch(vk, &sites[5], PIPE_ATTN_WEIGHTS, wb, 5, &w, sizeof w, gx, gy,
-                              1)))
+        if ((st = vk_dispatch_groups(vk, &sites[5], PIPE_ATTN_WEIGHTS, wb, 5, &w, sizeof w,
+                                     offsetof(struct weights_push, group_base),
+                                     div_up(total, vk->elementwise_wg))))
             return st;
     }
     return VKMHA_SUCCESS;
@@ -273,7 +280,10 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const float *q, con
                    bo = (uint64_t)s->batch * s->heads * s->len_q * s->d_v * 4,
                    bw = weights ? (uint64_t)s->batch * s->heads * s->len_q * s->len_k * 4 : 0;
     uint64_t up = bq + bk + bv + 48;
-    if ((st = vk_slot_ensure(vk, SLOT_Q_HEADS, bq)) ||
+    if ((st = vk_check_size(vk, bq, "q")) || (st = vk_check_size(vk, bk, "k")) ||
+        (st = vk_check_size(vk, bv, "v")) || (st = vk_check_size(vk, bo, "out")) ||
+        (st = vk_check_size(vk, bw, "weights")) ||
+        (st = vk_slot_ensure(vk, SLOT_Q_HEADS, bq)) ||
         (st = vk_slot_ensure(vk, SLOT_K_HEADS, bk)) ||
         (st = vk_slot_ensure(vk, SLOT_V_HEADS, bv)) ||
         (st = vk_slot_ensure(vk, SLOT_O_HEADS, bo)) ||

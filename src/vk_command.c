@@ -353,23 +353,6 @@ void vk_download(vk_state *vk, const vk_buffer *src, void *dst, size_t len, size
     vk->download_used += (span + 15) & ~(size_t)15;
 }
 
-vkmha_status vk_grid(vk_state *vk, uint64_t groups, const char *what, uint32_t *gx,
-                     uint32_t *gy)
-{
-    uint64_t max_x = vk->info.max_workgroup_count[0], max_y = vk->info.max_workgroup_count[1];
-    uint64_t x = groups < max_x ? groups : max_x;
-    uint64_t y = (groups + x - 1) / x;
-    if (y > max_y)
-        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
-                           "%s needs %llu workgroups, more than this device's "
-                           "maxComputeWorkGroupCount[0] * [1] (%llu * %llu)",
-                           what, (unsigned long long)groups, (unsigned long long)max_x,
-                           (unsigned long long)max_y);
-    *gx = (uint32_t)(x ? x : 1);
-    *gy = (uint32_t)(y ? y : 1);
-    return VKMHA_SUCCESS;
-}
-
 vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe,
                          const vk_buffer *const bufs[], uint32_t n_bufs, const void *push,
                          uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz)
@@ -383,8 +366,8 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe,
     /* Sites are allocated with their kind by vk_site_pool_create. */
     if (site->kind != kind)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
-                           "internal: descriptor site of kind %d used for kind %d", site->kind,
-                           kind);
+                           "%s: internal error: descriptor site of kind %d used for kind %d",
+                           vk->ctx->call, site->kind, kind);
     /* A texel-buffer matmul binds A and B twice: as vec4 texel views (0, 1)
      * and as storage buffers (4, 5). With push descriptors every binding goes
      * into the command buffer; otherwise only the bindings whose buffer was
@@ -494,5 +477,50 @@ vkmha_status vk_call_submit(vk_state *vk)
             }
     }
     vk->n_pending = 0;
+    return VKMHA_SUCCESS;
+}
+
+vkmha_status vk_dispatch_groups(vk_state *vk, vk_site *site, vk_pipe pipe,
+                                const vk_buffer *const bufs[], uint32_t n_bufs,
+                                const void *push, uint32_t push_size, uint32_t base_offset,
+                                uint64_t groups)
+{
+    const uint64_t mx = vk->info.max_workgroup_count[0], my = vk->info.max_workgroup_count[1],
+                   mz = vk->info.max_workgroup_count[2];
+    const uint64_t most = mx * my * mz; /* groups of one full grid */
+    uint8_t copy[128];
+    /* Group numbers are 32-bit in the shaders. */
+    if (groups > UINT32_MAX)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: %llu workgroups in one pass, more than 2^32 - 1",
+                           vk->ctx->call, (unsigned long long)groups);
+    memcpy(copy, push, push_size);
+    if (groups > most)
+        vkmha__log(vk->ctx->log, vk->ctx->log_user, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+                   "%s: %llu workgroups split into %llu dispatches (maxComputeWorkGroupCount "
+                   "%llu x %llu x %llu)",
+                   vk->ctx->call, (unsigned long long)groups,
+                   (unsigned long long)((groups + most - 1) / most), (unsigned long long)mx,
+                   (unsigned long long)my, (unsigned long long)mz);
+    for (uint64_t done = 0; done < groups;) {
+        uint64_t left = groups - done, gx = mx, gy = my, gz = mz;
+        if (left < most) {
+            /* The last grid: only it may overshoot (past `groups`, which every
+             * shader checks), so no group runs twice. */
+            gx = left < mx ? left : mx;
+            gy = (left + gx - 1) / gx;
+            gy = gy < my ? gy : my;
+            gz = (left + gx * gy - 1) / (gx * gy);
+        }
+        uint32_t base = (uint32_t)done;
+        memcpy(copy + base_offset, &base, sizeof base);
+        if (done)
+            vk_barrier(vk);
+        vkmha_status st = vk_dispatch(vk, site, pipe, bufs, n_bufs, copy, push_size,
+                                      (uint32_t)gx, (uint32_t)gy, (uint32_t)gz);
+        if (st)
+            return st;
+        done += gx * gy * gz;
+    }
     return VKMHA_SUCCESS;
 }

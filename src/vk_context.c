@@ -695,6 +695,50 @@ static vkmha_status check_external(vkmha_context *ctx, const vkmha_context_desc 
     return VKMHA_SUCCESS;
 }
 
+/* desc->debug: lowers the limits in vk->info (which every size and
+ * dispatch check reads) and arms the device-allocation failures. */
+static vkmha_status apply_debug(vk_state *vk, const vkmha_debug_options *d)
+{
+    static const char *const axis[3] = {"[0]", "[1]", "[2]"};
+    vkmha_device_info *info = &vk->info;
+    if (!d)
+        return VKMHA_SUCCESS;
+    for (int i = 0; i < 3; i++) {
+        if (d->max_workgroup_count[i] > info->max_workgroup_count[i])
+            return vkmha__fail(vk->ctx, VKMHA_ERROR_INVALID_ARGUMENT,
+                               "vkmha_context_create: desc->debug->max_workgroup_count%s (%u) "
+                               "is above the device's (%u)",
+                               axis[i], d->max_workgroup_count[i],
+                               info->max_workgroup_count[i]);
+        if (d->max_workgroup_count[i])
+            info->max_workgroup_count[i] = d->max_workgroup_count[i];
+    }
+    if (d->max_storage_buffer_range > info->max_storage_buffer_range)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_INVALID_ARGUMENT,
+                           "vkmha_context_create: desc->debug->max_storage_buffer_range (%llu) "
+                           "is above the device's (%llu)",
+                           (unsigned long long)d->max_storage_buffer_range,
+                           (unsigned long long)info->max_storage_buffer_range);
+    if (d->max_allocation_size > info->max_allocation_size)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_INVALID_ARGUMENT,
+                           "vkmha_context_create: desc->debug->max_allocation_size (%llu) is "
+                           "above the device's (%llu)",
+                           (unsigned long long)d->max_allocation_size,
+                           (unsigned long long)info->max_allocation_size);
+    if (d->max_storage_buffer_range)
+        info->max_storage_buffer_range = d->max_storage_buffer_range;
+    if (d->max_allocation_size)
+        info->max_allocation_size = d->max_allocation_size;
+    if (d->fail_device_allocation_at) {
+        uint64_t count = d->fail_device_allocation_count ? d->fail_device_allocation_count : 1;
+        vk->fail_alloc_first = d->fail_device_allocation_at;
+        vk->fail_alloc_last = count - 1 > UINT64_MAX - vk->fail_alloc_first
+                                  ? UINT64_MAX
+                                  : vk->fail_alloc_first + (count - 1);
+    }
+    return VKMHA_SUCCESS;
+}
+
 vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc)
 {
     vkmha_status st;
@@ -719,7 +763,7 @@ vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc)
         st = borrow_device(vk, ext);
     else if (!(st = create_instance(vk, ctx, desc->enable_validation)))
         st = pick_device(vk, desc);
-    if (st || (st = create_device(vk, ext)) || (st = choose_memory_types(vk)))
+    if (st || (st = apply_debug(vk, desc->debug)) || (st = create_device(vk, ext)) || (st = choose_memory_types(vk)))
         return st; /* the caller destroys the partial state */
     vk->use_subgroup = vk->info.subgroup_arithmetic && !(desc->flags & VKMHA_CONTEXT_NO_SUBGROUP_OPS);
     if ((desc->flags & VKMHA_CONTEXT_PROFILE) && (st = create_timestamps(vk)))

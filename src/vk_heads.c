@@ -1,11 +1,13 @@
 /* Split and merge heads: push-constant mirror, dispatch math (one invocation
- * per element, groups spilling into grid y) and the public ops on host
- * arrays. */
+ * per element) and the public ops on host arrays. */
 #include "vk_internal.h"
+
+#include <stddef.h>
 
 /* Mirrors the push-constant block of shaders/heads.comp. */
 struct heads_push {
     uint32_t total, len, heads, head_dim, split;
+    uint32_t group_base;
 };
 _Static_assert(sizeof(struct heads_push) <= 128, "push constants must fit 128 bytes");
 
@@ -13,14 +15,11 @@ vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, 
                              const vk_buffer *x, const vk_buffer *y)
 {
     uint64_t total = (uint64_t)s->batch * s->len * s->heads * s->head_dim;
-    uint32_t gx, gy;
-    vkmha_status st = vk_grid(vk, (total + vk->elementwise_wg - 1) / vk->elementwise_wg,
-                              split ? "split_heads" : "merge_heads", &gx, &gy);
-    if (st)
-        return st;
-    struct heads_push p = {(uint32_t)total, s->len, s->heads, s->head_dim, split ? 1u : 0u};
+    struct heads_push p = {(uint32_t)total, s->len, s->heads, s->head_dim, split ? 1u : 0u, 0};
     const vk_buffer *bufs[2] = {x, y};
-    return vk_dispatch(vk, site, PIPE_HEADS, bufs, 2, &p, sizeof p, gx, gy, 1);
+    return vk_dispatch_groups(vk, site, PIPE_HEADS, bufs, 2, &p, sizeof p,
+                              offsetof(struct heads_push, group_base),
+                              (total + vk->elementwise_wg - 1) / vk->elementwise_wg);
 }
 
 vkmha_status vk_heads(vk_state *vk, const heads_shape *s, bool split, const float *x,
@@ -28,7 +27,8 @@ vkmha_status vk_heads(vk_state *vk, const heads_shape *s, bool split, const floa
 {
     vkmha_status st;
     uint64_t bytes = (uint64_t)s->batch * s->len * s->heads * s->head_dim * 4;
-    if ((st = vk_slot_ensure(vk, SLOT_Q_IN, bytes)) || (st = vk_slot_ensure(vk, SLOT_OUT, bytes)) ||
+    if ((st = vk_check_size(vk, bytes, "x")) || (st = vk_slot_ensure(vk, SLOT_Q_IN, bytes)) ||
+        (st = vk_slot_ensure(vk, SLOT_OUT, bytes)) ||
         (st = vk_call_begin(vk, bytes + 16, bytes)))
         return st;
     vk_upload(vk, &vk->slots[SLOT_Q_IN], 0, x, bytes);

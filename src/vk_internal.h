@@ -15,6 +15,7 @@ typedef struct vk_buffer {
     void *map;      /* persistently mapped, or NULL */
     bool coherent;  /* mapped memory needs no flush / invalidate */
     uint64_t id;    /* unique per (re)creation: descriptor caches compare it */
+    uint32_t heap;  /* memory heap of its VkDeviceMemory */
     /* An R32G32B32A32_SFLOAT view of the whole buffer, when the context reads
      * matmul operands as texel buffers (vk_state.matmul_texel), else null. */
     VkBufferView view4;
@@ -207,6 +208,10 @@ struct vk_state {
     bool work_mapped; /* unified memory: no staging copies */
     uint64_t next_buffer_id;
     uint64_t memory_bytes, memory_peak_bytes; /* VkDeviceMemory held now, at most */
+    uint64_t heap_bytes[VK_MAX_MEMORY_HEAPS];   /* the same per memory heap */
+    /* vkAllocateMemory calls so far, and vkmha_debug_options' failures:
+     * calls number fail_alloc_first .. fail_alloc_last fail (0: none). */
+    uint64_t alloc_calls, fail_alloc_first, fail_alloc_last;
 
     /* VKMHA_CONTEXT_PROFILE: 2 timestamps per call (null: off or no
      * timestamps on this queue). */
@@ -323,9 +328,15 @@ void vk_barrier(vk_state *vk);
 vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe,
                          const vk_buffer *const bufs[], uint32_t n_bufs, const void *push,
                          uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz);
-/* Splits `groups` workgroups into a 2D grid within maxComputeWorkGroupCount. */
-vkmha_status vk_grid(vk_state *vk, uint64_t groups, const char *what, uint32_t *gx,
-                     uint32_t *gy);
+/* Dispatches `groups` workgroups numbered linearly (shaders/common.glsl's
+ * linear_group) as one or more x, y, z grids within maxComputeWorkGroupCount;
+ * each dispatch gets its first group's number in the uint32 at byte
+ * `base_offset` of its copy of the push constants. Dispatches after the
+ * first follow a barrier (they write the same buffers). */
+vkmha_status vk_dispatch_groups(vk_state *vk, vk_site *site, vk_pipe pipe,
+                                const vk_buffer *const bufs[], uint32_t n_bufs,
+                                const void *push, uint32_t push_size, uint32_t base_offset,
+                                uint64_t groups);
 /* Ends, submits, waits, and performs the scheduled host copies. */
 vkmha_status vk_call_submit(vk_state *vk);
 /* Abandons a call after an error while recording. */

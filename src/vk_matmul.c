@@ -1,6 +1,6 @@
 /* The tiled matmul: push-constant mirror, tile and variant choice, dispatch
- * math (batches beyond maxComputeWorkGroupCount[2] are split into several
- * dispatches), and the public op on host arrays. */
+ * math (tile grids beyond maxComputeWorkGroupCount in x, y or z are split
+ * into several dispatches), and the public op on host arrays. */
 #include "vk_internal.h"
 
 /* Mirrors the push-constant block of shaders/matmul.comp. */
@@ -14,6 +14,7 @@ struct matmul_push {
     uint32_t z_base;
     float alpha;
     uint32_t flags;
+    uint32_t x_base, y_base;
 };
 _Static_assert(sizeof(struct matmul_push) <= 128, "push constants must fit 128 bytes");
 
@@ -37,13 +38,13 @@ vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args 
     for (size_t i = 0; i < VKMHA_ARRAY_LEN(strides); i++)
         if (strides[i] > UINT32_MAX)
             return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
-                               "matmul: a batch stride of %llu elements exceeds 32 bits",
-                               (unsigned long long)strides[i]);
+                               "%s: a matmul batch stride of %llu elements exceeds 32 bits",
+                               vk->ctx->call, (unsigned long long)strides[i]);
     const uint64_t batch = (uint64_t)a->batch_outer * a->batch_inner;
 
     const vkmha_tile_config *large = &vk->tile_large, *small = &vk->tile_small;
-    uint64_t large_tiles = (uint64_t)((a->m + large->bm - 1) / large->bm) *
-                           ((a->n + large->bn - 1) / large->bn) * batch;
+    uint64_t large_tiles = (((uint64_t)a->m + large->bm - 1) / large->bm) *
+                           (((uint64_t)a->n + large->bn - 1) / large->bn) * batch;
     bool use_small = large_tiles < SMALL_TILE_THRESHOLD;
     const vkmha_tile_config *t = use_small ? small : large;
 
@@ -59,29 +60,49 @@ vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args 
     vk_pipe pipe = use_small ? (vec ? PIPE_MATMUL_SMALL_VEC : PIPE_MATMUL_SMALL)
                              : (vec ? PIPE_MATMUL_LARGE_VEC : PIPE_MATMUL_LARGE);
 
-    uint64_t gx = (a->n + t->bn - 1) / t->bn, gy = (a->m + t->bm - 1) / t->bm;
-    if (gx > vk->info.max_workgroup_count[0] || gy > vk->info.max_workgroup_count[1])
-        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
-                           "matmul: %u x %u output needs %llu x %llu workgroups, more than "
-                           "this device's maxComputeWorkGroupCount (%u x %u)",
-                           a->m, a->n, (unsigned long long)gx, (unsigned long long)gy,
-                           vk->info.max_workgroup_count[0], vk->info.max_workgroup_count[1]);
-
     struct matmul_push p = {
         a->m, a->n, a->k, a->lda, a->ldb, a->ldc, a->batch_inner, a->b_div,
         (uint32_t)a->sa_outer, (uint32_t)a->sa_inner, (uint32_t)a->sb_outer,
         (uint32_t)a->sb_inner, (uint32_t)a->sc_outer, (uint32_t)a->sc_inner, 0, a->alpha,
-        (a->trans_b ? FLAG_TRANS_B : 0u) | (a->bias ? FLAG_BIAS : 0u)};
+        (a->trans_b ? FLAG_TRANS_B : 0u) | (a->bias ? FLAG_BIAS : 0u), 0, 0};
     const vk_buffer *bufs[4] = {a->a, a->b, a->bias, a->c};
-    const uint64_t max_z = vk->info.max_workgroup_count[2];
-    for (uint64_t z = 0; z < batch; z += max_z) {
-        uint64_t gz = batch - z < max_z ? batch - z : max_z;
-        p.z_base = (uint32_t)z;
-        vkmha_status st = vk_dispatch(vk, site, pipe, bufs, 4, &p, sizeof p, (uint32_t)gx,
-                                      (uint32_t)gy, (uint32_t)gz);
-        if (st)
-            return st;
-    }
+    /* Tiles: x over columns, y over rows, z over the batch; one dispatch per
+     * block of at most maxComputeWorkGroupCount tiles in each, a barrier
+     * between dispatches (they write the same buffer). */
+    const uint64_t n[3] = {((uint64_t)a->n + t->bn - 1) / t->bn,
+                           ((uint64_t)a->m + t->bm - 1) / t->bm, batch};
+    const uint64_t most[3] = {vk->info.max_workgroup_count[0], vk->info.max_workgroup_count[1],
+                              vk->info.max_workgroup_count[2]};
+    uint64_t parts = 1;
+    for (int d = 0; d < 3; d++)
+        parts *= (n[d] + most[d] - 1) / most[d];
+    if (parts > 1)
+        vkmha__log(vk->ctx->log, vk->ctx->log_user, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+                   "%s: matmul of %llu x %llu x %llu tiles split into %llu dispatches "
+                   "(maxComputeWorkGroupCount %llu x %llu x %llu)",
+                   vk->ctx->call, (unsigned long long)n[0], (unsigned long long)n[1],
+                   (unsigned long long)n[2], (unsigned long long)parts,
+                   (unsigned long long)most[0], (unsigned long long)most[1],
+                   (unsigned long long)most[2]);
+    bool first = true;
+    for (uint64_t z = 0; z < n[2]; z += most[2])
+        for (uint64_t y = 0; y < n[1]; y += most[1])
+            for (uint64_t x = 0; x < n[0]; x += most[0]) {
+                const uint64_t base[3] = {x, y, z};
+                uint32_t g[3];
+                for (int d = 0; d < 3; d++)
+                    g[d] = (uint32_t)(n[d] - base[d] < most[d] ? n[d] - base[d] : most[d]);
+                p.x_base = (uint32_t)x;
+                p.y_base = (uint32_t)y;
+                p.z_base = (uint32_t)z;
+                if (!first)
+                    vk_barrier(vk);
+                first = false;
+                vkmha_status st =
+                    vk_dispatch(vk, site, pipe, bufs, 4, &p, sizeof p, g[0], g[1], g[2]);
+                if (st)
+                    return st;
+            }
     return VKMHA_SUCCESS;
 }
 
@@ -91,7 +112,10 @@ vkmha_status vk_matmul(vk_state *vk, const mm_shape *s, const float *a, const fl
     vkmha_status st;
     const uint64_t ba = s->extent_a * 4, bb = s->extent_b * 4, bc = s->extent_c * 4,
                    bbias = bias ? (uint64_t)s->n * 4 : 0;
-    if ((st = vk_slot_ensure(vk, SLOT_Q_IN, ba)) || (st = vk_slot_ensure(vk, SLOT_K_IN, bb)) ||
+    /* Sizes first, so that a message names the caller's tensor. */
+    if ((st = vk_check_size(vk, ba, "a")) || (st = vk_check_size(vk, bb, "b")) ||
+        (st = vk_check_size(vk, bc, "c")) ||
+        (st = vk_slot_ensure(vk, SLOT_Q_IN, ba)) || (st = vk_slot_ensure(vk, SLOT_K_IN, bb)) ||
         (bias && (st = vk_slot_ensure(vk, SLOT_AUX, bbias))) ||
         (st = vk_slot_ensure(vk, SLOT_OUT, bc)) ||
         (st = vk_call_begin(vk, ba + bb + bbias + 48, bc)))

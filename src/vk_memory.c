@@ -37,6 +37,7 @@ void vk_buffer_destroy(vk_state *vk, vk_buffer *b)
     if (b->mem) {
         vk->vkd.vkFreeMemory(vk->device, b->mem, vk->vkalloc); /* unmaps implicitly */
         vk->memory_bytes -= b->alloc_size;
+        vk->heap_bytes[b->heap] -= b->alloc_size;
     }
     memset(b, 0, sizeof *b);
 }
@@ -66,19 +67,42 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
     if (!(req.memoryTypeBits & (1u << type))) {
         vk_buffer_destroy(vk, &b);
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
-                           "%s: the chosen memory type %u cannot hold this buffer", what, type);
+                           "%s: the chosen memory type %u cannot hold %s", call_name(vk), type,
+                           what);
+    }
+    /* Never ask for more than the heap holds: a driver that backs device
+     * memory with host memory (lavapipe) would grant it and let the host run
+     * out instead. */
+    const uint32_t heap = vk->mem_props.memoryTypes[type].heapIndex;
+    const VkDeviceSize heap_size = vk->mem_props.memoryHeaps[heap].size;
+    if (req.size > heap_size || vk->heap_bytes[heap] > heap_size - req.size) {
+        vk_buffer_destroy(vk, &b);
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_DEVICE_MEMORY,
+                           "%s: %s needs %llu bytes of device memory; the context holds %llu "
+                           "of the %llu bytes of memory heap %u",
+                           call_name(vk), what, (unsigned long long)req.size,
+                           (unsigned long long)vk->heap_bytes[heap],
+                           (unsigned long long)heap_size, heap);
     }
     VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
     ai.allocationSize = req.size;
     ai.memoryTypeIndex = type;
     snprintf(msg, sizeof msg, "vkAllocateMemory (%s, %llu bytes)", what,
              (unsigned long long)req.size);
-    if ((r = vk->vkd.vkAllocateMemory(vk->device, &ai, vk->vkalloc, &b.mem)) != VK_SUCCESS) {
+    /* vkmha_debug_options: fail this allocation as the device would. */
+    const uint64_t n = ++vk->alloc_calls;
+    if (n >= vk->fail_alloc_first && n <= vk->fail_alloc_last)
+        r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
+    else
+        r = vk->vkd.vkAllocateMemory(vk->device, &ai, vk->vkalloc, &b.mem);
+    if (r != VK_SUCCESS) {
         b.mem = VK_NULL_HANDLE;
         vk_buffer_destroy(vk, &b);
         return vk_fail(vk, r, msg);
     }
     b.alloc_size = req.size;
+    b.heap = heap;
+    vk->heap_bytes[heap] += req.size;
     vk->memory_bytes += req.size;
     if (vk->memory_bytes > vk->memory_peak_bytes)
         vk->memory_peak_bytes = vk->memory_bytes;
@@ -189,9 +213,9 @@ vkmha_status vk_slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size)
         [SLOT_K_IN] = "key input",
         [SLOT_V_IN] = "value input",
         [SLOT_AUX] = "auxiliary input",
-        [SLOT_MASK_KP] = "key-padding mask",
-        [SLOT_MASK_FULL] = "full mask",
-        [SLOT_MASK_BIAS] = "attention bias",
+        [SLOT_MASK_KP] = "mask->key_padding",
+        [SLOT_MASK_FULL] = "mask->full",
+        [SLOT_MASK_BIAS] = "mask->bias",
         [SLOT_Q_PROJ] = "query projection",
         [SLOT_K_PROJ] = "key projection",
         [SLOT_V_PROJ] = "value projection",

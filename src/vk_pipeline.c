@@ -442,7 +442,8 @@ vkmha_status vk_site_pool_create(vk_state *vk, const vk_kind *kinds, uint32_t co
     vk_site_pool p = {0};
     p.sites = vkmha__calloc(vk->ctx, count, sizeof *p.sites);
     if (!p.sites)
-        return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
+                           vk->ctx->call);
     p.count = count;
     for (uint32_t i = 0; i < count; i++)
         p.sites[i].kind = kinds[i];

@@ -1,13 +1,15 @@
 /* The masked, scaled softmax: push-constant mirror, mask uploads, dispatch
- * math (one workgroup per row, rows spilling into grid y), and the public op
- * on host arrays. */
+ * math (one workgroup per row), and the public op on host arrays. */
 #include "vk_internal.h"
+
+#include <stddef.h>
 
 /* Mirrors the push-constant block of shaders/softmax.comp. */
 struct softmax_push {
     uint32_t rows, len_q, len_k, heads, flags;
     float scale;
     uint32_t bias_sb, bias_sh;
+    uint32_t group_base;
 };
 _Static_assert(sizeof(struct softmax_push) <= 128, "push constants must fit 128 bytes");
 
@@ -20,16 +22,13 @@ vkmha_status vk_record_softmax(vk_state *vk, vk_site *site, const vk_softmax_arg
 {
     const mask_r *m = a->mask;
     uint64_t rows = (uint64_t)a->batch * a->heads * a->len_q;
-    uint32_t gx, gy;
-    vkmha_status st = vk_grid(vk, rows, "softmax rows", &gx, &gy);
-    if (st)
-        return st;
     struct softmax_push p = {(uint32_t)rows, a->len_q, a->len_k, a->heads, m->kinds, a->scale,
-                             0, 0};
+                             0, 0, 0};
     vk_bias_strides(m, a->len_q, a->len_k, &p.bias_sb, &p.bias_sh);
     const vk_buffer *bufs[5] = {a->key_padding, a->full, a->bias, a->scores,
                                 a->input ? a->input : a->scores};
-    return vk_dispatch(vk, site, PIPE_SOFTMAX, bufs, 5, &p, sizeof p, gx, gy, 1);
+    return vk_dispatch_groups(vk, site, PIPE_SOFTMAX, bufs, 5, &p, sizeof p,
+                              offsetof(struct softmax_push, group_base), rows);
 }
 
 void vk_bias_strides(const mask_r *m, uint32_t len_q, uint32_t len_k, uint32_t *sb,
@@ -99,7 +98,7 @@ vkmha_status vk_softmax(vk_state *vk, const sm_shape *s, const float *x, const m
 {
     vkmha_status st;
     uint64_t bytes = (uint64_t)s->batch * s->heads * s->len_q * s->len_k * 4, up = bytes + 16;
-    if ((st = vk_slot_ensure(vk, SLOT_SCORES, bytes)) ||
+    if ((st = vk_check_size(vk, bytes, "x")) || (st = vk_slot_ensure(vk, SLOT_SCORES, bytes)) ||
         (st = vk_mask_ensure(vk, mask, s->batch, s->len_q, s->len_k, &up)) ||
         (st = vk_call_begin(vk, up, bytes)))
         return st;

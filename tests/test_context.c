@@ -709,11 +709,13 @@ int main(void)
     t_report(vkmha_version() == VKMHA_VERSION_NUMBER, "vkmha_version() %u == %u",
              vkmha_version(), (unsigned)VKMHA_VERSION_NUMBER);
 
-    uint32_t n_devs = 0;
-    vkmha_device_info *devs = enumerate_cases(&n_devs);
-
+    /* The contexts first: t_context pins the driver libraries in sanitizer
+     * builds before any instance is destroyed (tests/util.h). */
     vkmha_context *ref = t_context(VKMHA_BACKEND_REFERENCE, 0);
     vkmha_context *gpu = t_context(VKMHA_BACKEND_VULKAN, 0);
+
+    uint32_t n_devs = 0;
+    vkmha_device_info *devs = enumerate_cases(&n_devs);
 
     null_desc_case(ref);
     device_choice_case(devs, n_devs);

@@ -5,6 +5,17 @@
 #ifndef VKMHA_TEST_UTIL_H
 #define VKMHA_TEST_UTIL_H
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define T_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define T_SANITIZED 1
+#endif
+#endif
+#ifdef T_SANITIZED
+#include <dlfcn.h>
+#endif
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -233,6 +244,89 @@ static const t_attention_run t_attention_runs[] = {
 };
 #define T_ATTENTION_RUNS (sizeof t_attention_runs / sizeof t_attention_runs[0])
 
+/* ---- a layer ------------------------------------------------------------- */
+
+/* A layer with random weights (torch.nn.Linear's init, uniform +-1/sqrt(in)),
+ * biases, post-norm with random gamma and beta, and random inputs and masks
+ * for one forward: desc and io are ready for vkmha_mha_create and
+ * vkmha_mha_forward (io.out and io.attn_weights are the caller's). */
+typedef struct t_layer {
+    vkmha_mha_desc desc;
+    vkmha_mha_io io;
+    size_t n_out, n_weights; /* elements of io.out and io.attn_weights */
+    float *mem;              /* every array above, one allocation */
+    t_mask mask;
+} t_layer;
+
+/* len_k 0: self-attention (one input pointer); kinds: vkmha_mask_kind. */
+static inline void t_layer_make(t_layer *l, t_rng *r, uint32_t d_model, uint32_t n_head,
+                                uint32_t n_kv_head, uint32_t batch, uint32_t len_q,
+                                uint32_t len_k, uint32_t kinds)
+{
+    const uint32_t Hkv = n_kv_head ? n_kv_head : n_head, d = d_model / n_head;
+    const uint32_t Lk = len_k ? len_k : len_q;
+    const size_t n_w[4] = {(size_t)n_head * d * d_model, (size_t)Hkv * d * d_model,
+                           (size_t)Hkv * d * d_model, (size_t)d_model * n_head * d};
+    const size_t n_b[4] = {(size_t)n_head * d, (size_t)Hkv * d, (size_t)Hkv * d, d_model};
+    const size_t n_q = (size_t)batch * len_q * d_model, n_kv = (size_t)batch * Lk * d_model;
+    size_t total = 2 * (size_t)d_model + n_q + (len_k ? 2 * n_kv : 0);
+    for (int i = 0; i < 4; i++)
+        total += n_w[i] + n_b[i];
+    memset(l, 0, sizeof *l);
+    l->mem = t_alloc(total);
+    float *p = l->mem;
+    float *w[4], *b[4];
+    for (int i = 0; i < 4; i++) {
+        const float bound = 1.0f / sqrtf((float)(i == 3 ? n_head * d : d_model));
+        w[i] = p;
+        for (size_t j = 0; j < n_w[i]; j++)
+            *p++ = t_uniform(r, -bound, bound);
+        b[i] = p;
+        for (size_t j = 0; j < n_b[i]; j++)
+            *p++ = t_uniform(r, -bound, bound);
+    }
+    vkmha_mha_desc *desc = &l->desc;
+    desc->d_model = d_model;
+    desc->n_head = n_head;
+    desc->n_kv_head = n_kv_head;
+    desc->w_q = w[0], desc->w_k = w[1], desc->w_v = w[2], desc->w_o = w[3];
+    desc->b_q = b[0], desc->b_k = b[1], desc->b_v = b[2], desc->b_o = b[3];
+    desc->post_norm = true;
+    float *gamma = p, *beta = p + d_model;
+    for (uint32_t c = 0; c < d_model; c++) {
+        gamma[c] = t_uniform(r, 0.5f, 1.5f);
+        beta[c] = t_uniform(r, -0.5f, 0.5f);
+    }
+    desc->norm_gamma = gamma;
+    desc->norm_beta = beta;
+    p += 2 * (size_t)d_model;
+    vkmha_mha_io *io = &l->io;
+    float *query = p;
+    for (size_t j = 0; j < n_q + (len_k ? 2 * n_kv : 0); j++)
+        *p++ = t_uniform(r, -1, 1);
+    io->batch = batch;
+    io->len_q = len_q;
+    io->len_k = len_k;
+    io->query = query;
+    io->key = len_k ? query + n_q : query;
+    io->value = len_k ? query + n_q + n_kv : query;
+    io->mask = t_mask_make(&l->mask, r, kinds, batch, n_head, len_q, Lk, 0, 0, false);
+    l->n_out = n_q;
+    l->n_weights = (size_t)batch * n_head * len_q * Lk;
+}
+
+static inline void t_layer_free(t_layer *l)
+{
+    free(l->mem);
+    t_mask_free(&l->mask);
+}
+
+/* Layer outputs against the reference: five chained fp32 stages against
+ * double accumulation, and a LayerNorm that divides by a standard deviation
+ * (test_mha.c explains the bounds). */
+#define T_LAYER_ATOL 1e-5
+#define T_LAYER_RTOL 1e-4
+
 /* ---- contexts ----------------------------------------------------------- */
 
 static inline void t_log(void *user, vkmha_log_level level, vkmha_status status, const char *msg)
@@ -247,17 +341,44 @@ static inline void t_log(void *user, vkmha_log_level level, vkmha_status status,
         t_diag("%s", msg);
 }
 
+/* Sanitizer builds: one more reference to every loaded library (the Vulkan
+ * loader, the driver, the validation layer, LLVM), so that they stay mapped
+ * after the loader closes them and the sanitizers' reports at exit can name
+ * their frames (tests/lsan.supp and tests/tsan.supp match library names). */
+static inline void t_pin_libraries(void)
+{
+#ifdef T_SANITIZED
+    char line[4096];
+    FILE *maps = fopen("/proc/self/maps", "r");
+    if (!maps)
+        return;
+    while (fgets(line, sizeof line, maps)) {
+        char *path = strchr(line, '/');
+        if (!path || !strstr(path, ".so"))
+            continue;
+        path[strcspn(path, "\n")] = '\0';
+        (void)dlopen(path, RTLD_NOW | RTLD_NOLOAD); /* a reference, never closed */
+    }
+    fclose(maps);
+#endif
+}
+
 /* Creates a context of `backend`, with the validation layer on for Vulkan
- * (synchronization validation included). Exits with status 1 (a failure, never
- * a skip) when it cannot be created. */
-static inline vkmha_context *t_context(vkmha_backend backend, uint32_t flags)
+ * (synchronization validation included), the debug options `debug` (may be
+ * NULL) and the logger `log` (NULL: t_log). Exits with status 1 (a failure,
+ * never a skip) when it cannot be created. */
+static inline vkmha_context *t_context_ex(vkmha_backend backend, uint32_t flags,
+                                          const vkmha_debug_options *debug, vkmha_log_fn log,
+                                          void *log_user)
 {
     vkmha_context_desc desc = {0};
     vkmha_context *ctx = NULL;
     desc.backend = backend;
     desc.enable_validation = backend == VKMHA_BACKEND_VULKAN;
     desc.flags = flags;
-    desc.log = t_log;
+    desc.debug = debug;
+    desc.log = log ? log : t_log;
+    desc.log_user = log_user;
     vkmha_status st = vkmha_context_create(&desc, &ctx);
     if (st != VKMHA_SUCCESS) {
         printf("Bail out! cannot create a %s context: %s\n",
@@ -267,12 +388,18 @@ static inline vkmha_context *t_context(vkmha_backend backend, uint32_t flags)
     }
     if (backend == VKMHA_BACKEND_VULKAN) {
         vkmha_context_info info;
+        t_pin_libraries();
         if (vkmha_context_get_info(ctx, &info) == VKMHA_SUCCESS)
             t_diag("device: %s (%s, %s), subgroup size %u, subgroup ops %s",
                    info.device.name, info.device.driver_name, info.device.driver_info,
                    info.device.subgroup_size, info.subgroup_ops_used ? "on" : "off");
     }
     return ctx;
+}
+
+static inline vkmha_context *t_context(vkmha_backend backend, uint32_t flags)
+{
+    return t_context_ex(backend, flags, NULL, NULL, NULL);
 }
 
 /* The last case of every Vulkan test: the validation layer sent nothing. */

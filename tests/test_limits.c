@@ -1,0 +1,384 @@
+/* Shapes beyond the device's limits, on lavapipe, through
+ * vkmha_debug_options, which lowers the limits vkmha believes:
+ *
+ *   - maxComputeWorkGroupCount lowered to 3 x 2 x 2: every op and the layer
+ *     split their grids into several dispatches (the debug log must say so
+ *     for each call, else the case fails) and still match the reference
+ *     backend element by element on odd shapes, on every attention path;
+ *   - maxStorageBufferRange lowered to 64 KiB: a tensor above it is
+ *     VKMHA_ERROR_UNSUPPORTED with a message naming it (outputs untouched,
+ *     the context still works), while fused attention, whose extra memory is
+ *     O(len_q), runs shapes whose score matrix is above the limit;
+ *   - maxMemoryAllocationSize lowered to 32 KiB: the same, named after that
+ *     limit.
+ * Tolerances are those of the op's own test (test_matmul.c, ...): matmul
+ * 2e-6 sqrt(k) + 1e-5 |ref|, softmax and attention weights 1e-6 + 1e-5
+ * |ref|, attention outputs 2e-6 sqrt(len_k) + 1e-5 |ref|, heads exact, the
+ * layer T_LAYER_ATOL + T_LAYER_RTOL |ref|. */
+#include "util.h"
+
+#define SENTINEL 12345.0f
+
+/* The debug log: counts the lines saying a pass was split into several
+ * dispatches. */
+static int g_splits;
+
+static void count_splits(void *user, vkmha_log_level level, vkmha_status status,
+                         const char *msg)
+{
+    if (level == VKMHA_LOG_DEBUG && strstr(msg, " split into "))
+        g_splits++;
+    t_log(user, level, status, msg);
+}
+
+/* Runs `st` (a call on the lowered context) and reports: success, outputs
+ * close to the reference, and at least one split dispatch. */
+static void report_split(const char *name, vkmha_context *gpu, vkmha_status st, bool close)
+{
+    bool ok = st == VKMHA_SUCCESS && close && g_splits > 0;
+    if (st)
+        t_diag("%s: %s: %s", name, vkmha_status_string(st), vkmha_context_last_error(gpu));
+    if (g_splits == 0)
+        t_diag("%s: no pass was split into several dispatches", name);
+    t_report(ok, "%s: matches the reference, %d passes split", name, g_splits);
+    g_splits = 0;
+}
+
+static void matmul_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, uint32_t batch,
+                        uint32_t m, uint32_t n, uint32_t k, vkmha_op op, bool broadcast_b)
+{
+    char name[160];
+    snprintf(name, sizeof name, "matmul batch %u m %u n %u k %u op %s%s", batch, m, n, k,
+             op == VKMHA_OP_T ? "T" : "N", broadcast_b ? " B broadcast" : "");
+    vkmha_matmul_desc d = {0};
+    d.batch = batch, d.m = m, d.n = n, d.k = k, d.op_b = op;
+    d.stride_b = broadcast_b ? VKMHA_BROADCAST : 0;
+    size_t na = (size_t)batch * m * k, nb = (size_t)(broadcast_b ? 1 : batch) * n * k,
+           nc = (size_t)batch * m * n;
+    float *a = t_random(rng, na, -1, 1), *b = t_random(rng, nb, -1, 1);
+    float *bias = t_random(rng, n, -1, 1), *want = t_alloc(nc), *got = t_alloc(nc);
+    vkmha_status rst = vkmha_matmul(ref, &d, a, b, bias, want);
+    g_splits = 0;
+    vkmha_status st = vkmha_matmul(gpu, &d, a, b, bias, got);
+    report_split(name, gpu, st,
+                 rst == VKMHA_SUCCESS && !st &&
+                     t_close(name, "c", got, want, nc, 2e-6 * sqrt((double)k), 1e-5));
+    free(a), free(b), free(bias), free(want), free(got);
+}
+
+static void softmax_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
+{
+    const char *name = "softmax B 2 H 3 Lq 17 Lk 75, every mask kind";
+    vkmha_softmax_desc d = {2, 3, 17, 75, 0.5f};
+    size_t n = (size_t)2 * 3 * 17 * 75;
+    float *x = t_random(rng, n, -4, 4), *want = t_alloc(n), *got = t_alloc(n);
+    t_mask tm;
+    const vkmha_mask *m =
+        t_mask_make(&tm, rng,
+                    VKMHA_MASK_KEY_PADDING | VKMHA_MASK_FULL | VKMHA_MASK_CAUSAL |
+                        VKMHA_MASK_BIAS,
+                    2, 3, 17, 75, 1, 0, true);
+    vkmha_status rst = vkmha_softmax(ref, &d, x, m, want);
+    g_splits = 0;
+    vkmha_status st = vkmha_softmax(gpu, &d, x, m, got);
+    report_split(name, gpu, st, !rst && !st && t_close(name, "y", got, want, n, 1e-6, 1e-5));
+    free(x), free(want), free(got);
+    t_mask_free(&tm);
+}
+
+static void heads_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, bool split)
+{
+    const char *name = split ? "split_heads B 2 L 37 H 3 d 24" : "merge_heads B 2 L 37 H 3 d 24";
+    vkmha_heads_desc d = {2, 37, 3, 24};
+    size_t n = (size_t)2 * 37 * 3 * 24;
+    float *x = t_random(rng, n, -1, 1), *want = t_alloc(n), *got = t_alloc(n);
+    vkmha_status rst = split ? vkmha_split_heads(ref, &d, x, want)
+                             : vkmha_merge_heads(ref, &d, x, want);
+    g_splits = 0;
+    vkmha_status st = split ? vkmha_split_heads(gpu, &d, x, got) : vkmha_merge_heads(gpu, &d, x, got);
+    report_split(name, gpu, st, !rst && !st && t_close(name, "y", got, want, n, 0, 0));
+    free(x), free(want), free(got);
+}
+
+static void attention_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,
+                           const vkmha_attention_desc *shape, uint32_t kinds, bool weights)
+{
+    const vkmha_attention_desc *s = shape;
+    uint32_t hkv = s->kv_heads ? s->kv_heads : s->heads;
+    size_t nq = (size_t)s->batch * s->heads * s->len_q * s->d_k,
+           nk = (size_t)s->batch * hkv * s->len_k * s->d_k,
+           nv = (size_t)s->batch * hkv * s->len_k * s->d_v,
+           no = (size_t)s->batch * s->heads * s->len_q * s->d_v,
+           nw = (size_t)s->batch * s->heads * s->len_q * s->len_k;
+    float *q = t_random(rng, nq, -1, 1), *k = t_random(rng, nk, -1, 1),
+          *v = t_random(rng, nv, -1, 1);
+    float *want = t_alloc(no), *got = t_alloc(no);
+    float *want_w = weights ? t_alloc(nw) : NULL, *got_w = weights ? t_alloc(nw) : NULL;
+    t_mask tm;
+    const vkmha_mask *m =
+        t_mask_make(&tm, rng, kinds, s->batch, s->heads, s->len_q, s->len_k, 0, 1, false);
+    vkmha_attention_desc d = *s;
+    vkmha_status rst = vkmha_attention(ref, &d, q, k, v, m, want, want_w);
+    for (size_t r = 0; r < T_ATTENTION_RUNS; r++) {
+        char name[200], mname[64];
+        snprintf(name, sizeof name, "attention B %u H %u Hkv %u Lq %u Lk %u dk %u dv %u mask %s%s [%s]",
+                 s->batch, s->heads, hkv, s->len_q, s->len_k, s->d_k, s->d_v,
+                 t_mask_name(kinds, mname, sizeof mname), weights ? " weights" : "",
+                 t_attention_runs[r].name);
+        d.path = t_attention_runs[r].path;
+        d.kv_splits = t_attention_runs[r].kv_splits;
+        g_splits = 0;
+        vkmha_status st = vkmha_attention(gpu, &d, q, k, v, m, got, got_w);
+        bool close = !rst && !st &&
+                     (!weights || t_close(name, "weights", got_w, want_w, nw, 1e-6, 1e-5)) &&
+                     t_close(name, "out", got, want, no, 2e-6 * sqrt((double)s->len_k), 1e-5);
+        report_split(name, gpu, st, close);
+    }
+    free(q), free(k), free(v), free(want), free(got), free(want_w), free(got_w);
+    t_mask_free(&tm);
+}
+
+static void layer_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
+{
+    t_layer l;
+    t_layer_make(&l, rng, 32, 4, 2, 2, 19, 23,
+                 VKMHA_MASK_KEY_PADDING | VKMHA_MASK_CAUSAL | VKMHA_MASK_BIAS);
+    vkmha_mha *mr = NULL, *mg = NULL;
+    float *want = t_alloc(l.n_out), *got = t_alloc(l.n_out);
+    float *want_w = t_alloc(l.n_weights), *got_w = t_alloc(l.n_weights);
+    vkmha_status rst = vkmha_mha_create(ref, &l.desc, &mr);
+    g_splits = 0;
+    vkmha_status st = vkmha_mha_create(gpu, &l.desc, &mg);
+    t_report(st == VKMHA_SUCCESS && rst == VKMHA_SUCCESS,
+             "mha_create on the lowered context: %s", vkmha_status_string(st));
+    vkmha_mha_io io = l.io;
+    io.out = want;
+    io.attn_weights = want_w;
+    if (!rst)
+        rst = vkmha_mha_forward(mr, &io);
+    for (size_t r = 0; st == VKMHA_SUCCESS && r < T_ATTENTION_RUNS; r++) {
+        char name[160];
+        snprintf(name, sizeof name,
+                 "mha forward B 2 Lq 19 Lk 23 d_model 32 H 4 Hkv 2 post-norm, masks, weights [%s]",
+                 t_attention_runs[r].name);
+        io.out = got;
+        io.attn_weights = got_w;
+        io.attention_path = t_attention_runs[r].path;
+        io.kv_splits = t_attention_runs[r].kv_splits;
+        g_splits = 0;
+        vkmha_status fst = vkmha_mha_forward(mg, &io);
+        bool close = !rst && !fst &&
+                     t_close(name, "attn_weights", got_w, want_w, l.n_weights, 1e-6, 1e-5) &&
+                     t_close(name, "out", got, want, l.n_out, T_LAYER_ATOL, T_LAYER_RTOL);
+        report_split(name, gpu, fst, close);
+    }
+    vkmha_mha_destroy(mr);
+    vkmha_mha_destroy(mg);
+    free(want), free(got), free(want_w), free(got_w);
+    t_layer_free(&l);
+}
+
+/* ---- size limits ---------------------------------------------------------- */
+
+static float *sentinels(size_t n)
+{
+    float *p = t_alloc(n);
+    for (size_t i = 0; i < n; i++)
+        p[i] = SENTINEL;
+    return p;
+}
+
+static bool untouched(const float *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != SENTINEL)
+            return false;
+    return true;
+}
+
+/* A call refused for a size: UNSUPPORTED, a message starting with `fn:` that
+ * names `tensor` and `limit`, the output untouched, and a small matmul on
+ * the same context still right. */
+static void report_refused(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,
+                           vkmha_status st, const char *fn, const char *tensor,
+                           const char *limit, bool outputs_untouched, const char *label)
+{
+    const char *msg = vkmha_context_last_error(gpu);
+    bool ok = st == VKMHA_ERROR_UNSUPPORTED && strncmp(msg, fn, strlen(fn)) == 0 &&
+              msg[strlen(fn)] == ':' && strstr(msg, tensor) && strstr(msg, limit) &&
+              outputs_untouched;
+    if (!ok)
+        t_diag("%s: %s, \"%s\" (wanted UNSUPPORTED naming %s and %s), outputs %s", label,
+               vkmha_status_string(st), msg, tensor, limit,
+               outputs_untouched ? "untouched" : "written");
+    vkmha_matmul_desc d = {0};
+    d.m = 5, d.n = 7, d.k = 3;
+    float *a = t_random(rng, 15, -1, 1), *b = t_random(rng, 21, -1, 1);
+    float want[35], got[35];
+    bool works = vkmha_matmul(ref, &d, a, b, NULL, want) == VKMHA_SUCCESS &&
+                 vkmha_matmul(gpu, &d, a, b, NULL, got) == VKMHA_SUCCESS &&
+                 t_close(label, "follow-up matmul", got, want, 35, 1e-5, 1e-5);
+    free(a), free(b);
+    t_report(ok && works, "%s: UNSUPPORTED naming %s, then the context works", label, tensor);
+}
+
+static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const char *limit)
+{
+    char label[200];
+    /* Tensors of 80 KiB: above both lowered limits (64 and 32 KiB). */
+    vkmha_matmul_desc md = {0};
+    md.m = 160, md.n = 8, md.k = 128; /* a: 80 KiB */
+    float *a = t_random(rng, 160 * 128, -1, 1), *b = t_random(rng, 8 * 128, -1, 1);
+    float *c = sentinels(160 * 8);
+    snprintf(label, sizeof label, "matmul with a of 80 KiB [%s]", limit);
+    report_refused(ref, gpu, rng, vkmha_matmul(gpu, &md, a, b, NULL, c), "vkmha_matmul",
+                   "a needs", limit, untouched(c, 160 * 8), label);
+
+    vkmha_softmax_desc sd = {1, 1, 160, 128, 0};
+    float *y = sentinels(160 * 128);
+    snprintf(label, sizeof label, "softmax with x of 80 KiB [%s]", limit);
+    report_refused(ref, gpu, rng, vkmha_softmax(gpu, &sd, a, NULL, y), "vkmha_softmax",
+                   "x needs", limit, untouched(y, 160 * 128), label);
+
+    vkmha_heads_desc hd = {1, 160, 4, 32};
+    for (size_t i = 0; i < 160 * 128; i++)
+        y[i] = SENTINEL;
+    snprintf(label, sizeof label, "split_heads with x of 80 KiB [%s]", limit);
+    report_refused(ref, gpu, rng, vkmha_split_heads(gpu, &hd, a, y), "vkmha_split_heads",
+                   "x needs", limit, untouched(y, 160 * 128), label);
+
+    /* Attention: q, k, v, out of 8 KiB, scores [1][2][64][256] of 128 KiB. */
+    vkmha_attention_desc ad = {1, 2, 0, 64, 256, 16, 16, 0, VKMHA_ATTENTION_PATH_UNFUSED, 0};
+    float *q = t_random(rng, 2 * 64 * 16, -1, 1), *k = t_random(rng, 2 * 256 * 16, -1, 1),
+          *v = t_random(rng, 2 * 256 * 16, -1, 1);
+    float *out = sentinels(2 * 64 * 16), *w = sentinels(2 * 64 * 256), *want = t_alloc(2 * 64 * 16);
+    snprintf(label, sizeof label, "unfused attention with scores of 128 KiB [%s]", limit);
+    report_refused(ref, gpu, rng, vkmha_attention(gpu, &ad, q, k, v, NULL, out, NULL),
+                   "vkmha_attention", "attention scores", limit, untouched(out, 2 * 64 * 16),
+                   label);
+    ad.path = VKMHA_ATTENTION_PATH_FUSED;
+    snprintf(label, sizeof label, "fused attention asked for weights of 128 KiB [%s]", limit);
+    report_refused(ref, gpu, rng, vkmha_attention(gpu, &ad, q, k, v, NULL, out, w),
+                   "vkmha_attention", "weights needs", limit,
+                   untouched(out, 2 * 64 * 16) && untouched(w, 2 * 64 * 256), label);
+    vkmha_status st = vkmha_attention(gpu, &ad, q, k, v, NULL, out, NULL);
+    vkmha_status rst = vkmha_attention(ref, &ad, q, k, v, NULL, want, NULL);
+    t_report(!st && !rst && t_close("fused above the limit", "out", out, want, 2 * 64 * 16,
+                                    2e-6 * 16, 1e-5),
+             "fused attention with scores of 128 KiB above the limit runs and matches the "
+             "reference [%s]: %s",
+             limit, vkmha_status_string(st));
+
+    /* The layer: weights above the limit, an input above it, and the
+     * unfused path's scores above it while the fused path runs. */
+    t_layer big;
+    t_layer_make(&big, rng, 160, 4, 0, 1, 2, 0, 0); /* w_q: 100 KiB */
+    vkmha_mha *mha = (vkmha_mha *)(uintptr_t)1;
+    snprintf(label, sizeof label, "mha_create with w_q of 100 KiB [%s]", limit);
+    st = vkmha_mha_create(gpu, &big.desc, &mha);
+    report_refused(ref, gpu, rng, st, "vkmha_mha_create", "desc->w_q", limit, mha == NULL,
+                   label);
+    if (st == VKMHA_SUCCESS)
+        vkmha_mha_destroy(mha);
+    t_layer_free(&big);
+
+    t_layer l;
+    t_layer_make(&l, rng, 16, 2, 0, 1, 640, 0, VKMHA_MASK_CAUSAL); /* query: 40 KiB */
+    float *got = sentinels(l.n_out), *want_l = t_alloc(l.n_out);
+    vkmha_mha *mg = NULL, *mr = NULL;
+    st = vkmha_mha_create(gpu, &l.desc, &mg);
+    t_report(st == VKMHA_SUCCESS && vkmha_mha_create(ref, &l.desc, &mr) == VKMHA_SUCCESS,
+             "mha_create d_model 16 under the limit [%s]: %s", limit, vkmha_status_string(st));
+    if (mg && mr) {
+        vkmha_mha_io io = l.io;
+        io.out = got;
+        snprintf(label, sizeof label, "mha forward with io->query of 40 KiB [%s]", limit);
+        bool query_over = strstr(limit, "Allocation") != NULL; /* 32 KiB, not 64 */
+        if (query_over) {
+            report_refused(ref, gpu, rng, vkmha_mha_forward(mg, &io), "vkmha_mha_forward",
+                           "io->query", limit, untouched(got, l.n_out), label);
+            io.len_q = 320; /* 20 KiB */
+        }
+        io.attention_path = VKMHA_ATTENTION_PATH_UNFUSED; /* scores: 2 x Lq^2 x 4 bytes */
+        snprintf(label, sizeof label, "unfused mha forward with scores above the limit [%s]",
+                 limit);
+        for (size_t i = 0; i < l.n_out; i++)
+            got[i] = SENTINEL;
+        report_refused(ref, gpu, rng, vkmha_mha_forward(mg, &io), "vkmha_mha_forward",
+                       "attention scores", limit, untouched(got, l.n_out), label);
+        io.attention_path = VKMHA_ATTENTION_PATH_AUTO;
+        st = vkmha_mha_forward(mg, &io);
+        io.out = want_l;
+        rst = vkmha_mha_forward(mr, &io);
+        size_t n = (size_t)io.len_q * 16;
+        if (st)
+            t_diag("%s", vkmha_context_last_error(gpu));
+        t_report(!st && !rst && t_close("fused layer above the limit", "out", got, want_l, n,
+                                        T_LAYER_ATOL, T_LAYER_RTOL),
+                 "the same forward on the fused path runs and matches the reference [%s]: %s",
+                 limit, vkmha_status_string(st));
+    }
+    vkmha_mha_destroy(mg);
+    vkmha_mha_destroy(mr);
+    free(got), free(want_l);
+    t_layer_free(&l);
+    free(a), free(b), free(c), free(y), free(q), free(k), free(v), free(out), free(w),
+        free(want);
+}
+
+int main(void)
+{
+    t_rng rng = {99};
+    vkmha_context *ref = t_context(VKMHA_BACKEND_REFERENCE, 0);
+
+    /* maxComputeWorkGroupCount 3 x 2 x 2. */
+    vkmha_debug_options grid = {{3, 2, 2}, 0, 0, 0, 0};
+    vkmha_context *gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &grid, count_splits, NULL);
+    vkmha_context_info info;
+    vkmha_context_get_info(gpu, &info);
+    t_report(info.device.max_workgroup_count[0] == 3 && info.device.max_workgroup_count[1] == 2 &&
+                 info.device.max_workgroup_count[2] == 2,
+             "vkmha_context_get_info reports the lowered maxComputeWorkGroupCount %u x %u x %u",
+             info.device.max_workgroup_count[0], info.device.max_workgroup_count[1],
+             info.device.max_workgroup_count[2]);
+    matmul_case(ref, gpu, &rng, 5, 129, 75, 17, VKMHA_OP_T, false);
+    matmul_case(ref, gpu, &rng, 3, 67, 36, 20, VKMHA_OP_N, true); /* vec4 loads */
+    matmul_case(ref, gpu, &rng, 1, 300, 9, 3, VKMHA_OP_N, false);
+    softmax_case(ref, gpu, &rng);
+    heads_case(ref, gpu, &rng, true);
+    heads_case(ref, gpu, &rng, false);
+    const vkmha_attention_desc gqa = {2, 4, 2, 37, 75, 16, 24, 0, 0, 0};
+    attention_case(ref, gpu, &rng, &gqa,
+                   VKMHA_MASK_KEY_PADDING | VKMHA_MASK_CAUSAL | VKMHA_MASK_BIAS, true);
+    /* Decode-like: split-K and several key chunks per range on CPU devices. */
+    const vkmha_attention_desc decode = {1, 8, 2, 3, 2100, 8, 8, 0, 0, 0};
+    attention_case(ref, gpu, &rng, &decode, VKMHA_MASK_KEY_PADDING, false);
+    layer_case(ref, gpu, &rng);
+    t_report_validation(gpu);
+    vkmha_context_destroy(gpu);
+
+    /* maxStorageBufferRange 64 KiB, then maxMemoryAllocationSize 32 KiB. */
+    vkmha_debug_options range = {{0, 0, 0}, 64 * 1024, 0, 0, 0};
+    gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &range, NULL, NULL);
+    vkmha_context_get_info(gpu, &info);
+    t_report(info.device.max_storage_buffer_range == 64 * 1024 &&
+                 info.device.max_workgroup_count[0] >= 65535,
+             "get_info reports maxStorageBufferRange %llu (lowered), workgroup counts kept",
+             (unsigned long long)info.device.max_storage_buffer_range);
+    range_cases(ref, gpu, &rng, "maxStorageBufferRange");
+    t_report_validation(gpu);
+    vkmha_context_destroy(gpu);
+
+    vkmha_debug_options alloc = {{0, 0, 0}, 0, 32 * 1024, 0, 0};
+    gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &alloc, NULL, NULL);
+    vkmha_context_get_info(gpu, &info);
+    t_report(info.device.max_allocation_size == 32 * 1024,
+             "get_info reports maxMemoryAllocationSize %llu (lowered)",
+             (unsigned long long)info.device.max_allocation_size);
+    range_cases(ref, gpu, &rng, "maxMemoryAllocationSize");
+    t_report_validation(gpu);
+    vkmha_context_destroy(gpu);
+
+    vkmha_context_destroy(ref);
+    return t_finish();
+}

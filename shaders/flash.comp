@@ -95,6 +95,7 @@ shared float ps[BR * BC]; // scores, then probabilities
 shared float row_m[BR];
 shared float row_l[BR];
 shared float row_corr[BR];
+shared uint bad_bits[4 * D4]; // per output column: OR of the skipped NaN / Inf values' bits
 
 // Elements c .. c + 3 of a row starting at `base`, zero past `n`.
 vec4 load_q(uint base, uint c, uint n)
@@ -111,6 +112,30 @@ vec4 load_v(uint base, uint c, uint n)
 {
     return vec4(v[base + c], c + 1u < n ? v[base + c + 1u] : 0.0,
                 c + 2u < n ? v[base + c + 2u] : 0.0, c + 3u < n ? v[base + c + 3u] : 0.0);
+}
+
+// The keys j0 .. j_end that a causal block skips have weight exactly 0 for
+// every row of the block (exp(-1e9 - m) underflows in fp32), and 0 * v adds
+// nothing unless v is NaN or Inf, where it makes the output NaN, as in the
+// reference and the unfused path. So instead of their scores, only their
+// values are scanned (one load per element, shared by the workgroup): the
+// bits of every NaN or Inf (exponent all ones, an integer test) are OR-ed
+// into bad_bits[column], and main() adds weight * that value to the column.
+// Both factors come from memory at run time: a compiler that assumes no NaN
+// or Inf may fold such constants away.
+void scan_skipped_values(uint j0, uint j_end, uint v_base, uint dv4, uint tid)
+{
+    for (uint c = tid; c < 4u * D4; c += WG)
+        bad_bits[c] = 0u;
+    barrier();
+    for (uint e = tid; e < (j_end - j0) * dv4; e += WG) {
+        const uint jj = e / dv4, c4 = e % dv4;
+        const uvec4 bits = floatBitsToUint(load_v(v_base + (j0 + jj) * p.v_ld, 4u * c4, p.d_v));
+        for (uint k = 0; k < 4u; k++)
+            if ((bits[k] & 0x7f800000u) == 0x7f800000u)
+                atomicOr(bad_bits[4u * c4 + k], bits[k]);
+    }
+    barrier();
 }
 
 void main()
@@ -172,8 +197,20 @@ void main()
             bool settled = true;
             for (uint r = 0; r < rows; r++)
                 settled = settled && row_m[r] > MASKED_SCORE + 128.0;
-            if (settled)
-                break; // uniform: every invocation read the same row_m
+            if (settled) { // uniform: every invocation read the same row_m
+                scan_skipped_values(j0, j_end, v_base, dv4, tid);
+                for (uint s = 0; s < SR * OC; s++) {
+                    const uint c4 = tx + (s % OC) * TX;
+                    const uvec4 bits = c4 < dv4 ? uvec4(bad_bits[4u * c4], bad_bits[4u * c4 + 1u],
+                                                        bad_bits[4u * c4 + 2u],
+                                                        bad_bits[4u * c4 + 3u])
+                                                : uvec4(0u);
+                    if (any(notEqual(bits, uvec4(0u))))
+                        acc[s] += exp(MASKED_SCORE - row_m[ty * SR + s / OC]) *
+                                  uintBitsToFloat(bits);
+                }
+                break;
+            }
         }
         const uint nk = min(BC, j_end - j0);
 

@@ -88,10 +88,10 @@ static vkmha_status check_desc(vkmha_context *ctx, const vkmha_mha_desc *in,
         return vkmha__fail(ctx, INVALID, "%s: desc->norm_eps (%g) is not positive", fn,
                            (double)d->norm_eps);
     const float *const required[4] = {d->w_q, d->w_k, d->w_v, d->w_o};
-    const char *const names[4] = {"w_q", "w_k", "w_v", "w_o"};
+    const char *const names[4] = {"desc->w_q", "desc->w_k", "desc->w_v", "desc->w_o"};
     for (int i = 0; i < 4; i++)
         if (!required[i])
-            return vkmha__fail(ctx, INVALID, "%s: desc->%s is NULL", fn, names[i]);
+            return vkmha__fail(ctx, INVALID, "%s: %s is NULL", fn, names[i]);
     if (!d->post_norm && (d->norm_gamma || d->norm_beta))
         return vkmha__fail(ctx, INVALID, "%s: desc->%s is set but desc->post_norm is false",
                            fn, d->norm_gamma ? "norm_gamma" : "norm_beta");
@@ -102,7 +102,7 @@ static vkmha_status check_desc(vkmha_context *ctx, const vkmha_mha_desc *in,
     const uint64_t cols[4] = {d->d_model, d->kdim, d->vdim, (uint64_t)d->n_head * d->d_v};
     for (int i = 0; i < 4; i++)
         if (!vkmha__mul_u64(rows[i], cols[i], &n))
-            return vkmha__fail(ctx, INVALID, "%s: desc->%s is too large: its size overflows 64 bits",
+            return vkmha__fail(ctx, INVALID, "%s: %s is too large: its size overflows 64 bits",
                                fn, names[i]);
     weight_sizes(d, sizes);
     for (int i = 0; i < W_O + 1; i++) {

@@ -154,8 +154,9 @@ static bool pick_flash(const vkmha_device_info *d, uint32_t max_dim, bool cpu,
     for (size_t i = 0; i < n; i++) {
         uint32_t br = blocks[i][0], bc = blocks[i][1], sr = blocks[i][2], sc = blocks[i][3];
         uint32_t tx = bc / sc, wg = (br / sr) * tx;
-        /* shaders/flash.comp: q block, padded K/V block, scores, 3 row stats. */
-        uint64_t shared = 16ull * (br * d4 + bc * (d4 + 1)) + 4ull * (br * bc + 3 * br);
+        /* shaders/flash.comp: q block, padded K/V block, scores, 3 row stats,
+         * the NaN / Inf flags of skipped values. */
+        uint64_t shared = 16ull * (br * d4 + bc * (d4 + 1) + d4) + 4ull * (br * bc + 3 * br);
         if (d4 % tx || shared > d->max_shared_memory || wg > d->max_workgroup_invocations ||
             wg > d->max_workgroup_size[0])
             continue;

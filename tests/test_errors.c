@@ -41,51 +41,6 @@ static bool outputs_untouched(const char *label)
     return true;
 }
 
-static bool is_ident(char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_';
-}
-
-/* Whether `word` occurs in `msg` not as part of a longer identifier. */
-static bool has_word(const char *msg, const char *word)
-{
-    size_t n = strlen(word);
-    for (const char *p = strstr(msg, word); p; p = strstr(p + 1, word)) {
-        bool left = p == msg || !is_ident(p[-1]) || !is_ident(word[0]);
-        bool right = !is_ident(p[n]) || !is_ident(word[n - 1]);
-        if (left && right)
-            return true;
-    }
-    return false;
-}
-
-/* A tiny valid softmax with known values: the context still works and the
- * last error is cleared by the successful call. */
-static bool context_works(const env *e, const char *label)
-{
-    const float x[6] = {1, 2, 3, 0, 0, 0};
-    float y[6];
-    vkmha_softmax_desc d = {0};
-    d.len_q = 2;
-    d.len_k = 3;
-    double s = exp(-2.0) + exp(-1.0) + 1.0;
-    const float want[6] = {(float)(exp(-2.0) / s), (float)(exp(-1.0) / s), (float)(1.0 / s),
-                           (float)(1.0 / 3), (float)(1.0 / 3), (float)(1.0 / 3)};
-    vkmha_status st = vkmha_softmax(e->ctx, &d, x, NULL, y);
-    if (st != VKMHA_SUCCESS) {
-        t_diag("%s: the follow-up softmax failed: %s (%s)", label, vkmha_status_string(st),
-               vkmha_context_last_error(e->ctx));
-        return false;
-    }
-    if (vkmha_context_last_error(e->ctx)[0] != '\0') {
-        t_diag("%s: last error after a successful softmax is \"%s\"", label,
-               vkmha_context_last_error(e->ctx));
-        return false;
-    }
-    return t_close(label, "follow-up softmax", y, want, 6, 1e-6, 1e-5);
-}
-
 /* Checks (a) to (d) for one bad call and reports it as one case. `fn` is the
  * public function, `arg` the argument the message must name, `extra` an
  * optional further substring. */
@@ -110,7 +65,7 @@ static void check_bad(const env *e, vkmha_status got, vkmha_status want, const c
             t_diag("%s: message \"%s\" does not start with \"%s:\"", name, msg, fn);
             ok = false;
         }
-        if (!has_word(msg + fl, arg)) {
+        if (!t_has_word(msg + fl, arg)) {
             t_diag("%s: message \"%s\" does not name \"%s\"", name, msg, arg);
             ok = false;
         }
@@ -121,7 +76,7 @@ static void check_bad(const env *e, vkmha_status got, vkmha_status want, const c
     }
     if (!outputs_untouched(name))
         ok = false;
-    if (!context_works(e, name))
+    if (!t_context_works(e->ctx, name))
         ok = false;
     t_report(ok, "%s", name);
 }
@@ -687,7 +642,7 @@ static void bad_context(vkmha_context_desc *d, bool null_out, vkmha_status want,
             t_diag("%s: the logger got status %s", label, vkmha_status_string(cap.status));
             ok = false;
         }
-        if (strncmp(cap.msg, "vkmha_context_create:", 21) != 0 || !has_word(cap.msg, arg)) {
+        if (strncmp(cap.msg, "vkmha_context_create:", 21) != 0 || !t_has_word(cap.msg, arg)) {
             t_diag("%s: logged \"%s\" does not name \"%s\"", label, cap.msg, arg);
             ok = false;
         }

@@ -224,6 +224,54 @@ static inline double t_max_abs_diff(const float *a, const float *b, size_t n)
     return m;
 }
 
+/* ---- messages and follow-up calls --------------------------------------- */
+
+static inline bool t_is_ident(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           c == '_';
+}
+
+/* Whether `word` occurs in `msg` not as part of a longer identifier. */
+static inline bool t_has_word(const char *msg, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *p = strstr(msg, word); p; p = strstr(p + 1, word)) {
+        bool left = p == msg || !t_is_ident(p[-1]) || !t_is_ident(word[0]);
+        bool right = !t_is_ident(p[n]) || !t_is_ident(word[n - 1]);
+        if (left && right)
+            return true;
+    }
+    return false;
+}
+
+/* A tiny valid softmax with known values (atol 1e-6, rtol 1e-5: softmax of
+ * 3 values in fp32): the context still works after an error, and the last
+ * error is cleared by the successful call. */
+static inline bool t_context_works(vkmha_context *ctx, const char *label)
+{
+    const float x[6] = {1, 2, 3, 0, 0, 0};
+    float y[6];
+    vkmha_softmax_desc d = {0};
+    d.len_q = 2;
+    d.len_k = 3;
+    double s = exp(-2.0) + exp(-1.0) + 1.0;
+    const float want[6] = {(float)(exp(-2.0) / s), (float)(exp(-1.0) / s), (float)(1.0 / s),
+                           (float)(1.0 / 3), (float)(1.0 / 3), (float)(1.0 / 3)};
+    vkmha_status st = vkmha_softmax(ctx, &d, x, NULL, y);
+    if (st != VKMHA_SUCCESS) {
+        t_diag("%s: the follow-up softmax failed: %s (%s)", label, vkmha_status_string(st),
+               vkmha_context_last_error(ctx));
+        return false;
+    }
+    if (vkmha_context_last_error(ctx)[0] != '\0') {
+        t_diag("%s: last error after a successful softmax is \"%s\"", label,
+               vkmha_context_last_error(ctx));
+        return false;
+    }
+    return t_close(label, "follow-up softmax", y, want, 6, 1e-6, 1e-5);
+}
+
 /* ---- attention paths ---------------------------------------------------- */
 
 /* How the attention and layer tests run each case on Vulkan: the path and the

@@ -164,17 +164,12 @@ static double run_mode(int mode, app *a, vkmha_mha *mha, const vkmha_mha_io *hos
 
 int main(int argc, char **argv)
 {
-    int reps = 30;
+    uint32_t reps = 30;
     const char *csv_path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--reps") && i + 1 < argc)
-            reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--csv") && i + 1 < argc)
-            csv_path = argv[++i];
-        else {
-            fprintf(stderr, "usage: vkmha-bench-embed [--reps N] [--csv FILE]\n");
-            return 2;
-        }
+    const bench_opt opts[] = {{"--reps", NULL, &reps, NULL}, {"--csv", NULL, NULL, &csv_path}};
+    if (!bench_parse_args(argc, argv, opts, sizeof opts / sizeof opts[0])) {
+        fprintf(stderr, "usage: vkmha-bench-embed [--reps N] [--csv FILE]\n");
+        return 2;
     }
     if (reps < 1)
         reps = 1;
@@ -202,7 +197,7 @@ int main(int argc, char **argv)
     FILE *csv = csv_path ? fopen(csv_path, "w") : NULL;
     if (csv)
         fprintf(csv, "d_model,heads,len,mode,ms_per_forward,ratio_vs_host\n");
-    printf("device: %s (%s)\nmedian ms per forward of %d runs; ratio = mode / host\n",
+    printf("device: %s (%s)\nmedian ms per forward of %u runs; ratio = mode / host\n",
            info.device.name, info.device.driver_info, reps);
     printf("%7s %5s %5s | %9s %9s %9s %9s %9s | %6s %6s %6s %6s\n", "d_model", "heads", "len",
            "host", "tensor", "submit", "record", "record8", "tensor", "submit", "record",
@@ -236,7 +231,7 @@ int main(int argc, char **argv)
         for (int m = 0; m < MODES; m++) {
             for (int i = 0; i < 2; i++)
                 run_mode(m, &a, mha, &io, &tio);
-            for (int i = 0; i < reps; i++)
+            for (uint32_t i = 0; i < reps; i++)
                 times[i] = run_mode(m, &a, mha, &io, &tio);
             qsort(times, (size_t)reps, sizeof *times, cmp_double);
             med[m] = times[reps / 2];

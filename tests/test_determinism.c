@@ -180,8 +180,10 @@ int main(void)
     }
 
     /* The ops (each close to the reference too). */
-    float *x = t_random(&rng, 1 << 16, -2, 2), *y = t_random(&rng, 1 << 16, -2, 2),
-          *z = t_random(&rng, 1 << 16, -2, 2);
+    /* Inputs for every op below: the largest is attention's k, 2 x 2 x 1500 x 16. */
+    const size_t n_in = (size_t)2 * 2 * 1500 * 16;
+    float *x = t_random(&rng, n_in, -2, 2), *y = t_random(&rng, n_in, -2, 2),
+          *z = t_random(&rng, n_in, -2, 2);
     t_mask tm;
     op_arg o = {0};
     o.x = x, o.y = y, o.z = z;

@@ -1,8 +1,8 @@
 /* libFuzzer target: vk_pipeline_cache_parse on arbitrary bytes, the parser
  * every pipeline cache file and every desc->pipeline_cache_data goes through
  * before anything reaches the driver. Pure C, no Vulkan. Besides memory
- * safety (run it with AddressSanitizer and UBSan, see
- * tests/fuzz/run-fuzz-pipeline-cache), it checks:
+ * safety (built with AddressSanitizer and UBSan by -Dfuzzing=true, run by
+ * tests/fuzz/run-fuzz; FUZZ_RUNS=1000000 for a long session), it checks:
  *   - an accepted input is exactly vkmha's header for FUZZ_ID followed by the
  *     data it returns: the header rebuilt from the data is byte for byte the
  *     input's first VK_CACHE_HEADER_SIZE bytes, and the data is the rest;

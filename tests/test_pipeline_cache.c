@@ -253,7 +253,9 @@ static vkmha_status create(vkmha_context_desc d, log_capture *cap, vkmha_context
     d.enable_validation = true;
     d.log = capture;
     d.log_user = cap;
-    return vkmha_context_create(&d, out);
+    vkmha_status st = vkmha_context_create(&d, out);
+    t_pin_libraries(); /* sanitizer builds: keep the driver and layer mapped */
+    return st;
 }
 
 static vkmha_context_info info_of(const vkmha_context *ctx)

@@ -695,40 +695,40 @@ static vkmha_status check_external(vkmha_context *ctx, const vkmha_context_desc 
     return VKMHA_SUCCESS;
 }
 
+/* Lowers the limit *have (named desc->debug->`name`) to `want` (0: keep). */
+static vkmha_status lower_limit(vk_state *vk, const char *name, uint64_t want, uint64_t *have)
+{
+    if (want > *have)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_INVALID_ARGUMENT,
+                           "vkmha_context_create: desc->debug->%s (%llu) is above the "
+                           "device's (%llu)",
+                           name, (unsigned long long)want, (unsigned long long)*have);
+    if (want)
+        *have = want;
+    return VKMHA_SUCCESS;
+}
+
 /* desc->debug: lowers the limits in vk->info (which every size and
  * dispatch check reads) and arms the device-allocation failures. */
 static vkmha_status apply_debug(vk_state *vk, const vkmha_debug_options *d)
 {
-    static const char *const axis[3] = {"[0]", "[1]", "[2]"};
+    static const char *const counts[3] = {"max_workgroup_count[0]", "max_workgroup_count[1]",
+                                          "max_workgroup_count[2]"};
     vkmha_device_info *info = &vk->info;
+    vkmha_status st;
     if (!d)
         return VKMHA_SUCCESS;
     for (int i = 0; i < 3; i++) {
-        if (d->max_workgroup_count[i] > info->max_workgroup_count[i])
-            return vkmha__fail(vk->ctx, VKMHA_ERROR_INVALID_ARGUMENT,
-                               "vkmha_context_create: desc->debug->max_workgroup_count%s (%u) "
-                               "is above the device's (%u)",
-                               axis[i], d->max_workgroup_count[i],
-                               info->max_workgroup_count[i]);
-        if (d->max_workgroup_count[i])
-            info->max_workgroup_count[i] = d->max_workgroup_count[i];
+        uint64_t count = info->max_workgroup_count[i];
+        if ((st = lower_limit(vk, counts[i], d->max_workgroup_count[i], &count)))
+            return st;
+        info->max_workgroup_count[i] = (uint32_t)count;
     }
-    if (d->max_storage_buffer_range > info->max_storage_buffer_range)
-        return vkmha__fail(vk->ctx, VKMHA_ERROR_INVALID_ARGUMENT,
-                           "vkmha_context_create: desc->debug->max_storage_buffer_range (%llu) "
-                           "is above the device's (%llu)",
-                           (unsigned long long)d->max_storage_buffer_range,
-                           (unsigned long long)info->max_storage_buffer_range);
-    if (d->max_allocation_size > info->max_allocation_size)
-        return vkmha__fail(vk->ctx, VKMHA_ERROR_INVALID_ARGUMENT,
-                           "vkmha_context_create: desc->debug->max_allocation_size (%llu) is "
-                           "above the device's (%llu)",
-                           (unsigned long long)d->max_allocation_size,
-                           (unsigned long long)info->max_allocation_size);
-    if (d->max_storage_buffer_range)
-        info->max_storage_buffer_range = d->max_storage_buffer_range;
-    if (d->max_allocation_size)
-        info->max_allocation_size = d->max_allocation_size;
+    if ((st = lower_limit(vk, "max_storage_buffer_range", d->max_storage_buffer_range,
+                          &info->max_storage_buffer_range)) ||
+        (st = lower_limit(vk, "max_allocation_size", d->max_allocation_size,
+                          &info->max_allocation_size)))
+        return st;
     if (d->fail_device_allocation_at) {
         uint64_t count = d->fail_device_allocation_count ? d->fail_device_allocation_count : 1;
         vk->fail_alloc_first = d->fail_device_allocation_at;

@@ -42,12 +42,10 @@ static void run_case(vkmha_context *ref, vkmha_context *gpu, const char *tag, t_
              t_mask_name(c->kinds, mname, sizeof mname),
              c->fully_masked_row ? " fully-masked-row" : "", c->weights ? " weights" : "",
              c->big_logits ? " logits~1e4" : "");
-    uint32_t hkv = c->kv_heads ? c->kv_heads : c->heads;
-    size_t nq = (size_t)c->batch * c->heads * c->len_q * c->d_k,
-           nk = (size_t)c->batch * hkv * c->len_k * c->d_k,
-           nv = (size_t)c->batch * hkv * c->len_k * c->d_v,
-           no = (size_t)c->batch * c->heads * c->len_q * c->d_v,
-           nw = (size_t)c->batch * c->heads * c->len_q * c->len_k;
+    vkmha_attention_desc d = {c->batch, c->heads, c->kv_heads, c->len_q, c->len_k,
+                              c->d_k, c->d_v, c->big_logits ? 1.0f : 0.0f, 0, 0};
+    const t_attention_sizes n = t_attention_size(&d);
+    const size_t nq = n.q, nk = n.k, nv = n.v, no = n.out, nw = n.weights;
     float *q = c->big_logits ? integers(rng, nq, -30, 30) : t_random(rng, nq, -1, 1);
     float *k = c->big_logits ? integers(rng, nk, -30, 30) : t_random(rng, nk, -1, 1);
     float *v = t_random(rng, nv, -1, 1);
@@ -57,8 +55,6 @@ static void run_case(vkmha_context *ref, vkmha_context *gpu, const char *tag, t_
     const vkmha_mask *m = t_mask_make(&tm, rng, c->kinds, c->batch, c->heads, c->len_q,
                                       c->len_k, c->bias_batch, c->bias_heads,
                                       c->fully_masked_row);
-    vkmha_attention_desc d = {c->batch, c->heads, c->kv_heads, c->len_q, c->len_k,
-                              c->d_k, c->d_v, c->big_logits ? 1.0f : 0.0f, 0, 0};
     const double o_atol = O_ATOL_PER_SQRT_LK * sqrt((double)c->len_k);
     vkmha_status rst = vkmha_attention(ref, &d, q, k, v, m, want, want_w);
     if (rst)

@@ -104,12 +104,9 @@ static void attention_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,
                            const vkmha_attention_desc *shape, uint32_t kinds, bool weights)
 {
     const vkmha_attention_desc *s = shape;
-    uint32_t hkv = s->kv_heads ? s->kv_heads : s->heads;
-    size_t nq = (size_t)s->batch * s->heads * s->len_q * s->d_k,
-           nk = (size_t)s->batch * hkv * s->len_k * s->d_k,
-           nv = (size_t)s->batch * hkv * s->len_k * s->d_v,
-           no = (size_t)s->batch * s->heads * s->len_q * s->d_v,
-           nw = (size_t)s->batch * s->heads * s->len_q * s->len_k;
+    const uint32_t hkv = s->kv_heads ? s->kv_heads : s->heads;
+    const t_attention_sizes n = t_attention_size(s);
+    const size_t nq = n.q, nk = n.k, nv = n.v, no = n.out, nw = n.weights;
     float *q = t_random(rng, nq, -1, 1), *k = t_random(rng, nk, -1, 1),
           *v = t_random(rng, nv, -1, 1);
     float *want = t_alloc(no), *got = t_alloc(no);

@@ -292,6 +292,21 @@ static const t_attention_run t_attention_runs[] = {
 };
 #define T_ATTENTION_RUNS (sizeof t_attention_runs / sizeof t_attention_runs[0])
 
+/* Elements of vkmha_attention's q, k, v, out and weights for desc d (batch 0
+ * and kv_heads 0 take their defaults). */
+typedef struct t_attention_sizes {
+    size_t q, k, v, out, weights;
+} t_attention_sizes;
+
+static inline t_attention_sizes t_attention_size(const vkmha_attention_desc *d)
+{
+    const size_t b = d->batch ? d->batch : 1, hkv = d->kv_heads ? d->kv_heads : d->heads;
+    t_attention_sizes n = {b * d->heads * d->len_q * d->d_k, b * hkv * d->len_k * d->d_k,
+                           b * hkv * d->len_k * d->d_v, b * d->heads * d->len_q * d->d_v,
+                           b * d->heads * d->len_q * d->len_k};
+    return n;
+}
+
 /* ---- a layer ------------------------------------------------------------- */
 
 /* A layer with random weights (torch.nn.Linear's init, uniform +-1/sqrt(in)),

@@ -20,9 +20,8 @@
  * ones: overflows of 32 and 64 bits, huge sizes, strides, enum and limit
  * values, debug options, NaN and Inf, NULL out pointers of the queries.
  *
- * Not here yet: a tensor from another context and use after destroy; they
- * need the tensor objects (vkmha_tensor) that come with the external-handle
- * work, and go in the section marked TENSOR ROWS below. */
+ * Tensors (another context's, destroyed, wrong dtype, too small, shared
+ * memory between input and output) are checked in tests/test_embed.c. */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE */
 #include "util.h"
 
@@ -402,8 +401,6 @@ static const row rows[] = {
     {"context_create debug max_allocation_size 2^64 - 1", F_CONTEXT_CREATE, VK_ONLY, INVALID,
      "desc->debug->max_allocation_size", NULL, {U64(dbg.max_allocation_size, UINT64_MAX)}},
 
-    /* ---- TENSOR ROWS: a tensor from another context, use after destroy ----
-     * (to come with vkmha_tensor) */
 };
 
 /* ---- running a row ---------------------------------------------------------- */

@@ -286,61 +286,51 @@ static vkmha_status check_copy(vkmha_context *ctx, const vkmha_tensor *t, uint64
     return VKMHA_SUCCESS;
 }
 
-/* The part of t's buffer from byte `offset`. */
-static vk_buffer sub_buffer(const vkmha_tensor *t, uint64_t offset)
+/* Copies `bytes` between host memory and t from byte `offset`, and waits:
+ * host -> tensor when `up`. */
+static vkmha_status tensor_copy(const vkmha_tensor *t, uint64_t offset, void *host,
+                                uint64_t bytes, bool up)
 {
+    vkmha_status st;
+    if (!t)
+        return INVALID;
+    vkmha_context *ctx = t->ctx;
+    vkmha__begin_call(ctx, up ? "vkmha_tensor_upload" : "vkmha_tensor_download");
+    if ((st = check_copy(ctx, t, offset, host, up ? "src" : "dst", bytes)) || bytes == 0)
+        return st;
+    if (!ctx->vk) {
+        uint8_t *mem = (uint8_t *)t->host + offset;
+        memcpy(up ? mem : host, up ? host : mem, (size_t)bytes);
+        return VKMHA_SUCCESS;
+    }
+    vk_state *vk = ctx->vk;
+    const uint64_t staging = bytes + 16;
+    /* Mapped memory is written by the host at once: earlier submissions
+     * that read the tensor must have finished. */
+    if ((up && (st = vk_wait_submissions(vk))) ||
+        (!t->buf.map &&
+         (st = vk_staging_ensure_unmapped(vk, up ? staging : 0, up ? 0 : staging))) ||
+        (st = vk_call_begin(vk, up ? staging : 0, up ? 0 : staging)))
+        return st;
     vk_buffer b = t->buf; /* vk_upload / vk_download add b.offset, mapped or not */
     b.offset += offset;
-    return b;
+    if (up)
+        vk_upload(vk, &b, 0, host, (size_t)bytes);
+    else
+        vk_download(vk, &b, host, (size_t)bytes, 1, (size_t)bytes, 1, (size_t)bytes);
+    return vk_call_submit(vk);
 }
 
 VKMHA_API vkmha_status vkmha_tensor_upload(vkmha_tensor *t, uint64_t offset, const void *src,
                                            uint64_t bytes)
 {
-    vkmha_status st;
-    if (!t)
-        return INVALID;
-    vkmha_context *ctx = t->ctx;
-    vkmha__begin_call(ctx, "vkmha_tensor_upload");
-    if ((st = check_copy(ctx, t, offset, src, "src", bytes)) || bytes == 0)
-        return st;
-    if (!ctx->vk) {
-        memcpy((uint8_t *)t->host + offset, src, (size_t)bytes);
-        return VKMHA_SUCCESS;
-    }
-    vk_state *vk = ctx->vk;
-    /* Mapped memory is written by the host at once: earlier submissions
-     * that read the tensor must have finished. */
-    if ((st = vk_wait_submissions(vk)) ||
-        (!t->buf.map && (st = vk_staging_ensure_unmapped(vk, bytes + 16, 0))) ||
-        (st = vk_call_begin(vk, bytes + 16, 0)))
-        return st;
-    vk_buffer b = sub_buffer(t, offset);
-    vk_upload(vk, &b, 0, src, (size_t)bytes);
-    return vk_call_submit(vk);
+    return tensor_copy(t, offset, (void *)(uintptr_t)src, bytes, true);
 }
 
 VKMHA_API vkmha_status vkmha_tensor_download(const vkmha_tensor *t, uint64_t offset, void *dst,
                                              uint64_t bytes)
 {
-    vkmha_status st;
-    if (!t)
-        return INVALID;
-    vkmha_context *ctx = t->ctx;
-    vkmha__begin_call(ctx, "vkmha_tensor_download");
-    if ((st = check_copy(ctx, t, offset, dst, "dst", bytes)) || bytes == 0)
-        return st;
-    if (!ctx->vk) {
-        memcpy(dst, (const uint8_t *)t->host + offset, (size_t)bytes);
-        return VKMHA_SUCCESS;
-    }
-    vk_state *vk = ctx->vk;
-    if ((!t->buf.map && (st = vk_staging_ensure_unmapped(vk, 0, bytes + 16))) ||
-        (st = vk_call_begin(vk, 0, bytes + 16)))
-        return st;
-    vk_buffer b = sub_buffer(t, offset);
-    vk_download(vk, &b, dst, (size_t)bytes, 1, (size_t)bytes, 1, (size_t)bytes);
-    return vk_call_submit(vk);
+    return tensor_copy(t, offset, dst, bytes, false);
 }
 
 /* ---- masks of tensors ----------------------------------------------------- */

@@ -9,6 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Generated from volk.h (src/volk_rename.py): volk's globals get vkmha's
+ * prefix, so that a static libvkmha.a never exports them. */
+#include "vkmha_volk_rename.h"
 #include <volk.h>
 
 #include "vkmha_vulkan.h"

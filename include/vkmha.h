@@ -17,11 +17,14 @@
  *     projection is y = x * W^T + b.
  *   - When a call fails, vkmha_context_last_error() holds a message that names
  *     the offending argument, and the context stays usable (except after
- *     VKMHA_ERROR_DEVICE_LOST, after which only destroy is meaningful).
+ *     VKMHA_ERROR_DEVICE_LOST, after which only destroy is meaningful). A
+ *     failed vkmha_context_create or vkmha_enumerate_devices has no context:
+ *     vkmha_context_last_error(NULL) gives its message.
  *
  * Thread safety: vkmha keeps no global state except the process-wide Vulkan
  * loader initialization, which is done once, safely, by the first
- * vkmha_context_create(). Separate contexts (and the objects created from them)
+ * vkmha_context_create(), and each thread's last creation error
+ * (thread-local). Separate contexts (and the objects created from them)
  * are independent and may be used from different threads at the same time. One
  * context and its objects must be used by one thread at a time (external
  * synchronization); vkmha_status_string() and vkmha_version() may be called from
@@ -46,6 +49,20 @@ extern "C" {
 #define VKMHA_API __attribute__((visibility("default")))
 #else
 #define VKMHA_API
+#endif
+
+/* Every field of every struct below is declared with VKMHA_ZERO. In C it is
+ * nothing. In C++14 and later it is a default member initializer `= {}`, so
+ * a vkmha struct is all zeros (all defaults) even without an initializer, and
+ * the C idiom `vkmha_mha_desc md = {0};` compiles without
+ * -Wmissing-field-initializers warnings (as does `= {}`). The layout is the
+ * same in C and C++. Enum-valued fields are uint32_t (the comment names the
+ * enum) so that `{0}` and positional initializers compile in C++ too. */
+#if defined(__cplusplus) && \
+    (__cplusplus >= 201402L || (defined(_MSVC_LANG) && _MSVC_LANG >= 201402L))
+#define VKMHA_ZERO = {}
+#else
+#define VKMHA_ZERO
 #endif
 
 #define VKMHA_VERSION_MAJOR 0
@@ -113,16 +130,31 @@ typedef enum vkmha_device_type {
 } vkmha_device_type;
 
 typedef enum vkmha_log_level {
-    VKMHA_LOG_DEBUG = 0,
-    VKMHA_LOG_INFO = 1,
-    VKMHA_LOG_WARN = 2,
-    VKMHA_LOG_ERROR = 3,
+    /* In vkmha_context_desc.log_level: the default threshold, WARN. Never
+     * passed to a logger. */
+    VKMHA_LOG_DEFAULT = 0,
+    /* How each call is computed: one line per attention (also each one of a
+     * layer's forward) with its plan: fused (query and key blocks,
+     * workgroups, key ranges, dispatches) or unfused (bytes of scores), and
+     * one line whenever a grid beyond maxComputeWorkGroupCount is split into
+     * several dispatches. Several lines per forward: for tuning and tests. */
+    VKMHA_LOG_DEBUG = 1,
+    /* Once per context: what became of the pipeline cache at creation
+     * (loaded, not there yet, or ignored and why). */
+    VKMHA_LOG_INFO = 2,
+    /* Warnings of the validation layer (desc->enable_validation). */
+    VKMHA_LOG_WARN = 3,
+    /* Every failed call's message (the text vkmha_context_last_error
+     * returns), and errors of the validation layer. */
+    VKMHA_LOG_ERROR = 4,
 } vkmha_log_level;
 
-/* Receives every error message and, when validation is enabled, every message
- * of the validation layer (status VKMHA_ERROR_VULKAN, level WARN or ERROR).
- * Called on the thread that made the vkmha call. The message is only valid
- * during the call. */
+/* Receives the messages at or above vkmha_context_desc.log_level (default:
+ * WARN and ERROR): every error message and, when validation is enabled,
+ * every message of the validation layer (status VKMHA_ERROR_VULKAN, level
+ * WARN or ERROR); DEBUG and INFO only when asked for. `status` is the error
+ * a message reports, VKMHA_SUCCESS for DEBUG and INFO. Called on the thread
+ * that made the vkmha call. The message is only valid during the call. */
 typedef void (*vkmha_log_fn)(void *user, vkmha_log_level level, vkmha_status status,
                              const char *message);
 
@@ -136,10 +168,10 @@ typedef void (*vkmha_log_fn)(void *user, vkmha_log_level level, vkmha_status sta
  * host allocations are separate: see vkmha_vulkan_desc.allocation_callbacks
  * (include/vkmha_vulkan.h). */
 typedef struct vkmha_allocator {
-    void *(*alloc)(void *user, size_t size, size_t alignment);
-    void *(*realloc)(void *user, void *ptr, size_t size, size_t alignment);
-    void (*free)(void *user, void *ptr);
-    void *user;
+    void *(*alloc)(void *user, size_t size, size_t alignment) VKMHA_ZERO;
+    void *(*realloc)(void *user, void *ptr, size_t size, size_t alignment) VKMHA_ZERO;
+    void (*free)(void *user, void *ptr) VKMHA_ZERO;
+    void *user VKMHA_ZERO;
 } vkmha_allocator;
 
 struct vkmha_vulkan_desc; /* include/vkmha_vulkan.h */
@@ -175,10 +207,12 @@ typedef enum vkmha_matmul_variant {
 } vkmha_matmul_variant;
 
 typedef struct vkmha_tile_config {
-    uint32_t bm, bn, bk; /* output rows, columns, and K step of a workgroup */
-    uint32_t tm, tn;     /* outputs per invocation: tm rows x tn columns */
-    uint32_t workgroup_size;
-    vkmha_matmul_variant variant;
+    /* Output rows, columns, and K step of a workgroup. */
+    uint32_t bm VKMHA_ZERO, bn VKMHA_ZERO, bk VKMHA_ZERO;
+    /* Outputs per invocation: tm rows x tn columns. */
+    uint32_t tm VKMHA_ZERO, tn VKMHA_ZERO;
+    uint32_t workgroup_size VKMHA_ZERO;
+    uint32_t variant VKMHA_ZERO; /* vkmha_matmul_variant */
 } vkmha_tile_config;
 
 /* For tests: never needed in production. Makes the Vulkan backend believe
@@ -191,36 +225,41 @@ typedef struct vkmha_debug_options {
      * vkmha_device_info, which vkmha_context_get_info then reports lowered).
      * A value above the device's is VKMHA_ERROR_INVALID_ARGUMENT naming
      * desc->debug->... */
-    uint32_t max_workgroup_count[3];
-    uint64_t max_storage_buffer_range; /* bytes */
-    uint64_t max_allocation_size;      /* bytes */
+    uint32_t max_workgroup_count[3] VKMHA_ZERO;
+    uint64_t max_storage_buffer_range VKMHA_ZERO; /* bytes */
+    uint64_t max_allocation_size VKMHA_ZERO;      /* bytes */
     /* Fail device-memory allocations (vkAllocateMemory) number
      * fail_device_allocation_at, counted from 1 over the context's life
      * (context creation included), and the following ones up to
      * fail_device_allocation_count of them in all, as if the device had
      * returned VK_ERROR_OUT_OF_DEVICE_MEMORY: the call gets
      * VKMHA_ERROR_OUT_OF_DEVICE_MEMORY. 0 = never fail. */
-    uint64_t fail_device_allocation_at;
-    uint64_t fail_device_allocation_count; /* 0 means 1 */
+    uint64_t fail_device_allocation_at VKMHA_ZERO;
+    uint64_t fail_device_allocation_count VKMHA_ZERO; /* 0 means 1 */
 } vkmha_debug_options;
 
 typedef struct vkmha_context_desc {
-    vkmha_backend backend; /* 0: VKMHA_BACKEND_VULKAN */
+    uint32_t backend VKMHA_ZERO; /* vkmha_backend; 0: VKMHA_BACKEND_VULKAN */
     /* Vulkan: which physical device. false (default): automatic, the first
      * discrete GPU, else integrated, else virtual, else CPU, else any, that has
      * a compute queue. true: the device at `device_index` in
      * vkEnumeratePhysicalDevices order (vkmha_enumerate_devices lists them). */
-    bool use_device_index;
-    uint32_t device_index;
+    bool use_device_index VKMHA_ZERO;
+    uint32_t device_index VKMHA_ZERO;
     /* Vulkan: enable VK_LAYER_KHRONOS_validation with synchronization
      * validation, and report its messages through `log` and the count in
      * vkmha_context_info.validation_messages. Fails with
      * VKMHA_ERROR_UNSUPPORTED when the layer is not installed. */
-    bool enable_validation;
-    uint32_t flags; /* vkmha_context_flags */
+    bool enable_validation VKMHA_ZERO;
+    uint32_t flags VKMHA_ZERO; /* vkmha_context_flags */
     /* Optional logger; NULL: vkmha prints nothing anywhere. */
-    vkmha_log_fn log;
-    void *log_user;
+    vkmha_log_fn log VKMHA_ZERO;
+    void *log_user VKMHA_ZERO;
+    /* vkmha_log_level: the least severe level passed to `log`.
+     * 0 (VKMHA_LOG_DEFAULT): VKMHA_LOG_WARN, so warnings and errors only;
+     * VKMHA_LOG_DEBUG or VKMHA_LOG_INFO on request. Above VKMHA_LOG_ERROR:
+     * VKMHA_ERROR_INVALID_ARGUMENT. */
+    uint32_t log_level VKMHA_ZERO;
     /* Vulkan, for experiments and tuning: the matmul tile to use for every
      * matmul instead of the automatic choice (vkmha_context_info shows what
      * was chosen). NULL (default): automatic, from the device type and
@@ -231,13 +270,13 @@ typedef struct vkmha_context_desc {
      * VKMHA_ERROR_UNSUPPORTED; the message names desc->matmul_tile. The
      * environment variable VKMHA_MATMUL_TILE="register:32,8,4,4,8"
      * (variant:bm,bn,bk,tm,tn) does the same when this is NULL. */
-    const vkmha_tile_config *matmul_tile;
+    const vkmha_tile_config *matmul_tile VKMHA_ZERO;
     /* Optional host allocator (copied); NULL: malloc / free. */
-    const vkmha_allocator *allocator;
+    const vkmha_allocator *allocator VKMHA_ZERO;
     /* Vulkan: the application's instance, device and queue to borrow, its
      * loader, and its VkAllocationCallbacks (include/vkmha_vulkan.h). NULL:
      * vkmha creates and owns its own instance and device. */
-    const struct vkmha_vulkan_desc *vulkan;
+    const struct vkmha_vulkan_desc *vulkan VKMHA_ZERO;
     /* Vulkan pipeline cache, so that a second start skips shader
      * compilation (on drivers whose VkPipelineCache keeps compiled code).
      * pipeline_cache_path: a file read at creation if it exists, and written
@@ -248,90 +287,91 @@ typedef struct vkmha_context_desc {
      * vendor ID, device ID, driver version, pipelineCacheUUID and deviceUUID
      * must match; a truncated, corrupt or foreign cache is ignored with an
      * INFO log message, never passed to the driver. */
-    const char *pipeline_cache_path;
-    const void *pipeline_cache_data;
-    size_t pipeline_cache_size;
+    const char *pipeline_cache_path VKMHA_ZERO;
+    const void *pipeline_cache_data VKMHA_ZERO;
+    size_t pipeline_cache_size VKMHA_ZERO;
     /* For tests: never needed in production. NULL (default): none. See
      * vkmha_debug_options. */
-    const vkmha_debug_options *debug;
+    const vkmha_debug_options *debug VKMHA_ZERO;
 } vkmha_context_desc;
 
 typedef struct vkmha_device_info {
-    char name[256];
-    vkmha_device_type type;
-    uint32_t vendor_id, device_id;
-    uint32_t api_version;    /* VK_MAKE_API_VERSION encoding */
-    uint32_t driver_version; /* vendor-specific encoding */
-    char driver_name[256];   /* VkPhysicalDeviceDriverProperties, "" if unknown */
-    char driver_info[256];
-    uint8_t device_uuid[16];
-    bool has_compute_queue;
+    char name[256] VKMHA_ZERO;
+    uint32_t type VKMHA_ZERO; /* vkmha_device_type */
+    uint32_t vendor_id VKMHA_ZERO, device_id VKMHA_ZERO;
+    uint32_t api_version VKMHA_ZERO;    /* VK_MAKE_API_VERSION encoding */
+    uint32_t driver_version VKMHA_ZERO; /* vendor-specific encoding */
+    char driver_name[256] VKMHA_ZERO;   /* VkPhysicalDeviceDriverProperties, "" if unknown */
+    char driver_info[256] VKMHA_ZERO;
+    uint8_t device_uuid[16] VKMHA_ZERO;
+    bool has_compute_queue VKMHA_ZERO;
     /* Subgroup size reported by the device (informational: no shader assumes
      * it) and whether subgroup arithmetic is usable in compute shaders. */
-    uint32_t subgroup_size;
-    bool subgroup_arithmetic;
+    uint32_t subgroup_size VKMHA_ZERO;
+    bool subgroup_arithmetic VKMHA_ZERO;
     /* The limits vkmha checks shapes against. */
-    uint32_t max_workgroup_count[3];
-    uint32_t max_workgroup_size[3];
-    uint32_t max_workgroup_invocations;
-    uint32_t max_shared_memory;        /* bytes */
-    uint64_t max_storage_buffer_range; /* bytes */
-    uint64_t max_allocation_size;      /* bytes */
-    uint64_t device_local_memory;      /* bytes, largest device-local heap */
-    bool unified_memory; /* device-local memory is host-visible and cached */
-    float timestamp_period; /* ns per timestamp tick */
+    uint32_t max_workgroup_count[3] VKMHA_ZERO;
+    uint32_t max_workgroup_size[3] VKMHA_ZERO;
+    uint32_t max_workgroup_invocations VKMHA_ZERO;
+    uint32_t max_shared_memory VKMHA_ZERO;        /* bytes */
+    uint64_t max_storage_buffer_range VKMHA_ZERO; /* bytes */
+    uint64_t max_allocation_size VKMHA_ZERO;      /* bytes */
+    uint64_t device_local_memory VKMHA_ZERO;      /* bytes, largest device-local heap */
+    bool unified_memory VKMHA_ZERO; /* device-local memory is host-visible and cached */
+    float timestamp_period VKMHA_ZERO; /* ns per timestamp tick */
 } vkmha_device_info;
 
 
 /* The fused attention shader's blocking for one range of head dims. */
 typedef struct vkmha_attention_config {
-    uint32_t max_head_dim; /* used when d_k and d_v are at most this */
-    uint32_t block_q;      /* query rows per workgroup */
-    uint32_t block_k;      /* keys per step streamed through shared memory */
-    uint32_t tm, tn;       /* scores per invocation: tm queries x tn keys */
-    uint32_t workgroup_size;
-    uint32_t shared_bytes;
+    uint32_t max_head_dim VKMHA_ZERO; /* used when d_k and d_v are at most this */
+    uint32_t block_q VKMHA_ZERO;      /* query rows per workgroup */
+    uint32_t block_k VKMHA_ZERO;      /* keys per step streamed through shared memory */
+    uint32_t tm VKMHA_ZERO, tn VKMHA_ZERO;       /* scores per invocation: tm queries x tn keys */
+    uint32_t workgroup_size VKMHA_ZERO;
+    uint32_t shared_bytes VKMHA_ZERO;
 } vkmha_attention_config;
 
 typedef struct vkmha_context_info {
-    vkmha_backend backend;
+    uint32_t backend VKMHA_ZERO; /* vkmha_backend */
     /* Vulkan only (zeroed for the reference backend, whose name is "reference"). */
-    vkmha_device_info device;
-    uint32_t device_index;
-    bool validation_enabled;
+    vkmha_device_info device VKMHA_ZERO;
+    uint32_t device_index VKMHA_ZERO;
+    bool validation_enabled VKMHA_ZERO;
     /* Messages the validation layer sent so far; a correct program has 0. */
-    uint64_t validation_messages;
-    bool subgroup_ops_used; /* reductions use subgroup arithmetic */
+    uint64_t validation_messages VKMHA_ZERO;
+    bool subgroup_ops_used VKMHA_ZERO; /* reductions use subgroup arithmetic */
     /* Tile configurations chosen for this device's limits. */
-    vkmha_tile_config matmul_large, matmul_small;
-    uint32_t reduce_workgroup_size; /* softmax, LayerNorm */
+    vkmha_tile_config matmul_large VKMHA_ZERO, matmul_small VKMHA_ZERO;
+    uint32_t reduce_workgroup_size VKMHA_ZERO; /* softmax, LayerNorm */
     /* Fused attention blocks for head dims up to 32, 64, 128 and 256. */
-    vkmha_attention_config attention[4];
+    vkmha_attention_config attention[4] VKMHA_ZERO;
     /* Bytes of VkDeviceMemory the context (and its layers) hold now, and the
      * most they held at any time since the context was created (staging
      * included). 0 for the reference backend. */
-    uint64_t device_memory_bytes, device_memory_peak_bytes;
+    uint64_t device_memory_bytes VKMHA_ZERO, device_memory_peak_bytes VKMHA_ZERO;
     /* With VKMHA_CONTEXT_PROFILE: gpu_timing is true when the device's queue
      * has timestamps; last_gpu_time_ns is then the device time of the last
      * successful call that submitted work (first to last command of its
      * command buffer, timestamp ticks scaled by timestampPeriod), 0 before
      * the first. Without the flag, or without timestamps: false and 0. */
-    bool gpu_timing;
-    uint64_t last_gpu_time_ns;
+    bool gpu_timing VKMHA_ZERO;
+    uint64_t last_gpu_time_ns VKMHA_ZERO;
     /* The context borrows the application's Vulkan objects (desc->vulkan). */
-    bool external_device;
+    bool external_device VKMHA_ZERO;
     /* Descriptors are pushed into command buffers (VK_KHR_push_descriptor),
      * which vkmha_*_record needs. */
-    bool push_descriptors;
+    bool push_descriptors VKMHA_ZERO;
     /* A pipeline cache was given, valid for this device, and loaded (its
      * driver data had pipeline_cache_bytes bytes). */
-    bool pipeline_cache_loaded;
-    uint64_t pipeline_cache_bytes;
-    uint32_t pipelines_created; /* compute pipelines created so far */
+    bool pipeline_cache_loaded VKMHA_ZERO;
+    uint64_t pipeline_cache_bytes VKMHA_ZERO;
+    uint32_t pipelines_created VKMHA_ZERO; /* compute pipelines created so far */
 } vkmha_context_info;
 
-/* Creates a context. On failure *out is NULL and the desc's logger (if any)
- * got the reason. desc may be NULL: all defaults. */
+/* Creates a context. On failure *out is NULL, and the reason is both sent to
+ * the desc's logger (if any) and kept for vkmha_context_last_error(NULL).
+ * desc may be NULL: all defaults. */
 VKMHA_API vkmha_status vkmha_context_create(const vkmha_context_desc *desc,
                                             vkmha_context **out);
 /* Waits for the context's work, frees everything; NULL is a no-op. Every
@@ -343,13 +383,21 @@ VKMHA_API void vkmha_context_destroy(vkmha_context *ctx);
 VKMHA_API vkmha_status vkmha_context_get_info(const vkmha_context *ctx,
                                               vkmha_context_info *out);
 /* The message of the last failed call on this context ("" if none). Valid
- * until the next call on the context. */
+ * until the next call on the context.
+ * ctx NULL: the message of the calling thread's last vkmha_context_create
+ * or vkmha_enumerate_devices ("" if it succeeded), which have no context to
+ * keep it in: e.g. "vkmha_context_create: desc->enable_validation is set but
+ * VK_LAYER_KHRONOS_validation is not installed (Debian:
+ * vulkan-validationlayers)". Kept in thread-local storage, so a failure on
+ * one thread never overwrites another's; valid until the thread's next
+ * vkmha_context_create or vkmha_enumerate_devices. */
 VKMHA_API const char *vkmha_context_last_error(const vkmha_context *ctx);
 
 /* Lists the Vulkan physical devices without creating a context: on entry
  * *count is the capacity of `out` (which may be NULL when *count is 0), on
  * return the number of devices; fills min(capacity, devices) entries.
- * Returns VKMHA_ERROR_NO_DEVICE when no Vulkan loader or instance exists. */
+ * Returns VKMHA_ERROR_NO_DEVICE when no Vulkan loader, driver or device
+ * exists; vkmha_context_last_error(NULL) then says what to install. */
 VKMHA_API vkmha_status vkmha_enumerate_devices(uint32_t *count, vkmha_device_info *out);
 
 /* ------------------------------------------------------------------------ */
@@ -383,13 +431,13 @@ typedef struct vkmha_mask {
     /* OR of vkmha_mask_kind. A pointer is used if and only if its kind is set:
      * a kind without its pointer, or a pointer without its kind, is
      * VKMHA_ERROR_INVALID_ARGUMENT (it is almost always a mistake). */
-    uint32_t kinds;
-    const uint8_t *key_padding; /* [batch][len_k], 0 = masked, else kept */
-    const uint8_t *full;        /* [batch][len_q][len_k], 0 = masked, else kept */
+    uint32_t kinds VKMHA_ZERO;
+    const uint8_t *key_padding VKMHA_ZERO; /* [batch][len_k], 0 = masked, else kept */
+    const uint8_t *full VKMHA_ZERO;        /* [batch][len_q][len_k], 0 = masked, else kept */
     /* Added to the scaled score before masking. bias_batch is 1 or batch,
      * bias_heads is 1 or the number of (query) heads; 0 means batch / heads. */
-    const float *bias;
-    uint32_t bias_batch, bias_heads;
+    const float *bias VKMHA_ZERO;
+    uint32_t bias_batch VKMHA_ZERO, bias_heads VKMHA_ZERO;
 } vkmha_mask;
 
 /* ------------------------------------------------------------------------ */
@@ -405,17 +453,17 @@ typedef enum vkmha_op {
 #define VKMHA_BROADCAST (-1)
 
 typedef struct vkmha_matmul_desc {
-    uint32_t batch;   /* number of products; 0 means 1 */
-    uint32_t m, n, k; /* required, each >= 1 */
-    vkmha_op op_b;
-    float alpha; /* 0 means 1 (a zero alpha would only return the bias) */
+    uint32_t batch VKMHA_ZERO;   /* number of products; 0 means 1 */
+    uint32_t m VKMHA_ZERO, n VKMHA_ZERO, k VKMHA_ZERO; /* required, each >= 1 */
+    uint32_t op_b VKMHA_ZERO; /* vkmha_op */
+    float alpha VKMHA_ZERO; /* 0 means 1 (a zero alpha would only return the bias) */
     /* Row strides in elements; 0 means packed (k for A; n for op N, k for op T
      * for B; n for C). Otherwise at least the packed value. */
-    uint32_t lda, ldb, ldc;
+    uint32_t lda VKMHA_ZERO, ldb VKMHA_ZERO, ldc VKMHA_ZERO;
     /* Batch strides in elements. 0 means packed (rows * ld);
      * VKMHA_BROADCAST means every batch entry uses the same matrix (A and B
      * only). Otherwise at least rows * ld, so that matrices do not overlap. */
-    int64_t stride_a, stride_b, stride_c;
+    int64_t stride_a VKMHA_ZERO, stride_b VKMHA_ZERO, stride_c VKMHA_ZERO;
 } vkmha_matmul_desc;
 
 /* C[b] = alpha * A[b] * op(B[b]) + bias, for b < batch.
@@ -430,9 +478,9 @@ VKMHA_API vkmha_status vkmha_matmul(vkmha_context *ctx, const vkmha_matmul_desc 
                                     float *c);
 
 typedef struct vkmha_softmax_desc {
-    uint32_t batch, heads; /* 0 means 1 */
-    uint32_t len_q, len_k; /* rows and columns per (batch, head), >= 1 */
-    float scale;           /* multiplies x before bias and mask; 0 means 1 */
+    uint32_t batch VKMHA_ZERO, heads VKMHA_ZERO; /* 0 means 1 */
+    uint32_t len_q VKMHA_ZERO, len_k VKMHA_ZERO; /* rows and columns per (batch, head), >= 1 */
+    float scale VKMHA_ZERO;           /* multiplies x before bias and mask; 0 means 1 */
 } vkmha_softmax_desc;
 
 /* y = softmax over the last axis of masked(scale * x + bias), see vkmha_mask.
@@ -442,10 +490,10 @@ VKMHA_API vkmha_status vkmha_softmax(vkmha_context *ctx, const vkmha_softmax_des
                                      const float *x, const vkmha_mask *mask, float *y);
 
 typedef struct vkmha_heads_desc {
-    uint32_t batch;    /* 0 means 1 */
-    uint32_t len;      /* >= 1 */
-    uint32_t heads;    /* >= 1 */
-    uint32_t head_dim; /* >= 1 */
+    uint32_t batch VKMHA_ZERO;    /* 0 means 1 */
+    uint32_t len VKMHA_ZERO;      /* >= 1 */
+    uint32_t heads VKMHA_ZERO;    /* >= 1 */
+    uint32_t head_dim VKMHA_ZERO; /* >= 1 */
 } vkmha_heads_desc;
 
 /* x [batch][len][heads * head_dim] -> y [batch][heads][len][head_dim].
@@ -475,22 +523,22 @@ typedef enum vkmha_attention_path {
 #define VKMHA_MAX_KV_SPLITS 1024u
 
 typedef struct vkmha_attention_desc {
-    uint32_t batch;    /* 0 means 1 */
-    uint32_t heads;    /* query heads H, >= 1 */
-    uint32_t kv_heads; /* key/value heads Hkv; 0 means H. Must divide H: query
+    uint32_t batch VKMHA_ZERO;    /* 0 means 1 */
+    uint32_t heads VKMHA_ZERO;    /* query heads H, >= 1 */
+    uint32_t kv_heads VKMHA_ZERO; /* key/value heads Hkv; 0 means H. Must divide H: query
                           head h reads key/value head h / (H / Hkv) (grouped-
                           query attention; Hkv = 1 is multi-query). */
-    uint32_t len_q, len_k; /* >= 1 */
-    uint32_t d_k, d_v;     /* >= 1 */
-    float scale;           /* 0 means 1 / sqrt(d_k) */
-    vkmha_attention_path path; /* 0: AUTO */
+    uint32_t len_q VKMHA_ZERO, len_k VKMHA_ZERO; /* >= 1 */
+    uint32_t d_k VKMHA_ZERO, d_v VKMHA_ZERO;     /* >= 1 */
+    float scale VKMHA_ZERO;           /* 0 means 1 / sqrt(d_k) */
+    uint32_t path VKMHA_ZERO; /* vkmha_attention_path; 0: AUTO */
     /* Fused path: the keys are split into this many ranges handled by
      * separate workgroups, whose partial results a second small pass
      * combines (split-K, for few queries and many keys). 0 means automatic:
      * split only when batch * heads * query blocks cannot fill the device.
      * At most VKMHA_MAX_KV_SPLITS; more splits than keys are clamped to
      * len_k. Ignored by the unfused path and the reference backend. */
-    uint32_t kv_splits;
+    uint32_t kv_splits VKMHA_ZERO;
 } vkmha_attention_desc;
 
 /* Scaled dot-product attention on split heads:
@@ -513,26 +561,27 @@ VKMHA_API vkmha_status vkmha_attention(vkmha_context *ctx, const vkmha_attention
 typedef struct vkmha_mha vkmha_mha;
 
 typedef struct vkmha_mha_desc {
-    uint32_t d_model;   /* required */
-    uint32_t n_head;    /* required; H */
-    uint32_t n_kv_head; /* Hkv; 0 means n_head. Must divide n_head. */
+    uint32_t d_model VKMHA_ZERO;   /* required */
+    uint32_t n_head VKMHA_ZERO;    /* required; H */
+    uint32_t n_kv_head VKMHA_ZERO; /* Hkv; 0 means n_head. Must divide n_head. */
     /* Per-head sizes; 0 means d_model / n_head, which then must divide. */
-    uint32_t d_k, d_v;
-    uint32_t kdim, vdim; /* features of key and value inputs; 0 means d_model */
-    float scale;         /* 0 means 1 / sqrt(d_k) */
+    uint32_t d_k VKMHA_ZERO, d_v VKMHA_ZERO;
+    /* Features of the key and value inputs; 0 means d_model. */
+    uint32_t kdim VKMHA_ZERO, vdim VKMHA_ZERO;
+    float scale VKMHA_ZERO;         /* 0 means 1 / sqrt(d_k) */
     /* Weights, torch.nn.Linear layout, all required:
      *   w_q [H * d_k][d_model], w_k [Hkv * d_k][kdim],
      *   w_v [Hkv * d_v][vdim],  w_o [d_model][H * d_v] */
-    const float *w_q, *w_k, *w_v, *w_o;
+    const float *w_q VKMHA_ZERO, *w_k VKMHA_ZERO, *w_v VKMHA_ZERO, *w_o VKMHA_ZERO;
     /* Optional biases (NULL: none): b_q [H * d_k], b_k [Hkv * d_k],
      * b_v [Hkv * d_v], b_o [d_model]. */
-    const float *b_q, *b_k, *b_v, *b_o;
+    const float *b_q VKMHA_ZERO, *b_k VKMHA_ZERO, *b_v VKMHA_ZERO, *b_o VKMHA_ZERO;
     /* Post-norm: out = LayerNorm(query + attention_out) over d_model, as in
      * the reference Transformer code (requires nothing else). gamma [d_model]
      * (NULL: ones), beta [d_model] (NULL: zeros), norm_eps 0 means 1e-6. */
-    bool post_norm;
-    const float *norm_gamma, *norm_beta;
-    float norm_eps;
+    bool post_norm VKMHA_ZERO;
+    const float *norm_gamma VKMHA_ZERO, *norm_beta VKMHA_ZERO;
+    float norm_eps VKMHA_ZERO;
 } vkmha_mha_desc;
 
 /* Creates the layer and copies its weights to the device, once. The context
@@ -545,19 +594,19 @@ VKMHA_API void vkmha_mha_destroy(vkmha_mha *mha);
 VKMHA_API vkmha_status vkmha_mha_get_desc(const vkmha_mha *mha, vkmha_mha_desc *out);
 
 typedef struct vkmha_mha_io {
-    uint32_t batch;  /* 0 means 1 */
-    uint32_t len_q;  /* >= 1 */
-    uint32_t len_k;  /* 0 means len_q */
-    const float *query; /* [batch][len_q][d_model] */
-    const float *key;   /* [batch][len_k][kdim] */
-    const float *value; /* [batch][len_k][vdim]; self-attention passes one
+    uint32_t batch VKMHA_ZERO;  /* 0 means 1 */
+    uint32_t len_q VKMHA_ZERO;  /* >= 1 */
+    uint32_t len_k VKMHA_ZERO;  /* 0 means len_q */
+    const float *query VKMHA_ZERO; /* [batch][len_q][d_model] */
+    const float *key VKMHA_ZERO;   /* [batch][len_k][kdim] */
+    const float *value VKMHA_ZERO; /* [batch][len_k][vdim]; self-attention passes one
                            pointer three times (it is uploaded once) */
-    const vkmha_mask *mask; /* optional, see vkmha_mask */
-    float *out;             /* [batch][len_q][d_model], must not overlap inputs */
-    float *attn_weights;    /* optional: [batch][H][len_q][len_k] */
+    const vkmha_mask *mask VKMHA_ZERO; /* optional, see vkmha_mask */
+    float *out VKMHA_ZERO;             /* [batch][len_q][d_model], must not overlap inputs */
+    float *attn_weights VKMHA_ZERO;    /* optional: [batch][H][len_q][len_k] */
     /* As in vkmha_attention_desc: 0, 0 mean fused with automatic splits. */
-    vkmha_attention_path attention_path;
-    uint32_t kv_splits;
+    uint32_t attention_path VKMHA_ZERO; /* vkmha_attention_path */
+    uint32_t kv_splits VKMHA_ZERO;
 } vkmha_mha_io;
 
 /* out = (LayerNorm(query + ...) if post_norm)
@@ -593,9 +642,9 @@ typedef enum vkmha_dtype {
 #define VKMHA_MAX_DIMS 4
 
 typedef struct vkmha_tensor_desc {
-    vkmha_dtype dtype;
-    uint32_t rank;                 /* 1 to VKMHA_MAX_DIMS */
-    uint32_t dims[VKMHA_MAX_DIMS]; /* outermost first, each >= 1 */
+    uint32_t dtype VKMHA_ZERO; /* vkmha_dtype */
+    uint32_t rank VKMHA_ZERO;                 /* 1 to VKMHA_MAX_DIMS */
+    uint32_t dims[VKMHA_MAX_DIMS] VKMHA_ZERO; /* outermost first, each >= 1 */
 } vkmha_tensor_desc;
 
 /* A new tensor of desc's shape; its contents are undefined until written. */
@@ -620,9 +669,9 @@ VKMHA_API vkmha_status vkmha_tensor_download(const vkmha_tensor *t, uint64_t off
 /* A mask made of tensors: as vkmha_mask, key_padding and full of dtype U8,
  * bias of dtype F32. */
 typedef struct vkmha_tensor_mask {
-    uint32_t kinds;
-    const vkmha_tensor *key_padding, *full, *bias;
-    uint32_t bias_batch, bias_heads;
+    uint32_t kinds VKMHA_ZERO;
+    const vkmha_tensor *key_padding VKMHA_ZERO, *full VKMHA_ZERO, *bias VKMHA_ZERO;
+    uint32_t bias_batch VKMHA_ZERO, bias_heads VKMHA_ZERO;
 } vkmha_tensor_mask;
 
 /* The ops on tensors, computed on the context's queue before returning: the
@@ -650,13 +699,13 @@ VKMHA_API vkmha_status vkmha_attention_tensor(vkmha_context *ctx,
 
 /* vkmha_mha_io with tensors. */
 typedef struct vkmha_mha_tensors {
-    uint32_t batch, len_q, len_k; /* as vkmha_mha_io */
-    const vkmha_tensor *query, *key, *value;
-    const vkmha_tensor_mask *mask; /* optional */
-    vkmha_tensor *out;
-    vkmha_tensor *attn_weights; /* optional */
-    vkmha_attention_path attention_path;
-    uint32_t kv_splits;
+    uint32_t batch VKMHA_ZERO, len_q VKMHA_ZERO, len_k VKMHA_ZERO; /* as vkmha_mha_io */
+    const vkmha_tensor *query VKMHA_ZERO, *key VKMHA_ZERO, *value VKMHA_ZERO;
+    const vkmha_tensor_mask *mask VKMHA_ZERO; /* optional */
+    vkmha_tensor *out VKMHA_ZERO;
+    vkmha_tensor *attn_weights VKMHA_ZERO; /* optional */
+    uint32_t attention_path VKMHA_ZERO; /* vkmha_attention_path */
+    uint32_t kv_splits VKMHA_ZERO;
 } vkmha_mha_tensors;
 
 /* vkmha_mha_forward on tensors, computed before returning. */

@@ -75,38 +75,38 @@ extern "C" {
 typedef struct vkmha_vulkan_desc {
     /* The application's loader entry point (e.g. its own libvulkan, or a
      * layer-injecting wrapper); NULL: vkmha loads the system's libvulkan. */
-    PFN_vkGetInstanceProcAddr get_instance_proc_addr;
+    PFN_vkGetInstanceProcAddr get_instance_proc_addr VKMHA_ZERO;
 
     /* The objects to borrow: instance, physical_device, device and queue are
      * all set or all null (null: vkmha creates its own instance and device).
      * queue must be a queue of queue_family_index, which must support
      * compute. */
-    VkInstance instance;
-    VkPhysicalDevice physical_device;
-    VkDevice device;
-    uint32_t queue_family_index;
-    VkQueue queue;
+    VkInstance instance VKMHA_ZERO;
+    VkPhysicalDevice physical_device VKMHA_ZERO;
+    VkDevice device VKMHA_ZERO;
+    uint32_t queue_family_index VKMHA_ZERO;
+    VkQueue queue VKMHA_ZERO;
     /* VkApplicationInfo.apiVersion the instance was created with (0: 1.1);
      * vkmha needs 1.1. */
-    uint32_t instance_api_version;
+    uint32_t instance_api_version VKMHA_ZERO;
     /* The device extensions the application enabled; vkmha uses
      * VK_KHR_push_descriptor when listed here. */
-    const char *const *enabled_device_extensions;
-    uint32_t enabled_device_extension_count;
+    const char *const *enabled_device_extensions VKMHA_ZERO;
+    uint32_t enabled_device_extension_count VKMHA_ZERO;
 
     /* Passed to every Vulkan create, allocate, destroy and free call vkmha
      * makes (on borrowed objects and its own instance and device alike).
      * NULL: the driver's allocator. The pointer is kept: the callbacks must
      * outlive the context. */
-    const VkAllocationCallbacks *allocation_callbacks;
+    const VkAllocationCallbacks *allocation_callbacks VKMHA_ZERO;
 
     /* Called around every vkQueueSubmit vkmha makes on the queue (vkmha
      * waits with fences, never with vkQueueWaitIdle), so the application can
      * share one queue between threads (Vulkan requires external
      * synchronization of a queue). Both or neither. */
-    void (*queue_lock)(void *user);
-    void (*queue_unlock)(void *user);
-    void *queue_lock_user;
+    void (*queue_lock)(void *user) VKMHA_ZERO;
+    void (*queue_unlock)(void *user) VKMHA_ZERO;
+    void *queue_lock_user VKMHA_ZERO;
 } vkmha_vulkan_desc;
 
 /* Wraps `size` bytes of an application's buffer from `offset` as a tensor of

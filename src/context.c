@@ -13,62 +13,50 @@ VKMHA_API vkmha_status vkmha_context_create(const vkmha_context_desc *desc,
     const uint32_t known_flags = VKMHA_CONTEXT_NO_SUBGROUP_OPS | VKMHA_CONTEXT_PROFILE |
                                  VKMHA_CONTEXT_EAGER_PIPELINES;
     vkmha_status st;
+    vkmha__set_creation_error("");
     if (!desc)
         desc = &defaults;
-    if (!out) {
-        vkmha__log(desc->log, desc->log_user, VKMHA_LOG_ERROR, VKMHA_ERROR_INVALID_ARGUMENT,
-                   "vkmha_context_create: out is NULL");
-        return VKMHA_ERROR_INVALID_ARGUMENT;
-    }
+#define FAIL(status, ...) \
+    vkmha__creation_fail(desc->log, desc->log_user, status, "vkmha_context_create: " __VA_ARGS__)
+    if (!out)
+        return FAIL(VKMHA_ERROR_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
-    vkmha_backend backend = desc->backend ? desc->backend : VKMHA_BACKEND_VULKAN;
-    if (backend != VKMHA_BACKEND_VULKAN && backend != VKMHA_BACKEND_REFERENCE) {
-        vkmha__log(desc->log, desc->log_user, VKMHA_LOG_ERROR, VKMHA_ERROR_INVALID_ARGUMENT,
-                   "vkmha_context_create: desc->backend (%d) is not a vkmha_backend",
-                   (int)desc->backend);
-        return VKMHA_ERROR_INVALID_ARGUMENT;
-    }
-    if (desc->flags & ~known_flags) {
-        vkmha__log(desc->log, desc->log_user, VKMHA_LOG_ERROR, VKMHA_ERROR_INVALID_ARGUMENT,
-                   "vkmha_context_create: desc->flags has unknown bits 0x%x",
-                   desc->flags & ~known_flags);
-        return VKMHA_ERROR_INVALID_ARGUMENT;
-    }
+    const uint32_t backend = desc->backend ? desc->backend : VKMHA_BACKEND_VULKAN;
+    if (backend != VKMHA_BACKEND_VULKAN && backend != VKMHA_BACKEND_REFERENCE)
+        return FAIL(VKMHA_ERROR_INVALID_ARGUMENT, "desc->backend (%u) is not a vkmha_backend",
+                    desc->backend);
+    if (desc->flags & ~known_flags)
+        return FAIL(VKMHA_ERROR_INVALID_ARGUMENT, "desc->flags has unknown bits 0x%x",
+                    desc->flags & ~known_flags);
+    if (desc->log_level > VKMHA_LOG_ERROR)
+        return FAIL(VKMHA_ERROR_INVALID_ARGUMENT,
+                    "desc->log_level (%u) is not a vkmha_log_level", desc->log_level);
     const vkmha_allocator *al = desc->allocator;
-    if (al && (!al->alloc != !al->free)) {
-        vkmha__log(desc->log, desc->log_user, VKMHA_LOG_ERROR, VKMHA_ERROR_INVALID_ARGUMENT,
-                   "vkmha_context_create: desc->allocator->%s is NULL (alloc and free are "
-                   "both set or both NULL)",
-                   al->alloc ? "free" : "alloc");
-        return VKMHA_ERROR_INVALID_ARGUMENT;
-    }
-    if (al && !al->alloc && al->realloc) {
-        vkmha__log(desc->log, desc->log_user, VKMHA_LOG_ERROR, VKMHA_ERROR_INVALID_ARGUMENT,
-                   "vkmha_context_create: desc->allocator->realloc is set without alloc "
-                   "and free");
-        return VKMHA_ERROR_INVALID_ARGUMENT;
-    }
-    if (backend == VKMHA_BACKEND_REFERENCE && desc->vulkan) {
-        vkmha__log(desc->log, desc->log_user, VKMHA_LOG_ERROR, VKMHA_ERROR_INVALID_ARGUMENT,
-                   "vkmha_context_create: desc->vulkan is set for the reference backend");
-        return VKMHA_ERROR_INVALID_ARGUMENT;
-    }
+    if (al && (!al->alloc != !al->free))
+        return FAIL(VKMHA_ERROR_INVALID_ARGUMENT,
+                    "desc->allocator->%s is NULL (alloc and free are both set or both NULL)",
+                    al->alloc ? "free" : "alloc");
+    if (al && !al->alloc && al->realloc)
+        return FAIL(VKMHA_ERROR_INVALID_ARGUMENT,
+                    "desc->allocator->realloc is set without alloc and free");
+    if (backend == VKMHA_BACKEND_REFERENCE && desc->vulkan)
+        return FAIL(VKMHA_ERROR_INVALID_ARGUMENT, "desc->vulkan is set for the reference backend");
     vkmha_context *ctx = vkmha__alloc_with(al, sizeof *ctx);
-    if (ctx)
-        memset(ctx, 0, sizeof *ctx);
-    if (!ctx) {
-        vkmha__log(desc->log, desc->log_user, VKMHA_LOG_ERROR, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                   "vkmha_context_create: out of host memory");
-        return VKMHA_ERROR_OUT_OF_HOST_MEMORY;
-    }
+    if (!ctx)
+        return FAIL(VKMHA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
+#undef FAIL
+    memset(ctx, 0, sizeof *ctx);
     if (al)
         ctx->allocator = *al;
-    ctx->backend = backend;
+    ctx->backend = (vkmha_backend)backend;
     ctx->flags = desc->flags;
     ctx->log = desc->log;
     ctx->log_user = desc->log_user;
+    ctx->log_level = desc->log_level ? (vkmha_log_level)desc->log_level : VKMHA_LOG_WARN;
     vkmha__begin_call(ctx, "vkmha_context_create"); /* names the call in messages */
     if (backend == VKMHA_BACKEND_VULKAN && (st = vk_create(ctx, desc)) != VKMHA_SUCCESS) {
+        /* The message (already logged) outlives the context. */
+        vkmha__set_creation_error(ctx->last_error);
         vk_destroy(ctx->vk);
         vkmha__free(ctx, ctx->tensors);
         vkmha__free(ctx, ctx);

@@ -74,6 +74,7 @@ struct vkmha_context {
     uint32_t flags;
     vkmha_log_fn log;
     void *log_user;
+    vkmha_log_level log_level; /* the least severe level passed to log */
     char last_error[512];
     const char *call; /* the public function being called, for messages */
     bool tensor_call; /* its array arguments are tensors (src/tensor.c) */
@@ -102,8 +103,18 @@ vkmha_status vkmha__fail(vkmha_context *ctx, vkmha_status status, const char *fm
     VKMHA_PRINTF(3, 4);
 vkmha_status vkmha__vfail(vkmha_context *ctx, vkmha_status status, const char *fmt,
                           va_list ap);
-void vkmha__log(vkmha_log_fn log, void *user, vkmha_log_level level, vkmha_status status,
-                const char *fmt, ...) VKMHA_PRINTF(5, 6);
+/* Sends a message to the context's logger if `level` is at or above its
+ * threshold (desc->log_level). */
+void vkmha__log(const vkmha_context *ctx, vkmha_log_level level, vkmha_status status,
+                const char *fmt, ...) VKMHA_PRINTF(4, 5);
+/* The failure of a call without a context (vkmha_context_create before the
+ * context exists, vkmha_enumerate_devices): the message goes to the calling
+ * thread's creation error (vkmha_context_last_error(NULL)) and to `log`
+ * (may be NULL) at ERROR. Returns status. */
+vkmha_status vkmha__creation_fail(vkmha_log_fn log, void *user, vkmha_status status,
+                                  const char *fmt, ...) VKMHA_PRINTF(4, 5);
+/* Sets (message "" clears) the calling thread's creation error. */
+void vkmha__set_creation_error(const char *message);
 /* Clears the last error at the start of the public call `fn`. */
 void vkmha__begin_call(vkmha_context *ctx, const char *fn);
 /* Overflow-checked a * b; false on overflow. */

@@ -33,17 +33,44 @@ VKMHA_API uint32_t vkmha_version(void)
     return VKMHA_VERSION_NUMBER;
 }
 
-void vkmha__log(vkmha_log_fn log, void *user, vkmha_log_level level, vkmha_status status,
+void vkmha__log(const vkmha_context *ctx, vkmha_log_level level, vkmha_status status,
                 const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
-    if (!log)
+    if (!ctx->log || level < ctx->log_level)
         return;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    log(user, level, status, msg);
+    ctx->log(ctx->log_user, level, status, msg);
+}
+
+/* The calling thread's last creation error: vkmha_context_create and
+ * vkmha_enumerate_devices fail without a context to keep their message in.
+ * Thread-local, so threads creating contexts at once never see each other's
+ * messages (the header promises no shared state between contexts). */
+#if defined(_MSC_VER) && !defined(__clang__)
+static __declspec(thread) char creation_error[512];
+#else
+static _Thread_local char creation_error[512];
+#endif
+
+void vkmha__set_creation_error(const char *message)
+{
+    snprintf(creation_error, sizeof creation_error, "%s", message);
+}
+
+vkmha_status vkmha__creation_fail(vkmha_log_fn log, void *user, vkmha_status status,
+                                  const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(creation_error, sizeof creation_error, fmt, ap);
+    va_end(ap);
+    if (log)
+        log(user, VKMHA_LOG_ERROR, status, creation_error);
+    return status;
 }
 
 vkmha_status vkmha__vfail(vkmha_context *ctx, vkmha_status status, const char *fmt,
@@ -75,7 +102,7 @@ void vkmha__begin_call(vkmha_context *ctx, const char *fn)
 
 VKMHA_API const char *vkmha_context_last_error(const vkmha_context *ctx)
 {
-    return ctx ? ctx->last_error : "vkmha_context_last_error: ctx is NULL";
+    return ctx ? ctx->last_error : creation_error;
 }
 
 bool vkmha__mul_u64(uint64_t a, uint64_t b, uint64_t *out)

@@ -91,7 +91,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
         if ((st = vk_slot_ensure(vk, SLOT_SCORES, rows * s->len_k * 4)))
             return st;
     if (!plan->fused) {
-        vkmha__log(vk->ctx->log, vk->ctx->log_user, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+        vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
                    "%s: unfused attention, %llu bytes of scores", vk->ctx->call,
                    (unsigned long long)(rows * s->len_k * 4));
         return VKMHA_SUCCESS;
@@ -123,7 +123,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     plan->chunk = vk->info.type == VKMHA_DEVICE_TYPE_CPU ? CPU_MAX_KEYS_PER_DISPATCH
                                                          : plan->split_len;
     plan->chunks = (uint32_t)div_up(plan->split_len, plan->chunk);
-    vkmha__log(vk->ctx->log, vk->ctx->log_user, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+    vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
                "%s: fused attention, blocks of %u queries x %u keys, %llu workgroups, "
                "%u key ranges of %u, %u dispatches each",
                vk->ctx->call, f->block_q, f->block_k,

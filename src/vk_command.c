@@ -496,7 +496,7 @@ vkmha_status vk_dispatch_groups(vk_state *vk, vk_site *site, vk_pipe pipe,
                            vk->ctx->call, (unsigned long long)groups);
     memcpy(copy, push, push_size);
     if (groups > most)
-        vkmha__log(vk->ctx->log, vk->ctx->log_user, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+        vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
                    "%s: %llu workgroups split into %llu dispatches (maxComputeWorkGroupCount "
                    "%llu x %llu x %llu)",
                    vk->ctx->call, (unsigned long long)groups,

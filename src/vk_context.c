@@ -83,7 +83,7 @@ debug_callback(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
     if (severity < VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT)
         return VK_FALSE;
     vk->validation_messages++;
-    vkmha__log(vk->ctx->log, vk->ctx->log_user,
+    vkmha__log(vk->ctx,
                severity >= VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT ? VKMHA_LOG_ERROR
                                                                          : VKMHA_LOG_WARN,
                VKMHA_ERROR_VULKAN, "validation layer: %s",
@@ -126,15 +126,36 @@ static int has_layer(vk_state *vk, const char *name)
     return found;
 }
 
+/* What to do when the loader finds no driver or no device, for the
+ * messages below (the most common first-run failure). */
+static void no_driver_hint(char *buf, size_t cap)
+{
+    int n = snprintf(buf, cap, "install a Vulkan driver (Debian and Ubuntu: mesa-vulkan-drivers, "
+                               "which includes lavapipe on the CPU; or the GPU vendor's driver)");
+    static const char *const vars[] = {"VK_ICD_FILENAMES", "VK_DRIVER_FILES"};
+    for (size_t i = 0; i < VKMHA_ARRAY_LEN(vars) && n > 0 && (size_t)n < cap; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v)
+            n += snprintf(buf + n, cap - (size_t)n,
+                          "; %s is set to \"%s\": check that it names existing driver "
+                          "manifests (.json files), or unset it",
+                          vars[i], v);
+    }
+}
+
 /* The loader's global functions: the application's (gipa) or the system's. */
 static vkmha_status load_globals(vk_state *vk, PFN_vkGetInstanceProcAddr gipa)
 {
     if (!gipa) {
         VkResult r = vk_loader_init();
-        if (r != VK_SUCCESS)
+        if (r != VK_SUCCESS) {
+            char hint[512];
+            no_driver_hint(hint, sizeof hint);
             return vkmha__fail(vk->ctx, VKMHA_ERROR_NO_DEVICE,
-                               "vkmha_context_create: no Vulkan loader (libvulkan) found: %s",
-                               vk_result_string(r));
+                               "vkmha_context_create: no Vulkan loader (libvulkan.so.1) found "
+                               "(%s): install it (Debian and Ubuntu: libvulkan1), and %s",
+                               vk_result_string(r), hint);
+        }
     }
     vk_load_global_table(gipa, &vk->vkg);
     return VKMHA_SUCCESS;
@@ -221,6 +242,16 @@ static vkmha_status create_instance(vk_state *vk, vkmha_context *ctx, bool valid
     ci.enabledExtensionCount = n_exts;
     ci.ppEnabledExtensionNames = exts;
     r = vk->vkg.CreateInstance(&ci, vk->vkalloc, &vk->instance);
+    if (r == VK_ERROR_INCOMPATIBLE_DRIVER) {
+        /* The loader's answer when it found no driver at all. */
+        char hint[512];
+        vk->instance = VK_NULL_HANDLE;
+        no_driver_hint(hint, sizeof hint);
+        return vkmha__fail(ctx, VKMHA_ERROR_NO_DEVICE,
+                           "vkmha_context_create: vkCreateInstance failed: "
+                           "VK_ERROR_INCOMPATIBLE_DRIVER, no Vulkan 1.1 driver found: %s",
+                           hint);
+    }
     if (r != VK_SUCCESS) {
         vk->instance = VK_NULL_HANDLE;
         return vk_fail(vk, r, "vkmha_context_create: vkCreateInstance");
@@ -402,10 +433,12 @@ static vkmha_status pick_device(vk_state *vk, const vkmha_context_desc *desc)
     VkResult r = vk->vki.EnumeratePhysicalDevices(vk->instance, &n, devs);
     if (r != VK_SUCCESS && r != VK_INCOMPLETE)
         return vk_fail(vk, r, "vkmha_context_create: vkEnumeratePhysicalDevices");
-    if (n == 0)
-        return vkmha__fail(ctx, VKMHA_ERROR_NO_DEVICE,
-                           "vkmha_context_create: no Vulkan device (install a driver, e.g. "
-                           "Debian's mesa-vulkan-drivers for lavapipe)");
+    if (n == 0) {
+        char hint[512];
+        no_driver_hint(hint, sizeof hint);
+        return vkmha__fail(ctx, VKMHA_ERROR_NO_DEVICE, "vkmha_context_create: no Vulkan device: %s",
+                           hint);
+    }
     int best = -1, best_rank = 99;
     for (uint32_t i = 0; i < n; i++) {
         vkmha_device_info info;
@@ -821,8 +854,14 @@ void vk_destroy(vk_state *vk)
 
 VKMHA_API vkmha_status vkmha_enumerate_devices(uint32_t *count, vkmha_device_info *out)
 {
-    if (!count || (*count > 0 && !out))
-        return VKMHA_ERROR_INVALID_ARGUMENT;
+    static const char call[] = "vkmha_enumerate_devices", create[] = "vkmha_context_create";
+    vkmha__set_creation_error("");
+    if (!count)
+        return vkmha__creation_fail(NULL, NULL, VKMHA_ERROR_INVALID_ARGUMENT,
+                                    "%s: count is NULL", call);
+    if (*count > 0 && !out)
+        return vkmha__creation_fail(NULL, NULL, VKMHA_ERROR_INVALID_ARGUMENT,
+                                    "%s: out is NULL with *count %u", call, *count);
     vkmha_context tmp = {0};
     vk_state vk = {0};
     vk.ctx = &tmp;
@@ -832,7 +871,12 @@ VKMHA_API vkmha_status vkmha_enumerate_devices(uint32_t *count, vkmha_device_inf
     if (st != VKMHA_SUCCESS) {
         if (vk.instance)
             vk.vki.DestroyInstance(vk.instance, NULL);
-        return st == VKMHA_ERROR_OUT_OF_HOST_MEMORY ? st : VKMHA_ERROR_NO_DEVICE;
+        /* The shared instance code names vkmha_context_create: name this call. */
+        const char *msg = tmp.last_error;
+        if (strncmp(msg, create, sizeof create - 1) == 0)
+            msg += sizeof create - 1;
+        st = st == VKMHA_ERROR_OUT_OF_HOST_MEMORY ? st : VKMHA_ERROR_NO_DEVICE;
+        return vkmha__creation_fail(NULL, NULL, st, "%s%s", call, msg);
     }
     VkPhysicalDevice devs[16];
     uint32_t n = VKMHA_ARRAY_LEN(devs);
@@ -845,5 +889,11 @@ VKMHA_API vkmha_status vkmha_enumerate_devices(uint32_t *count, vkmha_device_inf
     }
     *count = n;
     vk.vki.DestroyInstance(vk.instance, NULL);
-    return n ? VKMHA_SUCCESS : VKMHA_ERROR_NO_DEVICE;
+    if (n == 0) {
+        char hint[512];
+        no_driver_hint(hint, sizeof hint);
+        return vkmha__creation_fail(NULL, NULL, VKMHA_ERROR_NO_DEVICE,
+                                    "%s: no Vulkan device: %s", call, hint);
+    }
+    return VKMHA_SUCCESS;
 }

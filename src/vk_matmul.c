@@ -77,7 +77,7 @@ vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args 
     for (int d = 0; d < 3; d++)
         parts *= (n[d] + most[d] - 1) / most[d];
     if (parts > 1)
-        vkmha__log(vk->ctx->log, vk->ctx->log_user, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+        vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
                    "%s: matmul of %llu x %llu x %llu tiles split into %llu dispatches "
                    "(maxComputeWorkGroupCount %llu x %llu x %llu)",
                    vk->ctx->call, (unsigned long long)n[0], (unsigned long long)n[1],

@@ -33,19 +33,8 @@ static void identity(const vk_state *vk, vk_cache_identity *id)
     memcpy(id->device_uuid, vk->info.device_uuid, sizeof id->device_uuid);
 }
 
-static void log_info(const vk_state *vk, const char *fmt, ...) VKMHA_PRINTF(2, 3);
-
-static void log_info(const vk_state *vk, const char *fmt, ...)
-{
-    char msg[768];
-    va_list ap;
-    if (!vk->ctx->log)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    vk->ctx->log(vk->ctx->log_user, VKMHA_LOG_INFO, VKMHA_SUCCESS, msg);
-}
+/* What became of the cache, at INFO (vkmha_log_level). */
+#define log_info(vk, ...) vkmha__log((vk)->ctx, VKMHA_LOG_INFO, VKMHA_SUCCESS, __VA_ARGS__)
 
 static const char *error_text(int err, char *buf, size_t cap)
 {

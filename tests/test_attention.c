@@ -109,6 +109,7 @@ static void auto_split_case(vkmha_context *ref, t_rng *rng)
     desc.enable_validation = true;
     desc.log = keep_plan;
     desc.log_user = plan;
+    desc.log_level = VKMHA_LOG_DEBUG; /* the plan of each attention */
     vkmha_context *gpu = NULL;
     if (vkmha_context_create(&desc, &gpu)) {
         t_report(false, "context with a debug logger");

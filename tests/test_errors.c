@@ -647,6 +647,12 @@ static void bad_context(vkmha_context_desc *d, bool null_out, vkmha_status want,
             ok = false;
         }
     }
+    /* The same message without a logger: the thread's creation error. */
+    if (strcmp(vkmha_context_last_error(NULL), cap.msg) != 0) {
+        t_diag("%s: vkmha_context_last_error(NULL) is \"%s\", the logger got \"%s\"", label,
+               vkmha_context_last_error(NULL), cap.msg);
+        ok = false;
+    }
     t_report(ok, "%s", label);
 }
 
@@ -660,7 +666,7 @@ static void context_create_cases(void)
     d.backend = VKMHA_BACKEND_VULKAN;
     bad_context(&d, true, INVALID, "out", "context_create vulkan NULL out");
     memset(&d, 0, sizeof d);
-    d.backend = (vkmha_backend)7;
+    d.backend = 7;
     bad_context(&d, false, INVALID, "desc->backend", "context_create backend 7");
     memset(&d, 0, sizeof d);
     d.backend = VKMHA_BACKEND_REFERENCE;
@@ -676,6 +682,10 @@ static void context_create_cases(void)
     d.device_index = 99;
     bad_context(&d, false, VKMHA_ERROR_NO_DEVICE, "desc->device_index",
                 "context_create device_index 99: VKMHA_ERROR_NO_DEVICE");
+    memset(&d, 0, sizeof d);
+    d.backend = VKMHA_BACKEND_REFERENCE;
+    d.log_level = VKMHA_LOG_ERROR + 1;
+    bad_context(&d, false, INVALID, "desc->log_level", "context_create log_level above ERROR");
 }
 
 static void status_string_cases(void)

@@ -253,6 +253,7 @@ static vkmha_status create(vkmha_context_desc d, log_capture *cap, vkmha_context
     d.enable_validation = true;
     d.log = capture;
     d.log_user = cap;
+    d.log_level = VKMHA_LOG_INFO; /* what became of the cache */
     vkmha_status st = vkmha_context_create(&d, out);
     t_pin_libraries(); /* sanitizer builds: keep the driver and layer mapped */
     return st;

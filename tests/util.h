@@ -428,8 +428,9 @@ static inline void t_pin_libraries(void)
 
 /* Creates a context of `backend`, with the validation layer on for Vulkan
  * (synchronization validation included), the debug options `debug` (may be
- * NULL) and the logger `log` (NULL: t_log). Exits with status 1 (a failure,
- * never a skip) when it cannot be created. */
+ * NULL) and the logger `log` (NULL: t_log), which gets every level (DEBUG
+ * included: test_limits reads the dispatch splits). Exits with status 1 (a
+ * failure, never a skip) when it cannot be created, printing the reason. */
 static inline vkmha_context *t_context_ex(vkmha_backend backend, uint32_t flags,
                                           const vkmha_debug_options *debug, vkmha_log_fn log,
                                           void *log_user)
@@ -442,11 +443,12 @@ static inline vkmha_context *t_context_ex(vkmha_backend backend, uint32_t flags,
     desc.debug = debug;
     desc.log = log ? log : t_log;
     desc.log_user = log_user;
+    desc.log_level = VKMHA_LOG_DEBUG;
     vkmha_status st = vkmha_context_create(&desc, &ctx);
     if (st != VKMHA_SUCCESS) {
-        printf("Bail out! cannot create a %s context: %s\n",
+        printf("Bail out! cannot create a %s context: %s: %s\n",
                backend == VKMHA_BACKEND_REFERENCE ? "reference" : "Vulkan",
-               vkmha_status_string(st));
+               vkmha_status_string(st), vkmha_context_last_error(NULL));
         exit(1);
     }
     if (backend == VKMHA_BACKEND_VULKAN) {

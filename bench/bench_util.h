@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "vkmha.h"
+#include "cli.h" /* tools/cli.h: the options of every program */
 
 /* Monotonic wall clock in milliseconds. */
 static inline double now_ms(void)
@@ -47,53 +48,16 @@ static inline float *bench_random(size_t n, float scale, uint64_t *seed)
 static inline bool bench_device(vkmha_context_info *info, char date[32])
 {
     vkmha_context *probe = NULL;
-    if (vkmha_context_create(NULL, &probe)) {
-        fprintf(stderr, "no Vulkan device\n");
+    vkmha_status st = vkmha_context_create(NULL, &probe);
+    if (st != VKMHA_SUCCESS) {
+        fprintf(stderr, "cannot create a Vulkan context (%s): %s\n", vkmha_status_string(st),
+                vkmha_context_last_error(NULL));
         return false;
     }
     vkmha_context_get_info(probe, info);
     vkmha_context_destroy(probe);
     time_t now = time(NULL);
     strftime(date, 32, "%Y-%m-%d", gmtime(&now));
-    return true;
-}
-
-/* A command-line option: "--name" sets *flag; "--name VALUE" sets *u32
- * (atoi) or *str. Exactly one of the three pointers is set. */
-typedef struct bench_opt {
-    const char *name;
-    bool *flag;
-    uint32_t *u32;
-    const char **str;
-} bench_opt;
-
-/* Parses argv against the n options; false after a message on stderr for an
- * unknown option or a missing value. */
-static inline bool bench_parse_args(int argc, char **argv, const bench_opt *opts, size_t n)
-{
-    for (int i = 1; i < argc; i++) {
-        const bench_opt *o = NULL;
-        for (size_t k = 0; k < n && !o; k++)
-            if (!strcmp(argv[i], opts[k].name))
-                o = &opts[k];
-        if (!o) {
-            fprintf(stderr, "unknown option %s\n", argv[i]);
-            return false;
-        }
-        if (o->flag) {
-            *o->flag = true;
-            continue;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "%s needs a value\n", argv[i]);
-            return false;
-        }
-        const char *v = argv[++i];
-        if (o->u32)
-            *o->u32 = (uint32_t)atoi(v);
-        else
-            *o->str = v;
-    }
     return true;
 }
 

@@ -166,13 +166,17 @@ int main(int argc, char **argv)
 {
     uint32_t reps = 30;
     const char *csv_path = NULL;
-    const bench_opt opts[] = {{"--reps", NULL, &reps, NULL}, {"--csv", NULL, NULL, &csv_path}};
-    if (!bench_parse_args(argc, argv, opts, sizeof opts / sizeof opts[0])) {
-        fprintf(stderr, "usage: vkmha-bench-embed [--reps N] [--csv FILE]\n");
-        return 2;
-    }
-    if (reps < 1)
-        reps = 1;
+    const cli_opt opts[] = {
+        CLI_U32("--reps", "N", reps, 1, 100000, "timed runs per mode, median (default 30)"),
+        CLI_STR("--csv", "FILE", csv_path, "also write the results to FILE (default: none)"),
+    };
+    const cli_spec spec = {"vkmha-bench-embed",
+                           "Forward latency at small shapes by how the work reaches the "
+                           "device: host arrays,\ntensors, submit, and recorded into the "
+                           "application's command buffer. Writes no\nfile unless --csv is "
+                           "given.",
+                           opts, sizeof opts / sizeof opts[0]};
+    cli_parse(&spec, argc, argv);
     app a = {0};
     app_create(&a);
     const char *ext = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
@@ -189,8 +193,10 @@ int main(int argc, char **argv)
     cd.vulkan = &vd;
     vkmha_context *ctx = NULL;
     vkmha_status st = vkmha_context_create(&cd, &ctx);
-    if (st)
+    if (st) {
+        fprintf(stderr, "vkmha-bench-embed: %s\n", vkmha_context_last_error(NULL));
         die("vkmha_context_create", st);
+    }
     vkmha_context_info info;
     vkmha_context_get_info(ctx, &info);
 

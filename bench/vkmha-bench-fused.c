@@ -39,7 +39,7 @@ static result run(const vkmha_mha_desc *d, const vkmha_mha_io *io, uint32_t reps
     vkmha_context *ctx = NULL;
     vkmha_mha *mha = NULL;
     if ((r.status = vkmha_context_create(NULL, &ctx))) {
-        snprintf(r.error, sizeof r.error, "cannot create a context");
+        snprintf(r.error, sizeof r.error, "%s", vkmha_context_last_error(NULL));
         return r;
     }
     double t[16];
@@ -76,16 +76,26 @@ int main(int argc, char **argv)
     uint32_t d_model = 512, heads = 8, batch = 1, reps = 3, min_len = 512, max_len = 16384;
     bool causal = false;
     const char *csv_path = NULL;
-    const bench_opt opts[] = {
-        {"--causal", &causal, NULL, NULL},   {"--d-model", NULL, &d_model, NULL},
-        {"--heads", NULL, &heads, NULL},     {"--batch", NULL, &batch, NULL},
-        {"--reps", NULL, &reps, NULL},       {"--min-len", NULL, &min_len, NULL},
-        {"--max-len", NULL, &max_len, NULL}, {"--csv", NULL, NULL, &csv_path},
+    const cli_opt opts[] = {
+        CLI_U32("--d-model", "N", d_model, 1, 65536, "model width (default 512)"),
+        CLI_U32("--heads", "N", heads, 1, 65536, "heads, dividing --d-model (default 8)"),
+        CLI_U32("--batch", "N", batch, 1, 65536, "batch size (default 1)"),
+        CLI_U32("--min-len", "L", min_len, 1, 1u << 20, "first sequence length (default 512)"),
+        CLI_U32("--max-len", "L", max_len, 1, 1u << 20,
+                "last sequence length; lengths double (default 16384)"),
+        CLI_U32("--reps", "N", reps, 1, 16, "timed forwards per point, median (default 3)"),
+        CLI_FLAG("--causal", causal, "causal mask"),
+        CLI_STR("--csv", "FILE", csv_path, "also write the results to FILE (default: none)"),
     };
-    if (!bench_parse_args(argc, argv, opts, sizeof opts / sizeof opts[0]))
-        return 2;
-    if (!d_model || !heads || !batch || !min_len || d_model % heads) {
-        fprintf(stderr, "need d_model, heads, batch, min-len >= 1 and heads | d_model\n");
+    const cli_spec spec = {"vkmha-bench-fused",
+                           "The MHA forward on the fused attention path against the unfused "
+                           "one over long\nsequences: time and peak device memory. Writes "
+                           "no file unless --csv is given.",
+                           opts, sizeof opts / sizeof opts[0]};
+    cli_parse(&spec, argc, argv);
+    if (d_model % heads) {
+        fprintf(stderr, "vkmha-bench-fused: --heads (%u) must divide --d-model (%u)\n", heads,
+                d_model);
         return 2;
     }
 

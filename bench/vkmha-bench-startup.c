@@ -51,7 +51,8 @@ static int child(const char *cache, bool save, bool lazy, uint32_t d_model, uint
     vkmha_status st = vkmha_context_create(&cd, &ctx);
     double t_create = now_ms() - t0;
     if (st) {
-        fprintf(stderr, "vkmha_context_create: %s\n", vkmha_status_string(st));
+        fprintf(stderr, "vkmha-bench-startup: %s (%s)\n", vkmha_context_last_error(NULL),
+                vkmha_status_string(st));
         return 1;
     }
     uint64_t seed = 11;
@@ -169,19 +170,27 @@ int main(int argc, char **argv)
     uint32_t reps = 7, d_model = 64, heads = 4, len = 16;
     const char *csv_path = NULL, *cache = NULL;
     bool is_child = false, save = false, lazy = false;
-    const bench_opt opts[] = {
-        {"--reps", NULL, &reps, NULL},   {"--d-model", NULL, &d_model, NULL},
-        {"--heads", NULL, &heads, NULL}, {"--len", NULL, &len, NULL},
-        {"--csv", NULL, NULL, &csv_path},
-        /* The child's: */
-        {"--child", &is_child, NULL, NULL}, {"--save", &save, NULL, NULL},
-        {"--lazy", &lazy, NULL, NULL},      {"--cache", NULL, NULL, &cache},
+    const cli_opt opts[] = {
+        CLI_U32("--reps", "N", reps, 1, MAX_REPS, "samples per scenario, median (default 7)"),
+        CLI_U32("--d-model", "N", d_model, 1, 65536, "model width (default 64)"),
+        CLI_U32("--heads", "N", heads, 1, 65536, "heads, dividing --d-model (default 4)"),
+        CLI_U32("--len", "N", len, 1, 1u << 20, "sequence length (default 16)"),
+        CLI_STR("--csv", "FILE", csv_path, "also write the samples to FILE (default: none)"),
+        /* The child's (this program re-run for one sample): */
+        CLI_FLAG("--child", is_child, "internal: run one sample in this process"),
+        CLI_FLAG("--save", save, "internal (--child): save the vkmha cache"),
+        CLI_FLAG("--lazy", lazy, "internal (--child): no eager pipelines"),
+        CLI_STR("--cache", "FILE", cache, "internal (--child): the vkmha cache file"),
     };
-    if (!bench_parse_args(argc, argv, opts, sizeof opts / sizeof opts[0]))
-        return 2;
-    if (!d_model || !heads || !len || d_model % heads || !reps || reps > MAX_REPS) {
-        fprintf(stderr, "need d_model, heads, len >= 1, heads | d_model, 1 <= reps <= %d\n",
-                MAX_REPS);
+    const cli_spec spec = {"vkmha-bench-startup",
+                           "What a start costs (context, first and second forward), cold "
+                           "and with warm\nvkmha and Mesa shader caches, each sample a fresh "
+                           "process. Writes no file\nunless --csv is given.",
+                           opts, sizeof opts / sizeof opts[0]};
+    cli_parse(&spec, argc, argv);
+    if (d_model % heads) {
+        fprintf(stderr, "vkmha-bench-startup: --heads (%u) must divide --d-model (%u)\n",
+                heads, d_model);
         return 2;
     }
     if (is_child)

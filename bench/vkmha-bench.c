@@ -193,8 +193,10 @@ static vkmha_context *vk_context(void)
     vkmha_context_desc d = {0};
     d.flags = VKMHA_CONTEXT_PROFILE;
     vkmha_context *ctx = NULL;
-    if (vkmha_context_create(&d, &ctx) != VKMHA_SUCCESS)
+    if (vkmha_context_create(&d, &ctx) != VKMHA_SUCCESS) {
+        fprintf(stderr, "vkmha-bench: %s\n", vkmha_context_last_error(NULL));
         die("cannot create a Vulkan context");
+    }
     return ctx;
 }
 
@@ -745,44 +747,35 @@ static void write_json(const opts *o, const char *driver)
 
 /* ---- main ------------------------------------------------------------------ */
 
-static void usage(void)
-{
-    fprintf(stderr,
-            "usage: vkmha-bench [--suite quick|full] [--only matmul,softmax,heads,attention,mha]\n"
-            "                   [--reps N] [--max-len L] [--threads T] [--csv FILE] [--json FILE]\n"
-            "                   [--torch-script PATH] [--python PATH]\n");
-    exit(2);
-}
-
 int main(int argc, char **argv)
 {
     opts o = {true, "", 5, 1024, 0, NULL, NULL, VKMHA_TORCH_SCRIPT, "python3"};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v)
-            usage();
-        if (!strcmp(a, "--suite"))
-            o.full = strcmp(v, "quick") != 0;
-        else if (!strcmp(a, "--only"))
-            snprintf(o.only, sizeof o.only, "%s", v);
-        else if (!strcmp(a, "--reps"))
-            o.reps = (uint32_t)strtoul(v, NULL, 10);
-        else if (!strcmp(a, "--max-len"))
-            o.max_len = (uint32_t)strtoul(v, NULL, 10);
-        else if (!strcmp(a, "--threads"))
-            o.threads = (uint32_t)strtoul(v, NULL, 10);
-        else if (!strcmp(a, "--csv"))
-            o.csv = v;
-        else if (!strcmp(a, "--json"))
-            o.json = v;
-        else if (!strcmp(a, "--torch-script"))
-            o.torch_script = v;
-        else if (!strcmp(a, "--python"))
-            o.python = v;
-        else
-            usage();
-        i++;
-    }
+    static const char *const suites[] = {"quick", "full", NULL};
+    const char *suite = "full", *only = "";
+    const cli_opt options[] = {
+        CLI_CHOICE("--suite", "NAME", suite, suites,
+                   "quick: fewer shapes; full: the whole grid (default full)"),
+        CLI_STR("--only", "LIST", only,
+                "comma-separated subset of matmul,softmax,heads,attention,mha (default: all)"),
+        CLI_U32("--reps", "N", o.reps, 1, 10000, "timed repetitions per row, median (default 5)"),
+        CLI_U32("--max-len", "L", o.max_len, 128, 1u << 20, "longest sequence (default 1024)"),
+        CLI_U32("--threads", "T", o.threads, 1, 4096,
+                "threads of the CPU peers (default: the online CPUs)"),
+        CLI_STR("--csv", "FILE", o.csv, "also write the rows to FILE as CSV (default: none)"),
+        CLI_STR("--json", "FILE", o.json, "also write the rows to FILE as JSON (default: none)"),
+        CLI_STR("--torch-script", "PATH", o.torch_script,
+                "the PyTorch peer (default: bench/torch_mha.py of the source tree)"),
+        CLI_STR("--python", "PATH", o.python, "python with torch for the peer (default python3)"),
+    };
+    const cli_spec spec = {"vkmha-bench",
+                           "vkmha's ops and MHA forward on Vulkan against OpenBLAS and "
+                           "PyTorch (when present)\nand the reference backend. Writes no "
+                           "file unless --csv or --json is given\n(tools/bench writes "
+                           "docs/ only with --write-docs).",
+                           options, sizeof options / sizeof options[0]};
+    cli_parse(&spec, argc, argv);
+    o.full = strcmp(suite, "quick") != 0;
+    snprintf(o.only, sizeof o.only, "%s", only);
     if (!o.reps)
         o.reps = 1;
     if (o.max_len < 128)

@@ -81,6 +81,18 @@ static bool check(bool ok, const char *fmt, ...)
         }                                                                                 \
     } while (0)
 
+/* A context creation: also says why it failed (there is no context yet to
+ * ask, so vkmha keeps the message for the thread). */
+#define VKMHA_CREATE_CHECK(call)                                                          \
+    do {                                                                                  \
+        vkmha_status s_ = (call);                                                         \
+        if (s_ != VKMHA_SUCCESS) {                                                        \
+            printf("Bail out! %s failed: %s: %s\n", #call, vkmha_status_string(s_),      \
+                   vkmha_context_last_error(NULL));                                       \
+            exit(1);                                                                      \
+        }                                                                                 \
+    } while (0)
+
 /* ---- the engine's allocators, counting --------------------------------------- */
 
 /* Every block carries its size in a 64-byte header (so realloc can copy). */
@@ -489,7 +501,7 @@ int main(void)
     cd.vulkan = &vd;
     cd.allocator = &host;
     vkmha_context *ctx = NULL;
-    VKMHA_CHECK(vkmha_context_create(&cd, &ctx));
+    VKMHA_CREATE_CHECK(vkmha_context_create(&cd, &ctx));
     vkmha_context_info info;
     VKMHA_CHECK(vkmha_context_get_info(ctx, &info));
     check(info.external_device && info.push_descriptors,
@@ -565,7 +577,7 @@ int main(void)
     vkmha_context *ref_ctx = NULL;
     vkmha_context_desc rd = {0};
     rd.backend = VKMHA_BACKEND_REFERENCE;
-    VKMHA_CHECK(vkmha_context_create(&rd, &ref_ctx));
+    VKMHA_CREATE_CHECK(vkmha_context_create(&rd, &ref_ctx));
     vkmha_mha *ref = NULL;
     VKMHA_CHECK(vkmha_mha_create(ref_ctx, &md, &ref));
     float *doubled = malloc(n_act * sizeof(float)), *want = malloc(n_act * sizeof(float));

@@ -112,7 +112,7 @@ static void auto_split_case(vkmha_context *ref, t_rng *rng)
     desc.log_level = VKMHA_LOG_DEBUG; /* the plan of each attention */
     vkmha_context *gpu = NULL;
     if (vkmha_context_create(&desc, &gpu)) {
-        t_report(false, "context with a debug logger");
+        t_report(false, "context with a debug logger: %s", vkmha_context_last_error(NULL));
         return;
     }
     const t_attention_run run = {VKMHA_ATTENTION_PATH_AUTO, 0, "default path, logged"};

@@ -62,6 +62,8 @@ static vkmha_context *counted_context(vkmha_backend backend, counting *c, vkmha_
     d.log = t_log;
     vkmha_context *ctx = NULL;
     *st = vkmha_context_create(&d, &ctx);
+    if (*st != VKMHA_SUCCESS)
+        t_diag("vkmha_context_create: %s", vkmha_context_last_error(NULL));
     return ctx;
 }
 
@@ -572,6 +574,8 @@ static void own_device_custom_loader(const layer_data *ld, const float *want)
     d.log = t_log;
     vkmha_context *ctx = NULL;
     vkmha_status st = vkmha_context_create(&d, &ctx);
+    if (st != VKMHA_SUCCESS)
+        t_diag("vkmha_context_create: %s", vkmha_context_last_error(NULL));
     vkmha_context_info info = {0};
     vkmha_mha *mha = NULL;
     float *out = t_alloc(N_ACT);

@@ -136,8 +136,8 @@ int main(void)
         desc.matmul_tile = &overrides[o].tile;
         vkmha_context *ctx = NULL;
         vkmha_status st = vkmha_context_create(&desc, &ctx);
-        if (!t_report(st == VKMHA_SUCCESS, "context with matmul_tile %s: %s", overrides[o].name,
-                      vkmha_status_string(st)))
+        if (!t_report(st == VKMHA_SUCCESS, "context with matmul_tile %s: %s %s", overrides[o].name,
+                      vkmha_status_string(st), vkmha_context_last_error(NULL)))
             continue;
         vkmha_context_info info;
         vkmha_context_get_info(ctx, &info);

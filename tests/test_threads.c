@@ -89,8 +89,8 @@ static void *own_context(void *arg)
     wk->setup_ok = vkmha_context_create(&cd, &gpu) == VKMHA_SUCCESS &&
                    vkmha_mha_create(gpu, &g_layer.desc, &m) == VKMHA_SUCCESS;
     if (!wk->setup_ok)
-        snprintf(wk->error, sizeof wk->error, "thread %d: context or layer creation failed",
-                 wk->index);
+        snprintf(wk->error, sizeof wk->error, "thread %d: context or layer creation failed (%s)",
+                 wk->index, gpu ? vkmha_context_last_error(gpu) : vkmha_context_last_error(NULL));
     wk->matmul_ok = wk->setup_ok;
     for (int i = 0; wk->setup_ok && i < FORWARDS; i++) {
         /* Each thread starts at another path, so that all paths run at once. */

@@ -6,7 +6,7 @@
  *   vkmha-demo [--d-model 512] [--heads 8] [--kv-heads H] [--len 128]
  *              [--len-k L] [--batch 2] [--mask none|causal|padding|full|bias|all]
  *              [--bias] [--post-norm] [--path auto|fused|unfused] [--reps 5]
- *              [--validation] [--device N] */
+ *              [--validation] [--device N] [--verbose]   (--help describes them) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "vkmha.h"
+#include "cli.h"
 
 /* |vulkan - reference| <= ATOL + RTOL * |reference|, as in tests/test_mha.c. */
 #define ATOL 1e-5
@@ -35,13 +36,20 @@ static float uniform(float lo, float hi)
     return lo + (hi - lo) * (float)((rng_state >> 40) * (1.0 / 16777216.0));
 }
 
-static float *random_array(size_t n, float lo, float hi)
+/* malloc, or exit with status 1 after a message (sizes from the options). */
+static void *alloc_or_exit(size_t bytes)
 {
-    float *p = malloc((n ? n : 1) * sizeof *p);
+    void *p = malloc(bytes ? bytes : 1);
     if (!p) {
-        fprintf(stderr, "out of memory\n");
+        fprintf(stderr, "vkmha-demo: out of host memory (%zu bytes)\n", bytes);
         exit(1);
     }
+    return p;
+}
+
+static float *random_array(size_t n, float lo, float hi)
+{
+    float *p = alloc_or_exit(n * sizeof *p);
     for (size_t i = 0; i < n; i++)
         p[i] = uniform(lo, hi);
     return p;
@@ -53,67 +61,61 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* vkmha's messages on stderr, named by level (errors with their status). */
 static void log_stderr(void *user, vkmha_log_level level, vkmha_status status, const char *msg)
 {
+    static const char *const names[] = {"", "debug", "info", "warning", "error"};
     (void)user;
-    (void)level;
-    fprintf(stderr, "vkmha: %s: %s\n", vkmha_status_string(status), msg);
-}
-
-static void usage(const char *argv0)
-{
-    fprintf(stderr,
-            "usage: %s [--d-model N] [--heads N] [--kv-heads N] [--len N] [--len-k N]\n"
-            "          [--batch N] [--mask none|causal|padding|full|bias|all] [--bias]\n"
-            "          [--post-norm] [--path auto|fused|unfused] [--reps N]\n"
-            "          [--validation] [--device N]\n",
-            argv0);
-    exit(2);
+    if (level >= VKMHA_LOG_ERROR)
+        fprintf(stderr, "vkmha: error (%s): %s\n", vkmha_status_string(status), msg);
+    else
+        fprintf(stderr, "vkmha: %s: %s\n", names[level <= VKMHA_LOG_WARN ? level : 0], msg);
 }
 
 int main(int argc, char **argv)
 {
     uint32_t d_model = 512, heads = 8, kv_heads = 0, len = 128, len_k = 0, batch = 2, reps = 5;
-    bool bias = false, post_norm = false;
+    bool bias = false, post_norm = false, verbose = false;
     const char *mask_name = "none", *path_name = "auto";
     vkmha_context_desc vdesc = {0};
+    static const char *const masks[] = {"none", "causal", "padding", "full", "bias", "all", NULL};
+    static const char *const paths[] = {"auto", "fused", "unfused", NULL};
+    /* Limits keep every array size far from size_t overflow; memory runs out
+     * first (a message and exit status 1). */
+    const cli_opt opts[] = {
+        CLI_U32("--d-model", "N", d_model, 1, 65536, "model width (default 512; a multiple of --heads)"),
+        CLI_U32("--heads", "N", heads, 1, 65536, "query heads (default 8)"),
+        CLI_U32("--kv-heads", "N", kv_heads, 1, 65536,
+                "key/value heads, dividing --heads (default: --heads)"),
+        CLI_U32("--len", "N", len, 1, 1u << 20, "query length (default 128)"),
+        CLI_U32("--len-k", "N", len_k, 1, 1u << 20,
+                "key length, cross-attention (default: self-attention, --len)"),
+        CLI_U32("--batch", "N", batch, 1, 65536, "batch size (default 2)"),
+        CLI_CHOICE("--mask", "KIND", mask_name, masks, "mask kinds (default none)"),
+        CLI_FLAG("--bias", bias, "projection biases"),
+        CLI_FLAG("--post-norm", post_norm, "out = LayerNorm(query + attention)"),
+        CLI_CHOICE("--path", "PATH", path_name, paths, "attention path (default auto)"),
+        CLI_U32("--reps", "N", reps, 1, 100000,
+                "timed Vulkan forwards, the median is printed (default 5)"),
+        CLI_FLAG("--validation", vdesc.enable_validation,
+                 "enable the Vulkan validation layer; any message fails the demo"),
+        {"--device", "N", "Vulkan device N of vkmha-info's list (default: automatic)", NULL,
+         &vdesc.device_index, NULL, 0, 0, NULL, &vdesc.use_device_index},
+        CLI_FLAG("--verbose", verbose,
+                 "also print vkmha's debug and info messages (each forward's plan)"),
+    };
+    const cli_spec spec = {
+        "vkmha-demo",
+        "One multi-head attention forward on Vulkan and on the scalar reference backend,\n"
+        "with the same random weights and inputs: prints the time of each and the\n"
+        "largest difference; exit status 1 when an element differs by more than\n"
+        "1e-5 + 1e-4 * |reference| (or on any error), 2 for bad options.",
+        opts, sizeof opts / sizeof opts[0]};
+    cli_parse(&spec, argc, argv);
+    /* Warnings and errors always (the validation layer's included), the
+     * plan of each forward only with --verbose. */
     vdesc.log = log_stderr;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--bias"))
-            bias = true;
-        else if (!strcmp(a, "--post-norm"))
-            post_norm = true;
-        else if (!strcmp(a, "--validation"))
-            vdesc.enable_validation = true;
-        else if (!v)
-            usage(argv[0]);
-        else if (!strcmp(a, "--d-model"))
-            d_model = (uint32_t)atoi(v), i++;
-        else if (!strcmp(a, "--heads"))
-            heads = (uint32_t)atoi(v), i++;
-        else if (!strcmp(a, "--kv-heads"))
-            kv_heads = (uint32_t)atoi(v), i++;
-        else if (!strcmp(a, "--len"))
-            len = (uint32_t)atoi(v), i++;
-        else if (!strcmp(a, "--len-k"))
-            len_k = (uint32_t)atoi(v), i++;
-        else if (!strcmp(a, "--batch"))
-            batch = (uint32_t)atoi(v), i++;
-        else if (!strcmp(a, "--reps"))
-            reps = (uint32_t)atoi(v), i++;
-        else if (!strcmp(a, "--mask"))
-            mask_name = v, i++;
-        else if (!strcmp(a, "--path"))
-            path_name = v, i++;
-        else if (!strcmp(a, "--device"))
-            vdesc.use_device_index = true, vdesc.device_index = (uint32_t)atoi(v), i++;
-        else
-            usage(argv[0]);
-    }
-    if (reps == 0)
-        reps = 1;
+    vdesc.log_level = verbose ? VKMHA_LOG_DEBUG : VKMHA_LOG_DEFAULT;
     uint32_t Lk = len_k ? len_k : len;
     uint32_t hkv = kv_heads ? kv_heads : heads;
 
@@ -122,8 +124,6 @@ int main(int argc, char **argv)
         path = VKMHA_ATTENTION_PATH_FUSED;
     else if (!strcmp(path_name, "unfused"))
         path = VKMHA_ATTENTION_PATH_UNFUSED;
-    else if (strcmp(path_name, "auto"))
-        usage(argv[0]);
 
     vkmha_mask mask = {0};
     if (!strcmp(mask_name, "causal"))
@@ -137,20 +137,18 @@ int main(int argc, char **argv)
     else if (!strcmp(mask_name, "all"))
         mask.kinds = VKMHA_MASK_KEY_PADDING | VKMHA_MASK_FULL | VKMHA_MASK_CAUSAL |
                      VKMHA_MASK_BIAS;
-    else if (strcmp(mask_name, "none"))
-        usage(argv[0]);
     uint8_t *kp = NULL, *full = NULL;
     float *mbias = NULL;
     if (mask.kinds & VKMHA_MASK_KEY_PADDING) {
         /* Batch entry b keeps its first Lk - b keys (padding at the end). */
-        kp = malloc((size_t)batch * Lk);
+        kp = alloc_or_exit((size_t)batch * Lk);
         for (uint32_t b = 0; b < batch; b++)
             for (uint32_t j = 0; j < Lk; j++)
                 kp[(size_t)b * Lk + j] = j + b < Lk;
         mask.key_padding = kp;
     }
     if (mask.kinds & VKMHA_MASK_FULL) {
-        full = malloc((size_t)batch * len * Lk);
+        full = alloc_or_exit((size_t)batch * len * Lk);
         for (size_t i = 0; i < (size_t)batch * len * Lk; i++)
             full[i] = uniform(0, 1) > 0.2f;
         mask.full = full;
@@ -166,8 +164,10 @@ int main(int argc, char **argv)
     d.n_head = heads;
     d.n_kv_head = kv_heads;
     d.post_norm = post_norm;
-    if (heads == 0 || d_model % heads) {
-        fprintf(stderr, "--d-model must be a multiple of --heads\n");
+    if (d_model % heads || heads % hkv) {
+        fprintf(stderr, "vkmha-demo: --d-model (%u) must be a multiple of --heads (%u), and "
+                        "--heads of --kv-heads (%u)\n(vkmha-demo --help lists the options)\n",
+                d_model, heads, hkv);
         return 2;
     }
     uint32_t dh = d_model / heads;
@@ -191,7 +191,7 @@ int main(int argc, char **argv)
     float *query = random_array(nq, -1, 1);
     float *key = len_k ? random_array(nk, -1, 1) : query;
     float *value = len_k ? random_array(nk, -1, 1) : query;
-    float *out_vk = malloc(nq * sizeof(float)), *out_ref = malloc(nq * sizeof(float));
+    float *out_vk = alloc_or_exit(nq * sizeof(float)), *out_ref = alloc_or_exit(nq * sizeof(float));
     vkmha_mha_io io = {batch, len, len_k, query, key, value, mask.kinds ? &mask : NULL,
                        out_vk, NULL, path, 0};
 
@@ -217,7 +217,7 @@ int main(int argc, char **argv)
     /* Vulkan: one warm-up (pipelines, buffers), then the median of reps. */
     if (vkmha_mha_forward(mvk, &io))
         goto done;
-    double *times = malloc(reps * sizeof *times);
+    double *times = alloc_or_exit(reps * sizeof *times);
     for (uint32_t r = 0; r < reps; r++) {
         double t0 = now_ms();
         if (vkmha_mha_forward(mvk, &io)) {
@@ -260,8 +260,7 @@ int main(int argc, char **argv)
     else
         printf("PASS\n");
 done:
-    if (rc && vk && vkmha_context_last_error(vk)[0])
-        fprintf(stderr, "error: %s\n", vkmha_context_last_error(vk));
+    /* Errors were printed by log_stderr (every failure reaches the logger). */
     vkmha_mha_destroy(mvk);
     vkmha_mha_destroy(mref);
     vkmha_context_destroy(vk);

@@ -1,7 +1,8 @@
 /* vkmha-info: the Vulkan devices vkmha sees, the features and limits it
  * uses, and what a context picks (device, tiles, reductions).
  *
- *   vkmha-info [--device N] [--no-subgroup-ops] [--validation]
+ *   vkmha-info [--device N] [--no-subgroup-ops] [--validation] [--verbose]
+ *   (--help describes them)
  *
  * The environment variable VKMHA_MATMUL_TILE="register:32,8,4,4,8"
  * (variant:bm,bn,bk,tm,tn) overrides the matmul tiles, as
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "vkmha.h"
+#include "cli.h"
 
 static const char *type_name(vkmha_device_type t)
 {
@@ -67,23 +69,39 @@ static void print_tile(const char *name, const vkmha_tile_config *t)
            t->bm, t->bn, t->bk, t->tm, t->tn, t->workgroup_size);
 }
 
+/* vkmha's messages on stderr, named by level. */
+static void log_stderr(void *user, vkmha_log_level level, vkmha_status status, const char *msg)
+{
+    static const char *const names[] = {"", "debug", "info", "warning", "error"};
+    (void)user;
+    if (level >= VKMHA_LOG_ERROR)
+        fprintf(stderr, "vkmha: error (%s): %s\n", vkmha_status_string(status), msg);
+    else
+        fprintf(stderr, "vkmha: %s: %s\n", names[level <= VKMHA_LOG_WARN ? level : 0], msg);
+}
+
 int main(int argc, char **argv)
 {
     vkmha_context_desc desc = {0};
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--device") && i + 1 < argc) {
-            desc.use_device_index = true;
-            desc.device_index = (uint32_t)strtoul(argv[++i], NULL, 10);
-        } else if (!strcmp(argv[i], "--no-subgroup-ops")) {
-            desc.flags |= VKMHA_CONTEXT_NO_SUBGROUP_OPS;
-        } else if (!strcmp(argv[i], "--validation")) {
-            desc.enable_validation = true;
-        } else {
-            fprintf(stderr, "usage: %s [--device N] [--no-subgroup-ops] [--validation]\n",
-                    argv[0]);
-            return 2;
-        }
-    }
+    bool no_subgroup = false, verbose = false;
+    const cli_opt opts[] = {
+        {"--device", "N", "create the context on device N of the list (default: automatic)",
+         NULL, &desc.device_index, NULL, 0, 0, NULL, &desc.use_device_index},
+        CLI_FLAG("--no-subgroup-ops", no_subgroup, "reductions without subgroup arithmetic"),
+        CLI_FLAG("--validation", desc.enable_validation, "enable the Vulkan validation layer"),
+        CLI_FLAG("--verbose", verbose, "also print vkmha's debug and info messages"),
+    };
+    const cli_spec spec = {"vkmha-info",
+                           "Lists the Vulkan devices vkmha sees with the features and limits it "
+                           "uses,\nthen what a context picks on the chosen device (tiles, "
+                           "reductions).\nVKMHA_MATMUL_TILE=\"register:32,8,4,4,8\" overrides "
+                           "the matmul tiles.",
+                           opts, sizeof opts / sizeof opts[0]};
+    cli_parse(&spec, argc, argv);
+    if (no_subgroup)
+        desc.flags |= VKMHA_CONTEXT_NO_SUBGROUP_OPS;
+    desc.log = log_stderr;
+    desc.log_level = verbose ? VKMHA_LOG_DEBUG : VKMHA_LOG_DEFAULT;
     printf("vkmha %u.%u.%u\n", vkmha_version() / 10000, vkmha_version() / 100 % 100,
            vkmha_version() % 100);
 
@@ -91,7 +109,8 @@ int main(int argc, char **argv)
     uint32_t n = 16;
     vkmha_status st = vkmha_enumerate_devices(&n, devs);
     if (st != VKMHA_SUCCESS) {
-        printf("no Vulkan devices: %s\n", vkmha_status_string(st));
+        fprintf(stderr, "vkmha-info: no Vulkan devices (%s): %s\n", vkmha_status_string(st),
+                vkmha_context_last_error(NULL));
         return 1;
     }
     for (uint32_t i = 0; i < n && i < 16; i++) {
@@ -101,8 +120,8 @@ int main(int argc, char **argv)
 
     vkmha_context *ctx = NULL;
     st = vkmha_context_create(&desc, &ctx);
-    if (st != VKMHA_SUCCESS) {
-        printf("\ncannot create a context: %s\n", vkmha_status_string(st));
+    if (st != VKMHA_SUCCESS) { /* the logger printed the reason */
+        fprintf(stderr, "vkmha-info: cannot create a context: %s\n", vkmha_status_string(st));
         return 1;
     }
     vkmha_context_info info;

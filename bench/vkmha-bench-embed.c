@@ -170,13 +170,12 @@ int main(int argc, char **argv)
         CLI_U32("--reps", "N", reps, 1, 100000, "timed runs per mode, median (default 30)"),
         CLI_STR("--csv", "FILE", csv_path, "also write the results to FILE (default: none)"),
     };
-    const cli_spec spec = {"vkmha-bench-embed",
-                           "Forward latency at small shapes by how the work reaches the "
-                           "device: host arrays,\ntensors, submit, and recorded into the "
-                           "application's command buffer. Writes no\nfile unless --csv is "
-                           "given.",
-                           opts, sizeof opts / sizeof opts[0]};
-    cli_parse(&spec, argc, argv);
+    CLI_PARSE("vkmha-bench-embed",
+              "Forward latency at small shapes by how the work reaches the "
+              "device: host arrays,\ntensors, submit, and recorded into the "
+              "application's command buffer. Writes no\nfile unless --csv is "
+              "given.",
+              opts, argc, argv);
     app a = {0};
     app_create(&a);
     const char *ext = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;

@@ -87,12 +87,11 @@ int main(int argc, char **argv)
         CLI_FLAG("--causal", causal, "causal mask"),
         CLI_STR("--csv", "FILE", csv_path, "also write the results to FILE (default: none)"),
     };
-    const cli_spec spec = {"vkmha-bench-fused",
-                           "The MHA forward on the fused attention path against the unfused "
-                           "one over long\nsequences: time and peak device memory. Writes "
-                           "no file unless --csv is given.",
-                           opts, sizeof opts / sizeof opts[0]};
-    cli_parse(&spec, argc, argv);
+    CLI_PARSE("vkmha-bench-fused",
+              "The MHA forward on the fused attention path against the unfused "
+              "one over long\nsequences: time and peak device memory. Writes "
+              "no file unless --csv is given.",
+              opts, argc, argv);
     if (d_model % heads) {
         fprintf(stderr, "vkmha-bench-fused: --heads (%u) must divide --d-model (%u)\n", heads,
                 d_model);

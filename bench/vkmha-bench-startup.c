@@ -182,12 +182,11 @@ int main(int argc, char **argv)
         CLI_FLAG("--lazy", lazy, "internal (--child): no eager pipelines"),
         CLI_STR("--cache", "FILE", cache, "internal (--child): the vkmha cache file"),
     };
-    const cli_spec spec = {"vkmha-bench-startup",
-                           "What a start costs (context, first and second forward), cold "
-                           "and with warm\nvkmha and Mesa shader caches, each sample a fresh "
-                           "process. Writes no file\nunless --csv is given.",
-                           opts, sizeof opts / sizeof opts[0]};
-    cli_parse(&spec, argc, argv);
+    CLI_PARSE("vkmha-bench-startup",
+              "What a start costs (context, first and second forward), cold "
+              "and with warm\nvkmha and Mesa shader caches, each sample a fresh "
+              "process. Writes no file\nunless --csv is given.",
+              opts, argc, argv);
     if (d_model % heads) {
         fprintf(stderr, "vkmha-bench-startup: --heads (%u) must divide --d-model (%u)\n",
                 heads, d_model);

@@ -767,13 +767,12 @@ int main(int argc, char **argv)
                 "the PyTorch peer (default: bench/torch_mha.py of the source tree)"),
         CLI_STR("--python", "PATH", o.python, "python with torch for the peer (default python3)"),
     };
-    const cli_spec spec = {"vkmha-bench",
-                           "vkmha's ops and MHA forward on Vulkan against OpenBLAS and "
-                           "PyTorch (when present)\nand the reference backend. Writes no "
-                           "file unless --csv or --json is given\n(tools/bench writes "
-                           "docs/ only with --write-docs).",
-                           options, sizeof options / sizeof options[0]};
-    cli_parse(&spec, argc, argv);
+    CLI_PARSE("vkmha-bench",
+              "vkmha's ops and MHA forward on Vulkan against OpenBLAS and "
+              "PyTorch (when present)\nand the reference backend. Writes no "
+              "file unless --csv or --json is given\n(tools/bench writes "
+              "docs/ only with --write-docs).",
+              options, argc, argv);
     o.full = strcmp(suite, "quick") != 0;
     snprintf(o.only, sizeof o.only, "%s", only);
     if (!o.reps)

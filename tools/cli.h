@@ -1,5 +1,6 @@
 /* The command-line parser of vkmha's tools and benchmarks (tools/, bench/):
- * one table of options gives both the parsing and the --help text.
+ * one table of options gives both the parsing and the --help text; and the
+ * tools' logger.
  * Numbers are parsed strictly: decimal digits only (no sign, no spaces, no
  * suffix), within the option's range; anything else is a message naming the
  * option and the value on stderr and exit status 2, as is an unknown option
@@ -16,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "vkmha.h"
 
 /* One option. Exactly one of flag, u32 and str is set: "--name" sets *flag;
  * "--name VALUE" sets *u32 (a number in [min, max]; max 0 means UINT32_MAX)
@@ -144,6 +147,27 @@ static inline void cli_parse(const cli_spec *s, int argc, char **argv)
         }
         *o->str = v;
     }
+}
+
+/* Parses argv against the array `opts`: the whole program's command line.
+ * `about` is the paragraph --help prints after the usage line. */
+#define CLI_PARSE(prog, about, opts, argc, argv)                                     \
+    do {                                                                         \
+        const cli_spec cli_spec_ = {prog, about, opts, sizeof(opts) / sizeof((opts)[0])}; \
+        cli_parse(&cli_spec_, argc, argv);                                       \
+    } while (0)
+
+/* A vkmha logger for the tools: vkmha's messages on stderr, named by level
+ * ("vkmha: debug: ...", errors with their status). */
+static inline void cli_log_stderr(void *user, vkmha_log_level level, vkmha_status status,
+                                  const char *msg)
+{
+    static const char *const names[] = {"", "debug", "info", "warning", "error"};
+    (void)user;
+    if (level >= VKMHA_LOG_ERROR)
+        fprintf(stderr, "vkmha: error (%s): %s\n", vkmha_status_string(status), msg);
+    else
+        fprintf(stderr, "vkmha: %s: %s\n", names[level <= VKMHA_LOG_WARN ? level : 0], msg);
 }
 
 #endif /* VKMHA_CLI_H */

@@ -61,17 +61,6 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* vkmha's messages on stderr, named by level (errors with their status). */
-static void log_stderr(void *user, vkmha_log_level level, vkmha_status status, const char *msg)
-{
-    static const char *const names[] = {"", "debug", "info", "warning", "error"};
-    (void)user;
-    if (level >= VKMHA_LOG_ERROR)
-        fprintf(stderr, "vkmha: error (%s): %s\n", vkmha_status_string(status), msg);
-    else
-        fprintf(stderr, "vkmha: %s: %s\n", names[level <= VKMHA_LOG_WARN ? level : 0], msg);
-}
-
 int main(int argc, char **argv)
 {
     uint32_t d_model = 512, heads = 8, kv_heads = 0, len = 128, len_k = 0, batch = 2, reps = 5;
@@ -104,17 +93,15 @@ int main(int argc, char **argv)
         CLI_FLAG("--verbose", verbose,
                  "also print vkmha's debug and info messages (each forward's plan)"),
     };
-    const cli_spec spec = {
-        "vkmha-demo",
-        "One multi-head attention forward on Vulkan and on the scalar reference backend,\n"
-        "with the same random weights and inputs: prints the time of each and the\n"
-        "largest difference; exit status 1 when an element differs by more than\n"
-        "1e-5 + 1e-4 * |reference| (or on any error), 2 for bad options.",
-        opts, sizeof opts / sizeof opts[0]};
-    cli_parse(&spec, argc, argv);
+    CLI_PARSE("vkmha-demo",
+              "One multi-head attention forward on Vulkan and on the scalar reference backend,\n"
+              "with the same random weights and inputs: prints the time of each and the\n"
+              "largest difference; exit status 1 when an element differs by more than\n"
+              "1e-5 + 1e-4 * |reference| (or on any error), 2 for bad options.",
+              opts, argc, argv);
     /* Warnings and errors always (the validation layer's included), the
      * plan of each forward only with --verbose. */
-    vdesc.log = log_stderr;
+    vdesc.log = cli_log_stderr;
     vdesc.log_level = verbose ? VKMHA_LOG_DEBUG : VKMHA_LOG_DEFAULT;
     uint32_t Lk = len_k ? len_k : len;
     uint32_t hkv = kv_heads ? kv_heads : heads;
@@ -203,7 +190,7 @@ int main(int argc, char **argv)
     vkmha_context *vk = NULL, *ref = NULL;
     vkmha_context_desc rdesc = {0};
     rdesc.backend = VKMHA_BACKEND_REFERENCE;
-    rdesc.log = log_stderr;
+    rdesc.log = cli_log_stderr;
     vkmha_mha *mvk = NULL, *mref = NULL;
     int rc = 1;
     if (vkmha_context_create(&vdesc, &vk) || vkmha_context_create(&rdesc, &ref) ||
@@ -260,7 +247,7 @@ int main(int argc, char **argv)
     else
         printf("PASS\n");
 done:
-    /* Errors were printed by log_stderr (every failure reaches the logger). */
+    /* Errors were printed by cli_log_stderr (every failure reaches the logger). */
     vkmha_mha_destroy(mvk);
     vkmha_mha_destroy(mref);
     vkmha_context_destroy(vk);

@@ -69,17 +69,6 @@ static void print_tile(const char *name, const vkmha_tile_config *t)
            t->bm, t->bn, t->bk, t->tm, t->tn, t->workgroup_size);
 }
 
-/* vkmha's messages on stderr, named by level. */
-static void log_stderr(void *user, vkmha_log_level level, vkmha_status status, const char *msg)
-{
-    static const char *const names[] = {"", "debug", "info", "warning", "error"};
-    (void)user;
-    if (level >= VKMHA_LOG_ERROR)
-        fprintf(stderr, "vkmha: error (%s): %s\n", vkmha_status_string(status), msg);
-    else
-        fprintf(stderr, "vkmha: %s: %s\n", names[level <= VKMHA_LOG_WARN ? level : 0], msg);
-}
-
 int main(int argc, char **argv)
 {
     vkmha_context_desc desc = {0};
@@ -91,16 +80,15 @@ int main(int argc, char **argv)
         CLI_FLAG("--validation", desc.enable_validation, "enable the Vulkan validation layer"),
         CLI_FLAG("--verbose", verbose, "also print vkmha's debug and info messages"),
     };
-    const cli_spec spec = {"vkmha-info",
-                           "Lists the Vulkan devices vkmha sees with the features and limits it "
-                           "uses,\nthen what a context picks on the chosen device (tiles, "
-                           "reductions).\nVKMHA_MATMUL_TILE=\"register:32,8,4,4,8\" overrides "
-                           "the matmul tiles.",
-                           opts, sizeof opts / sizeof opts[0]};
-    cli_parse(&spec, argc, argv);
+    CLI_PARSE("vkmha-info",
+              "Lists the Vulkan devices vkmha sees with the features and limits it "
+              "uses,\nthen what a context picks on the chosen device (tiles, "
+              "reductions).\nVKMHA_MATMUL_TILE=\"register:32,8,4,4,8\" overrides "
+              "the matmul tiles.",
+              opts, argc, argv);
     if (no_subgroup)
         desc.flags |= VKMHA_CONTEXT_NO_SUBGROUP_OPS;
-    desc.log = log_stderr;
+    desc.log = cli_log_stderr;
     desc.log_level = verbose ? VKMHA_LOG_DEBUG : VKMHA_LOG_DEFAULT;
     printf("vkmha %u.%u.%u\n", vkmha_version() / 10000, vkmha_version() / 100 % 100,
            vkmha_version() % 100);

@@ -56,7 +56,6 @@ typedef enum vk_kind {
     KIND_LAYERNORM,
     KIND_FLASH,
     KIND_FLASH_COMBINE,
-    KIND_ATTN_WEIGHTS,
     KIND_COUNT
 } vk_kind;
 
@@ -70,7 +69,6 @@ typedef enum vk_pipe {
     PIPE_LAYERNORM,
     PIPE_FLASH, /* VK_FLASH_CLASSES pipelines, one per head-dim class */
     PIPE_FLASH_COMBINE = PIPE_FLASH + 4,
-    PIPE_ATTN_WEIGHTS,
     PIPE_COUNT
 } vk_pipe;
 
@@ -91,12 +89,12 @@ typedef struct vk_site {
     uint64_t ids[VK_MAX_BINDINGS];
 } vk_site;
 
-/* The sites vk_record_attention uses: the scores matmul (unfused, or the
- * weights of the fused path), the softmax, the P V matmul, the fused shader,
- * its split-K combine and its weights pass. */
+/* The sites vk_record_attention uses: the unfused scores matmul, softmax and
+ * P V matmul, the fused shader, its split-K combine and its weights pass
+ * (the fused shader again, with the weights bound as its output). */
 #define VK_ATTENTION_SITES 6
 #define VK_ATTENTION_SITE_KINDS                                                             \
-    KIND_MATMUL, KIND_SOFTMAX, KIND_MATMUL, KIND_FLASH, KIND_FLASH_COMBINE, KIND_ATTN_WEIGHTS
+    KIND_MATMUL, KIND_SOFTMAX, KIND_MATMUL, KIND_FLASH, KIND_FLASH_COMBINE, KIND_FLASH
 
 /* The context's own sites, for the ops on host arrays. */
 typedef enum vk_op_site {

@@ -254,6 +254,17 @@ typedef struct vkmha_context_desc {
     /* For tests: never needed in production. NULL (default): none. See
      * vkmha_debug_options. */
     const vkmha_debug_options *debug;
+    /* Vulkan: the most bytes of scratch (the device buffers a call needs
+     * besides its inputs, outputs and the layers' weights, staging included;
+     * vkmha_context_info.scratch_bytes) the context keeps between calls.
+     * Scratch grows to what a call needs and is kept for the next call; when
+     * a call computed on the context's queue ends above the budget, its
+     * largest scratch buffers are freed until it is within it (the next call
+     * that needs them allocates them again). 0 (default): no budget, scratch
+     * is kept until vkmha_context_trim. Scratch referenced by command
+     * buffers the application recorded (vkmha_*_record) is kept until
+     * vkmha_context_trim either way. */
+    uint64_t scratch_budget;
 } vkmha_context_desc;
 
 typedef struct vkmha_device_info {
@@ -328,6 +339,10 @@ typedef struct vkmha_context_info {
     bool pipeline_cache_loaded;
     uint64_t pipeline_cache_bytes;
     uint32_t pipelines_created; /* compute pipelines created so far */
+    /* Bytes of device memory in scratch buffers now (part of
+     * device_memory_bytes; see vkmha_context_desc.scratch_budget), and the
+     * budget (0: none). 0 for the reference backend. */
+    uint64_t scratch_bytes, scratch_budget;
 } vkmha_context_info;
 
 /* Creates a context. On failure *out is NULL and the desc's logger (if any)

@@ -206,6 +206,7 @@ struct vk_state {
     bool work_mapped; /* unified memory: no staging copies */
     uint64_t next_buffer_id;
     uint64_t memory_bytes, memory_peak_bytes; /* VkDeviceMemory held now, at most */
+    uint64_t scratch_budget; /* desc->scratch_budget: 0, or vk_scratch_fit after each call */
     uint64_t heap_bytes[VK_MAX_MEMORY_HEAPS];   /* the same per memory heap */
     /* vkAllocateMemory calls so far, and vkmha_debug_options' failures:
      * calls number fail_alloc_first .. fail_alloc_last fail (0: none). */
@@ -298,6 +299,11 @@ vkmha_status vk_buffer_ensure(vk_state *vk, vk_buffer *b, VkDeviceSize size,
 vkmha_status vk_slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size);
 /* Grows the staging buffers (unless working memory is mapped). */
 vkmha_status vk_staging_ensure(vk_state *vk, VkDeviceSize upload, VkDeviceSize download);
+/* Bytes of the scratch buffers: slots, staging and retired buffers. */
+uint64_t vk_scratch_bytes(const vk_state *vk);
+/* Frees scratch buffers, largest first, until at most `budget` bytes are
+ * left; none while recorded command buffers may use them (vk->recorded). */
+void vk_scratch_fit(vk_state *vk, uint64_t budget);
 /* The same even when working memory is mapped: for copies into or out of
  * the application's (unmapped) buffers. */
 vkmha_status vk_staging_ensure_unmapped(vk_state *vk, VkDeviceSize upload,

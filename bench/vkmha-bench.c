@@ -193,10 +193,8 @@ static vkmha_context *vk_context(void)
     vkmha_context_desc d = {0};
     d.flags = VKMHA_CONTEXT_PROFILE;
     vkmha_context *ctx = NULL;
-    if (vkmha_context_create(&d, &ctx) != VKMHA_SUCCESS) {
-        fprintf(stderr, "vkmha-bench: %s\n", vkmha_context_last_error(NULL));
-        die("cannot create a Vulkan context");
-    }
+    if (vkmha_context_create(&d, &ctx) != VKMHA_SUCCESS)
+        die(vkmha_context_last_error(NULL));
     return ctx;
 }
 
@@ -793,7 +791,7 @@ int main(int argc, char **argv)
     vkmha_context_desc rd = {0};
     rd.backend = VKMHA_BACKEND_REFERENCE;
     if (vkmha_context_create(&rd, &ref))
-        die("cannot create the reference context");
+        die(vkmha_context_last_error(NULL));
     vkmha_context_get_info(vk, &dev_info);
     vkmha_context_destroy(vk);
     char driver[600];

@@ -27,8 +27,10 @@ static bool expect_create(const vkmha_context_desc *d, vkmha_status want,
         t_diag("%s: *out is not NULL", label);
         ok = false;
     }
-    if (want == VKMHA_SUCCESS)
+    if (want == VKMHA_SUCCESS) {
+        t_pin_libraries(); /* sanitizer builds: keep the driver mapped */
         vkmha_context_destroy(ctx);
+    }
     const char *msg = vkmha_context_last_error(NULL);
     t_diag("%s: vkmha_context_last_error(NULL): \"%s\"", label, msg);
     if (want == VKMHA_SUCCESS && msg[0] != '\0') {
@@ -171,6 +173,9 @@ static void log_level_cases(void)
 
 static void normal_cases(void)
 {
+    /* A Vulkan context alive throughout: the driver stays loaded (and, in
+     * sanitizer builds, pinned: its one-time globals stay reachable). */
+    vkmha_context *keep = t_context(VKMHA_BACKEND_VULKAN, 0);
     vkmha_context_desc d = {0};
     static const char *const flags_words[] = {"vkmha_context_create", "desc->flags", NULL};
     d.backend = VKMHA_BACKEND_REFERENCE;
@@ -206,6 +211,8 @@ static void normal_cases(void)
     }
     thread_cases();
     log_level_cases();
+    t_report_validation(keep);
+    vkmha_context_destroy(keep);
 }
 
 /* VK_ICD_FILENAMES names a missing file: no driver at all. */

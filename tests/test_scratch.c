@@ -132,10 +132,12 @@ int main(void)
         desc.log = t_log;
         desc.scratch_budget = i == 0 ? BUDGET : 0;
         if (vkmha_context_create(&desc, &p.ctx[i])) {
-            printf("Bail out! cannot create a Vulkan context\n");
+            printf("Bail out! cannot create a Vulkan context: %s\n",
+                   vkmha_context_last_error(NULL));
             return 1;
         }
     }
+    t_pin_libraries(); /* sanitizer builds: keep the driver and layer mapped */
     vkmha_context_info info;
     const bool got_info = vkmha_context_get_info(p.ctx[0], &info) == VKMHA_SUCCESS;
     t_report(got_info && info.scratch_budget == BUDGET && info.scratch_bytes == 0,

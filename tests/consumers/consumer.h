@@ -13,6 +13,12 @@
 
 #include <vkmha.h>
 
+/* Run after the Vulkan context exists: the suite's consumers pin the
+ * loaded libraries there for sanitizer reports (t_pin_libraries). */
+#ifndef CONSUMER_AFTER_CREATE
+#define CONSUMER_AFTER_CREATE() ((void)0)
+#endif
+
 static int consumer_forward(const char *who)
 {
     enum { D = 24, H = 3, L = 7, B = 2 };
@@ -33,6 +39,7 @@ static int consumer_forward(const char *who)
         printf("%s: Vulkan context: %s\n", who, vkmha_context_last_error(NULL));
         return 1;
     }
+    CONSUMER_AFTER_CREATE();
     cd.enable_validation = false;
     cd.backend = VKMHA_BACKEND_REFERENCE;
     if (vkmha_context_create(&cd, &ref) != VKMHA_SUCCESS) {

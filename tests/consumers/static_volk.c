@@ -5,6 +5,7 @@
 #include <volk.h>
 
 #include "../util.h"
+#define CONSUMER_AFTER_CREATE() t_pin_libraries()
 #include "consumer.h"
 
 int main(void)
@@ -27,7 +28,6 @@ int main(void)
     }
     t_report(r == VK_SUCCESS && n > 0 && volkGetLoadedInstance() == instance,
              "the program's volk globals are its own: instance loaded, %u devices", n);
-    t_pin_libraries();
     t_report(consumer_forward("static + own volk") == 0,
              "vkmha linked statically: a layer forward matches the reference, validation "
              "silent");

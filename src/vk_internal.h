@@ -56,6 +56,7 @@ typedef enum vk_kind {
     KIND_LAYERNORM,
     KIND_FLASH,
     KIND_FLASH_COMBINE,
+    KIND_FLASH_CPU,
     KIND_COUNT
 } vk_kind;
 
@@ -69,16 +70,20 @@ typedef enum vk_pipe {
     PIPE_LAYERNORM,
     PIPE_FLASH, /* VK_FLASH_CLASSES pipelines, one per head-dim class */
     PIPE_FLASH_COMBINE = PIPE_FLASH + 4,
-    PIPE_COUNT
+    PIPE_FLASH_CPU, /* shaders/flash_cpu.comp, VK_FLASH_CLASSES pipelines */
+    PIPE_COUNT = PIPE_FLASH_CPU + 4
 } vk_pipe;
 
 /* Fused attention pipelines by largest head dim: 32, 64, 128, 256. */
 #define VK_FLASH_CLASSES 4
+/* Keys per online-softmax step of shaders/flash_cpu.comp (its BK). */
+#define VK_FLASH_CPU_BLOCK_K 4
 
 /* Bindings of a site, at most: KIND_FLASH has 8 (q, k, v, 3 masks, out,
- * statistics). KIND_MATMUL has 4 (A, B, bias, C), or 6 with matmul_texel: A
- * and B as vec4 texel buffers, bias, C, then A and B again as storage buffers
- * (for shapes whose strides rule out vec4 reads). */
+ * statistics), and so has KIND_FLASH_CPU (q, k, v as vec4 texel buffers).
+ * KIND_MATMUL has 4 (A, B, bias, C), or 6 with matmul_texel: A and B as vec4
+ * texel buffers, bias, C, then A and B again as storage buffers (for shapes
+ * whose strides rule out vec4 reads). */
 #define VK_MAX_BINDINGS 8
 
 /* A descriptor set bound to one dispatch site; rewritten only when a buffer
@@ -91,10 +96,12 @@ typedef struct vk_site {
 
 /* The sites vk_record_attention uses: the unfused scores matmul, softmax and
  * P V matmul, the fused shader, its split-K combine and its weights pass
- * (the fused shader again, with the weights bound as its output). */
-#define VK_ATTENTION_SITES 6
+ * (the fused shader again, with the weights bound as its output), and the
+ * CPU-shaped fused shader and its weights pass. */
+#define VK_ATTENTION_SITES 8
 #define VK_ATTENTION_SITE_KINDS                                                             \
-    KIND_MATMUL, KIND_SOFTMAX, KIND_MATMUL, KIND_FLASH, KIND_FLASH_COMBINE, KIND_FLASH
+    KIND_MATMUL, KIND_SOFTMAX, KIND_MATMUL, KIND_FLASH, KIND_FLASH_COMBINE, KIND_FLASH,      \
+        KIND_FLASH_CPU, KIND_FLASH_CPU
 
 /* The context's own sites, for the ops on host arrays. */
 typedef enum vk_op_site {
@@ -228,6 +235,11 @@ struct vk_state {
     uint32_t max_texel_elements; /* maxTexelBufferElements */
     uint32_t reduce_wg, elementwise_wg;
     vkmha_attention_config flash[VK_FLASH_CLASSES];
+    /* shaders/flash_cpu.comp per class: workgroup_size invocations of tm
+     * query rows each (block_q = their product), block_k keys per step;
+     * workgroup_size 0 where the device cannot run it. */
+    vkmha_attention_config flash_cpu[VK_FLASH_CLASSES];
+    vkmha_fused_kernel fused_kernel; /* desc->debug: forced kernel, or AUTO */
     uint32_t flash_fill_groups; /* fewer fused workgroups than this: split-K */
 
     VkDescriptorSetLayout set_layouts[KIND_COUNT];
@@ -432,6 +444,7 @@ vk_heads_view vk_view_merged(const vk_buffer *buf, uint32_t heads, uint32_t len,
 typedef struct vk_attn_plan {
     attn_shape s;
     bool fused;
+    bool cpu_kernel; /* fused: shaders/flash_cpu.comp, else flash.comp */
     bool weights;    /* the caller wants the weights (in SLOT_SCORES) */
     uint32_t cls;    /* fused: head-dim class, index into vk->flash */
     uint32_t q_blocks, splits, split_len;
@@ -445,9 +458,12 @@ typedef struct vk_attn_plan {
  * caller's weights tensor, takes its place), SLOT_STATS, and the split-K
  * partials. plan->masks are the mask slots: a caller with mask tensors
  * replaces them. UNSUPPORTED if the fused path was forced for head dims
- * above 256. */
+ * above 256. qkvo: the buffers q, k, v and out will be read from and written
+ * to (out NULL: a slot), which decide whether the CPU-shaped kernel can read
+ * them as vec4 texels. */
 vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weights,
-                                  vk_buffer *weights_buf, vk_attn_plan *plan);
+                                  vk_buffer *weights_buf, const vk_buffer *const qkvo[4],
+                                  vk_attn_plan *plan);
 /* Records the attention of `plan` from q, k, v (+ masks in the mask slots)
  * into out, and the weights into SLOT_SCORES if planned. out may share q's
  * buffer when d_k == d_v and the views match (q is read before out is

@@ -9,6 +9,7 @@
 
 #include "flash.spv.h"
 #include "flash_combine.spv.h"
+#include "flash_cpu.spv.h"
 #include "heads.spv.h"
 #include "layernorm.spv.h"
 #include "layernorm_sg.spv.h"
@@ -28,7 +29,8 @@ typedef struct spv_code {
  * buffers of a matmul with matmul_texel (see VK_MAX_BINDINGS). */
 static const uint32_t kind_bindings[KIND_COUNT] = {
     [KIND_MATMUL] = 4,     [KIND_SOFTMAX] = 5,        [KIND_HEADS] = 2,
-    [KIND_LAYERNORM] = 4,  [KIND_FLASH] = 8,          [KIND_FLASH_COMBINE] = 4};
+    [KIND_LAYERNORM] = 4,  [KIND_FLASH] = 8,          [KIND_FLASH_COMBINE] = 4,
+    [KIND_FLASH_CPU] = 8};
 
 uint32_t vk_kind_bindings(const vk_state *vk, vk_kind kind)
 {
@@ -37,7 +39,8 @@ uint32_t vk_kind_bindings(const vk_state *vk, vk_kind kind)
 
 VkDescriptorType vk_binding_type(const vk_state *vk, vk_kind kind, uint32_t binding)
 {
-    return kind == KIND_MATMUL && vk->matmul_texel && binding < 2
+    return (kind == KIND_MATMUL && vk->matmul_texel && binding < 2) ||
+                   (kind == KIND_FLASH_CPU && binding < 3)
                ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
                : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
 }
@@ -164,6 +167,19 @@ static bool pick_flash(const vkmha_device_info *d, uint32_t max_dim, bool cpu,
     return false;
 }
 
+/* shaders/flash_cpu.comp for CPU devices whose matmul reads texels (the
+ * same texel views): 8 invocations (lavapipe's SIMD width at 256 bits) of TM
+ * query rows, fewer rows for wider heads, whose q and output accumulator
+ * stay in registers (2 x TM x max_dim floats per invocation). */
+static vkmha_attention_config pick_flash_cpu(const vkmha_device_info *d, uint32_t max_dim)
+{
+    const uint32_t tm = max_dim <= 64 ? 2 : max_dim <= 128 ? 2 : 1;
+    uint32_t wg = 8;
+    while (wg > 1 && (wg > d->max_workgroup_invocations || wg > d->max_workgroup_size[0]))
+        wg /= 2;
+    return (vkmha_attention_config){max_dim, wg * tm, VK_FLASH_CPU_BLOCK_K, tm, 1, wg, 0};
+}
+
 static uint32_t pick_workgroup(const vkmha_device_info *d, uint32_t want)
 {
     uint32_t wg = want;
@@ -240,9 +256,16 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override)
     }
     vk->reduce_wg = pick_workgroup(&vk->info, 128);
     vk->elementwise_wg = pick_workgroup(&vk->info, 256);
-    for (uint32_t c = 0; c < VK_FLASH_CLASSES; c++)
+    for (uint32_t c = 0; c < VK_FLASH_CLASSES; c++) {
         if (!pick_flash(&vk->info, 32u << c, cpu, &vk->flash[c]))
             vk->flash[c] = (vkmha_attention_config){0}; /* that class runs unfused */
+        vk->flash_cpu[c] = cpu && vk->matmul_texel ? pick_flash_cpu(&vk->info, 32u << c)
+                                                   : (vkmha_attention_config){0};
+    }
+    if (vk->fused_kernel == VKMHA_FUSED_KERNEL_REGISTER && !vk->flash_cpu[0].workgroup_size)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "vkmha_context_create: desc->debug->fused_kernel: the CPU-shaped "
+                           "fused kernel runs on CPU devices only");
     /* Split-K below this many workgroups; Vulkan does not report the number
      * of cores, so this is per device type: enough for large GPUs, and a few
      * per thread for CPU devices. */
@@ -306,6 +329,8 @@ vk_kind vk_pipe_kind(vk_pipe pipe)
     };
     if (pipe >= PIPE_FLASH && pipe < PIPE_FLASH + VK_FLASH_CLASSES)
         return KIND_FLASH;
+    if (pipe >= PIPE_FLASH_CPU)
+        return KIND_FLASH_CPU;
     return kinds[pipe];
 }
 
@@ -320,6 +345,7 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
     static const spv_code heads = SPV(vkmha_spv_heads);
     static const spv_code flash = SPV(vkmha_spv_flash);
     static const spv_code flash_combine = SPV(vkmha_spv_flash_combine);
+    static const spv_code flash_cpu = SPV(vkmha_spv_flash_cpu);
     static const spv_code softmax[2] = {SPV(vkmha_spv_softmax), SPV(vkmha_spv_softmax_sg)};
     static const spv_code layernorm[2] = {SPV(vkmha_spv_layernorm), SPV(vkmha_spv_layernorm_sg)};
     uint32_t spec[7];
@@ -369,18 +395,26 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
         spec[0] = vk->elementwise_wg; /* 0 WG */
         code = &heads;
         break;
-    default: { /* PIPE_FLASH + class */
-        const vkmha_attention_config *f = &vk->flash[pipe - PIPE_FLASH];
-        spec[0] = f->workgroup_size;   /* 0 WG */
-        spec[1] = f->block_q;          /* 1 BR */
-        spec[2] = f->block_k;          /* 2 BC */
-        spec[3] = f->max_head_dim / 4; /* 3 D4 */
-        spec[4] = f->tm;               /* 4 SR */
-        spec[5] = f->tn;               /* 5 SC */
-        n_spec = 6;
-        code = &flash;
+    default: /* PIPE_FLASH + class, or PIPE_FLASH_CPU[_VEC] + class */
+        if (pipe >= PIPE_FLASH_CPU) {
+            const vkmha_attention_config *f = &vk->flash_cpu[pipe - PIPE_FLASH_CPU];
+            spec[0] = f->workgroup_size;   /* 0 WG */
+            spec[1] = f->tm;               /* 1 TM */
+            spec[2] = f->max_head_dim / 4; /* 2 D4 */
+            n_spec = 3;
+            code = &flash_cpu;
+        } else {
+            const vkmha_attention_config *f = &vk->flash[pipe - PIPE_FLASH];
+            spec[0] = f->workgroup_size;   /* 0 WG */
+            spec[1] = f->block_q;          /* 1 BR */
+            spec[2] = f->block_k;          /* 2 BC */
+            spec[3] = f->max_head_dim / 4; /* 3 D4 */
+            spec[4] = f->tm;               /* 4 SR */
+            spec[5] = f->tn;               /* 5 SC */
+            n_spec = 6;
+            code = &flash;
+        }
         break;
-    }
     }
 
     VkSpecializationMapEntry entries[7];
@@ -422,6 +456,8 @@ vkmha_status vk_pipelines_create_all(vk_state *vk)
         bool flash = p >= PIPE_FLASH && p < PIPE_FLASH + VK_FLASH_CLASSES;
         if (flash && !vk->flash[p - PIPE_FLASH].workgroup_size)
             continue; /* that head-dim class runs unfused on this device */
+        if (p >= PIPE_FLASH_CPU && !vk->flash_cpu[p - PIPE_FLASH_CPU].workgroup_size)
+            continue; /* no CPU-shaped kernel on this device */
         if ((st = vk_pipeline_get(vk, (vk_pipe)p, &pipe)))
             return st;
     }
@@ -449,7 +485,7 @@ vkmha_status vk_site_pool_create(vk_state *vk, const vk_kind *kinds, uint32_t co
         {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, count * 2}};
     VkDescriptorPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
     pi.maxSets = count;
-    pi.poolSizeCount = vk->matmul_texel ? 2 : 1;
+    pi.poolSizeCount = 2; /* texel buffers: the register matmul and flash_cpu.comp */
     pi.pPoolSizes = sizes;
     if ((r = vk->vkd.vkCreateDescriptorPool(vk->device, &pi, vk->vkalloc, &p.pool)) != VK_SUCCESS) {
         vkmha__free(vk->ctx, p.sites);

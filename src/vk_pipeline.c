@@ -481,6 +481,9 @@ vkmha_status vk_pipeline_statistics(vk_state *vk, vk_pipe pipe, uint32_t *subgro
         !vk->vkd.vkGetPipelineExecutableStatisticsKHR)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "pipeline statistics need a compile-only context");
+    if (!pipe_available(vk, pipe))
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "pipeline %d is not used on this device", (int)pipe);
     if ((st = vk_pipeline_get(vk, pipe, &p)))
         return st;
     /* A compute pipeline has one executable: its compute shader. */

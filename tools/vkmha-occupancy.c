@@ -56,6 +56,10 @@
  * wave, "LDS size" per workgroup and "Scratch size" per wave in bytes. */
 #include "vk_internal.h"
 
+/* --tap is the test suite's test 'occupancy': the suite's TAP helpers, and
+ * t_pin_libraries so that sanitizer reports name the driver's frames. */
+#include "util.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,6 +198,7 @@ static bool add_context(const family *f, uint32_t flags, bool validate, rows *rs
     }
     vkmha_context_info info;
     vkmha_context_get_info(ctx, &info);
+    t_pin_libraries();
     /* RADV names its null device "Null hardware (RADV NAVI21)" (Mesa 22.3);
      * anything else means the loader picked another driver. */
     char want[64];
@@ -382,9 +387,11 @@ int main(int argc, char **argv)
         icd = found;
     if (!icd || access(icd, R_OK) != 0) {
         const char *why = icd ? icd : "radeon_icd.<machine>.json not found";
-        if (tap)
-            printf("1..1\nnot ok 1 - RADV's ICD manifest (%s): install Debian's "
-                   "mesa-vulkan-drivers (tools/install-deps)\n", why);
+        if (tap) {
+            t_report(false, "RADV's ICD manifest (%s): install Debian's mesa-vulkan-drivers "
+                            "(tools/install-deps)", why);
+            t_finish();
+        }
         fprintf(stderr, "vkmha-occupancy: no RADV ICD manifest (%s): install Debian's "
                         "mesa-vulkan-drivers, or pass --icd\n", why);
         return 1;
@@ -413,28 +420,23 @@ int main(int argc, char **argv)
     } else {
         /* One case per family that failed to compile, per pipeline, and for
          * the validation layer. */
-        size_t cases = rs.n + (validate ? 1 : 0), id = 0;
-        for (size_t k = 0; k < n_chosen; k++)
-            cases += !fam_ok[k];
-        printf("1..%zu\n", cases);
         for (size_t k = 0; k < n_chosen; k++) {
             if (!fam_ok[k])
-                printf("not ok %zu - %s: compile every pipeline on RADV's null device (see "
-                       "stderr)\n", ++id, chosen[k]->name);
+                t_report(false, "%s: compile every pipeline on RADV's null device (see "
+                                "stderr)", chosen[k]->name);
             for (size_t i = first_of[k]; i < end_of[k]; i++) {
                 const row *r = &rs.v[i];
-                bool spill = r->spilled_vgprs || r->spilled_sgprs || r->scratch;
-                printf("%s %zu - %s %s/%s (%s): %u VGPRs, %u SGPRs, %u VGPRs and %u SGPRs "
-                       "spilled, %llu bytes of scratch, %.2f waves/SIMD\n",
-                       spill ? "not ok" : "ok", ++id, r->fam->name, r->name, r->shader, r->spec,
-                       r->vgprs, r->sgprs, r->spilled_vgprs, r->spilled_sgprs,
-                       (unsigned long long)r->scratch, r->waves_per_simd);
-                if (spill)
-                    status = 1;
+                t_report(!r->spilled_vgprs && !r->spilled_sgprs && !r->scratch,
+                         "%s %s/%s (%s): %u VGPRs, %u SGPRs, %u VGPRs and %u SGPRs spilled, "
+                         "%llu bytes of scratch, %.2f waves/SIMD",
+                         r->fam->name, r->name, r->shader, r->spec, r->vgprs, r->sgprs,
+                         r->spilled_vgprs, r->spilled_sgprs, (unsigned long long)r->scratch,
+                         r->waves_per_simd);
             }
         }
         if (validate)
-            printf("%s %zu - no validation layer message\n", clean ? "ok" : "not ok", ++id);
+            t_report(clean, "no validation layer message");
+        status = t_finish();
     }
     if (validate && !clean) {
         fprintf(stderr, "vkmha-occupancy: the validation layer sent messages\n");

@@ -310,7 +310,7 @@ static void print_table(const rows *rs, bool csv)
                "lds_bytes,scratch_bytes,spilled_vgprs,spilled_sgprs,code_bytes,"
                "waves_per_simd,workgroups_per_cu,limit\n");
     else
-        printf("%-8s %-17s %-14s %-41s %4s %4s %5s %5s %6s %7s %9s %6s %6s %-8s\n", "family",
+        printf("%-8s %-17s %-14s %-41s %4s %4s %5s %5s %6s %7s %9s %6s %6s %s\n", "family",
                "pipeline", "shader", "specialization", "wg", "wave", "VGPRs", "SGPRs",
                "LDS B", "scratch", "spill V/S", "w/SIMD", "WG/CU", "limit");
     for (size_t i = 0; i < rs->n; i++) {
@@ -325,7 +325,7 @@ static void print_table(const rows *rs, bool csv)
         }
         char spills[24];
         snprintf(spills, sizeof spills, "%u/%u", r->spilled_vgprs, r->spilled_sgprs);
-        printf("%-8s %-17s %-14s %-41s %4u %4u %5u %5u %6llu %7llu %9s %6.2f %6.1f %-8s\n",
+        printf("%-8s %-17s %-14s %-41s %4u %4u %5u %5u %6llu %7llu %9s %6.2f %6.1f %s\n",
                r->fam->name, r->name, r->shader, r->spec, r->workgroup_size, r->wave, r->vgprs,
                r->sgprs, (unsigned long long)r->lds, (unsigned long long)r->scratch, spills,
                r->waves_per_simd, r->groups_per_cu, r->limit);

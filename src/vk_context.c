@@ -768,6 +768,7 @@ vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc, bool 
     vk->ctx = ctx;
     ctx->vk = vk;
     vk->compile_only = compile_only;
+    vk->scratch_budget = desc->scratch_budget;
     if (ext) {
         vk->vkalloc = ext->allocation_callbacks;
         vk->queue_lock = ext->queue_lock;

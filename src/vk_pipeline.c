@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn_weights.spv.h"
 #include "flash.spv.h"
 #include "flash_combine.spv.h"
 #include "heads.spv.h"
@@ -29,8 +28,7 @@ typedef struct spv_code {
  * buffers of a matmul with matmul_texel (see VK_MAX_BINDINGS). */
 static const uint32_t kind_bindings[KIND_COUNT] = {
     [KIND_MATMUL] = 4,     [KIND_SOFTMAX] = 5,        [KIND_HEADS] = 2,
-    [KIND_LAYERNORM] = 4,  [KIND_FLASH] = 8,          [KIND_FLASH_COMBINE] = 4,
-    [KIND_ATTN_WEIGHTS] = 5};
+    [KIND_LAYERNORM] = 4,  [KIND_FLASH] = 8,          [KIND_FLASH_COMBINE] = 4};
 
 uint32_t vk_kind_bindings(const vk_state *vk, vk_kind kind)
 {
@@ -305,7 +303,6 @@ vk_kind vk_pipe_kind(vk_pipe pipe)
         [PIPE_MATMUL_SMALL] = KIND_MATMUL, [PIPE_MATMUL_SMALL_VEC] = KIND_MATMUL,
         [PIPE_SOFTMAX] = KIND_SOFTMAX,     [PIPE_HEADS] = KIND_HEADS,
         [PIPE_LAYERNORM] = KIND_LAYERNORM, [PIPE_FLASH_COMBINE] = KIND_FLASH_COMBINE,
-        [PIPE_ATTN_WEIGHTS] = KIND_ATTN_WEIGHTS,
     };
     if (pipe >= PIPE_FLASH && pipe < PIPE_FLASH + VK_FLASH_CLASSES)
         return KIND_FLASH;
@@ -320,7 +317,6 @@ static const spv_code matmul_cpu = SPV(matmul_cpu, "WG", "TM", "TN", "VEC");
 static const spv_code heads = SPV(heads, "WG");
 static const spv_code flash = SPV(flash, "WG", "BR", "BC", "D4", "SR", "SC");
 static const spv_code flash_combine = SPV(flash_combine, "WG");
-static const spv_code attn_weights = SPV(attn_weights, "WG");
 static const spv_code softmax[2] = {SPV(softmax, "WG"), SPV(softmax_sg, "WG")};
 static const spv_code layernorm[2] = {SPV(layernorm, "WG"), SPV(layernorm_sg, "WG")};
 #undef SPV
@@ -366,9 +362,6 @@ static const spv_code *pipe_spec(const vk_state *vk, vk_pipe pipe, uint32_t spec
     case PIPE_FLASH_COMBINE:
         spec[0] = vk->elementwise_wg; /* 0 WG */
         return &flash_combine;
-    case PIPE_ATTN_WEIGHTS:
-        spec[0] = vk->elementwise_wg; /* 0 WG */
-        return &attn_weights;
     case PIPE_HEADS:
         spec[0] = vk->elementwise_wg; /* 0 WG */
         return &heads;
@@ -458,7 +451,6 @@ void vk_pipe_info_get(const vk_state *vk, vk_pipe pipe, vk_pipe_info *out)
         [PIPE_LAYERNORM] = "layernorm",       [PIPE_FLASH] = "flash_d32",
         [PIPE_FLASH + 1] = "flash_d64",       [PIPE_FLASH + 2] = "flash_d128",
         [PIPE_FLASH + 3] = "flash_d256",      [PIPE_FLASH_COMBINE] = "flash_combine",
-        [PIPE_ATTN_WEIGHTS] = "attn_weights",
     };
     memset(out, 0, sizeof *out);
     out->name = names[pipe];

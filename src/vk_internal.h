@@ -79,6 +79,9 @@ typedef enum vk_pipe {
 /* Keys per online-softmax step of shaders/flash_cpu.comp (its BK). */
 #define VK_FLASH_CPU_BLOCK_K 4
 
+/* Specialization constants of a pipeline, at most (the matmul's). */
+#define VK_MAX_SPEC 7
+
 /* Bindings of a site, at most: KIND_FLASH has 8 (q, k, v, 3 masks, out,
  * statistics), and so has KIND_FLASH_CPU (q, k, v as vec4 texel buffers).
  * KIND_MATMUL has 4 (A, B, bias, C), or 6 with matmul_texel: A and B as vec4
@@ -200,6 +203,8 @@ struct vk_state {
 
     VkDevice device;
     struct VolkDeviceTable vkd; /* this device's functions */
+    /* vkmha__context_create_compile_only: pipelines only, nothing runs. */
+    bool compile_only;
     uint32_t queue_family;
     VkQueue queue;
     VkCommandPool cmd_pool;
@@ -272,6 +277,21 @@ struct vk_state {
     uint32_t n_pending;
 };
 
+/* ---- compile-only contexts (src/context.c), for tools/vkmha-occupancy ---- */
+/* Like vkmha_context_create (desc->vulkan must be NULL), for a device that
+ * compiles pipelines but cannot run them: Mesa's RADV with RADV_FORCE_FAMILY
+ * and no GPU, a null device without memory types or fences whose queue must
+ * never be used. The device, tiles and specialization constants are chosen
+ * exactly as vkmha_context_create chooses them on that device; the device
+ * also enables VK_KHR_pipeline_executable_properties (UNSUPPORTED without it)
+ * and every pipeline is created with VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR
+ * (vk_pipeline_statistics). The context has no memory, command buffer,
+ * fence or pipeline cache and never waits on the device: only
+ * vk_pipe_info_get, vk_pipeline_get, vk_pipeline_statistics,
+ * vkmha_context_get_info and vkmha_context_destroy may be used on it. */
+vkmha_status vkmha__context_create_compile_only(const vkmha_context_desc *desc,
+                                                vkmha_context **out);
+
 /* ---- src/vk_loader.c ----------------------------------------------------- */
 /* Loads the Vulkan loader once per process (thread-safe, idempotent). */
 VkResult vk_loader_init(void);
@@ -284,7 +304,8 @@ void vk_load_device_table(VkDevice device, PFN_vkGetDeviceProcAddr get,
                           struct VolkDeviceTable *table);
 
 /* ---- src/vk_context.c ---------------------------------------------------- */
-vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc);
+/* compile_only: see vkmha__context_create_compile_only. */
+vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc, bool compile_only);
 void vk_destroy(vk_state *vk);
 /* Maps a failed VkResult to a status, with a message naming `what`. */
 vkmha_status vk_fail(vk_state *vk, VkResult r, const char *what);
@@ -386,6 +407,25 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out);
 /* VKMHA_CONTEXT_EAGER_PIPELINES: creates every pipeline this device can use
  * (all but the fused attention classes that did not fit its limits). */
 vkmha_status vk_pipelines_create_all(vk_state *vk);
+/* What vk_pipeline_get creates for `pipe` on this context. */
+typedef struct vk_pipe_info {
+    const char *name;   /* its role: "matmul_large_vec", "flash_d64", ... */
+    bool available;     /* false: a fused attention class beyond the device's
+                           limits (never created; the rest is zero) */
+    const char *shader; /* the SPIR-V variant (meson.build): "matmul", "softmax_sg", ... */
+    uint32_t n_spec;
+    uint32_t spec[VK_MAX_SPEC];          /* specialization constants by constant_id */
+    const char *spec_names[VK_MAX_SPEC]; /* their names in the shader: "WG", "BM", ... */
+    uint32_t workgroup_size;             /* spec[0], invocations */
+} vk_pipe_info;
+void vk_pipe_info_get(const vk_state *vk, vk_pipe pipe, vk_pipe_info *out);
+/* The driver's statistics of `pipe` (created if needed) on a compile-only
+ * context (vkmha__context_create_compile_only), through
+ * VK_KHR_pipeline_executable_properties: *count in, the capacity of `out`;
+ * out, the statistics written (names, units and meaning are the driver's).
+ * *subgroup_size: the subgroup (wave) size the driver compiled it for. */
+vkmha_status vk_pipeline_statistics(vk_state *vk, vk_pipe pipe, uint32_t *subgroup_size,
+                                    VkPipelineExecutableStatisticKHR *out, uint32_t *count);
 /* Bindings of a kind's descriptor set, and the type of each. */
 uint32_t vk_kind_bindings(const vk_state *vk, vk_kind kind);
 VkDescriptorType vk_binding_type(const vk_state *vk, vk_kind kind, uint32_t binding);

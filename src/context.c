@@ -6,8 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
-VKMHA_API vkmha_status vkmha_context_create(const vkmha_context_desc *desc,
-                                            vkmha_context **out)
+/* vkmha_context_create, or a compile-only context (src/vk_internal.h). */
+static vkmha_status context_create(const vkmha_context_desc *desc, bool compile_only,
+                                   vkmha_context **out)
 {
     static const vkmha_context_desc defaults = {0};
     const uint32_t known_flags = VKMHA_CONTEXT_NO_SUBGROUP_OPS | VKMHA_CONTEXT_PROFILE |
@@ -41,6 +42,9 @@ VKMHA_API vkmha_status vkmha_context_create(const vkmha_context_desc *desc,
                     "desc->allocator->realloc is set without alloc and free");
     if (backend == VKMHA_BACKEND_REFERENCE && desc->vulkan)
         return FAIL(VKMHA_ERROR_INVALID_ARGUMENT, "desc->vulkan is set for the reference backend");
+    if (compile_only && (backend != VKMHA_BACKEND_VULKAN || desc->vulkan))
+        return FAIL(VKMHA_ERROR_INVALID_ARGUMENT,
+                    "a compile-only context is Vulkan, on its own device");
     vkmha_context *ctx = vkmha__alloc_with(al, sizeof *ctx);
     if (!ctx)
         return FAIL(VKMHA_ERROR_OUT_OF_HOST_MEMORY, "out of host memory");
@@ -54,7 +58,8 @@ VKMHA_API vkmha_status vkmha_context_create(const vkmha_context_desc *desc,
     ctx->log_user = desc->log_user;
     ctx->log_level = desc->log_level ? (vkmha_log_level)desc->log_level : VKMHA_LOG_WARN;
     vkmha__begin_call(ctx, "vkmha_context_create"); /* names the call in messages */
-    if (backend == VKMHA_BACKEND_VULKAN && (st = vk_create(ctx, desc)) != VKMHA_SUCCESS) {
+    if (backend == VKMHA_BACKEND_VULKAN &&
+        (st = vk_create(ctx, desc, compile_only)) != VKMHA_SUCCESS) {
         /* The message (already logged) outlives the context. */
         vkmha__set_creation_error(ctx->last_error);
         vk_destroy(ctx->vk);
@@ -65,6 +70,18 @@ VKMHA_API vkmha_status vkmha_context_create(const vkmha_context_desc *desc,
     ctx->call = NULL;
     *out = ctx;
     return VKMHA_SUCCESS;
+}
+
+VKMHA_API vkmha_status vkmha_context_create(const vkmha_context_desc *desc,
+                                            vkmha_context **out)
+{
+    return context_create(desc, false, out);
+}
+
+vkmha_status vkmha__context_create_compile_only(const vkmha_context_desc *desc,
+                                                vkmha_context **out)
+{
+    return context_create(desc, true, out);
 }
 
 VKMHA_API void vkmha_context_destroy(vkmha_context *ctx)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The command-line tools as a user meets them (TAP, one line per case).
 
-    test_tools.py VKMHA_INFO VKMHA_DEMO BENCH...
+    test_tools.py VKMHA_INFO VKMHA_DEMO VKMHA_OCCUPANCY BENCH...
 
 --help describes every flag (exit 0); bad numbers (letters, a sign, zero
 where 1 is the least, overflow), unknown options, missing values and bad
@@ -59,11 +59,12 @@ def check_bad(exe, args, words):
 
 
 def main():
-    info, demo, benches = sys.argv[1], sys.argv[2], sys.argv[3:]
+    info, demo, occupancy, benches = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
     check_help(info, ["--device", "--no-subgroup-ops", "--validation", "--verbose"])
     check_help(demo, ["--d-model", "--heads", "--kv-heads", "--len", "--len-k", "--batch",
                       "--mask", "--bias", "--post-norm", "--path", "--reps", "--validation",
                       "--device", "--verbose"])
+    check_help(occupancy, ["--family", "--icd", "--csv", "--tap", "--validate"])
     for b in benches:
         check_help(b, ["--reps"])
 
@@ -86,6 +87,8 @@ def main():
     check_bad(info, ["--device", "first"], ["--device", '"first"'])
     check_bad(info, ["--device"], ["--device", "needs a value"])
     check_bad(info, ["extra"], ["unknown option extra"])
+    check_bad(occupancy, ["--family", "navi99"], ["--family", '"navi99"', "navi21"])
+    check_bad(occupancy, ["--family"], ["--family", "needs a value"])
     for b in benches:
         check_bad(b, ["--reps", "-1"], ["--reps", '"-1"'])
         check_bad(b, ["--reps", "0"], ["--reps", '"0"'])

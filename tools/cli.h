@@ -20,10 +20,12 @@
 
 #include "vkmha.h"
 
-/* One option. Exactly one of flag, u32 and str is set: "--name" sets *flag;
- * "--name VALUE" sets *u32 (a number in [min, max]; max 0 means UINT32_MAX)
- * or *str (one of `choices` when given: a NULL-terminated list). *given, when
- * set, becomes true if the option appears. */
+/* One option. Exactly one of flag, u32, str and list is set: "--name" sets
+ * *flag; "--name VALUE" sets *u32 (a number in [min, max]; max 0 means
+ * UINT32_MAX) or *str, or appends to list (a repeatable option: at most
+ * list_cap values, their count in *list_n); a string is one of `choices`
+ * when given (a NULL-terminated list). *given, when set, becomes true if the
+ * option appears. */
 typedef struct cli_opt {
     const char *name;    /* "--len" */
     const char *metavar; /* "N", "FILE", ...; NULL for a flag */
@@ -34,16 +36,23 @@ typedef struct cli_opt {
     uint32_t min, max;
     const char *const *choices;
     bool *given;
+    const char **list;
+    size_t *list_n, list_cap;
 } cli_opt;
 
 /* Table rows: a flag, a number in [lo, hi] (hi 0: UINT32_MAX), any string,
  * one of a NULL-terminated list of strings. */
-#define CLI_FLAG(name, var, help) {name, NULL, help, &(var), NULL, NULL, 0, 0, NULL, NULL}
-#define CLI_U32(name, meta, var, lo, hi, help) \
-    {name, meta, help, NULL, &(var), NULL, lo, hi, NULL, NULL}
-#define CLI_STR(name, meta, var, help) {name, meta, help, NULL, NULL, &(var), 0, 0, NULL, NULL}
-#define CLI_CHOICE(name, meta, var, list, help) \
-    {name, meta, help, NULL, NULL, &(var), 0, 0, list, NULL}
+#define CLI_FLAG(name_, var, help_) {.name = name_, .help = help_, .flag = &(var)}
+#define CLI_U32(name_, meta, var, lo, hi, help_) \
+    {.name = name_, .metavar = meta, .help = help_, .u32 = &(var), .min = lo, .max = hi}
+#define CLI_STR(name_, meta, var, help_) \
+    {.name = name_, .metavar = meta, .help = help_, .str = &(var)}
+#define CLI_CHOICE(name_, meta, var, list_, help_) \
+    {.name = name_, .metavar = meta, .help = help_, .str = &(var), .choices = list_}
+/* A repeatable choice: values into the array `arr`, their count into n. */
+#define CLI_CHOICES(name_, meta, arr, n, list_, help_)                                   \
+    {.name = name_, .metavar = meta, .help = help_, .choices = list_, .list = arr,     \
+     .list_n = &(n), .list_cap = sizeof(arr) / sizeof((arr)[0])}
 
 /* The program: its name, a one-paragraph description and its options. */
 typedef struct cli_spec {
@@ -64,6 +73,8 @@ static inline void cli_help(const cli_spec *s, FILE *f)
         fprintf(f, "  %-22s %s", head, o->help);
         if (o->u32)
             fprintf(f, " (%u to %u)", o->min, o->max ? o->max : UINT32_MAX);
+        if (o->list)
+            fprintf(f, " (repeatable)");
         if (o->choices) {
             fprintf(f, " (");
             for (const char *const *c = o->choices; *c; c++)
@@ -144,6 +155,12 @@ static inline void cli_parse(const cli_spec *s, int argc, char **argv)
                              c == o->choices ? "" : ", ", *c);
                 cli_fail(s, "%s: \"%s\" is not one of %s", a, v, list);
             }
+        }
+        if (o->list) {
+            if (*o->list_n >= o->list_cap)
+                cli_fail(s, "%s: more than %zu values", a, o->list_cap);
+            o->list[(*o->list_n)++] = v;
+            continue;
         }
         *o->str = v;
     }

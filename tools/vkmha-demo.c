@@ -88,8 +88,9 @@ int main(int argc, char **argv)
                 "timed Vulkan forwards, the median is printed (default 5)"),
         CLI_FLAG("--validation", vdesc.enable_validation,
                  "enable the Vulkan validation layer; any message fails the demo"),
-        {"--device", "N", "Vulkan device N of vkmha-info's list (default: automatic)", NULL,
-         &vdesc.device_index, NULL, 0, 0, NULL, &vdesc.use_device_index},
+        {.name = "--device", .metavar = "N",
+         .help = "Vulkan device N of vkmha-info's list (default: automatic)",
+         .u32 = &vdesc.device_index, .given = &vdesc.use_device_index},
         CLI_FLAG("--verbose", verbose,
                  "also print vkmha's debug and info messages (each forward's plan)"),
     };

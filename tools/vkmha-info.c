@@ -74,8 +74,9 @@ int main(int argc, char **argv)
     vkmha_context_desc desc = {0};
     bool no_subgroup = false, verbose = false;
     const cli_opt opts[] = {
-        {"--device", "N", "create the context on device N of the list (default: automatic)",
-         NULL, &desc.device_index, NULL, 0, 0, NULL, &desc.use_device_index},
+        {.name = "--device", .metavar = "N",
+         .help = "create the context on device N of the list (default: automatic)",
+         .u32 = &desc.device_index, .given = &desc.use_device_index},
         CLI_FLAG("--no-subgroup-ops", no_subgroup, "reductions without subgroup arithmetic"),
         CLI_FLAG("--validation", desc.enable_validation, "enable the Vulkan validation layer"),
         CLI_FLAG("--verbose", verbose, "also print vkmha's debug and info messages"),

@@ -501,6 +501,19 @@ typedef struct vk_attn_plan {
  * above 256. qkvo: the buffers q, k, v and out will be read from and written
  * to (out NULL: a slot), which decide whether the CPU-shaped kernel can read
  * them as vec4 texels. */
+/* Predicted microseconds of a call of shape s on the fused path (one kernel,
+ * with block_q query rows per workgroup, plus the weights pass if asked)
+ * and on the unfused path: the coefficients of src/vk_cost.c's table times
+ * these features (bench/vkmha-bench-cost fits the coefficients). */
+#define VK_COST_FUSED_FEATURES 4
+#define VK_COST_UNFUSED_FEATURES 5
+void vk_cost_fused_features(const attn_shape *s, uint32_t block_q, bool weights,
+                            double f[VK_COST_FUSED_FEATURES]);
+void vk_cost_unfused_features(const attn_shape *s, const vkmha_tile_config *t,
+                              double f[VK_COST_UNFUSED_FEATURES]);
+double vk_cost_fused(const vk_state *vk, const attn_shape *s, bool cpu_kernel, bool weights,
+                     uint32_t block_q);
+double vk_cost_unfused(const vk_state *vk, const attn_shape *s);
 vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weights,
                                   vk_buffer *weights_buf, const vk_buffer *const qkvo[4],
                                   vk_attn_plan *plan);

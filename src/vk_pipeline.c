@@ -10,11 +10,14 @@
 #include "flash.spv.h"
 #include "flash_combine.spv.h"
 #include "heads.spv.h"
+#include "heads_cpu.spv.h"
 #include "layernorm.spv.h"
+#include "layernorm_cpu.spv.h"
 #include "layernorm_sg.spv.h"
 #include "matmul.spv.h"
 #include "matmul_cpu.spv.h"
 #include "softmax.spv.h"
+#include "softmax_cpu.spv.h"
 #include "softmax_sg.spv.h"
 
 #define SPV(name) {name, sizeof(name)}
@@ -25,21 +28,43 @@ typedef struct spv_code {
 } spv_code;
 
 /* Bindings per kind of shader; all are storage buffers except the texel
- * buffers of a matmul with matmul_texel (see VK_MAX_BINDINGS). */
+ * buffers of a context with matmul_texel (see VK_MAX_BINDINGS). */
 static const uint32_t kind_bindings[KIND_COUNT] = {
     [KIND_MATMUL] = 4,     [KIND_SOFTMAX] = 5,        [KIND_HEADS] = 2,
     [KIND_LAYERNORM] = 4,  [KIND_FLASH] = 8,          [KIND_FLASH_COMBINE] = 4};
 
+/* With matmul_texel, the vec4 texel views that follow a kind's storage
+ * bindings, as indices of the buffers a dispatch passes (the CPU-shaped
+ * shaders read them as samplerBuffers): heads x; softmax input, bias;
+ * LayerNorm y, residual, gamma, beta. The matmul is laid out apart
+ * (vk_binding_source). */
+#define MAX_TEXEL_BINDINGS 4
+static const uint32_t texel_sources[KIND_COUNT][MAX_TEXEL_BINDINGS] = {
+    [KIND_HEADS] = {0}, [KIND_SOFTMAX] = {4, 2}, [KIND_LAYERNORM] = {3, 0, 1, 2}};
+static const uint32_t texel_count[KIND_COUNT] = {
+    [KIND_HEADS] = 1, [KIND_SOFTMAX] = 2, [KIND_LAYERNORM] = 4};
+
 uint32_t vk_kind_bindings(const vk_state *vk, vk_kind kind)
 {
-    return kind == KIND_MATMUL && vk->matmul_texel ? 6 : kind_bindings[kind];
+    if (!vk->matmul_texel)
+        return kind_bindings[kind];
+    return kind == KIND_MATMUL ? 6 : kind_bindings[kind] + texel_count[kind];
 }
 
 VkDescriptorType vk_binding_type(const vk_state *vk, vk_kind kind, uint32_t binding)
 {
-    return kind == KIND_MATMUL && vk->matmul_texel && binding < 2
-               ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
-               : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    bool texel = vk->matmul_texel && (kind == KIND_MATMUL ? binding < 2
+                                                          : binding >= kind_bindings[kind]);
+    return texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+}
+
+uint32_t vk_binding_source(const vk_state *vk, vk_kind kind, uint32_t binding)
+{
+    if (!vk->matmul_texel || binding < kind_bindings[kind])
+        return binding;
+    if (kind == KIND_MATMUL) /* texel A, B at 0, 1; storage A, B again at 4, 5 */
+        return binding - 4;
+    return texel_sources[kind][binding - kind_bindings[kind]];
 }
 
 /* Every push-constant block fits the 128 bytes Vulkan guarantees. */
@@ -240,6 +265,9 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override)
     }
     vk->reduce_wg = pick_workgroup(&vk->info, 128);
     vk->elementwise_wg = pick_workgroup(&vk->info, 256);
+    /* CPU-shaped row kernels (shaders/softmax_cpu.comp): measured on a
+     * 2-core lavapipe (docs/PERFORMANCE.md, "Small kernels"). */
+    vk->cpu_rows_wg = cpu && vk->matmul_texel ? pick_workgroup(&vk->info, 16) : 0;
     for (uint32_t c = 0; c < VK_FLASH_CLASSES; c++)
         if (!pick_flash(&vk->info, 32u << c, cpu, &vk->flash[c]))
             vk->flash[c] = (vkmha_attention_config){0}; /* that class runs unfused */
@@ -276,7 +304,8 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override)
     }
     static const vk_kind op_kinds[OPSITE_COUNT] = {
         [OPSITE_MATMUL] = KIND_MATMUL, [OPSITE_SOFTMAX] = KIND_SOFTMAX,
-        [OPSITE_HEADS] = KIND_HEADS,   [OPSITE_ATTENTION] = VK_ATTENTION_SITE_KINDS};
+        [OPSITE_HEADS] = KIND_HEADS,   [OPSITE_ATTENTION] = VK_ATTENTION_SITE_KINDS,
+        [OPSITE_LAYERNORM] = KIND_LAYERNORM};
     if ((st = vk_site_pool_create(vk, op_kinds, OPSITE_COUNT, &vk->op_sites)))
         return st;
     return VKMHA_SUCCESS;
@@ -303,6 +332,8 @@ vk_kind vk_pipe_kind(vk_pipe pipe)
         [PIPE_MATMUL_SMALL] = KIND_MATMUL, [PIPE_MATMUL_SMALL_VEC] = KIND_MATMUL,
         [PIPE_SOFTMAX] = KIND_SOFTMAX,     [PIPE_HEADS] = KIND_HEADS,
         [PIPE_LAYERNORM] = KIND_LAYERNORM, [PIPE_FLASH_COMBINE] = KIND_FLASH_COMBINE,
+        [PIPE_SOFTMAX_CPU] = KIND_SOFTMAX, [PIPE_HEADS_CPU] = KIND_HEADS,
+        [PIPE_LAYERNORM_CPU] = KIND_LAYERNORM,
     };
     if (pipe >= PIPE_FLASH && pipe < PIPE_FLASH + VK_FLASH_CLASSES)
         return KIND_FLASH;
@@ -320,6 +351,9 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
     static const spv_code heads = SPV(vkmha_spv_heads);
     static const spv_code flash = SPV(vkmha_spv_flash);
     static const spv_code flash_combine = SPV(vkmha_spv_flash_combine);
+    static const spv_code softmax_cpu = SPV(vkmha_spv_softmax_cpu);
+    static const spv_code heads_cpu = SPV(vkmha_spv_heads_cpu);
+    static const spv_code layernorm_cpu = SPV(vkmha_spv_layernorm_cpu);
     static const spv_code softmax[2] = {SPV(vkmha_spv_softmax), SPV(vkmha_spv_softmax_sg)};
     static const spv_code layernorm[2] = {SPV(vkmha_spv_layernorm), SPV(vkmha_spv_layernorm_sg)};
     uint32_t spec[7];
@@ -356,6 +390,18 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
     case PIPE_SOFTMAX:
         spec[0] = vk->reduce_wg; /* 0 WG */
         code = &softmax[vk->use_subgroup];
+        break;
+    case PIPE_SOFTMAX_CPU:
+        spec[0] = vk->cpu_rows_wg; /* 0 WG */
+        code = &softmax_cpu;
+        break;
+    case PIPE_HEADS_CPU:
+        spec[0] = vk->cpu_rows_wg; /* 0 WG */
+        code = &heads_cpu;
+        break;
+    case PIPE_LAYERNORM_CPU:
+        spec[0] = vk->cpu_rows_wg; /* 0 WG */
+        code = &layernorm_cpu;
         break;
     case PIPE_LAYERNORM:
         spec[0] = vk->reduce_wg; /* 0 WG */
@@ -422,6 +468,8 @@ vkmha_status vk_pipelines_create_all(vk_state *vk)
         bool flash = p >= PIPE_FLASH && p < PIPE_FLASH + VK_FLASH_CLASSES;
         if (flash && !vk->flash[p - PIPE_FLASH].workgroup_size)
             continue; /* that head-dim class runs unfused on this device */
+        if (p >= PIPE_SOFTMAX_CPU && !vk->cpu_rows_wg)
+            continue; /* CPU-shaped kernels: CPU devices only */
         if ((st = vk_pipeline_get(vk, (vk_pipe)p, &pipe)))
             return st;
     }
@@ -446,7 +494,7 @@ vkmha_status vk_site_pool_create(vk_state *vk, const vk_kind *kinds, uint32_t co
     }
     VkDescriptorPoolSize sizes[2] = {
         {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, count * VK_MAX_BINDINGS},
-        {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, count * 2}};
+        {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, count * MAX_TEXEL_BINDINGS}};
     VkDescriptorPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
     pi.maxSets = count;
     pi.poolSizeCount = vk->matmul_texel ? 2 : 1;

@@ -18,7 +18,7 @@ vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, 
 {
     uint64_t total = (uint64_t)s->batch * s->len * s->heads * s->head_dim;
     struct heads_push p = {(uint32_t)total, s->len, s->heads, s->head_dim, split ? 1u : 0u, 0,
-                           x->view4 != VK_NULL_HANDLE};
+                           vk->row_texel && x->view4};
     const vk_buffer *bufs[2] = {x, y};
     if (vk->cpu_rows_wg && s->head_dim <= VK_CPU_ROW_MAX) { /* a row per invocation */
         uint64_t rows = total / s->head_dim;

@@ -243,6 +243,7 @@ struct vk_state {
      * per invocation, cpu_rows_wg rows per workgroup, for rows of at most
      * VK_CPU_ROW_MAX elements (src/vk_pipeline.c). 0 on GPUs. */
     uint32_t cpu_rows_wg;
+    bool row_texel; /* they read their inputs' texel views where they have them */
     vkmha_attention_config flash[VK_FLASH_CLASSES];
     uint32_t flash_fill_groups; /* fewer fused workgroups than this: split-K */
 

@@ -265,9 +265,18 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override)
     }
     vk->reduce_wg = pick_workgroup(&vk->info, 128);
     vk->elementwise_wg = pick_workgroup(&vk->info, 256);
-    /* CPU-shaped row kernels (shaders/softmax_cpu.comp): measured on a
-     * 2-core lavapipe (docs/PERFORMANCE.md, "Small kernels"). */
-    vk->cpu_rows_wg = cpu && vk->matmul_texel ? pick_workgroup(&vk->info, 16) : 0;
+    /* CPU-shaped row kernels (shaders/softmax_cpu.comp, heads_cpu.comp,
+     * layernorm_cpu.comp) on CPU devices, with texel reads: measured on a
+     * 2-core lavapipe (docs/PERFORMANCE.md, "Small kernels"); 16 rows per
+     * workgroup was as fast as 8, 32 or 64 within the noise. Their layouts
+     * need the texel views, so they go with the register matmul. The
+     * environment variable VKMHA_ROW_KERNELS, for tests and experiments:
+     * "gpu" keeps the workgroup-per-row kernels, "storage" the CPU-shaped
+     * ones with storage-buffer reads only (as with wrapped tensors). */
+    const char *rk = getenv("VKMHA_ROW_KERNELS");
+    bool rows_cpu = cpu && vk->matmul_texel && !(rk && !strcmp(rk, "gpu"));
+    vk->cpu_rows_wg = rows_cpu ? pick_workgroup(&vk->info, 16) : 0;
+    vk->row_texel = rows_cpu && !(rk && !strcmp(rk, "storage"));
     for (uint32_t c = 0; c < VK_FLASH_CLASSES; c++)
         if (!pick_flash(&vk->info, 32u << c, cpu, &vk->flash[c]))
             vk->flash[c] = (vkmha_attention_config){0}; /* that class runs unfused */

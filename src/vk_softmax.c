@@ -28,7 +28,7 @@ vkmha_status vk_record_softmax(vk_state *vk, vk_site *site, const vk_softmax_arg
                                 a->input ? a->input : a->scores};
     /* Texel reads need vec4 views of the input and of the bias, if any
      * (wrapped tensors have none). */
-    bool texel = bufs[4]->view4 && (!a->bias || a->bias->view4);
+    bool texel = vk->row_texel && bufs[4]->view4 && (!a->bias || a->bias->view4);
     struct softmax_push p = {(uint32_t)rows, a->len_q, a->len_k, a->heads, m->kinds, a->scale,
                              0, 0, 0, texel};
     vk_bias_strides(m, a->len_q, a->len_k, &p.bias_sb, &p.bias_sh);

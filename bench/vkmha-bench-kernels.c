@@ -15,9 +15,11 @@
  *              download, so wall - gpu is the submission cost alone.
  * LayerNorm has no public op: the program links the library's objects and
  * calls its internal host-array entry (vk_layernorm, ref_layernorm), so it
- * has no vk-tensor row. The combine runs inside an attention call; its row is
- * the fused decode attention (len_q 1, 8 key splits) whose device time it is
- * part of, with and without the split (--kv-splits 1 has no combine).
+ * has no vk-tensor row. The split-K combine of the fused attention
+ * (shaders/flash_combine.comp) runs inside an attention call and the
+ * reference has no split-K: its rows dispatch the combine alone, as
+ * src/vk_attention.c records it, on 8 * L query rows (d_v 64, 8 key ranges),
+ * against the same math as a plain C loop ("C loop", its reference row).
  *
  * Timing: two warm-up calls (pipeline creation, scratch growth), then --reps
  * calls; medians. "ratio" is the row's median wall time over the reference's
@@ -96,7 +98,7 @@ static double max_abs_diff(const float *a, const float *b, size_t n)
 static void report(const char *kernel, const char *shape, const char *impl, timing t,
                    double diff)
 {
-    if (!strcmp(impl, "reference"))
+    if (!strcmp(impl, "reference") || !strcmp(impl, "C loop"))
         ref_wall = t.wall;
     char gpu[32] = "-", gratio[32] = "-";
     if (t.gpu >= 0) {
@@ -296,71 +298,110 @@ static void bench_layernorm(const opts *o, uint32_t rows)
     free(x), free(res), free(gamma), free(beta), free(y_ref), free(y);
 }
 
-/* ---- the split-K combine, inside a decode attention ----------------------- */
+/* ---- the split-K combine ---------------------------------------------------- */
 
-typedef struct at_call {
-    vkmha_context *ctx;
-    vkmha_attention_desc d;
-    const float *q, *k, *v;
-    float *out;
-    vkmha_tensor *tq, *tk, *tv, *tout;
-} at_call;
+/* Mirrors struct combine_push in src/vk_attention.c (shaders/flash_combine.comp). */
+struct combine_push {
+    uint32_t rows, len_q, heads, d_v, splits, o_sb, o_sh, o_ld;
+    uint32_t group_base;
+};
 
-static int at_host(void *p)
+typedef struct cb_call {
+    vkmha_context *ctx; /* NULL: the scalar C loop */
+    uint32_t rows, d_v, splits;
+    const float *po, *pml; /* [splits][rows][d_v], [splits][rows][2] */
+    float *out, *ml;       /* [rows][d_v], [rows][2] */
+} cb_call;
+
+/* The combine's math as a plain C loop over rows (the reference backend has
+ * no split-K; this is its scalar counterpart). */
+static void combine_c(const cb_call *c)
 {
-    at_call *c = p;
-    return vkmha_attention(c->ctx, &c->d, c->q, c->k, c->v, NULL, c->out, NULL) !=
-           VKMHA_SUCCESS;
-}
-
-static int at_tensor(void *p)
-{
-    at_call *c = p;
-    return vkmha_attention_tensor(c->ctx, &c->d, c->tq, c->tk, c->tv, NULL, c->tout, NULL) !=
-           VKMHA_SUCCESS;
-}
-
-/* Decode attention, batch 16, 8 heads, d 64, len_q 1, len_k len: with 8 key
- * splits (flash + combine) and with 1 (flash alone); the difference of the
- * device times bounds the combine's. */
-static void bench_combine(const opts *o, vkmha_context *ref, uint32_t len)
-{
-    const uint32_t batch = 16, heads = 8, d = 64;
-    const size_t nq = (size_t)batch * heads * d, nk = nq * len;
-    uint64_t seed = 4;
-    float *q = bench_random(nq, 1.0f, &seed), *k = bench_random(nk, 1.0f, &seed);
-    float *v = bench_random(nk, 1.0f, &seed);
-    float *out_ref = malloc(nq * 4), *out = malloc(nq * 4);
-    if (!out_ref || !out)
-        die("out of memory");
-    at_call c = {ref, {0}, q, k, v, out_ref, NULL, NULL, NULL, NULL};
-    c.d.batch = batch, c.d.heads = heads, c.d.len_q = 1, c.d.len_k = len;
-    c.d.d_k = c.d.d_v = d;
-    c.d.path = VKMHA_ATTENTION_PATH_FUSED;
-    char shape[64];
-    snprintf(shape, sizeof shape, "B%u H%u 1x%u d%u", batch, heads, len, d);
-    report("decode", shape, "reference", time_calls(at_host, &c, o->reps, NULL), 0);
-    c.ctx = vk_context(o);
-    c.out = out;
-    c.tq = tensor(c.ctx, VKMHA_DTYPE_F32, nq, q);
-    c.tk = tensor(c.ctx, VKMHA_DTYPE_F32, nk, k);
-    c.tv = tensor(c.ctx, VKMHA_DTYPE_F32, nk, v);
-    c.tout = tensor(c.ctx, VKMHA_DTYPE_F32, nq, NULL);
-    for (uint32_t splits = 8; splits >= 1; splits /= 8) {
-        c.d.kv_splits = splits;
-        char impl[32];
-        snprintf(impl, sizeof impl, "vk-host/%u", splits);
-        timing t = time_calls(at_host, &c, o->reps, c.ctx);
-        report("decode", shape, impl, t, max_abs_diff(out, out_ref, nq));
-        t = time_calls(at_tensor, &c, o->reps, c.ctx);
-        memset(out, 0, nq * 4);
-        if (vkmha_tensor_download(c.tout, 0, out, nq * 4))
-            die(vkmha_context_last_error(c.ctx));
-        snprintf(impl, sizeof impl, "vk-tensor/%u", splits);
-        report("decode", shape, impl, t, max_abs_diff(out, out_ref, nq));
+    for (uint32_t r = 0; r < c->rows; r++) {
+        float m = -INFINITY;
+        for (uint32_t s = 0; s < c->splits; s++)
+            m = fmaxf(m, c->pml[2 * ((size_t)s * c->rows + r)]);
+        const float m_sub = m == -INFINITY ? 0.0f : m;
+        float l = 0, *o = c->out + (size_t)r * c->d_v;
+        memset(o, 0, c->d_v * sizeof *o);
+        for (uint32_t s = 0; s < c->splits; s++) {
+            const size_t sr = (size_t)s * c->rows + r;
+            const float w = expf(c->pml[2 * sr] - m_sub);
+            l += c->pml[2 * sr + 1] * w;
+            for (uint32_t j = 0; j < c->d_v; j++)
+                o[j] += c->po[sr * c->d_v + j] * w;
+        }
+        for (uint32_t j = 0; l != 0 && j < c->d_v; j++)
+            o[j] /= l;
+        c->ml[2 * r] = m, c->ml[2 * r + 1] = l;
     }
+}
+
+/* The combine dispatch alone on host arrays, as vk_record_attention records
+ * it (same pipeline, site, push constants and grid). */
+static int cb_run(void *p)
+{
+    cb_call *c = p;
+    if (!c->ctx) {
+        combine_c(c);
+        return 0;
+    }
+    vk_state *vk = c->ctx->vk;
+    vkmha__begin_call(c->ctx, "flash_combine");
+    const uint64_t no = (uint64_t)c->rows * c->d_v * 4, nml = (uint64_t)c->rows * 8;
+    vkmha_status st;
+    if ((st = vk_slot_ensure(vk, SLOT_PARTIAL_O, no * c->splits)) ||
+        (st = vk_slot_ensure(vk, SLOT_PARTIAL_ML, nml * c->splits)) ||
+        (st = vk_slot_ensure(vk, SLOT_OUT, no)) || (st = vk_slot_ensure(vk, SLOT_STATS, nml)) ||
+        (st = vk_call_begin(vk, (no + nml) * c->splits + 32, no + nml)))
+        return 1;
+    vk_upload(vk, &vk->slots[SLOT_PARTIAL_O], 0, c->po, no * c->splits);
+    vk_upload(vk, &vk->slots[SLOT_PARTIAL_ML], 0, c->pml, nml * c->splits);
+    vk_barrier(vk);
+    struct combine_push cp = {c->rows, 1, c->rows, c->d_v, c->splits, 0, c->d_v, c->d_v, 0};
+    const vk_buffer *bufs[4] = {&vk->slots[SLOT_PARTIAL_O], &vk->slots[SLOT_PARTIAL_ML],
+                                &vk->slots[SLOT_OUT], &vk->slots[SLOT_STATS]};
+    uint64_t groups = ((uint64_t)c->rows * c->d_v + vk->elementwise_wg - 1) / vk->elementwise_wg;
+    if ((st = vk_dispatch_groups(vk, &vk->op_sites.sites[OPSITE_ATTENTION + 4],
+                                 PIPE_FLASH_COMBINE, bufs, 4, &cp, sizeof cp,
+                                 offsetof(struct combine_push, group_base), groups))) {
+        vk_call_abort(vk);
+        return 1;
+    }
+    vk_download(vk, &vk->slots[SLOT_OUT], c->out, no, 1, no, 1, no);
+    vk_download(vk, &vk->slots[SLOT_STATS], c->ml, nml, 1, nml, 1, nml);
+    return vk_call_submit(vk) != VKMHA_SUCCESS;
+}
+
+/* rows query rows (batch x heads x len_q of a decode step), d_v 64, 8 key
+ * ranges; one range in 8 is entirely -inf (m = -inf, l = 0), as masked
+ * ranges are. */
+static void bench_combine(const opts *o, uint32_t rows)
+{
+    const uint32_t d_v = 64, splits = 8;
+    const size_t no = (size_t)rows * d_v;
+    uint64_t seed = 4;
+    float *po = bench_random(no * splits, 1.0f, &seed);
+    float *pml = bench_random((size_t)rows * 2 * splits, 4.0f, &seed);
+    for (size_t r = 0; r < (size_t)rows * splits; r++) {
+        pml[2 * r + 1] = 1.0f + fabsf(pml[2 * r + 1]); /* sums are positive */
+        if (r % 8 == 3)
+            pml[2 * r] = -INFINITY, pml[2 * r + 1] = 0.0f;
+    }
+    float *out_ref = malloc(no * 4), *out = malloc(no * 4);
+    float *ml_ref = malloc(rows * 8), *ml = malloc(rows * 8);
+    if (!out_ref || !out || !ml_ref || !ml)
+        die("out of memory");
+    char shape[64];
+    snprintf(shape, sizeof shape, "%u rows d_v %u, %u splits", rows, d_v, splits);
+    cb_call c = {NULL, rows, d_v, splits, po, pml, out_ref, ml_ref};
+    report("combine", shape, "C loop", time_calls(cb_run, &c, o->reps, NULL), 0);
+    c.ctx = vk_context(o);
+    c.out = out, c.ml = ml;
+    timing t = time_calls(cb_run, &c, o->reps, c.ctx);
+    report("combine", shape, "vk-host", t, max_abs_diff(out, out_ref, no));
     vkmha_context_destroy(c.ctx);
-    free(q), free(k), free(v), free(out_ref), free(out);
+    free(po), free(pml), free(out_ref), free(out), free(ml_ref), free(ml);
 }
 
 int main(int argc, char **argv)
@@ -412,7 +453,7 @@ int main(int argc, char **argv)
         if (strstr(o.only, "layernorm"))
             bench_layernorm(&o, len);
         if (strstr(o.only, "combine"))
-            bench_combine(&o, ref, len);
+            bench_combine(&o, 8 * len);
     }
     vkmha_context_destroy(ref);
     if (csv_out)

@@ -3,17 +3,24 @@
 // unnormalized output o_s and its row statistics (m_s, l_s); with
 // M = max_s m_s and w_s = exp(m_s - M):
 //   out = sum_s w_s o_s / sum_s w_s l_s
-// which is exactly the softmax over all keys. One invocation per output
-// element; the invocation of column 0 also writes the row's (M, L) for the
-// attention-weights pass. Ranges whose scores are all -inf have m_s = -inf
-// and w_s = 0; when every range has (M = -inf), exp(m_s - 0) = 0 keeps NaN
-// out and the row's output is 0, as in shaders/flash.comp.
+// which is exactly the softmax over all keys. EPI consecutive output
+// elements per invocation (the host's grid is WG * EPI elements per
+// workgroup): 1 on GPUs; 4 on CPU devices, where a row's statistics and
+// weights are then read and computed once for 4 columns, whose partial
+// outputs are read as one vec4 when d_v % 4 == 0 (lavapipe loads a storage
+// buffer lane by lane and component by component, so the per-element shape
+// spent most of its time reloading the statistics). The invocation of
+// column 0 also writes the row's (M, L) for the attention-weights pass.
+// Ranges whose scores are all -inf have m_s = -inf and w_s = 0; when every
+// range has (M = -inf), exp(m_s - 0) = 0 keeps NaN out and the row's output
+// is 0, as in shaders/flash.comp.
 
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 256;
+layout(constant_id = 1) const uint EPI = 1; // output elements per invocation: 1 or 4
 
 // Mirrors struct combine_push in src/vk_attention.c.
 layout(push_constant) uniform Push {
@@ -27,20 +34,40 @@ layout(push_constant) uniform Push {
 } p;
 
 layout(binding = 0) readonly buffer PartialO { float po[]; };   // [split][row][d_v]
+layout(binding = 0) readonly buffer PartialO4 { vec4 po4[]; };
 layout(binding = 1) readonly buffer PartialML { float pml[]; }; // [split][row][2]
 layout(binding = 2) writeonly buffer Out { float o[]; };
 layout(binding = 3) writeonly buffer Stats { float ml[]; };     // [row][2]
 
-void main()
+// The max of the row's range maxima, and the value exp subtracts (never -inf).
+float row_max(uint row, out float m_sub)
 {
-    const uint e = linear_group(p.group_base) * WG + gl_LocalInvocationIndex;
-    if (e >= p.rows * p.d_v)
-        return;
-    const uint row = e / p.d_v, c = e % p.d_v;
     float m = neg_inf();
     for (uint s = 0; s < p.splits; s++)
         m = max(m, pml[2u * (s * p.rows + row)]);
-    const float m_sub = m == neg_inf() ? 0.0 : m;
+    m_sub = m == neg_inf() ? 0.0 : m;
+    return m;
+}
+
+// Where column c of the row goes in out.
+uint out_index(uint row, uint c)
+{
+    const uint i = row % p.len_q, h = (row / p.len_q) % p.heads, b = row / (p.len_q * p.heads);
+    return b * p.o_sb + h * p.o_sh + i * p.o_ld + c;
+}
+
+void write_stats(uint row, float m, float l)
+{
+    ml[2u * row] = m;
+    ml[2u * row + 1u] = l;
+}
+
+// Output element e (row e / d_v, column e % d_v).
+void combine1(uint e)
+{
+    const uint row = e / p.d_v, c = e % p.d_v;
+    float m_sub;
+    const float m = row_max(row, m_sub);
     float l = 0.0, acc = 0.0;
     for (uint s = 0; s < p.splits; s++) {
         const uint r = s * p.rows + row;
@@ -48,10 +75,43 @@ void main()
         l += pml[2u * r + 1u] * w;
         acc += po[r * p.d_v + c] * w;
     }
-    const uint i = row % p.len_q, h = (row / p.len_q) % p.heads, b = row / (p.len_q * p.heads);
-    o[b * p.o_sb + h * p.o_sh + i * p.o_ld + c] = l == 0.0 ? acc : acc / l;
-    if (c == 0u) {
-        ml[2u * row] = m;
-        ml[2u * row + 1u] = l;
+    o[out_index(row, c)] = l == 0.0 ? acc : acc / l;
+    if (c == 0u)
+        write_stats(row, m, l);
+}
+
+// Output elements e .. e + 3 of one row (e and d_v multiples of 4).
+void combine4(uint e)
+{
+    const uint row = e / p.d_v, c = e % p.d_v, d4 = p.d_v >> 2;
+    float m_sub;
+    const float m = row_max(row, m_sub);
+    float l = 0.0;
+    vec4 acc = vec4(0.0);
+    for (uint s = 0; s < p.splits; s++) {
+        const uint r = s * p.rows + row;
+        const float w = exp(pml[2u * r] - m_sub);
+        l += pml[2u * r + 1u] * w;
+        acc += po4[r * d4 + (c >> 2)] * w;
     }
+    const vec4 res = l == 0.0 ? acc : acc / l;
+    const uint oi = out_index(row, c);
+    for (uint k = 0; k < 4u; k++)
+        o[oi + k] = res[k];
+    if (c == 0u)
+        write_stats(row, m, l);
+}
+
+void main()
+{
+    const uint e0 = (linear_group(p.group_base) * WG + gl_LocalInvocationIndex) * EPI;
+    const uint n = p.rows * p.d_v;
+    if (EPI == 4u && (p.d_v & 3u) == 0u) {
+        if (e0 < n)
+            combine4(e0);
+        return;
+    }
+    for (uint k = 0; k < EPI; k++)
+        if (e0 + k < n)
+            combine1(e0 + k);
 }

@@ -416,10 +416,16 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
         spec[0] = vk->reduce_wg; /* 0 WG */
         code = &layernorm[vk->use_subgroup];
         break;
-    case PIPE_FLASH_COMBINE:
-        spec[0] = vk->elementwise_wg; /* 0 WG */
+    case PIPE_FLASH_COMBINE: {
+        /* The grid has elementwise_wg output elements per workgroup
+         * (src/vk_attention.c); CPU devices take 4 per invocation. */
+        uint32_t epi = vk->cpu_rows_wg && vk->elementwise_wg % 4 == 0 ? 4 : 1;
+        spec[0] = vk->elementwise_wg / epi; /* 0 WG */
+        spec[1] = epi;                      /* 1 EPI */
+        n_spec = 2;
         code = &flash_combine;
         break;
+    }
     case PIPE_HEADS:
         spec[0] = vk->elementwise_wg; /* 0 WG */
         code = &heads;

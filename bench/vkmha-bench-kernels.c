@@ -3,8 +3,9 @@
  * attention) on the Vulkan backend against the scalar reference backend, in
  * the same run.
  *
- *   vkmha-bench-kernels [--reps N] [--lens 128,512,1024] [--no-subgroup]
- *                       [--csv FILE]
+ *   vkmha-bench-kernels [--reps N] [--lens 128,512,1024] [--wg-rows]
+ *                       [--only softmax,heads,layernorm,combine]
+ *                       [--no-subgroup] [--csv FILE]
  *
  * Rows per kernel and shape ("impl"):
  *   reference  the reference backend on host arrays (wall clock);
@@ -12,7 +13,10 @@
  *              (upload, one submit, wait, download) and the device time of
  *              its command buffer (VKMHA_CONTEXT_PROFILE timestamps);
  *   vk-tensor  the same op on device tensors (vkmha_*_tensor): no upload or
- *              download, so wall - gpu is the submission cost alone.
+ *              download, so wall - gpu is the submission cost alone;
+ *   wg-host, wg-tensor  (--wg-rows) the same with the workgroup-per-row
+ *              kernels (VKMHA_ROW_KERNELS=gpu): GPUs' shape, and what CPU
+ *              devices ran before the CPU-shaped kernels.
  * LayerNorm has no public op: the program links the library's objects and
  * calls its internal host-array entry (vk_layernorm, ref_layernorm), so it
  * has no vk-tensor row. The split-K combine of the fused attention
@@ -38,7 +42,7 @@
 typedef struct opts {
     uint32_t reps;
     const char *lens, *csv, *only;
-    bool no_subgroup;
+    bool no_subgroup, wg_rows;
 } opts;
 
 typedef struct timing {
@@ -113,6 +117,23 @@ static void report(const char *kernel, const char *shape, const char *impl, timi
                 t.gpu >= 0 ? gpu : "", t.wall / ref_wall, t.gpu >= 0 ? gratio : "", diff);
 }
 
+/* The Vulkan kernels each row runs: what the device picks (on CPU devices
+ * the CPU-shaped kernels), then with --wg-rows the workgroup-per-row
+ * kernels, GPUs' shape and every device's before the CPU-shaped ones existed
+ * (VKMHA_ROW_KERNELS=gpu; for the combine, one element per invocation). */
+static const struct {
+    const char *env, *host, *tensor;
+} variants[] = {{NULL, "vk-host", "vk-tensor"}, {"gpu", "wg-host", "wg-tensor"}};
+static size_t n_variants = 1;
+
+static void set_variant(size_t v)
+{
+    if (variants[v].env)
+        setenv("VKMHA_ROW_KERNELS", variants[v].env, 1);
+    else
+        unsetenv("VKMHA_ROW_KERNELS");
+}
+
 static vkmha_context *vk_context(const opts *o)
 {
     vkmha_context_desc d = {0};
@@ -181,24 +202,27 @@ static void bench_softmax(const opts *o, vkmha_context *ref, uint32_t len, uint3
     sm_call c = {ref, {1, heads, len, len, 0.125f}, x, &m, y_ref, NULL, NULL, NULL};
     report("softmax", shape, "reference", time_calls(sm_host, &c, o->reps, NULL), 0);
 
-    c.ctx = vk_context(o);
-    c.y = y;
-    timing t = time_calls(sm_host, &c, o->reps, c.ctx); /* before the diff */
-    report("softmax", shape, "vk-host", t, max_abs_diff(y, y_ref, n));
-    vkmha_tensor_mask tm = {kinds, NULL, NULL, NULL, 1, heads};
-    if (kinds & VKMHA_MASK_KEY_PADDING)
-        tm.key_padding = tensor(c.ctx, VKMHA_DTYPE_U8, len, kp);
-    if (kinds & VKMHA_MASK_BIAS)
-        tm.bias = tensor(c.ctx, VKMHA_DTYPE_F32, n, bias);
-    c.tx = tensor(c.ctx, VKMHA_DTYPE_F32, n, x);
-    c.ty = tensor(c.ctx, VKMHA_DTYPE_F32, n, NULL);
-    c.tmask = &tm;
-    t = time_calls(sm_tensor, &c, o->reps, c.ctx);
-    memset(y, 0, n * 4);
-    if (vkmha_tensor_download(c.ty, 0, y, n * 4))
-        die(vkmha_context_last_error(c.ctx));
-    report("softmax", shape, "vk-tensor", t, max_abs_diff(y, y_ref, n));
-    vkmha_context_destroy(c.ctx); /* and its tensors */
+    for (size_t v = 0; v < n_variants; v++) {
+        set_variant(v);
+        c.ctx = vk_context(o);
+        c.y = y;
+        timing t = time_calls(sm_host, &c, o->reps, c.ctx); /* before the diff */
+        report("softmax", shape, variants[v].host, t, max_abs_diff(y, y_ref, n));
+        vkmha_tensor_mask tm = {kinds, NULL, NULL, NULL, 1, heads};
+        if (kinds & VKMHA_MASK_KEY_PADDING)
+            tm.key_padding = tensor(c.ctx, VKMHA_DTYPE_U8, len, kp);
+        if (kinds & VKMHA_MASK_BIAS)
+            tm.bias = tensor(c.ctx, VKMHA_DTYPE_F32, n, bias);
+        c.tx = tensor(c.ctx, VKMHA_DTYPE_F32, n, x);
+        c.ty = tensor(c.ctx, VKMHA_DTYPE_F32, n, NULL);
+        c.tmask = &tm;
+        t = time_calls(sm_tensor, &c, o->reps, c.ctx);
+        memset(y, 0, n * 4);
+        if (vkmha_tensor_download(c.ty, 0, y, n * 4))
+            die(vkmha_context_last_error(c.ctx));
+        report("softmax", shape, variants[v].tensor, t, max_abs_diff(y, y_ref, n));
+        vkmha_context_destroy(c.ctx); /* and its tensors */
+    }
     free(x), free(bias), free(y_ref), free(y), free(kp);
 }
 
@@ -240,18 +264,21 @@ static void bench_heads(const opts *o, vkmha_context *ref, uint32_t len, bool sp
     const char *k = split ? "split" : "merge";
     heads_call c = {ref, {1, len, heads, d_model / heads}, split, x, y_ref, NULL, NULL};
     report(k, shape, "reference", time_calls(heads_host, &c, o->reps, NULL), 0);
-    c.ctx = vk_context(o);
-    c.y = y;
-    timing t = time_calls(heads_host, &c, o->reps, c.ctx);
-    report(k, shape, "vk-host", t, max_abs_diff(y, y_ref, n));
-    c.tx = tensor(c.ctx, VKMHA_DTYPE_F32, n, x);
-    c.ty = tensor(c.ctx, VKMHA_DTYPE_F32, n, NULL);
-    t = time_calls(heads_tensor, &c, o->reps, c.ctx);
-    memset(y, 0, n * 4);
-    if (vkmha_tensor_download(c.ty, 0, y, n * 4))
-        die(vkmha_context_last_error(c.ctx));
-    report(k, shape, "vk-tensor", t, max_abs_diff(y, y_ref, n));
-    vkmha_context_destroy(c.ctx);
+    for (size_t v = 0; v < n_variants; v++) {
+        set_variant(v);
+        c.ctx = vk_context(o);
+        c.y = y;
+        timing t = time_calls(heads_host, &c, o->reps, c.ctx);
+        report(k, shape, variants[v].host, t, max_abs_diff(y, y_ref, n));
+        c.tx = tensor(c.ctx, VKMHA_DTYPE_F32, n, x);
+        c.ty = tensor(c.ctx, VKMHA_DTYPE_F32, n, NULL);
+        t = time_calls(heads_tensor, &c, o->reps, c.ctx);
+        memset(y, 0, n * 4);
+        if (vkmha_tensor_download(c.ty, 0, y, n * 4))
+            die(vkmha_context_last_error(c.ctx));
+        report(k, shape, variants[v].tensor, t, max_abs_diff(y, y_ref, n));
+        vkmha_context_destroy(c.ctx);
+    }
     free(x), free(y_ref), free(y);
 }
 
@@ -290,11 +317,14 @@ static void bench_layernorm(const opts *o, uint32_t rows)
     snprintf(shape, sizeof shape, "[%u][%u] + residual", rows, cols);
     ln_call c = {NULL, rows, cols, x, res, gamma, beta, y_ref};
     report("layernorm", shape, "reference", time_calls(ln_run, &c, o->reps, NULL), 0);
-    c.ctx = vk_context(o);
-    c.y = y;
-    timing t = time_calls(ln_run, &c, o->reps, c.ctx);
-    report("layernorm", shape, "vk-host", t, max_abs_diff(y, y_ref, n));
-    vkmha_context_destroy(c.ctx);
+    for (size_t v = 0; v < n_variants; v++) {
+        set_variant(v);
+        c.ctx = vk_context(o);
+        c.y = y;
+        timing t = time_calls(ln_run, &c, o->reps, c.ctx);
+        report("layernorm", shape, variants[v].host, t, max_abs_diff(y, y_ref, n));
+        vkmha_context_destroy(c.ctx);
+    }
     free(x), free(res), free(gamma), free(beta), free(y_ref), free(y);
 }
 
@@ -396,29 +426,35 @@ static void bench_combine(const opts *o, uint32_t rows)
     snprintf(shape, sizeof shape, "%u rows d_v %u, %u splits", rows, d_v, splits);
     cb_call c = {NULL, rows, d_v, splits, po, pml, out_ref, ml_ref};
     report("combine", shape, "C loop", time_calls(cb_run, &c, o->reps, NULL), 0);
-    c.ctx = vk_context(o);
-    c.out = out, c.ml = ml;
-    timing t = time_calls(cb_run, &c, o->reps, c.ctx);
-    report("combine", shape, "vk-host", t, max_abs_diff(out, out_ref, no));
-    vkmha_context_destroy(c.ctx);
+    for (size_t v = 0; v < n_variants; v++) {
+        set_variant(v);
+        c.ctx = vk_context(o);
+        c.out = out, c.ml = ml;
+        timing t = time_calls(cb_run, &c, o->reps, c.ctx);
+        report("combine", shape, variants[v].host, t, max_abs_diff(out, out_ref, no));
+        vkmha_context_destroy(c.ctx);
+    }
     free(po), free(pml), free(out_ref), free(out), free(ml_ref), free(ml);
 }
 
 int main(int argc, char **argv)
 {
-    opts o = {15, "128,512,1024", NULL, "softmax,heads,layernorm,combine", false};
+    opts o = {15, "128,512,1024", NULL, "softmax,heads,layernorm,combine", false, false};
     const bench_opt table[] = {
         {"--reps", NULL, &o.reps, NULL},
         {"--lens", NULL, NULL, &o.lens},
         {"--csv", NULL, NULL, &o.csv},
         {"--only", NULL, NULL, &o.only},
         {"--no-subgroup", &o.no_subgroup, NULL, NULL},
+        {"--wg-rows", &o.wg_rows, NULL, NULL},
     };
     if (!bench_parse_args(argc, argv, table, VKMHA_ARRAY_LEN(table)) || !o.reps) {
         fprintf(stderr, "usage: vkmha-bench-kernels [--reps N] [--lens 128,512,1024] "
-                        "[--no-subgroup] [--csv FILE]\n");
+                        "[--only softmax,heads,layernorm,combine] [--wg-rows] [--no-subgroup] "
+                        "[--csv FILE]\n");
         return 2;
     }
+    n_variants = o.wg_rows ? 2 : 1;
     vkmha_context_info info;
     char date[32];
     if (!bench_device(&info, date))

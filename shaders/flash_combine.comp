@@ -5,12 +5,16 @@
 //   out = sum_s w_s o_s / sum_s w_s l_s
 // which is exactly the softmax over all keys. EPI consecutive output
 // elements per invocation (the host's grid is WG * EPI elements per
-// workgroup): 1 on GPUs; 4 on CPU devices, where a row's statistics and
-// weights are then read and computed once for 4 columns, whose partial
-// outputs are read as one vec4 when d_v % 4 == 0 (lavapipe loads a storage
-// buffer lane by lane and component by component, so the per-element shape
-// spent most of its time reloading the statistics). The invocation of
-// column 0 also writes the row's (M, L) for the attention-weights pass.
+// workgroup): 1 on GPUs; 4 on CPU devices (the variant built with CPU=1),
+// where a row's statistics and weights are then read and computed once for
+// 4 columns, and, when d_v % 4 == 0, read with the partial outputs through
+// vec4 texel views (lavapipe fetches a texel for all lanes at once, where a
+// storage-buffer load is a loop over the lanes and components, so the
+// per-element shape spent most of its time reloading the statistics). The
+// partials are the context's own buffers, which always have texel views
+// there (at least 16 bytes: 2 or more ranges of (m, l), and d_v >= 4). The
+// invocation of column 0 also writes the row's (M, L) for the
+// attention-weights pass.
 // Ranges whose scores are all -inf have m_s = -inf and w_s = 0; when every
 // range has (M = -inf), exp(m_s - 0) = 0 keeps NaN out and the row's output
 // is 0, as in shaders/flash.comp.
@@ -34,10 +38,13 @@ layout(push_constant) uniform Push {
 } p;
 
 layout(binding = 0) readonly buffer PartialO { float po[]; };   // [split][row][d_v]
-layout(binding = 0) readonly buffer PartialO4 { vec4 po4[]; };
 layout(binding = 1) readonly buffer PartialML { float pml[]; }; // [split][row][2]
 layout(binding = 2) writeonly buffer Out { float o[]; };
 layout(binding = 3) writeonly buffer Stats { float ml[]; };     // [row][2]
+#if CPU
+layout(binding = 4) uniform samplerBuffer po_t;  // PartialO as vec4s
+layout(binding = 5) uniform samplerBuffer pml_t; // PartialML as vec4s: 2 ranges each
+#endif
 
 // The max of the row's range maxima, and the value exp subtracts (never -inf).
 float row_max(uint row, out float m_sub)
@@ -80,19 +87,30 @@ void combine1(uint e)
         write_stats(row, m, l);
 }
 
+#if CPU
+// (m, l) of range r, through the texel view.
+vec2 ml_at(uint r)
+{
+    const vec4 t = texelFetch(pml_t, int(r >> 1));
+    return (r & 1u) != 0u ? t.zw : t.xy;
+}
+
 // Output elements e .. e + 3 of one row (e and d_v multiples of 4).
 void combine4(uint e)
 {
     const uint row = e / p.d_v, c = e % p.d_v, d4 = p.d_v >> 2;
-    float m_sub;
-    const float m = row_max(row, m_sub);
+    float m = neg_inf();
+    for (uint s = 0; s < p.splits; s++)
+        m = max(m, ml_at(s * p.rows + row).x);
+    const float m_sub = m == neg_inf() ? 0.0 : m;
     float l = 0.0;
     vec4 acc = vec4(0.0);
     for (uint s = 0; s < p.splits; s++) {
         const uint r = s * p.rows + row;
-        const float w = exp(pml[2u * r] - m_sub);
-        l += pml[2u * r + 1u] * w;
-        acc += po4[r * d4 + (c >> 2)] * w;
+        const vec2 st = ml_at(r);
+        const float w = exp(st.x - m_sub);
+        l += st.y * w;
+        acc += texelFetch(po_t, int(r * d4 + (c >> 2))) * w;
     }
     const vec4 res = l == 0.0 ? acc : acc / l;
     const uint oi = out_index(row, c);
@@ -101,16 +119,19 @@ void combine4(uint e)
     if (c == 0u)
         write_stats(row, m, l);
 }
+#endif
 
 void main()
 {
     const uint e0 = (linear_group(p.group_base) * WG + gl_LocalInvocationIndex) * EPI;
     const uint n = p.rows * p.d_v;
+#if CPU
     if (EPI == 4u && (p.d_v & 3u) == 0u) {
         if (e0 < n)
             combine4(e0);
         return;
     }
+#endif
     for (uint k = 0; k < EPI; k++)
         if (e0 + k < n)
             combine1(e0 + k);

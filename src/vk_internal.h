@@ -89,7 +89,8 @@ typedef enum vk_pipe {
  * statistics). KIND_MATMUL has 4 (A, B, bias, C), or 6 with matmul_texel: A
  * and B as vec4 texel buffers, bias, C, then A and B again as storage buffers
  * (for shapes whose strides rule out vec4 reads). With matmul_texel the
- * softmax (7), heads (3) and LayerNorm (8) add texel views of their inputs. */
+ * softmax (7), heads (3), LayerNorm (8) and the split-K combine (6) add
+ * texel views of their inputs. */
 #define VK_MAX_BINDINGS 8
 
 /* A descriptor set bound to one dispatch site; rewritten only when a buffer

@@ -9,6 +9,7 @@
 
 #include "flash.spv.h"
 #include "flash_combine.spv.h"
+#include "flash_combine_cpu.spv.h"
 #include "heads.spv.h"
 #include "heads_cpu.spv.h"
 #include "layernorm.spv.h"
@@ -36,13 +37,14 @@ static const uint32_t kind_bindings[KIND_COUNT] = {
 /* With matmul_texel, the vec4 texel views that follow a kind's storage
  * bindings, as indices of the buffers a dispatch passes (the CPU-shaped
  * shaders read them as samplerBuffers): heads x; softmax input, bias;
- * LayerNorm y, residual, gamma, beta. The matmul is laid out apart
- * (vk_binding_source). */
+ * LayerNorm y, residual, gamma, beta; the split-K combine's partial outputs
+ * and statistics. The matmul is laid out apart (vk_binding_source). */
 #define MAX_TEXEL_BINDINGS 4
 static const uint32_t texel_sources[KIND_COUNT][MAX_TEXEL_BINDINGS] = {
-    [KIND_HEADS] = {0}, [KIND_SOFTMAX] = {4, 2}, [KIND_LAYERNORM] = {3, 0, 1, 2}};
+    [KIND_HEADS] = {0}, [KIND_SOFTMAX] = {4, 2}, [KIND_LAYERNORM] = {3, 0, 1, 2},
+    [KIND_FLASH_COMBINE] = {0, 1}};
 static const uint32_t texel_count[KIND_COUNT] = {
-    [KIND_HEADS] = 1, [KIND_SOFTMAX] = 2, [KIND_LAYERNORM] = 4};
+    [KIND_HEADS] = 1, [KIND_SOFTMAX] = 2, [KIND_LAYERNORM] = 4, [KIND_FLASH_COMBINE] = 2};
 
 uint32_t vk_kind_bindings(const vk_state *vk, vk_kind kind)
 {
@@ -359,7 +361,8 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
     static const spv_code matmul_cpu = SPV(vkmha_spv_matmul_cpu);
     static const spv_code heads = SPV(vkmha_spv_heads);
     static const spv_code flash = SPV(vkmha_spv_flash);
-    static const spv_code flash_combine = SPV(vkmha_spv_flash_combine);
+    static const spv_code flash_combine[2] = {SPV(vkmha_spv_flash_combine),
+                                              SPV(vkmha_spv_flash_combine_cpu)};
     static const spv_code softmax_cpu = SPV(vkmha_spv_softmax_cpu);
     static const spv_code heads_cpu = SPV(vkmha_spv_heads_cpu);
     static const spv_code layernorm_cpu = SPV(vkmha_spv_layernorm_cpu);
@@ -418,12 +421,14 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
         break;
     case PIPE_FLASH_COMBINE: {
         /* The grid has elementwise_wg output elements per workgroup
-         * (src/vk_attention.c); CPU devices take 4 per invocation. */
-        uint32_t epi = vk->cpu_rows_wg && vk->elementwise_wg % 4 == 0 ? 4 : 1;
+         * (src/vk_attention.c); CPU devices take 4 per invocation, with
+         * texel reads (the variant with the texel bindings). */
+        bool cpu_shape = vk->cpu_rows_wg && vk->elementwise_wg % 4 == 0;
+        uint32_t epi = cpu_shape ? 4 : 1;
         spec[0] = vk->elementwise_wg / epi; /* 0 WG */
         spec[1] = epi;                      /* 1 EPI */
         n_spec = 2;
-        code = &flash_combine;
+        code = &flash_combine[cpu_shape];
         break;
     }
     case PIPE_HEADS:

@@ -95,8 +95,9 @@ vec2 ml_at(uint r)
     return (r & 1u) != 0u ? t.zw : t.xy;
 }
 
-// Output elements e .. e + 3 of one row (e and d_v multiples of 4).
-void combine4(uint e)
+// Output elements e .. e + 4 Q - 1 of one row (e a multiple of 4, d_v of 4 Q
+// when Q > 1): the row's weights once for Q vec4s.
+void combine_vec(uint e, const uint Q)
 {
     const uint row = e / p.d_v, c = e % p.d_v, d4 = p.d_v >> 2;
     float m = neg_inf();
@@ -104,18 +105,23 @@ void combine4(uint e)
         m = max(m, ml_at(s * p.rows + row).x);
     const float m_sub = m == neg_inf() ? 0.0 : m;
     float l = 0.0;
-    vec4 acc = vec4(0.0);
+    vec4 acc[EPI / 4u];
+    for (uint q = 0; q < Q; q++)
+        acc[q] = vec4(0.0);
     for (uint s = 0; s < p.splits; s++) {
         const uint r = s * p.rows + row;
         const vec2 st = ml_at(r);
         const float w = exp(st.x - m_sub);
         l += st.y * w;
-        acc += texelFetch(po_t, int(r * d4 + (c >> 2))) * w;
+        for (uint q = 0; q < Q; q++)
+            acc[q] += texelFetch(po_t, int(r * d4 + (c >> 2) + q)) * w;
     }
-    const vec4 res = l == 0.0 ? acc : acc / l;
     const uint oi = out_index(row, c);
-    for (uint k = 0; k < 4u; k++)
-        o[oi + k] = res[k];
+    for (uint q = 0; q < Q; q++) {
+        const vec4 res = l == 0.0 ? acc[q] : acc[q] / l;
+        for (uint k = 0; k < 4u; k++)
+            o[oi + 4u * q + k] = res[k];
+    }
     if (c == 0u)
         write_stats(row, m, l);
 }
@@ -126,9 +132,15 @@ void main()
     const uint e0 = (linear_group(p.group_base) * WG + gl_LocalInvocationIndex) * EPI;
     const uint n = p.rows * p.d_v;
 #if CPU
-    if (EPI == 4u && (p.d_v & 3u) == 0u) {
+    if ((p.d_v & (EPI - 1u)) == 0u) { // EPI columns of one row
         if (e0 < n)
-            combine4(e0);
+            combine_vec(e0, EPI / 4u);
+        return;
+    }
+    if ((p.d_v & 3u) == 0u) {         // EPI / 4 vec4s, perhaps of different rows
+        for (uint q = 0; q < EPI / 4u; q++)
+            if (e0 + 4u * q < n)
+                combine_vec(e0 + 4u * q, 1u);
         return;
     }
 #endif

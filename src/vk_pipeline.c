@@ -423,8 +423,8 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
         /* The grid has elementwise_wg output elements per workgroup
          * (src/vk_attention.c); CPU devices take 4 per invocation, with
          * texel reads (the variant with the texel bindings). */
-        bool cpu_shape = vk->cpu_rows_wg && vk->elementwise_wg % 4 == 0;
-        uint32_t epi = cpu_shape ? 4 : 1;
+        bool cpu_shape = vk->cpu_rows_wg && vk->elementwise_wg % 16 == 0;
+        uint32_t epi = cpu_shape ? 16 : 1;
         spec[0] = vk->elementwise_wg / epi; /* 0 WG */
         spec[1] = epi;                      /* 1 EPI */
         n_spec = 2;

@@ -88,17 +88,6 @@ static timing time_calls(call_fn fn, void *arg, uint32_t reps, vkmha_context *ct
     return t;
 }
 
-static double max_abs_diff(const float *a, const float *b, size_t n)
-{
-    double m = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (!(d <= m))
-            m = d; /* NaN propagates */
-    }
-    return m;
-}
-
 static void report(const char *kernel, const char *shape, const char *impl, timing t,
                    double diff)
 {

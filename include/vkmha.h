@@ -304,7 +304,10 @@ typedef struct vkmha_context_info {
     bool subgroup_ops_used; /* reductions use subgroup arithmetic */
     /* Tile configurations chosen for this device's limits. */
     vkmha_tile_config matmul_large, matmul_small;
-    uint32_t reduce_workgroup_size; /* softmax, LayerNorm */
+    /* Softmax, LayerNorm: one workgroup of this size per row. CPU devices
+     * run rows of up to 16384 elements one per invocation instead (no
+     * barrier; docs/PERFORMANCE.md, "Small kernels"). */
+    uint32_t reduce_workgroup_size;
     /* Fused attention blocks for head dims up to 32, 64, 128 and 256. */
     vkmha_attention_config attention[4];
     /* Bytes of VkDeviceMemory the context (and its layers) hold now, and the

@@ -88,9 +88,15 @@ void combine1(uint e)
 }
 
 #if CPU
-// (m, l) of range r, through the texel view.
+// (m, l) of range r, through the texel view, or through the storage buffer
+// for a last pair that does not fill a texel, which the view cannot reach:
+// an odd number of pairs in a buffer of exactly their size (slots are
+// rounded up to 64 KiB or capped by a device limit, where the partial
+// outputs, 2x larger or more, fail first; the check costs one compare).
 vec2 ml_at(uint r)
 {
+    if (int(r >> 1) >= textureSize(pml_t))
+        return vec2(pml[2u * r], pml[2u * r + 1u]);
     const vec4 t = texelFetch(pml_t, int(r >> 1));
     return (r & 1u) != 0u ? t.zw : t.xy;
 }

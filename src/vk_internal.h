@@ -69,8 +69,9 @@ typedef enum vk_pipe {
     PIPE_LAYERNORM,
     PIPE_FLASH, /* VK_FLASH_CLASSES pipelines, one per head-dim class */
     PIPE_FLASH_COMBINE = PIPE_FLASH + 4,
-    /* CPU-shaped variants (vk_state.cpu_rows_wg), last: several rows per
-     * workgroup, one per invocation, no barrier (shaders/softmax_cpu.comp). */
+    /* CPU-shaped variants (vk_state.cpu_rows_wg), last and in this order:
+     * several rows per workgroup, one per invocation, no barrier
+     * (shaders/softmax_cpu.comp, heads_cpu.comp, layernorm_cpu.comp). */
     PIPE_SOFTMAX_CPU,
     PIPE_HEADS_CPU,
     PIPE_LAYERNORM_CPU,

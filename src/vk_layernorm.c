@@ -21,7 +21,8 @@ vkmha_status vk_record_layernorm(vk_state *vk, vk_site *site, uint32_t rows, uin
                                  vk_buffer *y)
 {
     /* Texel reads need vec4 views of every input (wrapped tensors have none). */
-    bool texel = vk->row_texel && y->view4 && gamma->view4 && beta->view4 && (!residual || residual->view4);
+    bool texel = vk->row_texel && y->view4 && gamma->view4 && beta->view4 &&
+                 (!residual || residual->view4);
     struct layernorm_push p = {rows, cols, eps, residual ? 1u : 0u, 0, texel};
     const vk_buffer *bufs[4] = {residual, gamma, beta, y};
     if (vk->cpu_rows_wg && cols <= VK_CPU_ROW_MAX) /* a row per invocation */

@@ -404,24 +404,20 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
         code = &softmax[vk->use_subgroup];
         break;
     case PIPE_SOFTMAX_CPU:
-        spec[0] = vk->cpu_rows_wg; /* 0 WG */
-        code = &softmax_cpu;
-        break;
     case PIPE_HEADS_CPU:
-        spec[0] = vk->cpu_rows_wg; /* 0 WG */
-        code = &heads_cpu;
+    case PIPE_LAYERNORM_CPU: {
+        static const spv_code *const row_kernels[] = {&softmax_cpu, &heads_cpu, &layernorm_cpu};
+        spec[0] = vk->cpu_rows_wg; /* 0 WG: rows per workgroup */
+        code = row_kernels[pipe - PIPE_SOFTMAX_CPU];
         break;
-    case PIPE_LAYERNORM_CPU:
-        spec[0] = vk->cpu_rows_wg; /* 0 WG */
-        code = &layernorm_cpu;
-        break;
+    }
     case PIPE_LAYERNORM:
         spec[0] = vk->reduce_wg; /* 0 WG */
         code = &layernorm[vk->use_subgroup];
         break;
     case PIPE_FLASH_COMBINE: {
         /* The grid has elementwise_wg output elements per workgroup
-         * (src/vk_attention.c); CPU devices take 4 per invocation, with
+         * (src/vk_attention.c); CPU devices take 16 per invocation, with
          * texel reads (the variant with the texel bindings). */
         bool cpu_shape = vk->cpu_rows_wg && vk->elementwise_wg % 16 == 0;
         uint32_t epi = cpu_shape ? 16 : 1;

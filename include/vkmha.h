@@ -332,7 +332,10 @@ typedef struct vkmha_context_info {
     bool subgroup_ops_used; /* reductions use subgroup arithmetic */
     /* Tile configurations chosen for this device's limits. */
     vkmha_tile_config matmul_large, matmul_small;
-    uint32_t reduce_workgroup_size; /* softmax, LayerNorm */
+    /* Softmax, LayerNorm: one workgroup of this size per row. CPU devices
+     * run rows of up to 16384 elements one per invocation instead (no
+     * barrier; docs/PERFORMANCE.md, "Small kernels"). */
+    uint32_t reduce_workgroup_size;
     /* Fused attention blocks for head dims up to 32, 64, 128 and 256: the
      * workgroup-shared kernel, and the CPU-shaped (register) kernel, whose
      * workgroup_size is 0 on devices that do not run it. Which one a call

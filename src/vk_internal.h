@@ -528,7 +528,7 @@ typedef struct vk_attn_plan {
  * with block_q query rows per workgroup, plus the weights pass if asked)
  * and on the unfused path: the coefficients of src/vk_cost.c's table times
  * these features (bench/vkmha-bench-cost fits the coefficients). */
-#define VK_COST_FUSED_FEATURES 4
+#define VK_COST_FUSED_FEATURES 5
 #define VK_COST_UNFUSED_FEATURES 5
 void vk_cost_fused_features(const attn_shape *s, uint32_t block_q, bool weights,
                             double f[VK_COST_FUSED_FEATURES]);

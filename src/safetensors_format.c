@@ -562,6 +562,10 @@ vkmha_status st_find_layer(const st_file *f, const char *prefix, const char *nor
                        show_tensor(packed).s, Hkv, H);
         if ((st = check_shape(&fd, packed, 2, 3 * E, E, "[3 * d_model, d_model]")))
             return st;
+        if (E % H != 0)
+            return bad(why, cap,
+                       "tensor '%s': d_model (%llu) is not n_head (%u) heads of equal size",
+                       show_tensor(packed).s, (unsigned long long)E, H);
         wq = wk = wv = packed;
         qr = kr = vr = E;
         L->w[ST_W_Q] = part(packed, 0, E * E);

@@ -546,6 +546,9 @@ static const bad_layer bad_layers[] = {
     {"k_proj.bias misshapen", {W("q_proj.weight", "F32", 2, 2, 2), W("k_proj.bias", "F32", 1, 3, 0),
      W("k_proj.weight", "F32", 2, 2, 2), W("v_proj.weight", "F32", 2, 2, 2),
      W("o_proj.weight", "F32", 2, 2, 2)}, 5, VKMHA_ERROR_INVALID_ARGUMENT, "'p.k_proj.bias'"},
+    {"packed d_model not a multiple of n_head", {W("in_proj_weight", "F32", 2, 9, 3),
+     W("out_proj.weight", "F32", 2, 3, 3)}, 2, VKMHA_ERROR_INVALID_ARGUMENT,
+     "'p.in_proj_weight'|d_model (3)|n_head (2)"},
     {"add_bias_kv", {W("in_proj_weight", "F32", 2, 6, 2), W("bias_k", "F32", 2, 1, 2),
      W("out_proj.weight", "F32", 2, 2, 2)}, 3, VKMHA_ERROR_UNSUPPORTED, "'p.bias_k'|add_bias_kv"},
 };

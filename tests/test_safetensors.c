@@ -385,6 +385,21 @@ static void check_load(vkmha_context *ctx, vkmha_backend be, const layer *l,
 
 /* ---- malformed files ---------------------------------------------------------------- */
 
+/* Whether msg contains each of the '|'-separated words (prints the first
+ * missing one). */
+static bool has_words(const char *msg, const char *words)
+{
+    char w[256];
+    bool ok = true;
+    snprintf(w, sizeof w, "%s", words);
+    for (char *tok = strtok(w, "|"); tok; tok = strtok(NULL, "|"))
+        if (!strstr(msg, tok)) {
+            t_diag("message \"%s\" lacks \"%s\"", msg, tok);
+            ok = false;
+        }
+    return ok;
+}
+
 /* Expects `st` from loading `bytes` (from bytes) with a message containing
  * each word of `words` ('|'-separated), no layer, and a working context. */
 static bool expect_reject(vkmha_context *ctx, const buf *f, const char *prefix, uint32_t n_head,
@@ -404,13 +419,7 @@ static bool expect_reject(vkmha_context *ctx, const buf *f, const char *prefix, 
         vkmha_mha_destroy(m == (vkmha_mha *)&sd ? NULL : m);
         ok = false;
     }
-    char w[256];
-    snprintf(w, sizeof w, "%s", words);
-    for (char *tok = strtok(w, "|"); tok; tok = strtok(NULL, "|"))
-        if (!strstr(msg, tok)) {
-            t_diag("message \"%s\" lacks \"%s\"", msg, tok);
-            ok = false;
-        }
+    ok = has_words(msg, words) && ok;
     if (!strstr(msg, "vkmha_mha_create_from_safetensors: desc->data: ")) {
         t_diag("message \"%s\" does not name the call and the source", msg);
         ok = false;
@@ -674,13 +683,7 @@ static void bad_arguments(vkmha_context *ctx)
         bool ok = true;
         T_EXPECT_STATUS(vkmha_mha_create_from_safetensors(ctx, &sd, &m),
                         VKMHA_ERROR_INVALID_ARGUMENT, ok);
-        char w[128];
-        snprintf(w, sizeof w, "%s", cases[i].words);
-        for (char *tok = strtok(w, "|"); tok; tok = strtok(NULL, "|"))
-            if (!strstr(vkmha_context_last_error(ctx), tok)) {
-                t_diag("message \"%s\" lacks \"%s\"", vkmha_context_last_error(ctx), tok);
-                ok = false;
-            }
+        ok = has_words(vkmha_context_last_error(ctx), cases[i].words) && ok;
         t_diag("message: %s", vkmha_context_last_error(ctx));
         ok = ok && m == NULL && t_context_works(ctx, cases[i].what);
         t_report(ok, "bad argument: %s", cases[i].what);

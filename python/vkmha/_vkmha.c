@@ -679,31 +679,37 @@ static int tensor_init(TensorObject *self, PyObject *args, PyObject *kw)
     return 0;
 }
 
+/* A layer or tensor lets go of its context. */
+static void context_drop(ContextObject **ctx)
+{
+    if (*ctx) {
+        (*ctx)->children--;
+        Py_CLEAR(*ctx);
+    }
+}
+
+/* RuntimeError unless the object's vkmha handle exists. */
+static int live(const void *handle, const char *what)
+{
+    if (!handle) {
+        PyErr_Format(PyExc_RuntimeError, "vkmha: the %s was released or never initialized",
+                     what);
+        return -1;
+    }
+    return 0;
+}
+
 static void tensor_release(TensorObject *self)
 {
-    if (self->t) {
-        vkmha_tensor_destroy(self->t);
-        self->t = NULL;
-    }
-    if (self->ctx) {
-        self->ctx->children--;
-        Py_CLEAR(self->ctx);
-    }
+    vkmha_tensor_destroy(self->t);
+    self->t = NULL;
+    context_drop(&self->ctx);
 }
 
 static void tensor_dealloc(TensorObject *self)
 {
     tensor_release(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static int tensor_live(TensorObject *self)
-{
-    if (!self->t) {
-        PyErr_SetString(PyExc_RuntimeError, "vkmha: the Tensor was released");
-        return -1;
-    }
-    return 0;
 }
 
 static PyObject *tensor_release_m(TensorObject *self, PyObject *unused)
@@ -717,7 +723,7 @@ static PyObject *tensor_desc(TensorObject *self, void *unused)
 {
     (void)unused;
     vkmha_tensor_desc d;
-    if (tensor_live(self))
+    if (live(self->t, "Tensor"))
         return NULL;
     vkmha_status st = vkmha_tensor_get_desc(self->t, &d);
     if (st)
@@ -733,7 +739,7 @@ static PyObject *tensor_desc(TensorObject *self, void *unused)
 static PyObject *tensor_nbytes(TensorObject *self, void *unused)
 {
     (void)unused;
-    if (tensor_live(self))
+    if (live(self->t, "Tensor"))
         return NULL;
     return PyLong_FromUnsignedLongLong(vkmha_tensor_bytes(self->t));
 }
@@ -743,7 +749,7 @@ static PyObject *tensor_copy(TensorObject *self, PyObject *args, bool up)
     PyObject *o;
     unsigned long long offset = 0;
     Py_buffer v;
-    if (!PyArg_ParseTuple(args, "O|K", &o, &offset) || tensor_live(self))
+    if (!PyArg_ParseTuple(args, "O|K", &o, &offset) || live(self->t, "Tensor"))
         return NULL;
     if (PyObject_GetBuffer(o, &v, PyBUF_C_CONTIGUOUS | (up ? 0 : PyBUF_WRITABLE)) != 0) {
         PyErr_Clear();
@@ -920,27 +926,15 @@ static PyObject *mha_from_safetensors(PyObject *cls, PyObject *args, PyObject *k
 static void mha_dealloc(MHAObject *self)
 {
     vkmha_mha_destroy(self->mha);
-    if (self->ctx) {
-        self->ctx->children--;
-        Py_CLEAR(self->ctx);
-    }
+    context_drop(&self->ctx);
     Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static int mha_live(MHAObject *self)
-{
-    if (!self->mha) {
-        PyErr_SetString(PyExc_RuntimeError, "vkmha: the MHA is not initialized");
-        return -1;
-    }
-    return 0;
 }
 
 static PyObject *mha_desc(MHAObject *self, void *unused)
 {
     (void)unused;
     const vkmha_mha_desc *d = &self->d;
-    if (mha_live(self))
+    if (live(self->mha, "MHA"))
         return NULL;
     return Py_BuildValue("{sIsIsIsIsIsIsIsfsOsf}", "d_model", d->d_model, "n_head", d->n_head,
                          "n_kv_head", d->n_kv_head, "d_k", d->d_k, "d_v", d->d_v, "kdim",
@@ -959,7 +953,7 @@ static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOnn|nOin" MASK_FORMAT, kwlist, &q_o, &k_o,
                                      &v_o, &out_o, &lq, &lk, &batch, &w_o, &path, &kv_splits,
                                      MASK_REFS(m)) ||
-        mha_live(self) || check_open(self->ctx))
+        live(self->mha, "MHA") || check_open(self->ctx))
         return NULL;
     const vkmha_mha_desc *d = &self->d;
     uint32_t Lq, Lk, B, splits;
@@ -983,27 +977,28 @@ static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)
         args_release(a, 8);
         return NULL;
     }
+    /* vkmha_mha_io and vkmha_mha_tensors have the same fields: arrays (.p)
+     * or tensors (.t). */
+#define FILL_IO(io, member, m_)                                                  \
+    do {                                                                           \
+        memset(&io, 0, sizeof io);                                                 \
+        io.batch = B, io.len_q = Lq, io.len_k = Lk;                                \
+        io.query = a[0].member, io.key = a[1].member, io.value = a[2].member;      \
+        io.mask = present ? &m_ : NULL;                                            \
+        io.out = a[3].member, io.attn_weights = a[4].member;                       \
+        io.attention_path = (vkmha_attention_path)path;                            \
+        io.kv_splits = splits;                                                     \
+    } while (0)
     if (tm) {
         vkmha_mha_tensors io;
-        memset(&io, 0, sizeof io);
-        io.batch = B, io.len_q = Lq, io.len_k = Lk;
-        io.query = a[0].t, io.key = a[1].t, io.value = a[2].t;
-        io.mask = present ? &tmk : NULL;
-        io.out = a[3].t, io.attn_weights = a[4].t;
-        io.attention_path = (vkmha_attention_path)path;
-        io.kv_splits = splits;
+        FILL_IO(io, t, tmk);
         st = vkmha_mha_forward_tensor(self->mha, &io);
     } else {
         vkmha_mha_io io;
-        memset(&io, 0, sizeof io);
-        io.batch = B, io.len_q = Lq, io.len_k = Lk;
-        io.query = a[0].p, io.key = a[1].p, io.value = a[2].p;
-        io.mask = present ? &hm : NULL;
-        io.out = a[3].p, io.attn_weights = a[4].p;
-        io.attention_path = (vkmha_attention_path)path;
-        io.kv_splits = splits;
+        FILL_IO(io, p, hm);
         st = vkmha_mha_forward(self->mha, &io);
     }
+#undef FILL_IO
     args_release(a, 8);
     if (st)
         return context_fail(self->ctx, st);
@@ -1011,6 +1006,22 @@ static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)
 }
 
 /* ---- types and module -------------------------------------------------------- */
+
+/* A type of this module: its object struct, doc, init, dealloc, methods and
+ * properties; instances made by Python (tp_new) and initialized by init. */
+#define TYPE(name, obj, doc, init, dealloc, methods, getset)                 \
+    {                                                                          \
+        PyVarObject_HEAD_INIT(NULL, 0)                                         \
+        .tp_name = "vkmha._vkmha." #name,                                      \
+        .tp_basicsize = sizeof(obj),                                           \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,                  \
+        .tp_doc = doc,                                                         \
+        .tp_new = PyType_GenericNew,                                           \
+        .tp_init = (initproc)init,                                             \
+        .tp_dealloc = (destructor)dealloc,                                     \
+        .tp_methods = methods,                                                 \
+        .tp_getset = getset,                                                   \
+    }
 
 static PyMethodDef context_methods[] = {
     {"close", (PyCFunction)context_close, METH_NOARGS,
@@ -1035,18 +1046,8 @@ static PyGetSetDef context_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject ContextType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "vkmha._vkmha.Context",
-    .tp_basicsize = sizeof(ContextObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Context(backend=0, device_index=-1, validation=False, flags=0): a vkmha_context.",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)context_init,
-    .tp_dealloc = (destructor)context_dealloc,
-    .tp_methods = context_methods,
-    .tp_getset = context_getset,
-};
+static PyTypeObject ContextType = TYPE(Context, ContextObject, "Context(backend=0, device_index=-1, validation=False, flags=0): a vkmha_context.",
+    context_init, context_dealloc, context_methods, context_getset);
 
 static PyMethodDef tensor_methods[] = {
     {"upload", (PyCFunction)tensor_upload, METH_VARARGS,
@@ -1063,18 +1064,8 @@ static PyGetSetDef tensor_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject TensorType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "vkmha._vkmha.Tensor",
-    .tp_basicsize = sizeof(TensorObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Tensor(context, shape, dtype=DTYPE_F32): a vkmha_tensor.",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)tensor_init,
-    .tp_dealloc = (destructor)tensor_dealloc,
-    .tp_methods = tensor_methods,
-    .tp_getset = tensor_getset,
-};
+static PyTypeObject TensorType = TYPE(Tensor, TensorObject, "Tensor(context, shape, dtype=DTYPE_F32): a vkmha_tensor.",
+    tensor_init, tensor_dealloc, tensor_methods, tensor_getset);
 
 static PyMethodDef mha_methods[] = {
     {"forward", (PyCFunction)(void (*)(void))mha_forward, METH_VARARGS | METH_KEYWORDS,
@@ -1089,18 +1080,8 @@ static PyGetSetDef mha_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject MHAType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "vkmha._vkmha.MHA",
-    .tp_basicsize = sizeof(MHAObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "MHA(context, d_model, n_head, w_q, w_k, w_v, w_o, ...): a vkmha_mha.",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)mha_init,
-    .tp_dealloc = (destructor)mha_dealloc,
-    .tp_methods = mha_methods,
-    .tp_getset = mha_getset,
-};
+static PyTypeObject MHAType = TYPE(MHA, MHAObject, "MHA(context, d_model, n_head, w_q, w_k, w_v, w_o, ...): a vkmha_mha.",
+    mha_init, mha_dealloc, mha_methods, mha_getset);
 
 static PyObject *status_string(PyObject *mod, PyObject *arg)
 {

@@ -349,8 +349,10 @@ vkmha_status st_parse(const vkmha_allocator *a, const void *bytes, size_t size, 
                    jsmn_error(n), p.pos);
     if (n == 0)
         return bad(why, cap, "header is empty (a JSON object is required)");
-    if (!(t = vkmha__alloc_with(a, (size_t)n * sizeof *t)))
+    if (!(t = vkmha__alloc_with(a, (size_t)n * sizeof *t))) {
+        snprintf(why, cap, "out of host memory");
         return VKMHA_ERROR_OUT_OF_HOST_MEMORY;
+    }
     jsmn_init(&p);
     n = jsmn_parse(&p, js, n_js, t, (unsigned)n);
     if (n < 0) {

@@ -748,6 +748,78 @@ static void conversions(void)
     t_report(ok, "BF16 -> fp32: 1, -3, Inf, NaN, the smallest subnormal, the largest");
 }
 
+/* Every host allocation of a load (the parser's tokens and tensor table,
+ * conversions, the layer) fails in turn: OUT_OF_HOST_MEMORY, no layer,
+ * nothing leaked, the context still works; then a load with no failure. */
+static void host_allocation_failures(vkmha_backend be)
+{
+    t_rng r = {13};
+    layer l;
+    file_spec s;
+    layer_make(&l, &r, 4, 2, 2, 2, 2, 4, 4);
+    file_spec_make(&s, &l, LINEAR_OUT, "BF16");
+    buf f = write_file(s.ts, s.n, true);
+    t_counting c = {0, 0, 0, 0};
+    vkmha_allocator a = {t_counting_alloc, NULL, t_counting_free, &c};
+    vkmha_context_desc cd = {0};
+    cd.backend = be;
+    cd.enable_validation = be == VKMHA_BACKEND_VULKAN;
+    cd.allocator = &a;
+    cd.log = t_log;
+    vkmha_context *ctx = NULL;
+    if (vkmha_context_create(&cd, &ctx) != VKMHA_SUCCESS) {
+        t_report(false, "%s: context with a counting allocator", backend_names[be]);
+        free(f.p);
+        layer_free(&l);
+        return;
+    }
+    vkmha_safetensors_desc sd = {0};
+    sd.data = f.p, sd.size = f.n;
+    sd.prefix = "model.layers.3.attn.";
+    sd.n_head = 2;
+    sd.n_kv_head = 2;
+    sd.post_norm = true;
+    sd.norm_prefix = "model.layers.3.norm1.";
+    bool ok = true;
+    long n = 1, baseline = c.live;
+    for (;; n++) {
+        vkmha_mha *m = NULL;
+        c.fail_at = c.total + n;
+        c.failed = 0;
+        vkmha_status st = vkmha_mha_create_from_safetensors(ctx, &sd, &m);
+        c.fail_at = 0;
+        if (c.failed == 0) {
+            T_EXPECT_STATUS(st, VKMHA_SUCCESS, ok);
+            vkmha_mha_destroy(m);
+            break;
+        }
+        if (st != VKMHA_ERROR_OUT_OF_HOST_MEMORY || m != NULL || c.live != baseline ||
+            !strstr(vkmha_context_last_error(ctx), "out of host memory")) {
+            t_diag("allocation %ld failed: %s, \"%s\", layer %p, %ld allocations live (%ld "
+                   "before)", n, vkmha_status_string(st), vkmha_context_last_error(ctx),
+                   (void *)m, c.live, baseline);
+            vkmha_mha_destroy(m);
+            ok = false;
+            break;
+        }
+        if (!t_context_works(ctx, "after a failed host allocation")) {
+            ok = false;
+            break;
+        }
+        baseline = c.live;
+    }
+    ok = ok && c.live == baseline;
+    if (be == VKMHA_BACKEND_VULKAN)
+        t_report_validation(ctx);
+    vkmha_context_destroy(ctx);
+    t_report(ok && c.live == 0,
+             "%s: each of the %ld host allocations of a load fails in turn: "
+             "OUT_OF_HOST_MEMORY, nothing leaked, context usable; all freed at destroy",
+             backend_names[be], n - 1);
+    free(f.p);
+    layer_free(&l);
+}
+
 int main(void)
 {
     const char *tmp = getenv("TMPDIR");
@@ -782,6 +854,7 @@ int main(void)
         malformed(ctx, backends[bi]);
         if (bi == 0)
             bad_arguments(ctx);
+        host_allocation_failures(backends[bi]);
         if (backends[bi] == VKMHA_BACKEND_VULKAN)
             t_report_validation(ctx);
         vkmha_context_destroy(ctx);

@@ -1,6 +1,7 @@
 /* The safetensors parser and the layer's names (see safetensors_format.h).
  * The JSON header is tokenized by jsmn (Debian's libjsmn-dev, header-only,
- * compiled in here in strict mode); this file checks what the tokens mean.
+ * compiled in here in strict mode); this file checks the grammar between
+ * the tokens, which jsmn does not, and what the tokens mean.
  * Every input is untrusted: no recursion (a deeply nested header cannot
  * exhaust the stack), every size and offset overflow-checked, and every
  * rejection explained in `why`. */
@@ -159,6 +160,134 @@ static bool tok_u64(const char *js, const jsmntok_t *t, uint64_t *out)
     }
     *out = v;
     return true;
+}
+
+/* ---- JSON grammar between jsmn's tokens ----------------------------------- */
+
+/* jsmn finds tokens but is lenient about what lies between them (a missing
+ * or extra comma, a doubled colon) and about primitives (it takes "tru").
+ * check_grammar walks the tokens in document order with a stack of open
+ * containers and checks every gap and primitive against JSON's grammar, so
+ * that a header is accepted only if it is JSON. */
+
+static bool only_space(const char *js, size_t from, size_t to)
+{
+    for (size_t i = from; i < to; i++)
+        if (!is_space(js[i]))
+            return false;
+    return true;
+}
+
+/* Whether the gap [from, to) is whitespace around exactly the character
+ * sep ('\0': nothing but whitespace). */
+static bool gap_is(const char *js, size_t from, size_t to, char sep)
+{
+    while (from < to && is_space(js[from]))
+        from++;
+    if (sep) {
+        if (from == to || js[from] != sep)
+            return false;
+        from++;
+    }
+    return only_space(js, from, to);
+}
+
+/* true, false, null or a JSON number. */
+static bool primitive_ok(const char *p, size_t n)
+{
+    if ((n == 4 && !memcmp(p, "true", 4)) || (n == 5 && !memcmp(p, "false", 5)) ||
+        (n == 4 && !memcmp(p, "null", 4)))
+        return true;
+    size_t i = 0;
+#define DIGITS(at_least_one)                                                      \
+    do {                                                                          \
+        size_t d0 = i;                                                            \
+        while (i < n && p[i] >= '0' && p[i] <= '9')                               \
+            i++;                                                                  \
+        if ((at_least_one) && i == d0)                                            \
+            return false;                                                         \
+    } while (0)
+    if (i < n && p[i] == '-')
+        i++;
+    if (i < n && p[i] == '0')
+        i++;
+    else
+        DIGITS(true);
+    if (i < n && p[i] == '.') {
+        i++;
+        DIGITS(true);
+    }
+    if (i < n && (p[i] == 'e' || p[i] == 'E')) {
+        i++;
+        if (i < n && (p[i] == '+' || p[i] == '-'))
+            i++;
+        DIGITS(true);
+    }
+#undef DIGITS
+    return i == n;
+}
+
+/* A token's bytes in the text, quotes included. */
+static size_t raw_start(const jsmntok_t *t)
+{
+    return (size_t)t->start - (t->type == JSMN_STRING);
+}
+
+static size_t raw_end(const jsmntok_t *t)
+{
+    return (size_t)t->end + (t->type == JSMN_STRING);
+}
+
+/* Returns the header offset of the first violation, or -1. stack: scratch
+ * for n token indices. */
+static long check_grammar(const char *js, const jsmntok_t *t, int n, int *stack, int *count)
+{
+    int depth = 0;
+    size_t cursor = 0;
+    for (int i = 0; i <= n; i++) {
+        const size_t at = i < n ? raw_start(&t[i]) : SIZE_MAX;
+        /* Close the containers that end before token i. */
+        while (depth > 0 && (size_t)t[stack[depth - 1]].end <= at) {
+            const jsmntok_t *c = &t[stack[depth - 1]];
+            if (!gap_is(js, cursor, (size_t)c->end - 1, '\0') ||
+                (c->type == JSMN_OBJECT && count[depth - 1] % 2 != 0))
+                return (long)cursor;
+            cursor = (size_t)c->end;
+            depth--;
+        }
+        if (i == n)
+            break;
+        if (depth == 0) {
+            if (i != 0)
+                return (long)at; /* a second top-level value */
+        } else {
+            const jsmntok_t *c = &t[stack[depth - 1]];
+            const int k = count[depth - 1]++;
+            char sep = k == 0 ? '\0' : ',';
+            if (c->type == JSMN_OBJECT) {
+                if (k % 2 == 0 && t[i].type != JSMN_STRING)
+                    return (long)at; /* a key that is not a string */
+                sep = k % 2 ? ':' : sep;
+            }
+            if (!gap_is(js, cursor, at, sep))
+                return (long)cursor;
+        }
+        if (t[i].type == JSMN_PRIMITIVE &&
+            !primitive_ok(js + t[i].start, (size_t)(t[i].end - t[i].start)))
+            return (long)at;
+        if (t[i].type == JSMN_STRING)
+            for (int k = t[i].start; k < t[i].end; k++)
+                if ((unsigned char)js[k] < 0x20)
+                    return k; /* a control character inside a string */
+        if (t[i].type == JSMN_OBJECT || t[i].type == JSMN_ARRAY) {
+            stack[depth] = i;
+            count[depth++] = 0;
+            cursor = (size_t)t[i].start + 1;
+        } else {
+            cursor = raw_end(&t[i]);
+        }
+    }
+    return -1;
 }
 
 /* One tensor's entry: the object at token i. */
@@ -321,6 +450,7 @@ vkmha_status st_parse(const vkmha_allocator *a, const void *bytes, size_t size, 
 {
     const uint8_t *b = bytes;
     jsmntok_t *t = NULL;
+    int *stack = NULL;
     const st_tensor **sorted = NULL;
     vkmha_status st;
     memset(out, 0, sizeof *out);
@@ -358,6 +488,15 @@ vkmha_status st_parse(const vkmha_allocator *a, const void *bytes, size_t size, 
     if (n < 0) {
         st = bad(why, cap, "header is not valid JSON (%s near header offset %u)",
                  jsmn_error(n), p.pos);
+        goto fail;
+    }
+    if (!(stack = vkmha__alloc_with(a, 2 * (size_t)n * sizeof *stack))) {
+        st = VKMHA_ERROR_OUT_OF_HOST_MEMORY;
+        goto fail;
+    }
+    long bad_json = check_grammar(js, t, n, stack, stack + n);
+    if (bad_json >= 0) {
+        st = bad(why, cap, "header is not valid JSON (near header offset %ld)", bad_json);
         goto fail;
     }
     size_t lead = 0;
@@ -413,12 +552,14 @@ vkmha_status st_parse(const vkmha_allocator *a, const void *bytes, size_t size, 
     if ((st = check_tensors(out, sorted, why, cap)))
         goto fail;
     vkmha__free_with(a, (void *)sorted);
+    vkmha__free_with(a, stack);
     vkmha__free_with(a, t);
     return VKMHA_SUCCESS;
 fail:
     if (st == VKMHA_ERROR_OUT_OF_HOST_MEMORY)
         snprintf(why, cap, "out of host memory");
     vkmha__free_with(a, (void *)sorted);
+    vkmha__free_with(a, stack);
     vkmha__free_with(a, t);
     st_free(a, out);
     return st;

@@ -397,6 +397,30 @@ class TestSafetensors(unittest.TestCase):
                                            post_norm=True, norm_prefix="norm1.", norm_eps=1e-5)
             assert_close(self, layer(x), want, "%s post-norm" % b)
 
+    def test_json_validity_agrees_with_python(self):
+        """vkmha's header parser (jsmn plus its grammar check) calls a header
+        invalid JSON exactly when Python's json module does."""
+        t = '"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}'
+        extras = ['', ',"x":{}', ',"x":{"y":[1,-2.5e+3,true,false,null,{"z":[]},"s\\"\\u00e9"]}',
+                  ' "x":{}', ',"x":{},', ',"x"::{}', ',"x":[1,]', ',"x":[,1]', ',"x":[1 2]',
+                  ',"x":tru', ',"x":-', ',"x":01', ',"x":1.', ',"x":.5', ',"x":1e', ',"x":+1',
+                  ',"x":"\\q"', ',"x":"\\u12"', ',"x":"a\tb"', ',"x"', ',"x":[1:2]',
+                  ',"x":{"y" 1}', ',"x":[[[[]]]]', ',"x":"\u00e9"', ',"x":nul', ',"x":TRUE',
+                  ', "x" : { "y" : [ 0 , 1e5 , -0.0E-2 ] } ']
+        ctx = context("reference")
+        for extra in extras:
+            header = ("{" + t + extra + "}").encode()
+            try:
+                json.loads(header)
+                valid = True
+            except ValueError:
+                valid = False
+            blob = struct.pack("<Q", len(header)) + header + bytes(4)
+            with self.assertRaises(vkmha.InvalidArgumentError) as cm:
+                vkmha.load_safetensors(blob, 1, ctx)  # never a layer: no weights
+            says_invalid = "not valid JSON" in str(cm.exception)
+            self.assertEqual(says_invalid, not valid, "%r: %s" % (header, cm.exception))
+
     def test_malformed_files_raise(self):
         m = torch.nn.MultiheadAttention(8, 2).eval()
         blob = self.write(m.state_dict())

@@ -121,80 +121,104 @@ class Context(_vkmha.Context):
             return t
         return Tensor(self, tuple(shape), dtype)
 
-    # ---- ops on arrays (or on Tensors: pass Tensors and `out`) ----
+    # ---- ops: on arrays (results are arrays) or on Tensors (results are
+    # new Tensors of this context, computed without a host round trip) ----
+    def _new(self, tensors, shape):
+        return self.tensor(shape=shape) if tensors else _np.empty(shape, _np.float32)
+
     def matmul(self, a, b, bias=None, transpose_b=False, alpha=1.0):
         """alpha * a @ op(b) + bias: a [batch][m][k] or [m][k]; b [batch][k][n],
         or [k][n] (the same for every batch entry); op(b) = b^T when
         transpose_b (b then [.., n, k], a torch.nn.Linear weight)."""
-        A, B = _f32(a, "a"), _f32(b, "b")
-        if A.ndim not in (2, 3) or B.ndim not in (2, 3):
+        A, B = _in(a, "a"), _in(b, "b")
+        ra, rb = len(A.shape), len(B.shape)
+        if ra not in (2, 3) or rb not in (2, 3):
             raise ValueError("matmul: a and b must have 2 or 3 dims")
-        batch = A.shape[0] if A.ndim == 3 else (B.shape[0] if B.ndim == 3 else 1)
+        batch = A.shape[0] if ra == 3 else (B.shape[0] if rb == 3 else 1)
         m, k = A.shape[-2:]
         n = B.shape[-2] if transpose_b else B.shape[-1]
         kb = B.shape[-1] if transpose_b else B.shape[-2]
         if kb != k:
             raise ValueError("matmul: a has k = %d columns, b has %d" % (k, kb))
-        c = _np.empty((batch, m, n) if A.ndim == 3 or B.ndim == 3 else (m, n), _np.float32)
-        super().matmul(A, B, c, m, n, k, bias=_f32(bias, "bias"), batch=batch,
-                       transpose_b=transpose_b, alpha=alpha, broadcast_a=A.ndim == 2,
-                       broadcast_b=B.ndim == 2)
-        return _like(c, a)
+        c = self._new(_is_tensor(A), (batch, m, n) if ra == 3 or rb == 3 else (m, n))
+        super().matmul(A, B, c, m, n, k, bias=_in(bias, "bias"), batch=batch,
+                       transpose_b=transpose_b, alpha=alpha, broadcast_a=ra == 2,
+                       broadcast_b=rb == 2)
+        return _out(c, a)
 
     def softmax(self, x, scale=1.0, key_padding=None, full=None, causal=False, bias=None):
         """softmax over the last axis of x [batch][heads][len_q][len_k] (or
         fewer leading dims) with vkmha's masks (uint8 / bool, 0 = masked)."""
-        X = _f32(x, "x")
-        shape4 = (1,) * (4 - X.ndim) + X.shape
-        y = _np.empty_like(X)
-        bias_a = _f32(bias, "bias")
+        X = _in(x, "x")
+        shape4 = (1,) * (4 - len(X.shape)) + tuple(X.shape)
+        y = self._new(_is_tensor(X), tuple(X.shape))
+        bias_a = _in(bias, "bias")
         super().softmax(X, y, shape4[2], shape4[3], batch=shape4[0], heads=shape4[1],
-                        scale=scale, key_padding=_u8(key_padding, "key_padding"),
-                        full=_u8(full, "full"), causal=causal, bias=bias_a,
+                        scale=scale, key_padding=_mask_in(key_padding, "key_padding"),
+                        full=_mask_in(full, "full"), causal=causal, bias=bias_a,
                         **_bias_dims(bias_a))
-        return _like(y, x)
+        return _out(y, x)
 
     def split_heads(self, x, heads):
         """[batch][len][heads * head_dim] -> [batch][heads][len][head_dim]."""
-        X = _f32(x, "x")
+        X = _in(x, "x")
         b, n, f = X.shape
         if f % heads:
             raise ValueError("split_heads: %d features are not %d heads" % (f, heads))
-        y = _np.empty((b, heads, n, f // heads), _np.float32)
+        y = self._new(_is_tensor(X), (b, heads, n, f // heads))
         super().split_heads(X, y, n, heads, f // heads, batch=b)
-        return _like(y, x)
+        return _out(y, x)
 
     def merge_heads(self, x):
         """[batch][heads][len][head_dim] -> [batch][len][heads * head_dim]."""
-        X = _f32(x, "x")
+        X = _in(x, "x")
         b, h, n, d = X.shape
-        y = _np.empty((b, n, h * d), _np.float32)
+        y = self._new(_is_tensor(X), (b, n, h * d))
         super().merge_heads(X, y, n, h, d, batch=b)
-        return _like(y, x)
+        return _out(y, x)
 
     def attention(self, q, k, v, scale=0.0, need_weights=False, path="auto", kv_splits=0,
                   key_padding=None, full=None, causal=False, bias=None):
         """Scaled dot-product attention on split heads: q [batch][H][len_q][d_k],
         k [batch][Hkv][len_k][d_k], v [batch][Hkv][len_k][d_v] ->
         out [batch][H][len_q][d_v] (and weights [batch][H][len_q][len_k])."""
-        Q, K, V = _f32(q, "q"), _f32(k, "k"), _f32(v, "v")
+        Q, K, V = _in(q, "q"), _in(k, "k"), _in(v, "v")
         b, h, lq, dk = Q.shape
         hkv, lk, dv = K.shape[1], K.shape[2], V.shape[3]
-        out = _np.empty((b, h, lq, dv), _np.float32)
-        w = _np.empty((b, h, lq, lk), _np.float32) if need_weights else None
-        bias_a = _f32(bias, "bias")
+        out = self._new(_is_tensor(Q), (b, h, lq, dv))
+        w = self._new(_is_tensor(Q), (b, h, lq, lk)) if need_weights else None
+        bias_a = _in(bias, "bias")
         super().attention(Q, K, V, out, h, lq, lk, dk, dv, batch=b, kv_heads=hkv, scale=scale,
                           weights=w, path=_path(path), kv_splits=kv_splits,
-                          key_padding=_u8(key_padding, "key_padding"), full=_u8(full, "full"),
-                          causal=causal, bias=bias_a, **_bias_dims(bias_a))
-        return (_like(out, q), _like(w, q)) if need_weights else _like(out, q)
+                          key_padding=_mask_in(key_padding, "key_padding"),
+                          full=_mask_in(full, "full"), causal=causal, bias=bias_a,
+                          **_bias_dims(bias_a))
+        return (_out(out, q), _out(w, q)) if need_weights else _out(out, q)
+
+
+def _is_tensor(x):
+    return isinstance(x, _vkmha.Tensor)
+
+
+def _in(x, name):
+    """A float input: a Tensor as it is, anything else as a float32 array."""
+    return x if _is_tensor(x) else _f32(x, name)
+
+
+def _mask_in(x, name):
+    return x if _is_tensor(x) else _u8(x, name)
+
+
+def _out(result, template):
+    """A Tensor as it is; an array as a torch tensor when template is one."""
+    return result if _is_tensor(result) else _like(result, template)
 
 
 def _bias_dims(bias):
     """bias_batch / bias_heads of a bias [bias_batch][bias_heads][len_q][len_k]."""
     if bias is None:
         return {}
-    if bias.ndim != 4:
+    if len(bias.shape) != 4:
         raise ValueError("bias: [bias_batch][bias_heads][len_q][len_k] is needed")
     return {"bias_batch": bias.shape[0], "bias_heads": bias.shape[1]}
 

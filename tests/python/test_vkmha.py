@@ -515,10 +515,24 @@ class TestOps(unittest.TestCase):
             self.assertEqual(m.dtype, vkmha.DTYPE_U8)
             self.assertTrue(np.array_equal(m.numpy(), [[1, 0, 1]]))
             b = np.random.default_rng(3).standard_normal((3, 5, 4)).astype(np.float32)
-            c = ctx.tensor(shape=(3, 7, 4))
-            vkmha._vkmha.Context.matmul(ctx, t, ctx.tensor(b), c, 7, 4, 5, batch=3)
+            c = ctx.matmul(t, ctx.tensor(b))
+            self.assertIsInstance(c, vkmha.Tensor)
             assert_close(self, c.numpy(), ctx.matmul(a, b), "%s matmul on tensors" % be,
                          atol=0, rtol=0)
+            x4 = np.random.default_rng(5).standard_normal((2, 3, 5, 7)).astype(np.float32)
+            kp = np.random.default_rng(6).random((2, 7)) > 0.3
+            assert_close(self, ctx.softmax(ctx.tensor(x4), key_padding=ctx.tensor(kp)).numpy(),
+                         ctx.softmax(x4, key_padding=kp), "%s softmax on tensors" % be,
+                         atol=0, rtol=0)
+            s = ctx.split_heads(ctx.tensor(a[:, :, :4]), 2)
+            self.assertTrue(np.array_equal(s.numpy(), ctx.split_heads(a[:, :, :4], 2)))
+            self.assertTrue(np.array_equal(ctx.merge_heads(s).numpy(), a[:, :, :4]))
+            q4, k4 = x4[:, :, :, :4], x4[:, :1, :, 2:]
+            got = ctx.attention(ctx.tensor(q4), ctx.tensor(k4), ctx.tensor(k4), need_weights=True)
+            want = ctx.attention(q4, k4, k4, need_weights=True)
+            for g, w_, what in zip(got, want, ("out", "weights")):
+                assert_close(self, g.numpy(), w_, "%s attention %s on tensors" % (be, what),
+                             atol=0, rtol=0)
             mod = torch.nn.MultiheadAttention(20, 4, batch_first=True).eval()
             layer = vkmha.from_torch(mod, ctx).layer
             x = np.random.default_rng(4).standard_normal((2, 9, 20)).astype(np.float32)

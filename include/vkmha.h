@@ -254,6 +254,17 @@ typedef struct vkmha_context_desc {
     /* For tests: never needed in production. NULL (default): none. See
      * vkmha_debug_options. */
     const vkmha_debug_options *debug;
+    /* Vulkan: the most bytes of scratch (the device buffers a call needs
+     * besides its inputs, outputs and the layers' weights, staging included;
+     * vkmha_context_info.scratch_bytes) the context keeps between calls.
+     * Scratch grows to what a call needs and is kept for the next call; when
+     * a call computed on the context's queue ends above the budget, its
+     * largest scratch buffers are freed until it is within it (the next call
+     * that needs them allocates them again). 0 (default): no budget, scratch
+     * is kept until vkmha_context_trim. Scratch referenced by command
+     * buffers the application recorded (vkmha_*_record) is kept until
+     * vkmha_context_trim either way. */
+    uint64_t scratch_budget;
 } vkmha_context_desc;
 
 typedef struct vkmha_device_info {
@@ -328,6 +339,10 @@ typedef struct vkmha_context_info {
     bool pipeline_cache_loaded;
     uint64_t pipeline_cache_bytes;
     uint32_t pipelines_created; /* compute pipelines created so far */
+    /* Bytes of device memory in scratch buffers now (part of
+     * device_memory_bytes; see vkmha_context_desc.scratch_budget), and the
+     * budget (0: none). 0 for the reference backend. */
+    uint64_t scratch_bytes, scratch_budget;
 } vkmha_context_info;
 
 /* Creates a context. On failure *out is NULL and the desc's logger (if any)
@@ -368,6 +383,17 @@ VKMHA_API vkmha_status vkmha_enumerate_devices(uint32_t *count, vkmha_device_inf
  * so a fully masked row gets uniform weights 1 / len_k (not NaN, not zeros),
  * and a masked position in a row with an unmasked one gets weight exactly 0
  * unless the unmasked scores are themselves below -1e9.
+ *
+ * Non-finite scores (PyTorch float masks hold -inf; inputs can hold Inf or
+ * NaN), the same on every path and both backends:
+ *   - a -inf bias gives its key weight exactly 0, wherever it stands in the
+ *     row (a masked key still scores -1e9: the mask is set over the bias);
+ *   - a row whose every score is -inf (each key -inf by bias, none masked by
+ *     a mask kind) has no key to attend to: its weights are 0 and its
+ *     attention output is 0 (as PyTorch >= 2.5's scaled_dot_product_attention
+ *     and FlashAttention give, where PyTorch 1.x gives NaN);
+ *   - a +Inf or NaN score makes its whole row NaN, and so does a NaN or Inf
+ *     value even behind a weight of 0 (0 * NaN is NaN).
  */
 typedef enum vkmha_mask_kind {
     VKMHA_MASK_NONE = 0,
@@ -435,7 +461,8 @@ typedef struct vkmha_softmax_desc {
     float scale;           /* multiplies x before bias and mask; 0 means 1 */
 } vkmha_softmax_desc;
 
-/* y = softmax over the last axis of masked(scale * x + bias), see vkmha_mask.
+/* y = softmax over the last axis of masked(scale * x + bias), see vkmha_mask
+ * (a row whose every element is -inf becomes zeros).
  * x, y: [batch][heads][len_q][len_k]; y may equal x (in place). mask may be
  * NULL. */
 VKMHA_API vkmha_status vkmha_softmax(vkmha_context *ctx, const vkmha_softmax_desc *desc,
@@ -500,7 +527,10 @@ typedef struct vkmha_attention_desc {
  * weights: optional output [batch][H][len_q][len_k], the softmax probabilities.
  * The fused path still computes out without the score matrix and fills
  * weights in a second pass from the per-row max and sum it saved, so only
- * the caller's weights need O(len_q * len_k) memory.
+ * the caller's weights need O(len_q * len_k) memory. That pass recomputes
+ * each score with the same instructions as the first, so the weights are the
+ * softmax out was computed with (rows sum to 1, out = weights * v to fp32
+ * rounding) also at logits of 1e4 and beyond.
  * mask may be NULL. Outputs must not overlap inputs. */
 VKMHA_API vkmha_status vkmha_attention(vkmha_context *ctx, const vkmha_attention_desc *desc,
                                        const float *q, const float *k, const float *v,

@@ -13,6 +13,20 @@
 // keys are split across workgroups (split-K), the unnormalized acc and (m, l)
 // of its range for shaders/flash_combine.comp to merge.
 //
+// Non-finite scores (a PyTorch float mask holds -inf): a row whose scores so
+// far are all -inf has m = -inf; its weights exp(s - m) are taken as
+// exp(s - 0) = 0 instead of exp(-inf - -inf) = NaN, so a later finite score
+// starts the row afresh (corr = 0). A row whose every score is -inf ends with
+// l = 0 and gets weights 0 and output 0 (acc holds only 0 * v), as in the
+// reference. +Inf or NaN scores make the row NaN.
+//
+// Attention weights (MODE_WEIGHTS, a second dispatch after the row
+// statistics are final): the same pipeline recomputes each score with the
+// same instructions (fma chains, `precise`, so no compiler may round them
+// differently) and writes exp(s - m) / l, so the weights are exactly the
+// softmax the output was computed with, also at logits of 1e4 and beyond
+// where one ulp of a score is a visible fraction of a weight.
+//
 // Masked scores are SET to -1e9 exactly as the reference does, so a fully
 // masked row averages every value row, like softmax over equal scores. With a
 // causal mask, key blocks that lie entirely above the diagonal of every row
@@ -73,9 +87,11 @@ layout(binding = 3) readonly buffer KeyPadding { uint kp[]; };
 layout(binding = 4) readonly buffer FullMask { uint fm[]; };
 layout(binding = 5) readonly buffer Bias { float bias[]; };
 // out through o_*, or with MODE_PARTIAL the partial state [split][row][d_v]
-// (unnormalized acc), read back with MODE_RESUME.
+// (unnormalized acc), read back with MODE_RESUME; with MODE_WEIGHTS the
+// weights [row][len_k].
 layout(binding = 6) buffer Out { float o[]; };
-// (m, l) per row: [row][2], or per split [split][row][2].
+// (m, l) per row: [row][2], or per split [split][row][2]; MODE_WEIGHTS reads
+// the final [row][2].
 layout(binding = 7) buffer Stats { float ml[]; };
 
 #include "mask.glsl"
@@ -86,6 +102,7 @@ layout(binding = 7) buffer Stats { float ml[]; };
 // and the combine pass, is the partial (unnormalized acc, m, l).
 const uint MODE_RESUME = 1u;  // start from the partial state, not from zero
 const uint MODE_PARTIAL = 2u; // write the partial state, not out
+const uint MODE_WEIGHTS = 4u; // write the weights from the final (m, l), nothing else
 
 const uint KS = D4 + 1; // padded K/V row stride (vec4s)
 
@@ -189,10 +206,11 @@ void main()
     }
     barrier();
 
+    const bool weights_mode = (p.mode & MODE_WEIGHTS) != 0u;
     const bool causal = (p.flags & MASK_CAUSAL) != 0u;
     const uint last_row = i0 + rows - 1u;
     for (uint j0 = j_begin; j0 < j_end; j0 += BC) {
-        if (causal && (p.mode & MODE_PARTIAL) == 0u && j0 > last_row) {
+        if (causal && (p.mode & (MODE_PARTIAL | MODE_WEIGHTS)) == 0u && j0 > last_row) {
             // Every key from here on is masked for every row of the block.
             bool settled = true;
             for (uint r = 0; r < rows; r++)
@@ -222,7 +240,7 @@ void main()
         barrier();
 
         // 2. Scores: rows ty * SR + a against keys tx + b * TX.
-        float sacc[SR * SC];
+        precise float sacc[SR * SC];
         for (uint s = 0; s < SR * SC; s++)
             sacc[s] = 0.0;
         for (uint d = 0; d < dk4; d++) {
@@ -232,14 +250,17 @@ void main()
             for (uint bb = 0; bb < SC; bb++) {
                 const vec4 kv = kvs[(tx + bb * TX) * KS + d];
                 for (uint a = 0; a < SR; a++)
-                    sacc[a * SC + bb] += dot(qa[a], kv);
+                    sacc[a * SC + bb] =
+                        fma(qa[a].w, kv.w,
+                            fma(qa[a].z, kv.z,
+                                fma(qa[a].y, kv.y, fma(qa[a].x, kv.x, sacc[a * SC + bb]))));
             }
         }
         for (uint a = 0; a < SR; a++) {
             const uint r = ty * SR + a, i = i0 + r;
             for (uint bb = 0; bb < SC; bb++) {
                 const uint c = tx + bb * TX, j = j0 + c;
-                float x;
+                precise float x;
                 if (c >= nk) {
                     x = neg_inf(); // past this range: weight 0
                 } else if (r >= rows) {
@@ -251,10 +272,20 @@ void main()
                     if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k))
                         x = MASKED_SCORE;
                 }
-                ps[r * BC + c] = x;
+                if (weights_mode) {
+                    if (c < nk && r < rows) {
+                        const uint row = row_base + r;
+                        const float m = ml[2u * row], l = ml[2u * row + 1u];
+                        o[row * p.len_k + j] = l == 0.0 ? 0.0 : exp(x - m) / l;
+                    }
+                } else {
+                    ps[r * BC + c] = x;
+                }
             }
         }
         barrier();
+        if (weights_mode)
+            continue; // uniform; the barrier above let every invocation finish with kvs
 
         // 3. Online softmax, one invocation per row; everyone loads V.
         for (uint r = tid; r < BR; r += WG) {
@@ -264,13 +295,15 @@ void main()
                 mt = max(mt, ps[base + cc]);
             const float m_old = row_m[r];
             const float m_new = max(m_old, mt);
+            // Only -inf so far: subtract 0, never -inf (see the top).
+            const float m_sub = m_new == neg_inf() ? 0.0 : m_new;
             float sum = 0.0;
             for (uint cc = 0; cc < BC; cc++) {
-                const float e = exp(ps[base + cc] - m_new);
+                const float e = exp(ps[base + cc] - m_sub);
                 ps[base + cc] = e;
                 sum += e;
             }
-            const float corr = exp(m_old - m_new); // 0 on the first block
+            const float corr = exp(m_old - m_sub); // 0 on the first block
             row_l[r] = row_l[r] * corr + sum;
             row_m[r] = m_new;
             row_corr[r] = corr;
@@ -303,6 +336,8 @@ void main()
         barrier();
     }
 
+    if (weights_mode)
+        return;
     for (uint s = 0; s < SR * OC; s++) {
         const uint r = ty * SR + s / OC, c4 = tx + (s % OC) * TX;
         if (r >= rows || c4 >= dv4)
@@ -311,7 +346,8 @@ void main()
         vec4 val;
         if ((p.mode & MODE_PARTIAL) == 0u) {
             base = b * p.o_sb + h * p.o_sh + (i0 + r) * p.o_ld;
-            val = acc[s] / row_l[r];
+            // l = 0: every score was -inf, acc is 0 (or 0 * NaN / Inf values).
+            val = row_l[r] == 0.0 ? acc[s] : acc[s] / row_l[r];
         } else {
             base = (split * rows_total + row_base + r) * p.d_v;
             val = acc[s];

@@ -5,7 +5,9 @@
 //   out = sum_s w_s o_s / sum_s w_s l_s
 // which is exactly the softmax over all keys. One invocation per output
 // element; the invocation of column 0 also writes the row's (M, L) for the
-// attention-weights pass.
+// attention-weights pass. Ranges whose scores are all -inf have m_s = -inf
+// and w_s = 0; when every range has (M = -inf), exp(m_s - 0) = 0 keeps NaN
+// out and the row's output is 0, as in shaders/flash.comp.
 
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -38,15 +40,16 @@ void main()
     float m = neg_inf();
     for (uint s = 0; s < p.splits; s++)
         m = max(m, pml[2u * (s * p.rows + row)]);
+    const float m_sub = m == neg_inf() ? 0.0 : m;
     float l = 0.0, acc = 0.0;
     for (uint s = 0; s < p.splits; s++) {
         const uint r = s * p.rows + row;
-        const float w = exp(pml[2u * r] - m);
+        const float w = exp(pml[2u * r] - m_sub);
         l += pml[2u * r + 1u] * w;
         acc += po[r * p.d_v + c] * w;
     }
     const uint i = row % p.len_q, h = (row / p.len_q) % p.heads, b = row / (p.len_q * p.heads);
-    o[b * p.o_sb + h * p.o_sh + i * p.o_ld + c] = acc / l;
+    o[b * p.o_sb + h * p.o_sh + i * p.o_ld + c] = l == 0.0 ? acc : acc / l;
     if (c == 0u) {
         ml[2u * row] = m;
         ml[2u * row + 1u] = l;

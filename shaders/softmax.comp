@@ -3,6 +3,8 @@
 //   s[row][j] = scale * s[row][j] + bias[b][h][i][j]     (if MASK_BIAS)
 //   s[row][j] = -1e9 where masked                        (set, not added)
 //   s[row][:] = softmax(s[row][:])                       (max-subtracted)
+// A row whose every score is -inf (a -inf bias on every key) becomes zeros;
+// +Inf or NaN scores make the row NaN (as the reference does).
 // row = (b * heads + h) * len_q + i; s is [batch][heads][len_q][len_k].
 // Each element is read and written by the same invocation in every pass.
 
@@ -58,16 +60,17 @@ void main()
         m = max(m, x);
     }
     m = wg_max(m);
+    const float m_sub = m == neg_inf() ? 0.0 : m; // never -inf - -inf
 
     float sum = 0.0;
     for (uint j = tid; j < p.len_k; j += WG) {
-        float e = exp(s[base + j] - m);
+        float e = exp(s[base + j] - m_sub);
         s[base + j] = e;
         sum += e;
     }
     sum = wg_sum(sum);
 
-    const float inv = 1.0 / sum;
+    const float inv = sum == 0.0 ? 0.0 : 1.0 / sum; // 0: every score was -inf
     for (uint j = tid; j < p.len_k; j += WG)
         s[base + j] *= inv;
 }

@@ -127,6 +127,8 @@ VKMHA_API vkmha_status vkmha_context_get_info(const vkmha_context *ctx,
     out->pipeline_cache_loaded = vk->pipeline_cache_loaded;
     out->pipeline_cache_bytes = vk->pipeline_cache_bytes;
     out->pipelines_created = vk->pipelines_created;
+    out->scratch_bytes = vk_scratch_bytes(vk);
+    out->scratch_budget = vk->scratch_budget;
     return VKMHA_SUCCESS;
 }
 

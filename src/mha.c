@@ -433,6 +433,16 @@ typedef struct fwd_bufs {
     vk_buffer *weights; /* NULL: none, or SLOT_SCORES for host arrays */
 } fwd_bufs;
 
+/* The concat of the heads [B*Lq][H*d_v] overwrites the query projection
+ * when the two have the same layout (d_k == d_v): attention reads each block
+ * of queries before writing the same block of outputs. Not when the fused
+ * path returns weights: its weights pass reads the queries again after the
+ * outputs are written. */
+static bool concat_in_place(const vkmha_mha_desc *d, const vk_attn_plan *plan)
+{
+    return d->d_k == d->d_v && !(plan->fused && plan->weights);
+}
+
 /* Everything a forward needs besides its inputs and output, before
  * recording: projection, concat and attention scratch. */
 static vkmha_status prepare_vulkan(vkmha_mha *mha, const fwd *f, bool weights,
@@ -446,8 +456,9 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const fwd *f, bool weights,
     if ((st = vk_slot_ensure(vk, SLOT_Q_PROJ, rq * H * d->d_k * 4)) ||
         (st = vk_slot_ensure(vk, SLOT_K_PROJ, rk * Hkv * d->d_k * 4)) ||
         (st = vk_slot_ensure(vk, SLOT_V_PROJ, rk * Hkv * d->d_v * 4)) ||
-        (d->d_k != d->d_v && (st = vk_slot_ensure(vk, SLOT_O_HEADS, rq * H * d->d_v * 4))) ||
-        (st = vk_attention_prepare(vk, &f->as, weights, weights_buf, plan)))
+        (st = vk_attention_prepare(vk, &f->as, weights, weights_buf, plan)) ||
+        (!concat_in_place(d, plan) &&
+         (st = vk_slot_ensure(vk, SLOT_O_HEADS, rq * H * d->d_v * 4))))
         return st;
     return VKMHA_SUCCESS;
 }
@@ -463,10 +474,7 @@ static vkmha_status record_forward(vkmha_mha *mha, const fwd *f, vk_attn_plan *p
     vkmha_status st;
     const uint32_t H = d->n_head, Hkv = d->n_kv_head;
     const uint32_t rq = f->B * f->Lq, rk = f->B * f->Lk;
-    /* The concat of the heads [B*Lq][H*d_v] overwrites the query projection
-     * when the two have the same layout (d_k == d_v): attention reads each
-     * block of queries before writing the same block of outputs. */
-    vk_buffer *concat = &vk->slots[d->d_k == d->d_v ? SLOT_Q_PROJ : SLOT_O_HEADS];
+    vk_buffer *concat = &vk->slots[concat_in_place(d, plan) ? SLOT_Q_PROJ : SLOT_O_HEADS];
     for (int i = 0; i < 3; i++)
         plan->masks[i] = b->masks[i];
 

@@ -78,7 +78,6 @@ double ref_bias(const mask_r *mask, uint32_t b, uint32_t h, uint32_t i, uint32_t
     return (double)mask->bias[idx];
 }
 
-/* Softmax of row[0..n) in place (double), max-subtracted. */
 /* The score of (b, h, i, j) entering the softmax: the scaled dot product plus
  * the bias, then -1e9 if masked (set, not added: masked_fill semantics). */
 static double score(const mask_r *mask, uint32_t b, uint32_t h, uint32_t i, uint32_t j,
@@ -89,12 +88,28 @@ static double score(const mask_r *mask, uint32_t b, uint32_t h, uint32_t i, uint
     return scaled + ref_bias(mask, b, h, i, j, len_q, len_k);
 }
 
+/* Softmax of row[0..n) in place, max-subtracted. Non-finite scores: any NaN
+ * makes the row NaN, and so does +Inf (exp(inf - inf)); a row whose every
+ * score is -inf (a -inf bias on every key: masked keys are -1e9, not -inf)
+ * has no key to attend to and becomes zeros, never exp(-inf - -inf) = NaN.
+ * The shaders do the same. */
 static void softmax_row(double *row, uint32_t n)
 {
-    double mx = row[0];
-    for (uint32_t j = 1; j < n; j++)
+    double mx = -INFINITY;
+    for (uint32_t j = 0; j < n; j++) {
+        if (isnan(row[j])) {
+            for (uint32_t i = 0; i < n; i++)
+                row[i] = NAN;
+            return;
+        }
         if (row[j] > mx)
             mx = row[j];
+    }
+    if (mx == -INFINITY) {
+        for (uint32_t j = 0; j < n; j++)
+            row[j] = 0.0;
+        return;
+    }
     double sum = 0.0;
     for (uint32_t j = 0; j < n; j++) {
         row[j] = exp(row[j] - mx);

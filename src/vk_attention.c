@@ -6,8 +6,10 @@
  *   of queries[, key range]) with an online softmax; extra memory is the
  *   (max, sum) of each query row, plus the partial outputs of split-K,
  *   which shaders/flash_combine.comp merges. Weights, when asked for, come
- *   from a scores matmul recorded first and shaders/attn_weights.comp, which
- *   normalizes them with the saved (max, sum).
+ *   from a second dispatch of the same pipeline (MODE_WEIGHTS) once the
+ *   (max, sum) of every row is final: it recomputes each score with the same
+ *   instructions and writes exp(score - max) / sum, the very softmax the
+ *   output was made with. It reads q, so out must not overwrite q then.
  * unfused: scores = scale * Q K^T (a batched matmul; grouped-query heads
  *   through the matmul's b_div), the masked softmax in place in SLOT_SCORES,
  *   then out = P V. The scores double as the returned weights. */
@@ -33,17 +35,11 @@ struct combine_push {
     uint32_t group_base;
 };
 
-/* Mirrors shaders/attn_weights.comp. */
-struct weights_push {
-    uint32_t total, len_q, len_k, heads, flags, bias_sb, bias_sh;
-    uint32_t group_base;
-};
-
 /* Each split-K range has at least this many key blocks. */
 #define MIN_SPLIT_BLOCKS 4
 
 /* shaders/flash*.comp modes. */
-enum { MODE_RESUME = 1, MODE_PARTIAL = 2 };
+enum { MODE_RESUME = 1, MODE_PARTIAL = 2, MODE_WEIGHTS = 4 };
 
 /* Keys one fused dispatch visits per range on CPU devices: lavapipe ends
  * any loop nest after 65535 iterations (silently: the rest of the keys would
@@ -197,14 +193,6 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
                                "%s: a tensor stride of %llu elements exceeds 32 bits",
                                vk->ctx->call, (unsigned long long)strides[i]);
 
-    /* Weights: the raw scaled scores first, while q is certainly intact
-     * (out may overwrite it). */
-    if (plan->weights) {
-        if ((st = record_scores(vk, &sites[0], plan, q, k)))
-            return st;
-        vk_barrier(vk);
-    }
-
     const bool split = plan->splits > 1 || plan->chunks > 1; /* through the partials */
     const uint64_t groups = rows / s->len_q * plan->q_blocks * plan->splits;
     struct flash_push p = {(uint32_t)groups, s->len_q, s->len_k, s->heads,
@@ -245,17 +233,17 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
     }
 
     if (plan->weights) {
-        vk_barrier(vk);
-        const uint64_t total = rows * s->len_k;
-        struct weights_push w = {(uint32_t)total, s->len_q, s->len_k, s->heads, mask->kinds,
-                                 0, 0, 0};
-        vk_bias_strides(mask, s->len_q, s->len_k, &w.bias_sb, &w.bias_sh);
-        const vk_buffer *wb[5] = {m.key_padding, m.full, m.bias, &vk->slots[SLOT_STATS],
-                                  plan->scores};
-        if ((st = vk_dispatch_groups(vk, &sites[5], PIPE_ATTN_WEIGHTS, wb, 5, &w, sizeof w,
-                                     offsetof(struct weights_push, group_base),
-                                     div_up(total, vk->elementwise_wg))))
-            return st;
+        /* Over the same ranges and chunks, from the final statistics. */
+        const vk_buffer *wb[8] = {q->buf, k->buf, v->buf, m.key_padding, m.full, m.bias,
+                                  plan->scores, &vk->slots[SLOT_STATS]};
+        p.mode = MODE_WEIGHTS;
+        for (uint32_t c = 0; c < plan->chunks; c++) {
+            p.kv_first = c * plan->chunk;
+            vk_barrier(vk);
+            if ((st = vk_dispatch_groups(vk, &sites[5], pipe, wb, 8, &p, sizeof p,
+                                         offsetof(struct flash_push, group_base), groups)))
+                return st;
+        }
     }
     return VKMHA_SUCCESS;
 }

@@ -477,6 +477,10 @@ vkmha_status vk_call_submit(vk_state *vk)
             }
     }
     vk->n_pending = 0;
+    /* The queue is idle up to this call (its fence covers every earlier
+     * submission), so scratch above the budget can go. */
+    if (vk->scratch_budget)
+        vk_scratch_fit(vk, vk->scratch_budget);
     return VKMHA_SUCCESS;
 }
 

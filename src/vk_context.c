@@ -751,6 +751,7 @@ vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc)
                            "vkmha_context_create: out of host memory");
     vk->ctx = ctx;
     ctx->vk = vk;
+    vk->scratch_budget = desc->scratch_budget;
     if (ext) {
         vk->vkalloc = ext->allocation_callbacks;
         vk->queue_lock = ext->queue_lock;

@@ -56,7 +56,6 @@ typedef enum vk_kind {
     KIND_LAYERNORM,
     KIND_FLASH,
     KIND_FLASH_COMBINE,
-    KIND_ATTN_WEIGHTS,
     KIND_COUNT
 } vk_kind;
 
@@ -70,7 +69,6 @@ typedef enum vk_pipe {
     PIPE_LAYERNORM,
     PIPE_FLASH, /* VK_FLASH_CLASSES pipelines, one per head-dim class */
     PIPE_FLASH_COMBINE = PIPE_FLASH + 4,
-    PIPE_ATTN_WEIGHTS,
     PIPE_COUNT
 } vk_pipe;
 
@@ -91,12 +89,12 @@ typedef struct vk_site {
     uint64_t ids[VK_MAX_BINDINGS];
 } vk_site;
 
-/* The sites vk_record_attention uses: the scores matmul (unfused, or the
- * weights of the fused path), the softmax, the P V matmul, the fused shader,
- * its split-K combine and its weights pass. */
+/* The sites vk_record_attention uses: the unfused scores matmul, softmax and
+ * P V matmul, the fused shader, its split-K combine and its weights pass
+ * (the fused shader again, with the weights bound as its output). */
 #define VK_ATTENTION_SITES 6
 #define VK_ATTENTION_SITE_KINDS                                                             \
-    KIND_MATMUL, KIND_SOFTMAX, KIND_MATMUL, KIND_FLASH, KIND_FLASH_COMBINE, KIND_ATTN_WEIGHTS
+    KIND_MATMUL, KIND_SOFTMAX, KIND_MATMUL, KIND_FLASH, KIND_FLASH_COMBINE, KIND_FLASH
 
 /* The context's own sites, for the ops on host arrays. */
 typedef enum vk_op_site {
@@ -208,6 +206,7 @@ struct vk_state {
     bool work_mapped; /* unified memory: no staging copies */
     uint64_t next_buffer_id;
     uint64_t memory_bytes, memory_peak_bytes; /* VkDeviceMemory held now, at most */
+    uint64_t scratch_budget; /* desc->scratch_budget: 0, or vk_scratch_fit after each call */
     uint64_t heap_bytes[VK_MAX_MEMORY_HEAPS];   /* the same per memory heap */
     /* vkAllocateMemory calls so far, and vkmha_debug_options' failures:
      * calls number fail_alloc_first .. fail_alloc_last fail (0: none). */
@@ -300,6 +299,11 @@ vkmha_status vk_buffer_ensure(vk_state *vk, vk_buffer *b, VkDeviceSize size,
 vkmha_status vk_slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size);
 /* Grows the staging buffers (unless working memory is mapped). */
 vkmha_status vk_staging_ensure(vk_state *vk, VkDeviceSize upload, VkDeviceSize download);
+/* Bytes of the scratch buffers: slots, staging and retired buffers. */
+uint64_t vk_scratch_bytes(const vk_state *vk);
+/* Frees scratch buffers, largest first, until at most `budget` bytes are
+ * left; none while recorded command buffers may use them (vk->recorded). */
+void vk_scratch_fit(vk_state *vk, uint64_t budget);
 /* The same even when working memory is mapped: for copies into or out of
  * the application's (unmapped) buffers. */
 vkmha_status vk_staging_ensure_unmapped(vk_state *vk, VkDeviceSize upload,

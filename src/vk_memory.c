@@ -231,6 +231,31 @@ vkmha_status vk_slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size)
     return ensure(vk, &vk->slots[slot], size, false, false, names[slot]);
 }
 
+uint64_t vk_scratch_bytes(const vk_state *vk)
+{
+    uint64_t n = vk->upload.alloc_size + vk->download.alloc_size;
+    for (int i = 0; i < SLOT_COUNT; i++)
+        n += vk->slots[i].alloc_size;
+    for (uint32_t i = 0; i < vk->n_retired; i++)
+        n += vk->retired[i].alloc_size;
+    return n;
+}
+
+void vk_scratch_fit(vk_state *vk, uint64_t budget)
+{
+    if (vk->recorded)
+        return;
+    for (uint64_t have = vk_scratch_bytes(vk); have > budget;) {
+        vk_buffer *largest = vk->upload.alloc_size > vk->download.alloc_size ? &vk->upload
+                                                                             : &vk->download;
+        for (int i = 0; i < SLOT_COUNT; i++)
+            if (vk->slots[i].alloc_size > largest->alloc_size)
+                largest = &vk->slots[i];
+        have -= largest->alloc_size;
+        vk_buffer_destroy(vk, largest);
+    }
+}
+
 vkmha_status vk_staging_ensure(vk_state *vk, VkDeviceSize upload, VkDeviceSize download)
 {
     return vk->work_mapped ? VKMHA_SUCCESS : vk_staging_ensure_unmapped(vk, upload, download);

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn_weights.spv.h"
 #include "flash.spv.h"
 #include "flash_combine.spv.h"
 #include "heads.spv.h"
@@ -29,8 +28,7 @@ typedef struct spv_code {
  * buffers of a matmul with matmul_texel (see VK_MAX_BINDINGS). */
 static const uint32_t kind_bindings[KIND_COUNT] = {
     [KIND_MATMUL] = 4,     [KIND_SOFTMAX] = 5,        [KIND_HEADS] = 2,
-    [KIND_LAYERNORM] = 4,  [KIND_FLASH] = 8,          [KIND_FLASH_COMBINE] = 4,
-    [KIND_ATTN_WEIGHTS] = 5};
+    [KIND_LAYERNORM] = 4,  [KIND_FLASH] = 8,          [KIND_FLASH_COMBINE] = 4};
 
 uint32_t vk_kind_bindings(const vk_state *vk, vk_kind kind)
 {
@@ -305,7 +303,6 @@ vk_kind vk_pipe_kind(vk_pipe pipe)
         [PIPE_MATMUL_SMALL] = KIND_MATMUL, [PIPE_MATMUL_SMALL_VEC] = KIND_MATMUL,
         [PIPE_SOFTMAX] = KIND_SOFTMAX,     [PIPE_HEADS] = KIND_HEADS,
         [PIPE_LAYERNORM] = KIND_LAYERNORM, [PIPE_FLASH_COMBINE] = KIND_FLASH_COMBINE,
-        [PIPE_ATTN_WEIGHTS] = KIND_ATTN_WEIGHTS,
     };
     if (pipe >= PIPE_FLASH && pipe < PIPE_FLASH + VK_FLASH_CLASSES)
         return KIND_FLASH;
@@ -323,7 +320,6 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
     static const spv_code heads = SPV(vkmha_spv_heads);
     static const spv_code flash = SPV(vkmha_spv_flash);
     static const spv_code flash_combine = SPV(vkmha_spv_flash_combine);
-    static const spv_code attn_weights = SPV(vkmha_spv_attn_weights);
     static const spv_code softmax[2] = {SPV(vkmha_spv_softmax), SPV(vkmha_spv_softmax_sg)};
     static const spv_code layernorm[2] = {SPV(vkmha_spv_layernorm), SPV(vkmha_spv_layernorm_sg)};
     uint32_t spec[7];
@@ -368,10 +364,6 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
     case PIPE_FLASH_COMBINE:
         spec[0] = vk->elementwise_wg; /* 0 WG */
         code = &flash_combine;
-        break;
-    case PIPE_ATTN_WEIGHTS:
-        spec[0] = vk->elementwise_wg; /* 0 WG */
-        code = &attn_weights;
         break;
     case PIPE_HEADS:
         spec[0] = vk->elementwise_wg; /* 0 WG */

@@ -310,11 +310,15 @@ class MultiheadAttention:
       attn_mask [len_q][len_k] or [batch * num_heads][len_q][len_k]: bool,
         True = not allowed; or float, added (-inf allowed).
     A bool key_padding_mask and a 2-D bool attn_mask become vkmha's key
-    padding and full masks; a 3-D bool attn_mask becomes an additive -inf
-    bias; float masks are summed into vkmha's additive bias. A query row that
-    the masks leave without any key is where PyTorch 1.13 returns NaN; vkmha
-    returns what include/vkmha.h defines for it. Inference only: dropout is
-    not applied."""
+    padding and full masks (O(batch * len) memory, not a score-sized bias);
+    a 3-D bool attn_mask becomes an additive -inf bias; float masks are
+    summed into vkmha's additive bias. A query row that the masks leave
+    without any key (where PyTorch 1.13 returns NaN) gets what
+    include/vkmha.h defines: zero weights and zero attention output when
+    every key is -inf (float masks, 3-D bool attn_mask; as PyTorch >= 2.5),
+    uniform weights when every key is masked by a key_padding_mask or 2-D
+    bool attn_mask (vkmha's masked_fill(-1e9) semantics). Inference only:
+    dropout is not applied."""
 
     def __init__(self, layer, num_heads, batch_first, embed_dim):
         self.layer = layer

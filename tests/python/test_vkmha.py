@@ -300,6 +300,13 @@ class TestMasks(unittest.TestCase):
         assert_close(self, res["vulkan"][0], res["reference"][0], "fully masked rows: out")
         assert_close(self, res["vulkan"][1], res["reference"][1], "fully masked rows: weights",
                      atol=1e-6, rtol=1e-5)
+        # What include/vkmha.h defines for a row of -inf scores: zero weights
+        # and zero attention output, so the layer's output row is out_proj's bias.
+        w = res["vulkan"][1]
+        self.assertTrue(bool((w[:, :, 3, :] == 0).all()) and bool((w[1, 1, 7, :] == 0).all()))
+        assert_close(self, res["vulkan"][0][:, 3, :],
+                     self.m.out_proj.bias.detach().expand(self.B, self.E),
+                     "fully masked rows: out = out_proj.bias")
 
     def test_bad_masks_raise(self):
         attn = vkmha.from_torch(self.m, context("reference"))

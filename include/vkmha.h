@@ -181,6 +181,19 @@ typedef struct vkmha_tile_config {
     vkmha_matmul_variant variant;
 } vkmha_tile_config;
 
+/* The kernel the fused attention path runs (vkmha_debug_options). */
+typedef enum vkmha_fused_kernel {
+    /* The device type's: CPU-shaped on CPU devices, workgroup-shared
+     * elsewhere. */
+    VKMHA_FUSED_KERNEL_AUTO = 0,
+    /* Workgroup-shared (shaders/flash.comp): queries, keys and values staged
+     * through shared memory, scores spread over the workgroup; the GPU shape. */
+    VKMHA_FUSED_KERNEL_SHARED = 1,
+    /* CPU-shaped (shaders/flash_cpu.comp): each invocation owns a few query
+     * rows in registers, no shared memory and no barrier. CPU devices only. */
+    VKMHA_FUSED_KERNEL_REGISTER = 2,
+} vkmha_fused_kernel;
+
 /* For tests: never needed in production. Makes the Vulkan backend believe
  * lower device limits and fail device-memory allocations on purpose, so that
  * the paths for shapes beyond the limits (split dispatches, UNSUPPORTED
@@ -202,6 +215,10 @@ typedef struct vkmha_debug_options {
      * VKMHA_ERROR_OUT_OF_DEVICE_MEMORY. 0 = never fail. */
     uint64_t fail_device_allocation_at;
     uint64_t fail_device_allocation_count; /* 0 means 1 */
+    /* The fused attention kernel to run instead of the automatic choice, so
+     * that tests reach both on one device. REGISTER on a device that lacks
+     * it is VKMHA_ERROR_UNSUPPORTED at creation. */
+    vkmha_fused_kernel fused_kernel;
 } vkmha_debug_options;
 
 typedef struct vkmha_context_desc {

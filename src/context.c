@@ -6,8 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
-VKMHA_API vkmha_status vkmha_context_create(const vkmha_context_desc *desc,
-                                            vkmha_context **out)
+/* vkmha_context_create, or a compile-only context (src/vk_internal.h). */
+static vkmha_status context_create(const vkmha_context_desc *desc, bool compile_only,
+                                   vkmha_context **out)
 {
     static const vkmha_context_desc defaults = {0};
     const uint32_t known_flags = VKMHA_CONTEXT_NO_SUBGROUP_OPS | VKMHA_CONTEXT_PROFILE |
@@ -53,6 +54,11 @@ VKMHA_API vkmha_status vkmha_context_create(const vkmha_context_desc *desc,
                    "vkmha_context_create: desc->vulkan is set for the reference backend");
         return VKMHA_ERROR_INVALID_ARGUMENT;
     }
+    if (compile_only && (backend != VKMHA_BACKEND_VULKAN || desc->vulkan)) {
+        vkmha__log(desc->log, desc->log_user, VKMHA_LOG_ERROR, VKMHA_ERROR_INVALID_ARGUMENT,
+                   "vkmha_context_create: a compile-only context is Vulkan, on its own device");
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    }
     vkmha_context *ctx = vkmha__alloc_with(al, sizeof *ctx);
     if (ctx)
         memset(ctx, 0, sizeof *ctx);
@@ -68,7 +74,7 @@ VKMHA_API vkmha_status vkmha_context_create(const vkmha_context_desc *desc,
     ctx->log = desc->log;
     ctx->log_user = desc->log_user;
     vkmha__begin_call(ctx, "vkmha_context_create"); /* names the call in messages */
-    if (backend == VKMHA_BACKEND_VULKAN && (st = vk_create(ctx, desc)) != VKMHA_SUCCESS) {
+    if (backend == VKMHA_BACKEND_VULKAN && (st = vk_create(ctx, desc, compile_only)) != VKMHA_SUCCESS) {
         vk_destroy(ctx->vk);
         vkmha__free(ctx, ctx->tensors);
         vkmha__free(ctx, ctx);
@@ -77,6 +83,18 @@ VKMHA_API vkmha_status vkmha_context_create(const vkmha_context_desc *desc,
     ctx->call = NULL;
     *out = ctx;
     return VKMHA_SUCCESS;
+}
+
+VKMHA_API vkmha_status vkmha_context_create(const vkmha_context_desc *desc,
+                                            vkmha_context **out)
+{
+    return context_create(desc, false, out);
+}
+
+vkmha_status vkmha__context_create_compile_only(const vkmha_context_desc *desc,
+                                                vkmha_context **out)
+{
+    return context_create(desc, true, out);
 }
 
 VKMHA_API void vkmha_context_destroy(vkmha_context *ctx)

@@ -456,7 +456,11 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const fwd *f, bool weights,
     if ((st = vk_slot_ensure(vk, SLOT_Q_PROJ, rq * H * d->d_k * 4)) ||
         (st = vk_slot_ensure(vk, SLOT_K_PROJ, rk * Hkv * d->d_k * 4)) ||
         (st = vk_slot_ensure(vk, SLOT_V_PROJ, rk * Hkv * d->d_v * 4)) ||
-        (st = vk_attention_prepare(vk, &f->as, weights, weights_buf, plan)) ||
+        (st = vk_attention_prepare(vk, &f->as, weights, weights_buf,
+                                   (const vk_buffer *const[4]){&vk->slots[SLOT_Q_PROJ],
+                                                               &vk->slots[SLOT_K_PROJ],
+                                                               &vk->slots[SLOT_V_PROJ], NULL},
+                                   plan)) ||
         (!concat_in_place(d, plan) &&
          (st = vk_slot_ensure(vk, SLOT_O_HEADS, rq * H * d->d_v * 4))))
         return st;

@@ -547,6 +547,8 @@ static vkmha_status attention_op(vkmha_context *ctx, VkCommandBuffer cmd, bool r
     vk_state *vk = ctx->vk;
     vk_attn_plan plan;
     if ((st = vk_attention_prepare(vk, &s, weights != NULL, weights ? &weights->buf : NULL,
+                                   (const vk_buffer *const[4]){&q->buf, &k->buf, &v->buf,
+                                                               &out->buf},
                                    &plan)) ||
         (st = exec_begin(vk, cmd)))
         return st;

@@ -62,23 +62,52 @@ static uint64_t div_up(uint64_t a, uint64_t b)
     return (a + b - 1) / b;
 }
 
+/* Keys one dispatch of shaders/flash_cpu.comp visits. lavapipe ends an
+ * invocation's loops after 65535 iterations in all (silently: later keys
+ * and even the final writes are dropped). The kernel's loops over head dims
+ * and rows are unrolled, so its runtime loop is the one over key steps:
+ * measured on lavapipe (Mesa 22.3) with one query, 250000 keys come out
+ * right in one dispatch for d <= 128 and 130000 for d 256 (160000 do not).
+ * 16384 keys per dispatch keeps a margin of 8x; tests/test_attention.c has a
+ * row of 20000 keys. */
+#define CPU_KERNEL_KEYS_PER_DISPATCH 16384
+
+/* shaders/flash_cpu.comp reads q, k and v as vec4 texels and writes out as
+ * vec4s: every row must start on a multiple of 4 elements (the head dims
+ * then make every stride one: split heads and projections alike), q, k, v
+ * need texel views over their whole buffer, out a 16-byte aligned start. */
+static bool texel_io(const attn_shape *s, const vk_buffer *const qkvo[4])
+{
+    if (s->d_k % 4 || s->d_v % 4)
+        return false;
+    for (int i = 0; i < 3; i++)
+        if (!qkvo[i]->view4 || qkvo[i]->offset)
+            return false;
+    return !qkvo[3] || qkvo[3]->offset % 16 == 0;
+}
+
 vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weights,
-                                  vk_buffer *weights_buf, vk_attn_plan *plan)
+                                  vk_buffer *weights_buf, const vk_buffer *const qkvo[4],
+                                  vk_attn_plan *plan)
 {
     vkmha_status st;
     const uint32_t dim = s->d_k > s->d_v ? s->d_k : s->d_v;
     uint32_t cls = 0;
     while (cls < VK_FLASH_CLASSES && (32u << cls) < dim)
         cls++;
-    bool fusable = cls < VK_FLASH_CLASSES && vk->flash[cls].block_q != 0;
+    const bool have_cpu = cls < VK_FLASH_CLASSES && vk->flash_cpu[cls].workgroup_size != 0;
+    const bool have_shared = cls < VK_FLASH_CLASSES && vk->flash[cls].block_q != 0;
+    const bool cpu_kernel =
+        have_cpu && vk->fused_kernel != VKMHA_FUSED_KERNEL_SHARED && texel_io(s, qkvo);
+    const bool fusable = cpu_kernel || have_shared;
     if (s->path == VKMHA_ATTENTION_PATH_FUSED && !fusable)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: the fused attention path takes head dims up to %u on this "
                            "device (d_k %u, d_v %u); use the unfused path",
                            vk->ctx->call, cls < VK_FLASH_CLASSES ? 32u << cls : 256u, s->d_k,
                            s->d_v);
-    *plan = (vk_attn_plan){*s, fusable && s->path != VKMHA_ATTENTION_PATH_UNFUSED, weights,
-                           cls, 0, 1, s->len_k, s->len_k, 1, NULL, {NULL, NULL, NULL}};
+    *plan = (vk_attn_plan){*s, fusable && s->path != VKMHA_ATTENTION_PATH_UNFUSED, cpu_kernel,
+                           weights, cls, 0, 1, s->len_k, s->len_k, 1, NULL, {NULL, NULL, NULL}};
 
     vk_mask_slots(vk, plan->masks);
     plan->scores = weights_buf ? weights_buf : &vk->slots[SLOT_SCORES];
@@ -93,7 +122,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
         return VKMHA_SUCCESS;
     }
 
-    const vkmha_attention_config *f = &vk->flash[cls];
+    const vkmha_attention_config *f = cpu_kernel ? &vk->flash_cpu[cls] : &vk->flash[cls];
     plan->q_blocks = (uint32_t)div_up(s->len_q, f->block_q);
     const uint64_t groups = rows / s->len_q * plan->q_blocks;
     uint64_t splits = s->kv_splits;
@@ -116,13 +145,15 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
         plan->split_len = (uint32_t)div_up(s->len_k, splits);
     }
     plan->splits = (uint32_t)div_up(s->len_k, plan->split_len);
-    plan->chunk = vk->info.type == VKMHA_DEVICE_TYPE_CPU ? CPU_MAX_KEYS_PER_DISPATCH
-                                                         : plan->split_len;
+    plan->chunk = cpu_kernel ? CPU_KERNEL_KEYS_PER_DISPATCH
+                  : vk->info.type == VKMHA_DEVICE_TYPE_CPU ? CPU_MAX_KEYS_PER_DISPATCH
+                                                           : plan->split_len;
     plan->chunks = (uint32_t)div_up(plan->split_len, plan->chunk);
     vkmha__log(vk->ctx->log, vk->ctx->log_user, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
-               "%s: fused attention, blocks of %u queries x %u keys, %llu workgroups, "
-               "%u key ranges of %u, %u dispatches each",
-               vk->ctx->call, f->block_q, f->block_k,
+               "%s: fused attention (%s kernel), blocks of %u queries x %u keys, "
+               "%llu workgroups, %u key ranges of %u, %u dispatches each",
+               vk->ctx->call, cpu_kernel ? "CPU-shaped" : "shared-memory", f->block_q,
+               f->block_k,
                (unsigned long long)(groups * plan->splits), plan->splits, plan->split_len,
                plan->chunks);
 
@@ -209,13 +240,15 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
     const vk_buffer *bufs[8] = {q->buf, k->buf, v->buf, m.key_padding, m.full, m.bias,
                                 split ? &vk->slots[SLOT_PARTIAL_O] : out->buf,
                                 split ? &vk->slots[SLOT_PARTIAL_ML] : &vk->slots[SLOT_STATS]};
-    const vk_pipe pipe = (vk_pipe)(PIPE_FLASH + plan->cls);
+    const vk_pipe pipe = (vk_pipe)((plan->cpu_kernel ? PIPE_FLASH_CPU : PIPE_FLASH) + plan->cls);
+    vk_site *main_site = &sites[plan->cpu_kernel ? 6 : 3];
+    vk_site *weights_site = &sites[plan->cpu_kernel ? 7 : 5];
     for (uint32_t c = 0; c < plan->chunks; c++) {
         p.kv_first = c * plan->chunk;
         p.mode = (c ? MODE_RESUME : 0) | (split ? MODE_PARTIAL : 0);
         if (c)
             vk_barrier(vk);
-        if ((st = vk_dispatch_groups(vk, &sites[3], pipe, bufs, 8, &p, sizeof p,
+        if ((st = vk_dispatch_groups(vk, main_site, pipe, bufs, 8, &p, sizeof p,
                                      offsetof(struct flash_push, group_base), groups)))
             return st;
     }
@@ -240,7 +273,7 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
         for (uint32_t c = 0; c < plan->chunks; c++) {
             p.kv_first = c * plan->chunk;
             vk_barrier(vk);
-            if ((st = vk_dispatch_groups(vk, &sites[5], pipe, wb, 8, &p, sizeof p,
+            if ((st = vk_dispatch_groups(vk, weights_site, pipe, wb, 8, &p, sizeof p,
                                          offsetof(struct flash_push, group_base), groups)))
                 return st;
         }
@@ -275,7 +308,11 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const float *q, con
         (st = vk_slot_ensure(vk, SLOT_K_HEADS, bk)) ||
         (st = vk_slot_ensure(vk, SLOT_V_HEADS, bv)) ||
         (st = vk_slot_ensure(vk, SLOT_O_HEADS, bo)) ||
-        (st = vk_attention_prepare(vk, s, weights != NULL, NULL, &plan)) ||
+        (st = vk_attention_prepare(vk, s, weights != NULL, NULL,
+                                   (const vk_buffer *const[4]){&vk->slots[SLOT_Q_HEADS],
+                                                               &vk->slots[SLOT_K_HEADS],
+                                                               &vk->slots[SLOT_V_HEADS], NULL},
+                                   &plan)) ||
         (st = vk_mask_ensure(vk, mask, s->batch, s->len_q, s->len_k, &up)) ||
         (st = vk_call_begin(vk, up, bo + bw + 32)))
         return st;

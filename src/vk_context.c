@@ -583,7 +583,7 @@ static vkmha_status create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
         vk_load_device_table(vk->device, vk->vki.GetDeviceProcAddr, &vk->vkd);
     } else {
         float priority = 1.0f;
-        const char *exts[1];
+        const char *exts[2];
         uint32_t n_exts = 0;
         const int push = device_has_extension(vk->ctx, &vk->vki, vk->phys,
                                               VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
@@ -593,11 +593,25 @@ static vkmha_status create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
         vk->push_descriptors = push > 0;
         if (vk->push_descriptors)
             exts[n_exts++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
+        /* A compile-only context reads pipeline statistics back. */
+        VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR stats = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
+        if (vk->compile_only) {
+            const char *name = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
+            const int has = device_has_extension(vk->ctx, &vk->vki, vk->phys, name);
+            if (has <= 0)
+                return vkmha__fail(vk->ctx, has < 0 ? VKMHA_ERROR_OUT_OF_HOST_MEMORY
+                                                    : VKMHA_ERROR_UNSUPPORTED,
+                                   "vkmha_context_create: %s lacks %s", vk->info.name, name);
+            exts[n_exts++] = name;
+            stats.pipelineExecutableInfo = VK_TRUE;
+        }
         VkDeviceQueueCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
         qi.queueFamilyIndex = vk->queue_family;
         qi.queueCount = 1;
         qi.pQueuePriorities = &priority;
         VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+        di.pNext = vk->compile_only ? &stats : NULL;
         di.queueCreateInfoCount = 1;
         di.pQueueCreateInfos = &qi;
         di.enabledExtensionCount = n_exts;
@@ -617,6 +631,8 @@ static vkmha_status create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
         vk->push_descriptors = false;
     if (vk->push_descriptors && !vk->vkd.vkCmdPushDescriptorSetKHR)
         vk->push_descriptors = false;
+    if (vk->compile_only)
+        return VKMHA_SUCCESS; /* nothing will be recorded or waited for */
 
     VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
     pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
@@ -729,6 +745,12 @@ static vkmha_status apply_debug(vk_state *vk, const vkmha_debug_options *d)
         (st = lower_limit(vk, "max_allocation_size", d->max_allocation_size,
                           &info->max_allocation_size)))
         return st;
+    if ((unsigned)d->fused_kernel > VKMHA_FUSED_KERNEL_REGISTER)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_INVALID_ARGUMENT,
+                           "vkmha_context_create: desc->debug->fused_kernel (%d) is not a "
+                           "vkmha_fused_kernel",
+                           (int)d->fused_kernel);
+    vk->fused_kernel = d->fused_kernel;
     if (d->fail_device_allocation_at) {
         uint64_t count = d->fail_device_allocation_count ? d->fail_device_allocation_count : 1;
         vk->fail_alloc_first = d->fail_device_allocation_at;
@@ -739,7 +761,7 @@ static vkmha_status apply_debug(vk_state *vk, const vkmha_debug_options *d)
     return VKMHA_SUCCESS;
 }
 
-vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc)
+vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc, bool compile_only)
 {
     vkmha_status st;
     const vkmha_vulkan_desc *ext = desc->vulkan;
@@ -751,6 +773,7 @@ vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc)
                            "vkmha_context_create: out of host memory");
     vk->ctx = ctx;
     ctx->vk = vk;
+    vk->compile_only = compile_only;
     vk->scratch_budget = desc->scratch_budget;
     if (ext) {
         vk->vkalloc = ext->allocation_callbacks;
@@ -764,9 +787,17 @@ vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc)
         st = borrow_device(vk, ext);
     else if (!(st = create_instance(vk, ctx, desc->enable_validation)))
         st = pick_device(vk, desc);
-    if (st || (st = apply_debug(vk, desc->debug)) || (st = create_device(vk, ext)) || (st = choose_memory_types(vk)))
+    if (st || (st = apply_debug(vk, desc->debug)) || (st = create_device(vk, ext)))
         return st; /* the caller destroys the partial state */
     vk->use_subgroup = vk->info.subgroup_arithmetic && !(desc->flags & VKMHA_CONTEXT_NO_SUBGROUP_OPS);
+    if (compile_only) { /* the same choices, then pipelines only: no memory, no cache */
+        if ((st = vk_pipelines_init(vk, desc->matmul_tile)))
+            return st;
+        return desc->flags & VKMHA_CONTEXT_EAGER_PIPELINES ? vk_pipelines_create_all(vk)
+                                                          : VKMHA_SUCCESS;
+    }
+    if ((st = choose_memory_types(vk)))
+        return st;
     if ((desc->flags & VKMHA_CONTEXT_PROFILE) && (st = create_timestamps(vk)))
         return st;
     if ((st = vk_pipeline_cache_init(vk, desc)) ||
@@ -789,7 +820,7 @@ void vk_destroy(vk_state *vk)
          * buffers it recorded vkmha's work into, as documented). */
         if (vk->external)
             vk_wait_submissions(vk);
-        else
+        else if (!vk->compile_only) /* it never ran anything, and may not be able to wait */
             vk->vkd.vkDeviceWaitIdle(vk->device);
         while (vk->n_subs)
             vk_submission_free(vk, vk->subs[vk->n_subs - 1]);

@@ -56,6 +56,7 @@ typedef enum vk_kind {
     KIND_LAYERNORM,
     KIND_FLASH,
     KIND_FLASH_COMBINE,
+    KIND_FLASH_CPU,
     KIND_COUNT
 } vk_kind;
 
@@ -69,16 +70,23 @@ typedef enum vk_pipe {
     PIPE_LAYERNORM,
     PIPE_FLASH, /* VK_FLASH_CLASSES pipelines, one per head-dim class */
     PIPE_FLASH_COMBINE = PIPE_FLASH + 4,
-    PIPE_COUNT
+    PIPE_FLASH_CPU, /* shaders/flash_cpu.comp, VK_FLASH_CLASSES pipelines */
+    PIPE_COUNT = PIPE_FLASH_CPU + 4
 } vk_pipe;
 
 /* Fused attention pipelines by largest head dim: 32, 64, 128, 256. */
 #define VK_FLASH_CLASSES 4
+/* Keys per online-softmax step of shaders/flash_cpu.comp (its BK). */
+#define VK_FLASH_CPU_BLOCK_K 4
+
+/* Specialization constants of a pipeline, at most (the matmul's). */
+#define VK_MAX_SPEC 7
 
 /* Bindings of a site, at most: KIND_FLASH has 8 (q, k, v, 3 masks, out,
- * statistics). KIND_MATMUL has 4 (A, B, bias, C), or 6 with matmul_texel: A
- * and B as vec4 texel buffers, bias, C, then A and B again as storage buffers
- * (for shapes whose strides rule out vec4 reads). */
+ * statistics), and so has KIND_FLASH_CPU (q, k, v as vec4 texel buffers).
+ * KIND_MATMUL has 4 (A, B, bias, C), or 6 with matmul_texel: A and B as vec4
+ * texel buffers, bias, C, then A and B again as storage buffers (for shapes
+ * whose strides rule out vec4 reads). */
 #define VK_MAX_BINDINGS 8
 
 /* A descriptor set bound to one dispatch site; rewritten only when a buffer
@@ -91,10 +99,12 @@ typedef struct vk_site {
 
 /* The sites vk_record_attention uses: the unfused scores matmul, softmax and
  * P V matmul, the fused shader, its split-K combine and its weights pass
- * (the fused shader again, with the weights bound as its output). */
-#define VK_ATTENTION_SITES 6
+ * (the fused shader again, with the weights bound as its output), and the
+ * CPU-shaped fused shader and its weights pass. */
+#define VK_ATTENTION_SITES 8
 #define VK_ATTENTION_SITE_KINDS                                                             \
-    KIND_MATMUL, KIND_SOFTMAX, KIND_MATMUL, KIND_FLASH, KIND_FLASH_COMBINE, KIND_FLASH
+    KIND_MATMUL, KIND_SOFTMAX, KIND_MATMUL, KIND_FLASH, KIND_FLASH_COMBINE, KIND_FLASH,      \
+        KIND_FLASH_CPU, KIND_FLASH_CPU
 
 /* The context's own sites, for the ops on host arrays. */
 typedef enum vk_op_site {
@@ -193,6 +203,8 @@ struct vk_state {
 
     VkDevice device;
     struct VolkDeviceTable vkd; /* this device's functions */
+    /* vkmha__context_create_compile_only: pipelines only, nothing runs. */
+    bool compile_only;
     uint32_t queue_family;
     VkQueue queue;
     VkCommandPool cmd_pool;
@@ -228,6 +240,11 @@ struct vk_state {
     uint32_t max_texel_elements; /* maxTexelBufferElements */
     uint32_t reduce_wg, elementwise_wg;
     vkmha_attention_config flash[VK_FLASH_CLASSES];
+    /* shaders/flash_cpu.comp per class: workgroup_size invocations of tm
+     * query rows each (block_q = their product), block_k keys per step;
+     * workgroup_size 0 where the device cannot run it. */
+    vkmha_attention_config flash_cpu[VK_FLASH_CLASSES];
+    vkmha_fused_kernel fused_kernel; /* desc->debug: forced kernel, or AUTO */
     uint32_t flash_fill_groups; /* fewer fused workgroups than this: split-K */
 
     VkDescriptorSetLayout set_layouts[KIND_COUNT];
@@ -260,6 +277,21 @@ struct vk_state {
     uint32_t n_pending;
 };
 
+/* ---- compile-only contexts (src/context.c), for tools/vkmha-occupancy ---- */
+/* Like vkmha_context_create (desc->vulkan must be NULL), for a device that
+ * compiles pipelines but cannot run them: Mesa's RADV with RADV_FORCE_FAMILY
+ * and no GPU, a null device without memory types or fences whose queue must
+ * never be used. The device, tiles and specialization constants are chosen
+ * exactly as vkmha_context_create chooses them on that device; the device
+ * also enables VK_KHR_pipeline_executable_properties (UNSUPPORTED without it)
+ * and every pipeline is created with VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR
+ * (vk_pipeline_statistics). The context has no memory, command buffer,
+ * fence or pipeline cache and never waits on the device: only
+ * vk_pipe_info_get, vk_pipeline_get, vk_pipeline_statistics,
+ * vkmha_context_get_info and vkmha_context_destroy may be used on it. */
+vkmha_status vkmha__context_create_compile_only(const vkmha_context_desc *desc,
+                                                vkmha_context **out);
+
 /* ---- src/vk_loader.c ----------------------------------------------------- */
 /* Loads the Vulkan loader once per process (thread-safe, idempotent). */
 VkResult vk_loader_init(void);
@@ -272,7 +304,8 @@ void vk_load_device_table(VkDevice device, PFN_vkGetDeviceProcAddr get,
                           struct VolkDeviceTable *table);
 
 /* ---- src/vk_context.c ---------------------------------------------------- */
-vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc);
+/* compile_only: see vkmha__context_create_compile_only. */
+vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc, bool compile_only);
 void vk_destroy(vk_state *vk);
 /* Maps a failed VkResult to a status, with a message naming `what`. */
 vkmha_status vk_fail(vk_state *vk, VkResult r, const char *what);
@@ -374,6 +407,25 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out);
 /* VKMHA_CONTEXT_EAGER_PIPELINES: creates every pipeline this device can use
  * (all but the fused attention classes that did not fit its limits). */
 vkmha_status vk_pipelines_create_all(vk_state *vk);
+/* What vk_pipeline_get creates for `pipe` on this context. */
+typedef struct vk_pipe_info {
+    const char *name;   /* its role: "matmul_large_vec", "flash_d64", ... */
+    bool available;     /* false: a fused attention class beyond the device's
+                           limits (never created; the rest is zero) */
+    const char *shader; /* the SPIR-V variant (meson.build): "matmul", "softmax_sg", ... */
+    uint32_t n_spec;
+    uint32_t spec[VK_MAX_SPEC];          /* specialization constants by constant_id */
+    const char *spec_names[VK_MAX_SPEC]; /* their names in the shader: "WG", "BM", ... */
+    uint32_t workgroup_size;             /* spec[0], invocations */
+} vk_pipe_info;
+void vk_pipe_info_get(const vk_state *vk, vk_pipe pipe, vk_pipe_info *out);
+/* The driver's statistics of `pipe` (created if needed) on a compile-only
+ * context (vkmha__context_create_compile_only), through
+ * VK_KHR_pipeline_executable_properties: *count in, the capacity of `out`;
+ * out, the statistics written (names, units and meaning are the driver's).
+ * *subgroup_size: the subgroup (wave) size the driver compiled it for. */
+vkmha_status vk_pipeline_statistics(vk_state *vk, vk_pipe pipe, uint32_t *subgroup_size,
+                                    VkPipelineExecutableStatisticKHR *out, uint32_t *count);
 /* Bindings of a kind's descriptor set, and the type of each. */
 uint32_t vk_kind_bindings(const vk_state *vk, vk_kind kind);
 VkDescriptorType vk_binding_type(const vk_state *vk, vk_kind kind, uint32_t binding);
@@ -432,6 +484,7 @@ vk_heads_view vk_view_merged(const vk_buffer *buf, uint32_t heads, uint32_t len,
 typedef struct vk_attn_plan {
     attn_shape s;
     bool fused;
+    bool cpu_kernel; /* fused: shaders/flash_cpu.comp, else flash.comp */
     bool weights;    /* the caller wants the weights (in SLOT_SCORES) */
     uint32_t cls;    /* fused: head-dim class, index into vk->flash */
     uint32_t q_blocks, splits, split_len;
@@ -445,9 +498,12 @@ typedef struct vk_attn_plan {
  * caller's weights tensor, takes its place), SLOT_STATS, and the split-K
  * partials. plan->masks are the mask slots: a caller with mask tensors
  * replaces them. UNSUPPORTED if the fused path was forced for head dims
- * above 256. */
+ * above 256. qkvo: the buffers q, k, v and out will be read from and written
+ * to (out NULL: a slot), which decide whether the CPU-shaped kernel can read
+ * them as vec4 texels. */
 vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weights,
-                                  vk_buffer *weights_buf, vk_attn_plan *plan);
+                                  vk_buffer *weights_buf, const vk_buffer *const qkvo[4],
+                                  vk_attn_plan *plan);
 /* Records the attention of `plan` from q, k, v (+ masks in the mask slots)
  * into out, and the weights into SLOT_SCORES if planned. out may share q's
  * buffer when d_k == d_v and the views match (q is read before out is

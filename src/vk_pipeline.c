@@ -9,6 +9,7 @@
 
 #include "flash.spv.h"
 #include "flash_combine.spv.h"
+#include "flash_cpu.spv.h"
 #include "heads.spv.h"
 #include "layernorm.spv.h"
 #include "layernorm_sg.spv.h"
@@ -17,18 +18,19 @@
 #include "softmax.spv.h"
 #include "softmax_sg.spv.h"
 
-#define SPV(name) {name, sizeof(name)}
-
 typedef struct spv_code {
+    const char *name; /* the variant's name in meson.build */
     const uint32_t *code;
     size_t size;
+    const char *spec_names[VK_MAX_SPEC];
 } spv_code;
 
 /* Bindings per kind of shader; all are storage buffers except the texel
  * buffers of a matmul with matmul_texel (see VK_MAX_BINDINGS). */
 static const uint32_t kind_bindings[KIND_COUNT] = {
     [KIND_MATMUL] = 4,     [KIND_SOFTMAX] = 5,        [KIND_HEADS] = 2,
-    [KIND_LAYERNORM] = 4,  [KIND_FLASH] = 8,          [KIND_FLASH_COMBINE] = 4};
+    [KIND_LAYERNORM] = 4,  [KIND_FLASH] = 8,          [KIND_FLASH_COMBINE] = 4,
+    [KIND_FLASH_CPU] = 8};
 
 uint32_t vk_kind_bindings(const vk_state *vk, vk_kind kind)
 {
@@ -37,7 +39,8 @@ uint32_t vk_kind_bindings(const vk_state *vk, vk_kind kind)
 
 VkDescriptorType vk_binding_type(const vk_state *vk, vk_kind kind, uint32_t binding)
 {
-    return kind == KIND_MATMUL && vk->matmul_texel && binding < 2
+    return (kind == KIND_MATMUL && vk->matmul_texel && binding < 2) ||
+                   (kind == KIND_FLASH_CPU && binding < 3)
                ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
                : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
 }
@@ -164,6 +167,19 @@ static bool pick_flash(const vkmha_device_info *d, uint32_t max_dim, bool cpu,
     return false;
 }
 
+/* shaders/flash_cpu.comp for CPU devices whose matmul reads texels (the
+ * same texel views): 8 invocations (lavapipe's SIMD width at 256 bits) of TM
+ * query rows, fewer rows for wider heads, whose q and output accumulator
+ * stay in registers (2 x TM x max_dim floats per invocation). */
+static vkmha_attention_config pick_flash_cpu(const vkmha_device_info *d, uint32_t max_dim)
+{
+    const uint32_t tm = max_dim <= 64 ? 2 : max_dim <= 128 ? 2 : 1;
+    uint32_t wg = 8;
+    while (wg > 1 && (wg > d->max_workgroup_invocations || wg > d->max_workgroup_size[0]))
+        wg /= 2;
+    return (vkmha_attention_config){max_dim, wg * tm, VK_FLASH_CPU_BLOCK_K, tm, 1, wg, 0};
+}
+
 static uint32_t pick_workgroup(const vkmha_device_info *d, uint32_t want)
 {
     uint32_t wg = want;
@@ -240,9 +256,16 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override)
     }
     vk->reduce_wg = pick_workgroup(&vk->info, 128);
     vk->elementwise_wg = pick_workgroup(&vk->info, 256);
-    for (uint32_t c = 0; c < VK_FLASH_CLASSES; c++)
+    for (uint32_t c = 0; c < VK_FLASH_CLASSES; c++) {
         if (!pick_flash(&vk->info, 32u << c, cpu, &vk->flash[c]))
             vk->flash[c] = (vkmha_attention_config){0}; /* that class runs unfused */
+        vk->flash_cpu[c] = cpu && vk->matmul_texel ? pick_flash_cpu(&vk->info, 32u << c)
+                                                   : (vkmha_attention_config){0};
+    }
+    if (vk->fused_kernel == VKMHA_FUSED_KERNEL_REGISTER && !vk->flash_cpu[0].workgroup_size)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "vkmha_context_create: desc->debug->fused_kernel: the CPU-shaped "
+                           "fused kernel runs on CPU devices only");
     /* Split-K below this many workgroups; Vulkan does not report the number
      * of cores, so this is per device type: enough for large GPUs, and a few
      * per thread for CPU devices. */
@@ -306,25 +329,30 @@ vk_kind vk_pipe_kind(vk_pipe pipe)
     };
     if (pipe >= PIPE_FLASH && pipe < PIPE_FLASH + VK_FLASH_CLASSES)
         return KIND_FLASH;
+    if (pipe >= PIPE_FLASH_CPU)
+        return KIND_FLASH_CPU;
     return kinds[pipe];
 }
 
-vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
+/* The SPIR-V of each shader variant (meson.build's shader_variants) with the
+ * names of its specialization constants, in constant_id order. */
+#define SPV(name, ...) {#name, vkmha_spv_##name, sizeof(vkmha_spv_##name), {__VA_ARGS__}}
+static const spv_code matmul = SPV(matmul, "WG", "BM", "BN", "BK", "TM", "TN", "VEC");
+static const spv_code matmul_cpu = SPV(matmul_cpu, "WG", "TM", "TN", "VEC");
+static const spv_code heads = SPV(heads, "WG");
+static const spv_code flash = SPV(flash, "WG", "BR", "BC", "D4", "SR", "SC");
+static const spv_code flash_combine = SPV(flash_combine, "WG");
+static const spv_code flash_cpu = SPV(flash_cpu, "WG", "TM", "D4");
+static const spv_code softmax[2] = {SPV(softmax, "WG"), SPV(softmax_sg, "WG")};
+static const spv_code layernorm[2] = {SPV(layernorm, "WG"), SPV(layernorm_sg, "WG")};
+#undef SPV
+
+/* The shader and specialization constants (spec[0] is always the workgroup
+ * size) of `pipe` on this context. */
+static const spv_code *pipe_spec(const vk_state *vk, vk_pipe pipe, uint32_t spec[VK_MAX_SPEC],
+                                 uint32_t *n_spec)
 {
-    if (vk->pipes[pipe]) {
-        *out = vk->pipes[pipe];
-        return VKMHA_SUCCESS;
-    }
-    static const spv_code matmul = SPV(vkmha_spv_matmul);
-    static const spv_code matmul_cpu = SPV(vkmha_spv_matmul_cpu);
-    static const spv_code heads = SPV(vkmha_spv_heads);
-    static const spv_code flash = SPV(vkmha_spv_flash);
-    static const spv_code flash_combine = SPV(vkmha_spv_flash_combine);
-    static const spv_code softmax[2] = {SPV(vkmha_spv_softmax), SPV(vkmha_spv_softmax_sg)};
-    static const spv_code layernorm[2] = {SPV(vkmha_spv_layernorm), SPV(vkmha_spv_layernorm_sg)};
-    uint32_t spec[7];
-    uint32_t n_spec = 1;
-    const spv_code *code;
+    *n_spec = 1;
     switch (pipe) {
     case PIPE_MATMUL_LARGE:
     case PIPE_MATMUL_LARGE_VEC:
@@ -338,9 +366,8 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
             spec[1] = t->tm;             /* 1 TM */
             spec[2] = t->tn;             /* 2 TN */
             spec[3] = vec;               /* 3 VEC */
-            n_spec = 4;
-            code = &matmul_cpu;
-            break;
+            *n_spec = 4;
+            return &matmul_cpu;
         }
         spec[0] = t->workgroup_size; /* 0 WG */
         spec[1] = t->bm;             /* 1 BM */
@@ -349,27 +376,30 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
         spec[4] = t->tm;             /* 4 TM */
         spec[5] = t->tn;             /* 5 TN */
         spec[6] = vec;               /* 6 VEC */
-        n_spec = 7;
-        code = &matmul;
-        break;
+        *n_spec = 7;
+        return &matmul;
     }
     case PIPE_SOFTMAX:
         spec[0] = vk->reduce_wg; /* 0 WG */
-        code = &softmax[vk->use_subgroup];
-        break;
+        return &softmax[vk->use_subgroup];
     case PIPE_LAYERNORM:
         spec[0] = vk->reduce_wg; /* 0 WG */
-        code = &layernorm[vk->use_subgroup];
-        break;
+        return &layernorm[vk->use_subgroup];
     case PIPE_FLASH_COMBINE:
         spec[0] = vk->elementwise_wg; /* 0 WG */
-        code = &flash_combine;
-        break;
+        return &flash_combine;
     case PIPE_HEADS:
         spec[0] = vk->elementwise_wg; /* 0 WG */
-        code = &heads;
-        break;
-    default: { /* PIPE_FLASH + class */
+        return &heads;
+    default: /* PIPE_FLASH + class, or PIPE_FLASH_CPU + class */
+        if (pipe >= PIPE_FLASH_CPU) {
+            const vkmha_attention_config *f = &vk->flash_cpu[pipe - PIPE_FLASH_CPU];
+            spec[0] = f->workgroup_size;   /* 0 WG */
+            spec[1] = f->tm;               /* 1 TM */
+            spec[2] = f->max_head_dim / 4; /* 2 D4 */
+            *n_spec = 3;
+            return &flash_cpu;
+        }
         const vkmha_attention_config *f = &vk->flash[pipe - PIPE_FLASH];
         spec[0] = f->workgroup_size;   /* 0 WG */
         spec[1] = f->block_q;          /* 1 BR */
@@ -377,13 +407,22 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
         spec[3] = f->max_head_dim / 4; /* 3 D4 */
         spec[4] = f->tm;               /* 4 SR */
         spec[5] = f->tn;               /* 5 SC */
-        n_spec = 6;
-        code = &flash;
-        break;
+        *n_spec = 6;
+        return &flash;
     }
-    }
+}
 
-    VkSpecializationMapEntry entries[7];
+vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
+{
+    if (vk->pipes[pipe]) {
+        *out = vk->pipes[pipe];
+        return VKMHA_SUCCESS;
+    }
+    uint32_t spec[VK_MAX_SPEC];
+    uint32_t n_spec;
+    const spv_code *code = pipe_spec(vk, pipe, spec, &n_spec);
+
+    VkSpecializationMapEntry entries[VK_MAX_SPEC];
     for (uint32_t i = 0; i < n_spec; i++)
         entries[i] = (VkSpecializationMapEntry){i, i * 4, 4};
     VkSpecializationInfo si = {n_spec, entries, n_spec * 4, spec};
@@ -401,6 +440,9 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
     ci.stage.module = module;
     ci.stage.pName = "main";
     ci.stage.pSpecializationInfo = &si;
+    /* A compile-only context reads each pipeline's register and memory use
+     * back (vk_pipeline_statistics). */
+    ci.flags = vk->compile_only ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0;
     ci.layout = vk->pipe_layouts[vk_pipe_kind(pipe)];
     r = vk->vkd.vkCreateComputePipelines(vk->device, vk->pipeline_cache, 1, &ci, vk->vkalloc,
                                          &vk->pipes[pipe]);
@@ -414,17 +456,86 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
     return VKMHA_SUCCESS;
 }
 
+/* false for a fused attention class that did not fit the device's limits
+ * (that head-dim class runs unfused there), and for the CPU-shaped kernel
+ * on other devices. */
+static bool pipe_available(const vk_state *vk, vk_pipe pipe)
+{
+    if (pipe >= PIPE_FLASH_CPU)
+        return vk->flash_cpu[pipe - PIPE_FLASH_CPU].workgroup_size != 0;
+    bool flash = pipe >= PIPE_FLASH && pipe < PIPE_FLASH + VK_FLASH_CLASSES;
+    return !flash || vk->flash[pipe - PIPE_FLASH].workgroup_size;
+}
+
 vkmha_status vk_pipelines_create_all(vk_state *vk)
 {
     for (int p = 0; p < PIPE_COUNT; p++) {
         VkPipeline pipe;
         vkmha_status st;
-        bool flash = p >= PIPE_FLASH && p < PIPE_FLASH + VK_FLASH_CLASSES;
-        if (flash && !vk->flash[p - PIPE_FLASH].workgroup_size)
-            continue; /* that head-dim class runs unfused on this device */
-        if ((st = vk_pipeline_get(vk, (vk_pipe)p, &pipe)))
+        if (pipe_available(vk, (vk_pipe)p) && (st = vk_pipeline_get(vk, (vk_pipe)p, &pipe)))
             return st;
     }
+    return VKMHA_SUCCESS;
+}
+
+void vk_pipe_info_get(const vk_state *vk, vk_pipe pipe, vk_pipe_info *out)
+{
+    static const char *const names[PIPE_COUNT] = {
+        [PIPE_MATMUL_LARGE] = "matmul_large", [PIPE_MATMUL_LARGE_VEC] = "matmul_large_vec",
+        [PIPE_MATMUL_SMALL] = "matmul_small", [PIPE_MATMUL_SMALL_VEC] = "matmul_small_vec",
+        [PIPE_SOFTMAX] = "softmax",           [PIPE_HEADS] = "heads",
+        [PIPE_LAYERNORM] = "layernorm",       [PIPE_FLASH] = "flash_d32",
+        [PIPE_FLASH + 1] = "flash_d64",       [PIPE_FLASH + 2] = "flash_d128",
+        [PIPE_FLASH + 3] = "flash_d256",      [PIPE_FLASH_COMBINE] = "flash_combine",
+        [PIPE_FLASH_CPU] = "flash_cpu_d32",   [PIPE_FLASH_CPU + 1] = "flash_cpu_d64",
+        [PIPE_FLASH_CPU + 2] = "flash_cpu_d128", [PIPE_FLASH_CPU + 3] = "flash_cpu_d256",
+    };
+    memset(out, 0, sizeof *out);
+    out->name = names[pipe];
+    out->available = pipe_available(vk, pipe);
+    if (!out->available)
+        return;
+    const spv_code *code = pipe_spec(vk, pipe, out->spec, &out->n_spec);
+    out->shader = code->name;
+    for (uint32_t i = 0; i < out->n_spec; i++)
+        out->spec_names[i] = code->spec_names[i];
+    out->workgroup_size = out->spec[0];
+}
+
+vkmha_status vk_pipeline_statistics(vk_state *vk, vk_pipe pipe, uint32_t *subgroup_size,
+                                    VkPipelineExecutableStatisticKHR *out, uint32_t *count)
+{
+    VkPipeline p;
+    vkmha_status st;
+    if (!vk->compile_only || !vk->vkd.vkGetPipelineExecutablePropertiesKHR ||
+        !vk->vkd.vkGetPipelineExecutableStatisticsKHR)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "pipeline statistics need a compile-only context");
+    if (!pipe_available(vk, pipe))
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "pipeline %d is not used on this device", (int)pipe);
+    if ((st = vk_pipeline_get(vk, pipe, &p)))
+        return st;
+    /* A compute pipeline has one executable: its compute shader. */
+    VkPipelineInfoKHR pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};
+    pi.pipeline = p;
+    VkPipelineExecutablePropertiesKHR props = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_PROPERTIES_KHR};
+    uint32_t n = 1;
+    VkResult r = vk->vkd.vkGetPipelineExecutablePropertiesKHR(vk->device, &pi, &n, &props);
+    if ((r != VK_SUCCESS && r != VK_INCOMPLETE) || n == 0)
+        return vk_fail(vk, r == VK_SUCCESS ? VK_ERROR_UNKNOWN : r,
+                       "vkGetPipelineExecutablePropertiesKHR");
+    *subgroup_size = props.subgroupSize;
+    VkPipelineExecutableInfoKHR ei = {.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR};
+    ei.pipeline = p;
+    ei.executableIndex = 0;
+    for (uint32_t i = 0; i < *count; i++)
+        out[i] = (VkPipelineExecutableStatisticKHR){
+            .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR};
+    r = vk->vkd.vkGetPipelineExecutableStatisticsKHR(vk->device, &ei, count, out);
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE)
+        return vk_fail(vk, r, "vkGetPipelineExecutableStatisticsKHR");
     return VKMHA_SUCCESS;
 }
 
@@ -449,7 +560,7 @@ vkmha_status vk_site_pool_create(vk_state *vk, const vk_kind *kinds, uint32_t co
         {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, count * 2}};
     VkDescriptorPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
     pi.maxSets = count;
-    pi.poolSizeCount = vk->matmul_texel ? 2 : 1;
+    pi.poolSizeCount = 2; /* texel buffers: the register matmul and flash_cpu.comp */
     pi.pPoolSizes = sizes;
     if ((r = vk->vkd.vkCreateDescriptorPool(vk->device, &pi, vk->vkalloc, &p.pool)) != VK_SUCCESS) {
         vkmha__free(vk->ctx, p.sites);

@@ -230,7 +230,8 @@ static run_result run(uint64_t fail_at, bool persistent)
     char label[128];
     snprintf(label, sizeof label, "%s failure at device allocation %llu",
              persistent ? "persistent" : "transient", (unsigned long long)fail_at);
-    vkmha_debug_options dbg = {{0, 0, 0}, 0, 0, fail_at, persistent ? UINT64_MAX : 1};
+    vkmha_debug_options dbg = {.fail_device_allocation_at = fail_at,
+                               .fail_device_allocation_count = persistent ? UINT64_MAX : 1};
     vkmha_context_desc cd = {0};
     cd.enable_validation = true;
     cd.debug = &dbg;

@@ -195,21 +195,28 @@ int main(void)
         {1, 1, 0, 4096, 4096, 64, 64, CAUSAL, 0, 0, false, false, false},
         {1, 8, 2, 1, 8192, 64, 64, KP, 0, 0, false, false, false}, /* decode, GQA */
         {2, 4, 0, 3, 5000, 32, 48, KP | BIAS, 1, 4, true, true, false},
+        /* Wide heads over many keys (the shared-memory kernel on CPU
+         * devices visits 1024 per dispatch). */
+        {1, 2, 1, 5, 1500, 128, 100, CAUSAL, 0, 0, false, true, false},
+        {1, 2, 0, 3, 1000, 256, 200, KP, 0, 0, false, false, false},
+        /* Past the CPU-shaped kernel's 16384 keys per dispatch. */
+        {1, 2, 1, 1, 20000, 64, 64, KP, 0, 0, false, true, false},
     };
     static const t_attention_run auto_run = {VKMHA_ATTENTION_PATH_AUTO, 0, "default path, auto splits"};
     static const t_attention_run split_run = {VKMHA_ATTENTION_PATH_FUSED, 7, "fused, 7 key splits"};
-    /* Reductions with subgroup arithmetic, then with shared memory only. */
-    for (int variant = 0; variant < 2; variant++) {
-        vkmha_context *gpu = t_context(VKMHA_BACKEND_VULKAN,
-                                       variant ? VKMHA_CONTEXT_NO_SUBGROUP_OPS : 0);
-        const char *tag = variant ? "shared-memory reduction" : "subgroup reduction";
+    for (size_t variant = 0; variant < T_VK_VARIANTS; variant++) {
+        vkmha_context *gpu = t_context_variant(&t_vk_variants[variant]);
+        const char *tag = t_vk_variants[variant].tag;
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
             run_case(ref, gpu, tag, &rng, &cases[i], NULL);
-        if (variant == 0) {
+        /* Long rows on each fused kernel (the reductions do not matter). */
+        if (t_vk_variants[variant].flags == 0) {
             for (size_t i = 0; i < sizeof long_cases / sizeof long_cases[0]; i++)
                 run_case(ref, gpu, tag, &rng, &long_cases[i], &auto_run);
             for (size_t i = 1; i < sizeof long_cases / sizeof long_cases[0]; i++)
                 run_case(ref, gpu, tag, &rng, &long_cases[i], &split_run);
+        }
+        if (variant == 0) {
             head_dim_limit_case(ref, gpu, &rng);
             auto_split_case(ref, &rng);
         }

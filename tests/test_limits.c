@@ -329,7 +329,7 @@ int main(void)
     vkmha_context *ref = t_context(VKMHA_BACKEND_REFERENCE, 0);
 
     /* maxComputeWorkGroupCount 3 x 2 x 2. */
-    vkmha_debug_options grid = {{3, 2, 2}, 0, 0, 0, 0};
+    vkmha_debug_options grid = {.max_workgroup_count = {3, 2, 2}};
     vkmha_context *gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &grid, count_splits, NULL);
     vkmha_context_info info;
     vkmha_context_get_info(gpu, &info);
@@ -355,7 +355,7 @@ int main(void)
     vkmha_context_destroy(gpu);
 
     /* maxStorageBufferRange 64 KiB, then maxMemoryAllocationSize 32 KiB. */
-    vkmha_debug_options range = {{0, 0, 0}, 64 * 1024, 0, 0, 0};
+    vkmha_debug_options range = {.max_storage_buffer_range = 64 * 1024};
     gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &range, NULL, NULL);
     vkmha_context_get_info(gpu, &info);
     t_report(info.device.max_storage_buffer_range == 64 * 1024 &&
@@ -366,7 +366,7 @@ int main(void)
     t_report_validation(gpu);
     vkmha_context_destroy(gpu);
 
-    vkmha_debug_options alloc = {{0, 0, 0}, 0, 32 * 1024, 0, 0};
+    vkmha_debug_options alloc = {.max_allocation_size = 32 * 1024};
     gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &alloc, NULL, NULL);
     vkmha_context_get_info(gpu, &info);
     t_report(info.device.max_allocation_size == 32 * 1024,

@@ -158,11 +158,9 @@ int main(void)
         {1, 300, 0, 64, 4, 0, 0, 0, 0, 0, true, true, true, CAUSAL, 0, 0, false, false},
         {2, 128, 0, 128, 8, 0, 0, 0, 0, 0, true, false, false, 0, 0, 0, false, false}, /* aligned */
     };
-    /* Reductions with subgroup arithmetic, then with shared memory only. */
-    for (int variant = 0; variant < 2; variant++) {
-        vkmha_context *gpu = t_context(VKMHA_BACKEND_VULKAN,
-                                       variant ? VKMHA_CONTEXT_NO_SUBGROUP_OPS : 0);
-        const char *tag = variant ? "shared-memory reduction" : "subgroup reduction";
+    for (size_t variant = 0; variant < T_VK_VARIANTS; variant++) {
+        vkmha_context *gpu = t_context_variant(&t_vk_variants[variant]);
+        const char *tag = t_vk_variants[variant].tag;
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
             run_case(ref, gpu, tag, &rng, &cases[i]);
         t_report_validation(gpu);

@@ -565,15 +565,14 @@ int main(void)
 {
     vkmha_context *ref = t_context(VKMHA_BACKEND_REFERENCE, 0);
     t_rng rng = {2026};
-    for (int variant = 0; variant < 2; variant++) {
-        vkmha_context *gpu = t_context(VKMHA_BACKEND_VULKAN,
-                                       variant ? VKMHA_CONTEXT_NO_SUBGROUP_OPS : 0);
+    for (size_t variant = 0; variant < T_VK_VARIANTS; variant++) {
+        vkmha_context *gpu = t_context_variant(&t_vk_variants[variant]);
         neg_inf_bias_cases(ref, gpu, &rng, 200, false);
         neg_inf_bias_cases(ref, gpu, &rng, 200, true);
         neg_inf_bias_cases(ref, gpu, &rng, 37, false);
         nan_inf_cases(ref, gpu, &rng);
         softmax_case(ref, gpu, &rng);
-        if (variant == 0) {
+        if (t_vk_variants[variant].flags == 0) {
             large_logit_cases(ref, gpu, &rng);
             long_row_cases(ref, gpu, &rng);
             layer_case(ref, gpu, &rng);

@@ -136,6 +136,7 @@ int main(void)
             return 1;
         }
     }
+    t_pin_libraries(); /* sanitizer reports name the driver's frames */
     vkmha_context_info info;
     const bool got_info = vkmha_context_get_info(p.ctx[0], &info) == VKMHA_SUCCESS;
     t_report(got_info && info.scratch_budget == BUDGET && info.scratch_bytes == 0,

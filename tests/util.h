@@ -465,6 +465,29 @@ static inline vkmha_context *t_context(vkmha_backend backend, uint32_t flags)
     return t_context_ex(backend, flags, NULL, NULL, NULL);
 }
 
+/* The Vulkan contexts the attention, layer and non-finite tests run every
+ * case on: reductions with subgroup arithmetic and with shared memory only,
+ * and the fused path on each of its kernels (the device's own choice, then
+ * the workgroup-shared kernel forced: on CPU devices the default is the
+ * CPU-shaped one, so both run). */
+typedef struct t_vk_variant {
+    uint32_t flags;
+    vkmha_fused_kernel kernel;
+    const char *tag;
+} t_vk_variant;
+static const t_vk_variant t_vk_variants[] = {
+    {0, VKMHA_FUSED_KERNEL_AUTO, "subgroup reduction"},
+    {VKMHA_CONTEXT_NO_SUBGROUP_OPS, VKMHA_FUSED_KERNEL_AUTO, "shared-memory reduction"},
+    {0, VKMHA_FUSED_KERNEL_SHARED, "workgroup-shared fused kernel"},
+};
+#define T_VK_VARIANTS (sizeof t_vk_variants / sizeof t_vk_variants[0])
+
+static inline vkmha_context *t_context_variant(const t_vk_variant *v)
+{
+    vkmha_debug_options dbg = {.fused_kernel = v->kernel};
+    return t_context_ex(VKMHA_BACKEND_VULKAN, v->flags, &dbg, NULL, NULL);
+}
+
 /* The last case of every Vulkan test: the validation layer sent nothing. */
 static inline void t_report_validation(vkmha_context *ctx)
 {

@@ -468,7 +468,9 @@ static void fuzz_context(reader *r)
     d.backend = backends[b & 3];
     d.flags = (b & 4) ? u32raw(r) : 0;
     vkmha_debug_options dbg = {{size_field(r), size_field(r), size_field(r)}, size_field(r),
-                               size_field(r), size_field(r), size_field(r)};
+                               size_field(r), size_field(r), size_field(r),
+                               (vkmha_fused_kernel)u32raw(r)};
+    d.scratch_budget = size_field(r);
     d.debug = (b & 8) ? &dbg : NULL;
     vkmha_context *ctx = (vkmha_context *)(uintptr_t)1;
     vkmha_status st = vkmha_context_create(&d, (b & 16) ? NULL : &ctx);

@@ -1,0 +1,237 @@
+#version 450
+// Fused attention shaped for CPU devices (lavapipe): the same operation,
+// push constants, bindings 0-7, modes and partial-state layout as
+// shaders/flash.comp, so the host, the split-K combine pass and the weights
+// pass treat the two alike; the difference is the shape.
+//
+// A CPU Vulkan driver runs a workgroup's invocations as SIMD lanes; it pays
+// for every barrier (the workgroup is suspended and resumed), reads shared
+// memory and storage buffers with a loop over the lanes, and fetches a texel
+// for all lanes with one load each and a transpose (see
+// shaders/matmul_cpu.comp). So here there is no shared memory and no
+// barrier: each invocation owns TM query rows (rows lane + u * WG of the
+// block) with their q, (m, l) and output accumulator in registers, and the
+// whole workgroup walks the same keys, fetching each key and value row once
+// (as vec4 texels) for all its rows. Keys go BK at a time through
+// the online softmax:
+//   s[u][kk] = scale * q_u . k_j + bias, set to -1e9 where masked
+//   m' = max(m, max s), p = exp(s - m'), l' = l exp(m - m') + sum p,
+//   acc = acc exp(m - m') + sum p v_j
+// with the same handling of -inf (subtract 0 while a row has seen only
+// -inf) and the same `precise` fma chain for the scores as flash.comp, so
+// MODE_WEIGHTS recomputes bit-identical scores.
+//
+// Every lane runs the same loops (rows past len_q are clamped for loads and
+// never written), so control flow stays uniform without any barrier. No
+// causal block skipping here: masked keys cost their full work.
+// lavapipe ends an invocation's loops after 65535 iterations in all: the
+// host bounds the keys of one dispatch (kv_count) by the loop iterations a
+// key costs here (vk_attention.c).
+
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 8;      // invocations
+layout(constant_id = 1) const uint TM = 2;      // query rows per invocation
+layout(constant_id = 2) const uint D4 = 16;     // vec4s per row: d_k, d_v <= 4 * D4
+const uint BK = 4;                              // keys per online-softmax step
+const uint BR = WG * TM;                        // query rows per workgroup
+
+// Mirrors struct flash_push in src/vk_attention.c (as shaders/flash.comp).
+layout(push_constant) uniform Push {
+    uint groups;
+    uint len_q;
+    uint len_k;
+    uint heads;
+    uint group;
+    uint d_k;
+    uint d_v;
+    uint q_blocks;  // ceil(len_q / BR)
+    uint splits;
+    uint split_len;
+    uint q_sb, q_sh, q_ld;
+    uint k_sb, k_sh, k_ld;
+    uint v_sb, v_sh, v_ld;
+    uint o_sb, o_sh, o_ld;
+    uint flags;
+    float scale;
+    uint bias_sb;
+    uint bias_sh;
+    uint kv_first;
+    uint kv_count;
+    uint mode;
+    uint group_base;
+} p;
+
+// q, k and v as vec4 texels: the host runs this kernel only when every row
+// of q, k, v and out starts on a multiple of 4 elements and d_k, d_v are
+// multiples of 4 (else flash.comp or the unfused path), so there is no
+// scalar path and no bounds check.
+layout(binding = 0) uniform samplerBuffer Q4;
+layout(binding = 1) uniform samplerBuffer K4;
+layout(binding = 2) uniform samplerBuffer V4;
+layout(binding = 3) readonly buffer KeyPadding { uint kp[]; };
+layout(binding = 4) readonly buffer FullMask { uint fm[]; };
+layout(binding = 5) readonly buffer Bias { float bias[]; };
+// Out as vec4s (outputs, partial state), and as floats (the weights).
+layout(binding = 6) buffer Out4 { vec4 o4[]; };
+layout(binding = 6) buffer Out { float o[]; };
+layout(binding = 7) buffer Stats { float ml[]; };
+
+#include "mask.glsl"
+
+const uint MODE_RESUME = 1u;
+const uint MODE_PARTIAL = 2u;
+const uint MODE_WEIGHTS = 4u;
+
+void main()
+{
+    const uint g = linear_group(p.group_base);
+    if (g >= p.groups)
+        return;
+    const uint lane = gl_LocalInvocationIndex;
+    const uint split = g % p.splits;
+    uint rest = g / p.splits;
+    const uint qb = rest % p.q_blocks;
+    rest /= p.q_blocks;
+    const uint h = rest % p.heads;
+    const uint b = rest / p.heads;
+    const uint hk = h / p.group;
+    const uint i0 = qb * BR;
+    const uint rows = min(BR, p.len_q - i0);
+    const uint dk4 = p.d_k / 4u, dv4 = p.d_v / 4u;
+    // Texel (vec4) indices of head h's rows.
+    const uint q_base = (b * p.q_sb + h * p.q_sh) / 4u, q_ld = p.q_ld / 4u;
+    const uint k_base = (b * p.k_sb + hk * p.k_sh) / 4u, k_ld = p.k_ld / 4u;
+    const uint v_base = (b * p.v_sb + hk * p.v_sh) / 4u, v_ld = p.v_ld / 4u;
+    const uint j_begin = split * p.split_len + p.kv_first;
+    const uint j_end = min(split * p.split_len + min(p.kv_first + p.kv_count, p.split_len),
+                           p.len_k);
+    const uint bias_base = b * p.bias_sb + h * p.bias_sh;
+    const uint rows_total = (p.groups / (p.splits * p.q_blocks)) * p.len_q;
+    const uint row_base = (b * p.heads + h) * p.len_q + i0;
+    const uint part = split * rows_total + row_base;
+    const bool resume = (p.mode & MODE_RESUME) != 0u;
+    const bool weights_mode = (p.mode & MODE_WEIGHTS) != 0u;
+
+    // This lane's rows (clamped into the block for loads) and their state.
+    // Every array is indexed by constants only (the loops over them are
+    // unrolled): a runtime index would make the driver lower the array to
+    // memory or to a chain of selects.
+    uint r[TM];
+    bool live[TM];
+    vec4 qv[TM * D4];
+    vec4 acc[TM * D4];
+    float m[TM], l[TM];
+    [[unroll]] for (uint u = 0u; u < TM; u++) {
+        live[u] = lane + u * WG < rows;
+        r[u] = min(lane + u * WG, rows - 1u);
+        const uint sidx = part + r[u];
+        m[u] = resume ? ml[2u * sidx] : neg_inf();
+        l[u] = resume ? ml[2u * sidx + 1u] : 0.0;
+        const uint qrow = q_base + (i0 + r[u]) * q_ld;
+        [[unroll]] for (uint c4 = 0u; c4 < D4; c4++) {
+            qv[u * D4 + c4] = c4 < dk4 ? texelFetch(Q4, int(qrow + c4)) : vec4(0.0);
+            acc[u * D4 + c4] = resume && c4 < dv4 ? o4[sidx * dv4 + c4] : vec4(0.0);
+        }
+    }
+
+    for (uint j0 = j_begin; j0 < j_end; j0 += BK) {
+        // Scores of keys j0 .. j0 + BK - 1 (-inf past j_end).
+        float s[TM * BK];
+        [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
+            const uint j = min(j0 + kk, j_end - 1u);
+            const uint krow = k_base + j * k_ld;
+            precise float sacc[TM];
+            [[unroll]] for (uint u = 0u; u < TM; u++)
+                sacc[u] = 0.0;
+            [[unroll]] for (uint c4 = 0u; c4 < D4; c4++) {
+                if (c4 < dk4) {
+                    const vec4 kv = texelFetch(K4, int(krow + c4));
+                    [[unroll]] for (uint u = 0u; u < TM; u++)
+                        sacc[u] = fma(qv[u * D4 + c4].w, kv.w,
+                                      fma(qv[u * D4 + c4].z, kv.z,
+                                          fma(qv[u * D4 + c4].y, kv.y,
+                                              fma(qv[u * D4 + c4].x, kv.x, sacc[u]))));
+                }
+            }
+            [[unroll]] for (uint u = 0u; u < TM; u++) {
+                const uint i = i0 + r[u];
+                precise float x;
+                if (j0 + kk >= j_end) {
+                    x = neg_inf(); // past this range: weight 0
+                } else {
+                    x = sacc[u] * p.scale;
+                    if ((p.flags & MASK_BIAS) != 0u)
+                        x += bias[bias_base + i * p.len_k + j];
+                    if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k))
+                        x = MASKED_SCORE;
+                }
+                s[u * BK + kk] = x;
+            }
+        }
+
+        if (weights_mode) {
+            [[unroll]] for (uint u = 0u; u < TM; u++) {
+                const uint row = row_base + r[u];
+                const float mr = ml[2u * row], lr = ml[2u * row + 1u];
+                [[unroll]] for (uint kk = 0u; kk < BK; kk++)
+                    if (live[u] && j0 + kk < j_end)
+                        o[row * p.len_k + j0 + kk] =
+                            lr == 0.0 ? 0.0 : exp(s[u * BK + kk] - mr) / lr;
+            }
+            continue;
+        }
+
+        [[unroll]] for (uint u = 0u; u < TM; u++) {
+            float mt = neg_inf();
+            [[unroll]] for (uint kk = 0u; kk < BK; kk++)
+                mt = max(mt, s[u * BK + kk]);
+            const float m_new = max(m[u], mt);
+            // Only -inf so far: subtract 0, never -inf (see flash.comp).
+            const float m_sub = m_new == neg_inf() ? 0.0 : m_new;
+            float sum = 0.0;
+            [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
+                const float e = exp(s[u * BK + kk] - m_sub);
+                s[u * BK + kk] = e;
+                sum += e;
+            }
+            const float corr = exp(m[u] - m_sub);
+            l[u] = l[u] * corr + sum;
+            m[u] = m_new;
+            [[unroll]] for (uint c4 = 0u; c4 < D4; c4++)
+                acc[u * D4 + c4] *= corr;
+        }
+        [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
+            const uint vrow = v_base + min(j0 + kk, j_end - 1u) * v_ld; // past j_end: p = 0
+            [[unroll]] for (uint c4 = 0u; c4 < D4; c4++) {
+                if (c4 < dv4) {
+                    const vec4 vv = texelFetch(V4, int(vrow + c4));
+                    [[unroll]] for (uint u = 0u; u < TM; u++)
+                        acc[u * D4 + c4] += s[u * BK + kk] * vv;
+                }
+            }
+        }
+    }
+    if (weights_mode)
+        return;
+
+    [[unroll]] for (uint u = 0u; u < TM; u++) {
+        if (!live[u])
+            continue;
+        const uint row = row_base + r[u];
+        const bool partial = (p.mode & MODE_PARTIAL) != 0u;
+        const uint base = partial ? (split * rows_total + row) * dv4
+                                  : (b * p.o_sb + h * p.o_sh + (i0 + r[u]) * p.o_ld) / 4u;
+        // l = 0: every score was -inf, acc is 0 (or 0 * NaN / Inf values).
+        const float inv = partial || l[u] == 0.0 ? 1.0 : 1.0 / l[u];
+        [[unroll]] for (uint c4 = 0u; c4 < D4; c4++)
+            if (c4 < dv4)
+                o4[base + c4] = acc[u * D4 + c4] * inv;
+        const uint idx = 2u * (split * rows_total + row);
+        ml[idx] = m[u];
+        ml[idx + 1u] = l[u];
+    }
+}

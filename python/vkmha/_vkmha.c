@@ -118,11 +118,12 @@ static int to_u32(Py_ssize_t v, const char *name, uint32_t *out)
 
 static int context_init(ContextObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"backend", "device_index", "validation", "flags", NULL};
-    int backend = 0, validation = 0;
+    static char *kwlist[] = {"backend", "device_index", "validation", "flags", "fused_kernel",
+                             NULL};
+    int backend = 0, validation = 0, fused_kernel = 0;
     Py_ssize_t device_index = -1, flags = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|inpn", kwlist, &backend, &device_index,
-                                     &validation, &flags))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|inpni", kwlist, &backend, &device_index,
+                                     &validation, &flags, &fused_kernel))
         return -1;
     if (self->ctx) {
         PyErr_SetString(PyExc_RuntimeError, "vkmha: Context.__init__ called twice");
@@ -141,6 +142,12 @@ static int context_init(ContextObject *self, PyObject *args, PyObject *kw)
         return -1;
     cd.log = context_log;
     cd.log_user = self;
+    /* For tests (vkmha_debug_options): the fused attention kernel. */
+    vkmha_debug_options debug;
+    memset(&debug, 0, sizeof debug);
+    debug.fused_kernel = (vkmha_fused_kernel)fused_kernel;
+    if (fused_kernel)
+        cd.debug = &debug;
     self->create_error[0] = '\0';
     vkmha_context *ctx = NULL;
     vkmha_status st = vkmha_context_create(&cd, &ctx);
@@ -1046,7 +1053,8 @@ static PyGetSetDef context_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject ContextType = TYPE(Context, ContextObject, "Context(backend=0, device_index=-1, validation=False, flags=0): a vkmha_context.",
+static PyTypeObject ContextType = TYPE(Context, ContextObject, "Context(backend=0, device_index=-1, validation=False, flags=0, fused_kernel=0): a "
+    "vkmha_context.",
     context_init, context_dealloc, context_methods, context_getset);
 
 static PyMethodDef tensor_methods[] = {
@@ -1120,7 +1128,9 @@ static const struct {
     CONSTANT(DEVICE_TYPE_CPU), CONSTANT(LOG_DEBUG), CONSTANT(LOG_INFO), CONSTANT(LOG_WARN),
     CONSTANT(LOG_ERROR), CONSTANT(CONTEXT_NO_SUBGROUP_OPS), CONSTANT(CONTEXT_PROFILE),
     CONSTANT(CONTEXT_EAGER_PIPELINES), CONSTANT(MATMUL_VARIANT_AUTO),
-    CONSTANT(MATMUL_VARIANT_SHARED), CONSTANT(MATMUL_VARIANT_REGISTER), CONSTANT(MASK_NONE),
+    CONSTANT(MATMUL_VARIANT_SHARED), CONSTANT(MATMUL_VARIANT_REGISTER),
+    CONSTANT(FUSED_KERNEL_AUTO), CONSTANT(FUSED_KERNEL_SHARED), CONSTANT(FUSED_KERNEL_REGISTER),
+    CONSTANT(MASK_NONE),
     CONSTANT(MASK_KEY_PADDING), CONSTANT(MASK_FULL), CONSTANT(MASK_CAUSAL), CONSTANT(MASK_BIAS),
     CONSTANT(OP_N), CONSTANT(OP_T), CONSTANT(ATTENTION_PATH_AUTO), CONSTANT(ATTENTION_PATH_FUSED),
     CONSTANT(ATTENTION_PATH_UNFUSED), CONSTANT(DTYPE_F32), CONSTANT(DTYPE_U8),

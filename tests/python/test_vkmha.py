@@ -193,6 +193,20 @@ class TestFromTorch(unittest.TestCase):
                 self.check(b, torch.nn.MultiheadAttention(self.E, self.H, kdim=7, vdim=11,
                                                           batch_first=bf))
 
+    def test_each_fused_kernel(self):
+        """Both fused attention kernels (forced through Context(fused_kernel=...)),
+        with a mask, against the module."""
+        m = torch.nn.MultiheadAttention(self.E, self.H, batch_first=True).eval()
+        x = torch.randn(self.B, self.LQ, self.E)
+        am = torch.randn(self.LQ, self.LQ)
+        want, want_w = torch_mha(m, x, x, x, attn_mask=am)
+        for kernel in (vkmha.FUSED_KERNEL_SHARED, vkmha.FUSED_KERNEL_REGISTER):
+            ctx = vkmha.Context("vulkan", validation=True, fused_kernel=kernel)
+            got, w = vkmha.from_torch(m, ctx)(x, x, x, attn_mask=am, average_attn_weights=False)
+            assert_close(self, got, want, "fused kernel %d: out" % kernel)
+            assert_close(self, w, want_w, "fused kernel %d: weights" % kernel)
+            self.assertEqual(ctx.info()["validation_messages"], 0)
+
     def test_unbatched(self):
         for b in BACKENDS:
             self.check(b, torch.nn.MultiheadAttention(self.E, self.H, batch_first=True),

@@ -622,6 +622,80 @@ typedef struct vkmha_mha_io {
 VKMHA_API vkmha_status vkmha_mha_forward(vkmha_mha *mha, const vkmha_mha_io *io);
 
 /* ------------------------------------------------------------------------ */
+/* A layer from a PyTorch checkpoint (.safetensors)                         */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The safetensors format (what PyTorch and Hugging Face checkpoints ship in):
+ * an 8-byte little-endian header length, a JSON header mapping each tensor's
+ * name to its dtype, shape and byte offsets, then the raw data. vkmha finds
+ * the layer's weights by name under `prefix` (prepended verbatim, e.g.
+ * "encoder.layers.0.self_attn."), in one of these layouts:
+ *
+ *   torch.nn.MultiheadAttention:
+ *     in_proj_weight [3 * d_model][d_model], in_proj_bias [3 * d_model]
+ *     or, when kdim / vdim differ from d_model:
+ *     q_proj_weight [d_model][d_model], k_proj_weight [d_model][kdim],
+ *     v_proj_weight [d_model][vdim], in_proj_bias [3 * d_model]
+ *     out_proj.weight [d_model][d_model], out_proj.bias [d_model]
+ *   separate Linear layers (Hugging Face style; grouped-query allowed):
+ *     q_proj.weight [H * d_k][d_model], k_proj.weight [Hkv * d_k][kdim],
+ *     v_proj.weight [Hkv * d_v][vdim], o_proj.weight or out_proj.weight
+ *     [d_model][H * d_v], each with an optional .bias [rows]
+ *
+ * Every bias is optional. d_model, d_k, d_v, kdim and vdim come from the
+ * shapes; the number of heads is not in the file and must be given. Tensors
+ * may be F32, F16 or BF16 (converted to fp32, what the layer stores). Other
+ * tensors in the file are ignored (a whole model's checkpoint is fine), but
+ * the whole header is validated. The file is mapped read-only (F32 tensors
+ * are then read in place; nothing is read into an intermediate copy) and
+ * unmapped before the call returns; the layer keeps no reference to it.
+ *
+ * A file is untrusted input: a malformed one (truncated, a header length
+ * beyond the file or above 100,000,000 bytes, a header that is not UTF-8 or
+ * not JSON, an entry without dtype, shape or data_offsets, an unknown dtype,
+ * offsets out of range, overlapping or leaving bytes unused, bytes that do
+ * not match shape and dtype, a name twice, a missing or misshapen weight, a
+ * dtype other than F32 / F16 / BF16 for a weight) gets
+ * VKMHA_ERROR_INVALID_ARGUMENT with a message naming the path and the tensor
+ * or field; nothing else happens. A file that cannot be opened gets the same
+ * with the system's reason. nn.MultiheadAttention's add_bias_kv (tensors
+ * bias_k, bias_v) gets VKMHA_ERROR_UNSUPPORTED. The file must not be
+ * truncated by another process during the call (a mapped file then faults).
+ */
+typedef struct vkmha_safetensors_desc {
+    /* The file: a path (opened and mapped during the call), or its bytes in
+     * memory (data, size: e.g. a checkpoint the application read itself).
+     * Exactly one of path and data. */
+    const char *path;
+    const void *data;
+    size_t size;
+    /* Prepended to every name; NULL or "": none. */
+    const char *prefix;
+    /* As in vkmha_mha_desc: n_head required, n_kv_head 0 means n_head (a
+     * packed in_proj_weight requires n_kv_head 0 or n_head), scale 0 means
+     * 1 / sqrt(d_k). */
+    uint32_t n_head;
+    uint32_t n_kv_head;
+    float scale;
+    /* As in vkmha_mha_desc. With post_norm, norm_prefix (NULL: gamma ones,
+     * beta zeros) names the LayerNorm's tensors: norm_prefix + "weight"
+     * [d_model] (required) and norm_prefix + "bias" [d_model] (optional),
+     * e.g. "encoder.layers.0.norm1.". norm_prefix without post_norm is
+     * VKMHA_ERROR_INVALID_ARGUMENT. norm_eps 0 means 1e-6 (torch.nn.LayerNorm's
+     * default is 1e-5: pass it). */
+    bool post_norm;
+    const char *norm_prefix;
+    float norm_eps;
+} vkmha_safetensors_desc;
+
+/* Creates a layer (as vkmha_mha_create) from the tensors of a safetensors
+ * file; vkmha_mha_get_desc then tells the sizes found. */
+VKMHA_API vkmha_status vkmha_mha_create_from_safetensors(vkmha_context *ctx,
+                                                         const vkmha_safetensors_desc *desc,
+                                                         vkmha_mha **out);
+
+/* ------------------------------------------------------------------------ */
 /* Device-resident tensors                                                  */
 /* ------------------------------------------------------------------------ */
 

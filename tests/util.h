@@ -502,4 +502,40 @@ static inline void t_report_validation(vkmha_context *ctx)
              (unsigned long long)info.validation_messages);
 }
 
+/* ---- a counting host allocator that can fail its Nth allocation ----------- */
+
+/* For vkmha_allocator {t_counting_alloc, NULL, t_counting_free, &c}: counts
+ * live and total allocations and fails allocation number fail_at. */
+
+typedef struct t_counting {
+    long live, total;
+    long fail_at; /* 1-based allocation to fail; 0: never */
+    long failed;
+} t_counting;
+
+static inline void *t_counting_alloc(void *user, size_t size, size_t alignment)
+{
+    t_counting *c = user;
+    if (c->fail_at && c->total + 1 == c->fail_at) {
+        c->total++;
+        c->failed++;
+        return NULL;
+    }
+    void *p = aligned_alloc(alignment < 16 ? 16 : alignment, (size + 15) / 16 * 16);
+    if (p) {
+        c->live++;
+        c->total++;
+    }
+    return p;
+}
+
+static inline void t_counting_free(void *user, void *p)
+{
+    t_counting *c = user;
+    if (p) {
+        c->live--;
+        free(p);
+    }
+}
+
 #endif /* VKMHA_TEST_UTIL_H */

@@ -95,19 +95,21 @@ def _path(path):
 
 class Context(_vkmha.Context):
     """A vkmha context: Context(backend="vulkan" | "reference", device_index=None,
-    validation=False, flags=0, fused_kernel=FUSED_KERNEL_AUTO). flags: OR of
-    CONTEXT_*; fused_kernel (for tests, vkmha_debug_options) forces one fused
-    attention kernel. info() returns vkmha_context_info as a dict,
-    last_error the message of the last failed call."""
+    validation=False, flags=0, fused_kernel=FUSED_KERNEL_AUTO, scratch_budget=0).
+    flags: OR of CONTEXT_*; fused_kernel (for tests, vkmha_debug_options)
+    forces one fused attention kernel; scratch_budget: the most bytes of
+    scratch kept between calls (0: no budget). info() returns
+    vkmha_context_info as a dict, last_error the message of the last failed
+    call."""
 
     def __init__(self, backend="vulkan", device_index=None, validation=False, flags=0,
-                 fused_kernel=_vkmha.FUSED_KERNEL_AUTO):
+                 fused_kernel=_vkmha.FUSED_KERNEL_AUTO, scratch_budget=0):
         if isinstance(backend, str):
             if backend not in _BACKENDS:
                 raise ValueError("backend: one of %s" % ", ".join(_BACKENDS))
             backend = _BACKENDS[backend]
         super().__init__(backend, -1 if device_index is None else device_index,
-                         bool(validation), flags, fused_kernel)
+                         bool(validation), flags, fused_kernel, scratch_budget)
 
     # ---- tensors ----
     def tensor(self, array=None, shape=None, dtype=_vkmha.DTYPE_F32):

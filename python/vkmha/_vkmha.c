@@ -119,11 +119,12 @@ static int to_u32(Py_ssize_t v, const char *name, uint32_t *out)
 static int context_init(ContextObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"backend", "device_index", "validation", "flags", "fused_kernel",
-                             NULL};
+                             "scratch_budget", NULL};
     int backend = 0, validation = 0, fused_kernel = 0;
     Py_ssize_t device_index = -1, flags = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|inpni", kwlist, &backend, &device_index,
-                                     &validation, &flags, &fused_kernel))
+    unsigned long long scratch_budget = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|inpniK", kwlist, &backend, &device_index,
+                                     &validation, &flags, &fused_kernel, &scratch_budget))
         return -1;
     if (self->ctx) {
         PyErr_SetString(PyExc_RuntimeError, "vkmha: Context.__init__ called twice");
@@ -138,6 +139,7 @@ static int context_init(ContextObject *self, PyObject *args, PyObject *kw)
             return -1;
     }
     cd.enable_validation = validation != 0;
+    cd.scratch_budget = scratch_budget;
     if (to_u32(flags, "flags", &cd.flags))
         return -1;
     cd.log = context_log;
@@ -250,7 +252,9 @@ static PyObject *context_info(ContextObject *self, PyObject *unused)
         put(d, "last_gpu_time_ns", PyLong_FromUnsignedLongLong(info.last_gpu_time_ns)) ||
         put(d, "external_device", PyBool_FromLong(info.external_device)) ||
         put(d, "push_descriptors", PyBool_FromLong(info.push_descriptors)) ||
-        put(d, "pipelines_created", PyLong_FromUnsignedLong(info.pipelines_created))) {
+        put(d, "pipelines_created", PyLong_FromUnsignedLong(info.pipelines_created)) ||
+        put(d, "scratch_bytes", PyLong_FromUnsignedLongLong(info.scratch_bytes)) ||
+        put(d, "scratch_budget", PyLong_FromUnsignedLongLong(info.scratch_budget))) {
         Py_DECREF(d);
         return NULL;
     }
@@ -1053,7 +1057,7 @@ static PyGetSetDef context_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject ContextType = TYPE(Context, ContextObject, "Context(backend=0, device_index=-1, validation=False, flags=0, fused_kernel=0): a "
+static PyTypeObject ContextType = TYPE(Context, ContextObject, "Context(backend=0, device_index=-1, validation=False, flags=0, fused_kernel=0, scratch_budget=0): a "
     "vkmha_context.",
     context_init, context_dealloc, context_methods, context_getset);
 

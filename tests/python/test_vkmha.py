@@ -638,6 +638,19 @@ class TestErrors(unittest.TestCase):
         self.assertEqual(context("reference").info()["backend"], vkmha.BACKEND_REFERENCE)
         self.assertGreaterEqual(len(vkmha.enumerate_devices()), 1)
 
+    def test_scratch_budget(self):
+        ctx = vkmha.Context("vulkan", validation=True, scratch_budget=1 << 16)
+        try:
+            q = np.random.default_rng(3).standard_normal((1, 4, 200, 32), dtype=np.float32)
+            want = context("vulkan").attention(q, q, q)
+            assert_close(self, ctx.attention(q, q, q), want, "attention within a budget")
+            info = ctx.info()
+            self.assertEqual(info["scratch_budget"], 1 << 16)
+            self.assertLessEqual(info["scratch_bytes"], 1 << 16)
+            self.assertEqual(info["validation_messages"], 0)
+        finally:
+            ctx.close()
+
 
 class TestZValidation(unittest.TestCase):
     """Last: the validation layer sent nothing over the whole run."""

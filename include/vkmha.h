@@ -511,12 +511,18 @@ VKMHA_API vkmha_status vkmha_merge_heads(vkmha_context *ctx, const vkmha_heads_d
 /* How attention is computed on the Vulkan backend (the reference backend
  * computes the same math either way and ignores the choice). */
 typedef enum vkmha_attention_path {
-    /* Fused when the head dims allow it (d_k, d_v <= 256), else unfused. */
+    /* The path, and for the fused path the kernel, that a cost model of
+     * the device type predicts to be fastest for this call's shape (fused
+     * only where the head dims allow it, d_k, d_v <= 256; unfused only where
+     * its scores fit a buffer). The model's coefficients are measured per
+     * device type by bench/vkmha-bench-cost; device types without a
+     * measurement take the fused path wherever it runs. */
     VKMHA_ATTENTION_PATH_AUTO = 0,
-    /* One shader per block of queries streams keys and values through
-     * shared memory with an online softmax: extra device memory O(len_q)
-     * instead of O(len_q * len_k). Head dims up to 256, else
-     * VKMHA_ERROR_UNSUPPORTED. */
+    /* One shader per block of queries streams keys and values with an
+     * online softmax: extra device memory O(len_q) instead of
+     * O(len_q * len_k). The kernel (workgroup-shared, or CPU-shaped on CPU
+     * devices where q, k, v are 16-byte aligned) is the cheaper by the cost
+     * model. Head dims up to 256, else VKMHA_ERROR_UNSUPPORTED. */
     VKMHA_ATTENTION_PATH_FUSED = 1,
     /* Materializes the [batch][H][len_q][len_k] scores: matmul, softmax,
      * matmul. For comparison and for head dims above 256. */

@@ -192,6 +192,12 @@ typedef enum vkmha_fused_kernel {
     /* CPU-shaped (shaders/flash_cpu.comp): each invocation owns a few query
      * rows in registers, no shared memory and no barrier. CPU devices only. */
     VKMHA_FUSED_KERNEL_REGISTER = 2,
+    /* For tests: workgroup-shared with the blocks chosen for GPUs (block_q,
+     * block_k, tm, tn of vkmha_context_info.attention) also on a CPU device,
+     * which otherwise gets its own, so that a CPU device runs the GPU
+     * configurations (those that fit its limits). The same as SHARED on a
+     * GPU. */
+    VKMHA_FUSED_KERNEL_SHARED_GPU_BLOCKS = 3,
 } vkmha_fused_kernel;
 
 /* For tests: never needed in production. Makes the Vulkan backend believe

@@ -201,9 +201,10 @@ typedef enum vkmha_fused_kernel {
 } vkmha_fused_kernel;
 
 /* For tests: never needed in production. Makes the Vulkan backend believe
- * lower device limits and fail device-memory allocations on purpose, so that
- * the paths for shapes beyond the limits (split dispatches, UNSUPPORTED
- * errors) and for a device out of memory run on any device. Read once by
+ * lower device limits, fail device-memory allocations on purpose and run a
+ * chosen fused attention kernel, so that the paths for shapes beyond the
+ * limits (split dispatches, UNSUPPORTED errors), for a device out of memory
+ * and for other device types' kernels run on any device. Read once by
  * vkmha_context_create; the reference backend ignores it. */
 typedef struct vkmha_debug_options {
     /* Lower the device limits vkmha believes (0 = the device's own; see

@@ -138,13 +138,13 @@ static bool pick_tile(const vkmha_device_info *d, const vkmha_tile_config *cands
  * reuse each loaded key and value for more queries; larger register blocks
  * need fewer shared-memory loads per multiply-add, which CPU devices (where
  * each load is a gather) reward most.
- * On GPUs occupancy comes first: the GPU rows keep a workgroup's shared
- * memory at about half of 64 KiB or less from d64 up, so that two or more
- * workgroups share a compute unit (a GCN CU has 64 KiB, an RDNA WGP 128
- * KiB), and SR = 2 keeps the d256 accumulator (SR x D4 / (BC / SC) vec4s per
+ * On GPUs occupancy comes first: up to d128 the GPU rows keep a workgroup's
+ * shared memory under half of 64 KiB, so that two workgroups share a
+ * compute unit (a GCN CU has 64 KiB, an RDNA WGP of two CUs 128 KiB), and
+ * SR = 2 keeps the d256 accumulator (SR x D4 / (BC / SC) vec4s per
  * invocation) in registers. tools/vkmha-occupancy measures the result on
- * RADV (docs/PERFORMANCE.md): 2 to 4 workgroups per CU at d64 and d128 on
- * navi21 and vega20, no spills. */
+ * RADV (docs/PERFORMANCE.md; test 'occupancy' fails on a spill or on fewer
+ * than two workgroups per CU at d64 and d128 on navi21 and vega20). */
 typedef struct flash_block {
     uint32_t max_dim, br, bc, sr, sc;
 } flash_block;

@@ -2,6 +2,7 @@
 #ifndef VKMHA_BENCH_UTIL_H
 #define VKMHA_BENCH_UTIL_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,6 +25,18 @@ static inline int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+/* The largest |a[i] - b[i]| over n elements; NaN if any difference is NaN. */
+static inline double max_abs_diff(const float *a, const float *b, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (!(d <= m))
+            m = d; /* NaN propagates */
+    }
+    return m;
 }
 
 /* n floats uniform in [-scale, scale) from the LCG state *seed (the same

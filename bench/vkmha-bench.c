@@ -208,17 +208,6 @@ static void finish_vk_row(row *r, vkmha_context *ctx)
                 vkmha_context_last_error(ctx));
 }
 
-static double max_abs_diff(const float *a, const float *b, size_t n)
-{
-    double m = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (!(d <= m))
-            m = d; /* NaN propagates */
-    }
-    return m;
-}
-
 static bool selected(const opts *o, const char *what)
 {
     if (!o->only[0])

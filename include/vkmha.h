@@ -339,9 +339,17 @@ typedef struct vkmha_context_info {
     bool subgroup_ops_used; /* reductions use subgroup arithmetic */
     /* Tile configurations chosen for this device's limits. */
     vkmha_tile_config matmul_large, matmul_small;
-    uint32_t reduce_workgroup_size; /* softmax, LayerNorm */
-    /* Fused attention blocks for head dims up to 32, 64, 128 and 256. */
+    /* Softmax, LayerNorm: one workgroup of this size per row. CPU devices
+     * run rows of up to 16384 elements one per invocation instead (no
+     * barrier; docs/PERFORMANCE.md, "Small kernels"). */
+    uint32_t reduce_workgroup_size;
+    /* Fused attention blocks for head dims up to 32, 64, 128 and 256: the
+     * workgroup-shared kernel, and the CPU-shaped (register) kernel, whose
+     * workgroup_size is 0 on devices that do not run it. Which one a call
+     * uses, or the unfused path, is chosen per call by a cost model of the
+     * device type (the DEBUG log line of each call says which and why). */
     vkmha_attention_config attention[4];
+    vkmha_attention_config attention_register[4];
     /* Bytes of VkDeviceMemory the context (and its layers) hold now, and the
      * most they held at any time since the context was created (staging
      * included). 0 for the reference backend. */

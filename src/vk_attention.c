@@ -15,7 +15,9 @@
  *   then out = P V. The scores double as the returned weights. */
 #include "vk_internal.h"
 
+#include <math.h>
 #include <stddef.h>
+#include <stdio.h>
 
 /* Mirrors the push-constant block of shaders/flash.comp. */
 struct flash_push {
@@ -95,30 +97,54 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     uint32_t cls = 0;
     while (cls < VK_FLASH_CLASSES && (32u << cls) < dim)
         cls++;
-    const bool have_cpu = cls < VK_FLASH_CLASSES && vk->flash_cpu[cls].workgroup_size != 0;
+    /* The candidates: each fused kernel where it can run (a forced kernel
+     * wherever it can, the other only where it cannot), and unfused where
+     * its scores fit a buffer. */
+    const bool have_cpu = cls < VK_FLASH_CLASSES && vk->flash_cpu[cls].workgroup_size != 0 &&
+                          texel_io(s, qkvo);
     const bool have_shared = cls < VK_FLASH_CLASSES && vk->flash[cls].block_q != 0;
-    const bool cpu_kernel =
-        have_cpu && vk->fused_kernel != VKMHA_FUSED_KERNEL_SHARED && texel_io(s, qkvo);
-    const bool fusable = cpu_kernel || have_shared;
+    const bool cpu_ok = have_cpu && vk->fused_kernel != VKMHA_FUSED_KERNEL_SHARED;
+    const bool shared_ok =
+        have_shared && !(vk->fused_kernel == VKMHA_FUSED_KERNEL_REGISTER && cpu_ok);
+    const bool fusable = cpu_ok || shared_ok;
     if (s->path == VKMHA_ATTENTION_PATH_FUSED && !fusable)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: the fused attention path takes head dims up to %u on this "
                            "device (d_k %u, d_v %u); use the unfused path",
                            vk->ctx->call, cls < VK_FLASH_CLASSES ? 32u << cls : 256u, s->d_k,
                            s->d_v);
-    *plan = (vk_attn_plan){*s, fusable && s->path != VKMHA_ATTENTION_PATH_UNFUSED, cpu_kernel,
-                           weights, cls, 0, 1, s->len_k, s->len_k, 1, NULL, {NULL, NULL, NULL}};
+    const uint64_t rows = (uint64_t)s->batch * s->heads * s->len_q;
+    const uint64_t score_bytes = rows * s->len_k * 4;
+    const bool unfused_fits = score_bytes <= vk->info.max_storage_buffer_range &&
+                              score_bytes <= vk->info.max_allocation_size;
+    const double t_cpu = cpu_ok ? vk_cost_fused(vk, s, true, weights, vk->flash_cpu[cls].block_q)
+                                : INFINITY;
+    const double t_shared =
+        shared_ok ? vk_cost_fused(vk, s, false, weights, vk->flash[cls].block_q) : INFINITY;
+    const double t_unfused = unfused_fits ? vk_cost_unfused(vk, s) : INFINITY;
+    const bool cpu_kernel = cpu_ok && t_cpu <= t_shared;
+    const double t_fused = cpu_kernel ? t_cpu : t_shared;
+    const bool fused = fusable && (s->path == VKMHA_ATTENTION_PATH_FUSED ||
+                                   (s->path == VKMHA_ATTENTION_PATH_AUTO &&
+                                    !(t_unfused < t_fused)));
+    *plan = (vk_attn_plan){*s, fused, cpu_kernel, weights, cls, 0, 1, s->len_k, s->len_k, 1,
+                           NULL, {NULL, NULL, NULL}};
+    char model[160] = "";
+    if (s->path == VKMHA_ATTENTION_PATH_AUTO)
+        snprintf(model, sizeof model,
+                 " (cost model: CPU-shaped kernel %.0f us, shared-memory kernel %.0f us, "
+                 "unfused %.0f us)",
+                 t_cpu, t_shared, t_unfused);
 
     vk_mask_slots(vk, plan->masks);
     plan->scores = weights_buf ? weights_buf : &vk->slots[SLOT_SCORES];
-    const uint64_t rows = (uint64_t)s->batch * s->heads * s->len_q;
     if ((plan->weights || !plan->fused) && !weights_buf)
-        if ((st = vk_slot_ensure(vk, SLOT_SCORES, rows * s->len_k * 4)))
+        if ((st = vk_slot_ensure(vk, SLOT_SCORES, score_bytes)))
             return st;
     if (!plan->fused) {
         vkmha__log(vk->ctx->log, vk->ctx->log_user, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
-                   "%s: unfused attention, %llu bytes of scores", vk->ctx->call,
-                   (unsigned long long)(rows * s->len_k * 4));
+                   "%s: unfused attention, %llu bytes of scores%s", vk->ctx->call,
+                   (unsigned long long)score_bytes, model);
         return VKMHA_SUCCESS;
     }
 
@@ -151,11 +177,11 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     plan->chunks = (uint32_t)div_up(plan->split_len, plan->chunk);
     vkmha__log(vk->ctx->log, vk->ctx->log_user, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
                "%s: fused attention (%s kernel), blocks of %u queries x %u keys, "
-               "%llu workgroups, %u key ranges of %u, %u dispatches each",
+               "%llu workgroups, %u key ranges of %u, %u dispatches each%s",
                vk->ctx->call, cpu_kernel ? "CPU-shaped" : "shared-memory", f->block_q,
                f->block_k,
                (unsigned long long)(groups * plan->splits), plan->splits, plan->split_len,
-               plan->chunks);
+               plan->chunks, model);
 
     if ((st = vk_slot_ensure(vk, SLOT_STATS, rows * 2 * 4)))
         return st;

@@ -368,8 +368,10 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe,
         return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
                            "%s: internal error: descriptor site of kind %d used for kind %d",
                            vk->ctx->call, site->kind, kind);
-    /* A texel-buffer matmul binds A and B twice: as vec4 texel views (0, 1)
-     * and as storage buffers (4, 5). With push descriptors every binding goes
+    /* With texel views, a matmul binds A and B twice: as vec4 texel views
+     * (0, 1) and as storage buffers (4, 5); the CPU-shaped row kernels add
+     * texel views of their inputs after their storage bindings
+     * (vk_binding_source). With push descriptors every binding goes
      * into the command buffer; otherwise only the bindings whose buffer was
      * recreated since the site was last used are rewritten (buffer ids are
      * unique per creation). */
@@ -378,8 +380,8 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe,
     VkWriteDescriptorSet writes[VK_MAX_BINDINGS];
     uint32_t n_writes = 0;
     for (uint32_t i = 0; i < n_bind; i++) {
-        const uint32_t src = i < n_bufs ? i : i - n_bufs; /* bindings 4, 5: A, B */
-        const vk_buffer *b = bufs[src] && bufs[src]->buf ? bufs[src] : &vk->dummy;
+        const uint32_t src = vk_binding_source(vk, kind, i);
+        const vk_buffer *b = src < n_bufs && bufs[src] && bufs[src]->buf ? bufs[src] : &vk->dummy;
         const VkDescriptorType type = vk_binding_type(vk, kind, i);
         if (type == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER && !b->view4)
             b = &vk->dummy; /* under 16 bytes or wrapped: never read as vec4 */

@@ -1,5 +1,6 @@
 /* Split and merge heads: push-constant mirror, dispatch math (one invocation
- * per element) and the public ops on host arrays. */
+ * per element; on CPU devices one per row of head_dim elements) and the
+ * public ops on host arrays. */
 #include "vk_internal.h"
 
 #include <stddef.h>
@@ -8,6 +9,7 @@
 struct heads_push {
     uint32_t total, len, heads, head_dim, split;
     uint32_t group_base;
+    uint32_t texel; /* shaders/heads_cpu.comp only */
 };
 _Static_assert(sizeof(struct heads_push) <= 128, "push constants must fit 128 bytes");
 
@@ -15,8 +17,15 @@ vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, 
                              const vk_buffer *x, const vk_buffer *y)
 {
     uint64_t total = (uint64_t)s->batch * s->len * s->heads * s->head_dim;
-    struct heads_push p = {(uint32_t)total, s->len, s->heads, s->head_dim, split ? 1u : 0u, 0};
+    struct heads_push p = {(uint32_t)total, s->len, s->heads, s->head_dim, split ? 1u : 0u, 0,
+                           vk->row_texel && x->view4};
     const vk_buffer *bufs[2] = {x, y};
+    if (vk->cpu_rows_wg && s->head_dim <= VK_CPU_ROW_MAX) { /* a row per invocation */
+        uint64_t rows = total / s->head_dim;
+        return vk_dispatch_groups(vk, site, PIPE_HEADS_CPU, bufs, 2, &p, sizeof p,
+                                  offsetof(struct heads_push, group_base),
+                                  (rows + vk->cpu_rows_wg - 1) / vk->cpu_rows_wg);
+    }
     return vk_dispatch_groups(vk, site, PIPE_HEADS, bufs, 2, &p, sizeof p,
                               offsetof(struct heads_push, group_base),
                               (total + vk->elementwise_wg - 1) / vk->elementwise_wg);

@@ -71,8 +71,19 @@ typedef enum vk_pipe {
     PIPE_FLASH, /* VK_FLASH_CLASSES pipelines, one per head-dim class */
     PIPE_FLASH_COMBINE = PIPE_FLASH + 4,
     PIPE_FLASH_CPU, /* shaders/flash_cpu.comp, VK_FLASH_CLASSES pipelines */
-    PIPE_COUNT = PIPE_FLASH_CPU + 4
+    /* CPU-shaped variants (vk_state.cpu_rows_wg), last and in this order:
+     * several rows per workgroup, one per invocation, no barrier
+     * (shaders/softmax_cpu.comp, heads_cpu.comp, layernorm_cpu.comp). */
+    PIPE_SOFTMAX_CPU = PIPE_FLASH_CPU + 4,
+    PIPE_HEADS_CPU,
+    PIPE_LAYERNORM_CPU,
+    PIPE_COUNT
 } vk_pipe;
+
+/* The longest row a CPU-shaped row kernel walks in one invocation: llvmpipe
+ * ends any loop after 65535 iterations, and longer rows have work enough for
+ * the workgroup-per-row kernels. */
+#define VK_CPU_ROW_MAX 16384u
 
 /* Fused attention pipelines by largest head dim: 32, 64, 128, 256. */
 #define VK_FLASH_CLASSES 4
@@ -86,7 +97,9 @@ typedef enum vk_pipe {
  * statistics), and so has KIND_FLASH_CPU (q, k, v as vec4 texel buffers).
  * KIND_MATMUL has 4 (A, B, bias, C), or 6 with matmul_texel: A and B as vec4
  * texel buffers, bias, C, then A and B again as storage buffers (for shapes
- * whose strides rule out vec4 reads). */
+ * whose strides rule out vec4 reads). With matmul_texel the softmax (7),
+ * heads (3), LayerNorm (8) and the split-K combine (6) add texel views of
+ * their inputs. */
 #define VK_MAX_BINDINGS 8
 
 /* A descriptor set bound to one dispatch site; rewritten only when a buffer
@@ -112,7 +125,8 @@ typedef enum vk_op_site {
     OPSITE_SOFTMAX,
     OPSITE_HEADS,
     OPSITE_ATTENTION,  /* VK_ATTENTION_SITES sites */
-    OPSITE_COUNT = OPSITE_ATTENTION + VK_ATTENTION_SITES
+    OPSITE_LAYERNORM = OPSITE_ATTENTION + VK_ATTENTION_SITES, /* vk_layernorm */
+    OPSITE_COUNT
 } vk_op_site;
 
 /* A pool of sites that share a VkDescriptorPool (the context's for the ops,
@@ -235,10 +249,16 @@ struct vk_state {
     vkmha_tile_config tile_large, tile_small;
     /* The register matmul variant reads A and B through texel buffers:
      * lavapipe fetches a texel for all SIMD lanes at once, where a storage
-     * buffer read costs a branchy per-lane loop (docs/PERFORMANCE.md). */
+     * buffer read costs a branchy per-lane loop (docs/PERFORMANCE.md). The
+     * CPU-shaped row kernels (cpu_rows_wg) read their inputs so too. */
     bool matmul_texel;
     uint32_t max_texel_elements; /* maxTexelBufferElements */
     uint32_t reduce_wg, elementwise_wg;
+    /* CPU devices: the row kernels (softmax, LayerNorm, heads) take one row
+     * per invocation, cpu_rows_wg rows per workgroup, for rows of at most
+     * VK_CPU_ROW_MAX elements (src/vk_pipeline.c). 0 on GPUs. */
+    uint32_t cpu_rows_wg;
+    bool row_texel; /* they read their inputs' texel views where they have them */
     vkmha_attention_config flash[VK_FLASH_CLASSES];
     /* shaders/flash_cpu.comp per class: workgroup_size invocations of tm
      * query rows each (block_q = their product), block_k keys per step;
@@ -430,6 +450,9 @@ vkmha_status vk_pipeline_statistics(vk_state *vk, vk_pipe pipe, uint32_t *subgro
 /* Bindings of a kind's descriptor set, and the type of each. */
 uint32_t vk_kind_bindings(const vk_state *vk, vk_kind kind);
 VkDescriptorType vk_binding_type(const vk_state *vk, vk_kind kind, uint32_t binding);
+/* The index, in the buffers a dispatch passes, of the buffer bound at
+ * `binding` (texel views repeat a storage binding's buffer). */
+uint32_t vk_binding_source(const vk_state *vk, vk_kind kind, uint32_t binding);
 /* The shader kind (descriptor and pipeline layout) a pipeline belongs to. */
 vk_kind vk_pipe_kind(vk_pipe pipe);
 /* Creates `count` sites, site i for shaders of kinds[i]. */
@@ -502,6 +525,19 @@ typedef struct vk_attn_plan {
  * above 256. qkvo: the buffers q, k, v and out will be read from and written
  * to (out NULL: a slot), which decide whether the CPU-shaped kernel can read
  * them as vec4 texels. */
+/* Predicted microseconds of a call of shape s on the fused path (one kernel,
+ * with block_q query rows per workgroup, plus the weights pass if asked)
+ * and on the unfused path: the coefficients of src/vk_cost.c's table times
+ * these features (bench/vkmha-bench-cost fits the coefficients). */
+#define VK_COST_FUSED_FEATURES 4
+#define VK_COST_UNFUSED_FEATURES 5
+void vk_cost_fused_features(const attn_shape *s, uint32_t block_q, bool weights,
+                            double f[VK_COST_FUSED_FEATURES]);
+void vk_cost_unfused_features(const attn_shape *s, const vkmha_tile_config *t,
+                              double f[VK_COST_UNFUSED_FEATURES]);
+double vk_cost_fused(const vk_state *vk, const attn_shape *s, bool cpu_kernel, bool weights,
+                     uint32_t block_q);
+double vk_cost_unfused(const vk_state *vk, const attn_shape *s);
 vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weights,
                                   vk_buffer *weights_buf, const vk_buffer *const qkvo[4],
                                   vk_attn_plan *plan);
@@ -536,6 +572,12 @@ vkmha_status vk_softmax(vk_state *vk, const sm_shape *s, const float *x, const m
                         float *y);
 vkmha_status vk_heads(vk_state *vk, const heads_shape *s, bool split, const float *x,
                       float *y);
+/* Residual add + LayerNorm on host arrays (ref_layernorm's arguments; res may
+ * be NULL): no public op, for the kernel benchmark and the layernorm test,
+ * which link the library's objects. */
+vkmha_status vk_layernorm(vk_state *vk, uint32_t rows, uint32_t cols, float eps,
+                          const float *x, const float *res, const float *gamma,
+                          const float *beta, float *y);
 vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const float *q, const float *k,
                           const float *v, const mask_r *mask, float *out, float *weights);
 

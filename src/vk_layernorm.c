@@ -1,5 +1,6 @@
 /* Residual add + LayerNorm: push-constant mirror and dispatch math (one
- * workgroup per row). Used by the layer's post-norm. */
+ * workgroup per row; on CPU devices one invocation per row up to
+ * VK_CPU_ROW_MAX columns). Used by the layer's post-norm. */
 #include "vk_internal.h"
 
 #include <stddef.h>
@@ -10,6 +11,7 @@ struct layernorm_push {
     float eps;
     uint32_t has_residual;
     uint32_t group_base;
+    uint32_t texel; /* shaders/layernorm_cpu.comp only */
 };
 _Static_assert(sizeof(struct layernorm_push) <= 128, "push constants must fit 128 bytes");
 
@@ -18,8 +20,43 @@ vkmha_status vk_record_layernorm(vk_state *vk, vk_site *site, uint32_t rows, uin
                                  const vk_buffer *gamma, const vk_buffer *beta,
                                  vk_buffer *y)
 {
-    struct layernorm_push p = {rows, cols, eps, residual ? 1u : 0u, 0};
+    /* Texel reads need vec4 views of every input (wrapped tensors have none). */
+    bool texel = vk->row_texel && y->view4 && gamma->view4 && beta->view4 &&
+                 (!residual || residual->view4);
+    struct layernorm_push p = {rows, cols, eps, residual ? 1u : 0u, 0, texel};
     const vk_buffer *bufs[4] = {residual, gamma, beta, y};
+    if (vk->cpu_rows_wg && cols <= VK_CPU_ROW_MAX) /* a row per invocation */
+        return vk_dispatch_groups(vk, site, PIPE_LAYERNORM_CPU, bufs, 4, &p, sizeof p,
+                                  offsetof(struct layernorm_push, group_base),
+                                  (rows + vk->cpu_rows_wg - 1) / vk->cpu_rows_wg);
     return vk_dispatch_groups(vk, site, PIPE_LAYERNORM, bufs, 4, &p, sizeof p,
                               offsetof(struct layernorm_push, group_base), rows);
+}
+
+vkmha_status vk_layernorm(vk_state *vk, uint32_t rows, uint32_t cols, float eps,
+                          const float *x, const float *res, const float *gamma,
+                          const float *beta, float *y)
+{
+    vkmha_status st;
+    uint64_t bytes = (uint64_t)rows * cols * 4, vec = (uint64_t)cols * 4;
+    uint64_t up = (res ? 2 : 1) * (bytes + 16) + 2 * (vec + 16);
+    if ((st = vk_check_size(vk, bytes, "x")) || (st = vk_slot_ensure(vk, SLOT_OUT, bytes)) ||
+        (res && (st = vk_slot_ensure(vk, SLOT_K_IN, bytes))) ||
+        (st = vk_slot_ensure(vk, SLOT_V_IN, vec)) || (st = vk_slot_ensure(vk, SLOT_AUX, vec)) ||
+        (st = vk_call_begin(vk, up, bytes)))
+        return st;
+    vk_upload(vk, &vk->slots[SLOT_OUT], 0, x, bytes);
+    if (res)
+        vk_upload(vk, &vk->slots[SLOT_K_IN], 0, res, bytes);
+    vk_upload(vk, &vk->slots[SLOT_V_IN], 0, gamma, vec);
+    vk_upload(vk, &vk->slots[SLOT_AUX], 0, beta, vec);
+    vk_barrier(vk);
+    if ((st = vk_record_layernorm(vk, &vk->op_sites.sites[OPSITE_LAYERNORM], rows, cols, eps,
+                                  res ? &vk->slots[SLOT_K_IN] : NULL, &vk->slots[SLOT_V_IN],
+                                  &vk->slots[SLOT_AUX], &vk->slots[SLOT_OUT]))) {
+        vk_call_abort(vk);
+        return st;
+    }
+    vk_download(vk, &vk->slots[SLOT_OUT], y, bytes, 1, bytes, 1, bytes);
+    return vk_call_submit(vk);
 }

@@ -10,12 +10,16 @@
 #include "flash.spv.h"
 #include "flash_combine.spv.h"
 #include "flash_cpu.spv.h"
+#include "flash_combine_cpu.spv.h"
 #include "heads.spv.h"
+#include "heads_cpu.spv.h"
 #include "layernorm.spv.h"
+#include "layernorm_cpu.spv.h"
 #include "layernorm_sg.spv.h"
 #include "matmul.spv.h"
 #include "matmul_cpu.spv.h"
 #include "softmax.spv.h"
+#include "softmax_cpu.spv.h"
 #include "softmax_sg.spv.h"
 
 typedef struct spv_code {
@@ -26,23 +30,46 @@ typedef struct spv_code {
 } spv_code;
 
 /* Bindings per kind of shader; all are storage buffers except the texel
- * buffers of a matmul with matmul_texel (see VK_MAX_BINDINGS). */
+ * buffers of a context with matmul_texel (see VK_MAX_BINDINGS). */
 static const uint32_t kind_bindings[KIND_COUNT] = {
     [KIND_MATMUL] = 4,     [KIND_SOFTMAX] = 5,        [KIND_HEADS] = 2,
     [KIND_LAYERNORM] = 4,  [KIND_FLASH] = 8,          [KIND_FLASH_COMBINE] = 4,
     [KIND_FLASH_CPU] = 8};
 
+/* With matmul_texel, the vec4 texel views that follow a kind's storage
+ * bindings, as indices of the buffers a dispatch passes (the CPU-shaped
+ * shaders read them as samplerBuffers): heads x; softmax input, bias;
+ * LayerNorm y, residual, gamma, beta; the split-K combine's partial outputs
+ * and statistics. The matmul is laid out apart (vk_binding_source). */
+#define MAX_TEXEL_BINDINGS 4
+static const uint32_t texel_sources[KIND_COUNT][MAX_TEXEL_BINDINGS] = {
+    [KIND_HEADS] = {0}, [KIND_SOFTMAX] = {4, 2}, [KIND_LAYERNORM] = {3, 0, 1, 2},
+    [KIND_FLASH_COMBINE] = {0, 1}};
+static const uint32_t texel_count[KIND_COUNT] = {
+    [KIND_HEADS] = 1, [KIND_SOFTMAX] = 2, [KIND_LAYERNORM] = 4, [KIND_FLASH_COMBINE] = 2};
+
 uint32_t vk_kind_bindings(const vk_state *vk, vk_kind kind)
 {
-    return kind == KIND_MATMUL && vk->matmul_texel ? 6 : kind_bindings[kind];
+    if (!vk->matmul_texel)
+        return kind_bindings[kind];
+    return kind == KIND_MATMUL ? 6 : kind_bindings[kind] + texel_count[kind];
 }
 
 VkDescriptorType vk_binding_type(const vk_state *vk, vk_kind kind, uint32_t binding)
 {
-    return (kind == KIND_MATMUL && vk->matmul_texel && binding < 2) ||
-                   (kind == KIND_FLASH_CPU && binding < 3)
-               ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER
-               : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    bool texel = (kind == KIND_FLASH_CPU && binding < 3) ||
+                 (vk->matmul_texel && (kind == KIND_MATMUL ? binding < 2
+                                                           : binding >= kind_bindings[kind]));
+    return texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+}
+
+uint32_t vk_binding_source(const vk_state *vk, vk_kind kind, uint32_t binding)
+{
+    if (!vk->matmul_texel || binding < kind_bindings[kind])
+        return binding;
+    if (kind == KIND_MATMUL) /* texel A, B at 0, 1; storage A, B again at 4, 5 */
+        return binding - 4;
+    return texel_sources[kind][binding - kind_bindings[kind]];
 }
 
 /* Every push-constant block fits the 128 bytes Vulkan guarantees. */
@@ -270,6 +297,18 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override)
     }
     vk->reduce_wg = pick_workgroup(&vk->info, 128);
     vk->elementwise_wg = pick_workgroup(&vk->info, 256);
+    /* CPU-shaped row kernels (shaders/softmax_cpu.comp, heads_cpu.comp,
+     * layernorm_cpu.comp) on CPU devices, with texel reads: measured on a
+     * 2-core lavapipe (docs/PERFORMANCE.md, "Small kernels"); 16 rows per
+     * workgroup was as fast as 8, 32 or 64 within the noise. Their layouts
+     * need the texel views, so they go with the register matmul. The
+     * environment variable VKMHA_ROW_KERNELS, for tests and experiments:
+     * "gpu" keeps the workgroup-per-row kernels, "storage" the CPU-shaped
+     * ones with storage-buffer reads only (as with wrapped tensors). */
+    const char *rk = getenv("VKMHA_ROW_KERNELS");
+    bool rows_cpu = cpu && vk->matmul_texel && !(rk && !strcmp(rk, "gpu"));
+    vk->cpu_rows_wg = rows_cpu ? pick_workgroup(&vk->info, 16) : 0;
+    vk->row_texel = rows_cpu && !(rk && !strcmp(rk, "storage"));
     for (uint32_t c = 0; c < VK_FLASH_CLASSES; c++) {
         if (!pick_flash(&vk->info, 32u << c, cpu && !vk->flash_gpu_blocks, &vk->flash[c]))
             vk->flash[c] = (vkmha_attention_config){0}; /* that class runs unfused */
@@ -313,7 +352,8 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override)
     }
     static const vk_kind op_kinds[OPSITE_COUNT] = {
         [OPSITE_MATMUL] = KIND_MATMUL, [OPSITE_SOFTMAX] = KIND_SOFTMAX,
-        [OPSITE_HEADS] = KIND_HEADS,   [OPSITE_ATTENTION] = VK_ATTENTION_SITE_KINDS};
+        [OPSITE_HEADS] = KIND_HEADS,   [OPSITE_ATTENTION] = VK_ATTENTION_SITE_KINDS,
+        [OPSITE_LAYERNORM] = KIND_LAYERNORM};
     if ((st = vk_site_pool_create(vk, op_kinds, OPSITE_COUNT, &vk->op_sites)))
         return st;
     return VKMHA_SUCCESS;
@@ -340,10 +380,12 @@ vk_kind vk_pipe_kind(vk_pipe pipe)
         [PIPE_MATMUL_SMALL] = KIND_MATMUL, [PIPE_MATMUL_SMALL_VEC] = KIND_MATMUL,
         [PIPE_SOFTMAX] = KIND_SOFTMAX,     [PIPE_HEADS] = KIND_HEADS,
         [PIPE_LAYERNORM] = KIND_LAYERNORM, [PIPE_FLASH_COMBINE] = KIND_FLASH_COMBINE,
+        [PIPE_SOFTMAX_CPU] = KIND_SOFTMAX, [PIPE_HEADS_CPU] = KIND_HEADS,
+        [PIPE_LAYERNORM_CPU] = KIND_LAYERNORM,
     };
     if (pipe >= PIPE_FLASH && pipe < PIPE_FLASH + VK_FLASH_CLASSES)
         return KIND_FLASH;
-    if (pipe >= PIPE_FLASH_CPU)
+    if (pipe >= PIPE_FLASH_CPU && pipe < PIPE_FLASH_CPU + VK_FLASH_CLASSES)
         return KIND_FLASH_CPU;
     return kinds[pipe];
 }
@@ -355,8 +397,12 @@ static const spv_code matmul = SPV(matmul, "WG", "BM", "BN", "BK", "TM", "TN", "
 static const spv_code matmul_cpu = SPV(matmul_cpu, "WG", "TM", "TN", "VEC");
 static const spv_code heads = SPV(heads, "WG");
 static const spv_code flash = SPV(flash, "WG", "BR", "BC", "D4", "SR", "SC");
-static const spv_code flash_combine = SPV(flash_combine, "WG");
+static const spv_code flash_combine[2] = {SPV(flash_combine, "WG", "EPI"),
+                                          SPV(flash_combine_cpu, "WG", "EPI")};
 static const spv_code flash_cpu = SPV(flash_cpu, "WG", "TM", "D4");
+static const spv_code softmax_cpu = SPV(softmax_cpu, "WG");
+static const spv_code heads_cpu = SPV(heads_cpu, "WG");
+static const spv_code layernorm_cpu = SPV(layernorm_cpu, "WG");
 static const spv_code softmax[2] = {SPV(softmax, "WG"), SPV(softmax_sg, "WG")};
 static const spv_code layernorm[2] = {SPV(layernorm, "WG"), SPV(layernorm_sg, "WG")};
 #undef SPV
@@ -396,12 +442,27 @@ static const spv_code *pipe_spec(const vk_state *vk, vk_pipe pipe, uint32_t spec
     case PIPE_SOFTMAX:
         spec[0] = vk->reduce_wg; /* 0 WG */
         return &softmax[vk->use_subgroup];
+    case PIPE_SOFTMAX_CPU:
+    case PIPE_HEADS_CPU:
+    case PIPE_LAYERNORM_CPU: {
+        static const spv_code *const row_kernels[] = {&softmax_cpu, &heads_cpu, &layernorm_cpu};
+        spec[0] = vk->cpu_rows_wg; /* 0 WG: rows per workgroup */
+        return row_kernels[pipe - PIPE_SOFTMAX_CPU];
+    }
     case PIPE_LAYERNORM:
         spec[0] = vk->reduce_wg; /* 0 WG */
         return &layernorm[vk->use_subgroup];
-    case PIPE_FLASH_COMBINE:
-        spec[0] = vk->elementwise_wg; /* 0 WG */
-        return &flash_combine;
+    case PIPE_FLASH_COMBINE: {
+        /* The grid has elementwise_wg output elements per workgroup
+         * (src/vk_attention.c); CPU devices take 16 per invocation, with
+         * texel reads (the variant with the texel bindings). */
+        bool cpu_shape = vk->cpu_rows_wg && vk->elementwise_wg % 16 == 0;
+        uint32_t epi = cpu_shape ? 16 : 1;
+        spec[0] = vk->elementwise_wg / epi; /* 0 WG */
+        spec[1] = epi;                      /* 1 EPI */
+        *n_spec = 2;
+        return &flash_combine[cpu_shape];
+    }
     case PIPE_HEADS:
         spec[0] = vk->elementwise_wg; /* 0 WG */
         return &heads;
@@ -475,6 +536,8 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
  * on other devices. */
 static bool pipe_available(const vk_state *vk, vk_pipe pipe)
 {
+    if (pipe >= PIPE_SOFTMAX_CPU)
+        return vk->cpu_rows_wg != 0; /* CPU-shaped row kernels: CPU devices only */
     if (pipe >= PIPE_FLASH_CPU)
         return vk->flash_cpu[pipe - PIPE_FLASH_CPU].workgroup_size != 0;
     bool flash = pipe >= PIPE_FLASH && pipe < PIPE_FLASH + VK_FLASH_CLASSES;
@@ -503,6 +566,8 @@ void vk_pipe_info_get(const vk_state *vk, vk_pipe pipe, vk_pipe_info *out)
         [PIPE_FLASH + 3] = "flash_d256",      [PIPE_FLASH_COMBINE] = "flash_combine",
         [PIPE_FLASH_CPU] = "flash_cpu_d32",   [PIPE_FLASH_CPU + 1] = "flash_cpu_d64",
         [PIPE_FLASH_CPU + 2] = "flash_cpu_d128", [PIPE_FLASH_CPU + 3] = "flash_cpu_d256",
+        [PIPE_SOFTMAX_CPU] = "softmax_cpu",   [PIPE_HEADS_CPU] = "heads_cpu",
+        [PIPE_LAYERNORM_CPU] = "layernorm_cpu",
     };
     memset(out, 0, sizeof *out);
     out->name = names[pipe];
@@ -571,7 +636,7 @@ vkmha_status vk_site_pool_create(vk_state *vk, const vk_kind *kinds, uint32_t co
     }
     VkDescriptorPoolSize sizes[2] = {
         {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, count * VK_MAX_BINDINGS},
-        {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, count * 2}};
+        {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, count * MAX_TEXEL_BINDINGS}};
     VkDescriptorPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
     pi.maxSets = count;
     pi.poolSizeCount = 2; /* texel buffers: the register matmul and flash_cpu.comp */

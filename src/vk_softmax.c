@@ -1,5 +1,6 @@
 /* The masked, scaled softmax: push-constant mirror, mask uploads, dispatch
- * math (one workgroup per row), and the public op on host arrays. */
+ * math (one workgroup per row; on CPU devices one invocation per row up to
+ * VK_CPU_ROW_MAX keys), and the public op on host arrays. */
 #include "vk_internal.h"
 
 #include <stddef.h>
@@ -10,6 +11,7 @@ struct softmax_push {
     float scale;
     uint32_t bias_sb, bias_sh;
     uint32_t group_base;
+    uint32_t texel; /* shaders/softmax_cpu.comp only */
 };
 _Static_assert(sizeof(struct softmax_push) <= 128, "push constants must fit 128 bytes");
 
@@ -22,11 +24,18 @@ vkmha_status vk_record_softmax(vk_state *vk, vk_site *site, const vk_softmax_arg
 {
     const mask_r *m = a->mask;
     uint64_t rows = (uint64_t)a->batch * a->heads * a->len_q;
-    struct softmax_push p = {(uint32_t)rows, a->len_q, a->len_k, a->heads, m->kinds, a->scale,
-                             0, 0, 0};
-    vk_bias_strides(m, a->len_q, a->len_k, &p.bias_sb, &p.bias_sh);
     const vk_buffer *bufs[5] = {a->key_padding, a->full, a->bias, a->scores,
                                 a->input ? a->input : a->scores};
+    /* Texel reads need vec4 views of the input and of the bias, if any
+     * (wrapped tensors have none). */
+    bool texel = vk->row_texel && bufs[4]->view4 && (!a->bias || a->bias->view4);
+    struct softmax_push p = {(uint32_t)rows, a->len_q, a->len_k, a->heads, m->kinds, a->scale,
+                             0, 0, 0, texel};
+    vk_bias_strides(m, a->len_q, a->len_k, &p.bias_sb, &p.bias_sh);
+    if (vk->cpu_rows_wg && a->len_k <= VK_CPU_ROW_MAX) /* a row per invocation */
+        return vk_dispatch_groups(vk, site, PIPE_SOFTMAX_CPU, bufs, 5, &p, sizeof p,
+                                  offsetof(struct softmax_push, group_base),
+                                  (rows + vk->cpu_rows_wg - 1) / vk->cpu_rows_wg);
     return vk_dispatch_groups(vk, site, PIPE_SOFTMAX, bufs, 5, &p, sizeof p,
                               offsetof(struct softmax_push, group_base), rows);
 }

@@ -99,9 +99,9 @@ static void keep_plan(void *user, vkmha_log_level level, vkmha_status status, co
         snprintf((char *)user, 256, "%s", msg);
 }
 
-/* Split-K is chosen automatically for decode shapes (too few query blocks
- * to fill the device) and not for long query sequences; the plan is read
- * back from the debug log. */
+/* On the fused path, split-K is chosen automatically for decode shapes (too
+ * few query blocks to fill the device) and not for long query sequences;
+ * the plan is read back from the debug log. */
 static void auto_split_case(vkmha_context *ref, t_rng *rng)
 {
     char plan[256] = "";
@@ -114,7 +114,7 @@ static void auto_split_case(vkmha_context *ref, t_rng *rng)
         t_report(false, "context with a debug logger");
         return;
     }
-    const t_attention_run run = {VKMHA_ATTENTION_PATH_AUTO, 0, "default path, logged"};
+    const t_attention_run run = {VKMHA_ATTENTION_PATH_FUSED, 0, "fused, automatic splits, logged"};
     const attn_case decode = {1, 8, 0, 1, 4096, 64, 64, 0, 0, 0, false, false, false};
     run_case(ref, gpu, "auto split-K", rng, &decode, &run);
     unsigned ranges = 0;

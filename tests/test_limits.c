@@ -66,18 +66,23 @@ static void matmul_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, uint
     free(a), free(b), free(bias), free(want), free(got);
 }
 
-static void softmax_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
+/* 2 x 3 x len_q rows: len_q 37 makes 222 rows, more than the 12 lowered
+ * workgroups even at 16 rows per workgroup (CPU devices' row-per-invocation
+ * shader); len_k 75 and 76 take its scalar and vec4 paths. */
+static void softmax_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, uint32_t len_q,
+                         uint32_t len_k)
 {
-    const char *name = "softmax B 2 H 3 Lq 17 Lk 75, every mask kind";
-    vkmha_softmax_desc d = {2, 3, 17, 75, 0.5f};
-    size_t n = (size_t)2 * 3 * 17 * 75;
+    char name[96];
+    snprintf(name, sizeof name, "softmax B 2 H 3 Lq %u Lk %u, every mask kind", len_q, len_k);
+    vkmha_softmax_desc d = {2, 3, len_q, len_k, 0.5f};
+    size_t n = (size_t)2 * 3 * len_q * len_k;
     float *x = t_random(rng, n, -4, 4), *want = t_alloc(n), *got = t_alloc(n);
     t_mask tm;
     const vkmha_mask *m =
         t_mask_make(&tm, rng,
                     VKMHA_MASK_KEY_PADDING | VKMHA_MASK_FULL | VKMHA_MASK_CAUSAL |
                         VKMHA_MASK_BIAS,
-                    2, 3, 17, 75, 1, 0, true);
+                    2, 3, len_q, len_k, 1, 0, true);
     vkmha_status rst = vkmha_softmax(ref, &d, x, m, want);
     g_splits = 0;
     vkmha_status st = vkmha_softmax(gpu, &d, x, m, got);
@@ -138,7 +143,7 @@ static void attention_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,
 static void layer_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
 {
     t_layer l;
-    t_layer_make(&l, rng, 32, 4, 2, 2, 19, 23,
+    t_layer_make(&l, rng, 32, 4, 2, 2, 100, 23, /* 200 rows: the LayerNorm splits too */
                  VKMHA_MASK_KEY_PADDING | VKMHA_MASK_CAUSAL | VKMHA_MASK_BIAS);
     vkmha_mha *mr = NULL, *mg = NULL;
     float *want = t_alloc(l.n_out), *got = t_alloc(l.n_out);
@@ -156,7 +161,7 @@ static void layer_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
     for (size_t r = 0; st == VKMHA_SUCCESS && r < T_ATTENTION_RUNS; r++) {
         char name[160];
         snprintf(name, sizeof name,
-                 "mha forward B 2 Lq 19 Lk 23 d_model 32 H 4 Hkv 2 post-norm, masks, weights [%s]",
+                 "mha forward B 2 Lq 100 Lk 23 d_model 32 H 4 Hkv 2 post-norm, masks, weights [%s]",
                  t_attention_runs[r].name);
         io.out = got;
         io.attn_weights = got_w;
@@ -341,7 +346,8 @@ int main(void)
     matmul_case(ref, gpu, &rng, 5, 129, 75, 17, VKMHA_OP_T, false);
     matmul_case(ref, gpu, &rng, 3, 67, 36, 20, VKMHA_OP_N, true); /* vec4 loads */
     matmul_case(ref, gpu, &rng, 1, 300, 9, 3, VKMHA_OP_N, false);
-    softmax_case(ref, gpu, &rng);
+    softmax_case(ref, gpu, &rng, 37, 75);
+    softmax_case(ref, gpu, &rng, 37, 76);
     heads_case(ref, gpu, &rng, true);
     heads_case(ref, gpu, &rng, false);
     const vkmha_attention_desc gqa = {2, 4, 2, 37, 75, 16, 24, 0, 0, 0};

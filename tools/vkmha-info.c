@@ -121,6 +121,11 @@ int main(int argc, char **argv)
                    "%u invocations, %u bytes shared\n",
                    label, a->block_q, a->block_k, a->tm, a->tn, a->workgroup_size,
                    a->shared_bytes);
+        const vkmha_attention_config *r = &info.attention_register[c];
+        if (r->workgroup_size)
+            printf("  %-25s CPU-shaped kernel: %u invocations x %u query rows, %u keys per "
+                   "step, no shared memory\n",
+                   "", r->workgroup_size, r->tm, r->block_k);
     }
     printf("  %-25s %u invocations, %s\n", "softmax / LayerNorm", info.reduce_workgroup_size,
            info.subgroup_ops_used ? "subgroup arithmetic + shared memory"

@@ -1,0 +1,63 @@
+#version 450
+// Head reshaping of heads.comp shaped for CPU devices (lavapipe): the same
+// push constants and bindings, one invocation per row of head_dim elements
+// (WG rows per workgroup) instead of one per element, so the index math
+// (three divisions, which a CPU does lane by lane) is paid once per row; the
+// row is copied as vec4s when head_dim % 4 == 0 (every row then starts on a
+// multiple of 4 elements), read through x's vec4 texel view when it has one
+// (lavapipe fetches a texel for all lanes at once; a storage-buffer read is a
+// loop over the lanes), else element by element. The host uses it for
+// head_dim <= 16384 (llvmpipe ends any loop after 65535 iterations).
+//   split: x [batch][len][heads][head_dim] -> y [batch][heads][len][head_dim]
+//   merge: x [batch][heads][len][head_dim] -> y [batch][len][heads][head_dim]
+
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 16;
+
+// Mirrors struct heads_push in src/vk_heads.c.
+layout(push_constant) uniform Push {
+    uint total; // batch * len * heads * head_dim
+    uint len;
+    uint heads;
+    uint head_dim;
+    uint split; // 1: split, 0: merge
+    uint group_base; // first workgroup of this dispatch
+    uint texel;      // 1: binding 2 is x's vec4 view (this variant only)
+} p;
+
+layout(binding = 0) readonly buffer X { float x[]; };
+layout(binding = 0) readonly buffer X4 { vec4 x4[]; };
+layout(binding = 1) writeonly buffer Y { float y[]; };
+layout(binding = 1) writeonly buffer Y4 { vec4 y4[]; };
+layout(binding = 2) uniform samplerBuffer x_t;
+
+void main()
+{
+    const uint r = linear_group(p.group_base) * WG + gl_LocalInvocationIndex; // row of y
+    if (r >= p.total / p.head_dim)
+        return;
+    uint src; // row of x
+    if (p.split != 0u) { // r = (b * heads + h) * len + l
+        const uint l = r % p.len, bh = r / p.len;
+        src = ((bh / p.heads) * p.len + l) * p.heads + bh % p.heads;
+    } else {             // r = (b * len + l) * heads + h
+        const uint h = r % p.heads, bl = r / p.heads;
+        src = ((bl / p.len) * p.heads + h) * p.len + bl % p.len;
+    }
+    if ((p.head_dim & 3u) == 0u) {
+        const uint n4 = p.head_dim >> 2;
+        if (p.texel != 0u) {
+            for (uint c = 0; c < n4; c++)
+                y4[r * n4 + c] = texelFetch(x_t, int(src * n4 + c));
+        } else {
+            for (uint c = 0; c < n4; c++)
+                y4[r * n4 + c] = x4[src * n4 + c];
+        }
+    } else {
+        for (uint c = 0; c < p.head_dim; c++)
+            y[r * p.head_dim + c] = x[src * p.head_dim + c];
+    }
+}

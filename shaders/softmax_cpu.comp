@@ -1,0 +1,159 @@
+#version 450
+// The masked, scaled softmax of softmax.comp shaped for CPU devices
+// (lavapipe): the same math, push constants, bindings and non-finite rules,
+// but one row per invocation (WG rows per workgroup), so there is no
+// reduction across invocations, no shared memory and no barrier. On a CPU
+// driver the invocations of a workgroup are the lanes of SIMD registers, and
+// softmax.comp's one-workgroup-per-row shape pays a suspend and resume of the
+// workgroup at every barrier and a partial reduction per row; here a lane
+// walks its row alone, and WG rows run side by side.
+//
+// When len_k % 4 == 0 (then every row, bias row and mask row starts on a
+// multiple of 4 elements) the row is read and written as vec4s and each mask
+// word gives 4 keys at once; otherwise element by element. With vec4 texel
+// views of the input and the bias (p.texel; lavapipe fetches a texel for all
+// lanes at once, where a storage-buffer access is a loop over the lanes) the
+// three passes (max, sum, write) each recompute the masked scores from the
+// input instead of storing and reloading them: one storage write per element
+// instead of three accesses. The host uses this variant only for rows of at
+// most 16384 keys: llvmpipe ends any loop after 65535 iterations, and longer
+// rows have work enough for softmax.comp.
+//
+// Rows beyond `rows` (the last workgroup's) do nothing: no barrier follows.
+
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 16;
+
+// Mirrors struct softmax_push in src/vk_softmax.c.
+layout(push_constant) uniform Push {
+    uint rows;    // batch * heads * len_q
+    uint len_q;
+    uint len_k;
+    uint heads;
+    uint flags;   // MASK_* of mask.glsl
+    float scale;
+    uint bias_sb; // bias stride per batch entry, elements (0: broadcast)
+    uint bias_sh; // bias stride per head, elements (0: broadcast)
+    uint group_base; // first workgroup of this dispatch
+    uint texel;      // 1: bindings 5, 6 are the input's and the bias's vec4 views
+} p;
+
+layout(binding = 0) readonly buffer KeyPadding { uint kp[]; };
+layout(binding = 1) readonly buffer FullMask { uint fm[]; };
+layout(binding = 2) readonly buffer Bias { float bias[]; };
+layout(binding = 2) readonly buffer Bias4 { vec4 bias4[]; };
+layout(binding = 3) buffer Scores { float s[]; };
+layout(binding = 3) buffer Scores4 { vec4 s4[]; };
+layout(binding = 4) readonly buffer Input { float xin[]; };
+layout(binding = 4) readonly buffer Input4 { vec4 xin4[]; };
+layout(binding = 5) uniform samplerBuffer xin_t;
+layout(binding = 6) uniform samplerBuffer bias_t;
+
+#include "mask.glsl"
+
+// The 4 mask bytes of a word, as "hidden" flags.
+bvec4 word_hides(uint word)
+{
+    return equal((uvec4(word) >> uvec4(0u, 8u, 16u, 24u)) & 0xffu, uvec4(0u));
+}
+
+// Keys j .. j+3 of query i, batch b (j and len_k multiples of 4).
+vec4 masked4(vec4 x, uint b, uint i, uint j)
+{
+    const vec4 hidden = vec4(MASKED_SCORE);
+    if ((p.flags & MASK_CAUSAL) != 0u)
+        x = mix(x, hidden, greaterThan(uvec4(j) + uvec4(0u, 1u, 2u, 3u), uvec4(i)));
+    if ((p.flags & MASK_KEY_PADDING) != 0u)
+        x = mix(x, hidden, word_hides(kp[(b * p.len_k + j) >> 2]));
+    if ((p.flags & MASK_FULL) != 0u)
+        x = mix(x, hidden, word_hides(fm[((b * p.len_q + i) * p.len_k + j) >> 2]));
+    return x;
+}
+
+// Masked scores of keys 4 q .. 4 q + 3 of the row starting at vec4 base4,
+// through the texel views.
+vec4 scores4(int base4, int bias4_base, int q, uint b, uint i)
+{
+    vec4 x = texelFetch(xin_t, base4 + q) * p.scale;
+    if ((p.flags & MASK_BIAS) != 0u)
+        x += texelFetch(bias_t, bias4_base + q);
+    return masked4(x, b, i, 4u * uint(q));
+}
+
+void main()
+{
+    const uint row = linear_group(p.group_base) * WG + gl_LocalInvocationIndex;
+    if (row >= p.rows)
+        return;
+    const uint i = row % p.len_q;
+    const uint h = (row / p.len_q) % p.heads;
+    const uint b = row / (p.len_q * p.heads);
+    const uint base = row * p.len_k;
+    const uint bias_base = b * p.bias_sb + h * p.bias_sh + i * p.len_k;
+    const bool has_bias = (p.flags & MASK_BIAS) != 0u;
+
+    float m = neg_inf(), sum = 0.0;
+    if ((p.len_k & 3u) == 0u && p.texel != 0u) {
+        const int n4 = int(p.len_k >> 2), base4 = int(base >> 2), bias4_base = int(bias_base >> 2);
+        vec4 m4 = vec4(neg_inf());
+        for (int q = 0; q < n4; q++)
+            m4 = max(m4, scores4(base4, bias4_base, q, b, i));
+        m = max(max(m4.x, m4.y), max(m4.z, m4.w));
+        const float m_sub = m == neg_inf() ? 0.0 : m; // never -inf - -inf
+        vec4 sum4 = vec4(0.0);
+        for (int q = 0; q < n4; q++)
+            sum4 += exp(scores4(base4, bias4_base, q, b, i) - m_sub);
+        sum = (sum4.x + sum4.y) + (sum4.z + sum4.w);
+        const float inv = sum == 0.0 ? 0.0 : 1.0 / sum; // 0: every score was -inf
+        for (int q = 0; q < n4; q++)
+            s4[base4 + q] = exp(scores4(base4, bias4_base, q, b, i) - m_sub) * inv;
+        return;
+    }
+    if ((p.len_k & 3u) == 0u) {
+        const uint n4 = p.len_k >> 2, base4 = base >> 2, bias4_base = bias_base >> 2;
+        vec4 m4 = vec4(neg_inf());
+        for (uint q = 0; q < n4; q++) {
+            vec4 x = xin4[base4 + q] * p.scale;
+            if (has_bias)
+                x += bias4[bias4_base + q];
+            x = masked4(x, b, i, 4u * q);
+            s4[base4 + q] = x;
+            m4 = max(m4, x);
+        }
+        m = max(max(m4.x, m4.y), max(m4.z, m4.w));
+        const float m_sub = m == neg_inf() ? 0.0 : m; // never -inf - -inf
+        vec4 sum4 = vec4(0.0);
+        for (uint q = 0; q < n4; q++) {
+            vec4 e = exp(s4[base4 + q] - m_sub);
+            s4[base4 + q] = e;
+            sum4 += e;
+        }
+        sum = (sum4.x + sum4.y) + (sum4.z + sum4.w);
+        const float inv = sum == 0.0 ? 0.0 : 1.0 / sum; // 0: every score was -inf
+        for (uint q = 0; q < n4; q++)
+            s4[base4 + q] *= inv;
+        return;
+    }
+
+    for (uint j = 0; j < p.len_k; j++) {
+        float x = xin[base + j] * p.scale;
+        if (has_bias)
+            x += bias[bias_base + j];
+        if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k))
+            x = MASKED_SCORE;
+        s[base + j] = x;
+        m = max(m, x);
+    }
+    const float m_sub = m == neg_inf() ? 0.0 : m;
+    for (uint j = 0; j < p.len_k; j++) {
+        float e = exp(s[base + j] - m_sub);
+        s[base + j] = e;
+        sum += e;
+    }
+    const float inv = sum == 0.0 ? 0.0 : 1.0 / sum;
+    for (uint j = 0; j < p.len_k; j++)
+        s[base + j] *= inv;
+}

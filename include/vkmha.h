@@ -192,12 +192,19 @@ typedef enum vkmha_fused_kernel {
     /* CPU-shaped (shaders/flash_cpu.comp): each invocation owns a few query
      * rows in registers, no shared memory and no barrier. CPU devices only. */
     VKMHA_FUSED_KERNEL_REGISTER = 2,
+    /* For tests: workgroup-shared with the blocks chosen for GPUs (block_q,
+     * block_k, tm, tn of vkmha_context_info.attention) also on a CPU device,
+     * which otherwise gets its own, so that a CPU device runs the GPU
+     * configurations (those that fit its limits). The same as SHARED on a
+     * GPU. */
+    VKMHA_FUSED_KERNEL_SHARED_GPU_BLOCKS = 3,
 } vkmha_fused_kernel;
 
 /* For tests: never needed in production. Makes the Vulkan backend believe
- * lower device limits and fail device-memory allocations on purpose, so that
- * the paths for shapes beyond the limits (split dispatches, UNSUPPORTED
- * errors) and for a device out of memory run on any device. Read once by
+ * lower device limits, fail device-memory allocations on purpose and run a
+ * chosen fused attention kernel, so that the paths for shapes beyond the
+ * limits (split dispatches, UNSUPPORTED errors), for a device out of memory
+ * and for other device types' kernels run on any device. Read once by
  * vkmha_context_create; the reference backend ignores it. */
 typedef struct vkmha_debug_options {
     /* Lower the device limits vkmha believes (0 = the device's own; see

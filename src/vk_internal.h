@@ -265,6 +265,7 @@ struct vk_state {
      * workgroup_size 0 where the device cannot run it. */
     vkmha_attention_config flash_cpu[VK_FLASH_CLASSES];
     vkmha_fused_kernel fused_kernel; /* desc->debug: forced kernel, or AUTO */
+    bool flash_gpu_blocks; /* desc->debug: the GPU blocks for flash.comp on any device */
     uint32_t flash_fill_groups; /* fewer fused workgroups than this: split-K */
 
     VkDescriptorSetLayout set_layouts[KIND_COUNT];

@@ -469,7 +469,8 @@ static inline vkmha_context *t_context(vkmha_backend backend, uint32_t flags)
  * case on: reductions with subgroup arithmetic and with shared memory only,
  * and the fused path on each of its kernels (the device's own choice, then
  * the workgroup-shared kernel forced: on CPU devices the default is the
- * CPU-shaped one, so both run). */
+ * CPU-shaped one, so both run), and the workgroup-shared kernel with the
+ * blocks chosen for GPUs (on CPU devices those that fit its limits). */
 typedef struct t_vk_variant {
     uint32_t flags;
     vkmha_fused_kernel kernel;
@@ -479,6 +480,7 @@ static const t_vk_variant t_vk_variants[] = {
     {0, VKMHA_FUSED_KERNEL_AUTO, "subgroup reduction"},
     {VKMHA_CONTEXT_NO_SUBGROUP_OPS, VKMHA_FUSED_KERNEL_AUTO, "shared-memory reduction"},
     {0, VKMHA_FUSED_KERNEL_SHARED, "workgroup-shared fused kernel"},
+    {0, VKMHA_FUSED_KERNEL_SHARED_GPU_BLOCKS, "workgroup-shared fused kernel, GPU blocks"},
 };
 #define T_VK_VARIANTS (sizeof t_vk_variants / sizeof t_vk_variants[0])
 

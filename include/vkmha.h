@@ -226,12 +226,19 @@ typedef enum vkmha_fused_kernel {
     /* CPU-shaped (shaders/flash_cpu.comp): each invocation owns a few query
      * rows in registers, no shared memory and no barrier. CPU devices only. */
     VKMHA_FUSED_KERNEL_REGISTER = 2,
+    /* For tests: workgroup-shared with the blocks chosen for GPUs (block_q,
+     * block_k, tm, tn of vkmha_context_info.attention) also on a CPU device,
+     * which otherwise gets its own, so that a CPU device runs the GPU
+     * configurations (those that fit its limits). The same as SHARED on a
+     * GPU. */
+    VKMHA_FUSED_KERNEL_SHARED_GPU_BLOCKS = 3,
 } vkmha_fused_kernel;
 
 /* For tests: never needed in production. Makes the Vulkan backend believe
- * lower device limits and fail device-memory allocations on purpose, so that
- * the paths for shapes beyond the limits (split dispatches, UNSUPPORTED
- * errors) and for a device out of memory run on any device. Read once by
+ * lower device limits, fail device-memory allocations on purpose and run a
+ * chosen fused attention kernel, so that the paths for shapes beyond the
+ * limits (split dispatches, UNSUPPORTED errors), for a device out of memory
+ * and for other device types' kernels run on any device. Read once by
  * vkmha_context_create; the reference backend ignores it. */
 typedef struct vkmha_debug_options {
     /* Lower the device limits vkmha believes (0 = the device's own; see
@@ -559,12 +566,18 @@ VKMHA_API vkmha_status vkmha_merge_heads(vkmha_context *ctx, const vkmha_heads_d
 /* How attention is computed on the Vulkan backend (the reference backend
  * computes the same math either way and ignores the choice). */
 typedef enum vkmha_attention_path {
-    /* Fused when the head dims allow it (d_k, d_v <= 256), else unfused. */
+    /* The path, and for the fused path the kernel, that a cost model of
+     * the device type predicts to be fastest for this call's shape (fused
+     * only where the head dims allow it, d_k, d_v <= 256; unfused only where
+     * its scores fit a buffer). The model's coefficients are measured per
+     * device type by bench/vkmha-bench-cost; device types without a
+     * measurement take the fused path wherever it runs. */
     VKMHA_ATTENTION_PATH_AUTO = 0,
-    /* One shader per block of queries streams keys and values through
-     * shared memory with an online softmax: extra device memory O(len_q)
-     * instead of O(len_q * len_k). Head dims up to 256, else
-     * VKMHA_ERROR_UNSUPPORTED. */
+    /* One shader per block of queries streams keys and values with an
+     * online softmax: extra device memory O(len_q) instead of
+     * O(len_q * len_k). The kernel (workgroup-shared, or CPU-shaped on CPU
+     * devices where q, k, v are 16-byte aligned) is the cheaper by the cost
+     * model. Head dims up to 256, else VKMHA_ERROR_UNSUPPORTED. */
     VKMHA_ATTENTION_PATH_FUSED = 1,
     /* Materializes the [batch][H][len_q][len_k] scores: matmul, softmax,
      * matmul. For comparison and for head dims above 256. */
@@ -669,6 +682,80 @@ typedef struct vkmha_mha_io {
  * Inference only: dropout is the identity. On the Vulkan backend this is one
  * command buffer and one submit. */
 VKMHA_API vkmha_status vkmha_mha_forward(vkmha_mha *mha, const vkmha_mha_io *io);
+
+/* ------------------------------------------------------------------------ */
+/* A layer from a PyTorch checkpoint (.safetensors)                         */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The safetensors format (what PyTorch and Hugging Face checkpoints ship in):
+ * an 8-byte little-endian header length, a JSON header mapping each tensor's
+ * name to its dtype, shape and byte offsets, then the raw data. vkmha finds
+ * the layer's weights by name under `prefix` (prepended verbatim, e.g.
+ * "encoder.layers.0.self_attn."), in one of these layouts:
+ *
+ *   torch.nn.MultiheadAttention:
+ *     in_proj_weight [3 * d_model][d_model], in_proj_bias [3 * d_model]
+ *     or, when kdim / vdim differ from d_model:
+ *     q_proj_weight [d_model][d_model], k_proj_weight [d_model][kdim],
+ *     v_proj_weight [d_model][vdim], in_proj_bias [3 * d_model]
+ *     out_proj.weight [d_model][d_model], out_proj.bias [d_model]
+ *   separate Linear layers (Hugging Face style; grouped-query allowed):
+ *     q_proj.weight [H * d_k][d_model], k_proj.weight [Hkv * d_k][kdim],
+ *     v_proj.weight [Hkv * d_v][vdim], o_proj.weight or out_proj.weight
+ *     [d_model][H * d_v], each with an optional .bias [rows]
+ *
+ * Every bias is optional. d_model, d_k, d_v, kdim and vdim come from the
+ * shapes; the number of heads is not in the file and must be given. Tensors
+ * may be F32, F16 or BF16 (converted to fp32, what the layer stores). Other
+ * tensors in the file are ignored (a whole model's checkpoint is fine), but
+ * the whole header is validated. The file is mapped read-only (F32 tensors
+ * are then read in place; nothing is read into an intermediate copy) and
+ * unmapped before the call returns; the layer keeps no reference to it.
+ *
+ * A file is untrusted input: a malformed one (truncated, a header length
+ * beyond the file or above 100,000,000 bytes, a header that is not UTF-8 or
+ * not JSON, an entry without dtype, shape or data_offsets, an unknown dtype,
+ * offsets out of range, overlapping or leaving bytes unused, bytes that do
+ * not match shape and dtype, a name twice, a missing or misshapen weight, a
+ * dtype other than F32 / F16 / BF16 for a weight) gets
+ * VKMHA_ERROR_INVALID_ARGUMENT with a message naming the path and the tensor
+ * or field; nothing else happens. A file that cannot be opened gets the same
+ * with the system's reason. nn.MultiheadAttention's add_bias_kv (tensors
+ * bias_k, bias_v) gets VKMHA_ERROR_UNSUPPORTED. The file must not be
+ * truncated by another process during the call (a mapped file then faults).
+ */
+typedef struct vkmha_safetensors_desc {
+    /* The file: a path (opened and mapped during the call), or its bytes in
+     * memory (data, size: e.g. a checkpoint the application read itself).
+     * Exactly one of path and data. */
+    const char *path VKMHA_ZERO;
+    const void *data VKMHA_ZERO;
+    size_t size VKMHA_ZERO;
+    /* Prepended to every name; NULL or "": none. */
+    const char *prefix VKMHA_ZERO;
+    /* As in vkmha_mha_desc: n_head required, n_kv_head 0 means n_head (a
+     * packed in_proj_weight requires n_kv_head 0 or n_head), scale 0 means
+     * 1 / sqrt(d_k). */
+    uint32_t n_head VKMHA_ZERO;
+    uint32_t n_kv_head VKMHA_ZERO;
+    float scale VKMHA_ZERO;
+    /* As in vkmha_mha_desc. With post_norm, norm_prefix (NULL: gamma ones,
+     * beta zeros) names the LayerNorm's tensors: norm_prefix + "weight"
+     * [d_model] (required) and norm_prefix + "bias" [d_model] (optional),
+     * e.g. "encoder.layers.0.norm1.". norm_prefix without post_norm is
+     * VKMHA_ERROR_INVALID_ARGUMENT. norm_eps 0 means 1e-6 (torch.nn.LayerNorm's
+     * default is 1e-5: pass it). */
+    bool post_norm VKMHA_ZERO;
+    const char *norm_prefix VKMHA_ZERO;
+    float norm_eps VKMHA_ZERO;
+} vkmha_safetensors_desc;
+
+/* Creates a layer (as vkmha_mha_create) from the tensors of a safetensors
+ * file; vkmha_mha_get_desc then tells the sizes found. */
+VKMHA_API vkmha_status vkmha_mha_create_from_safetensors(vkmha_context *ctx,
+                                                         const vkmha_safetensors_desc *desc,
+                                                         vkmha_mha **out);
 
 /* ------------------------------------------------------------------------ */
 /* Device-resident tensors                                                  */

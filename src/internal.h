@@ -119,6 +119,8 @@ void vkmha__set_creation_error(const char *message);
 void vkmha__begin_call(vkmha_context *ctx, const char *fn);
 /* Overflow-checked a * b; false on overflow. */
 bool vkmha__mul_u64(uint64_t a, uint64_t b, uint64_t *out);
+/* The system's text for errno value err, in buf (thread-safe). */
+const char *vkmha__error_text(int err, char *buf, size_t cap);
 
 /* src/check.c: argument checking shared by both backends. Each returns
  * VKMHA_SUCCESS and a resolved shape, or VKMHA_ERROR_INVALID_ARGUMENT with a

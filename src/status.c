@@ -112,3 +112,10 @@ bool vkmha__mul_u64(uint64_t a, uint64_t b, uint64_t *out)
     *out = a * b;
     return true;
 }
+
+const char *vkmha__error_text(int err, char *buf, size_t cap)
+{
+    if (strerror_r(err, buf, cap) != 0)
+        snprintf(buf, cap, "error %d", err);
+    return buf;
+}

@@ -778,12 +778,13 @@ static vkmha_status apply_debug(vk_state *vk, const vkmha_debug_options *d)
         (st = lower_limit(vk, "max_allocation_size", d->max_allocation_size,
                           &info->max_allocation_size)))
         return st;
-    if ((unsigned)d->fused_kernel > VKMHA_FUSED_KERNEL_REGISTER)
+    if ((unsigned)d->fused_kernel > VKMHA_FUSED_KERNEL_SHARED_GPU_BLOCKS)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_INVALID_ARGUMENT,
                            "vkmha_context_create: desc->debug->fused_kernel (%d) is not a "
                            "vkmha_fused_kernel",
                            (int)d->fused_kernel);
-    vk->fused_kernel = d->fused_kernel;
+    vk->flash_gpu_blocks = d->fused_kernel == VKMHA_FUSED_KERNEL_SHARED_GPU_BLOCKS;
+    vk->fused_kernel = vk->flash_gpu_blocks ? VKMHA_FUSED_KERNEL_SHARED : d->fused_kernel;
     if (d->fail_device_allocation_at) {
         uint64_t count = d->fail_device_allocation_count ? d->fail_device_allocation_count : 1;
         vk->fail_alloc_first = d->fail_device_allocation_at;

@@ -8,10 +8,12 @@
  * prints the table below (and how far its choices are from the fastest
  * path on every shape it ran):
  *
- *   fused kernel:  t = fixed + group * G + vec4 * R Lk (d_k/4 + d_v/4) + key * R Lk
+ *   fused kernel:  t = fixed + group * G + fetch * G Lk D + vec4 * R Lk D + key * R Lk
  *     G: workgroups (batch x heads x query blocks), R: query rows rounded
  *     up to whole blocks (the lanes a block leaves idle still cost), Lk
- *     keys; the weights pass adds G, R Lk d_k/4 and R Lk again.
+ *     keys, D = d_k/4 + d_v/4 vec4s per key and row: a workgroup loads each
+ *     key and value once (fetch) for all its rows (vec4: the multiply-adds);
+ *     the weights pass adds G and the q . k half of the rest again.
  *   unfused:       t = fixed + mac * M + row * Rq + score * S + matrix * B H
  *     M: the multiply-adds of scale q k^T and p v with each matrix rounded up
  *     to the matmul's tile (tiny head dims waste most of a tile), Rq = B H
@@ -35,13 +37,13 @@ static const device_coeffs table[] = {
     /* lavapipe (Mesa 22.3.6, LLVM 15, 2 threads of an AVX-512 x86-64),
      * 2026-11-23. */
     {VKMHA_DEVICE_TYPE_CPU,
-     {30.0, 0.0, 0.0040, 0.020},
-     {30.0, 5.0, 0.0400, 0.200},
+     {30.0, 0.0, 0.0, 0.0040, 0.020},
+     {30.0, 5.0, 0.0, 0.0400, 0.200},
      {90.0, 0.00013, 0.5, 0.060, 2.0}},
     /* Not measured: fused wherever it runs. */
     {VKMHA_DEVICE_TYPE_OTHER,
-     {1e9, 0.0, 1.0, 1.0},
-     {10.0, 0.0, 0.0001, 0.0},
+     {1e9, 0.0, 0.0, 1.0, 1.0},
+     {10.0, 0.0, 0.0, 0.0001, 0.0},
      {1e6, 1.0, 1.0, 1.0, 1.0}},
 };
 
@@ -66,10 +68,12 @@ void vk_cost_fused_features(const attn_shape *s, uint32_t block_q, bool weights,
     const double keys = groups * block_q * s->len_k;
     const double dk4 = (s->d_k + 3) / 4, dv4 = (s->d_v + 3) / 4;
     const double passes = weights ? 2.0 : 1.0;
+    const double d = dk4 + dv4 + (weights ? dk4 : 0.0);
     f[0] = 1.0;
     f[1] = passes * groups;
-    f[2] = keys * (dk4 + dv4 + (weights ? dk4 : 0.0));
-    f[3] = passes * keys;
+    f[2] = groups * s->len_k * d;
+    f[3] = keys * d;
+    f[4] = passes * keys;
 }
 
 void vk_cost_unfused_features(const attn_shape *s, const vkmha_tile_config *t,

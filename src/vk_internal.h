@@ -265,6 +265,7 @@ struct vk_state {
      * workgroup_size 0 where the device cannot run it. */
     vkmha_attention_config flash_cpu[VK_FLASH_CLASSES];
     vkmha_fused_kernel fused_kernel; /* desc->debug: forced kernel, or AUTO */
+    bool flash_gpu_blocks; /* desc->debug: the GPU blocks for flash.comp on any device */
     uint32_t flash_fill_groups; /* fewer fused workgroups than this: split-K */
 
     VkDescriptorSetLayout set_layouts[KIND_COUNT];
@@ -528,7 +529,7 @@ typedef struct vk_attn_plan {
  * with block_q query rows per workgroup, plus the weights pass if asked)
  * and on the unfused path: the coefficients of src/vk_cost.c's table times
  * these features (bench/vkmha-bench-cost fits the coefficients). */
-#define VK_COST_FUSED_FEATURES 4
+#define VK_COST_FUSED_FEATURES 5
 #define VK_COST_UNFUSED_FEATURES 5
 void vk_cost_fused_features(const attn_shape *s, uint32_t block_q, bool weights,
                             double f[VK_COST_FUSED_FEATURES]);

@@ -158,29 +158,43 @@ static bool pick_tile(const vkmha_device_info *d, const vkmha_tile_config *cands
     return false;
 }
 
-/* Fused attention blocks, best first: query rows x keys per step, and the
- * scores each invocation computes (rows x keys). For each head-dim class the
- * first whose shared memory and workgroup fit wins. Larger blocks reuse each
- * loaded key and value for more queries; larger register blocks need fewer
- * shared-memory loads per multiply-add, which CPU devices (where each load
- * is a gather) reward most. */
-static const uint32_t gpu_flash_blocks[][4] = {
-    {64, 32, 4, 4}, {32, 32, 4, 4}, {32, 16, 4, 2}, {16, 16, 2, 2},
-    {16, 8, 2, 1},  {8, 8, 1, 1},   {4, 8, 1, 1},   {2, 8, 1, 1},  {1, 8, 1, 1},
+/* Fused attention blocks (shaders/flash.comp), best first: the largest head
+ * dim a row is for, query rows (BR) x keys per step (BC), and the scores
+ * each invocation computes (SR rows x SC keys). For each head-dim class the
+ * first row for it whose shared memory and workgroup fit wins. Larger blocks
+ * reuse each loaded key and value for more queries; larger register blocks
+ * need fewer shared-memory loads per multiply-add, which CPU devices (where
+ * each load is a gather) reward most.
+ * On GPUs occupancy comes first: up to d128 the GPU rows keep a workgroup's
+ * shared memory under half of 64 KiB, so that two workgroups share a
+ * compute unit (a GCN CU has 64 KiB, an RDNA WGP of two CUs 128 KiB), and
+ * SR = 2 keeps the d256 accumulator (SR x D4 / (BC / SC) vec4s per
+ * invocation) in registers. tools/vkmha-occupancy measures the result on
+ * RADV (docs/PERFORMANCE.md; test 'occupancy' fails on a spill or on fewer
+ * than two workgroups per CU at d64 and d128 on navi21 and vega20). */
+typedef struct flash_block {
+    uint32_t max_dim, br, bc, sr, sc;
+} flash_block;
+static const flash_block gpu_flash_blocks[] = {
+    {32, 64, 32, 4, 4},  {64, 64, 16, 2, 2}, {256, 32, 16, 2, 2}, {256, 16, 16, 2, 2},
+    {256, 16, 8, 2, 1},  {256, 8, 8, 1, 1},  {256, 4, 8, 1, 1},   {256, 2, 8, 1, 1},
+    {256, 1, 8, 1, 1},
 };
-static const uint32_t cpu_flash_blocks[][4] = {
-    {32, 32, 4, 4}, {32, 16, 4, 2}, {16, 16, 2, 2}, {16, 8, 2, 1},
-    {8, 8, 1, 1},   {4, 8, 1, 1},   {2, 8, 1, 1},   {1, 8, 1, 1},
+static const flash_block cpu_flash_blocks[] = {
+    {256, 32, 32, 4, 4}, {256, 32, 16, 4, 2}, {256, 16, 16, 2, 2}, {256, 16, 8, 2, 1},
+    {256, 8, 8, 1, 1},   {256, 4, 8, 1, 1},   {256, 2, 8, 1, 1},   {256, 1, 8, 1, 1},
 };
 
 static bool pick_flash(const vkmha_device_info *d, uint32_t max_dim, bool cpu,
                        vkmha_attention_config *out)
 {
     const uint32_t d4 = max_dim / 4;
-    const uint32_t(*blocks)[4] = cpu ? cpu_flash_blocks : gpu_flash_blocks;
+    const flash_block *blocks = cpu ? cpu_flash_blocks : gpu_flash_blocks;
     size_t n = cpu ? VKMHA_ARRAY_LEN(cpu_flash_blocks) : VKMHA_ARRAY_LEN(gpu_flash_blocks);
     for (size_t i = 0; i < n; i++) {
-        uint32_t br = blocks[i][0], bc = blocks[i][1], sr = blocks[i][2], sc = blocks[i][3];
+        uint32_t br = blocks[i].br, bc = blocks[i].bc, sr = blocks[i].sr, sc = blocks[i].sc;
+        if (blocks[i].max_dim < max_dim)
+            continue;
         uint32_t tx = bc / sc, wg = (br / sr) * tx;
         /* shaders/flash.comp: q block, padded K/V block, scores, 3 row stats,
          * the NaN / Inf flags of skipped values. */
@@ -296,7 +310,7 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override)
     vk->cpu_rows_wg = rows_cpu ? pick_workgroup(&vk->info, 16) : 0;
     vk->row_texel = rows_cpu && !(rk && !strcmp(rk, "storage"));
     for (uint32_t c = 0; c < VK_FLASH_CLASSES; c++) {
-        if (!pick_flash(&vk->info, 32u << c, cpu, &vk->flash[c]))
+        if (!pick_flash(&vk->info, 32u << c, cpu && !vk->flash_gpu_blocks, &vk->flash[c]))
             vk->flash[c] = (vkmha_attention_config){0}; /* that class runs unfused */
         vk->flash_cpu[c] = cpu && vk->matmul_texel ? pick_flash_cpu(&vk->info, 32u << c)
                                                    : (vkmha_attention_config){0};

@@ -36,13 +36,6 @@ static void identity(const vk_state *vk, vk_cache_identity *id)
 /* What became of the cache, at INFO (vkmha_log_level). */
 #define log_info(vk, ...) vkmha__log((vk)->ctx, VKMHA_LOG_INFO, VKMHA_SUCCESS, __VA_ARGS__)
 
-static const char *error_text(int err, char *buf, size_t cap)
-{
-    if (strerror_r(err, buf, cap) != 0)
-        snprintf(buf, cap, "error %d", err);
-    return buf;
-}
-
 /* Reads the file at path into *bytes (vkmha__alloc'd) and *size. A file that
  * cannot be used is not an error: *bytes stays NULL and `why` says why
  * (empty when the file does not exist). Only running out of memory fails. */
@@ -56,7 +49,7 @@ static vkmha_status read_file(vk_state *vk, const char *path, void **bytes, size
     why[0] = '\0';
     if (stat(path, &st) != 0) {
         if (errno != ENOENT)
-            snprintf(why, cap, "cannot read it: %s", error_text(errno, err, sizeof err));
+            snprintf(why, cap, "cannot read it: %s", vkmha__error_text(errno, err, sizeof err));
         return VKMHA_SUCCESS;
     }
     if (!S_ISREG(st.st_mode)) {
@@ -70,7 +63,7 @@ static vkmha_status read_file(vk_state *vk, const char *path, void **bytes, size
     }
     FILE *f = fopen(path, "rb");
     if (!f) {
-        snprintf(why, cap, "cannot read it: %s", error_text(errno, err, sizeof err));
+        snprintf(why, cap, "cannot read it: %s", vkmha__error_text(errno, err, sizeof err));
         return VKMHA_SUCCESS;
     }
     size_t want = (size_t)st.st_size;
@@ -91,7 +84,7 @@ static vkmha_status read_file(vk_state *vk, const char *path, void **bytes, size
     fclose(f);
     if (failed) {
         vkmha__free(vk->ctx, buf);
-        snprintf(why, cap, "cannot read it: %s", error_text(read_errno, err, sizeof err));
+        snprintf(why, cap, "cannot read it: %s", vkmha__error_text(read_errno, err, sizeof err));
         return VKMHA_SUCCESS;
     }
     *bytes = buf;
@@ -303,13 +296,13 @@ VKMHA_API vkmha_status vkmha_context_save_pipeline_cache(vkmha_context *ctx, con
     if (!write_file(tmp, bytes, size)) {
         st = vkmha__fail(ctx, VKMHA_ERROR_INVALID_ARGUMENT,
                          "%s: cannot write path (%s): %s", fn, tmp,
-                         error_text(errno, err, sizeof err));
+                         vkmha__error_text(errno, err, sizeof err));
         goto done;
     }
     if (rename(tmp, path) != 0) {
         st = vkmha__fail(ctx, VKMHA_ERROR_INVALID_ARGUMENT,
                          "%s: cannot rename %s to path (%s): %s", fn, tmp, path,
-                         error_text(errno, err, sizeof err));
+                         vkmha__error_text(errno, err, sizeof err));
         remove(tmp);
         goto done;
     }

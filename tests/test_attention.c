@@ -153,6 +153,32 @@ static void head_dim_limit_case(vkmha_context *ref, vkmha_context *gpu, t_rng *r
     free(q), free(k), free(v), free(want), free(got);
 }
 
+/* The blocks of the variant with the GPU blocks (gpu): on a CPU device they
+ * must differ from the workgroup-shared variant's (shared) in some head-dim
+ * class, or that variant would run nothing new; on a GPU they are the same. */
+static void gpu_blocks_case(vkmha_context *shared, vkmha_context *gpu)
+{
+    vkmha_context_info si, gi;
+    if (vkmha_context_get_info(shared, &si) || vkmha_context_get_info(gpu, &gi)) {
+        t_report(false, "GPU blocks: cannot query the contexts");
+        return;
+    }
+    bool differ = false;
+    for (int c = 0; c < 4; c++) {
+        const vkmha_attention_config *a = &si.attention[c], *b = &gi.attention[c];
+        t_diag("d <= %u: CPU-device blocks %ux%u (%ux%u per invocation, %u invocations), GPU "
+               "blocks %ux%u (%ux%u, %u invocations, %u bytes of shared memory)",
+               32u << c, a->block_q, a->block_k, a->tm, a->tn, a->workgroup_size, b->block_q,
+               b->block_k, b->tm, b->tn, b->workgroup_size, b->shared_bytes);
+        differ = differ || memcmp(a, b, sizeof *a) != 0;
+    }
+    const bool cpu = gi.device.type == VKMHA_DEVICE_TYPE_CPU;
+    t_report(differ == cpu && gi.attention[0].block_q != 0,
+             "fused kernel with the GPU blocks: %s the workgroup-shared kernel's on this %s "
+             "device",
+             differ ? "blocks differ from" : "same blocks as", cpu ? "CPU" : "GPU");
+}
+
 int main(void)
 {
     vkmha_context *ref = t_context(VKMHA_BACKEND_REFERENCE, 0);
@@ -220,6 +246,12 @@ int main(void)
         if (variant == 0) {
             head_dim_limit_case(ref, gpu, &rng);
             auto_split_case(ref, &rng);
+        }
+        if (t_vk_variants[variant].kernel == VKMHA_FUSED_KERNEL_SHARED_GPU_BLOCKS) {
+            const t_vk_variant shared = {0, VKMHA_FUSED_KERNEL_SHARED, "workgroup-shared"};
+            vkmha_context *s = t_context_variant(&shared);
+            gpu_blocks_case(s, gpu);
+            vkmha_context_destroy(s);
         }
         t_report_validation(gpu);
         vkmha_context_destroy(gpu);

@@ -19,42 +19,9 @@
 
 #include <dlfcn.h>
 
-/* ---- a counting allocator that can fail its Nth allocation ---------------- */
-
-typedef struct counting {
-    long live, total;
-    long fail_at; /* 1-based allocation to fail; 0: never */
-    long failed;
-} counting;
-
-static void *c_alloc(void *user, size_t size, size_t alignment)
+static vkmha_context *counted_context(vkmha_backend backend, t_counting *c, vkmha_status *st)
 {
-    counting *c = user;
-    if (c->fail_at && c->total + 1 == c->fail_at) {
-        c->total++;
-        c->failed++;
-        return NULL;
-    }
-    void *p = aligned_alloc(alignment < 16 ? 16 : alignment, (size + 15) / 16 * 16);
-    if (p) {
-        c->live++;
-        c->total++;
-    }
-    return p;
-}
-
-static void c_free(void *user, void *p)
-{
-    counting *c = user;
-    if (p) {
-        c->live--;
-        free(p);
-    }
-}
-
-static vkmha_context *counted_context(vkmha_backend backend, counting *c, vkmha_status *st)
-{
-    vkmha_allocator a = {c_alloc, NULL, c_free, c};
+    vkmha_allocator a = {t_counting_alloc, NULL, t_counting_free, c};
     vkmha_context_desc d = {0};
     d.backend = backend;
     d.enable_validation = backend == VKMHA_BACKEND_VULKAN;
@@ -307,7 +274,7 @@ static void tensor_layer(vkmha_context *ctx, const char *be, const layer_data *l
 /* One run of: [context create], layer create, forward on host arrays,
  * tensor create + forward on tensors; with the context's allocator failing
  * its fail_at-th allocation. Returns the first failing status (0: none). */
-static vkmha_status alloc_run(vkmha_backend backend, counting *c, const layer_data *ld,
+static vkmha_status alloc_run(vkmha_backend backend, t_counting *c, const layer_data *ld,
                               const float *want, bool *wrong)
 {
     vkmha_status st;
@@ -350,7 +317,7 @@ static void alloc_failures(vkmha_backend backend, const char *be, const layer_da
 {
     long points = 0, wrong_status = 0, leaks = 0, unusable = 0;
     for (long n = 1; n < 10000; n++) {
-        counting c = {0, 0, n, 0};
+        t_counting c = {0, 0, n, 0};
         bool wrong;
         vkmha_status st = alloc_run(backend, &c, ld, want, &wrong);
         if (c.failed == 0) { /* the run needed fewer than n allocations */
@@ -379,14 +346,14 @@ static void alloc_failures(vkmha_backend backend, const char *be, const layer_da
 
 static void allocator_accounting(vkmha_backend backend, const char *be, const layer_data *ld)
 {
-    counting c = {0};
+    t_counting c = {0};
     vkmha_status st;
     vkmha_context *ctx = counted_context(backend, &c, &st);
     if (st) {
-        t_report(false, "%s: context with a counting allocator: %s", be, vkmha_status_string(st));
+        t_report(false, "%s: context with a t_counting allocator: %s", be, vkmha_status_string(st));
         return;
     }
-    tensor_layer(ctx, be, ld); /* layers, tensors and submissions on the counting allocator */
+    tensor_layer(ctx, be, ld); /* layers, tensors and submissions on the t_counting allocator */
     long total = c.total;
     vkmha_context_destroy(ctx);
     t_report(c.live == 0 && total > 0,
@@ -470,8 +437,8 @@ static void bad_tensors(vkmha_context *gpu, vkmha_context *ref)
 static void bad_embedding(void)
 {
     vkmha_context *ctx = (vkmha_context *)(uintptr_t)1;
-    counting cnt = {0};
-    vkmha_allocator half = {c_alloc, NULL, NULL, &cnt};
+    t_counting cnt = {0};
+    vkmha_allocator half = {t_counting_alloc, NULL, NULL, &cnt};
     vkmha_context_desc d = {0};
     d.allocator = &half;
     expect(NULL, vkmha_context_create(&d, &ctx), VKMHA_ERROR_INVALID_ARGUMENT, "",
@@ -550,7 +517,7 @@ static void trim(vkmha_context *ctx, const layer_data *ld, const float *want)
 static PFN_vkGetInstanceProcAddr system_gipa;
 static long gipa_calls;
 
-static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL counting_gipa(VkInstance i, const char *name)
+static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL t_counting_gipa(VkInstance i, const char *name)
 {
     gipa_calls++;
     return system_gipa(i, name);
@@ -567,7 +534,7 @@ static void own_device_custom_loader(const layer_data *ld, const float *want)
         return;
     }
     vkmha_vulkan_desc vd = {0};
-    vd.get_instance_proc_addr = counting_gipa;
+    vd.get_instance_proc_addr = t_counting_gipa;
     vkmha_context_desc d = {0};
     d.vulkan = &vd;
     d.enable_validation = true;

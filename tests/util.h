@@ -471,7 +471,8 @@ static inline vkmha_context *t_context(vkmha_backend backend, uint32_t flags)
  * case on: reductions with subgroup arithmetic and with shared memory only,
  * and the fused path on each of its kernels (the device's own choice, then
  * the workgroup-shared kernel forced: on CPU devices the default is the
- * CPU-shaped one, so both run). */
+ * CPU-shaped one, so both run), and the workgroup-shared kernel with the
+ * blocks chosen for GPUs (on CPU devices those that fit its limits). */
 typedef struct t_vk_variant {
     uint32_t flags;
     vkmha_fused_kernel kernel;
@@ -481,6 +482,7 @@ static const t_vk_variant t_vk_variants[] = {
     {0, VKMHA_FUSED_KERNEL_AUTO, "subgroup reduction"},
     {VKMHA_CONTEXT_NO_SUBGROUP_OPS, VKMHA_FUSED_KERNEL_AUTO, "shared-memory reduction"},
     {0, VKMHA_FUSED_KERNEL_SHARED, "workgroup-shared fused kernel"},
+    {0, VKMHA_FUSED_KERNEL_SHARED_GPU_BLOCKS, "workgroup-shared fused kernel, GPU blocks"},
 };
 #define T_VK_VARIANTS (sizeof t_vk_variants / sizeof t_vk_variants[0])
 
@@ -502,6 +504,42 @@ static inline void t_report_validation(vkmha_context *ctx)
     t_report(info.validation_enabled && info.validation_messages == 0,
              "validation layer enabled and silent (%llu messages)",
              (unsigned long long)info.validation_messages);
+}
+
+/* ---- a counting host allocator that can fail its Nth allocation ----------- */
+
+/* For vkmha_allocator {t_counting_alloc, NULL, t_counting_free, &c}: counts
+ * live and total allocations and fails allocation number fail_at. */
+
+typedef struct t_counting {
+    long live, total;
+    long fail_at; /* 1-based allocation to fail; 0: never */
+    long failed;
+} t_counting;
+
+static inline void *t_counting_alloc(void *user, size_t size, size_t alignment)
+{
+    t_counting *c = user;
+    if (c->fail_at && c->total + 1 == c->fail_at) {
+        c->total++;
+        c->failed++;
+        return NULL;
+    }
+    void *p = aligned_alloc(alignment < 16 ? 16 : alignment, (size + 15) / 16 * 16);
+    if (p) {
+        c->live++;
+        c->total++;
+    }
+    return p;
+}
+
+static inline void t_counting_free(void *user, void *p)
+{
+    t_counting *c = user;
+    if (p) {
+        c->live--;
+        free(p);
+    }
 }
 
 #endif /* VKMHA_TEST_UTIL_H */

@@ -45,7 +45,9 @@
  * SIMD of the block (the hardware places them round-robin), so it is an
  * upper bound; "limit" names the bound that decides g. Scratch and spills
  * are reported, not modelled: any spill is a bug to fix (tests/meson.build's
- * test 'occupancy' fails on one).
+ * test 'occupancy' fails on one). The test also fails where fused attention
+ * at d64 or d128 fits fewer than two workgroups per CU on navi21 or vega20
+ * (the blocks in src/vk_pipeline.c are chosen for that; docs/PERFORMANCE.md).
  * Sources: LLVM's AMDGPU target, llvm/lib/Target/AMDGPU/Utils/AMDGPUBaseInfo.cpp
  * (getMaxWavesPerEU, getTotalNumVGPRs, getVGPRAllocGranule, getTotalNumSGPRs,
  * getSGPRAllocGranule, getLocalMemorySize, getEUsPerCU, getMaxWorkGroupsPerCU;
@@ -329,7 +331,9 @@ int main(int argc, char **argv)
                 icd, "RADV's ICD manifest (default: radeon_icd.<machine>.json under "
                      "/usr/share/vulkan/icd.d, /usr/local/share/..., /etc/vulkan/...)"),
         CLI_FLAG("--csv", csv, "comma-separated values instead of the table"),
-        CLI_FLAG("--tap", tap, "TAP: one case per pipeline, failing on any spill or scratch"),
+        CLI_FLAG("--tap", tap,
+                 "TAP: one case per pipeline, failing on any spill or scratch (and fused "
+                 "attention at d64 / d128 below 2 workgroups per CU on navi21 or vega20)"),
         CLI_FLAG("--validate", validate,
                  "enable the Vulkan validation layer; any message fails"),
     };
@@ -338,7 +342,7 @@ int main(int argc, char **argv)
               "without the hardware (RADV_FORCE_FAMILY) and prints registers, LDS, scratch,\n"
               "spills and estimated occupancy (the model is in tools/vkmha-occupancy.c).\n"
               "Exit status: 0 on success, 1 when a family cannot be compiled for (or, with\n"
-              "--tap, a pipeline spills), 2 on bad usage.",
+              "--tap, a case fails), 2 on bad usage.",
               opts, argc, argv);
     for (size_t i = 0; i < n_names; i++) {
         const family *f = NULL;
@@ -411,6 +415,11 @@ int main(int argc, char **argv)
                          r->fam->name, r->name, r->shader, r->spec, r->vgprs, r->sgprs,
                          r->spilled_vgprs, r->spilled_sgprs, (unsigned long long)r->scratch,
                          r->waves_per_simd);
+                if ((!strcmp(r->name, "flash_d64") || !strcmp(r->name, "flash_d128")) &&
+                    (!strcmp(r->fam->name, "navi21") || !strcmp(r->fam->name, "vega20")))
+                    t_report(r->groups_per_cu >= 2.0,
+                             "%s %s: %.1f workgroups per CU (at least 2), %.2f waves/SIMD",
+                             r->fam->name, r->name, r->groups_per_cu, r->waves_per_simd);
             }
         }
         if (validate)

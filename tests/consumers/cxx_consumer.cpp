@@ -42,8 +42,9 @@ int main()
     vkmha_tensor_mask tm = {0};
     vkmha_mha_tensors mt = {0};
     vkmha_vulkan_desc vd = {0};
+    vkmha_safetensors_desc st = {0};
     vkmha_context_desc empty{}; // and C++'s own value-initialization
-    (void)al, (void)tile, (void)dbg, (void)dev, (void)ac, (void)vd, (void)empty;
+    (void)al, (void)tile, (void)dbg, (void)dev, (void)ac, (void)vd, (void)st, (void)empty;
     report(cd.backend == 0 && md.w_q == nullptr && io.attention_path == 0 && tm.bias == nullptr &&
                mt.out == nullptr && td.rank == 0,
            "every desc of vkmha.h and vkmha_vulkan.h takes {0} in C++17 without a warning");

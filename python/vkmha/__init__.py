@@ -1,0 +1,442 @@
+"""vkmha from Python: multi-head attention on any Vulkan GPU (or vkmha's
+reference backend), with numpy arrays and CPU torch tensors in and out.
+
+    import torch, vkmha
+    ctx = vkmha.Context()                        # Vulkan; Context("reference")
+    mha = torch.nn.MultiheadAttention(512, 8, batch_first=True).eval()
+    attn = vkmha.from_torch(mha, ctx)            # weights copied to the device once
+    out, weights = attn(x, x, x, key_padding_mask=pad)   # as mha(x, x, x, ...)
+
+Arrays: anything numpy can read (numpy arrays, CPU torch tensors, buffers).
+float32 C-contiguous arrays are passed as they are; other floating dtypes and
+layouts are converted to float32 C-contiguous; integer, bool (except masks),
+complex and GPU tensors raise TypeError. Results are numpy arrays, or torch
+tensors when the (first) input was a torch tensor.
+
+Every failed vkmha call raises vkmha.Error (a subclass per status, e.g.
+InvalidArgumentError, which is also a ValueError) carrying .status,
+.status_name and .message, vkmha's message naming the argument.
+
+One Context is used by one thread at a time (the binding holds the GIL
+during each call).
+"""
+import numpy as _np
+
+from . import _vkmha
+from ._vkmha import (Error, InvalidArgumentError, UnsupportedError, NoDeviceError,
+                     OutOfHostMemoryError, OutOfDeviceMemoryError, DeviceLostError,
+                     VulkanError, enumerate_devices, status_string)
+
+# Every constant of vkmha.h (VKMHA_X is vkmha.X), e.g. vkmha.DTYPE_F32.
+for _name in dir(_vkmha):
+    if _name.isupper():
+        globals()[_name] = getattr(_vkmha, _name)
+
+__version__ = "%d.%d.%d" % (_vkmha.version // 10000, _vkmha.version // 100 % 100,
+                            _vkmha.version % 100)
+
+# numpy dtype of each vkmha_dtype (a test checks that every DTYPE_ of the
+# header is here).
+DTYPES = {_vkmha.DTYPE_F32: _np.dtype(_np.float32), _vkmha.DTYPE_U8: _np.dtype(_np.uint8)}
+
+_BACKENDS = {"default": _vkmha.BACKEND_DEFAULT, "vulkan": _vkmha.BACKEND_VULKAN,
+             "reference": _vkmha.BACKEND_REFERENCE}
+_PATHS = {"auto": _vkmha.ATTENTION_PATH_AUTO, "fused": _vkmha.ATTENTION_PATH_FUSED,
+          "unfused": _vkmha.ATTENTION_PATH_UNFUSED}
+
+
+def _is_torch(x):
+    return type(x).__module__.startswith("torch") and hasattr(x, "detach")
+
+
+def _f32(x, name):
+    """x as a float32 C-contiguous numpy array (no copy when it is one)."""
+    if x is None:
+        return None
+    if _is_torch(x):
+        if x.device.type != "cpu":
+            raise TypeError("%s: a torch tensor on %s; vkmha takes CPU tensors (x.cpu())"
+                            % (name, x.device))
+        x = x.detach()
+        x = (x.float() if x.is_floating_point() else x).numpy()
+    a = _np.asarray(x)
+    if a.dtype.kind != "f":
+        raise TypeError("%s: floating-point data is needed, got dtype %s" % (name, a.dtype))
+    return _np.ascontiguousarray(a, dtype=_np.float32)
+
+
+def _u8(x, name):
+    """A boolean or uint8 mask as a uint8 C-contiguous array."""
+    if x is None:
+        return None
+    if _is_torch(x):
+        x = x.detach().cpu().numpy()
+    a = _np.asarray(x)
+    if a.dtype != _np.bool_ and a.dtype != _np.uint8:
+        raise TypeError("%s: a bool or uint8 mask is needed, got dtype %s" % (name, a.dtype))
+    return _np.ascontiguousarray(a, dtype=_np.uint8)
+
+
+def _like(result, template):
+    """result as a torch tensor when template is one."""
+    if _is_torch(template):
+        import torch
+        return torch.from_numpy(result)
+    return result
+
+
+def _path(path):
+    if isinstance(path, str):
+        if path not in _PATHS:
+            raise ValueError("path: one of %s" % ", ".join(_PATHS))
+        return _PATHS[path]
+    return int(path)
+
+
+class Context(_vkmha.Context):
+    """A vkmha context: Context(backend="vulkan" | "reference", device_index=None,
+    validation=False, flags=0, fused_kernel=FUSED_KERNEL_AUTO, scratch_budget=0).
+    flags: OR of CONTEXT_*; fused_kernel (for tests, vkmha_debug_options)
+    forces one fused attention kernel; scratch_budget: the most bytes of
+    scratch kept between calls (0: no budget). info() returns
+    vkmha_context_info as a dict, last_error the message of the last failed
+    call."""
+
+    def __init__(self, backend="vulkan", device_index=None, validation=False, flags=0,
+                 fused_kernel=_vkmha.FUSED_KERNEL_AUTO, scratch_budget=0):
+        if isinstance(backend, str):
+            if backend not in _BACKENDS:
+                raise ValueError("backend: one of %s" % ", ".join(_BACKENDS))
+            backend = _BACKENDS[backend]
+        super().__init__(backend, -1 if device_index is None else device_index,
+                         bool(validation), flags, fused_kernel, scratch_budget)
+
+    # ---- tensors ----
+    def tensor(self, array=None, shape=None, dtype=_vkmha.DTYPE_F32):
+        """A device tensor: of array's shape and contents (float arrays as
+        float32, bool / uint8 ones as uint8), or empty of `shape`."""
+        if array is not None:
+            a = _np.asarray(array.detach().cpu().numpy() if _is_torch(array) else array)
+            if a.dtype == _np.bool_ or a.dtype == _np.uint8:
+                a, dtype = _u8(a, "array"), _vkmha.DTYPE_U8
+            else:
+                a, dtype = _f32(a, "array"), _vkmha.DTYPE_F32
+            t = Tensor(self, a.shape, dtype)
+            t.upload(a)
+            return t
+        return Tensor(self, tuple(shape), dtype)
+
+    # ---- ops: on arrays (results are arrays) or on Tensors (results are
+    # new Tensors of this context, computed without a host round trip) ----
+    def _new(self, tensors, shape):
+        return self.tensor(shape=shape) if tensors else _np.empty(shape, _np.float32)
+
+    def matmul(self, a, b, bias=None, transpose_b=False, alpha=1.0):
+        """alpha * a @ op(b) + bias: a [batch][m][k] or [m][k]; b [batch][k][n],
+        or [k][n] (the same for every batch entry); op(b) = b^T when
+        transpose_b (b then [.., n, k], a torch.nn.Linear weight)."""
+        A, B = _in(a, "a"), _in(b, "b")
+        ra, rb = len(A.shape), len(B.shape)
+        if ra not in (2, 3) or rb not in (2, 3):
+            raise ValueError("matmul: a and b must have 2 or 3 dims")
+        batch = A.shape[0] if ra == 3 else (B.shape[0] if rb == 3 else 1)
+        m, k = A.shape[-2:]
+        n = B.shape[-2] if transpose_b else B.shape[-1]
+        kb = B.shape[-1] if transpose_b else B.shape[-2]
+        if kb != k:
+            raise ValueError("matmul: a has k = %d columns, b has %d" % (k, kb))
+        c = self._new(_is_tensor(A), (batch, m, n) if ra == 3 or rb == 3 else (m, n))
+        super().matmul(A, B, c, m, n, k, bias=_in(bias, "bias"), batch=batch,
+                       transpose_b=transpose_b, alpha=alpha, broadcast_a=ra == 2,
+                       broadcast_b=rb == 2)
+        return _out(c, a)
+
+    def softmax(self, x, scale=1.0, key_padding=None, full=None, causal=False, bias=None):
+        """softmax over the last axis of x [batch][heads][len_q][len_k] (or
+        fewer leading dims) with vkmha's masks (uint8 / bool, 0 = masked)."""
+        X = _in(x, "x")
+        shape4 = (1,) * (4 - len(X.shape)) + tuple(X.shape)
+        y = self._new(_is_tensor(X), tuple(X.shape))
+        bias_a = _in(bias, "bias")
+        super().softmax(X, y, shape4[2], shape4[3], batch=shape4[0], heads=shape4[1],
+                        scale=scale, key_padding=_mask_in(key_padding, "key_padding"),
+                        full=_mask_in(full, "full"), causal=causal, bias=bias_a,
+                        **_bias_dims(bias_a))
+        return _out(y, x)
+
+    def split_heads(self, x, heads):
+        """[batch][len][heads * head_dim] -> [batch][heads][len][head_dim]."""
+        X = _in(x, "x")
+        b, n, f = X.shape
+        if f % heads:
+            raise ValueError("split_heads: %d features are not %d heads" % (f, heads))
+        y = self._new(_is_tensor(X), (b, heads, n, f // heads))
+        super().split_heads(X, y, n, heads, f // heads, batch=b)
+        return _out(y, x)
+
+    def merge_heads(self, x):
+        """[batch][heads][len][head_dim] -> [batch][len][heads * head_dim]."""
+        X = _in(x, "x")
+        b, h, n, d = X.shape
+        y = self._new(_is_tensor(X), (b, n, h * d))
+        super().merge_heads(X, y, n, h, d, batch=b)
+        return _out(y, x)
+
+    def attention(self, q, k, v, scale=0.0, need_weights=False, path="auto", kv_splits=0,
+                  key_padding=None, full=None, causal=False, bias=None):
+        """Scaled dot-product attention on split heads: q [batch][H][len_q][d_k],
+        k [batch][Hkv][len_k][d_k], v [batch][Hkv][len_k][d_v] ->
+        out [batch][H][len_q][d_v] (and weights [batch][H][len_q][len_k])."""
+        Q, K, V = _in(q, "q"), _in(k, "k"), _in(v, "v")
+        b, h, lq, dk = Q.shape
+        hkv, lk, dv = K.shape[1], K.shape[2], V.shape[3]
+        out = self._new(_is_tensor(Q), (b, h, lq, dv))
+        w = self._new(_is_tensor(Q), (b, h, lq, lk)) if need_weights else None
+        bias_a = _in(bias, "bias")
+        super().attention(Q, K, V, out, h, lq, lk, dk, dv, batch=b, kv_heads=hkv, scale=scale,
+                          weights=w, path=_path(path), kv_splits=kv_splits,
+                          key_padding=_mask_in(key_padding, "key_padding"),
+                          full=_mask_in(full, "full"), causal=causal, bias=bias_a,
+                          **_bias_dims(bias_a))
+        return (_out(out, q), _out(w, q)) if need_weights else _out(out, q)
+
+
+def _is_tensor(x):
+    return isinstance(x, _vkmha.Tensor)
+
+
+def _in(x, name):
+    """A float input: a Tensor as it is, anything else as a float32 array."""
+    return x if _is_tensor(x) else _f32(x, name)
+
+
+def _mask_in(x, name):
+    return x if _is_tensor(x) else _u8(x, name)
+
+
+def _out(result, template):
+    """A Tensor as it is; an array as a torch tensor when template is one."""
+    return result if _is_tensor(result) else _like(result, template)
+
+
+def _bias_dims(bias):
+    """bias_batch / bias_heads of a bias [bias_batch][bias_heads][len_q][len_k]."""
+    if bias is None:
+        return {}
+    if len(bias.shape) != 4:
+        raise ValueError("bias: [bias_batch][bias_heads][len_q][len_k] is needed")
+    return {"bias_batch": bias.shape[0], "bias_heads": bias.shape[1]}
+
+
+class Tensor(_vkmha.Tensor):
+    """A vkmha tensor (device memory on Vulkan). Tensor(context, shape,
+    dtype=DTYPE_F32); context.tensor(array) makes one from an array.
+    upload(array), numpy() / download(out), shape, dtype, nbytes."""
+
+    def __init__(self, context, shape, dtype=_vkmha.DTYPE_F32):
+        super().__init__(context, shape, dtype)
+        self.context = context
+
+    @property
+    def dtype(self):
+        return self.desc[0]
+
+    @property
+    def shape(self):
+        return self.desc[1]
+
+    def numpy(self):
+        out = _np.empty(self.shape, DTYPES[self.dtype])
+        self.download(out)
+        return out
+
+
+class MHA(_vkmha.MHA):
+    """The layer, vkmha's conventions (batch-first arrays, vkmha masks):
+    MHA(context, d_model, n_head, w_q, w_k, w_v, w_o, n_kv_head=0, d_k=0,
+    d_v=0, kdim=0, vdim=0, scale=0, b_q=None, b_k=None, b_v=None, b_o=None,
+    post_norm=False, norm_gamma=None, norm_beta=None, norm_eps=0), weights in
+    torch.nn.Linear layout. MHA.from_safetensors(context, n_head, path=... or
+    data=..., prefix=...) loads them from a safetensors file. For PyTorch's
+    conventions, see from_torch and MultiheadAttention."""
+
+    def __init__(self, context, d_model, n_head, w_q, w_k, w_v, w_o, **kw):
+        for name in ("b_q", "b_k", "b_v", "b_o", "norm_gamma", "norm_beta"):
+            if name in kw:
+                kw[name] = _f32(kw[name], name)
+        super().__init__(context, d_model, n_head, _f32(w_q, "w_q"), _f32(w_k, "w_k"),
+                         _f32(w_v, "w_v"), _f32(w_o, "w_o"), **kw)
+
+    def __call__(self, query, key=None, value=None, need_weights=False, path="auto",
+                 kv_splits=0, key_padding=None, full=None, causal=False, bias=None):
+        """out [batch][len_q][d_model] (and attn_weights [batch][H][len_q][len_k]
+        when need_weights) for query [batch][len_q][d_model], key
+        [batch][len_k][kdim] and value [batch][len_k][vdim] (None: query), or
+        Tensors (then returns the output Tensors)."""
+        key = query if key is None else key
+        value = key if value is None else value
+        d = self.desc
+        if isinstance(query, _vkmha.Tensor):
+            b, lq = query.shape[0], query.shape[1]
+            lk = key.shape[1]
+            ctx = query.context
+            out = ctx.tensor(shape=(b, lq, d["d_model"]))
+            w = ctx.tensor(shape=(b, d["n_head"], lq, lk)) if need_weights else None
+            kw = {}
+            if bias is not None:
+                kw = {"bias_batch": bias.shape[0], "bias_heads": bias.shape[1]}
+            self.forward(query, key, value, out, lq, lk, batch=b, attn_weights=w,
+                         path=_path(path), kv_splits=kv_splits, key_padding=key_padding,
+                         full=full, causal=causal, bias=bias, **kw)
+            return (out, w) if need_weights else out
+        Q = _f32(query, "query")
+        K = Q if key is query else _f32(key, "key")
+        V = K if value is key else (Q if value is query else _f32(value, "value"))
+        b, lq, lk = Q.shape[0], Q.shape[1], K.shape[1]
+        out = _np.empty((b, lq, d["d_model"]), _np.float32)
+        w = _np.empty((b, d["n_head"], lq, lk), _np.float32) if need_weights else None
+        bias_a = _f32(bias, "bias")
+        self.forward(Q, K, V, out, lq, lk, batch=b, attn_weights=w, path=_path(path),
+                     kv_splits=kv_splits, key_padding=_u8(key_padding, "key_padding"),
+                     full=_u8(full, "full"), causal=causal, bias=bias_a, **_bias_dims(bias_a))
+        return (_like(out, query), _like(w, query)) if need_weights else _like(out, query)
+
+
+class MultiheadAttention:
+    """torch.nn.MultiheadAttention's forward on vkmha: made by from_torch.
+    Called as the module is: attn(query, key, value, key_padding_mask=None,
+    need_weights=True, attn_mask=None, average_attn_weights=True) returns
+    (attn_output, attn_output_weights or None), in the module's batch_first
+    layout, unbatched inputs too.
+
+    Masks as PyTorch users write them:
+      key_padding_mask [batch][len_k]: bool, True = ignore that key; or float,
+        added to the scores.
+      attn_mask [len_q][len_k] or [batch * num_heads][len_q][len_k]: bool,
+        True = not allowed; or float, added (-inf allowed).
+    A bool key_padding_mask and a 2-D bool attn_mask become vkmha's key
+    padding and full masks (O(batch * len) memory, not a score-sized bias);
+    a 3-D bool attn_mask becomes an additive -inf bias; float masks are
+    summed into vkmha's additive bias. A query row that the masks leave
+    without any key (where PyTorch 1.13 returns NaN) gets what
+    include/vkmha.h defines: zero weights and zero attention output when
+    every key is -inf (float masks, 3-D bool attn_mask; as PyTorch >= 2.5),
+    uniform weights when every key is masked by a key_padding_mask or 2-D
+    bool attn_mask (vkmha's masked_fill(-1e9) semantics). Inference only:
+    dropout is not applied."""
+
+    def __init__(self, layer, num_heads, batch_first, embed_dim):
+        self.layer = layer
+        self.num_heads = num_heads
+        self.batch_first = batch_first
+        self.embed_dim = embed_dim
+
+    def __call__(self, query, key, value, key_padding_mask=None, need_weights=True,
+                 attn_mask=None, average_attn_weights=True, path="auto"):
+        template = query
+        Q, K, V = _f32(query, "query"), _f32(key, "key"), _f32(value, "value")
+        unbatched = Q.ndim == 2
+        if unbatched:
+            Q, K, V = Q[None], K[None], V[None]
+            if key_padding_mask is not None:
+                key_padding_mask = _np.asarray(_np_of(key_padding_mask))[None]
+        elif not self.batch_first:
+            Q, K, V = (_np.ascontiguousarray(t.transpose(1, 0, 2)) for t in (Q, K, V))
+        b, lq, lk, h = Q.shape[0], Q.shape[1], K.shape[1], self.num_heads
+        masks = _torch_masks(key_padding_mask, attn_mask, b, h, lq, lk)
+        out, w = self.layer(Q, K, V, need_weights=True, path=path, **masks) \
+            if need_weights else (self.layer(Q, K, V, path=path, **masks), None)
+        if w is not None and average_attn_weights:
+            w = w.mean(axis=1)
+        if unbatched:
+            out = out[0]
+            w = None if w is None else w[0]
+        elif not self.batch_first:
+            out = _np.ascontiguousarray(out.transpose(1, 0, 2))
+        return _like(out, template), (None if w is None else _like(_np.ascontiguousarray(w),
+                                                                    template))
+
+
+def _np_of(x):
+    return x.detach().cpu().numpy() if _is_torch(x) else x
+
+
+def _torch_masks(key_padding_mask, attn_mask, b, h, lq, lk):
+    """PyTorch's key_padding_mask / attn_mask as vkmha's mask arguments."""
+    kw, bias = {}, None
+    if key_padding_mask is not None:
+        kpm = _np.asarray(_np_of(key_padding_mask))
+        if kpm.shape != (b, lk):
+            raise ValueError("key_padding_mask: shape %s, expected (%d, %d)" % (kpm.shape, b, lk))
+        if kpm.dtype == _np.bool_:
+            kw["key_padding"] = _np.ascontiguousarray(~kpm, dtype=_np.uint8)
+        elif kpm.dtype.kind == "f":
+            bias = _np.broadcast_to(kpm.astype(_np.float32)[:, None, None, :], (b, 1, lq, lk))
+        else:
+            raise TypeError("key_padding_mask: bool or float is needed, got %s" % kpm.dtype)
+    if attn_mask is not None:
+        am = _np.asarray(_np_of(attn_mask))
+        if am.shape not in ((lq, lk), (b * h, lq, lk)):
+            raise ValueError("attn_mask: shape %s, expected (%d, %d) or (%d, %d, %d)"
+                             % (am.shape, lq, lk, b * h, lq, lk))
+        if am.dtype == _np.bool_ and am.ndim == 2:
+            kw["full"] = _np.ascontiguousarray(_np.broadcast_to(~am, (b, lq, lk)),
+                                               dtype=_np.uint8)
+        else:
+            if am.dtype == _np.bool_:
+                add = _np.where(am, _np.float32(-_np.inf), _np.float32(0))
+            elif am.dtype.kind == "f":
+                add = am.astype(_np.float32)
+            else:
+                raise TypeError("attn_mask: bool or float is needed, got %s" % am.dtype)
+            add = add[None, None] if add.ndim == 2 else add.reshape(b, h, lq, lk)
+            bias = add if bias is None else bias + add
+    if bias is not None:
+        bias = _np.ascontiguousarray(bias, dtype=_np.float32)
+        kw["bias"] = bias
+    return kw
+
+
+def from_torch(module, context=None):
+    """A MultiheadAttention computing module's forward on vkmha (context:
+    a Context, default a new Vulkan one). Reads the module's weights once:
+    packed (in_proj_weight) or separate (q/k/v_proj_weight, kdim / vdim)
+    in-projections, with or without biases; batch_first either way.
+    add_bias_kv and add_zero_attn raise NotImplementedError."""
+    import torch
+    if not isinstance(module, torch.nn.MultiheadAttention):
+        raise TypeError("from_torch: a torch.nn.MultiheadAttention is needed, got %s"
+                        % type(module).__name__)
+    if module.bias_k is not None or module.bias_v is not None:
+        raise NotImplementedError("from_torch: add_bias_kv is not supported by vkmha")
+    if module.add_zero_attn:
+        raise NotImplementedError("from_torch: add_zero_attn is not supported by vkmha")
+    ctx = Context() if context is None else context
+    E, H = module.embed_dim, module.num_heads
+    with torch.no_grad():
+        if module._qkv_same_embed_dim:
+            w_q, w_k, w_v = module.in_proj_weight.detach().cpu().chunk(3)
+        else:
+            w_q, w_k, w_v = (module.q_proj_weight.detach().cpu(),
+                             module.k_proj_weight.detach().cpu(),
+                             module.v_proj_weight.detach().cpu())
+        biases = {}
+        if module.in_proj_bias is not None:
+            b_q, b_k, b_v = module.in_proj_bias.detach().cpu().chunk(3)
+            biases = {"b_q": b_q, "b_k": b_k, "b_v": b_v}
+        if module.out_proj.bias is not None:
+            biases["b_o"] = module.out_proj.bias.detach().cpu()
+        layer = MHA(ctx, E, H, w_q, w_k, w_v, module.out_proj.weight.detach().cpu(),
+                    kdim=module.kdim, vdim=module.vdim, **biases)
+    return MultiheadAttention(layer, H, bool(module.batch_first), E)
+
+
+def load_safetensors(path_or_bytes, n_head, context=None, prefix=None, **kw):
+    """An MHA from a safetensors file (a path, or the file's bytes):
+    vkmha_mha_create_from_safetensors, see include/vkmha.h for the names it
+    looks for under prefix. kw: n_kv_head, scale, post_norm, norm_prefix,
+    norm_eps."""
+    ctx = Context() if context is None else context
+    if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
+        return MHA.from_safetensors(ctx, n_head, data=path_or_bytes, prefix=prefix, **kw)
+    return MHA.from_safetensors(ctx, n_head, path=path_or_bytes, prefix=prefix, **kw)

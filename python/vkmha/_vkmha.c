@@ -1,0 +1,1185 @@
+/* vkmha._vkmha: the C extension under the Python package. It fills vkmha's
+ * descs from keyword arguments with the header itself (so no struct layout
+ * is mirrored anywhere), takes arrays through the buffer protocol (float32
+ * or uint8, C-contiguous, checked against the element count each call
+ * reads or writes) or vkmha tensors, and turns every failed status into an
+ * exception carrying vkmha's message. The friendlier API (numpy and torch
+ * in and out, PyTorch's masks, from_torch) is python/vkmha/__init__.py.
+ *
+ * Objects: Context, MHA, Tensor. An MHA or Tensor keeps its Context alive.
+ * The GIL is held during every vkmha call, so a Context is never used by
+ * two threads at once (vkmha's rule for a context). */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <string.h>
+
+#include "vkmha.h"
+
+/* ---- errors ------------------------------------------------------------- */
+
+static PyObject *Error;
+/* One exception class per error status, indexed by -status. */
+#define N_ERRORS 8
+static PyObject *errors[N_ERRORS];
+
+static const struct {
+    vkmha_status status;
+    const char *name; /* class name */
+    PyObject **base2; /* a builtin it also derives from, or NULL */
+} error_classes[] = {
+    {VKMHA_ERROR_INVALID_ARGUMENT, "InvalidArgumentError", &PyExc_ValueError},
+    {VKMHA_ERROR_UNSUPPORTED, "UnsupportedError", NULL},
+    {VKMHA_ERROR_NO_DEVICE, "NoDeviceError", NULL},
+    {VKMHA_ERROR_OUT_OF_HOST_MEMORY, "OutOfHostMemoryError", &PyExc_MemoryError},
+    {VKMHA_ERROR_OUT_OF_DEVICE_MEMORY, "OutOfDeviceMemoryError", &PyExc_MemoryError},
+    {VKMHA_ERROR_DEVICE_LOST, "DeviceLostError", NULL},
+    {VKMHA_ERROR_VULKAN, "VulkanError", NULL},
+};
+
+/* Raises the exception of `status` with `message`; returns NULL. */
+static PyObject *raise_status(vkmha_status status, const char *message)
+{
+    PyObject *cls = status < 0 && -status < N_ERRORS && errors[-status] ? errors[-status] : Error;
+    PyObject *exc = PyObject_CallFunction(cls, "s", message);
+    if (!exc)
+        return NULL;
+    PyObject *st = PyLong_FromLong(status);
+    PyObject *name = PyUnicode_FromString(vkmha_status_string(status));
+    PyObject *msg = PyUnicode_FromString(message);
+    if (st && name && msg && PyObject_SetAttrString(exc, "status", st) == 0 &&
+        PyObject_SetAttrString(exc, "status_name", name) == 0 &&
+        PyObject_SetAttrString(exc, "message", msg) == 0)
+        PyErr_SetObject(cls, exc);
+    Py_XDECREF(st);
+    Py_XDECREF(name);
+    Py_XDECREF(msg);
+    Py_DECREF(exc);
+    return NULL;
+}
+
+/* An argument the binding itself rejects (before vkmha sees it), as vkmha
+ * would: InvalidArgumentError naming it. */
+static PyObject *invalid(const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return raise_status(VKMHA_ERROR_INVALID_ARGUMENT, msg);
+}
+
+/* ---- Context -------------------------------------------------------------- */
+
+typedef struct ContextObject {
+    PyObject_HEAD
+    vkmha_context *ctx;
+    Py_ssize_t children; /* live MHA and Tensor objects */
+} ContextObject;
+
+static PyTypeObject ContextType, MHAType, TensorType;
+
+static PyObject *context_fail(ContextObject *c, vkmha_status st)
+{
+    return raise_status(st, vkmha_context_last_error(c->ctx));
+}
+
+static int check_open(ContextObject *c)
+{
+    if (!c->ctx) {
+        PyErr_SetString(PyExc_RuntimeError, "vkmha: the context is closed");
+        return -1;
+    }
+    return 0;
+}
+
+/* A Py_ssize_t as a uint32_t field named `name`. */
+static int to_u32(Py_ssize_t v, const char *name, uint32_t *out)
+{
+    if (v < 0 || (uint64_t)v > UINT32_MAX) {
+        invalid("%s (%zd) is out of range (0 to 4294967295)", name, v);
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int context_init(ContextObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"backend", "device_index", "validation", "flags", "fused_kernel",
+                             "scratch_budget", NULL};
+    int backend = 0, validation = 0, fused_kernel = 0;
+    Py_ssize_t device_index = -1, flags = 0;
+    unsigned long long scratch_budget = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|inpniK", kwlist, &backend, &device_index,
+                                     &validation, &flags, &fused_kernel, &scratch_budget))
+        return -1;
+    if (self->ctx) {
+        PyErr_SetString(PyExc_RuntimeError, "vkmha: Context.__init__ called twice");
+        return -1;
+    }
+    vkmha_context_desc cd;
+    memset(&cd, 0, sizeof cd);
+    cd.backend = (vkmha_backend)backend;
+    if (device_index >= 0) {
+        cd.use_device_index = true;
+        if (to_u32(device_index, "device_index", &cd.device_index))
+            return -1;
+    }
+    cd.enable_validation = validation != 0;
+    cd.scratch_budget = scratch_budget;
+    if (to_u32(flags, "flags", &cd.flags))
+        return -1;
+    /* For tests (vkmha_debug_options): the fused attention kernel. */
+    vkmha_debug_options debug;
+    memset(&debug, 0, sizeof debug);
+    debug.fused_kernel = (vkmha_fused_kernel)fused_kernel;
+    if (fused_kernel)
+        cd.debug = &debug;
+    vkmha_context *ctx = NULL;
+    vkmha_status st = vkmha_context_create(&cd, &ctx);
+    if (st != VKMHA_SUCCESS) {
+        /* No context to ask: the calling thread's creation error. */
+        char msg[600];
+        snprintf(msg, sizeof msg, "cannot create a context: %s",
+                 vkmha_context_last_error(NULL));
+        raise_status(st, msg);
+        return -1;
+    }
+    self->ctx = ctx;
+    return 0;
+}
+
+static void context_dealloc(ContextObject *self)
+{
+    vkmha_context_destroy(self->ctx); /* children hold references: none is alive */
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *context_close(ContextObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->children > 0)
+        return invalid("Context.close: %zd layers or tensors of this context are still alive",
+                       self->children);
+    vkmha_context_destroy(self->ctx);
+    self->ctx = NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *context_last_error(ContextObject *self, void *unused)
+{
+    (void)unused;
+    if (check_open(self))
+        return NULL;
+    return PyUnicode_FromString(vkmha_context_last_error(self->ctx));
+}
+
+/* Adds key: value (a new reference, may be NULL on error) to d. */
+static int put(PyObject *d, const char *key, PyObject *value)
+{
+    if (!value)
+        return -1;
+    int r = PyDict_SetItemString(d, key, value);
+    Py_DECREF(value);
+    return r;
+}
+
+static PyObject *device_dict(const vkmha_device_info *di)
+{
+    PyObject *d = PyDict_New();
+    if (!d)
+        return NULL;
+    if (put(d, "name", PyUnicode_FromString(di->name)) ||
+        put(d, "type", PyLong_FromLong(di->type)) ||
+        put(d, "vendor_id", PyLong_FromUnsignedLong(di->vendor_id)) ||
+        put(d, "device_id", PyLong_FromUnsignedLong(di->device_id)) ||
+        put(d, "api_version", PyLong_FromUnsignedLong(di->api_version)) ||
+        put(d, "driver_version", PyLong_FromUnsignedLong(di->driver_version)) ||
+        put(d, "driver_name", PyUnicode_FromString(di->driver_name)) ||
+        put(d, "driver_info", PyUnicode_FromString(di->driver_info)) ||
+        put(d, "device_uuid", PyBytes_FromStringAndSize((const char *)di->device_uuid, 16)) ||
+        put(d, "has_compute_queue", PyBool_FromLong(di->has_compute_queue)) ||
+        put(d, "subgroup_size", PyLong_FromUnsignedLong(di->subgroup_size)) ||
+        put(d, "subgroup_arithmetic", PyBool_FromLong(di->subgroup_arithmetic)) ||
+        put(d, "max_storage_buffer_range",
+            PyLong_FromUnsignedLongLong(di->max_storage_buffer_range)) ||
+        put(d, "max_allocation_size", PyLong_FromUnsignedLongLong(di->max_allocation_size)) ||
+        put(d, "device_local_memory", PyLong_FromUnsignedLongLong(di->device_local_memory)) ||
+        put(d, "unified_memory", PyBool_FromLong(di->unified_memory))) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+static PyObject *context_info(ContextObject *self, PyObject *unused)
+{
+    (void)unused;
+    vkmha_context_info info;
+    if (check_open(self))
+        return NULL;
+    vkmha_status st = vkmha_context_get_info(self->ctx, &info);
+    if (st)
+        return context_fail(self, st);
+    PyObject *d = PyDict_New();
+    if (!d)
+        return NULL;
+    if (put(d, "backend", PyLong_FromLong(info.backend)) ||
+        put(d, "device", device_dict(&info.device)) ||
+        put(d, "device_index", PyLong_FromUnsignedLong(info.device_index)) ||
+        put(d, "validation_enabled", PyBool_FromLong(info.validation_enabled)) ||
+        put(d, "validation_messages", PyLong_FromUnsignedLongLong(info.validation_messages)) ||
+        put(d, "subgroup_ops_used", PyBool_FromLong(info.subgroup_ops_used)) ||
+        put(d, "device_memory_bytes", PyLong_FromUnsignedLongLong(info.device_memory_bytes)) ||
+        put(d, "device_memory_peak_bytes",
+            PyLong_FromUnsignedLongLong(info.device_memory_peak_bytes)) ||
+        put(d, "gpu_timing", PyBool_FromLong(info.gpu_timing)) ||
+        put(d, "last_gpu_time_ns", PyLong_FromUnsignedLongLong(info.last_gpu_time_ns)) ||
+        put(d, "external_device", PyBool_FromLong(info.external_device)) ||
+        put(d, "push_descriptors", PyBool_FromLong(info.push_descriptors)) ||
+        put(d, "pipelines_created", PyLong_FromUnsignedLong(info.pipelines_created)) ||
+        put(d, "scratch_bytes", PyLong_FromUnsignedLongLong(info.scratch_bytes)) ||
+        put(d, "scratch_budget", PyLong_FromUnsignedLongLong(info.scratch_budget))) {
+        Py_DECREF(d);
+        return NULL;
+    }
+    return d;
+}
+
+static PyObject *enumerate_devices(PyObject *mod, PyObject *unused)
+{
+    (void)mod, (void)unused;
+    uint32_t count = 0;
+    vkmha_status st = vkmha_enumerate_devices(&count, NULL);
+    if (st)
+        return raise_status(st, "vkmha_enumerate_devices: no Vulkan loader or instance");
+    vkmha_device_info *infos = PyMem_Calloc(count ? count : 1, sizeof *infos);
+    if (!infos)
+        return PyErr_NoMemory();
+    st = vkmha_enumerate_devices(&count, infos);
+    PyObject *list = st ? NULL : PyList_New(0);
+    for (uint32_t i = 0; list && i < count; i++) {
+        PyObject *d = device_dict(&infos[i]);
+        if (!d || PyList_Append(list, d)) {
+            Py_XDECREF(d);
+            Py_CLEAR(list);
+            break;
+        }
+        Py_DECREF(d);
+    }
+    PyMem_Free(infos);
+    if (st)
+        return raise_status(st, "vkmha_enumerate_devices failed");
+    return list;
+}
+
+/* ---- arguments: arrays or tensors ----------------------------------------- */
+
+typedef struct TensorObject {
+    PyObject_HEAD
+    ContextObject *ctx;
+    vkmha_tensor *t;
+} TensorObject;
+
+enum kind { F32, U8 };
+
+/* One array argument: a buffer (host mode) or a Tensor (tensor mode), or
+ * None. */
+typedef struct arg {
+    Py_buffer view;
+    bool has_view;
+    vkmha_tensor *t;
+    void *p; /* host mode: the buffer's memory, NULL for None */
+} arg;
+
+static bool is_tensor(PyObject *o)
+{
+    return PyObject_TypeCheck(o, &TensorType);
+}
+
+/* o as argument `name` of `kind`, `need` elements at least (host mode);
+ * tensor mode wants a Tensor of ctx (vkmha checks its dtype and size). */
+static int arg_get(PyObject *o, const char *name, enum kind kind, bool writable, uint64_t need,
+                   bool tensor_mode, ContextObject *ctx, arg *a)
+{
+    memset(a, 0, sizeof *a);
+    if (!o || o == Py_None)
+        return 0;
+    if (tensor_mode) {
+        if (!is_tensor(o)) {
+            PyErr_Format(PyExc_TypeError,
+                         "%s: a vkmha Tensor is needed (the call's first array is a Tensor)",
+                         name);
+            return -1;
+        }
+        TensorObject *t = (TensorObject *)o;
+        if (t->ctx != ctx) {
+            invalid("%s: a Tensor of another Context", name);
+            return -1;
+        }
+        if (!t->t) {
+            invalid("%s: the Tensor was released", name);
+            return -1;
+        }
+        a->t = t->t;
+        return 0;
+    }
+    if (is_tensor(o)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s: a Tensor among arrays (pass all arrays or all Tensors)", name);
+        return -1;
+    }
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(o, &a->view, flags) != 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s: a C-contiguous%s %s buffer is needed (got %s)", name,
+                     writable ? ", writable" : "", kind == F32 ? "float32" : "uint8",
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    a->has_view = true;
+    const char *f = a->view.format ? a->view.format : "B";
+    if (*f == '<' || *f == '=' || *f == '@')
+        f++;
+    bool ok = kind == F32 ? (!strcmp(f, "f") && a->view.itemsize == 4)
+                          : ((!strcmp(f, "B") || !strcmp(f, "?") || !strcmp(f, "b")) &&
+                             a->view.itemsize == 1);
+    if (!ok) {
+        PyErr_Format(PyExc_TypeError, "%s: %s elements are needed, got format '%s'", name,
+                     kind == F32 ? "float32" : "uint8 (or bool)", a->view.format);
+        PyBuffer_Release(&a->view);
+        a->has_view = false;
+        return -1;
+    }
+    uint64_t have = (uint64_t)a->view.len / (uint64_t)a->view.itemsize;
+    if (have < need) {
+        invalid("%s has %llu elements, the call needs %llu", name, (unsigned long long)have,
+                (unsigned long long)need);
+        PyBuffer_Release(&a->view);
+        a->has_view = false;
+        return -1;
+    }
+    a->p = a->view.buf;
+    return 0;
+}
+
+static void args_release(arg *a, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (a[i].has_view) {
+            PyBuffer_Release(&a[i].view);
+            a[i].has_view = false;
+        }
+}
+
+/* Overflow-checked product of n factors; UINT64_MAX on overflow (no buffer
+ * is that large, so the size check then fails). */
+static uint64_t prod(int n, ...)
+{
+    va_list ap;
+    uint64_t r = 1;
+    bool over = false;
+    va_start(ap, n);
+    for (int i = 0; i < n; i++) {
+        uint64_t f = va_arg(ap, uint64_t);
+        if (f != 0 && r > UINT64_MAX / f)
+            over = true;
+        r *= f;
+    }
+    va_end(ap);
+    return over ? UINT64_MAX : r;
+}
+#define PROD2(a, b) prod(2, (uint64_t)(a), (uint64_t)(b))
+#define PROD3(a, b, c) prod(3, (uint64_t)(a), (uint64_t)(b), (uint64_t)(c))
+#define PROD4(a, b, c, d) prod(4, (uint64_t)(a), (uint64_t)(b), (uint64_t)(c), (uint64_t)(d))
+
+/* The mask arguments of softmax, attention and the layer. */
+typedef struct mask_args {
+    PyObject *key_padding, *full, *bias;
+    int causal;
+    Py_ssize_t bias_batch, bias_heads;
+} mask_args;
+
+/* Fills a vkmha_mask (host mode) or vkmha_tensor_mask; returns whether there
+ * is a mask. margs: 3 args for key_padding, full, bias. */
+static int mask_get(const mask_args *m, uint32_t B, uint32_t H, uint32_t Lq, uint32_t Lk,
+                    bool tensor_mode, ContextObject *ctx, arg margs[3], vkmha_mask *hm,
+                    vkmha_tensor_mask *tm, bool *present)
+{
+    uint32_t bb, bh;
+    if (to_u32(m->bias_batch, "bias_batch", &bb) || to_u32(m->bias_heads, "bias_heads", &bh))
+        return -1;
+    if (arg_get(m->key_padding, "key_padding", U8, false, PROD2(B, Lk), tensor_mode, ctx,
+                &margs[0]) ||
+        arg_get(m->full, "full", U8, false, PROD3(B, Lq, Lk), tensor_mode, ctx, &margs[1]) ||
+        arg_get(m->bias, "bias", F32, false,
+                PROD4(bb ? bb : B, bh ? bh : H, Lq, Lk), tensor_mode, ctx, &margs[2]))
+        return -1;
+    uint32_t kinds = (m->key_padding && m->key_padding != Py_None ? VKMHA_MASK_KEY_PADDING : 0) |
+                     (m->full && m->full != Py_None ? VKMHA_MASK_FULL : 0) |
+                     (m->causal ? VKMHA_MASK_CAUSAL : 0) |
+                     (m->bias && m->bias != Py_None ? VKMHA_MASK_BIAS : 0);
+    memset(hm, 0, sizeof *hm);
+    memset(tm, 0, sizeof *tm);
+    hm->kinds = tm->kinds = kinds;
+    hm->key_padding = margs[0].p;
+    hm->full = margs[1].p;
+    hm->bias = margs[2].p;
+    tm->key_padding = margs[0].t;
+    tm->full = margs[1].t;
+    tm->bias = margs[2].t;
+    hm->bias_batch = tm->bias_batch = bb;
+    hm->bias_heads = tm->bias_heads = bh;
+    *present = kinds != 0;
+    return 0;
+}
+
+#define MASK_KWLIST "key_padding", "full", "causal", "bias", "bias_batch", "bias_heads"
+#define MASK_FORMAT "OOpOnn"
+#define MASK_REFS(m) &(m).key_padding, &(m).full, &(m).causal, &(m).bias, &(m).bias_batch, \
+                     &(m).bias_heads
+
+/* ---- ops -------------------------------------------------------------------- */
+
+static PyObject *context_matmul(ContextObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"a", "b", "c", "m", "n", "k", "bias", "batch", "transpose_b",
+                             "alpha", "broadcast_a", "broadcast_b", NULL};
+    PyObject *a_o, *b_o, *c_o, *bias_o = Py_None;
+    Py_ssize_t m_, n_, k_, batch_ = 1;
+    int trans = 0, bc_a = 0, bc_b = 0;
+    float alpha = 1.0f;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOnnn|Onpfpp", kwlist, &a_o, &b_o, &c_o, &m_,
+                                     &n_, &k_, &bias_o, &batch_, &trans, &alpha, &bc_a, &bc_b) ||
+        check_open(self))
+        return NULL;
+    vkmha_matmul_desc d;
+    memset(&d, 0, sizeof d);
+    if (to_u32(m_, "m", &d.m) || to_u32(n_, "n", &d.n) || to_u32(k_, "k", &d.k) ||
+        to_u32(batch_, "batch", &d.batch))
+        return NULL;
+    d.op_b = trans ? VKMHA_OP_T : VKMHA_OP_N;
+    d.alpha = alpha;
+    d.stride_a = bc_a ? VKMHA_BROADCAST : 0;
+    d.stride_b = bc_b ? VKMHA_BROADCAST : 0;
+    const uint64_t B = d.batch ? d.batch : 1;
+    bool tm = is_tensor(a_o);
+    arg a[4];
+    memset(a, 0, sizeof a);
+    vkmha_status st;
+    if (arg_get(a_o, "a", F32, false, PROD3(bc_a ? 1 : B, d.m, d.k), tm, self, &a[0]) ||
+        arg_get(b_o, "b", F32, false, PROD3(bc_b ? 1 : B, d.k, d.n), tm, self, &a[1]) ||
+        arg_get(bias_o, "bias", F32, false, d.n, tm, self, &a[2]) ||
+        arg_get(c_o, "c", F32, true, PROD3(B, d.m, d.n), tm, self, &a[3])) {
+        args_release(a, 4);
+        return NULL;
+    }
+    if (tm)
+        st = vkmha_matmul_tensor(self->ctx, &d, a[0].t, a[1].t, a[2].t, a[3].t);
+    else
+        st = vkmha_matmul(self->ctx, &d, a[0].p, a[1].p, a[2].p, a[3].p);
+    args_release(a, 4);
+    if (st)
+        return context_fail(self, st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *context_softmax(ContextObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"x", "y", "len_q", "len_k", "batch", "heads", "scale",
+                             MASK_KWLIST, NULL};
+    PyObject *x_o, *y_o;
+    Py_ssize_t lq, lk, batch = 1, heads = 1;
+    float scale = 0.0f;
+    mask_args m = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOnn|nnf" MASK_FORMAT, kwlist, &x_o, &y_o, &lq,
+                                     &lk, &batch, &heads, &scale, MASK_REFS(m)) ||
+        check_open(self))
+        return NULL;
+    vkmha_softmax_desc d;
+    memset(&d, 0, sizeof d);
+    if (to_u32(lq, "len_q", &d.len_q) || to_u32(lk, "len_k", &d.len_k) ||
+        to_u32(batch, "batch", &d.batch) || to_u32(heads, "heads", &d.heads))
+        return NULL;
+    d.scale = scale;
+    const uint32_t B = d.batch ? d.batch : 1, H = d.heads ? d.heads : 1;
+    const uint64_t n = PROD4(B, H, d.len_q, d.len_k);
+    bool tm = is_tensor(x_o), present;
+    arg a[5];
+    memset(a, 0, sizeof a);
+    vkmha_mask hm;
+    vkmha_tensor_mask tmk;
+    vkmha_status st;
+    if (arg_get(x_o, "x", F32, false, n, tm, self, &a[0]) ||
+        arg_get(y_o, "y", F32, true, n, tm, self, &a[1]) ||
+        mask_get(&m, B, H, d.len_q, d.len_k, tm, self, a + 2, &hm, &tmk, &present)) {
+        args_release(a, 5);
+        return NULL;
+    }
+    if (tm)
+        st = vkmha_softmax_tensor(self->ctx, &d, a[0].t, present ? &tmk : NULL, a[1].t);
+    else
+        st = vkmha_softmax(self->ctx, &d, a[0].p, present ? &hm : NULL, a[1].p);
+    args_release(a, 5);
+    if (st)
+        return context_fail(self, st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *heads_op(ContextObject *self, PyObject *args, PyObject *kw, bool split)
+{
+    static char *kwlist[] = {"x", "y", "len", "heads", "head_dim", "batch", NULL};
+    PyObject *x_o, *y_o;
+    Py_ssize_t len, heads, hd, batch = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOnnn|n", kwlist, &x_o, &y_o, &len, &heads, &hd,
+                                     &batch) ||
+        check_open(self))
+        return NULL;
+    vkmha_heads_desc d;
+    memset(&d, 0, sizeof d);
+    if (to_u32(len, "len", &d.len) || to_u32(heads, "heads", &d.heads) ||
+        to_u32(hd, "head_dim", &d.head_dim) || to_u32(batch, "batch", &d.batch))
+        return NULL;
+    const uint64_t n = PROD4(d.batch ? d.batch : 1, d.len, d.heads, d.head_dim);
+    bool tm = is_tensor(x_o);
+    arg a[2];
+    vkmha_status st;
+    memset(a, 0, sizeof a);
+    if (arg_get(x_o, "x", F32, false, n, tm, self, &a[0]) ||
+        arg_get(y_o, "y", F32, true, n, tm, self, &a[1])) {
+        args_release(a, 2);
+        return NULL;
+    }
+    if (tm)
+        st = split ? vkmha_split_heads_tensor(self->ctx, &d, a[0].t, a[1].t)
+                   : vkmha_merge_heads_tensor(self->ctx, &d, a[0].t, a[1].t);
+    else
+        st = split ? vkmha_split_heads(self->ctx, &d, a[0].p, a[1].p)
+                   : vkmha_merge_heads(self->ctx, &d, a[0].p, a[1].p);
+    args_release(a, 2);
+    if (st)
+        return context_fail(self, st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *context_split_heads(ContextObject *self, PyObject *args, PyObject *kw)
+{
+    return heads_op(self, args, kw, true);
+}
+
+static PyObject *context_merge_heads(ContextObject *self, PyObject *args, PyObject *kw)
+{
+    return heads_op(self, args, kw, false);
+}
+
+static PyObject *context_attention(ContextObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"q", "k", "v", "out", "heads", "len_q", "len_k", "d_k", "d_v",
+                             "batch", "kv_heads", "scale", "weights", "path", "kv_splits",
+                             MASK_KWLIST, NULL};
+    PyObject *q_o, *k_o, *v_o, *out_o, *w_o = Py_None;
+    Py_ssize_t heads, lq, lk, dk, dv, batch = 1, kvh = 0, kv_splits = 0;
+    int path = 0;
+    float scale = 0.0f;
+    mask_args m = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOnnnnn|nnfOin" MASK_FORMAT, kwlist, &q_o,
+                                     &k_o, &v_o, &out_o, &heads, &lq, &lk, &dk, &dv, &batch,
+                                     &kvh, &scale, &w_o, &path, &kv_splits, MASK_REFS(m)) ||
+        check_open(self))
+        return NULL;
+    vkmha_attention_desc d;
+    memset(&d, 0, sizeof d);
+    if (to_u32(heads, "heads", &d.heads) || to_u32(lq, "len_q", &d.len_q) ||
+        to_u32(lk, "len_k", &d.len_k) || to_u32(dk, "d_k", &d.d_k) ||
+        to_u32(dv, "d_v", &d.d_v) || to_u32(batch, "batch", &d.batch) ||
+        to_u32(kvh, "kv_heads", &d.kv_heads) || to_u32(kv_splits, "kv_splits", &d.kv_splits))
+        return NULL;
+    d.scale = scale;
+    d.path = (vkmha_attention_path)path;
+    const uint32_t B = d.batch ? d.batch : 1, Hkv = d.kv_heads ? d.kv_heads : d.heads;
+    bool tm = is_tensor(q_o), present;
+    arg a[8];
+    memset(a, 0, sizeof a);
+    vkmha_mask hm;
+    vkmha_tensor_mask tmk;
+    vkmha_status st;
+    if (arg_get(q_o, "q", F32, false, PROD4(B, d.heads, d.len_q, d.d_k), tm, self, &a[0]) ||
+        arg_get(k_o, "k", F32, false, PROD4(B, Hkv, d.len_k, d.d_k), tm, self, &a[1]) ||
+        arg_get(v_o, "v", F32, false, PROD4(B, Hkv, d.len_k, d.d_v), tm, self, &a[2]) ||
+        arg_get(out_o, "out", F32, true, PROD4(B, d.heads, d.len_q, d.d_v), tm, self, &a[3]) ||
+        arg_get(w_o, "weights", F32, true, PROD4(B, d.heads, d.len_q, d.len_k), tm, self,
+                &a[4]) ||
+        mask_get(&m, B, d.heads, d.len_q, d.len_k, tm, self, a + 5, &hm, &tmk, &present)) {
+        args_release(a, 8);
+        return NULL;
+    }
+    if (tm)
+        st = vkmha_attention_tensor(self->ctx, &d, a[0].t, a[1].t, a[2].t,
+                                    present ? &tmk : NULL, a[3].t, a[4].t);
+    else
+        st = vkmha_attention(self->ctx, &d, a[0].p, a[1].p, a[2].p, present ? &hm : NULL,
+                             a[3].p, a[4].p);
+    args_release(a, 8);
+    if (st)
+        return context_fail(self, st);
+    Py_RETURN_NONE;
+}
+
+/* ---- Tensor ------------------------------------------------------------------ */
+
+static int tensor_init(TensorObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"context", "shape", "dtype", NULL};
+    ContextObject *ctx;
+    PyObject *shape;
+    int dtype = VKMHA_DTYPE_F32;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O|i", kwlist, &ContextType, &ctx, &shape,
+                                     &dtype) ||
+        check_open(ctx))
+        return -1;
+    if (self->ctx) {
+        PyErr_SetString(PyExc_RuntimeError, "vkmha: Tensor.__init__ called twice");
+        return -1;
+    }
+    vkmha_tensor_desc d;
+    memset(&d, 0, sizeof d);
+    d.dtype = (vkmha_dtype)dtype;
+    PyObject *seq = PySequence_Fast(shape, "shape must be a sequence of ints");
+    if (!seq)
+        return -1;
+    Py_ssize_t rank = PySequence_Fast_GET_SIZE(seq);
+    if (rank < 1 || rank > VKMHA_MAX_DIMS) {
+        Py_DECREF(seq);
+        invalid("shape has %zd dims (1 to %d)", rank, VKMHA_MAX_DIMS);
+        return -1;
+    }
+    d.rank = (uint32_t)rank;
+    for (Py_ssize_t i = 0; i < rank; i++) {
+        Py_ssize_t v = PyNumber_AsSsize_t(PySequence_Fast_GET_ITEM(seq, i), PyExc_OverflowError);
+        if ((v == -1 && PyErr_Occurred()) || to_u32(v, "shape[i]", &d.dims[i])) {
+            Py_DECREF(seq);
+            return -1;
+        }
+    }
+    Py_DECREF(seq);
+    vkmha_tensor *t = NULL;
+    vkmha_status st = vkmha_tensor_create(ctx->ctx, &d, &t);
+    if (st) {
+        context_fail(ctx, st);
+        return -1;
+    }
+    Py_INCREF(ctx);
+    self->ctx = ctx;
+    self->t = t;
+    ctx->children++;
+    return 0;
+}
+
+/* A layer or tensor lets go of its context. */
+static void context_drop(ContextObject **ctx)
+{
+    if (*ctx) {
+        (*ctx)->children--;
+        Py_CLEAR(*ctx);
+    }
+}
+
+/* RuntimeError unless the object's vkmha handle exists. */
+static int live(const void *handle, const char *what)
+{
+    if (!handle) {
+        PyErr_Format(PyExc_RuntimeError, "vkmha: the %s was released or never initialized",
+                     what);
+        return -1;
+    }
+    return 0;
+}
+
+static void tensor_release(TensorObject *self)
+{
+    vkmha_tensor_destroy(self->t);
+    self->t = NULL;
+    context_drop(&self->ctx);
+}
+
+static void tensor_dealloc(TensorObject *self)
+{
+    tensor_release(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *tensor_release_m(TensorObject *self, PyObject *unused)
+{
+    (void)unused;
+    tensor_release(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *tensor_desc(TensorObject *self, void *unused)
+{
+    (void)unused;
+    vkmha_tensor_desc d;
+    if (live(self->t, "Tensor"))
+        return NULL;
+    vkmha_status st = vkmha_tensor_get_desc(self->t, &d);
+    if (st)
+        return context_fail(self->ctx, st);
+    PyObject *shape = PyTuple_New(d.rank);
+    if (!shape)
+        return NULL;
+    for (uint32_t i = 0; i < d.rank; i++)
+        PyTuple_SET_ITEM(shape, i, PyLong_FromUnsignedLong(d.dims[i]));
+    return Py_BuildValue("(iN)", (int)d.dtype, shape);
+}
+
+static PyObject *tensor_nbytes(TensorObject *self, void *unused)
+{
+    (void)unused;
+    if (live(self->t, "Tensor"))
+        return NULL;
+    return PyLong_FromUnsignedLongLong(vkmha_tensor_bytes(self->t));
+}
+
+static PyObject *tensor_copy(TensorObject *self, PyObject *args, bool up)
+{
+    PyObject *o;
+    unsigned long long offset = 0;
+    Py_buffer v;
+    if (!PyArg_ParseTuple(args, "O|K", &o, &offset) || live(self->t, "Tensor"))
+        return NULL;
+    if (PyObject_GetBuffer(o, &v, PyBUF_C_CONTIGUOUS | (up ? 0 : PyBUF_WRITABLE)) != 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s: a C-contiguous%s buffer is needed (got %s)",
+                     up ? "src" : "dst", up ? "" : ", writable", Py_TYPE(o)->tp_name);
+        return NULL;
+    }
+    vkmha_status st = up ? vkmha_tensor_upload(self->t, offset, v.buf, (uint64_t)v.len)
+                         : vkmha_tensor_download(self->t, offset, v.buf, (uint64_t)v.len);
+    PyBuffer_Release(&v);
+    if (st)
+        return context_fail(self->ctx, st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *tensor_upload(TensorObject *self, PyObject *args)
+{
+    return tensor_copy(self, args, true);
+}
+
+static PyObject *tensor_download(TensorObject *self, PyObject *args)
+{
+    return tensor_copy(self, args, false);
+}
+
+/* ---- MHA ------------------------------------------------------------------- */
+
+typedef struct MHAObject {
+    PyObject_HEAD
+    ContextObject *ctx;
+    vkmha_mha *mha;
+    vkmha_mha_desc d; /* resolved (vkmha_mha_get_desc) */
+} MHAObject;
+
+static int mha_adopt(MHAObject *self, ContextObject *ctx, vkmha_mha *mha)
+{
+    vkmha_status st = vkmha_mha_get_desc(mha, &self->d);
+    if (st) {
+        vkmha_mha_destroy(mha);
+        context_fail(ctx, st);
+        return -1;
+    }
+    Py_INCREF(ctx);
+    self->ctx = ctx;
+    self->mha = mha;
+    ctx->children++;
+    return 0;
+}
+
+static int mha_init(MHAObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"context", "d_model", "n_head", "w_q", "w_k", "w_v", "w_o",
+                             "n_kv_head", "d_k", "d_v", "kdim", "vdim", "scale", "b_q", "b_k",
+                             "b_v", "b_o", "post_norm", "norm_gamma", "norm_beta", "norm_eps",
+                             NULL};
+    ContextObject *ctx;
+    Py_ssize_t dm, nh, nkv = 0, dk = 0, dv = 0, kdim = 0, vdim = 0;
+    PyObject *w[4], *b[4] = {Py_None, Py_None, Py_None, Py_None}, *gamma = Py_None,
+                    *beta = Py_None;
+    float scale = 0.0f, eps = 0.0f;
+    int post_norm = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!nnOOOO|nnnnnfOOOOpOOf", kwlist, &ContextType,
+                                     &ctx, &dm, &nh, &w[0], &w[1], &w[2], &w[3], &nkv, &dk, &dv,
+                                     &kdim, &vdim, &scale, &b[0], &b[1], &b[2], &b[3],
+                                     &post_norm, &gamma, &beta, &eps) ||
+        check_open(ctx))
+        return -1;
+    if (self->mha) {
+        PyErr_SetString(PyExc_RuntimeError, "vkmha: MHA.__init__ called twice");
+        return -1;
+    }
+    vkmha_mha_desc d;
+    memset(&d, 0, sizeof d);
+    if (to_u32(dm, "d_model", &d.d_model) || to_u32(nh, "n_head", &d.n_head) ||
+        to_u32(nkv, "n_kv_head", &d.n_kv_head) || to_u32(dk, "d_k", &d.d_k) ||
+        to_u32(dv, "d_v", &d.d_v) || to_u32(kdim, "kdim", &d.kdim) ||
+        to_u32(vdim, "vdim", &d.vdim))
+        return -1;
+    d.scale = scale;
+    d.post_norm = post_norm != 0;
+    d.norm_eps = eps;
+    /* The sizes the weights must have; where a default cannot be resolved
+     * vkmha_mha_create rejects the desc before reading any weight. */
+    const uint64_t H = d.n_head, Hkv = d.n_kv_head ? d.n_kv_head : d.n_head;
+    const uint64_t per = d.n_head && d.d_model % d.n_head == 0 ? d.d_model / d.n_head : 0;
+    const uint64_t d_k = d.d_k ? d.d_k : per, d_v = d.d_v ? d.d_v : per;
+    const uint64_t kd = d.kdim ? d.kdim : d.d_model, vd = d.vdim ? d.vdim : d.d_model;
+    const uint64_t need[10] = {PROD3(H, d_k, d.d_model), PROD3(Hkv, d_k, kd),
+                               PROD3(Hkv, d_v, vd), PROD3(d.d_model, H, d_v),
+                               H * d_k, Hkv * d_k, Hkv * d_v, d.d_model, d.d_model, d.d_model};
+    static const char *const names[10] = {"w_q", "w_k", "w_v", "w_o", "b_q",
+                                          "b_k", "b_v", "b_o", "norm_gamma", "norm_beta"};
+    PyObject *objs[10] = {w[0], w[1], w[2], w[3], b[0], b[1], b[2], b[3], gamma, beta};
+    arg a[10];
+    memset(a, 0, sizeof a);
+    for (int i = 0; i < 10; i++)
+        if (arg_get(objs[i], names[i], F32, false, need[i], false, ctx, &a[i])) {
+            args_release(a, 10);
+            return -1;
+        }
+    d.w_q = a[0].p, d.w_k = a[1].p, d.w_v = a[2].p, d.w_o = a[3].p;
+    d.b_q = a[4].p, d.b_k = a[5].p, d.b_v = a[6].p, d.b_o = a[7].p;
+    d.norm_gamma = a[8].p, d.norm_beta = a[9].p;
+    vkmha_mha *mha = NULL;
+    vkmha_status st = vkmha_mha_create(ctx->ctx, &d, &mha);
+    args_release(a, 10);
+    if (st) {
+        context_fail(ctx, st);
+        return -1;
+    }
+    return mha_adopt(self, ctx, mha);
+}
+
+static PyObject *mha_from_safetensors(PyObject *cls, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"context", "n_head", "path", "data", "prefix", "n_kv_head",
+                             "scale", "post_norm", "norm_prefix", "norm_eps", NULL};
+    ContextObject *ctx;
+    Py_ssize_t nh, nkv = 0;
+    PyObject *path = Py_None, *data = Py_None;
+    const char *prefix = NULL, *norm_prefix = NULL;
+    float scale = 0.0f, eps = 0.0f;
+    int post_norm = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!n|OOznfpzf", kwlist, &ContextType, &ctx, &nh,
+                                     &path, &data, &prefix, &nkv, &scale, &post_norm,
+                                     &norm_prefix, &eps) ||
+        check_open(ctx))
+        return NULL;
+    vkmha_safetensors_desc sd;
+    memset(&sd, 0, sizeof sd);
+    if (to_u32(nh, "n_head", &sd.n_head) || to_u32(nkv, "n_kv_head", &sd.n_kv_head))
+        return NULL;
+    sd.prefix = prefix;
+    sd.scale = scale;
+    sd.post_norm = post_norm != 0;
+    sd.norm_prefix = norm_prefix;
+    sd.norm_eps = eps;
+    PyObject *path_bytes = NULL;
+    Py_buffer v;
+    bool have_view = false;
+    if (path != Py_None) {
+        if (!PyUnicode_FSConverter(path, &path_bytes))
+            return NULL;
+        sd.path = PyBytes_AS_STRING(path_bytes);
+    }
+    if (data != Py_None) {
+        if (PyObject_GetBuffer(data, &v, PyBUF_C_CONTIGUOUS) != 0) {
+            Py_XDECREF(path_bytes);
+            return NULL;
+        }
+        have_view = true;
+        sd.data = v.buf;
+        sd.size = (size_t)v.len;
+    }
+    vkmha_mha *mha = NULL;
+    vkmha_status st = vkmha_mha_create_from_safetensors(ctx->ctx, &sd, &mha);
+    if (have_view)
+        PyBuffer_Release(&v);
+    Py_XDECREF(path_bytes);
+    if (st)
+        return context_fail(ctx, st);
+    MHAObject *self = (MHAObject *)((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, 0);
+    if (!self) {
+        vkmha_mha_destroy(mha);
+        return NULL;
+    }
+    if (mha_adopt(self, ctx, mha)) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static void mha_dealloc(MHAObject *self)
+{
+    vkmha_mha_destroy(self->mha);
+    context_drop(&self->ctx);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *mha_desc(MHAObject *self, void *unused)
+{
+    (void)unused;
+    const vkmha_mha_desc *d = &self->d;
+    if (live(self->mha, "MHA"))
+        return NULL;
+    return Py_BuildValue("{sIsIsIsIsIsIsIsfsOsf}", "d_model", d->d_model, "n_head", d->n_head,
+                         "n_kv_head", d->n_kv_head, "d_k", d->d_k, "d_v", d->d_v, "kdim",
+                         d->kdim, "vdim", d->vdim, "scale", (double)d->scale, "post_norm",
+                         d->post_norm ? Py_True : Py_False, "norm_eps", (double)d->norm_eps);
+}
+
+static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"query", "key", "value", "out", "len_q", "len_k", "batch",
+                             "attn_weights", "path", "kv_splits", MASK_KWLIST, NULL};
+    PyObject *q_o, *k_o, *v_o, *out_o, *w_o = Py_None;
+    Py_ssize_t lq, lk, batch = 1, kv_splits = 0;
+    int path = 0;
+    mask_args m = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOnn|nOin" MASK_FORMAT, kwlist, &q_o, &k_o,
+                                     &v_o, &out_o, &lq, &lk, &batch, &w_o, &path, &kv_splits,
+                                     MASK_REFS(m)) ||
+        live(self->mha, "MHA") || check_open(self->ctx))
+        return NULL;
+    const vkmha_mha_desc *d = &self->d;
+    uint32_t Lq, Lk, B, splits;
+    if (to_u32(lq, "len_q", &Lq) || to_u32(lk, "len_k", &Lk) || to_u32(batch, "batch", &B) ||
+        to_u32(kv_splits, "kv_splits", &splits))
+        return NULL;
+    const uint32_t Bn = B ? B : 1, Lkn = Lk ? Lk : Lq;
+    bool tm = is_tensor(q_o), present;
+    arg a[8];
+    memset(a, 0, sizeof a);
+    vkmha_mask hm;
+    vkmha_tensor_mask tmk;
+    vkmha_status st;
+    if (arg_get(q_o, "query", F32, false, PROD3(Bn, Lq, d->d_model), tm, self->ctx, &a[0]) ||
+        arg_get(k_o, "key", F32, false, PROD3(Bn, Lkn, d->kdim), tm, self->ctx, &a[1]) ||
+        arg_get(v_o, "value", F32, false, PROD3(Bn, Lkn, d->vdim), tm, self->ctx, &a[2]) ||
+        arg_get(out_o, "out", F32, true, PROD3(Bn, Lq, d->d_model), tm, self->ctx, &a[3]) ||
+        arg_get(w_o, "attn_weights", F32, true, PROD4(Bn, d->n_head, Lq, Lkn), tm, self->ctx,
+                &a[4]) ||
+        mask_get(&m, Bn, d->n_head, Lq, Lkn, tm, self->ctx, a + 5, &hm, &tmk, &present)) {
+        args_release(a, 8);
+        return NULL;
+    }
+    /* vkmha_mha_io and vkmha_mha_tensors have the same fields: arrays (.p)
+     * or tensors (.t). */
+#define FILL_IO(io, member, m_)                                                  \
+    do {                                                                           \
+        memset(&io, 0, sizeof io);                                                 \
+        io.batch = B, io.len_q = Lq, io.len_k = Lk;                                \
+        io.query = a[0].member, io.key = a[1].member, io.value = a[2].member;      \
+        io.mask = present ? &m_ : NULL;                                            \
+        io.out = a[3].member, io.attn_weights = a[4].member;                       \
+        io.attention_path = (vkmha_attention_path)path;                            \
+        io.kv_splits = splits;                                                     \
+    } while (0)
+    if (tm) {
+        vkmha_mha_tensors io;
+        FILL_IO(io, t, tmk);
+        st = vkmha_mha_forward_tensor(self->mha, &io);
+    } else {
+        vkmha_mha_io io;
+        FILL_IO(io, p, hm);
+        st = vkmha_mha_forward(self->mha, &io);
+    }
+#undef FILL_IO
+    args_release(a, 8);
+    if (st)
+        return context_fail(self->ctx, st);
+    Py_RETURN_NONE;
+}
+
+/* ---- types and module -------------------------------------------------------- */
+
+/* A type of this module: its object struct, doc, init, dealloc, methods and
+ * properties; instances made by Python (tp_new) and initialized by init. */
+#define TYPE(name, obj, doc, init, dealloc, methods, getset)                 \
+    {                                                                          \
+        PyVarObject_HEAD_INIT(NULL, 0)                                         \
+        .tp_name = "vkmha._vkmha." #name,                                      \
+        .tp_basicsize = sizeof(obj),                                           \
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,                  \
+        .tp_doc = doc,                                                         \
+        .tp_new = PyType_GenericNew,                                           \
+        .tp_init = (initproc)init,                                             \
+        .tp_dealloc = (destructor)dealloc,                                     \
+        .tp_methods = methods,                                                 \
+        .tp_getset = getset,                                                   \
+    }
+
+static PyMethodDef context_methods[] = {
+    {"close", (PyCFunction)context_close, METH_NOARGS,
+     "Destroys the context now (every layer and tensor of it must be gone)."},
+    {"info", (PyCFunction)context_info, METH_NOARGS, "vkmha_context_get_info as a dict."},
+    {"matmul", (PyCFunction)(void (*)(void))context_matmul, METH_VARARGS | METH_KEYWORDS,
+     "vkmha_matmul / vkmha_matmul_tensor on packed arrays or tensors."},
+    {"softmax", (PyCFunction)(void (*)(void))context_softmax, METH_VARARGS | METH_KEYWORDS,
+     "vkmha_softmax / vkmha_softmax_tensor."},
+    {"split_heads", (PyCFunction)(void (*)(void))context_split_heads,
+     METH_VARARGS | METH_KEYWORDS, "vkmha_split_heads / _tensor."},
+    {"merge_heads", (PyCFunction)(void (*)(void))context_merge_heads,
+     METH_VARARGS | METH_KEYWORDS, "vkmha_merge_heads / _tensor."},
+    {"attention", (PyCFunction)(void (*)(void))context_attention, METH_VARARGS | METH_KEYWORDS,
+     "vkmha_attention / vkmha_attention_tensor."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef context_getset[] = {
+    {"last_error", (getter)context_last_error, NULL,
+     "vkmha_context_last_error: the message of the last failed call", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ContextType = TYPE(Context, ContextObject, "Context(backend=0, device_index=-1, validation=False, flags=0, fused_kernel=0, scratch_budget=0): a "
+    "vkmha_context.",
+    context_init, context_dealloc, context_methods, context_getset);
+
+static PyMethodDef tensor_methods[] = {
+    {"upload", (PyCFunction)tensor_upload, METH_VARARGS,
+     "upload(src, offset=0): vkmha_tensor_upload of src's bytes."},
+    {"download", (PyCFunction)tensor_download, METH_VARARGS,
+     "download(dst, offset=0): vkmha_tensor_download into dst's bytes."},
+    {"release", (PyCFunction)tensor_release_m, METH_NOARGS, "vkmha_tensor_destroy, now."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef tensor_getset[] = {
+    {"desc", (getter)tensor_desc, NULL, "(dtype, shape)", NULL},
+    {"nbytes", (getter)tensor_nbytes, NULL, "vkmha_tensor_bytes", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject TensorType = TYPE(Tensor, TensorObject, "Tensor(context, shape, dtype=DTYPE_F32): a vkmha_tensor.",
+    tensor_init, tensor_dealloc, tensor_methods, tensor_getset);
+
+static PyMethodDef mha_methods[] = {
+    {"forward", (PyCFunction)(void (*)(void))mha_forward, METH_VARARGS | METH_KEYWORDS,
+     "vkmha_mha_forward / vkmha_mha_forward_tensor."},
+    {"from_safetensors", (PyCFunction)(void (*)(void))mha_from_safetensors,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS, "vkmha_mha_create_from_safetensors."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef mha_getset[] = {
+    {"desc", (getter)mha_desc, NULL, "vkmha_mha_get_desc as a dict (sizes, scale, norm)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject MHAType = TYPE(MHA, MHAObject, "MHA(context, d_model, n_head, w_q, w_k, w_v, w_o, ...): a vkmha_mha.",
+    mha_init, mha_dealloc, mha_methods, mha_getset);
+
+static PyObject *status_string(PyObject *mod, PyObject *arg)
+{
+    (void)mod;
+    long v = PyLong_AsLong(arg);
+    if (v == -1 && PyErr_Occurred())
+        return NULL;
+    return PyUnicode_FromString(vkmha_status_string((vkmha_status)v));
+}
+
+static PyMethodDef module_methods[] = {
+    {"enumerate_devices", enumerate_devices, METH_NOARGS,
+     "vkmha_enumerate_devices: a list of device dicts."},
+    {"status_string", status_string, METH_O, "vkmha_status_string."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_vkmha", "vkmha's C API (see the vkmha package).", -1,
+    module_methods, NULL, NULL, NULL, NULL,
+};
+
+/* Every enum constant of vkmha.h, under its name without "VKMHA_"
+ * (tests/python checks this list against the header). */
+#define CONSTANT(name) {#name, VKMHA_##name}
+static const struct {
+    const char *name;
+    long value;
+} constants[] = {
+    CONSTANT(NOT_READY), CONSTANT(SUCCESS), CONSTANT(ERROR_INVALID_ARGUMENT),
+    CONSTANT(ERROR_UNSUPPORTED), CONSTANT(ERROR_NO_DEVICE), CONSTANT(ERROR_OUT_OF_HOST_MEMORY),
+    CONSTANT(ERROR_OUT_OF_DEVICE_MEMORY), CONSTANT(ERROR_DEVICE_LOST), CONSTANT(ERROR_VULKAN),
+    CONSTANT(BACKEND_DEFAULT), CONSTANT(BACKEND_VULKAN), CONSTANT(BACKEND_REFERENCE),
+    CONSTANT(DEVICE_TYPE_OTHER), CONSTANT(DEVICE_TYPE_INTEGRATED_GPU),
+    CONSTANT(DEVICE_TYPE_DISCRETE_GPU), CONSTANT(DEVICE_TYPE_VIRTUAL_GPU),
+    CONSTANT(DEVICE_TYPE_CPU), CONSTANT(LOG_DEFAULT), CONSTANT(LOG_DEBUG), CONSTANT(LOG_INFO), CONSTANT(LOG_WARN),
+    CONSTANT(LOG_ERROR), CONSTANT(CONTEXT_NO_SUBGROUP_OPS), CONSTANT(CONTEXT_PROFILE),
+    CONSTANT(CONTEXT_EAGER_PIPELINES), CONSTANT(MATMUL_VARIANT_AUTO),
+    CONSTANT(MATMUL_VARIANT_SHARED), CONSTANT(MATMUL_VARIANT_REGISTER),
+    CONSTANT(FUSED_KERNEL_AUTO), CONSTANT(FUSED_KERNEL_SHARED), CONSTANT(FUSED_KERNEL_REGISTER),
+    CONSTANT(FUSED_KERNEL_SHARED_GPU_BLOCKS),
+    CONSTANT(MASK_NONE),
+    CONSTANT(MASK_KEY_PADDING), CONSTANT(MASK_FULL), CONSTANT(MASK_CAUSAL), CONSTANT(MASK_BIAS),
+    CONSTANT(OP_N), CONSTANT(OP_T), CONSTANT(ATTENTION_PATH_AUTO), CONSTANT(ATTENTION_PATH_FUSED),
+    CONSTANT(ATTENTION_PATH_UNFUSED), CONSTANT(DTYPE_F32), CONSTANT(DTYPE_U8),
+    CONSTANT(BROADCAST), CONSTANT(MAX_DIMS), CONSTANT(MAX_KV_SPLITS), CONSTANT(VERSION_NUMBER),
+};
+
+PyMODINIT_FUNC PyInit__vkmha(void)
+{
+    PyObject *m = PyModule_Create(&module_def);
+    if (!m)
+        return NULL;
+    PyTypeObject *types[3] = {&ContextType, &TensorType, &MHAType};
+    const char *type_names[3] = {"Context", "Tensor", "MHA"};
+    for (int i = 0; i < 3; i++) {
+        if (PyType_Ready(types[i]) < 0)
+            goto fail;
+        Py_INCREF(types[i]);
+        if (PyModule_AddObject(m, type_names[i], (PyObject *)types[i]) < 0) {
+            Py_DECREF(types[i]);
+            goto fail;
+        }
+    }
+    Error = PyErr_NewExceptionWithDoc(
+        "vkmha._vkmha.Error",
+        "A vkmha call failed: .status (the vkmha_status), .status_name, .message (vkmha's "
+        "last-error message, which names the argument).",
+        PyExc_RuntimeError, NULL);
+    if (!Error || PyModule_AddObject(m, "Error", Error) < 0)
+        goto fail;
+    Py_INCREF(Error);
+    for (size_t i = 0; i < sizeof error_classes / sizeof error_classes[0]; i++) {
+        char qual[96];
+        snprintf(qual, sizeof qual, "vkmha._vkmha.%s", error_classes[i].name);
+        PyObject *bases = error_classes[i].base2
+                              ? PyTuple_Pack(2, Error, *error_classes[i].base2)
+                              : PyTuple_Pack(1, Error);
+        if (!bases)
+            goto fail;
+        PyObject *cls = PyErr_NewException(qual, bases, NULL);
+        Py_DECREF(bases);
+        if (!cls)
+            goto fail;
+        errors[-error_classes[i].status] = cls;
+        Py_INCREF(cls);
+        if (PyModule_AddObject(m, error_classes[i].name, cls) < 0) {
+            Py_DECREF(cls);
+            goto fail;
+        }
+    }
+    for (size_t i = 0; i < sizeof constants / sizeof constants[0]; i++)
+        if (PyModule_AddIntConstant(m, constants[i].name, constants[i].value) < 0)
+            goto fail;
+    if (PyModule_AddIntConstant(m, "version", (long)vkmha_version()) < 0)
+        goto fail;
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}

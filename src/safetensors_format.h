@@ -1,0 +1,109 @@
+/* The safetensors file format (the format PyTorch and Hugging Face
+ * checkpoints ship in), and how an attention layer's weights are found in
+ * one. Pure C, no Vulkan and no context: the parser is fed untrusted bytes,
+ * so it is also a fuzz target (tests/fuzz/fuzz_safetensors.c).
+ *
+ * Layout:
+ *    0  8  N, the header's length in bytes, unsigned little-endian
+ *    8  N  the header: a UTF-8 JSON object (parsed with jsmn), possibly
+ *          padded with spaces, mapping each tensor's name to
+ *          {"dtype": "F32", "shape": [rows, cols], "data_offsets": [begin, end]}
+ *          and optionally "__metadata__" to an object of strings
+ *  8+N     the data: every tensor's bytes, little-endian, row-major, at
+ *          [begin, end) counted from the start of the data
+ * The tensors must cover the data exactly: no overlap, no hole, nothing
+ * after the last (the rules of the reference implementation). Names are
+ * compared as the raw bytes between the JSON quotes (no escape is decoded).
+ */
+#ifndef VKMHA_SAFETENSORS_FORMAT_H
+#define VKMHA_SAFETENSORS_FORMAT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vkmha.h"
+
+/* The reference implementation's limit on the header's length. */
+#define ST_MAX_HEADER 100000000u
+#define ST_MAX_RANK 8u
+
+typedef enum st_dtype {
+    ST_F32, ST_F16, ST_BF16, /* the ones vkmha converts */
+    ST_F64, ST_I64, ST_U64, ST_I32, ST_U32, ST_I16, ST_U16, ST_I8, ST_U8, ST_BOOL,
+    ST_F8_E4M3, ST_F8_E5M2,
+    ST_DTYPE_COUNT
+} st_dtype;
+
+typedef struct st_tensor {
+    const char *name; /* inside the header, not terminated */
+    size_t name_len;
+    st_dtype dtype;
+    uint32_t rank;
+    uint64_t dims[ST_MAX_RANK];
+    uint64_t numel;
+    uint64_t begin, end;  /* byte offsets in the data */
+    const uint8_t *bytes; /* data + begin */
+} st_tensor;
+
+typedef struct st_file {
+    st_tensor *tensors; /* in header order */
+    size_t count;
+    const uint8_t *data; /* the data section */
+    uint64_t data_size;
+} st_file;
+
+/* The dtype's name as the format spells it ("F32"). */
+const char *st_dtype_name(st_dtype t);
+
+/* Parses and validates `size` bytes (untrusted: any bytes, any size). Host
+ * memory through `a` (NULL: malloc). VKMHA_SUCCESS and *out (free it with
+ * st_free); or VKMHA_ERROR_INVALID_ARGUMENT (or _OUT_OF_HOST_MEMORY), *out
+ * empty, and `why` (why_cap bytes) naming the tensor or field, e.g.
+ * "tensor 'w': data_offsets [0, 12) hold 12 bytes, but shape [2, 2] of F32
+ * needs 16". */
+vkmha_status st_parse(const vkmha_allocator *a, const void *bytes, size_t size, st_file *out,
+                      char *why, size_t why_cap);
+void st_free(const vkmha_allocator *a, st_file *f);
+
+/* The tensor called prefix + name, or NULL. */
+const st_tensor *st_find(const st_file *f, const char *prefix, const char *name);
+
+/* The layer's arrays in the order of vkmha_mha_desc. */
+enum st_weight { ST_W_Q, ST_W_K, ST_W_V, ST_W_O, ST_B_Q, ST_B_K, ST_B_V, ST_B_O,
+                 ST_GAMMA, ST_BETA, ST_WEIGHT_COUNT };
+
+/* count elements of t from element `first` (the q, k or v part of a packed
+ * in_proj_weight is a slice of it). t NULL: absent. */
+typedef struct st_slice {
+    const st_tensor *t;
+    uint64_t first, count;
+} st_slice;
+
+typedef struct st_layer {
+    st_slice w[ST_WEIGHT_COUNT];
+    uint32_t d_model, n_head, n_kv_head, d_k, d_v, kdim, vdim;
+    const char *layout; /* "in_proj_weight", "q_proj_weight" or "q_proj.weight" */
+} st_layer;
+
+/* Finds the layer's tensors under `prefix` (NULL: none) and checks their
+ * dtypes and shapes against each other and n_head / n_kv_head (n_kv_head 0:
+ * n_head). norm_prefix (NULL: none) names LayerNorm weights "weight"
+ * (required) and "bias" (optional). The names, in this order of preference
+ * (two layouts present at once is an error):
+ *   in_proj_weight [3E][E], in_proj_bias [3E]      (torch.nn.MultiheadAttention)
+ *   q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias
+ *                                                  (the same with kdim / vdim)
+ *   q_proj.weight, k_proj.weight, v_proj.weight, each with an optional .bias
+ * and out_proj.weight / out_proj.bias or o_proj.weight / o_proj.bias. */
+vkmha_status st_find_layer(const st_file *f, const char *prefix, const char *norm_prefix,
+                           uint32_t n_head, uint32_t n_kv_head, st_layer *out, char *why,
+                           size_t why_cap);
+
+/* Whether slice s can be used as floats in place (F32, 4-byte aligned, on a
+ * little-endian host), and those floats. */
+const float *st_slice_f32(const st_slice *s);
+/* Converts slice s to float into dst (s->count elements). */
+void st_slice_to_f32(const st_slice *s, float *dst);
+
+#endif /* VKMHA_SAFETENSORS_FORMAT_H */

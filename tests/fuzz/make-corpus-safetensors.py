@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of fuzz_safetensors (tests/fuzz/corpus_safetensors/):
+small valid safetensors files of each layout and dtype (under 512 bytes, the
+fuzz session's input limit) and a few broken ones. Plain Python, no numpy."""
+import json
+import os
+import struct
+
+here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus_safetensors")
+os.makedirs(here, exist_ok=True)
+
+SIZES = {"F32": 4, "F16": 2, "BF16": 2, "I64": 8}
+
+
+def encode(dtype, values):
+    if dtype == "F32":
+        return struct.pack("<%df" % len(values), *values)
+    if dtype == "F16":
+        return struct.pack("<%de" % len(values), *values)
+    if dtype == "BF16":
+        return b"".join(struct.pack("<f", v)[2:] for v in values)
+    return bytes(8 * len(values))
+
+
+def file(tensors, metadata=True):
+    """tensors: [(name, dtype, shape)]; values are small multiples of 1/8."""
+    header, data = {}, b""
+    if metadata:
+        header["__metadata__"] = {"format": "pt"}
+    for i, (name, dtype, shape) in enumerate(tensors):
+        n = 1
+        for d in shape:
+            n *= d
+        raw = encode(dtype, [((i + k) % 9 - 4) / 8 for k in range(n)])
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+seeds = {
+    "packed_f32": file([("in_proj_weight", "F32", [6, 2]), ("in_proj_bias", "F32", [6]),
+                        ("out_proj.weight", "F32", [2, 2]), ("out_proj.bias", "F32", [2])]),
+    "packed_f16_norm": file([("in_proj_weight", "F16", [6, 2]), ("out_proj.weight", "F16", [2, 2]),
+                             ("norm.weight", "F16", [2]), ("norm.bias", "F16", [2])]),
+    "separate_bf16": file([("q_proj_weight", "BF16", [2, 2]), ("k_proj_weight", "BF16", [2, 3]),
+                           ("v_proj_weight", "BF16", [2, 1]), ("in_proj_bias", "BF16", [6]),
+                           ("out_proj.weight", "BF16", [2, 2])]),
+    "linear_gqa": file([("q_proj.weight", "F32", [3, 2]), ("k_proj.weight", "F16", [1, 2]),
+                        ("v_proj.weight", "BF16", [2, 2]), ("o_proj.weight", "F32", [2, 6]),
+                        ("q_proj.bias", "F32", [3])], metadata=False),
+    "other_dtypes": file([("step", "I64", [1]), ("empty", "F32", [0]), ("in_proj_weight", "F32", [3, 1]),
+                          ("out_proj.weight", "F32", [1, 1])]),
+    "bias_kv": file([("in_proj_weight", "F32", [3, 1]), ("bias_k", "F32", [1, 1]),
+                     ("out_proj.weight", "F32", [1, 1])]),
+}
+seeds["truncated"] = seeds["packed_f32"][:100]
+seeds["bad_json"] = struct.pack("<Q", 10) + b'{"w":{"dt"'
+seeds["overlap"] = (lambda h: struct.pack("<Q", len(h)) + h + bytes(12))(
+    b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},'
+    b'"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}')
+for name, data in seeds.items():
+    assert len(data) <= 512, name
+    with open(os.path.join(here, name), "wb") as f:
+        f.write(data)

@@ -1,0 +1,702 @@
+"""Tests of the Python package vkmha (python/), printed as TAP (one line per
+test method), run by `meson test` (suite python) with PYTHONPATH pointing at
+build/python and VKMHA_HEADER at include/vkmha.h.
+
+Against torch.nn.MultiheadAttention (Debian's python3-torch, fp32 on the
+CPU), element by element: |vkmha - torch| <= ATOL + RTOL * |torch|, ATOL
+2e-5, RTOL 1e-4 (both compute in fp32; vkmha's projections, softmax and
+LayerNorm reorder the sums, a few ulps per stage over five chained stages of
+sums of at most 24 terms), on shapes that are multiples of no tile size
+(d_model 20, 4 heads, lengths 17 and 13, batch 3). Each Vulkan context runs
+with the validation layer (synchronization validation included) and must end
+with no message. The reference backend runs the same cases.
+
+numpy and torch are required: without them this fails (never skips) with a
+message naming the packages."""
+import json
+import math
+import os
+import struct
+import sys
+import tempfile
+import traceback
+import unittest
+
+try:
+    import numpy as np
+    import torch
+except ImportError as e:  # pragma: no cover - the message is the point
+    print("1..1")
+    print("not ok 1 - cannot import numpy and torch (%s): install python3-numpy and "
+          "python3-torch (tools/install-deps) for %s" % (e, sys.executable))
+    sys.exit(1)
+
+import vkmha
+
+ATOL, RTOL = 2e-5, 1e-4
+torch.manual_seed(0)
+BACKENDS = ("vulkan", "reference")
+CONTEXTS = {}
+
+
+def context(backend):
+    """One context per backend for the whole run (validation on for Vulkan)."""
+    if backend not in CONTEXTS:
+        CONTEXTS[backend] = vkmha.Context(backend, validation=backend == "vulkan")
+    return CONTEXTS[backend]
+
+
+def assert_close(tc, got, want, what, atol=ATOL, rtol=RTOL, rows=None):
+    """Element by element; NaN / Inf must match. rows: a boolean mask of the
+    elements to compare (the others are not defined by the oracle)."""
+    got = np.asarray(got.detach() if torch.is_tensor(got) else got, dtype=np.float64)
+    want = np.asarray(want.detach() if torch.is_tensor(want) else want, dtype=np.float64)
+    tc.assertEqual(got.shape, want.shape, "%s: shape" % what)
+    if rows is not None:
+        got, want = got[rows], want[rows]
+    fin = np.isfinite(want)
+    tc.assertTrue(np.array_equal(fin, np.isfinite(got)),
+                  "%s: non-finite elements differ (%d vs %d)" % (what, (~np.isfinite(got)).sum(),
+                                                                  (~fin).sum()))
+    err = np.abs(got[fin] - want[fin])
+    bound = atol + rtol * np.abs(want[fin])
+    if err.size and (err > bound).any():
+        i = int(np.argmax(err - bound))
+        tc.fail("%s: element %d: %r vs %r, |diff| %.3g > %.3g (max |diff| %.3g over %d)"
+                % (what, i, got[fin][i], want[fin][i], err[i], bound[i], err.max(), err.size))
+
+
+def torch_mha(module, q, k, v, **kw):
+    with torch.no_grad():
+        return module(q, k, v, need_weights=True, average_attn_weights=False, **kw)
+
+
+class TestEnums(unittest.TestCase):
+    """The binding against include/vkmha.h: every enum constant, every dtype,
+    every error status and every public function."""
+
+    @classmethod
+    def setUpClass(cls):
+        with open(os.environ["VKMHA_HEADER"]) as f:
+            cls.header = f.read()
+
+    def enum_constants(self):
+        import re
+        out = {}
+        for body in re.findall(r"typedef enum \w+ \{(.*?)\}", self.header, re.S):
+            body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
+            for name, value in re.findall(r"VKMHA_(\w+)\s*=\s*([^,\n]+)", body):
+                out[name] = value.strip()
+        for name in re.findall(r"#define VKMHA_(\w+) ", self.header):
+            # VKMHA_ZERO: a field declarator (C++ default member initializer),
+            # not a value.
+            if name not in ("API", "H", "VERSION_MAJOR", "VERSION_MINOR", "VERSION_PATCH",
+                            "ZERO"):
+                out[name] = None
+        return out
+
+    def test_every_constant_is_exported_with_its_value(self):
+        consts = self.enum_constants()
+        self.assertGreater(len(consts), 40)
+        missing = [n for n in consts if not hasattr(vkmha, n)]
+        self.assertEqual(missing, [], "constants of vkmha.h missing from the binding")
+        for name, value in consts.items():
+            if value is None:
+                continue
+            v = value.replace("u << ", " << ").replace("u", "")
+            self.assertEqual(getattr(vkmha, name), eval(v), name)
+
+    def test_every_dtype_has_a_numpy_dtype(self):
+        dtypes = [n for n in self.enum_constants() if n.startswith("DTYPE_")]
+        self.assertIn("DTYPE_F32", dtypes)
+        for name in dtypes:
+            self.assertIn(getattr(vkmha, name), vkmha.DTYPES, "%s has no numpy dtype" % name)
+
+    def test_every_error_status_has_an_exception_class(self):
+        for name in self.enum_constants():
+            if name.startswith("ERROR_"):
+                status = getattr(vkmha, name)
+                classes = [c for c in vars(vkmha).values() if isinstance(c, type)
+                           and issubclass(c, vkmha.Error) and c is not vkmha.Error]
+                self.assertEqual(vkmha.status_string(status), "VKMHA_" + name)
+                # The class raised for it: the one whose name matches.
+                want = "".join(w.title() for w in name[len("ERROR_"):].split("_")) + "Error"
+                self.assertIn(want, [c.__name__ for c in classes], name)
+
+    def test_every_public_function_is_bound(self):
+        import re
+        funcs = set(re.findall(r"VKMHA_API [^;]*?\b(vkmha_\w+)\(", self.header))
+        src = os.path.join(os.path.dirname(os.environ["VKMHA_HEADER"]), "..", "python",
+                           "vkmha", "_vkmha.c")
+        with open(src) as f:
+            binding = f.read()
+        # Not bound, on purpose: the binding manages lifetimes itself and
+        # offers no asynchronous submissions or pipeline-cache files (yet).
+        unbound = {"vkmha_mha_destroy", "vkmha_mha_submit", "vkmha_submission_poll",
+                   "vkmha_submission_wait", "vkmha_submission_destroy", "vkmha_context_trim",
+                   "vkmha_context_get_pipeline_cache", "vkmha_context_save_pipeline_cache"}
+        missing = sorted(f for f in funcs - unbound if f + "(" not in binding)
+        self.assertEqual(missing, [], "public functions the binding does not call")
+
+
+class TestFromTorch(unittest.TestCase):
+    """from_torch for every module variant, against the module."""
+
+    E, H, B, LQ, LK = 20, 4, 3, 17, 13
+
+    def check(self, backend, module, masks=None, unbatched=False, rows=None):
+        module.eval()
+        bf = module.batch_first
+        kd, vd = module.kdim, module.vdim
+        if unbatched:
+            q, k, v = (torch.randn(self.LQ, self.E), torch.randn(self.LK, kd),
+                       torch.randn(self.LK, vd))
+        elif bf:
+            q, k, v = (torch.randn(self.B, self.LQ, self.E), torch.randn(self.B, self.LK, kd),
+                       torch.randn(self.B, self.LK, vd))
+        else:
+            q, k, v = (torch.randn(self.LQ, self.B, self.E), torch.randn(self.LK, self.B, kd),
+                       torch.randn(self.LK, self.B, vd))
+        masks = masks or {}
+        want, want_w = torch_mha(module, q, k, v, **masks)
+        attn = vkmha.from_torch(module, context(backend))
+        got, got_w = attn(q, k, v, average_attn_weights=False, **masks)
+        self.assertTrue(torch.is_tensor(got), "torch in, torch out")
+        r = None if rows is None else rows
+        assert_close(self, got, want, "%s out" % backend,
+                     rows=None if r is None else r["out"])
+        assert_close(self, got_w, want_w, "%s attn weights" % backend,
+                     rows=None if r is None else r["w"])
+        got2, avg = attn(q, k, v, **masks)
+        assert_close(self, got2, want, "%s out (again)" % backend,
+                     rows=None if r is None else r["out"])
+        if r is None:
+            assert_close(self, avg, want_w.mean(dim=-3), "%s averaged weights" % backend)
+        out3, none = attn(q, k, v, need_weights=False, **masks)
+        self.assertIsNone(none)
+        assert_close(self, out3, want, "%s out without weights" % backend,
+                     rows=None if r is None else r["out"])
+
+    def test_packed_with_biases_batch_first(self):
+        for b in BACKENDS:
+            self.check(b, torch.nn.MultiheadAttention(self.E, self.H, batch_first=True))
+
+    def test_packed_seq_first(self):
+        for b in BACKENDS:
+            self.check(b, torch.nn.MultiheadAttention(self.E, self.H, batch_first=False))
+
+    def test_no_biases(self):
+        for b in BACKENDS:
+            self.check(b, torch.nn.MultiheadAttention(self.E, self.H, bias=False,
+                                                      batch_first=True))
+
+    def test_separate_projections_kdim_vdim(self):
+        for b in BACKENDS:
+            for bf in (True, False):
+                self.check(b, torch.nn.MultiheadAttention(self.E, self.H, kdim=7, vdim=11,
+                                                          batch_first=bf))
+
+    def test_each_fused_kernel(self):
+        """Both fused attention kernels (forced through Context(fused_kernel=...)),
+        with a mask, against the module."""
+        m = torch.nn.MultiheadAttention(self.E, self.H, batch_first=True).eval()
+        x = torch.randn(self.B, self.LQ, self.E)
+        am = torch.randn(self.LQ, self.LQ)
+        want, want_w = torch_mha(m, x, x, x, attn_mask=am)
+        for kernel in (vkmha.FUSED_KERNEL_SHARED, vkmha.FUSED_KERNEL_REGISTER):
+            ctx = vkmha.Context("vulkan", validation=True, fused_kernel=kernel)
+            got, w = vkmha.from_torch(m, ctx)(x, x, x, attn_mask=am, average_attn_weights=False)
+            assert_close(self, got, want, "fused kernel %d: out" % kernel)
+            assert_close(self, w, want_w, "fused kernel %d: weights" % kernel)
+            self.assertEqual(ctx.info()["validation_messages"], 0)
+
+    def test_unbatched(self):
+        for b in BACKENDS:
+            self.check(b, torch.nn.MultiheadAttention(self.E, self.H, batch_first=True),
+                       unbatched=True)
+
+    def test_numpy_in_numpy_out(self):
+        m = torch.nn.MultiheadAttention(self.E, self.H, batch_first=True).eval()
+        x = np.random.default_rng(1).standard_normal((2, 5, self.E)).astype(np.float64)
+        want, _ = torch_mha(m, *(torch.from_numpy(x.astype(np.float32)),) * 3)
+        out, w = vkmha.from_torch(m, context("vulkan"))(x, x, x)
+        self.assertIsInstance(out, np.ndarray)
+        self.assertEqual(out.dtype, np.float32)
+        assert_close(self, out, want, "float64 numpy in")
+
+    def test_unsupported_modules_raise(self):
+        with self.assertRaisesRegex(NotImplementedError, "add_bias_kv"):
+            vkmha.from_torch(torch.nn.MultiheadAttention(8, 2, add_bias_kv=True),
+                             context("reference"))
+        with self.assertRaisesRegex(NotImplementedError, "add_zero_attn"):
+            vkmha.from_torch(torch.nn.MultiheadAttention(8, 2, add_zero_attn=True),
+                             context("reference"))
+        with self.assertRaisesRegex(TypeError, "MultiheadAttention"):
+            vkmha.from_torch(torch.nn.Linear(3, 3), context("reference"))
+
+
+class TestMasks(unittest.TestCase):
+    """PyTorch's mask conventions, against the module."""
+
+    E, H, B, LQ, LK = 20, 4, 3, 17, 13
+
+    def setUp(self):
+        self.m = torch.nn.MultiheadAttention(self.E, self.H, batch_first=True, kdim=9,
+                                             vdim=9).eval()
+        self.g = torch.Generator().manual_seed(5)
+
+    def run_case(self, masks, rows=None):
+        TestFromTorch.check(self, "vulkan", self.m, masks, rows=rows)
+        TestFromTorch.check(self, "reference", self.m, masks, rows=rows)
+
+    def kpm(self):
+        kpm = torch.rand(self.B, self.LK, generator=self.g) < 0.3
+        kpm[:, 0] = False  # every row keeps a key: torch defines every row
+        return kpm
+
+    def test_key_padding_bool(self):
+        self.run_case({"key_padding_mask": self.kpm()})
+
+    def test_key_padding_float_added(self):
+        self.run_case({"key_padding_mask": torch.randn(self.B, self.LK, generator=self.g)})
+
+    def test_attn_mask_bool_2d(self):
+        am = torch.rand(self.LQ, self.LK, generator=self.g) < 0.4
+        am[:, 0] = False
+        self.run_case({"attn_mask": am})
+
+    def test_attn_mask_bool_3d(self):
+        am = torch.rand(self.B * self.H, self.LQ, self.LK, generator=self.g) < 0.4
+        am[:, :, 1] = False
+        self.run_case({"attn_mask": am})
+
+    def test_attn_mask_causal_bool(self):
+        am = torch.ones(self.LQ, self.LK, dtype=torch.bool).triu(1)
+        self.run_case({"attn_mask": am})
+
+    def test_attn_mask_float_2d_with_minus_inf(self):
+        am = torch.randn(self.LQ, self.LK, generator=self.g)
+        am[torch.rand(self.LQ, self.LK, generator=self.g) < 0.3] = float("-inf")
+        am[:, 2] = 0.5
+        self.run_case({"attn_mask": am})
+
+    def test_attn_mask_float_3d(self):
+        self.run_case({"attn_mask": torch.randn(self.B * self.H, self.LQ, self.LK,
+                                                generator=self.g)})
+
+    def test_key_padding_bool_and_attn_mask_float_3d(self):
+        am = torch.randn(self.B * self.H, self.LQ, self.LK, generator=self.g)
+        self.run_case({"key_padding_mask": self.kpm(), "attn_mask": am})
+
+    def test_key_padding_and_attn_mask_bool(self):
+        am = torch.rand(self.LQ, self.LK, generator=self.g) < 0.3
+        am[:, 0] = False
+        self.run_case({"key_padding_mask": self.kpm(), "attn_mask": am})
+
+    def test_fully_masked_rows(self):
+        """Rows that -inf masks entirely: torch 1.13 gives NaN there, so only
+        the other rows are compared with torch; the masked rows are compared
+        between Vulkan and vkmha's reference backend (NaN parity included)."""
+        am = torch.randn(self.B * self.H, self.LQ, self.LK, generator=self.g)
+        am[:, 3, :] = float("-inf")        # query 3 of every batch entry and head
+        am[5, 7, :] = float("-inf")        # one (batch, head) row
+        rows_out = np.ones((self.B, self.LQ, self.E), bool)
+        rows_out[:, 3, :] = False
+        rows_out[5 // self.H, 7, :] = False
+        rows_w = np.ones((self.B, self.H, self.LQ, self.LK), bool)
+        rows_w[:, :, 3, :] = False
+        rows_w[5 // self.H, 5 % self.H, 7, :] = False
+        rows_w[5 // self.H, :, 7, :] = False
+        self.run_case({"attn_mask": am}, rows={"out": rows_out, "w": rows_w})
+        q = torch.randn(self.B, self.LQ, self.E, generator=self.g)
+        kv = torch.randn(self.B, self.LK, 9, generator=self.g)
+        res = {}
+        for b in BACKENDS:
+            res[b] = vkmha.from_torch(self.m, context(b))(q, kv, kv, attn_mask=am,
+                                                          average_attn_weights=False)
+        assert_close(self, res["vulkan"][0], res["reference"][0], "fully masked rows: out")
+        assert_close(self, res["vulkan"][1], res["reference"][1], "fully masked rows: weights",
+                     atol=1e-6, rtol=1e-5)
+        # What include/vkmha.h defines for a row of -inf scores: zero weights
+        # and zero attention output, so the layer's output row is out_proj's bias.
+        w = res["vulkan"][1]
+        self.assertTrue(bool((w[:, :, 3, :] == 0).all()) and bool((w[1, 1, 7, :] == 0).all()))
+        assert_close(self, res["vulkan"][0][:, 3, :],
+                     self.m.out_proj.bias.detach().expand(self.B, self.E),
+                     "fully masked rows: out = out_proj.bias")
+
+    def test_bad_masks_raise(self):
+        attn = vkmha.from_torch(self.m, context("reference"))
+        q, kv = torch.randn(self.B, self.LQ, self.E), torch.randn(self.B, self.LK, 9)
+        with self.assertRaisesRegex(ValueError, "key_padding_mask: shape"):
+            attn(q, kv, kv, key_padding_mask=torch.zeros(self.B, self.LK + 1, dtype=torch.bool))
+        with self.assertRaisesRegex(ValueError, "attn_mask: shape"):
+            attn(q, kv, kv, attn_mask=torch.zeros(self.LQ, 2))
+        with self.assertRaisesRegex(TypeError, "attn_mask: bool or float"):
+            attn(q, kv, kv, attn_mask=torch.zeros(self.LQ, self.LK, dtype=torch.int32))
+
+
+class TestSafetensors(unittest.TestCase):
+    """A torch module's state_dict written as safetensors by this test and
+    loaded by vkmha_mha_create_from_safetensors (C)."""
+
+    def write(self, tensors, path=None):
+        """tensors: name -> torch tensor (any of float32, float16, bfloat16)."""
+        header, data = {"__metadata__": {"format": "pt"}}, b""
+        names = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16"}
+        for name, t in tensors.items():
+            t = t.detach().contiguous()
+            raw = (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy().tobytes()
+            header[name] = {"dtype": names[t.dtype], "shape": list(t.shape),
+                            "data_offsets": [len(data), len(data) + len(raw)]}
+            data += raw
+        h = json.dumps(header).encode()
+        h += b" " * (-len(h) % 8)
+        blob = struct.pack("<Q", len(h)) + h + data
+        if path:
+            with open(path, "wb") as f:
+                f.write(blob)
+        return blob
+
+    def test_module_state_dict_each_dtype(self):
+        m = torch.nn.MultiheadAttention(20, 4, batch_first=True).eval()
+        x = torch.randn(2, 11, 20)
+        with tempfile.TemporaryDirectory() as d:
+            for dt in (torch.float32, torch.float16, torch.bfloat16):
+                sd = {"encoder.attn." + k: v.to(dt) for k, v in m.state_dict().items()}
+                path = os.path.join(d, "m.safetensors")
+                self.write(sd, path)
+                # The oracle: the module with its weights rounded to dt.
+                ref = torch.nn.MultiheadAttention(20, 4, batch_first=True).eval()
+                ref.load_state_dict({k: v.to(dt).float() for k, v in m.state_dict().items()})
+                want, _ = torch_mha(ref, x, x, x)
+                for b in BACKENDS:
+                    layer = vkmha.load_safetensors(path, 4, context(b), prefix="encoder.attn.")
+                    self.assertEqual(layer.desc["d_model"], 20)
+                    assert_close(self, layer(x), want, "%s %s from a path" % (b, dt))
+                    layer2 = vkmha.load_safetensors(open(path, "rb").read(), 4, context(b),
+                                                    prefix="encoder.attn.")
+                    assert_close(self, layer2(x), want, "%s %s from bytes" % (b, dt))
+
+    def test_kdim_vdim_module(self):
+        m = torch.nn.MultiheadAttention(12, 3, kdim=5, vdim=7, batch_first=True).eval()
+        q, k, v = torch.randn(2, 6, 12), torch.randn(2, 9, 5), torch.randn(2, 9, 7)
+        want, _ = torch_mha(m, q, k, v)
+        blob = self.write(m.state_dict())
+        for b in BACKENDS:
+            layer = vkmha.load_safetensors(blob, 3, context(b))
+            assert_close(self, layer(q, k, v), want, "%s q/k/v_proj_weight" % b)
+
+    def test_q_k_v_o_proj_layout(self):
+        """Hugging Face style names from Linear layers, same math as the module."""
+        m = torch.nn.MultiheadAttention(16, 4, batch_first=True).eval()
+        wq, wk, wv = m.in_proj_weight.chunk(3)
+        bq, bk, bv = m.in_proj_bias.chunk(3)
+        sd = {"layers.0.self_attn.q_proj.weight": wq, "layers.0.self_attn.q_proj.bias": bq,
+              "layers.0.self_attn.k_proj.weight": wk, "layers.0.self_attn.k_proj.bias": bk,
+              "layers.0.self_attn.v_proj.weight": wv, "layers.0.self_attn.v_proj.bias": bv,
+              "layers.0.self_attn.o_proj.weight": m.out_proj.weight,
+              "layers.0.self_attn.o_proj.bias": m.out_proj.bias,
+              "layers.0.mlp.weight": torch.randn(3, 3)}
+        x = torch.randn(3, 10, 16)
+        want, _ = torch_mha(m, x, x, x)
+        for b in BACKENDS:
+            layer = vkmha.load_safetensors(self.write(sd), 4, context(b),
+                                           prefix="layers.0.self_attn.")
+            assert_close(self, layer(x), want, "%s q/k/v/o_proj" % b)
+
+    def test_post_norm_from_layer_norm(self):
+        m = torch.nn.MultiheadAttention(16, 2, batch_first=True).eval()
+        ln = torch.nn.LayerNorm(16)
+        with torch.no_grad():
+            ln.weight.uniform_(0.5, 1.5)
+            ln.bias.uniform_(-0.5, 0.5)
+        sd = {"attn." + k: v for k, v in m.state_dict().items()}
+        sd.update({"norm1." + k: v for k, v in ln.state_dict().items()})
+        x = torch.randn(2, 7, 16)
+        with torch.no_grad():
+            want = ln(x + torch_mha(m, x, x, x)[0])
+        for b in BACKENDS:
+            layer = vkmha.load_safetensors(self.write(sd), 2, context(b), prefix="attn.",
+                                           post_norm=True, norm_prefix="norm1.", norm_eps=1e-5)
+            assert_close(self, layer(x), want, "%s post-norm" % b)
+
+    def test_json_validity_agrees_with_python(self):
+        """vkmha's header parser (jsmn plus its grammar check) calls a header
+        invalid JSON exactly when Python's json module does."""
+        t = '"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}'
+        extras = ['', ',"x":{}', ',"x":{"y":[1,-2.5e+3,true,false,null,{"z":[]},"s\\"\\u00e9"]}',
+                  ' "x":{}', ',"x":{},', ',"x"::{}', ',"x":[1,]', ',"x":[,1]', ',"x":[1 2]',
+                  ',"x":tru', ',"x":-', ',"x":01', ',"x":1.', ',"x":.5', ',"x":1e', ',"x":+1',
+                  ',"x":"\\q"', ',"x":"\\u12"', ',"x":"a\tb"', ',"x"', ',"x":[1:2]',
+                  ',"x":{"y" 1}', ',"x":[[[[]]]]', ',"x":"\u00e9"', ',"x":nul', ',"x":TRUE',
+                  ', "x" : { "y" : [ 0 , 1e5 , -0.0E-2 ] } ']
+        ctx = context("reference")
+        for extra in extras:
+            header = ("{" + t + extra + "}").encode()
+            try:
+                json.loads(header)
+                valid = True
+            except ValueError:
+                valid = False
+            blob = struct.pack("<Q", len(header)) + header + bytes(4)
+            with self.assertRaises(vkmha.InvalidArgumentError) as cm:
+                vkmha.load_safetensors(blob, 1, ctx)  # never a layer: no weights
+            says_invalid = "not valid JSON" in str(cm.exception)
+            self.assertEqual(says_invalid, not valid, "%r: %s" % (header, cm.exception))
+
+    def test_malformed_files_raise(self):
+        m = torch.nn.MultiheadAttention(8, 2).eval()
+        blob = self.write(m.state_dict())
+        ctx = context("reference")
+        cases = [
+            (blob[:50], "truncated"),
+            (blob[:-4], "out of the data"),
+            (struct.pack("<Q", 3) + b"{\"a", "not valid JSON"),
+            (blob.replace(b"\"F32\"", b"\"F99\"", 1), "unknown dtype 'F99'"),
+            (self.write({k: v for k, v in m.state_dict().items() if k != "out_proj.weight"}),
+             "out_proj.weight"),
+        ]
+        for data, words in cases:
+            with self.assertRaises(vkmha.InvalidArgumentError) as cm:
+                vkmha.load_safetensors(data, 2, ctx)
+            e = cm.exception
+            self.assertIn(words, str(e))
+            self.assertEqual(e.status, vkmha.ERROR_INVALID_ARGUMENT)
+            self.assertEqual(e.status_name, "VKMHA_ERROR_INVALID_ARGUMENT")
+            self.assertIn("vkmha_mha_create_from_safetensors", e.message)
+            self.assertIsInstance(e, ValueError)
+        with self.assertRaisesRegex(vkmha.InvalidArgumentError, "No such file"):
+            vkmha.load_safetensors("/nonexistent.safetensors", 2, ctx)
+        # Still usable.
+        layer = vkmha.load_safetensors(blob, 2, ctx)
+        self.assertEqual(layer.desc["n_head"], 2)
+
+
+class TestOps(unittest.TestCase):
+    """The ops on arrays and on tensors, against torch."""
+
+    def test_matmul(self):
+        a, b, bias = torch.randn(3, 7, 5), torch.randn(3, 5, 9), torch.randn(9)
+        for be in BACKENDS:
+            ctx = context(be)
+            assert_close(self, ctx.matmul(a, b, bias), a @ b + bias, "%s matmul" % be)
+            w = torch.randn(9, 5)
+            assert_close(self, ctx.matmul(a, w, transpose_b=True, alpha=0.5),
+                         0.5 * a @ w.T, "%s matmul broadcast B^T" % be)
+            assert_close(self, ctx.matmul(a[0], b[0]), a[0] @ b[0], "%s matmul 2-D" % be)
+
+    def test_softmax_with_masks(self):
+        x = torch.randn(2, 3, 5, 7)
+        kp = torch.rand(2, 7) > 0.3
+        kp[:, 0] = True
+        for be in BACKENDS:
+            ctx = context(be)
+            assert_close(self, ctx.softmax(x, scale=0.5), torch.softmax(0.5 * x, -1),
+                         "%s softmax" % be, atol=1e-6, rtol=1e-5)
+            want = torch.softmax(x.masked_fill(~kp[:, None, None, :], -1e9), -1)
+            assert_close(self, ctx.softmax(x, key_padding=kp), want,
+                         "%s softmax key padding" % be, atol=1e-6, rtol=1e-5)
+            causal = torch.ones(5, 7, dtype=torch.bool).tril()
+            want = torch.softmax(x.masked_fill(~causal, -1e9), -1)
+            assert_close(self, ctx.softmax(x, causal=True), want, "%s softmax causal" % be,
+                         atol=1e-6, rtol=1e-5)
+            bias = torch.randn(1, 3, 5, 7)
+            assert_close(self, ctx.softmax(x, bias=bias), torch.softmax(x + bias, -1),
+                         "%s softmax bias" % be, atol=1e-6, rtol=1e-5)
+
+    def test_split_merge_heads(self):
+        x = torch.randn(2, 5, 12)
+        for be in BACKENDS:
+            ctx = context(be)
+            s = ctx.split_heads(x, 3)
+            self.assertTrue(torch.equal(s, x.view(2, 5, 3, 4).transpose(1, 2)))
+            self.assertTrue(torch.equal(ctx.merge_heads(s), x))
+
+    def test_attention_gqa(self):
+        q, k, v = torch.randn(2, 4, 6, 8), torch.randn(2, 2, 9, 8), torch.randn(2, 2, 9, 5)
+        kk, vv = k.repeat_interleave(2, 1), v.repeat_interleave(2, 1)
+        w = torch.softmax(q @ kk.transpose(-1, -2) / math.sqrt(8), -1)
+        for be in BACKENDS:
+            for path in ("fused", "unfused"):
+                out, got_w = context(be).attention(q, k, v, need_weights=True, path=path)
+                assert_close(self, out, w @ vv, "%s attention %s" % (be, path))
+                assert_close(self, got_w, w, "%s attention weights %s" % (be, path),
+                             atol=1e-6, rtol=1e-5)
+
+    def test_tensors(self):
+        """Tensors: upload / download round trip; ops and the layer on tensors
+        equal the same calls on arrays."""
+        for be in BACKENDS:
+            ctx = context(be)
+            a = np.random.default_rng(2).standard_normal((3, 7, 5)).astype(np.float32)
+            t = ctx.tensor(a)
+            self.assertEqual(t.shape, (3, 7, 5))
+            self.assertEqual(t.dtype, vkmha.DTYPE_F32)
+            self.assertEqual(t.nbytes, a.nbytes)
+            self.assertTrue(np.array_equal(t.numpy(), a))
+            m = ctx.tensor(np.array([[True, False, True]]))
+            self.assertEqual(m.dtype, vkmha.DTYPE_U8)
+            self.assertTrue(np.array_equal(m.numpy(), [[1, 0, 1]]))
+            b = np.random.default_rng(3).standard_normal((3, 5, 4)).astype(np.float32)
+            c = ctx.matmul(t, ctx.tensor(b))
+            self.assertIsInstance(c, vkmha.Tensor)
+            assert_close(self, c.numpy(), ctx.matmul(a, b), "%s matmul on tensors" % be,
+                         atol=0, rtol=0)
+            x4 = np.random.default_rng(5).standard_normal((2, 3, 5, 7)).astype(np.float32)
+            kp = np.random.default_rng(6).random((2, 7)) > 0.3
+            assert_close(self, ctx.softmax(ctx.tensor(x4), key_padding=ctx.tensor(kp)).numpy(),
+                         ctx.softmax(x4, key_padding=kp), "%s softmax on tensors" % be,
+                         atol=0, rtol=0)
+            s = ctx.split_heads(ctx.tensor(a[:, :, :4]), 2)
+            self.assertTrue(np.array_equal(s.numpy(), ctx.split_heads(a[:, :, :4], 2)))
+            self.assertTrue(np.array_equal(ctx.merge_heads(s).numpy(), a[:, :, :4]))
+            q4, k4 = x4[:, :, :, :4], x4[:, :1, :, 2:]
+            got = ctx.attention(ctx.tensor(q4), ctx.tensor(k4), ctx.tensor(k4), need_weights=True)
+            want = ctx.attention(q4, k4, k4, need_weights=True)
+            for g, w_, what in zip(got, want, ("out", "weights")):
+                assert_close(self, g.numpy(), w_, "%s attention %s on tensors" % (be, what),
+                             atol=0, rtol=0)
+            mod = torch.nn.MultiheadAttention(20, 4, batch_first=True).eval()
+            layer = vkmha.from_torch(mod, ctx).layer
+            x = np.random.default_rng(4).standard_normal((2, 9, 20)).astype(np.float32)
+            kp = np.ones((2, 9), np.uint8)
+            kp[1, 3:] = 0
+            out, w = layer(ctx.tensor(x), need_weights=True, key_padding=ctx.tensor(kp))
+            want, want_w = layer(x, need_weights=True, key_padding=kp)
+            assert_close(self, out.numpy(), want, "%s layer on tensors" % be, atol=0, rtol=0)
+            assert_close(self, w.numpy(), want_w, "%s weights on tensors" % be, atol=0, rtol=0)
+
+
+class TestErrors(unittest.TestCase):
+    """Errors raise with vkmha's message; the context stays usable."""
+
+    def test_invalid_argument_carries_the_message(self):
+        ctx = context("vulkan")
+        w = np.zeros((6, 6), np.float32)
+        with self.assertRaises(vkmha.InvalidArgumentError) as cm:
+            vkmha.MHA(ctx, 6, 4, w, w, w, w)  # 6 is not divisible by 4 heads
+        e = cm.exception
+        self.assertIn("desc->d_model", str(e))
+        self.assertEqual(e.status, vkmha.ERROR_INVALID_ARGUMENT)
+        self.assertEqual(ctx.last_error, e.message)
+        self.assertIn("vkmha_mha_create", e.message)
+        # A later call succeeds and clears it.
+        self.assertEqual(context("vulkan").matmul(np.eye(2, dtype=np.float32),
+                                                  np.eye(2, dtype=np.float32)).shape, (2, 2))
+        self.assertEqual(ctx.last_error, "")
+
+    def test_binding_checks_sizes(self):
+        ctx = context("reference")
+        w = np.zeros((8, 8), np.float32)
+        with self.assertRaisesRegex(vkmha.InvalidArgumentError, "w_k has 8 elements"):
+            vkmha.MHA(ctx, 8, 2, w, w[0], w, w)
+        layer = vkmha.MHA(ctx, 8, 2, w, w, w, w)
+        out = np.empty((1, 3, 8), np.float32)
+        with self.assertRaisesRegex(vkmha.InvalidArgumentError, "query has 16 elements"):
+            layer.forward(np.zeros((2, 8), np.float32), np.zeros((3, 8), np.float32),
+                          np.zeros((3, 8), np.float32), out, 3, 3)
+        with self.assertRaisesRegex(TypeError, "writable"):
+            x = np.zeros((3, 8), np.float32)
+            ro = np.zeros((3, 8), np.float32)
+            ro.flags.writeable = False
+            layer.forward(x, x, x, ro, 3, 3)
+
+    def test_dtypes_convert_or_raise(self):
+        ctx = context("reference")
+        self.assertEqual(ctx.matmul(np.eye(2), np.eye(2)).dtype, np.float32)  # float64 converted
+        f = np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3))
+        self.assertTrue(np.array_equal(ctx.matmul(f, np.eye(3, dtype=np.float32)), f))
+        with self.assertRaisesRegex(TypeError, "floating-point"):
+            ctx.matmul(np.eye(2, dtype=np.int32), np.eye(2))
+        with self.assertRaisesRegex(TypeError, "float32"):
+            vkmha._vkmha.Context.matmul(ctx, np.eye(2), np.eye(2), np.eye(2), 2, 2, 2)
+        with self.assertRaisesRegex(TypeError, "bool or uint8"):
+            ctx.softmax(np.zeros((1, 1, 2, 2)), key_padding=np.zeros((1, 2), np.float32))
+
+    def test_tensor_errors(self):
+        ctx, other = context("reference"), vkmha.Context("reference")
+        t = ctx.tensor(np.zeros((2, 2), np.float32))
+        with self.assertRaisesRegex(vkmha.InvalidArgumentError, "another Context"):
+            vkmha._vkmha.Context.matmul(other, t, t, t, 2, 2, 2)
+        with self.assertRaises(vkmha.InvalidArgumentError) as cm:
+            t.upload(np.zeros(5, np.float32))
+        self.assertIn("vkmha_tensor_upload", str(cm.exception))
+        with self.assertRaisesRegex(TypeError, "Tensor among arrays"):
+            vkmha._vkmha.Context.matmul(ctx, np.eye(2, dtype=np.float32), t, t, 2, 2, 2)
+        with self.assertRaisesRegex(vkmha.InvalidArgumentError, "still alive"):
+            ctx.close()
+
+    def test_no_such_device(self):
+        with self.assertRaises(vkmha.Error) as cm:
+            vkmha.Context("vulkan", device_index=999)
+        self.assertIn("cannot create a context", str(cm.exception))
+        self.assertIn("999", str(cm.exception))
+
+    def test_info(self):
+        info = context("vulkan").info()
+        self.assertEqual(info["backend"], vkmha.BACKEND_VULKAN)
+        self.assertTrue(info["device"]["name"])
+        self.assertTrue(info["validation_enabled"])
+        self.assertEqual(context("reference").info()["backend"], vkmha.BACKEND_REFERENCE)
+        self.assertGreaterEqual(len(vkmha.enumerate_devices()), 1)
+
+    def test_scratch_budget(self):
+        ctx = vkmha.Context("vulkan", validation=True, scratch_budget=1 << 16)
+        try:
+            q = np.random.default_rng(3).standard_normal((1, 4, 200, 32), dtype=np.float32)
+            want = context("vulkan").attention(q, q, q)
+            assert_close(self, ctx.attention(q, q, q), want, "attention within a budget")
+            info = ctx.info()
+            self.assertEqual(info["scratch_budget"], 1 << 16)
+            self.assertLessEqual(info["scratch_bytes"], 1 << 16)
+            self.assertEqual(info["validation_messages"], 0)
+        finally:
+            ctx.close()
+
+
+class TestZValidation(unittest.TestCase):
+    """Last: the validation layer sent nothing over the whole run."""
+
+    def test_validation_layer_silent(self):
+        info = context("vulkan").info()
+        self.assertTrue(info["validation_enabled"])
+        self.assertEqual(info["validation_messages"], 0)
+
+
+class TapResult(unittest.TestResult):
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def report(self, test, ok, detail=None):
+        self.n += 1
+        print("%s %d - %s" % ("ok" if ok else "not ok", self.n, test.id()))
+        if detail:
+            for line in detail.rstrip().splitlines():
+                print("# " + line)
+        sys.stdout.flush()
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self.report(test, True)
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self.report(test, False, "".join(traceback.format_exception(*err)))
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self.report(test, False, "".join(traceback.format_exception(*err)))
+
+    def addSkip(self, test, reason):  # no test skips; treat one as a failure
+        super().addSkip(test, reason)
+        self.report(test, False, "skipped: " + reason)
+
+
+if __name__ == "__main__":
+    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
+    result = TapResult()
+    suite.run(result)
+    print("1..%d" % result.n)
+    sys.exit(0 if result.wasSuccessful() and not result.skipped else 1)

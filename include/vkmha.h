@@ -134,10 +134,11 @@ typedef enum vkmha_log_level {
      * passed to a logger. */
     VKMHA_LOG_DEFAULT = 0,
     /* How each call is computed: one line per attention (also each one of a
-     * layer's forward) with its plan: fused (query and key blocks,
-     * workgroups, key ranges, dispatches) or unfused (bytes of scores), and
-     * one line whenever a grid beyond maxComputeWorkGroupCount is split into
-     * several dispatches. Several lines per forward: for tuning and tests. */
+     * layer's forward) with its plan: fused (which kernel, query and key
+     * blocks, workgroups, key ranges, dispatches) or unfused (bytes of
+     * scores), and why (the cost model's estimates when it chose); and one
+     * line whenever a grid beyond maxComputeWorkGroupCount is split into
+     * several dispatches. Lines on every forward: for tuning and tests. */
     VKMHA_LOG_DEBUG = 1,
     /* Once per context: what became of the pipeline cache at creation
      * (loaded, not there yet, or ignored and why). */

@@ -340,6 +340,10 @@ int main(int argc, char **argv)
             worst_auto = t[i][P_AUTO] / best;
         if (pick_t / best > worst_new)
             worst_new = pick_t / best;
+        if (pick_t / best > 1.10)
+            printf("new coefficients on shape %zu: %.2fx the fastest (predicted cpu %.0f, shared "
+                   "%.0f, unfused %.0f us)\n",
+                   i, pick_t / best, pred[P_CPU], pred[P_SHARED], pred[P_UNFUSED]);
     }
     printf("\ndefault path (this build's cost model): at most %.2fx the fastest path over %zu "
            "shapes (target <= 1.10x)\n",

@@ -100,9 +100,9 @@ static double measure(vkmha_context *ctx, const char *plan, const shape *s,
     reps = reps < 1 ? 1 : reps > 16 ? 16 : reps;
     if (vkmha_attention(ctx, &d, q, k, v, NULL, out, NULL))
         return -1.0;
-    snprintf(ran, 16, "%s", strstr(plan, "unfused")      ? "unfused"
-                            : strstr(plan, "CPU-shaped") ? "cpu"
-                                                         : "shared");
+    snprintf(ran, 16, "%s", strstr(plan, ": unfused attention")  ? "unfused"
+                            : strstr(plan, "(CPU-shaped kernel)") ? "cpu"
+                                                                  : "shared");
     vkmha_context_info info;
     for (uint32_t r = 0; r < reps; r++) {
         double t0 = now_ms();

@@ -101,9 +101,9 @@ static double measure(vkmha_context *ctx, const char *plan, const shape *s,
     reps = reps < 1 ? 1 : reps > 16 ? 16 : reps;
     if (vkmha_attention(ctx, &d, q, k, v, NULL, out, NULL))
         return -1.0;
-    snprintf(ran, 16, "%s", strstr(plan, "unfused")      ? "unfused"
-                            : strstr(plan, "CPU-shaped") ? "cpu"
-                                                         : "shared");
+    snprintf(ran, 16, "%s", strstr(plan, ": unfused attention")  ? "unfused"
+                            : strstr(plan, "(CPU-shaped kernel)") ? "cpu"
+                                                                  : "shared");
     vkmha_context_info info;
     for (uint32_t r = 0; r < reps; r++) {
         double t0 = now_ms();
@@ -341,6 +341,10 @@ int main(int argc, char **argv)
             worst_auto = t[i][P_AUTO] / best;
         if (pick_t / best > worst_new)
             worst_new = pick_t / best;
+        if (pick_t / best > 1.10)
+            printf("new coefficients on shape %zu: %.2fx the fastest (predicted cpu %.0f, shared "
+                   "%.0f, unfused %.0f us)\n",
+                   i, pick_t / best, pred[P_CPU], pred[P_SHARED], pred[P_UNFUSED]);
     }
     printf("\ndefault path (this build's cost model): at most %.2fx the fastest path over %zu "
            "shapes (target <= 1.10x)\n",

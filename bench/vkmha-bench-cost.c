@@ -81,6 +81,7 @@ static vkmha_context *make_context(vkmha_fused_kernel kernel, char *plan)
     cd.debug = &dbg;
     cd.log = keep_plan;
     cd.log_user = plan;
+    cd.log_level = VKMHA_LOG_DEBUG; /* the plan line of each attention call */
     vkmha_context *ctx = NULL;
     if (vkmha_context_create(&cd, &ctx)) {
         fprintf(stderr, "vkmha-bench-cost: cannot create a Vulkan context: %s\n",

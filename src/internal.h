@@ -103,8 +103,11 @@ vkmha_status vkmha__fail(vkmha_context *ctx, vkmha_status status, const char *fm
     VKMHA_PRINTF(3, 4);
 vkmha_status vkmha__vfail(vkmha_context *ctx, vkmha_status status, const char *fmt,
                           va_list ap);
-/* Sends a message to the context's logger if `level` is at or above its
- * threshold (desc->log_level). */
+/* Whether the context's logger takes messages of `level` (it is set and
+ * `level` is at or above desc->log_level): callers skip formatting what
+ * would be dropped. */
+bool vkmha__log_enabled(const vkmha_context *ctx, vkmha_log_level level);
+/* Sends a message to the context's logger if vkmha__log_enabled. */
 void vkmha__log(const vkmha_context *ctx, vkmha_log_level level, vkmha_status status,
                 const char *fmt, ...) VKMHA_PRINTF(4, 5);
 /* The failure of a call without a context (vkmha_context_create before the

@@ -33,12 +33,17 @@ VKMHA_API uint32_t vkmha_version(void)
     return VKMHA_VERSION_NUMBER;
 }
 
+bool vkmha__log_enabled(const vkmha_context *ctx, vkmha_log_level level)
+{
+    return ctx->log && level >= ctx->log_level;
+}
+
 void vkmha__log(const vkmha_context *ctx, vkmha_log_level level, vkmha_status status,
                 const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
-    if (!ctx->log || level < ctx->log_level)
+    if (!vkmha__log_enabled(ctx, level))
         return;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);

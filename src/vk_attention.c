@@ -130,7 +130,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     *plan = (vk_attn_plan){*s, fused, cpu_kernel, weights, cls, 0, 1, s->len_k, s->len_k, 1,
                            NULL, {NULL, NULL, NULL}};
     char model[160] = "";
-    if (s->path == VKMHA_ATTENTION_PATH_AUTO)
+    if (s->path == VKMHA_ATTENTION_PATH_AUTO && vkmha__log_enabled(vk->ctx, VKMHA_LOG_DEBUG))
         snprintf(model, sizeof model,
                  " (cost model: CPU-shaped kernel %.0f us, shared-memory kernel %.0f us, "
                  "unfused %.0f us)",

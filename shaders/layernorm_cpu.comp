@@ -41,14 +41,36 @@ layout(binding = 5) uniform samplerBuffer res_t;
 layout(binding = 6) uniform samplerBuffer gamma_t;
 layout(binding = 7) uniform samplerBuffer beta_t;
 
-// y + residual at vec4 i, through the texel views (p.texel) or not.
-vec4 sum4_at(uint i)
+// y + residual at vec4 i, through the texel views or from the storage buffers.
+vec4 sum4_at(bool texel, uint i)
 {
-    const bool texel = p.texel != 0u;
     vec4 t = texel ? texelFetch(y_t, int(i)) : ld4_y(i);
     if (p.has_residual != 0u)
         t += texel ? texelFetch(res_t, int(i)) : ld4_res(i);
     return t;
+}
+
+// Row `row` of cols % 4 == 0 columns, as vec4s. main calls it with a
+// constant `texel`, so that each call is compiled with one kind of read.
+void layernorm_row4(bool texel, uint row)
+{
+    const float n = float(p.cols);
+    const uint n4 = p.cols >> 2, base4 = row * n4;
+    vec4 sum4 = vec4(0.0);
+    for (uint c = 0; c < n4; c++)
+        sum4 += sum4_at(texel, base4 + c);
+    const float mean = ((sum4.x + sum4.y) + (sum4.z + sum4.w)) / n;
+    vec4 sq4 = vec4(0.0);
+    for (uint c = 0; c < n4; c++) {
+        vec4 d = sum4_at(texel, base4 + c) - mean;
+        sq4 += d * d;
+    }
+    const float rstd = 1.0 / sqrt(((sq4.x + sq4.y) + (sq4.z + sq4.w)) / n + p.eps);
+    for (uint c = 0; c < n4; c++) {
+        const vec4 g = texel ? texelFetch(gamma_t, int(c)) : ld4_gamma(c);
+        const vec4 be = texel ? texelFetch(beta_t, int(c)) : ld4_beta(c);
+        st4_y(base4 + c, g * ((sum4_at(texel, base4 + c) - mean) * rstd) + be);
+    }
 }
 
 // y + residual at element i.
@@ -65,27 +87,14 @@ void main()
     const uint row = linear_group(p.group_base) * WG + gl_LocalInvocationIndex;
     if (row >= p.rows)
         return;
-    const float n = float(p.cols);
     if ((p.cols & 3u) == 0u) {
-        const bool texel = p.texel != 0u;
-        const uint n4 = p.cols >> 2, base4 = row * n4;
-        vec4 sum4 = vec4(0.0);
-        for (uint c = 0; c < n4; c++)
-            sum4 += sum4_at(base4 + c);
-        const float mean = ((sum4.x + sum4.y) + (sum4.z + sum4.w)) / n;
-        vec4 sq4 = vec4(0.0);
-        for (uint c = 0; c < n4; c++) {
-            vec4 d = sum4_at(base4 + c) - mean;
-            sq4 += d * d;
-        }
-        const float rstd = 1.0 / sqrt(((sq4.x + sq4.y) + (sq4.z + sq4.w)) / n + p.eps);
-        for (uint c = 0; c < n4; c++) {
-            const vec4 g = texel ? texelFetch(gamma_t, int(c)) : ld4_gamma(c);
-            const vec4 be = texel ? texelFetch(beta_t, int(c)) : ld4_beta(c);
-            st4_y(base4 + c, g * ((sum4_at(base4 + c) - mean) * rstd) + be);
-        }
+        if (p.texel != 0u)
+            layernorm_row4(true, row);
+        else
+            layernorm_row4(false, row);
         return;
     }
+    const float n = float(p.cols);
     const uint base = row * p.cols;
     float sum = 0.0;
     for (uint c = 0; c < p.cols; c++)

@@ -10,17 +10,25 @@
 //
 // When len_k % 4 == 0 (then every row, bias row and mask row starts on a
 // multiple of 4 elements) the row is read and written as vec4s and each mask
-// word gives 4 keys at once; otherwise element by element. The input and the
-// output are typed (shaders/typed.glsl); scores and statistics are fp32. The
+// word gives 4 keys at once; otherwise element by element. With vec4 texel
+// views of the input and the bias (p.texel; lavapipe fetches a texel for all
+// lanes at once, where a storage-buffer access is a loop over the lanes) the
 // three passes (max, sum, write) each recompute the masked scores from the
-// input instead of storing and reloading them: one write per element, and
-// no intermediate rounded to a 16-bit output's dtype. In place each lane
-// reads an element before it writes it. With vec4 texel views of the input
-// and the bias (p.texel; lavapipe fetches a texel for all lanes at once,
-// where a storage-buffer access is a loop over the lanes) the input is read
-// through them. The host uses this variant only for rows of at most 16384
-// keys: llvmpipe ends any loop after 65535 iterations, and longer rows have
-// work enough for softmax.comp.
+// input instead of storing and reloading them: one storage write per element
+// instead of three accesses. The host uses this variant only for rows of at
+// most 16384 keys: llvmpipe ends any loop after 65535 iterations, and longer
+// rows have work enough for softmax.comp.
+//
+// The input and the output are typed (shaders/typed.glsl); scores and
+// statistics are fp32. An fp32 output takes softmax_f32: with storage-buffer
+// reads its max pass stores the scores and its sum pass the exponentials,
+// which the next pass reloads. A 16-bit output takes softmax_16, which
+// recomputes the scores in every pass also from storage buffers, so that no
+// intermediate is rounded to the output's dtype (nor saturated at 65504),
+// and writes each element once (in place, after reading it). The dtype is a
+// specialization constant, so each pipeline holds one of the two: measured
+// on lavapipe, fp32 code that recomputes, or that merely shares its loops
+// with the recomputing code, ran the texel path 5-12% slower.
 //
 // Rows beyond `rows` (the last workgroup's) do nothing: no barrier follows.
 
@@ -49,8 +57,8 @@ layout(binding = 0) readonly buffer KeyPadding { uint kp[]; };
 layout(binding = 1) readonly buffer FullMask { uint fm[]; };
 layout(binding = 2) readonly buffer Bias { float bias[]; };
 layout(binding = 2) readonly buffer Bias4 { vec4 bias4[]; };
-TYPED_OUT(3, 3, s)
-TYPED_IN(4, 4, xin)
+TYPED_IO(3, 3, s)   // the output (and the input in place)
+TYPED_IN(4, 4, xin) // the input
 layout(binding = 5) uniform samplerBuffer xin_t; // the input's fp32 or fp16 vec4 view
 layout(binding = 6) uniform samplerBuffer bias_t;
 
@@ -75,15 +83,93 @@ vec4 masked4(vec4 x, uint b, uint i, uint j)
     return x;
 }
 
-// Masked scores of keys 4 q .. 4 q + 3 of the row starting at vec4 base4:
-// the input and the bias through their texel views (p.texel) or from the
-// storage buffers.
-vec4 scores4(uint base4, uint bias4_base, uint q, uint b, uint i)
+// Masked scores of keys 4 q .. 4 q + 3 of the row starting at vec4 base4,
+// through the texel views.
+vec4 scores4(int base4, int bias4_base, int q, uint b, uint i)
 {
-    const bool texel = p.texel != 0u;
-    vec4 x = (texel ? texelFetch(xin_t, int(base4 + q)) : ld4_xin(base4 + q)) * p.scale;
+    vec4 x = texelFetch(xin_t, base4 + q) * p.scale;
     if ((p.flags & MASK_BIAS) != 0u)
-        x += texel ? texelFetch(bias_t, int(bias4_base + q)) : bias4[bias4_base + q];
+        x += texelFetch(bias_t, bias4_base + q);
+    return masked4(x, b, i, 4u * uint(q));
+}
+
+// Row `base` (query i, batch b) with an fp32 output.
+void softmax_f32(uint base, uint bias_base, uint b, uint i)
+{
+    const bool has_bias = (p.flags & MASK_BIAS) != 0u;
+
+    float m = neg_inf(), sum = 0.0;
+    if ((p.len_k & 3u) == 0u && p.texel != 0u) {
+        const int n4 = int(p.len_k >> 2), base4 = int(base >> 2), bias4_base = int(bias_base >> 2);
+        vec4 m4 = vec4(neg_inf());
+        for (int q = 0; q < n4; q++)
+            m4 = max(m4, scores4(base4, bias4_base, q, b, i));
+        m = max(max(m4.x, m4.y), max(m4.z, m4.w));
+        const float m_sub = m == neg_inf() ? 0.0 : m; // never -inf - -inf
+        vec4 sum4 = vec4(0.0);
+        for (int q = 0; q < n4; q++)
+            sum4 += exp(scores4(base4, bias4_base, q, b, i) - m_sub);
+        sum = (sum4.x + sum4.y) + (sum4.z + sum4.w);
+        const float inv = sum == 0.0 ? 0.0 : 1.0 / sum; // 0: every score was -inf
+        for (int q = 0; q < n4; q++)
+            st4_s(uint(base4 + q), exp(scores4(base4, bias4_base, q, b, i) - m_sub) * inv);
+        return;
+    }
+    if ((p.len_k & 3u) == 0u) {
+        const uint n4 = p.len_k >> 2, base4 = base >> 2, bias4_base = bias_base >> 2;
+        vec4 m4 = vec4(neg_inf());
+        for (uint q = 0; q < n4; q++) {
+            vec4 x = ld4_xin(base4 + q) * p.scale;
+            if (has_bias)
+                x += bias4[bias4_base + q];
+            x = masked4(x, b, i, 4u * q);
+            st4_s(base4 + q, x);
+            m4 = max(m4, x);
+        }
+        m = max(max(m4.x, m4.y), max(m4.z, m4.w));
+        const float m_sub = m == neg_inf() ? 0.0 : m; // never -inf - -inf
+        vec4 sum4 = vec4(0.0);
+        for (uint q = 0; q < n4; q++) {
+            vec4 e = exp(ld4_s(base4 + q) - m_sub);
+            st4_s(base4 + q, e);
+            sum4 += e;
+        }
+        sum = (sum4.x + sum4.y) + (sum4.z + sum4.w);
+        const float inv = sum == 0.0 ? 0.0 : 1.0 / sum; // 0: every score was -inf
+        for (uint q = 0; q < n4; q++)
+            st4_s(base4 + q, ld4_s(base4 + q) * inv);
+        return;
+    }
+
+    for (uint j = 0; j < p.len_k; j++) {
+        float x = ld_xin(base + j) * p.scale;
+        if (has_bias)
+            x += bias[bias_base + j];
+        if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k))
+            x = MASKED_SCORE;
+        st_s(base + j, x);
+        m = max(m, x);
+    }
+    const float m_sub = m == neg_inf() ? 0.0 : m;
+    for (uint j = 0; j < p.len_k; j++) {
+        float e = exp(ld_s(base + j) - m_sub);
+        st_s(base + j, e);
+        sum += e;
+    }
+    const float inv = sum == 0.0 ? 0.0 : 1.0 / sum;
+    for (uint j = 0; j < p.len_k; j++)
+        st_s(base + j, ld_s(base + j) * inv);
+}
+
+// Masked scores of keys 4 q .. 4 q + 3 of the row starting at vec4 base4,
+// through the texel views or from the storage buffers.
+vec4 scores4_any(bool texel, uint base4, uint bias4_base, uint q, uint b, uint i)
+{
+    if (texel)
+        return scores4(int(base4), int(bias4_base), int(q), b, i);
+    vec4 x = ld4_xin(base4 + q) * p.scale;
+    if ((p.flags & MASK_BIAS) != 0u)
+        x += bias4[bias4_base + q];
     return masked4(x, b, i, 4u * q);
 }
 
@@ -98,6 +184,39 @@ float score(uint base, uint bias_base, uint b, uint i, uint j)
     return x;
 }
 
+// Row `base` (query i, batch b) with a 16-bit output: every pass recomputes
+// the scores, and each element is written once.
+void softmax_16(uint base, uint bias_base, uint b, uint i)
+{
+    if ((p.len_k & 3u) == 0u) {
+        const bool texel = p.texel != 0u;
+        const uint n4 = p.len_k >> 2, base4 = base >> 2, bias4_base = bias_base >> 2;
+        vec4 m4 = vec4(neg_inf());
+        for (uint q = 0; q < n4; q++)
+            m4 = max(m4, scores4_any(texel, base4, bias4_base, q, b, i));
+        const float m = max(max(m4.x, m4.y), max(m4.z, m4.w));
+        const float m_sub = m == neg_inf() ? 0.0 : m; // never -inf - -inf
+        vec4 sum4 = vec4(0.0);
+        for (uint q = 0; q < n4; q++)
+            sum4 += exp(scores4_any(texel, base4, bias4_base, q, b, i) - m_sub);
+        const float sum = (sum4.x + sum4.y) + (sum4.z + sum4.w);
+        const float inv = sum == 0.0 ? 0.0 : 1.0 / sum; // 0: every score was -inf
+        for (uint q = 0; q < n4; q++)
+            st4_s(base4 + q, exp(scores4_any(texel, base4, bias4_base, q, b, i) - m_sub) * inv);
+        return;
+    }
+    float m = neg_inf();
+    for (uint j = 0; j < p.len_k; j++)
+        m = max(m, score(base, bias_base, b, i, j));
+    const float m_sub = m == neg_inf() ? 0.0 : m;
+    float sum = 0.0;
+    for (uint j = 0; j < p.len_k; j++)
+        sum += exp(score(base, bias_base, b, i, j) - m_sub);
+    const float inv = sum == 0.0 ? 0.0 : 1.0 / sum;
+    for (uint j = 0; j < p.len_k; j++)
+        st_s(base + j, exp(score(base, bias_base, b, i, j) - m_sub) * inv);
+}
+
 void main()
 {
     const uint row = linear_group(p.group_base) * WG + gl_LocalInvocationIndex;
@@ -108,31 +227,8 @@ void main()
     const uint b = row / (p.len_q * p.heads);
     const uint base = row * p.len_k;
     const uint bias_base = b * p.bias_sb + h * p.bias_sh + i * p.len_k;
-
-    float m = neg_inf(), sum = 0.0;
-    if ((p.len_k & 3u) == 0u) {
-        const uint n4 = p.len_k >> 2, base4 = base >> 2, bias4_base = bias_base >> 2;
-        vec4 m4 = vec4(neg_inf());
-        for (uint q = 0; q < n4; q++)
-            m4 = max(m4, scores4(base4, bias4_base, q, b, i));
-        m = max(max(m4.x, m4.y), max(m4.z, m4.w));
-        const float m_sub = m == neg_inf() ? 0.0 : m; // never -inf - -inf
-        vec4 sum4 = vec4(0.0);
-        for (uint q = 0; q < n4; q++)
-            sum4 += exp(scores4(base4, bias4_base, q, b, i) - m_sub);
-        sum = (sum4.x + sum4.y) + (sum4.z + sum4.w);
-        const float inv = sum == 0.0 ? 0.0 : 1.0 / sum; // 0: every score was -inf
-        for (uint q = 0; q < n4; q++)
-            st4_s(base4 + q, exp(scores4(base4, bias4_base, q, b, i) - m_sub) * inv);
-        return;
-    }
-
-    for (uint j = 0; j < p.len_k; j++)
-        m = max(m, score(base, bias_base, b, i, j));
-    const float m_sub = m == neg_inf() ? 0.0 : m;
-    for (uint j = 0; j < p.len_k; j++)
-        sum += exp(score(base, bias_base, b, i, j) - m_sub);
-    const float inv = sum == 0.0 ? 0.0 : 1.0 / sum;
-    for (uint j = 0; j < p.len_k; j++)
-        st_s(base + j, exp(score(base, bias_base, b, i, j) - m_sub) * inv);
+    if (DTYPE(3) == DT_F32)
+        softmax_f32(base, bias_base, b, i);
+    else
+        softmax_16(base, bias_base, b, i);
 }

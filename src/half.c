@@ -1,7 +1,15 @@
-/* 16-bit floats to fp32 (safetensors' F16 and BF16 tensors). */
+/* 16-bit floats <-> fp32: safetensors' F16 and BF16 tensors and the F16 /
+ * BF16 host arrays of the ops. The narrowing functions are mirrored line for
+ * line by shaders/dtype.glsl (f32_to_f16_bits, f32_to_bf16_bits): change
+ * both together. */
 #include "half.h"
 
 #include <string.h>
+
+#include "vkmha.h"
+
+/* VKMHA_DTYPE_F16 and VKMHA_DTYPE_BF16 (include/vkmha.h). */
+enum { DTYPE_F16 = 2, DTYPE_BF16 = 3 };
 
 float vkmha__half_to_float(uint16_t h)
 {
@@ -27,4 +35,103 @@ float vkmha__bf16_to_float(uint16_t h)
     float f;
     memcpy(&f, &bits, sizeof f);
     return f;
+}
+
+/* Keeps the bits above `shift` of a (a nonnegative magnitude's bits),
+ * rounded to nearest, ties to even. */
+static uint32_t round_shift(uint32_t a, uint32_t shift)
+{
+    const uint32_t kept = a >> shift, rest = a & ((1u << shift) - 1), half = 1u << (shift - 1);
+    return kept + (rest > half || (rest == half && (kept & 1)));
+}
+
+uint16_t vkmha__float_to_half(float f)
+{
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    const uint32_t sign = (bits >> 16) & 0x8000, a = bits & 0x7fffffff;
+    uint32_t h;
+    if (a > 0x7f800000) {
+        h = 0x7e00 | ((a >> 13) & 0x3ff); /* NaN: quiet, high payload bits */
+    } else if (a == 0x7f800000) {
+        h = 0x7c00; /* Inf */
+    } else if (a >= 0x38800000) {
+        /* Normal in fp16 (|f| >= 2^-14): rebias the exponent (127 -> 15),
+         * round off 13 mantissa bits; a carry may go into the exponent. */
+        h = round_shift(a - (112u << 23), 13);
+        if (h >= 0x7c00)
+            h = 0x7bff; /* rounds beyond 65504: saturate */
+    } else if (a >= 0x33000000) {
+        /* Subnormal in fp16 (2^-25 <= |f| < 2^-14): the value in units of
+         * 2^-24 is the full mantissa (implicit bit set) shifted right by
+         * 126 - exponent (14 to 24). Rounding up from 0x3ff gives 0x400,
+         * the smallest normal. */
+        h = round_shift((a & 0x7fffff) | 0x800000, 126 - (a >> 23));
+    } else {
+        h = 0; /* |f| < 2^-25 rounds to zero */
+    }
+    return (uint16_t)(sign | h);
+}
+
+uint16_t vkmha__float_to_bf16(float f)
+{
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    const uint32_t sign = (bits >> 16) & 0x8000, a = bits & 0x7fffffff;
+    uint32_t h;
+    if (a > 0x7f800000) {
+        h = 0x7fc0 | ((a >> 16) & 0x7f); /* NaN: quiet, high payload bits */
+    } else if (a == 0x7f800000) {
+        h = 0x7f80; /* Inf */
+    } else {
+        /* Same exponent as fp32 (subnormals included): round off the low
+         * 16 bits; a carry may go into the exponent. */
+        h = round_shift(a, 16);
+        if (h >= 0x7f80)
+            h = 0x7f7f; /* rounds beyond 3.3895314e38: saturate */
+    }
+    return (uint16_t)(sign | h);
+}
+
+size_t vkmha__dtype_size(uint32_t dtype)
+{
+    switch (dtype) {
+    case VKMHA_DTYPE_F32:
+        return 4;
+    case VKMHA_DTYPE_U8:
+        return 1;
+    case DTYPE_F16:
+    case DTYPE_BF16:
+        return 2;
+    default:
+        return 0;
+    }
+}
+
+void vkmha__to_f32(uint32_t dtype, const void *src, size_t n, float *dst)
+{
+    const unsigned char *p = src;
+    if (dtype == VKMHA_DTYPE_F32) {
+        memcpy(dst, src, n * sizeof(float));
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h;
+        memcpy(&h, p + 2 * i, sizeof h);
+        dst[i] = dtype == DTYPE_F16 ? vkmha__half_to_float(h) : vkmha__bf16_to_float(h);
+    }
+}
+
+void vkmha__from_f32(uint32_t dtype, const float *src, size_t n, void *dst)
+{
+    unsigned char *p = dst;
+    if (dtype == VKMHA_DTYPE_F32) {
+        memcpy(dst, src, n * sizeof(float));
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint16_t h =
+            dtype == DTYPE_F16 ? vkmha__float_to_half(src[i]) : vkmha__float_to_bf16(src[i]);
+        memcpy(p + 2 * i, &h, sizeof h);
+    }
 }

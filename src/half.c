@@ -41,8 +41,8 @@ float vkmha__bf16_to_float(uint16_t h)
  * rounded to nearest, ties to even. */
 static uint32_t round_shift(uint32_t a, uint32_t shift)
 {
-    const uint32_t kept = a >> shift, rest = a & ((1u << shift) - 1), half = 1u << (shift - 1);
-    return kept + (rest > half || (rest == half && (kept & 1)));
+    const uint32_t kept = a >> shift, rest = a & ((1u << shift) - 1), tie = 1u << (shift - 1);
+    return kept + (rest > tie || (rest == tie && (kept & 1)));
 }
 
 uint16_t vkmha__float_to_half(float f)

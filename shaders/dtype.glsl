@@ -1,0 +1,108 @@
+// fp16 and bf16 <-> fp32 for F16 / BF16 buffers, which the shaders read and
+// write as uint words (two 16-bit values a word, the element at the even
+// index in the low half: little-endian, as the host copies the bytes), so
+// that no 16-bit storage feature is needed.
+//
+// Integer bit manipulation only, so that every driver gives the same bits:
+// the narrowing functions mirror vkmha__float_to_half / vkmha__float_to_bf16
+// of src/half.c line for line (change both together; tests/test_half checks
+// the C). They round to nearest even, produce fp16 subnormals, saturate a
+// finite value that would round beyond the largest finite value to +-65504
+// (fp16 0x7bff) or +-3.3895314e38 (bf16 0x7f7f), keep +-Inf, and quiet NaN
+// (top mantissa bit set, sign and high payload bits kept). The widening
+// functions are exact, fp16 subnormals included (built from the bits, not
+// with unpackHalf2x16, which some drivers flush to zero). A driver that
+// flushes fp32 denormals in arithmetic (no shaderDenormPreserveFloat32)
+// still flushes the bf16 values below 2^-126 wherever they are computed with.
+//
+// Self-contained: GLSL 450, no extension. Results are in the low 16 bits;
+// the widening functions read only the low 16 bits of their argument.
+
+#ifndef VKMHA_DTYPE_GLSL
+#define VKMHA_DTYPE_GLSL
+
+// The bits above `shift` (1 to 31) of a nonnegative magnitude's bits `a`,
+// rounded to nearest, ties to even (round_shift of src/half.c).
+uint dtype_round_shift(uint a, uint shift)
+{
+    uint kept = a >> shift, rest = a & ((1u << shift) - 1u), tie = 1u << (shift - 1u);
+    return kept + ((rest > tie || (rest == tie && (kept & 1u) != 0u)) ? 1u : 0u);
+}
+
+uint f32_to_f16_bits(float f)
+{
+    uint bits = floatBitsToUint(f);
+    uint sign = (bits >> 16) & 0x8000u, a = bits & 0x7fffffffu;
+    uint h;
+    if (a > 0x7f800000u) {
+        h = 0x7e00u | ((a >> 13) & 0x3ffu); // NaN: quiet, high payload bits
+    } else if (a == 0x7f800000u) {
+        h = 0x7c00u; // Inf
+    } else if (a >= 0x38800000u) {
+        // Normal in fp16 (|f| >= 2^-14): rebias the exponent (127 -> 15),
+        // round off 13 mantissa bits; a carry may go into the exponent.
+        h = dtype_round_shift(a - (112u << 23), 13u);
+        if (h >= 0x7c00u)
+            h = 0x7bffu; // rounds beyond 65504: saturate
+    } else if (a >= 0x33000000u) {
+        // Subnormal in fp16 (2^-25 <= |f| < 2^-14): the value in units of
+        // 2^-24 is the full mantissa shifted right by 126 - exponent (14 to
+        // 24). Rounding up from 0x3ff gives 0x400, the smallest normal.
+        h = dtype_round_shift((a & 0x7fffffu) | 0x800000u, 126u - (a >> 23));
+    } else {
+        h = 0u; // |f| < 2^-25 rounds to zero
+    }
+    return sign | h;
+}
+
+uint f32_to_bf16_bits(float f)
+{
+    uint bits = floatBitsToUint(f);
+    uint sign = (bits >> 16) & 0x8000u, a = bits & 0x7fffffffu;
+    uint h;
+    if (a > 0x7f800000u) {
+        h = 0x7fc0u | ((a >> 16) & 0x7fu); // NaN: quiet, high payload bits
+    } else if (a == 0x7f800000u) {
+        h = 0x7f80u; // Inf
+    } else {
+        // Same exponent as fp32 (subnormals included): round off the low
+        // 16 bits; a carry may go into the exponent.
+        h = dtype_round_shift(a, 16u);
+        if (h >= 0x7f80u)
+            h = 0x7f7fu; // rounds beyond 3.3895314e38: saturate
+    }
+    return sign | h;
+}
+
+float f16_bits_to_f32(uint h)
+{
+    uint sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+    uint bits;
+    if (e == 0x1fu) {
+        bits = sign | 0x7f800000u | (m << 13); // Inf, NaN (payload kept)
+    } else if (e != 0u) {
+        bits = sign | ((e + 112u) << 23) | (m << 13);
+    } else if (m != 0u) {
+        // Subnormal: m * 2^-24 = 1.f * 2^(p - 24) with p the top bit of m
+        // (0 to 9), a normal fp32 with biased exponent p + 103.
+        uint p = uint(findMSB(m));
+        bits = sign | ((p + 103u) << 23) | ((m << (23u - p)) & 0x7fffffu);
+    } else {
+        bits = sign; // +-0
+    }
+    return uintBitsToFloat(bits);
+}
+
+float bf16_bits_to_f32(uint h)
+{
+    return uintBitsToFloat((h & 0xffffu) << 16);
+}
+
+// The 16-bit value at element index i of a word holding elements i & ~1 (low
+// half) and i | 1 (high half).
+uint bits16_at_word(uint word, uint i)
+{
+    return (word >> ((i & 1u) * 16u)) & 0xffffu;
+}
+
+#endif // VKMHA_DTYPE_GLSL

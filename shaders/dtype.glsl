@@ -21,12 +21,23 @@
 #ifndef VKMHA_DTYPE_GLSL
 #define VKMHA_DTYPE_GLSL
 
-// The bits above `shift` (1 to 31) of a nonnegative magnitude's bits `a`,
-// rounded to nearest, ties to even (round_shift of src/half.c).
-uint dtype_round_shift(uint a, uint shift)
+// The 16-bit Inf or NaN for fp32 magnitude bits a >= 0x7f800000, in a
+// format whose Inf is `inf` and whose mantissa is fp32's top 23 - drop bits:
+// a NaN gets the top mantissa bit (quiet) and keeps its payload's high bits.
+uint dtype_nonfinite(uint a, uint drop, uint inf)
+{
+    uint mant = (1u << (23u - drop)) - 1u;
+    return a == 0x7f800000u ? inf : inf | ((mant + 1u) >> 1) | ((a >> drop) & mant);
+}
+
+// The bits above `shift` (1 to 31) of a (a nonnegative magnitude's bits),
+// rounded to nearest, ties to even, and at most max (saturation); a carry out
+// of the mantissa goes into the exponent.
+uint dtype_round_shift(uint a, uint shift, uint max_)
 {
     uint kept = a >> shift, rest = a & ((1u << shift) - 1u), tie = 1u << (shift - 1u);
-    return kept + ((rest > tie || (rest == tie && (kept & 1u) != 0u)) ? 1u : 0u);
+    uint r = kept + ((rest > tie || (rest == tie && (kept & 1u) != 0u)) ? 1u : 0u);
+    return r < max_ ? r : max_;
 }
 
 uint f32_to_f16_bits(float f)
@@ -34,21 +45,18 @@ uint f32_to_f16_bits(float f)
     uint bits = floatBitsToUint(f);
     uint sign = (bits >> 16) & 0x8000u, a = bits & 0x7fffffffu;
     uint h;
-    if (a > 0x7f800000u) {
-        h = 0x7e00u | ((a >> 13) & 0x3ffu); // NaN: quiet, high payload bits
-    } else if (a == 0x7f800000u) {
-        h = 0x7c00u; // Inf
+    if (a >= 0x7f800000u) {
+        h = dtype_nonfinite(a, 13u, 0x7c00u);
     } else if (a >= 0x38800000u) {
         // Normal in fp16 (|f| >= 2^-14): rebias the exponent (127 -> 15),
-        // round off 13 mantissa bits; a carry may go into the exponent.
-        h = dtype_round_shift(a - (112u << 23), 13u);
-        if (h >= 0x7c00u)
-            h = 0x7bffu; // rounds beyond 65504: saturate
+        // round off 13 mantissa bits; beyond 65504 saturates.
+        h = dtype_round_shift(a - (112u << 23), 13u, 0x7bffu);
     } else if (a >= 0x33000000u) {
         // Subnormal in fp16 (2^-25 <= |f| < 2^-14): the value in units of
-        // 2^-24 is the full mantissa shifted right by 126 - exponent (14 to
-        // 24). Rounding up from 0x3ff gives 0x400, the smallest normal.
-        h = dtype_round_shift((a & 0x7fffffu) | 0x800000u, 126u - (a >> 23));
+        // 2^-24 is the full mantissa (implicit bit set) shifted right by
+        // 126 - exponent (14 to 24). Rounding up from 0x3ff gives 0x400,
+        // the smallest normal.
+        h = dtype_round_shift((a & 0x7fffffu) | 0x800000u, 126u - (a >> 23), 0x7bffu);
     } else {
         h = 0u; // |f| < 2^-25 rounds to zero
     }
@@ -59,18 +67,10 @@ uint f32_to_bf16_bits(float f)
 {
     uint bits = floatBitsToUint(f);
     uint sign = (bits >> 16) & 0x8000u, a = bits & 0x7fffffffu;
-    uint h;
-    if (a > 0x7f800000u) {
-        h = 0x7fc0u | ((a >> 16) & 0x7fu); // NaN: quiet, high payload bits
-    } else if (a == 0x7f800000u) {
-        h = 0x7f80u; // Inf
-    } else {
-        // Same exponent as fp32 (subnormals included): round off the low
-        // 16 bits; a carry may go into the exponent.
-        h = dtype_round_shift(a, 16u);
-        if (h >= 0x7f80u)
-            h = 0x7f7fu; // rounds beyond 3.3895314e38: saturate
-    }
+    // Finite: fp32's exponent (subnormals included), the low 16 bits rounded
+    // off; beyond 0x7f7f (3.3895314e38) saturates.
+    uint h = a >= 0x7f800000u ? dtype_nonfinite(a, 16u, 0x7f80u)
+                              : dtype_round_shift(a, 16u, 0x7f7fu);
     return sign | h;
 }
 

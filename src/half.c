@@ -37,12 +37,23 @@ float vkmha__bf16_to_float(uint16_t h)
     return f;
 }
 
-/* Keeps the bits above `shift` of a (a nonnegative magnitude's bits),
- * rounded to nearest, ties to even. */
-static uint32_t round_shift(uint32_t a, uint32_t shift)
+/* The 16-bit Inf or NaN for fp32 magnitude bits a >= 0x7f800000, in a
+ * format whose Inf is `inf` and whose mantissa is fp32's top 23 - drop bits:
+ * a NaN gets the top mantissa bit (quiet) and keeps its payload's high bits. */
+static uint32_t nonfinite(uint32_t a, uint32_t drop, uint32_t inf)
+{
+    const uint32_t mant = (1u << (23 - drop)) - 1;
+    return a == 0x7f800000 ? inf : inf | ((mant + 1) >> 1) | ((a >> drop) & mant);
+}
+
+/* The bits above `shift` of a (a nonnegative magnitude's bits), rounded to
+ * nearest, ties to even, and at most max (saturation); a carry out of the
+ * mantissa goes into the exponent. */
+static uint32_t round_shift(uint32_t a, uint32_t shift, uint32_t max)
 {
     const uint32_t kept = a >> shift, rest = a & ((1u << shift) - 1), tie = 1u << (shift - 1);
-    return kept + (rest > tie || (rest == tie && (kept & 1)));
+    const uint32_t r = kept + (rest > tie || (rest == tie && (kept & 1)));
+    return r < max ? r : max;
 }
 
 uint16_t vkmha__float_to_half(float f)
@@ -51,22 +62,18 @@ uint16_t vkmha__float_to_half(float f)
     memcpy(&bits, &f, sizeof bits);
     const uint32_t sign = (bits >> 16) & 0x8000, a = bits & 0x7fffffff;
     uint32_t h;
-    if (a > 0x7f800000) {
-        h = 0x7e00 | ((a >> 13) & 0x3ff); /* NaN: quiet, high payload bits */
-    } else if (a == 0x7f800000) {
-        h = 0x7c00; /* Inf */
+    if (a >= 0x7f800000) {
+        h = nonfinite(a, 13, 0x7c00);
     } else if (a >= 0x38800000) {
         /* Normal in fp16 (|f| >= 2^-14): rebias the exponent (127 -> 15),
-         * round off 13 mantissa bits; a carry may go into the exponent. */
-        h = round_shift(a - (112u << 23), 13);
-        if (h >= 0x7c00)
-            h = 0x7bff; /* rounds beyond 65504: saturate */
+         * round off 13 mantissa bits; beyond 65504 saturates. */
+        h = round_shift(a - (112u << 23), 13, 0x7bff);
     } else if (a >= 0x33000000) {
         /* Subnormal in fp16 (2^-25 <= |f| < 2^-14): the value in units of
          * 2^-24 is the full mantissa (implicit bit set) shifted right by
          * 126 - exponent (14 to 24). Rounding up from 0x3ff gives 0x400,
          * the smallest normal. */
-        h = round_shift((a & 0x7fffff) | 0x800000, 126 - (a >> 23));
+        h = round_shift((a & 0x7fffff) | 0x800000, 126 - (a >> 23), 0x7bff);
     } else {
         h = 0; /* |f| < 2^-25 rounds to zero */
     }
@@ -78,18 +85,9 @@ uint16_t vkmha__float_to_bf16(float f)
     uint32_t bits;
     memcpy(&bits, &f, sizeof bits);
     const uint32_t sign = (bits >> 16) & 0x8000, a = bits & 0x7fffffff;
-    uint32_t h;
-    if (a > 0x7f800000) {
-        h = 0x7fc0 | ((a >> 16) & 0x7f); /* NaN: quiet, high payload bits */
-    } else if (a == 0x7f800000) {
-        h = 0x7f80; /* Inf */
-    } else {
-        /* Same exponent as fp32 (subnormals included): round off the low
-         * 16 bits; a carry may go into the exponent. */
-        h = round_shift(a, 16);
-        if (h >= 0x7f80)
-            h = 0x7f7f; /* rounds beyond 3.3895314e38: saturate */
-    }
+    /* Finite: fp32's exponent (subnormals included), the low 16 bits rounded
+     * off; beyond 0x7f7f (3.3895314e38) saturates. */
+    const uint32_t h = a >= 0x7f800000 ? nonfinite(a, 16, 0x7f80) : round_shift(a, 16, 0x7f7f);
     return (uint16_t)(sign | h);
 }
 

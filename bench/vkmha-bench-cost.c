@@ -97,7 +97,7 @@ static double measure(vkmha_context *ctx, const char *plan, const shape *s,
                       vkmha_attention_path path, uint32_t reps, const float *q, const float *k,
                       const float *v, float *out, char ran[16])
 {
-    vkmha_attention_desc d = {s->b, s->h, 0, s->lq, s->lk, s->dk, s->dv, 0, path, 0};
+    vkmha_attention_desc d = {s->b, s->h, 0, s->lq, s->lk, s->dk, s->dv, 0, path, 0, 0};
     double t[16];
     reps = reps < 1 ? 1 : reps > 16 ? 16 : reps;
     if (vkmha_attention(ctx, &d, q, k, v, NULL, out, NULL))
@@ -213,7 +213,7 @@ static void compile_times(void)
                   *k = bench_random(8 * dims[c], 1.0f, &seed),
                   *v = bench_random(8 * dims[c], 1.0f, &seed), *out = malloc(8 * dims[c] * 4);
             vkmha_attention_desc d = {1, 1, 0, 8, 8, dims[c], dims[c], 0,
-                                      VKMHA_ATTENTION_PATH_FUSED, 1};
+                                      VKMHA_ATTENTION_PATH_FUSED, 1, 0};
             double t0 = now_ms();
             vkmha_status st = vkmha_attention(ctx, &d, q, k, v, NULL, out, NULL);
             double t1 = now_ms();
@@ -308,7 +308,7 @@ int main(int argc, char **argv)
             fprintf(csv, "%u,%u,%u,%u,%u,%u,%s,%.1f,%.1f,%.1f,%.1f,%s,%.3f\n", s->b, s->h, s->lq,
                     s->lk, s->dk, s->dv, s->why, t[n][P_CPU], t[n][P_SHARED], t[n][P_UNFUSED],
                     t[n][P_AUTO], ran[n], t[n][P_AUTO] / best);
-        const attn_shape as = {s->b, s->h, s->h, s->lq, s->lk, s->dk, s->dv, 0.0f, 0, 0};
+        const attn_shape as = {s->b, s->h, s->h, s->lq, s->lk, s->dk, s->dv, 0.0f, 0, 0, 0};
         const uint32_t cls = s->dk > 128 || s->dv > 128 ? 3 : s->dk > 64 || s->dv > 64 ? 2
                              : s->dk > 32 || s->dv > 32 ? 1 : 0;
         vk_cost_fused_features(&as, info.attention_register[cls].block_q

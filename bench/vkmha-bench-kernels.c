@@ -188,7 +188,7 @@ static void bench_softmax(const opts *o, vkmha_context *ref, uint32_t len, uint3
     char shape[64];
     snprintf(shape, sizeof shape, "[1][%u][%u][%u] %s", heads, len, len,
              kinds & VKMHA_MASK_BIAS ? "bias" : "pad+causal");
-    sm_call c = {ref, {1, heads, len, len, 0.125f}, x, &m, y_ref, NULL, NULL, NULL};
+    sm_call c = {ref, {1, heads, len, len, 0.125f, 0}, x, &m, y_ref, NULL, NULL, NULL};
     report("softmax", shape, "reference", time_calls(sm_host, &c, o->reps, NULL), 0);
 
     for (size_t v = 0; v < n_variants; v++) {
@@ -251,7 +251,7 @@ static void bench_heads(const opts *o, vkmha_context *ref, uint32_t len, bool sp
     char shape[64];
     snprintf(shape, sizeof shape, "[1][%u][%u] %u heads", len, d_model, heads);
     const char *k = split ? "split" : "merge";
-    heads_call c = {ref, {1, len, heads, d_model / heads}, split, x, y_ref, NULL, NULL};
+    heads_call c = {ref, {1, len, heads, d_model / heads, 0}, split, x, y_ref, NULL, NULL};
     report(k, shape, "reference", time_calls(heads_host, &c, o->reps, NULL), 0);
     for (size_t v = 0; v < n_variants; v++) {
         set_variant(v);
@@ -382,7 +382,7 @@ static int cb_run(void *p)
                                 &vk->slots[SLOT_OUT], &vk->slots[SLOT_STATS]};
     uint64_t groups = ((uint64_t)c->rows * c->d_v + vk->elementwise_wg - 1) / vk->elementwise_wg;
     if ((st = vk_dispatch_groups(vk, &vk->op_sites.sites[OPSITE_ATTENTION + 4],
-                                 PIPE_FLASH_COMBINE, bufs, 4, &cp, sizeof cp,
+                                 PIPE_FLASH_COMBINE, 0, bufs, 4, &cp, sizeof cp,
                                  offsetof(struct combine_push, group_base), groups))) {
         vk_call_abort(vk);
         return 1;

@@ -368,7 +368,7 @@ static void bench_small_ops(const opts *o, vkmha_context *ref)
     for (uint32_t len = 128; len <= max_len; len *= 2) {
         char shape[64];
         if (selected(o, "softmax")) {
-            vkmha_softmax_desc sd = {1, heads, len, len, 0.125f};
+            vkmha_softmax_desc sd = {1, heads, len, len, 0.125f, 0};
             size_t n = (size_t)heads * len * len;
             float *x = random_array(n, 3), *y = zeros(n), *y2 = zeros(n);
             op_call c = {NULL, &sd, x, NULL, NULL, y, y2, 0};
@@ -377,7 +377,7 @@ static void bench_small_ops(const opts *o, vkmha_context *ref)
             free(x), free(y), free(y2);
         }
         if (selected(o, "heads")) {
-            vkmha_heads_desc hd = {1, len, heads, d_model / heads};
+            vkmha_heads_desc hd = {1, len, heads, d_model / heads, 0};
             size_t n = (size_t)len * d_model;
             float *x = random_array(n, 1), *y = zeros(n), *y2 = zeros(n);
             op_call c = {NULL, &hd, x, NULL, NULL, y, y2, 1};

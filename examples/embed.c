@@ -584,7 +584,7 @@ int main(void)
     float *want1 = malloc(n_act * sizeof(float));
     for (uint32_t i = 0; i < n_act; i++)
         doubled[i] = 2.0f * query[i];
-    vkmha_mha_io rio = {B, L, 0, doubled, doubled, doubled, NULL, want, NULL, 0, 0};
+    vkmha_mha_io rio = {B, L, 0, doubled, doubled, doubled, NULL, want, NULL, 0, 0, 0};
     VKMHA_CHECK(vkmha_mha_forward(ref, &rio));
     for (uint32_t i = 0; i < n_act; i++)
         want1[i] = want[i] + 1.0f;
@@ -667,10 +667,10 @@ int main(void)
         VKMHA_CHECK(vkmha_tensor_create(ctx, &rows_desc, &soft));
         VKMHA_CHECK(vkmha_tensor_create(ctx, &rows_desc, &wt));
         VKMHA_CHECK(vkmha_tensor_upload(wt, 0, w, (uint64_t)n_w * 4));
-        const vkmha_heads_desc hd = {B, L, H, dk};
-        const vkmha_attention_desc ad = {B, H, 0, L, L, dk, dk, 0, 0, 0};
-        const vkmha_matmul_desc mmd = {1, B * L, D, D, VKMHA_OP_T, 0, 0, 0, 0, 0, 0, 0};
-        const vkmha_softmax_desc sd = {1, 1, B * L, D, 0};
+        const vkmha_heads_desc hd = {B, L, H, dk, 0};
+        const vkmha_attention_desc ad = {B, H, 0, L, L, dk, dk, 0, 0, 0, 0};
+        const vkmha_matmul_desc mmd = {1, B * L, D, D, VKMHA_OP_T, 0, 0, 0, 0, 0, 0, 0, 0};
+        const vkmha_softmax_desc sd = {1, 1, B * L, D, 0, 0};
         const vkmha_tensor_mask causal = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0};
         memcpy((char *)e.arena_map + q_off, doubled, bytes);
         VK_CHECK(vkResetCommandPool(e.device, e.cmd_pool, 0));

@@ -10,9 +10,21 @@
  *     required sizes is a valid desc.
  *   - Descs and the arrays they point to only need to live until the call
  *     returns, unless a field says otherwise. vkmha copies what it keeps.
- *   - Tensors are dense, row-major fp32 host arrays. Shapes are written
- *     outermost first: `[batch][len_q][d_model]` means element (b, i, c) is at
- *     index (b * len_q + i) * d_model + c. Layout is batch-first.
+ *   - Tensors are dense, row-major host arrays of the call's dtype
+ *     (vkmha_dtype: fp32 by default, or fp16 / bf16 where a desc's `dtype`
+ *     field says so). Shapes are written outermost first:
+ *     `[batch][len_q][d_model]` means element (b, i, c) is at index
+ *     (b * len_q + i) * d_model + c. Layout is batch-first.
+ *   - Precision: 16-bit values are only stored in 16 bits. Every dot
+ *     product, softmax statistic and LayerNorm moment is computed in fp32
+ *     (scores are never stored in 16 bits, so fp16 inputs whose logits
+ *     exceed 65504 still give finite, correct results). A 16-bit output is
+ *     rounded to nearest even when stored; a finite value beyond the
+ *     format's largest saturates to it (+-65504 for fp16) instead of
+ *     becoming Inf, while Inf and NaN stay Inf and NaN. No device feature is
+ *     needed for 16-bit data: where the device has storageBuffer16BitAccess
+ *     vkmha reads and writes 16-bit elements directly, elsewhere it packs two
+ *     in a 32-bit word (vkmha_context_info.native_16bit_storage tells).
  *   - Weights use the layout of torch.nn.Linear.weight: `[out][in]`, so a
  *     projection is y = x * W^T + b.
  *   - When a call fails, vkmha_context_last_error() holds a message that names
@@ -66,7 +78,7 @@ extern "C" {
 #endif
 
 #define VKMHA_VERSION_MAJOR 0
-#define VKMHA_VERSION_MINOR 2
+#define VKMHA_VERSION_MINOR 3
 #define VKMHA_VERSION_PATCH 0
 #define VKMHA_VERSION_NUMBER \
     (VKMHA_VERSION_MAJOR * 10000 + VKMHA_VERSION_MINOR * 100 + VKMHA_VERSION_PATCH)
@@ -261,6 +273,10 @@ typedef struct vkmha_debug_options {
      * that tests reach both on one device. REGISTER on a device that lacks
      * it is VKMHA_ERROR_UNSUPPORTED at creation. */
     uint32_t fused_kernel VKMHA_ZERO; /* vkmha_fused_kernel */
+    /* Treat the device as lacking storageBuffer16BitAccess: 16-bit data then
+     * goes through the packed path (two values per 32-bit word) that devices
+     * without the feature run. */
+    bool no_native_16bit VKMHA_ZERO;
 } vkmha_debug_options;
 
 typedef struct vkmha_context_desc {
@@ -415,6 +431,12 @@ typedef struct vkmha_context_info {
      * device_memory_bytes; see vkmha_context_desc.scratch_budget), and the
      * budget (0: none). 0 for the reference backend. */
     uint64_t scratch_bytes VKMHA_ZERO, scratch_budget VKMHA_ZERO;
+    /* 16-bit data (fp16, bf16) is read and written as 16-bit elements
+     * (the device has storageBuffer16BitAccess, enabled by vkmha or, for a
+     * borrowed device, declared in vkmha_vulkan_desc), else packed two per
+     * 32-bit word. Both compute the same results. false for the reference
+     * backend. */
+    bool native_16bit_storage VKMHA_ZERO;
 } vkmha_context_info;
 
 /* Creates a context. On failure *out is NULL, and the reason is both sent to
@@ -523,6 +545,9 @@ typedef struct vkmha_matmul_desc {
      * VKMHA_BROADCAST means every batch entry uses the same matrix (A and B
      * only). Otherwise at least rows * ld, so that matrices do not overlap. */
     int64_t stride_a VKMHA_ZERO, stride_b VKMHA_ZERO, stride_c VKMHA_ZERO;
+    /* vkmha_dtype of the host arrays a, b, bias and c: F32 (0, default), F16
+     * or BF16. The tensor forms ignore it: each tensor has its own. */
+    uint32_t dtype VKMHA_ZERO;
 } vkmha_matmul_desc;
 
 /* C[b] = alpha * A[b] * op(B[b]) + bias, for b < batch.
@@ -533,13 +558,16 @@ typedef struct vkmha_matmul_desc {
  * c: (i, j) at c[b * stride_c + i * ldc + j]; must not overlap a, b or bias.
  * Elements of C between rows (ldc > n) are left untouched. */
 VKMHA_API vkmha_status vkmha_matmul(vkmha_context *ctx, const vkmha_matmul_desc *desc,
-                                    const float *a, const float *b, const float *bias,
-                                    float *c);
+                                    const void *a, const void *b, const void *bias,
+                                    void *c);
 
 typedef struct vkmha_softmax_desc {
     uint32_t batch VKMHA_ZERO, heads VKMHA_ZERO; /* 0 means 1 */
     uint32_t len_q VKMHA_ZERO, len_k VKMHA_ZERO; /* rows and columns per (batch, head), >= 1 */
     float scale VKMHA_ZERO;           /* multiplies x before bias and mask; 0 means 1 */
+    /* vkmha_dtype of the host arrays x and y (the mask's bias stays fp32);
+     * ignored by the tensor forms. */
+    uint32_t dtype VKMHA_ZERO;
 } vkmha_softmax_desc;
 
 /* y = softmax over the last axis of masked(scale * x + bias), see vkmha_mask
@@ -547,22 +575,25 @@ typedef struct vkmha_softmax_desc {
  * x, y: [batch][heads][len_q][len_k]; y may equal x (in place). mask may be
  * NULL. */
 VKMHA_API vkmha_status vkmha_softmax(vkmha_context *ctx, const vkmha_softmax_desc *desc,
-                                     const float *x, const vkmha_mask *mask, float *y);
+                                     const void *x, const vkmha_mask *mask, void *y);
 
 typedef struct vkmha_heads_desc {
     uint32_t batch VKMHA_ZERO;    /* 0 means 1 */
     uint32_t len VKMHA_ZERO;      /* >= 1 */
     uint32_t heads VKMHA_ZERO;    /* >= 1 */
     uint32_t head_dim VKMHA_ZERO; /* >= 1 */
+    /* vkmha_dtype of the host arrays x and y; ignored by the tensor forms,
+     * whose x and y may differ (the copy converts). */
+    uint32_t dtype VKMHA_ZERO;
 } vkmha_heads_desc;
 
 /* x [batch][len][heads * head_dim] -> y [batch][heads][len][head_dim].
  * x and y must not overlap. */
 VKMHA_API vkmha_status vkmha_split_heads(vkmha_context *ctx, const vkmha_heads_desc *desc,
-                                         const float *x, float *y);
+                                         const void *x, void *y);
 /* The inverse: x [batch][heads][len][head_dim] -> y [batch][len][heads * head_dim]. */
 VKMHA_API vkmha_status vkmha_merge_heads(vkmha_context *ctx, const vkmha_heads_desc *desc,
-                                         const float *x, float *y);
+                                         const void *x, void *y);
 
 /* How attention is computed on the Vulkan backend (the reference backend
  * computes the same math either way and ignores the choice). */
@@ -605,6 +636,9 @@ typedef struct vkmha_attention_desc {
      * At most VKMHA_MAX_KV_SPLITS; more splits than keys are clamped to
      * len_k. Ignored by the unfused path and the reference backend. */
     uint32_t kv_splits VKMHA_ZERO;
+    /* vkmha_dtype of the host arrays q, k, v, out and weights; ignored by
+     * the tensor forms (each tensor has its own). */
+    uint32_t dtype VKMHA_ZERO;
 } vkmha_attention_desc;
 
 /* Scaled dot-product attention on split heads:
@@ -620,8 +654,8 @@ typedef struct vkmha_attention_desc {
  * rounding) also at logits of 1e4 and beyond.
  * mask may be NULL. Outputs must not overlap inputs. */
 VKMHA_API vkmha_status vkmha_attention(vkmha_context *ctx, const vkmha_attention_desc *desc,
-                                       const float *q, const float *k, const float *v,
-                                       const vkmha_mask *mask, float *out, float *weights);
+                                       const void *q, const void *k, const void *v,
+                                       const vkmha_mask *mask, void *out, void *weights);
 
 /* ------------------------------------------------------------------------ */
 /* The multi-head attention layer                                           */
@@ -641,16 +675,24 @@ typedef struct vkmha_mha_desc {
     /* Weights, torch.nn.Linear layout, all required:
      *   w_q [H * d_k][d_model], w_k [Hkv * d_k][kdim],
      *   w_v [Hkv * d_v][vdim],  w_o [d_model][H * d_v] */
-    const float *w_q VKMHA_ZERO, *w_k VKMHA_ZERO, *w_v VKMHA_ZERO, *w_o VKMHA_ZERO;
+    const void *w_q VKMHA_ZERO, *w_k VKMHA_ZERO, *w_v VKMHA_ZERO, *w_o VKMHA_ZERO;
     /* Optional biases (NULL: none): b_q [H * d_k], b_k [Hkv * d_k],
      * b_v [Hkv * d_v], b_o [d_model]. */
-    const float *b_q VKMHA_ZERO, *b_k VKMHA_ZERO, *b_v VKMHA_ZERO, *b_o VKMHA_ZERO;
+    const void *b_q VKMHA_ZERO, *b_k VKMHA_ZERO, *b_v VKMHA_ZERO, *b_o VKMHA_ZERO;
     /* Post-norm: out = LayerNorm(query + attention_out) over d_model, as in
      * the reference Transformer code (requires nothing else). gamma [d_model]
      * (NULL: ones), beta [d_model] (NULL: zeros), norm_eps 0 means 1e-6. */
     bool post_norm VKMHA_ZERO;
-    const float *norm_gamma VKMHA_ZERO, *norm_beta VKMHA_ZERO;
+    const void *norm_gamma VKMHA_ZERO, *norm_beta VKMHA_ZERO;
     float norm_eps VKMHA_ZERO;
+    /* vkmha_dtype of every weight, bias, gamma and beta array above: F32 (0,
+     * default), F16 or BF16. */
+    uint32_t weight_dtype VKMHA_ZERO;
+    /* vkmha_dtype the layer keeps them in on the device: F32 (0, default),
+     * F16 or BF16 (a 16-bit one halves their device memory). Converted once,
+     * at creation, rounding to nearest even. The reference backend keeps
+     * them as stored the same way. */
+    uint32_t storage_dtype VKMHA_ZERO;
 } vkmha_mha_desc;
 
 /* Creates the layer and copies its weights to the device, once. The context
@@ -666,16 +708,20 @@ typedef struct vkmha_mha_io {
     uint32_t batch VKMHA_ZERO;  /* 0 means 1 */
     uint32_t len_q VKMHA_ZERO;  /* >= 1 */
     uint32_t len_k VKMHA_ZERO;  /* 0 means len_q */
-    const float *query VKMHA_ZERO; /* [batch][len_q][d_model] */
-    const float *key VKMHA_ZERO;   /* [batch][len_k][kdim] */
-    const float *value VKMHA_ZERO; /* [batch][len_k][vdim]; self-attention passes one
+    const void *query VKMHA_ZERO; /* [batch][len_q][d_model] */
+    const void *key VKMHA_ZERO;   /* [batch][len_k][kdim] */
+    const void *value VKMHA_ZERO; /* [batch][len_k][vdim]; self-attention passes one
                            pointer three times (it is uploaded once) */
     const vkmha_mask *mask VKMHA_ZERO; /* optional, see vkmha_mask */
-    float *out VKMHA_ZERO;             /* [batch][len_q][d_model], must not overlap inputs */
-    float *attn_weights VKMHA_ZERO;    /* optional: [batch][H][len_q][len_k] */
+    void *out VKMHA_ZERO;             /* [batch][len_q][d_model], must not overlap inputs */
+    void *attn_weights VKMHA_ZERO;    /* optional: [batch][H][len_q][len_k] */
     /* As in vkmha_attention_desc: 0, 0 mean fused with automatic splits. */
     uint32_t attention_path VKMHA_ZERO; /* vkmha_attention_path */
     uint32_t kv_splits VKMHA_ZERO;
+    /* vkmha_dtype of query, key, value, out and attn_weights: F32 (0,
+     * default), F16 or BF16. The layer's activations on the device (the
+     * projections, the attention output) are kept in this dtype too. */
+    uint32_t dtype VKMHA_ZERO;
 } vkmha_mha_io;
 
 /* out = (LayerNorm(query + ...) if post_norm)
@@ -708,7 +754,8 @@ VKMHA_API vkmha_status vkmha_mha_forward(vkmha_mha *mha, const vkmha_mha_io *io)
  *
  * Every bias is optional. d_model, d_k, d_v, kdim and vdim come from the
  * shapes; the number of heads is not in the file and must be given. Tensors
- * may be F32, F16 or BF16 (converted to fp32, what the layer stores). Other
+ * may be F32, F16 or BF16 (stored as storage_dtype says; F16 and BF16 tensors
+ * stored in their own dtype are copied as they are). Other
  * tensors in the file are ignored (a whole model's checkpoint is fine), but
  * the whole header is validated. The file is mapped read-only (F32 tensors
  * are then read in place; nothing is read into an intermediate copy) and
@@ -750,6 +797,9 @@ typedef struct vkmha_safetensors_desc {
     bool post_norm VKMHA_ZERO;
     const char *norm_prefix VKMHA_ZERO;
     float norm_eps VKMHA_ZERO;
+    /* As vkmha_mha_desc.storage_dtype: how the layer keeps the weights on
+     * the device, F32 (0, default), F16 or BF16, whatever the file's dtypes. */
+    uint32_t storage_dtype VKMHA_ZERO;
 } vkmha_safetensors_desc;
 
 /* Creates a layer (as vkmha_mha_create) from the tensors of a safetensors
@@ -780,6 +830,12 @@ typedef struct vkmha_tensor vkmha_tensor;
 typedef enum vkmha_dtype {
     VKMHA_DTYPE_F32 = 0, /* float, the default */
     VKMHA_DTYPE_U8 = 1,  /* uint8_t: key-padding and full masks */
+    /* IEEE 754 binary16 (numpy.float16, torch.float16, _Float16), as
+     * uint16_t bits in host memory. */
+    VKMHA_DTYPE_F16 = 2,
+    /* bfloat16 (torch.bfloat16): the high 16 bits of an fp32, as uint16_t
+     * bits in host memory. */
+    VKMHA_DTYPE_BF16 = 3,
 } vkmha_dtype;
 
 #define VKMHA_MAX_DIMS 4
@@ -800,7 +856,8 @@ VKMHA_API vkmha_status vkmha_tensor_get_desc(const vkmha_tensor *t, vkmha_tensor
 /* Bytes of the tensor: elements times the dtype's size. */
 VKMHA_API uint64_t vkmha_tensor_bytes(const vkmha_tensor *t);
 /* Copies `bytes` bytes from host memory into the tensor from byte `offset`
- * (a multiple of 4 and offset + bytes at most the tensor's bytes), and waits.
+ * (multiples of 4, or of 2 for F16 and BF16 tensors, and offset + bytes at
+ * most the tensor's bytes), and waits.
  * Work submitted earlier on the context's queue that uses the tensor is
  * ordered before the copy. */
 VKMHA_API vkmha_status vkmha_tensor_upload(vkmha_tensor *t, uint64_t offset, const void *src,
@@ -819,7 +876,9 @@ typedef struct vkmha_tensor_mask {
 
 /* The ops on tensors, computed on the context's queue before returning: the
  * same math, descs and layouts as the ops on host arrays above (a tensor
- * stands for the array of the same name). Outputs must be other tensors than
+ * stands for the array of the same name). Each float tensor may be F32, F16
+ * or BF16, independently of the others (say, fp16 weights times fp32
+ * activations); the desc's dtype field is ignored. Outputs must be other tensors than
  * the inputs (softmax may run in place: y == x). */
 VKMHA_API vkmha_status vkmha_matmul_tensor(vkmha_context *ctx, const vkmha_matmul_desc *desc,
                                            const vkmha_tensor *a, const vkmha_tensor *b,
@@ -840,7 +899,8 @@ VKMHA_API vkmha_status vkmha_attention_tensor(vkmha_context *ctx,
                                               const vkmha_tensor_mask *mask,
                                               vkmha_tensor *out, vkmha_tensor *weights);
 
-/* vkmha_mha_io with tensors. */
+/* vkmha_mha_io with tensors: query, key, value, out and attn_weights of one
+ * float dtype (F32, F16 or BF16), which the layer's activations then use. */
 typedef struct vkmha_mha_tensors {
     uint32_t batch VKMHA_ZERO, len_q VKMHA_ZERO, len_k VKMHA_ZERO; /* as vkmha_mha_io */
     const vkmha_tensor *query VKMHA_ZERO, *key VKMHA_ZERO, *value VKMHA_ZERO;

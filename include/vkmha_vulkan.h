@@ -93,6 +93,11 @@ typedef struct vkmha_vulkan_desc {
      * VK_KHR_push_descriptor when listed here. */
     const char *const *enabled_device_extensions VKMHA_ZERO;
     uint32_t enabled_device_extension_count VKMHA_ZERO;
+    /* The application enabled VkPhysicalDevice16BitStorageFeatures::
+     * storageBuffer16BitAccess (Vulkan 1.1) on the device: vkmha then reads
+     * and writes fp16 / bf16 data as 16-bit elements. false: it packs them
+     * two per 32-bit word, which every device runs. */
+    bool storage_buffer_16bit_access VKMHA_ZERO;
 
     /* Passed to every Vulkan create, allocate, destroy and free call vkmha
      * makes (on borrowed objects and its own instance and device alike).

@@ -1,7 +1,5 @@
-// fp16 and bf16 <-> fp32 for F16 / BF16 buffers, which the shaders read and
-// write as uint words (two 16-bit values a word, the element at the even
-// index in the low half: little-endian, as the host copies the bytes), so
-// that no 16-bit storage feature is needed.
+// fp16 and bf16 <-> fp32 for the F16 / BF16 buffers (shaders/typed.glsl
+// reads and writes them through these).
 //
 // Integer bit manipulation only, so that every driver gives the same bits:
 // the narrowing functions mirror vkmha__float_to_half / vkmha__float_to_bf16
@@ -96,13 +94,6 @@ float f16_bits_to_f32(uint h)
 float bf16_bits_to_f32(uint h)
 {
     return uintBitsToFloat((h & 0xffffu) << 16);
-}
-
-// The 16-bit value at element index i of a word holding elements i & ~1 (low
-// half) and i | 1 (high half).
-uint bits16_at_word(uint word, uint i)
-{
-    return (word >> ((i & 1u) * 16u)) & 0xffffu;
 }
 
 #endif // VKMHA_DTYPE_GLSL

@@ -38,6 +38,7 @@
 // reads key/value head h / group (grouped-query attention).
 
 #extension GL_GOOGLE_include_directive : require
+#include "typed.glsl"
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -80,16 +81,18 @@ layout(push_constant) uniform Push {
     uint group_base; // first workgroup of this dispatch
 } p;
 
-layout(binding = 0) readonly buffer Q { float q[]; };
-layout(binding = 1) readonly buffer K { float k[]; };
-layout(binding = 2) readonly buffer V { float v[]; };
+// q, k, v and out of any float dtype (shaders/typed.glsl; the partial state
+// and the statistics are always fp32).
+TYPED_IN(0, 0, q)
+TYPED_IN(1, 1, k)
+TYPED_IN(2, 2, v)
 layout(binding = 3) readonly buffer KeyPadding { uint kp[]; };
 layout(binding = 4) readonly buffer FullMask { uint fm[]; };
 layout(binding = 5) readonly buffer Bias { float bias[]; };
 // out through o_*, or with MODE_PARTIAL the partial state [split][row][d_v]
 // (unnormalized acc), read back with MODE_RESUME; with MODE_WEIGHTS the
 // weights [row][len_k].
-layout(binding = 6) buffer Out { float o[]; };
+TYPED_IO(6, 6, o)
 // (m, l) per row: [row][2], or per split [split][row][2]; MODE_WEIGHTS reads
 // the final [row][2].
 layout(binding = 7) buffer Stats { float ml[]; };
@@ -117,18 +120,18 @@ shared uint bad_bits[4 * D4]; // per output column: OR of the skipped NaN / Inf 
 // Elements c .. c + 3 of a row starting at `base`, zero past `n`.
 vec4 load_q(uint base, uint c, uint n)
 {
-    return vec4(q[base + c], c + 1u < n ? q[base + c + 1u] : 0.0,
-                c + 2u < n ? q[base + c + 2u] : 0.0, c + 3u < n ? q[base + c + 3u] : 0.0);
+    return vec4(ld_q(base + c), c + 1u < n ? ld_q(base + c + 1u) : 0.0,
+                c + 2u < n ? ld_q(base + c + 2u) : 0.0, c + 3u < n ? ld_q(base + c + 3u) : 0.0);
 }
 vec4 load_k(uint base, uint c, uint n)
 {
-    return vec4(k[base + c], c + 1u < n ? k[base + c + 1u] : 0.0,
-                c + 2u < n ? k[base + c + 2u] : 0.0, c + 3u < n ? k[base + c + 3u] : 0.0);
+    return vec4(ld_k(base + c), c + 1u < n ? ld_k(base + c + 1u) : 0.0,
+                c + 2u < n ? ld_k(base + c + 2u) : 0.0, c + 3u < n ? ld_k(base + c + 3u) : 0.0);
 }
 vec4 load_v(uint base, uint c, uint n)
 {
-    return vec4(v[base + c], c + 1u < n ? v[base + c + 1u] : 0.0,
-                c + 2u < n ? v[base + c + 2u] : 0.0, c + 3u < n ? v[base + c + 3u] : 0.0);
+    return vec4(ld_v(base + c), c + 1u < n ? ld_v(base + c + 1u) : 0.0,
+                c + 2u < n ? ld_v(base + c + 2u) : 0.0, c + 3u < n ? ld_v(base + c + 3u) : 0.0);
 }
 
 // The keys j0 .. j_end that a causal block skips have weight exactly 0 for
@@ -199,9 +202,9 @@ void main()
         acc[s] = vec4(0.0);
         if (resume && r < rows && c0 < p.d_v) {
             const uint base = (part + r) * p.d_v + c0;
-            acc[s] = vec4(o[base], c0 + 1u < p.d_v ? o[base + 1u] : 0.0,
-                          c0 + 2u < p.d_v ? o[base + 2u] : 0.0,
-                          c0 + 3u < p.d_v ? o[base + 3u] : 0.0);
+            acc[s] = vec4(ld_o(base), c0 + 1u < p.d_v ? ld_o(base + 1u) : 0.0,
+                          c0 + 2u < p.d_v ? ld_o(base + 2u) : 0.0,
+                          c0 + 3u < p.d_v ? ld_o(base + 3u) : 0.0);
         }
     }
     barrier();
@@ -276,7 +279,7 @@ void main()
                     if (c < nk && r < rows) {
                         const uint row = row_base + r;
                         const float m = ml[2u * row], l = ml[2u * row + 1u];
-                        o[row * p.len_k + j] = l == 0.0 ? 0.0 : exp(x - m) / l;
+                        st_o(row * p.len_k + j, l == 0.0 ? 0.0 : exp(x - m) / l);
                     }
                 } else {
                     ps[r * BC + c] = x;
@@ -353,13 +356,13 @@ void main()
             val = acc[s];
         }
         const uint c0 = 4u * c4;
-        o[base + c0] = val.x;
+        st_o(base + c0, val.x);
         if (c0 + 1u < p.d_v)
-            o[base + c0 + 1u] = val.y;
+            st_o(base + c0 + 1u, val.y);
         if (c0 + 2u < p.d_v)
-            o[base + c0 + 2u] = val.z;
+            st_o(base + c0 + 2u, val.z);
         if (c0 + 3u < p.d_v)
-            o[base + c0 + 3u] = val.w;
+            st_o(base + c0 + 3u, val.w);
     }
     for (uint r = tid; r < rows; r += WG) {
         const uint idx = 2u * (split * rows_total + row_base + r);

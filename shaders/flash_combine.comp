@@ -20,6 +20,7 @@
 // is 0, as in shaders/flash.comp.
 
 #extension GL_GOOGLE_include_directive : require
+#include "typed.glsl"
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -39,7 +40,7 @@ layout(push_constant) uniform Push {
 
 layout(binding = 0) readonly buffer PartialO { float po[]; };   // [split][row][d_v]
 layout(binding = 1) readonly buffer PartialML { float pml[]; }; // [split][row][2]
-layout(binding = 2) writeonly buffer Out { float o[]; };
+TYPED_OUT(2, 2, o) // of any float dtype (shaders/typed.glsl)
 layout(binding = 3) writeonly buffer Stats { float ml[]; };     // [row][2]
 #if CPU
 layout(binding = 4) uniform samplerBuffer po_t;  // PartialO as vec4s
@@ -82,7 +83,7 @@ void combine1(uint e)
         l += pml[2u * r + 1u] * w;
         acc += po[r * p.d_v + c] * w;
     }
-    o[out_index(row, c)] = l == 0.0 ? acc : acc / l;
+    st_o(out_index(row, c), l == 0.0 ? acc : acc / l);
     if (c == 0u)
         write_stats(row, m, l);
 }
@@ -126,7 +127,7 @@ void combine_vec(uint e, const uint Q)
     for (uint q = 0; q < Q; q++) {
         const vec4 res = l == 0.0 ? acc[q] : acc[q] / l;
         for (uint k = 0; k < 4u; k++)
-            o[oi + 4u * q + k] = res[k];
+            st_o(oi + 4u * q + k, res[k]);
     }
     if (c == 0u)
         write_stats(row, m, l);

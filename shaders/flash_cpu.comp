@@ -30,6 +30,7 @@
 
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
+#include "typed.glsl"
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -76,8 +77,9 @@ layout(binding = 3) readonly buffer KeyPadding { uint kp[]; };
 layout(binding = 4) readonly buffer FullMask { uint fm[]; };
 layout(binding = 5) readonly buffer Bias { float bias[]; };
 // Out as vec4s (outputs, partial state), and as floats (the weights).
-layout(binding = 6) buffer Out4 { vec4 o4[]; };
-layout(binding = 6) buffer Out { float o[]; };
+// q, k, v: fp32 or fp16 texel views; out (outputs, partial state, weights)
+// of any float dtype (shaders/typed.glsl; partial state always fp32).
+TYPED_IO(6, 6, o)
 layout(binding = 7) buffer Stats { float ml[]; };
 
 #include "mask.glsl"
@@ -134,7 +136,7 @@ void main()
         const uint qrow = q_base + (i0 + r[u]) * q_ld;
         [[unroll]] for (uint c4 = 0u; c4 < D4; c4++) {
             qv[u * D4 + c4] = c4 < dk4 ? texelFetch(Q4, int(qrow + c4)) : vec4(0.0);
-            acc[u * D4 + c4] = resume && c4 < dv4 ? o4[sidx * dv4 + c4] : vec4(0.0);
+            acc[u * D4 + c4] = resume && c4 < dv4 ? ld4_o(sidx * dv4 + c4) : vec4(0.0);
         }
     }
 
@@ -179,8 +181,8 @@ void main()
                 const float mr = ml[2u * row], lr = ml[2u * row + 1u];
                 [[unroll]] for (uint kk = 0u; kk < BK; kk++)
                     if (live[u] && j0 + kk < j_end)
-                        o[row * p.len_k + j0 + kk] =
-                            lr == 0.0 ? 0.0 : exp(s[u * BK + kk] - mr) / lr;
+                        st_o(row * p.len_k + j0 + kk,
+                             lr == 0.0 ? 0.0 : exp(s[u * BK + kk] - mr) / lr);
             }
             continue;
         }
@@ -229,7 +231,7 @@ void main()
         const float inv = partial || l[u] == 0.0 ? 1.0 : 1.0 / l[u];
         [[unroll]] for (uint c4 = 0u; c4 < D4; c4++)
             if (c4 < dv4)
-                o4[base + c4] = acc[u * D4 + c4] * inv;
+                st4_o(base + c4, acc[u * D4 + c4] * inv);
         const uint idx = 2u * (split * rows_total + row);
         ml[idx] = m[u];
         ml[idx + 1u] = l[u];

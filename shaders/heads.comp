@@ -4,6 +4,7 @@
 //   merge: x [batch][heads][len][head_dim]  -> y [batch][len][heads * head_dim]
 
 #extension GL_GOOGLE_include_directive : require
+#include "typed.glsl"
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -19,8 +20,8 @@ layout(push_constant) uniform Push {
     uint group_base; // first workgroup of this dispatch
 } p;
 
-layout(binding = 0) readonly buffer X { float x[]; };
-layout(binding = 1) writeonly buffer Y { float y[]; };
+TYPED_IN(0, 0, x)
+TYPED_OUT(1, 1, y)
 
 void main()
 {
@@ -42,5 +43,5 @@ void main()
     const uint b = t / (p.split != 0u ? p.heads : p.len);
     const uint src = p.split != 0u ? ((b * p.len + l) * p.heads + h) * p.head_dim + d
                                    : ((b * p.heads + h) * p.len + l) * p.head_dim + d;
-    y[idx] = x[src];
+    st_y(idx, ld_x(src));
 }

@@ -12,6 +12,7 @@
 //   merge: x [batch][heads][len][head_dim] -> y [batch][len][heads][head_dim]
 
 #extension GL_GOOGLE_include_directive : require
+#include "typed.glsl"
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -28,11 +29,9 @@ layout(push_constant) uniform Push {
     uint texel;      // 1: binding 2 is x's vec4 view (this variant only)
 } p;
 
-layout(binding = 0) readonly buffer X { float x[]; };
-layout(binding = 0) readonly buffer X4 { vec4 x4[]; };
-layout(binding = 1) writeonly buffer Y { float y[]; };
-layout(binding = 1) writeonly buffer Y4 { vec4 y4[]; };
-layout(binding = 2) uniform samplerBuffer x_t;
+TYPED_IN(0, 0, x)
+TYPED_OUT(1, 1, y)
+layout(binding = 2) uniform samplerBuffer x_t; // x's fp32 or fp16 vec4 view
 
 void main()
 {
@@ -51,13 +50,13 @@ void main()
         const uint n4 = p.head_dim >> 2;
         if (p.texel != 0u) {
             for (uint c = 0; c < n4; c++)
-                y4[r * n4 + c] = texelFetch(x_t, int(src * n4 + c));
+                st4_y(r * n4 + c, texelFetch(x_t, int(src * n4 + c)));
         } else {
             for (uint c = 0; c < n4; c++)
-                y4[r * n4 + c] = x4[src * n4 + c];
+                st4_y(r * n4 + c, ld4_x(src * n4 + c));
         }
     } else {
         for (uint c = 0; c < p.head_dim; c++)
-            y[r * p.head_dim + c] = x[src * p.head_dim + c];
+            st_y(r * p.head_dim + c, ld_x(src * p.head_dim + c));
     }
 }

@@ -17,6 +17,7 @@
 // 0 when B is not transposed), so tiles load as vec4.
 
 #extension GL_GOOGLE_include_directive : require
+#include "typed.glsl"
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -45,13 +46,11 @@ layout(push_constant) uniform Push {
 const uint FLAG_TRANS_B = 1u;
 const uint FLAG_BIAS = 2u;
 
-// The same buffers seen as float and as vec4 (aliased bindings).
-layout(binding = 0) readonly buffer A { float a[]; };
-layout(binding = 0) readonly buffer A4 { vec4 a4[]; };
-layout(binding = 1) readonly buffer B { float b[]; };
-layout(binding = 1) readonly buffer B4 { vec4 b4[]; };
-layout(binding = 2) readonly buffer Bias { float bias[]; }; // [N]
-layout(binding = 3) writeonly buffer C { float c[]; };
+// Each of any float dtype (shaders/typed.glsl); vec4 reads with VEC.
+TYPED_IN(0, 0, a)
+TYPED_IN(1, 1, b)
+TYPED_IN(2, 2, bias) // [N]
+TYPED_OUT(3, 3, c)
 
 const uint WM = BM / TM; // invocations along M
 const uint WN = BN / TN; // invocations along N
@@ -95,14 +94,14 @@ void main()
                 const uint gr = row0 + m, gk = k0 + kk;
                 vec4 v = vec4(0.0);
                 if (gr < p.M && gk < p.K)
-                    v = a4[(offa + gr * p.lda + gk) / 4u];
+                    v = ld4_a((offa + gr * p.lda + gk) / 4u);
                 store4(true, kk * BM + m, BM, v);
             }
         } else {
             for (uint l = tid; l < BM * BK; l += WG) {
                 const uint m = l / BK, kk = l % BK;
                 const uint gr = row0 + m, gk = k0 + kk;
-                As[kk * BM + m] = (gr < p.M && gk < p.K) ? a[offa + gr * p.lda + gk] : 0.0;
+                As[kk * BM + m] = (gr < p.M && gk < p.K) ? ld_a(offa + gr * p.lda + gk) : 0.0;
             }
         }
         // op(B) tile: BK rows x BN columns, read along B's contiguous axis.
@@ -113,14 +112,14 @@ void main()
                     const uint gn = col0 + n, gk = k0 + kk;
                     vec4 v = vec4(0.0);
                     if (gn < p.N && gk < p.K)
-                        v = b4[(offb + gn * p.ldb + gk) / 4u];
+                        v = ld4_b((offb + gn * p.ldb + gk) / 4u);
                     store4(false, kk * BN + n, BN, v);
                 }
             } else {
                 for (uint l = tid; l < BN * BK; l += WG) {
                     const uint n = l / BK, kk = l % BK;
                     const uint gn = col0 + n, gk = k0 + kk;
-                    Bs[kk * BN + n] = (gn < p.N && gk < p.K) ? b[offb + gn * p.ldb + gk] : 0.0;
+                    Bs[kk * BN + n] = (gn < p.N && gk < p.K) ? ld_b(offb + gn * p.ldb + gk) : 0.0;
                 }
             }
         } else {
@@ -130,14 +129,14 @@ void main()
                     const uint gk = k0 + kk, gn = col0 + n;
                     vec4 v = vec4(0.0);
                     if (gk < p.K && gn < p.N)
-                        v = b4[(offb + gk * p.ldb + gn) / 4u];
+                        v = ld4_b((offb + gk * p.ldb + gn) / 4u);
                     store4(false, kk * BN + n, 1u, v);
                 }
             } else {
                 for (uint l = tid; l < BK * BN; l += WG) {
                     const uint kk = l / BN, n = l % BN;
                     const uint gk = k0 + kk, gn = col0 + n;
-                    Bs[kk * BN + n] = (gk < p.K && gn < p.N) ? b[offb + gk * p.ldb + gn] : 0.0;
+                    Bs[kk * BN + n] = (gk < p.K && gn < p.N) ? ld_b(offb + gk * p.ldb + gn) : 0.0;
                 }
             }
         }
@@ -165,8 +164,8 @@ void main()
         for (uint j = 0u; j < TN; j++) {
             const uint col = col0 + j * WN + tx;
             if (col < p.N)
-                c[offc + r * p.ldc + col] =
-                    p.alpha * acc[i * TN + j] + (has_bias ? bias[col] : 0.0);
+                st_c(offc + r * p.ldc + col,
+                     p.alpha * acc[i * TN + j] + (has_bias ? ld_bias(col) : 0.0));
         }
     }
 }

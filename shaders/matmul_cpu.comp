@@ -22,6 +22,7 @@
 // it every load is a scalar read of the storage-buffer bindings.
 
 #extension GL_GOOGLE_include_directive : require
+#include "typed.glsl"
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -48,14 +49,16 @@ const uint FLAG_TRANS_B = 1u;
 const uint FLAG_BIAS = 2u;
 
 // A and B twice: as vec4 texel buffers (a CPU driver fetches a texel for all
-// lanes at once, without the per-lane loop of a storage-buffer read) and as
-// storage buffers for the scalar path.
+// lanes at once, without the per-lane loop of a storage-buffer read; fp32 and
+// fp16 have texel formats, so VEC is fp32 or fp16 only) and as storage
+// buffers of any float dtype for the scalar path (shaders/typed.glsl; the
+// dtype slots are the host's buffer indices: A and B are 0 and 1).
 layout(binding = 0) uniform samplerBuffer A4;
 layout(binding = 1) uniform samplerBuffer B4;
-layout(binding = 2) readonly buffer Bias { float bias[]; }; // [N]
-layout(binding = 3) writeonly buffer C { float c[]; };
-layout(binding = 4) readonly buffer A { float a[]; };
-layout(binding = 5) readonly buffer B { float b[]; };
+TYPED_IN(2, 2, bias) // [N]
+TYPED_OUT(3, 3, c)
+TYPED_IN(4, 0, a)
+TYPED_IN(5, 1, b)
 
 vec4 a4(uint i) { return texelFetch(A4, int(i)); }
 vec4 b4(uint i) { return texelFetch(B4, int(i)); }
@@ -147,9 +150,9 @@ void main()
         for (uint k = 0u; k < p.K; k++) {
             float av[TM];
             for (uint t = 0u; t < TM; t++)
-                av[t] = a[arow[t] + k];
+                av[t] = ld_a(arow[t] + k);
             for (uint j = 0u; j < TN; j++) {
-                const float bv = b[bidx[j] + k * bstep];
+                const float bv = ld_b(bidx[j] + k * bstep);
                 for (uint t = 0u; t < TM; t++)
                     acc[t * TN + j] = fma(av[t], bv, acc[t * TN + j]);
             }
@@ -164,8 +167,8 @@ void main()
         for (uint j = 0u; j < TN; j++) {
             const uint col = col0 + j;
             if (col < p.N)
-                c[offc + r * p.ldc + col] =
-                    p.alpha * acc[t * TN + j] + (has_bias ? bias[col] : 0.0);
+                st_c(offc + r * p.ldc + col,
+                     p.alpha * acc[t * TN + j] + (has_bias ? ld_bias(col) : 0.0));
         }
     }
 }

@@ -88,9 +88,32 @@ static vkmha_status resolve_batch(vkmha_context *ctx, const char *name, int64_t 
     return VKMHA_SUCCESS;
 }
 
+vkmha_status vkmha__check_dtype(vkmha_context *ctx, const char *what, uint32_t dtype)
+{
+    if (dtype != VKMHA_DTYPE_F32 && dtype != VKMHA_DTYPE_F16 && dtype != VKMHA_DTYPE_BF16)
+        return vkmha__fail(ctx, INVALID, "%s: %s (%u) is not a float vkmha_dtype (F32, F16 or BF16)",
+                           ctx->call, what, dtype);
+    return VKMHA_SUCCESS;
+}
+
+/* The host arrays' dtype field of an op's desc: checked for host arrays,
+ * ignored (F32 sizes) for tensors, which carry their own. */
+static vkmha_status check_desc_dtype(vkmha_context *ctx, uint32_t dtype, uint32_t *out,
+                                     uint64_t *size)
+{
+    vkmha_status st;
+    if (ctx->tensor_call)
+        dtype = VKMHA_DTYPE_F32;
+    else if ((st = vkmha__check_dtype(ctx, "desc->dtype", dtype)))
+        return st;
+    *out = dtype;
+    *size = vkmha__dtype_size(dtype);
+    return VKMHA_SUCCESS;
+}
+
 vkmha_status vkmha__check_matmul(vkmha_context *ctx, const vkmha_matmul_desc *desc,
-                                 const float *a, const float *b, const float *bias,
-                                 const float *c, mm_shape *out)
+                                 const void *a, const void *b, const void *bias,
+                                 const void *c, mm_shape *out)
 {
     vkmha_status st;
     uint64_t bytes_a, bytes_b, bytes_c;
@@ -112,6 +135,9 @@ vkmha_status vkmha__check_matmul(vkmha_context *ctx, const vkmha_matmul_desc *de
     s.k = desc->k;
     s.trans_b = desc->op_b == VKMHA_OP_T;
     s.alpha = desc->alpha != 0.0f ? desc->alpha : 1.0f;
+    uint64_t es;
+    if ((st = check_desc_dtype(ctx, desc->dtype, &s.dtype, &es)))
+        return st;
 
     uint32_t b_rows = s.trans_b ? s.n : s.k, b_cols = s.trans_b ? s.k : s.n;
     if ((st = resolve_ld(ctx, "lda", desc->lda, s.k, "k", &s.lda)) ||
@@ -125,12 +151,12 @@ vkmha_status vkmha__check_matmul(vkmha_context *ctx, const vkmha_matmul_desc *de
         (st = resolve_batch(ctx, "stride_c", desc->stride_c, false, s.batch, s.m, s.ldc,
                             s.n, &s.sc, &s.extent_c)))
         return st;
-    if ((st = vkmha__check_count(ctx, ctx->call, "a", s.extent_a, 4, &bytes_a)) ||
-        (st = vkmha__check_count(ctx, ctx->call, "b", s.extent_b, 4, &bytes_b)) ||
-        (st = vkmha__check_count(ctx, ctx->call, "c", s.extent_c, 4, &bytes_c)))
+    if ((st = vkmha__check_count(ctx, ctx->call, "a", s.extent_a, es, &bytes_a)) ||
+        (st = vkmha__check_count(ctx, ctx->call, "b", s.extent_b, es, &bytes_b)) ||
+        (st = vkmha__check_count(ctx, ctx->call, "c", s.extent_c, es, &bytes_c)))
         return st;
     if (overlaps(ctx, c, bytes_c, a, bytes_a) || overlaps(ctx, c, bytes_c, b, bytes_b) ||
-        overlaps(ctx, c, bytes_c, bias, (uint64_t)s.n * 4))
+        overlaps(ctx, c, bytes_c, bias, (uint64_t)s.n * es))
         return vkmha__fail(ctx, INVALID, "%s: c overlaps %s", ctx->call,
                            overlaps(ctx, c, bytes_c, a, bytes_a)   ? "a"
                            : overlaps(ctx, c, bytes_c, b, bytes_b) ? "b"
@@ -205,10 +231,10 @@ vkmha_status vkmha__check_mask(vkmha_context *ctx, const char *fn, const vkmha_m
 }
 
 vkmha_status vkmha__check_softmax(vkmha_context *ctx, const vkmha_softmax_desc *desc,
-                                  const float *x, const float *y, sm_shape *out)
+                                  const void *x, const void *y, sm_shape *out)
 {
     vkmha_status st;
-    uint64_t n, bytes;
+    uint64_t n, bytes, es;
     sm_shape s;
     if (!desc)
         return vkmha__fail(ctx, INVALID, "%s: desc is NULL", ctx->call);
@@ -222,9 +248,11 @@ vkmha_status vkmha__check_softmax(vkmha_context *ctx, const vkmha_softmax_desc *
     s.len_q = desc->len_q;
     s.len_k = desc->len_k;
     s.scale = desc->scale != 0.0f ? desc->scale : 1.0f;
+    if ((st = check_desc_dtype(ctx, desc->dtype, &s.dtype, &es)))
+        return st;
     if (!product(&n, s.batch, s.heads, s.len_q, s.len_k))
         return vkmha__fail(ctx, INVALID, "%s: batch * heads * len_q * len_k overflows", ctx->call);
-    if ((st = vkmha__check_count(ctx, ctx->call, "x", n, 4, &bytes)))
+    if ((st = vkmha__check_count(ctx, ctx->call, "x", n, es, &bytes)))
         return st;
     if (x != y && overlaps(ctx, x, bytes, y, bytes))
         return vkmha__fail(ctx, INVALID, "%s: y overlaps x without being equal to it", ctx->call);
@@ -233,11 +261,11 @@ vkmha_status vkmha__check_softmax(vkmha_context *ctx, const vkmha_softmax_desc *
 }
 
 vkmha_status vkmha__check_heads(vkmha_context *ctx, const char *fn,
-                                const vkmha_heads_desc *desc, const float *x,
-                                const float *y, heads_shape *out)
+                                const vkmha_heads_desc *desc, const void *x,
+                                const void *y, heads_shape *out)
 {
     vkmha_status st;
-    uint64_t n, bytes;
+    uint64_t n, bytes, es;
     heads_shape s;
     if (!desc)
         return vkmha__fail(ctx, INVALID, "%s: desc is NULL", fn);
@@ -250,9 +278,11 @@ vkmha_status vkmha__check_heads(vkmha_context *ctx, const char *fn,
     s.len = desc->len;
     s.heads = desc->heads;
     s.head_dim = desc->head_dim;
+    if ((st = check_desc_dtype(ctx, desc->dtype, &s.dtype, &es)))
+        return st;
     if (!product(&n, s.batch, s.len, s.heads, s.head_dim))
         return vkmha__fail(ctx, INVALID, "%s: batch * len * heads * head_dim overflows", fn);
-    if ((st = vkmha__check_count(ctx, fn, "x", n, 4, &bytes)))
+    if ((st = vkmha__check_count(ctx, fn, "x", n, es, &bytes)))
         return st;
     if (overlaps(ctx, x, bytes, y, bytes))
         return vkmha__fail(ctx, INVALID, "%s: y overlaps x", fn);
@@ -278,13 +308,13 @@ vkmha_status vkmha__check_path(vkmha_context *ctx, const char *fn, const char *p
 }
 
 vkmha_status vkmha__check_attention(vkmha_context *ctx, const vkmha_attention_desc *desc,
-                                    const float *q, const float *k, const float *v,
-                                    const float *out, const float *weights,
+                                    const void *q, const void *k, const void *v,
+                                    const void *out, const void *weights,
                                     attn_shape *shape)
 {
-    const char *fn = "vkmha_attention";
+    const char *fn = ctx->call;
     vkmha_status st;
-    uint64_t nq, nk, nv, no, nw, bq, bk, bv, bo, bw = 0;
+    uint64_t nq, nk, nv, no, nw, bq, bk, bv, bo, bw = 0, es;
     attn_shape s;
     if (!desc)
         return vkmha__fail(ctx, INVALID, "%s: desc is NULL", fn);
@@ -310,6 +340,8 @@ vkmha_status vkmha__check_attention(vkmha_context *ctx, const vkmha_attention_de
     s.d_k = desc->d_k;
     s.d_v = desc->d_v;
     s.scale = desc->scale != 0.0f ? desc->scale : (float)(1.0 / sqrt((double)s.d_k));
+    if ((st = check_desc_dtype(ctx, desc->dtype, &s.dtype, &es)))
+        return st;
     if ((st = vkmha__check_path(ctx, fn, "desc->path", "desc->kv_splits", desc->path,
                                 desc->kv_splits, &s)))
         return st;
@@ -324,11 +356,11 @@ vkmha_status vkmha__check_attention(vkmha_context *ctx, const vkmha_attention_de
     if (!product(&nw, s.batch, s.heads, s.len_q, s.len_k))
         return vkmha__fail(ctx, INVALID,
                            "%s: weights is too large: batch * heads * len_q * len_k overflow 64 bits", fn);
-    if ((st = vkmha__check_count(ctx, fn, "q", nq, 4, &bq)) ||
-        (st = vkmha__check_count(ctx, fn, "k", nk, 4, &bk)) ||
-        (st = vkmha__check_count(ctx, fn, "v", nv, 4, &bv)) ||
-        (st = vkmha__check_count(ctx, fn, "out", no, 4, &bo)) ||
-        (weights && (st = vkmha__check_count(ctx, fn, "weights", nw, 4, &bw))))
+    if ((st = vkmha__check_count(ctx, fn, "q", nq, es, &bq)) ||
+        (st = vkmha__check_count(ctx, fn, "k", nk, es, &bk)) ||
+        (st = vkmha__check_count(ctx, fn, "v", nv, es, &bv)) ||
+        (st = vkmha__check_count(ctx, fn, "out", no, es, &bo)) ||
+        (weights && (st = vkmha__check_count(ctx, fn, "weights", nw, es, &bw))))
         return st;
     const void *in[3] = {q, k, v};
     const uint64_t in_bytes[3] = {bq, bk, bv};

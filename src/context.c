@@ -134,12 +134,12 @@ VKMHA_API vkmha_status vkmha_context_get_info(const vkmha_context *ctx,
     out->pipelines_created = vk->pipelines_created;
     out->scratch_bytes = vk_scratch_bytes(vk);
     out->scratch_budget = vk->scratch_budget;
+    out->native_16bit_storage = vk->native16;
     return VKMHA_SUCCESS;
 }
 
 VKMHA_API vkmha_status vkmha_matmul(vkmha_context *ctx, const vkmha_matmul_desc *desc,
-                                    const float *a, const float *b, const float *bias,
-                                    float *c)
+                                    const void *a, const void *b, const void *bias, void *c)
 {
     mm_shape s;
     vkmha_status st;
@@ -149,14 +149,16 @@ VKMHA_API vkmha_status vkmha_matmul(vkmha_context *ctx, const vkmha_matmul_desc 
     if ((st = vkmha__check_matmul(ctx, desc, a, b, bias, c, &s)))
         return st;
     if (!ctx->vk) {
-        ref_matmul(&s, a, b, bias, c);
+        const uint32_t dt[4] = {s.dtype, s.dtype, s.dtype, s.dtype};
+        if ((st = ref_matmul_typed(ctx, &s, dt, a, b, bias, c)))
+            return vkmha__fail(ctx, st, "%s: out of host memory", ctx->call);
         return VKMHA_SUCCESS;
     }
     return vk_matmul(ctx->vk, &s, a, b, bias, c);
 }
 
 VKMHA_API vkmha_status vkmha_softmax(vkmha_context *ctx, const vkmha_softmax_desc *desc,
-                                     const float *x, const vkmha_mask *mask, float *y)
+                                     const void *x, const vkmha_mask *mask, void *y)
 {
     sm_shape s;
     mask_r m;
@@ -169,7 +171,7 @@ VKMHA_API vkmha_status vkmha_softmax(vkmha_context *ctx, const vkmha_softmax_des
                                 &m)))
         return st;
     if (!ctx->vk) {
-        if ((st = ref_softmax(ctx, &s, x, &m, y)))
+        if ((st = ref_softmax_typed(ctx, &s, s.dtype, x, &m, s.dtype, y)))
             return vkmha__fail(ctx, st, "vkmha_softmax: out of host memory");
         return VKMHA_SUCCESS;
     }
@@ -177,7 +179,7 @@ VKMHA_API vkmha_status vkmha_softmax(vkmha_context *ctx, const vkmha_softmax_des
 }
 
 static vkmha_status heads_op(vkmha_context *ctx, const char *fn, bool split,
-                             const vkmha_heads_desc *desc, const float *x, float *y)
+                             const vkmha_heads_desc *desc, const void *x, void *y)
 {
     heads_shape s;
     vkmha_status st;
@@ -187,30 +189,28 @@ static vkmha_status heads_op(vkmha_context *ctx, const char *fn, bool split,
     if ((st = vkmha__check_heads(ctx, fn, desc, x, y, &s)))
         return st;
     if (!ctx->vk) {
-        if (split)
-            ref_split_heads(&s, x, y);
-        else
-            ref_merge_heads(&s, x, y);
+        if ((st = ref_heads_typed(ctx, &s, split, s.dtype, x, s.dtype, y)))
+            return vkmha__fail(ctx, st, "%s: out of host memory", fn);
         return VKMHA_SUCCESS;
     }
     return vk_heads(ctx->vk, &s, split, x, y);
 }
 
 VKMHA_API vkmha_status vkmha_split_heads(vkmha_context *ctx, const vkmha_heads_desc *desc,
-                                         const float *x, float *y)
+                                         const void *x, void *y)
 {
     return heads_op(ctx, "vkmha_split_heads", true, desc, x, y);
 }
 
 VKMHA_API vkmha_status vkmha_merge_heads(vkmha_context *ctx, const vkmha_heads_desc *desc,
-                                         const float *x, float *y)
+                                         const void *x, void *y)
 {
     return heads_op(ctx, "vkmha_merge_heads", false, desc, x, y);
 }
 
 VKMHA_API vkmha_status vkmha_attention(vkmha_context *ctx, const vkmha_attention_desc *desc,
-                                       const float *q, const float *k, const float *v,
-                                       const vkmha_mask *mask, float *out, float *weights)
+                                       const void *q, const void *k, const void *v,
+                                       const vkmha_mask *mask, void *out, void *weights)
 {
     attn_shape s;
     mask_r m;
@@ -223,7 +223,8 @@ VKMHA_API vkmha_status vkmha_attention(vkmha_context *ctx, const vkmha_attention
                                 s.len_k, &m)))
         return st;
     if (!ctx->vk) {
-        if ((st = ref_attention(ctx, &s, q, k, v, &m, out, weights)))
+        const uint32_t dt[5] = {s.dtype, s.dtype, s.dtype, s.dtype, s.dtype};
+        if ((st = ref_attention_typed(ctx, &s, dt, q, k, v, &m, out, weights)))
             return vkmha__fail(ctx, st, "vkmha_attention: out of host memory");
         return VKMHA_SUCCESS;
     }

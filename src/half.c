@@ -8,9 +8,6 @@
 
 #include "vkmha.h"
 
-/* VKMHA_DTYPE_F16 and VKMHA_DTYPE_BF16 (include/vkmha.h). */
-enum { DTYPE_F16 = 2, DTYPE_BF16 = 3 };
-
 float vkmha__half_to_float(uint16_t h)
 {
     const uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff;
@@ -98,8 +95,8 @@ size_t vkmha__dtype_size(uint32_t dtype)
         return 4;
     case VKMHA_DTYPE_U8:
         return 1;
-    case DTYPE_F16:
-    case DTYPE_BF16:
+    case VKMHA_DTYPE_F16:
+    case VKMHA_DTYPE_BF16:
         return 2;
     default:
         return 0;
@@ -116,7 +113,8 @@ void vkmha__to_f32(uint32_t dtype, const void *src, size_t n, float *dst)
     for (size_t i = 0; i < n; i++) {
         uint16_t h;
         memcpy(&h, p + 2 * i, sizeof h);
-        dst[i] = dtype == DTYPE_F16 ? vkmha__half_to_float(h) : vkmha__bf16_to_float(h);
+        dst[i] =
+            dtype == VKMHA_DTYPE_F16 ? vkmha__half_to_float(h) : vkmha__bf16_to_float(h);
     }
 }
 
@@ -128,8 +126,8 @@ void vkmha__from_f32(uint32_t dtype, const float *src, size_t n, void *dst)
         return;
     }
     for (size_t i = 0; i < n; i++) {
-        uint16_t h =
-            dtype == DTYPE_F16 ? vkmha__float_to_half(src[i]) : vkmha__float_to_bf16(src[i]);
+        uint16_t h = dtype == VKMHA_DTYPE_F16 ? vkmha__float_to_half(src[i])
+                                              : vkmha__float_to_bf16(src[i]);
         memcpy(p + 2 * i, &h, sizeof h);
     }
 }

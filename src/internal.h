@@ -37,15 +37,18 @@ typedef struct mm_shape {
     uint64_t sa, sb, sc; /* batch strides in elements; 0 = broadcast */
     /* Elements each array spans: the smallest array that holds every index. */
     uint64_t extent_a, extent_b, extent_c;
+    uint32_t dtype; /* host arrays: desc->dtype (tensors have their own) */
 } mm_shape;
 
 typedef struct sm_shape {
     uint32_t batch, heads, len_q, len_k;
     float scale;
+    uint32_t dtype; /* host arrays: desc->dtype */
 } sm_shape;
 
 typedef struct heads_shape {
     uint32_t batch, len, heads, head_dim;
+    uint32_t dtype; /* host arrays: desc->dtype */
 } heads_shape;
 
 typedef struct attn_shape {
@@ -53,6 +56,7 @@ typedef struct attn_shape {
     float scale;
     vkmha_attention_path path; /* as the caller asked: AUTO, FUSED or UNFUSED */
     uint32_t kv_splits;        /* 0 = automatic, else <= min(len_k, VKMHA_MAX_KV_SPLITS) */
+    uint32_t dtype;            /* host arrays: desc->dtype */
 } attn_shape;
 
 /* A checked mask: kinds and pointers agree, bias_batch / bias_heads are 1 or
@@ -129,20 +133,24 @@ const char *vkmha__error_text(int err, char *buf, size_t cap);
  * VKMHA_SUCCESS and a resolved shape, or VKMHA_ERROR_INVALID_ARGUMENT with a
  * message naming the argument (prefixed by the public function's name). */
 vkmha_status vkmha__check_matmul(vkmha_context *ctx, const vkmha_matmul_desc *desc,
-                                 const float *a, const float *b, const float *bias,
-                                 const float *c, mm_shape *out);
+                                 const void *a, const void *b, const void *bias,
+                                 const void *c, mm_shape *out);
 vkmha_status vkmha__check_mask(vkmha_context *ctx, const char *fn, const vkmha_mask *mask,
                                uint32_t batch, uint32_t heads, uint32_t len_q,
                                uint32_t len_k, mask_r *out);
 vkmha_status vkmha__check_softmax(vkmha_context *ctx, const vkmha_softmax_desc *desc,
-                                  const float *x, const float *y, sm_shape *out);
+                                  const void *x, const void *y, sm_shape *out);
 vkmha_status vkmha__check_heads(vkmha_context *ctx, const char *fn,
-                                const vkmha_heads_desc *desc, const float *x,
-                                const float *y, heads_shape *out);
+                                const vkmha_heads_desc *desc, const void *x,
+                                const void *y, heads_shape *out);
 vkmha_status vkmha__check_attention(vkmha_context *ctx, const vkmha_attention_desc *desc,
-                                    const float *q, const float *k, const float *v,
-                                    const float *out, const float *weights,
+                                    const void *q, const void *k, const void *v,
+                                    const void *out, const void *weights,
                                     attn_shape *shape);
+/* Checks a float dtype field (F32, F16 or BF16) named `what`. */
+vkmha_status vkmha__check_dtype(vkmha_context *ctx, const char *what, uint32_t dtype);
+/* Bytes of one element of a vkmha_dtype (0 for a value that is none). */
+size_t vkmha__dtype_size(uint32_t dtype);
 /* Checks an attention path and key-split count (named `what`.path and
  * `what`.kv_splits in messages) and stores them, kv_splits clamped to len_k,
  * in s. */
@@ -176,6 +184,20 @@ vkmha_status ref_attention(const vkmha_context *ctx, const attn_shape *s, const 
  * `cols` elements; biased variance like torch.nn.LayerNorm. y may equal x. */
 void ref_layernorm(uint32_t rows, uint32_t cols, const float *x, const float *res,
                    const float *gamma, const float *beta, float eps, float *y);
+/* The same on arrays of any float dtype (dt: each array's vkmha_dtype, in
+ * argument order): 16-bit inputs widened to fp32 copies, fp32 results
+ * rounded into 16-bit outputs as the shaders store them. Only
+ * VKMHA_ERROR_OUT_OF_HOST_MEMORY can fail (no message set). */
+vkmha_status ref_matmul_typed(const vkmha_context *ctx, const mm_shape *s,
+                              const uint32_t dt[4], const void *a, const void *b,
+                              const void *bias, void *c);
+vkmha_status ref_softmax_typed(const vkmha_context *ctx, const sm_shape *s, uint32_t dt_x,
+                               const void *x, const mask_r *mask, uint32_t dt_y, void *y);
+vkmha_status ref_heads_typed(const vkmha_context *ctx, const heads_shape *s, bool split,
+                             uint32_t dt_x, const void *x, uint32_t dt_y, void *y);
+vkmha_status ref_attention_typed(const vkmha_context *ctx, const attn_shape *s,
+                                 const uint32_t dt[5], const void *q, const void *k,
+                                 const void *v, const mask_r *mask, void *out, void *weights);
 /* Whether score (b, ., i, j) is masked (masks broadcast over heads); shared
  * by ref_softmax and ref_attention. */
 bool ref_is_masked(const mask_r *mask, uint32_t b, uint32_t i, uint32_t j,

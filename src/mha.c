@@ -16,6 +16,7 @@
  * split and merge are free.
  */
 #include "vk_internal.h"
+#include "half.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -38,7 +39,9 @@ enum mha_site {
 struct vkmha_mha {
     vkmha_context *ctx;
     vkmha_mha_desc d;               /* defaults resolved, pointers NULL */
-    float *host[WEIGHT_COUNT];      /* reference backend: copies, NULL if absent */
+    /* Reference backend: fp32 copies, NULL if absent, holding the values of
+     * d.storage_dtype (rounded to it, as the device stores them). */
+    float *host[WEIGHT_COUNT];
     vk_buffer dev[WEIGHT_COUNT];    /* Vulkan backend: device copies */
     vk_site_pool sites;
 };
@@ -87,7 +90,7 @@ static vkmha_status check_desc(vkmha_context *ctx, const vkmha_mha_desc *in,
     if (!(d->norm_eps > 0.0f))
         return vkmha__fail(ctx, INVALID, "%s: desc->norm_eps (%g) is not positive", fn,
                            (double)d->norm_eps);
-    const float *const required[4] = {d->w_q, d->w_k, d->w_v, d->w_o};
+    const void *const required[4] = {d->w_q, d->w_k, d->w_v, d->w_o};
     const char *const names[4] = {"desc->w_q", "desc->w_k", "desc->w_v", "desc->w_o"};
     for (int i = 0; i < 4; i++)
         if (!required[i])
@@ -95,6 +98,10 @@ static vkmha_status check_desc(vkmha_context *ctx, const vkmha_mha_desc *in,
     if (!d->post_norm && (d->norm_gamma || d->norm_beta))
         return vkmha__fail(ctx, INVALID, "%s: desc->%s is set but desc->post_norm is false",
                            fn, d->norm_gamma ? "norm_gamma" : "norm_beta");
+    vkmha_status st;
+    if ((st = vkmha__check_dtype(ctx, "desc->weight_dtype", d->weight_dtype)) ||
+        (st = vkmha__check_dtype(ctx, "desc->storage_dtype", d->storage_dtype)))
+        return st;
     /* Every weight must be countable without overflow. */
     uint64_t n, bytes, sizes[WEIGHT_COUNT];
     const uint64_t rows[4] = {(uint64_t)d->n_head * d->d_k, (uint64_t)d->n_kv_head * d->d_k,
@@ -105,11 +112,9 @@ static vkmha_status check_desc(vkmha_context *ctx, const vkmha_mha_desc *in,
             return vkmha__fail(ctx, INVALID, "%s: %s is too large: its size overflows 64 bits",
                                fn, names[i]);
     weight_sizes(d, sizes);
-    for (int i = 0; i < W_O + 1; i++) {
-        vkmha_status st = vkmha__check_count(ctx, fn, names[i], sizes[i], 4, &bytes);
-        if (st)
+    for (int i = 0; i < W_O + 1; i++)
+        if ((st = vkmha__check_count(ctx, fn, names[i], sizes[i], 4, &bytes)))
             return st;
-    }
     return VKMHA_SUCCESS;
 }
 
@@ -128,9 +133,25 @@ VKMHA_API void vkmha_mha_destroy(vkmha_mha *mha)
     vkmha__free(mha->ctx, mha);
 }
 
-/* The weights of `in` (gamma / beta defaulted to ones / zeros) in order. */
-static vkmha_status gather_weights(const vkmha_context *ctx, const vkmha_mha_desc *in, const uint64_t n[WEIGHT_COUNT],
-                                   const float *src[WEIGHT_COUNT], float **ones)
+/* Converts n elements from one float dtype to another, through fp32 (exact
+ * widening, then the shaders' rounding: src/half.c). */
+static void convert(uint32_t from, const void *src, uint32_t to, void *dst, uint64_t n)
+{
+    float chunk[256];
+    const size_t fs = vkmha__dtype_size(from), ts = vkmha__dtype_size(to);
+    for (uint64_t i = 0; i < n; i += 256) {
+        const size_t c = (size_t)(n - i < 256 ? n - i : 256);
+        vkmha__to_f32(from, (const uint8_t *)src + i * fs, c, chunk);
+        vkmha__from_f32(to, chunk, c, (uint8_t *)dst + i * ts);
+    }
+}
+
+/* The weights of `in` in order, each with its dtype (gamma / beta defaulted
+ * to fp32 ones / zeros). */
+static vkmha_status gather_weights(const vkmha_context *ctx, const vkmha_mha_desc *in,
+                                   const uint64_t n[WEIGHT_COUNT],
+                                   const void *src[WEIGHT_COUNT], uint32_t dt[WEIGHT_COUNT],
+                                   float **ones)
 {
     src[W_Q] = in->w_q;
     src[W_K] = in->w_k;
@@ -142,6 +163,8 @@ static vkmha_status gather_weights(const vkmha_context *ctx, const vkmha_mha_des
     src[B_O] = in->b_o;
     src[GAMMA] = in->norm_gamma;
     src[BETA] = in->norm_beta;
+    for (int i = 0; i < WEIGHT_COUNT; i++)
+        dt[i] = in->weight_dtype;
     *ones = NULL;
     if (!in->post_norm)
         return VKMHA_SUCCESS;
@@ -152,15 +175,22 @@ static vkmha_status gather_weights(const vkmha_context *ctx, const vkmha_mha_des
             return VKMHA_ERROR_OUT_OF_HOST_MEMORY;
         for (uint64_t i = 0; i < n[GAMMA]; i++)
             (*ones)[i] = 1.0f;
-        if (!src[GAMMA])
+        if (!src[GAMMA]) {
             src[GAMMA] = *ones;
-        if (!src[BETA])
+            dt[GAMMA] = VKMHA_DTYPE_F32;
+        }
+        if (!src[BETA]) {
             src[BETA] = *ones + n[GAMMA];
+            dt[BETA] = VKMHA_DTYPE_F32;
+        }
     }
     return VKMHA_SUCCESS;
 }
 
-static vkmha_status upload_weights(vkmha_mha *mha, const float *src[WEIGHT_COUNT],
+/* Copies the weights to the device in the storage dtype (converted on the
+ * host, through mapped memory or staging). */
+static vkmha_status upload_weights(vkmha_mha *mha, const void *src[WEIGHT_COUNT],
+                                   const uint32_t dt[WEIGHT_COUNT],
                                    const uint64_t n[WEIGHT_COUNT])
 {
     static const char *const what[WEIGHT_COUNT] = {"w_q", "w_k", "w_v", "w_o", "b_q",
@@ -171,6 +201,8 @@ static vkmha_status upload_weights(vkmha_mha *mha, const float *src[WEIGHT_COUNT
         [SITE_ATTENTION] = VK_ATTENTION_SITE_KINDS,
         [SITE_PROJ_O] = KIND_MATMUL, [SITE_NORM] = KIND_LAYERNORM};
     vk_state *vk = mha->ctx->vk;
+    const uint32_t sd = mha->d.storage_dtype;
+    const uint64_t es = vkmha__dtype_size(sd);
     vkmha_status st;
     uint64_t total = 0;
     for (int i = 0; i < WEIGHT_COUNT; i++) {
@@ -178,18 +210,52 @@ static vkmha_status upload_weights(vkmha_mha *mha, const float *src[WEIGHT_COUNT
             continue;
         char name[64];
         snprintf(name, sizeof name, "desc->%s", what[i]);
-        if ((st = vk_check_size(vk, n[i] * 4, name)) ||
-            (st = vk_buffer_create(vk, n[i] * 4, false, false, name, &mha->dev[i])))
+        if ((st = vk_check_size(vk, n[i] * es, name)) ||
+            (st = vk_buffer_create(vk, n[i] * es, false, false, name, &mha->dev[i])))
             return st;
-        total += n[i] * 4 + 16;
+        total += n[i] * es + 16;
     }
     if ((st = vk_site_pool_create(vk, kinds, SITE_COUNT, &mha->sites)) ||
         (st = vk_call_begin(vk, total, 0)))
         return st;
-    for (int i = 0; i < WEIGHT_COUNT; i++)
-        if (src[i])
-            vk_upload(vk, &mha->dev[i], 0, src[i], n[i] * 4);
+    for (int i = 0; i < WEIGHT_COUNT; i++) {
+        if (!src[i])
+            continue;
+        if (dt[i] == sd) {
+            vk_upload(vk, &mha->dev[i], 0, src[i], n[i] * es);
+            continue;
+        }
+        void *tmp = vkmha__alloc(mha->ctx, (size_t)(n[i] * es));
+        if (!tmp) {
+            vk_call_abort(vk);
+            return vkmha__fail(mha->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                               "vkmha_mha_create: out of host memory");
+        }
+        convert(dt[i], src[i], sd, tmp, n[i]);
+        vk_upload(vk, &mha->dev[i], 0, tmp, n[i] * es);
+        vkmha__free(mha->ctx, tmp);
+    }
     return vk_call_submit(vk);
+}
+
+/* The reference backend's copies: fp32 arrays of the storage dtype's values. */
+static vkmha_status copy_weights(vkmha_mha *mha, const void *src[WEIGHT_COUNT],
+                                 const uint32_t dt[WEIGHT_COUNT], const uint64_t n[WEIGHT_COUNT])
+{
+    const uint32_t sd = mha->d.storage_dtype;
+    for (int i = 0; i < WEIGHT_COUNT; i++) {
+        if (!src[i])
+            continue;
+        /* Room for the stored values ahead of their fp32 widening. */
+        if (!(mha->host[i] = vkmha__alloc(mha->ctx, (size_t)n[i] * sizeof(float))))
+            return vkmha__fail(mha->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                               "vkmha_mha_create: out of host memory");
+        convert(dt[i], src[i], sd, mha->host[i], n[i]);
+        if (sd != VKMHA_DTYPE_F32) /* widen in place, from the back */
+            for (uint64_t j = n[i]; j-- > 0;)
+                vkmha__to_f32(sd, (const uint16_t *)mha->host[i] + j, 1, mha->host[i] + j);
+    }
+    return VKMHA_SUCCESS;
 }
 
 VKMHA_API vkmha_status vkmha_mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc,
@@ -197,7 +263,8 @@ VKMHA_API vkmha_status vkmha_mha_create(vkmha_context *ctx, const vkmha_mha_desc
 {
     vkmha_status st;
     uint64_t n[WEIGHT_COUNT];
-    const float *src[WEIGHT_COUNT];
+    const void *src[WEIGHT_COUNT];
+    uint32_t dt[WEIGHT_COUNT];
     float *ones = NULL;
     if (out)
         *out = NULL;
@@ -214,25 +281,12 @@ VKMHA_API vkmha_status vkmha_mha_create(vkmha_context *ctx, const vkmha_mha_desc
     if ((st = check_desc(ctx, desc, &mha->d)))
         goto fail;
     weight_sizes(&mha->d, n);
-    if ((st = gather_weights(ctx, &mha->d, n, src, &ones))) {
+    if ((st = gather_weights(ctx, &mha->d, n, src, dt, &ones))) {
         vkmha__fail(ctx, st, "vkmha_mha_create: out of host memory");
         goto fail;
     }
-    if (ctx->vk) {
-        if ((st = upload_weights(mha, src, n)))
-            goto fail;
-    } else {
-        for (int i = 0; i < WEIGHT_COUNT; i++) {
-            if (!src[i])
-                continue;
-            if (!(mha->host[i] = vkmha__alloc(ctx, n[i] * sizeof(float)))) {
-                st = vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                                 "vkmha_mha_create: out of host memory");
-                goto fail;
-            }
-            memcpy(mha->host[i], src[i], n[i] * sizeof(float));
-        }
-    }
+    if ((st = ctx->vk ? upload_weights(mha, src, dt, n) : copy_weights(mha, src, dt, n)))
+        goto fail;
     vkmha__free(ctx, ones);
     /* The layer keeps its own copies: the caller's pointers are not kept. */
     mha->d.w_q = mha->d.w_k = mha->d.w_v = mha->d.w_o = NULL;
@@ -269,6 +323,7 @@ typedef struct fwd_args {
     const void *query, *key, *value, *out, *attn_weights;
     vkmha_attention_path attention_path;
     uint32_t kv_splits;
+    uint32_t dtype; /* host arrays: io->dtype; tensors: the query's */
 } fwd_args;
 
 /* Resolved forward arguments. */
@@ -277,6 +332,8 @@ typedef struct fwd {
     mask_r mask;
     attn_shape as; /* the attention inside, path and splits checked */
     uint64_t n_query, n_key, n_value, n_out, n_weights; /* elements */
+    uint32_t ad;   /* the activations' dtype: io and the projections */
+    uint64_t es;   /* its bytes per element */
 } fwd;
 
 /* Checks everything but the mask. */
@@ -292,6 +349,10 @@ static vkmha_status check_args(vkmha_mha *mha, const fwd_args *io, fwd *f)
                            !io->query ? "query" : !io->key ? "key" : !io->value ? "value" : "out");
     if (io->len_q == 0)
         return vkmha__fail(ctx, INVALID, "%s: io->len_q is 0 (must be >= 1)", fn);
+    if ((st = vkmha__check_dtype(ctx, "io->dtype", io->dtype)))
+        return st;
+    f->ad = io->dtype;
+    f->es = vkmha__dtype_size(f->ad);
     f->B = io->batch ? io->batch : 1;
     f->Lq = io->len_q;
     f->Lk = io->len_k ? io->len_k : io->len_q;
@@ -314,7 +375,7 @@ static vkmha_status check_args(vkmha_mha *mha, const fwd_args *io, fwd *f)
                                "features) overflows 64 bits", fn, names[i]);
     counts[3] = counts[0];
     for (int i = 0; i < 5; i++)
-        if ((st = vkmha__check_count(ctx, fn, names[i], counts[i], 4, &bytes)))
+        if ((st = vkmha__check_count(ctx, fn, names[i], counts[i], f->es, &bytes)))
             return st;
     f->n_query = counts[0];
     f->n_key = counts[1];
@@ -322,17 +383,18 @@ static vkmha_status check_args(vkmha_mha *mha, const fwd_args *io, fwd *f)
     f->n_out = counts[3];
     f->n_weights = counts[4];
     const void *in[3] = {io->query, io->key, io->value};
+    const uint64_t es = f->es;
     for (int i = 0; i < 3 && !ctx->tensor_call; i++) {
-        if (vkmha__overlap(io->out, f->n_out * 4, in[i], counts[i] * 4))
+        if (vkmha__overlap(io->out, f->n_out * es, in[i], counts[i] * es))
             return vkmha__fail(ctx, INVALID, "%s: io->out overlaps %s", fn, names[i]);
-        if (vkmha__overlap(io->attn_weights, f->n_weights * 4, in[i], counts[i] * 4))
+        if (vkmha__overlap(io->attn_weights, f->n_weights * es, in[i], counts[i] * es))
             return vkmha__fail(ctx, INVALID, "%s: io->attn_weights overlaps %s", fn, names[i]);
     }
     if (!ctx->tensor_call &&
-        vkmha__overlap(io->out, f->n_out * 4, io->attn_weights, f->n_weights * 4))
+        vkmha__overlap(io->out, f->n_out * es, io->attn_weights, f->n_weights * es))
         return vkmha__fail(ctx, INVALID, "%s: io->attn_weights overlaps io->out", fn);
     f->as = (attn_shape){f->B, d->n_head, d->n_kv_head, f->Lq, f->Lk, d->d_k, d->d_v,
-                         d->scale, 0, 0};
+                         d->scale, 0, 0, f->ad};
     return vkmha__check_path(ctx, fn, "io->attention_path", "io->kv_splits",
                              io->attention_path, io->kv_splits, &f->as);
 }
@@ -344,7 +406,8 @@ static vkmha_status check_io(vkmha_mha *mha, const vkmha_mha_io *io, fwd *f)
     if (!io)
         return vkmha__fail(ctx, INVALID, "%s: io is NULL", ctx->call);
     const fwd_args a = {io->batch, io->len_q, io->len_k, io->query, io->key, io->value,
-                        io->out, io->attn_weights, io->attention_path, io->kv_splits};
+                        io->out, io->attn_weights, io->attention_path, io->kv_splits,
+                        io->dtype};
     if ((st = check_args(mha, &a, f)))
         return st;
     return vkmha__check_mask(ctx, ctx->call, io->mask, f->B, mha->d.n_head, f->Lq, f->Lk,
@@ -354,50 +417,91 @@ static vkmha_status check_io(vkmha_mha *mha, const vkmha_mha_io *io, fwd *f)
 /* A projection y [rows][out] = x [rows][in] W^T + b as a resolved matmul. */
 static mm_shape projection(uint32_t rows, uint32_t out, uint32_t in)
 {
-    mm_shape s = {1, rows, out, in, in, in, out, true, 1.0f, 0, 0, 0, 0, 0, 0};
+    mm_shape s = {1, rows, out, in, in, in, out, true, 1.0f, 0, 0, 0, 0, 0, 0, 0};
     return s;
 }
 
+/* Rounds fp32 values to a dtype's (as the device stores an activation). */
+static void round_to(uint32_t dtype, float *p, uint64_t n)
+{
+    for (uint64_t i = 0; dtype != VKMHA_DTYPE_F32 && i < n; i++) {
+        uint16_t h;
+        vkmha__from_f32(dtype, &p[i], 1, &h);
+        vkmha__to_f32(dtype, &h, 1, &p[i]);
+    }
+}
+
+/* The reference forward: fp32 with double accumulation, rounding each
+ * activation to the activations' dtype where the Vulkan backend stores it
+ * (projections, attention output, output before the LayerNorm). */
 static vkmha_status forward_reference(vkmha_mha *mha, const vkmha_mha_io *io, const fwd *f)
 {
     const vkmha_mha_desc *d = &mha->d;
     float *const *w = mha->host;
-    const uint32_t H = d->n_head, Hkv = d->n_kv_head;
+    const uint32_t H = d->n_head, Hkv = d->n_kv_head, ad = f->ad;
     const uint32_t rq = f->B * f->Lq, rk = f->B * f->Lk;
     const size_t nq = (size_t)rq * H * d->d_k, nk = (size_t)rk * Hkv * d->d_k,
                  nv = (size_t)rk * Hkv * d->d_v, no = (size_t)rq * H * d->d_v;
+    const size_t nin = (size_t)(f->n_query + f->n_key + f->n_value), nout = (size_t)f->n_out,
+                 nw = io->attn_weights ? (size_t)f->n_weights : 0;
+    const bool typed = ad != VKMHA_DTYPE_F32;
     vkmha_status st = VKMHA_SUCCESS;
-    /* One allocation: qp, kp, vp, qh, kh, vh, oh, om. */
-    float *mem = vkmha__alloc(mha->ctx, (2 * (nq + nk + nv) + 2 * no) * sizeof(float));
+    /* One allocation: qp, kp, vp, qh, kh, vh, oh, om, and for 16-bit
+     * activations fp32 copies of the inputs, the output and the weights. */
+    float *mem = vkmha__alloc(mha->ctx, (2 * (nq + nk + nv) + 2 * no +
+                                         (typed ? nin + nout + nw : 0)) * sizeof(float));
     if (!mem)
         return vkmha__fail(mha->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                           "vkmha_mha_forward: out of host memory");
+                           "%s: out of host memory", mha->ctx->call);
     float *qp = mem, *kp = qp + nq, *vp = kp + nk, *qh = vp + nv, *kh = qh + nq, *vh = kh + nk,
           *oh = vh + nv, *om = oh + no;
+    const float *query = io->query, *key = io->key, *value = io->value;
+    float *out = io->out, *weights = io->attn_weights;
+    if (typed) {
+        float *x = om + no;
+        vkmha__to_f32(ad, io->query, (size_t)f->n_query, x);
+        query = x;
+        vkmha__to_f32(ad, io->key, (size_t)f->n_key, x += f->n_query);
+        key = x;
+        vkmha__to_f32(ad, io->value, (size_t)f->n_value, x += f->n_key);
+        value = x;
+        out = x + f->n_value;
+        weights = io->attn_weights ? out + nout : NULL;
+    }
 
     mm_shape s = projection(rq, H * d->d_k, d->d_model);
-    ref_matmul(&s, io->query, w[W_Q], w[B_Q], qp);
+    ref_matmul(&s, query, w[W_Q], w[B_Q], qp);
     s = projection(rk, Hkv * d->d_k, d->kdim);
-    ref_matmul(&s, io->key, w[W_K], w[B_K], kp);
+    ref_matmul(&s, key, w[W_K], w[B_K], kp);
     s = projection(rk, Hkv * d->d_v, d->vdim);
-    ref_matmul(&s, io->value, w[W_V], w[B_V], vp);
+    ref_matmul(&s, value, w[W_V], w[B_V], vp);
+    round_to(ad, qp, nq);
+    round_to(ad, kp, nk);
+    round_to(ad, vp, nv);
 
-    heads_shape hq = {f->B, f->Lq, H, d->d_k}, hk = {f->B, f->Lk, Hkv, d->d_k},
-                hv = {f->B, f->Lk, Hkv, d->d_v}, ho = {f->B, f->Lq, H, d->d_v};
+    heads_shape hq = {f->B, f->Lq, H, d->d_k, 0}, hk = {f->B, f->Lk, Hkv, d->d_k, 0},
+                hv = {f->B, f->Lk, Hkv, d->d_v, 0}, ho = {f->B, f->Lq, H, d->d_v, 0};
     ref_split_heads(&hq, qp, qh);
     ref_split_heads(&hk, kp, kh);
     ref_split_heads(&hv, vp, vh);
     const attn_shape as = f->as;
-    if ((st = ref_attention(mha->ctx, &as, qh, kh, vh, &f->mask, oh, io->attn_weights))) {
-        vkmha__fail(mha->ctx, st, "vkmha_mha_forward: out of host memory");
+    if ((st = ref_attention(mha->ctx, &as, qh, kh, vh, &f->mask, oh, weights))) {
+        vkmha__fail(mha->ctx, st, "%s: out of host memory", mha->ctx->call);
         goto done;
     }
+    round_to(ad, oh, no);
     ref_merge_heads(&ho, oh, om);
     s = projection(rq, d->d_model, H * d->d_v);
-    ref_matmul(&s, om, w[W_O], w[B_O], io->out);
-    if (d->post_norm)
-        ref_layernorm(rq, d->d_model, io->out, io->query, w[GAMMA], w[BETA], d->norm_eps,
-                      io->out);
+    ref_matmul(&s, om, w[W_O], w[B_O], out);
+    if (d->post_norm) {
+        round_to(ad, out, nout);
+        ref_layernorm(rq, d->d_model, out, query, w[GAMMA], w[BETA], d->norm_eps, out);
+    }
+    if (typed) {
+        vkmha__from_f32(ad, out, nout, io->out);
+        if (weights)
+            vkmha__from_f32(ad, weights, nw, io->attn_weights);
+    }
 done:
     vkmha__free(mha->ctx, mem);
     return st;
@@ -415,12 +519,14 @@ static vk_slot input_slot(const void *p, uint64_t n, const void *const prev[],
     return own;
 }
 
+/* ad: the dtype of x and y, sd: of the weights. */
 static vk_matmul_args projection_args(const vk_buffer *x, const vk_buffer *w,
                                       const vk_buffer *b, vk_buffer *y, uint32_t rows,
-                                      uint32_t out, uint32_t in)
+                                      uint32_t out, uint32_t in, uint32_t ad, uint32_t sd)
 {
     vk_matmul_args a = {x, w, b->buf ? b : NULL, y, rows, out, in,
-                        in, in, out, true, 1.0f, 1, 1, 1, 0, 0, 0, 0, 0, 0};
+                        in, in, out, true, 1.0f, 1, 1, 1, 0, 0, 0, 0, 0, 0,
+                        VK_DT(0, ad) | VK_DT(1, sd) | VK_DT(2, sd) | VK_DT(3, ad)};
     return a;
 }
 
@@ -430,7 +536,7 @@ typedef struct fwd_bufs {
     const vk_buffer *query, *key, *value;
     const vk_buffer *masks[3];
     vk_buffer *out;
-    vk_buffer *weights; /* NULL: none, or SLOT_SCORES for host arrays */
+    vk_buffer *weights; /* the caller's tensor, or NULL (host arrays: a slot) */
 } fwd_bufs;
 
 /* The concat of the heads [B*Lq][H*d_v] overwrites the query projection
@@ -451,18 +557,21 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const fwd *f, bool weights,
     vk_state *vk = mha->ctx->vk;
     const vkmha_mha_desc *d = &mha->d;
     const uint32_t H = d->n_head, Hkv = d->n_kv_head;
-    const uint64_t rq = (uint64_t)f->B * f->Lq, rk = (uint64_t)f->B * f->Lk;
+    const uint64_t rq = (uint64_t)f->B * f->Lq, rk = (uint64_t)f->B * f->Lk, es = f->es;
+    const uint32_t ad = f->ad;
     vkmha_status st;
-    if ((st = vk_slot_ensure(vk, SLOT_Q_PROJ, rq * H * d->d_k * 4)) ||
-        (st = vk_slot_ensure(vk, SLOT_K_PROJ, rk * Hkv * d->d_k * 4)) ||
-        (st = vk_slot_ensure(vk, SLOT_V_PROJ, rk * Hkv * d->d_v * 4)) ||
+    if ((st = vk_slot_ensure(vk, SLOT_Q_PROJ, rq * H * d->d_k * es)) ||
+        (st = vk_slot_ensure(vk, SLOT_K_PROJ, rk * Hkv * d->d_k * es)) ||
+        (st = vk_slot_ensure(vk, SLOT_V_PROJ, rk * Hkv * d->d_v * es)) ||
         (st = vk_attention_prepare(vk, &f->as, weights, weights_buf,
                                    (const vk_buffer *const[4]){&vk->slots[SLOT_Q_PROJ],
                                                                &vk->slots[SLOT_K_PROJ],
                                                                &vk->slots[SLOT_V_PROJ], NULL},
+                                   VK_DT(0, ad) | VK_DT(1, ad) | VK_DT(2, ad) | VK_DT(3, ad) |
+                                       VK_DT(4, ad),
                                    plan)) ||
         (!concat_in_place(d, plan) &&
-         (st = vk_slot_ensure(vk, SLOT_O_HEADS, rq * H * d->d_v * 4))))
+         (st = vk_slot_ensure(vk, SLOT_O_HEADS, rq * H * d->d_v * es))))
         return st;
     return VKMHA_SUCCESS;
 }
@@ -483,35 +592,38 @@ static vkmha_status record_forward(vkmha_mha *mha, const fwd *f, vk_attn_plan *p
         plan->masks[i] = b->masks[i];
 
     /* Projections (independent of each other: no barrier between them). */
+    const uint32_t ad = f->ad, sd = d->storage_dtype;
     vk_matmul_args pq = projection_args(b->query, &w[W_Q], &w[B_Q], &vk->slots[SLOT_Q_PROJ],
-                                        rq, H * d->d_k, d->d_model);
+                                        rq, H * d->d_k, d->d_model, ad, sd);
     vk_matmul_args pk = projection_args(b->key, &w[W_K], &w[B_K], &vk->slots[SLOT_K_PROJ],
-                                        rk, Hkv * d->d_k, d->kdim);
+                                        rk, Hkv * d->d_k, d->kdim, ad, sd);
     vk_matmul_args pv = projection_args(b->value, &w[W_V], &w[B_V], &vk->slots[SLOT_V_PROJ],
-                                        rk, Hkv * d->d_v, d->vdim);
+                                        rk, Hkv * d->d_v, d->vdim, ad, sd);
     if ((st = vk_record_matmul(vk, &site[SITE_PROJ_Q], &pq)) ||
         (st = vk_record_matmul(vk, &site[SITE_PROJ_K], &pk)) ||
         (st = vk_record_matmul(vk, &site[SITE_PROJ_V], &pv)))
         return st;
     vk_barrier(vk);
 
-    const vk_heads_view vq = vk_view_merged(&vk->slots[SLOT_Q_PROJ], H, f->Lq, d->d_k),
-                        vkv = vk_view_merged(&vk->slots[SLOT_K_PROJ], Hkv, f->Lk, d->d_k),
-                        vv = vk_view_merged(&vk->slots[SLOT_V_PROJ], Hkv, f->Lk, d->d_v),
-                        vo = vk_view_merged(concat, H, f->Lq, d->d_v);
+    const vk_heads_view vq = vk_view_merged(&vk->slots[SLOT_Q_PROJ], H, f->Lq, d->d_k, ad),
+                        vkv = vk_view_merged(&vk->slots[SLOT_K_PROJ], Hkv, f->Lk, d->d_k, ad),
+                        vv = vk_view_merged(&vk->slots[SLOT_V_PROJ], Hkv, f->Lk, d->d_v, ad),
+                        vo = vk_view_merged(concat, H, f->Lq, d->d_v, ad);
     if ((st = vk_record_attention(vk, &site[SITE_ATTENTION], plan, &f->mask, &vq, &vkv, &vv,
                                   &vo)))
         return st;
     vk_barrier(vk);
 
     vk_matmul_args po = projection_args(concat, &w[W_O], &w[B_O], b->out, rq, d->d_model,
-                                        H * d->d_v);
+                                        H * d->d_v, ad, sd);
     if ((st = vk_record_matmul(vk, &site[SITE_PROJ_O], &po)))
         return st;
     if (d->post_norm) {
         vk_barrier(vk);
         if ((st = vk_record_layernorm(vk, &site[SITE_NORM], rq, d->d_model, d->norm_eps,
-                                      b->query, &w[GAMMA], &w[BETA], b->out)))
+                                      b->query, &w[GAMMA], &w[BETA], b->out,
+                                      VK_DT(0, ad) | VK_DT(1, sd) | VK_DT(2, sd) |
+                                          VK_DT(3, ad))))
             return st;
     }
     return VKMHA_SUCCESS;
@@ -521,51 +633,57 @@ static vkmha_status forward_vulkan(vkmha_mha *mha, const vkmha_mha_io *io, const
 {
     vk_state *vk = mha->ctx->vk;
     vkmha_status st;
+    const uint64_t es = f->es;
     const void *ins[3] = {io->query, io->key, io->value};
     const uint64_t in_n[3] = {f->n_query, f->n_key, f->n_value};
     vk_slot in_slot[3] = {SLOT_Q_IN, SLOT_K_IN, SLOT_V_IN};
     for (int i = 1; i < 3; i++)
         in_slot[i] = input_slot(ins[i], in_n[i], ins, in_n, in_slot, i, in_slot[i]);
 
-    uint64_t up = 0, down = f->n_out * 4 + 16 + (io->attn_weights ? f->n_weights * 4 + 16 : 0);
+    uint64_t up = 0,
+             down = f->n_out * es + 16 + (io->attn_weights ? f->n_weights * es + 16 : 0);
     /* Sizes first, so that a message names the caller's tensor. */
     const uint64_t io_n[5] = {f->n_query, f->n_key, f->n_value, f->n_out,
                               io->attn_weights ? f->n_weights : 0};
     for (int i = 0; i < 5; i++)
-        if ((st = vk_check_size(vk, io_n[i] * 4, io_names[i])))
+        if ((st = vk_check_size(vk, io_n[i] * es, io_names[i])))
             return st;
     for (int i = 0; i < 3; i++) {
         if (in_slot[i] != (vk_slot)(SLOT_Q_IN + i))
             continue;
-        if ((st = vk_slot_ensure(vk, in_slot[i], in_n[i] * 4)))
+        if ((st = vk_slot_ensure(vk, in_slot[i], in_n[i] * es)))
             return st;
-        up += in_n[i] * 4 + 16;
+        up += in_n[i] * es + 16;
     }
+    /* 16-bit weights are written in SLOT_WEIGHTS, as into a weights tensor. */
+    vk_buffer *wbuf = io->attn_weights && f->ad != VKMHA_DTYPE_F32 ? &vk->slots[SLOT_WEIGHTS]
+                                                                   : NULL;
     vk_attn_plan plan;
-    if ((st = prepare_vulkan(mha, f, io->attn_weights != NULL, NULL, &plan)) ||
-        (st = vk_slot_ensure(vk, SLOT_OUT, f->n_out * 4)) ||
+    if ((wbuf && (st = vk_slot_ensure(vk, SLOT_WEIGHTS, f->n_weights * es))) ||
+        (st = prepare_vulkan(mha, f, io->attn_weights != NULL, wbuf, &plan)) ||
+        (st = vk_slot_ensure(vk, SLOT_OUT, f->n_out * es)) ||
         (st = vk_mask_ensure(vk, &f->mask, f->B, f->Lq, f->Lk, &up)) ||
         (st = vk_call_begin(vk, up, down)))
         return st;
 
     for (int i = 0; i < 3; i++)
         if (in_slot[i] == (vk_slot)(SLOT_Q_IN + i))
-            vk_upload(vk, &vk->slots[in_slot[i]], 0, ins[i], in_n[i] * 4);
+            vk_upload(vk, &vk->slots[in_slot[i]], 0, ins[i], in_n[i] * es);
     vk_mask_upload(vk, &f->mask, f->B, f->Lq, f->Lk);
     vk_barrier(vk);
 
     fwd_bufs b = {&vk->slots[in_slot[0]], &vk->slots[in_slot[1]], &vk->slots[in_slot[2]],
-                  {NULL, NULL, NULL}, &vk->slots[SLOT_OUT], NULL};
+                  {NULL, NULL, NULL}, &vk->slots[SLOT_OUT], wbuf};
     vk_mask_slots(vk, b.masks);
     if ((st = record_forward(mha, f, &plan, &b))) {
         vk_call_abort(vk);
         return st;
     }
-    vk_download(vk, &vk->slots[SLOT_OUT], io->out, f->n_out * 4, 1, f->n_out * 4, 1,
-                f->n_out * 4);
+    vk_download(vk, &vk->slots[SLOT_OUT], io->out, f->n_out * es, 1, f->n_out * es, 1,
+                f->n_out * es);
     if (io->attn_weights)
-        vk_download(vk, plan.scores, io->attn_weights, f->n_weights * 4, 1,
-                    f->n_weights * 4, 1, f->n_weights * 4);
+        vk_download(vk, plan.scores, io->attn_weights, f->n_weights * es, 1,
+                    f->n_weights * es, 1, f->n_weights * es);
     return vk_call_submit(vk);
 }
 
@@ -605,19 +723,32 @@ static vkmha_status forward_tensors(vkmha_mha *mha, vk_mode mode, VkCommandBuffe
         return vkmha__fail(ctx, INVALID, "%s: cmd is VK_NULL_HANDLE", ctx->call);
     if (!io)
         return vkmha__fail(ctx, INVALID, "%s: io is NULL", ctx->call);
-    const fwd_args a = {io->batch, io->len_q, io->len_k, io->query, io->key, io->value,
-                        io->out, io->attn_weights, io->attention_path, io->kv_splits};
-    if ((st = check_args(mha, &a, &f)))
-        return st;
+    /* The query's dtype is the activations': checked against the others below. */
     const void *host[5];
     vk_buffer *buf[5];
+    uint32_t dt[5];
     const char *const *names = io_names;
     const vkmha_tensor *const t[5] = {io->query, io->key, io->value, io->out,
                                       io->attn_weights};
+    if (io->query && (st = vkmha__tensor_arg(ctx, names[0], t[0], false, 0, &host[0], &buf[0],
+                                             &dt[0])))
+        return st;
+    const fwd_args a = {io->batch, io->len_q, io->len_k, io->query, io->key, io->value,
+                        io->out, io->attn_weights, io->attention_path, io->kv_splits,
+                        io->query ? dt[0] : VKMHA_DTYPE_F32};
+    if ((st = check_args(mha, &a, &f)))
+        return st;
     const uint64_t n[5] = {f.n_query, f.n_key, f.n_value, f.n_out, f.n_weights};
-    for (int i = 0; i < 5; i++)
-        if ((st = vkmha__tensor_arg(ctx, names[i], t[i], i == 4, n[i], &host[i], &buf[i])))
+    for (int i = 0; i < 5; i++) {
+        if ((st = vkmha__tensor_arg(ctx, names[i], t[i], i == 4, n[i], &host[i], &buf[i],
+                                    &dt[i])))
             return st;
+        if (t[i] && dt[i] != f.ad)
+            return vkmha__fail(ctx, INVALID,
+                               "%s: %s's dtype (%u) differs from io->query's (%u): the layer's "
+                               "inputs and outputs share one dtype",
+                               ctx->call, names[i], dt[i], f.ad);
+    }
     for (int o = 3; o < 5; o++)
         for (int i = 0; i < o; i++)
             if (t[o] && vkmha__tensors_overlap(t[o], t[i]))
@@ -629,8 +760,8 @@ static vkmha_status forward_tensors(vkmha_mha *mha, vk_mode mode, VkCommandBuffe
         return st;
     if (!ctx->vk) {
         const vkmha_mha_io hio = {io->batch, io->len_q, io->len_k, host[0], host[1], host[2],
-                                  NULL, (float *)host[3], (float *)host[4],
-                                  io->attention_path, io->kv_splits};
+                                  NULL, (void *)(uintptr_t)host[3], (void *)(uintptr_t)host[4],
+                                  io->attention_path, io->kv_splits, f.ad};
         if ((st = forward_reference(mha, &hio, &f)))
             return st;
         if (mode == MODE_SUBMIT && !(*sub = vk_submission_done(ctx)))

@@ -14,6 +14,7 @@
  * product of two uint32_t sizes can overflow.
  */
 #include "internal.h"
+#include "half.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -254,4 +255,126 @@ void ref_layernorm(uint32_t rows, uint32_t cols, const float *x, const float *re
             yr[c] = (float)(g * (t - mean) / sd + bt);
         }
     }
+}
+
+/* ---- typed arrays --------------------------------------------------------- */
+/* The reference computes in fp32 arrays (with double accumulation): 16-bit
+ * inputs are widened to fp32 copies (exactly), and fp32 results are rounded
+ * into 16-bit outputs as the shaders store them (src/half.c). */
+
+typedef struct ref_arrays {
+    float *tmp[6];
+    int n;
+} ref_arrays;
+
+/* An fp32 view of `n` elements of src: src itself for F32, else a widened
+ * copy (kept in r for ref_release). NULL src stays NULL. */
+static vkmha_status widen(const vkmha_context *ctx, ref_arrays *r, uint32_t dtype,
+                          const void *src, uint64_t n, float **out)
+{
+    if (!src || dtype == VKMHA_DTYPE_F32) {
+        *out = (float *)(uintptr_t)src;
+        return VKMHA_SUCCESS;
+    }
+    float *t = vkmha__alloc(ctx, (size_t)n * sizeof *t);
+    if (!t)
+        return VKMHA_ERROR_OUT_OF_HOST_MEMORY;
+    vkmha__to_f32(dtype, src, (size_t)n, t);
+    r->tmp[r->n++] = t;
+    *out = t;
+    return VKMHA_SUCCESS;
+}
+
+static void release(const vkmha_context *ctx, ref_arrays *r)
+{
+    for (int i = 0; i < r->n; i++)
+        vkmha__free(ctx, r->tmp[i]);
+}
+
+/* Rounds the fp32 result `f` back into dst when it is a copy. */
+static void narrow(uint32_t dtype, const float *f, const void *dst, uint64_t n)
+{
+    if (f && f != dst)
+        vkmha__from_f32(dtype, f, (size_t)n, (void *)(uintptr_t)dst);
+}
+
+vkmha_status ref_matmul_typed(const vkmha_context *ctx, const mm_shape *s,
+                              const uint32_t dt[4], const void *a, const void *b,
+                              const void *bias, void *c)
+{
+    ref_arrays r = {0};
+    float *fa, *fb, *fbias, *fc;
+    vkmha_status st;
+    if ((st = widen(ctx, &r, dt[0], a, s->extent_a, &fa)) ||
+        (st = widen(ctx, &r, dt[1], b, s->extent_b, &fb)) ||
+        (st = widen(ctx, &r, dt[2], bias, s->n, &fbias)) ||
+        (st = widen(ctx, &r, dt[3], c, s->extent_c, &fc))) {
+        release(ctx, &r);
+        return st;
+    }
+    ref_matmul(s, fa, fb, fbias, fc);
+    /* Only the rows of C the product writes: the caller's data between rows
+     * (ldc > n) stays as it was, bit for bit. */
+    const size_t es = vkmha__dtype_size(dt[3]);
+    if (fc != c)
+        for (uint32_t z = 0; z < s->batch; z++)
+            for (uint32_t i = 0; i < s->m; i++) {
+                const uint64_t o = z * s->sc + (uint64_t)i * s->ldc;
+                vkmha__from_f32(dt[3], fc + o, s->n, (uint8_t *)c + o * es);
+            }
+    release(ctx, &r);
+    return VKMHA_SUCCESS;
+}
+
+vkmha_status ref_softmax_typed(const vkmha_context *ctx, const sm_shape *s, uint32_t dt_x,
+                               const void *x, const mask_r *mask, uint32_t dt_y, void *y)
+{
+    ref_arrays r = {0};
+    const uint64_t n = (uint64_t)s->batch * s->heads * s->len_q * s->len_k;
+    float *fx, *fy = NULL;
+    vkmha_status st = widen(ctx, &r, dt_x, x, n, &fx);
+    if (!st)
+        st = x == y && dt_x == dt_y ? (fy = fx, VKMHA_SUCCESS) : widen(ctx, &r, dt_y, y, n, &fy);
+    if (!st && !(st = ref_softmax(ctx, s, fx, mask, fy)))
+        narrow(dt_y, fy, y, n);
+    release(ctx, &r);
+    return st;
+}
+
+vkmha_status ref_heads_typed(const vkmha_context *ctx, const heads_shape *s, bool split,
+                             uint32_t dt_x, const void *x, uint32_t dt_y, void *y)
+{
+    ref_arrays r = {0};
+    const uint64_t n = (uint64_t)s->batch * s->len * s->heads * s->head_dim;
+    float *fx, *fy;
+    vkmha_status st;
+    if (!(st = widen(ctx, &r, dt_x, x, n, &fx)) && !(st = widen(ctx, &r, dt_y, y, n, &fy))) {
+        (split ? ref_split_heads : ref_merge_heads)(s, fx, fy);
+        narrow(dt_y, fy, y, n);
+    }
+    release(ctx, &r);
+    return st;
+}
+
+vkmha_status ref_attention_typed(const vkmha_context *ctx, const attn_shape *s,
+                                 const uint32_t dt[5], const void *q, const void *k,
+                                 const void *v, const mask_r *mask, void *out, void *weights)
+{
+    ref_arrays r = {0};
+    const uint64_t nq = (uint64_t)s->batch * s->heads * s->len_q * s->d_k,
+                   nk = (uint64_t)s->batch * s->kv_heads * s->len_k * s->d_k,
+                   nv = (uint64_t)s->batch * s->kv_heads * s->len_k * s->d_v,
+                   no = (uint64_t)s->batch * s->heads * s->len_q * s->d_v,
+                   nw = (uint64_t)s->batch * s->heads * s->len_q * s->len_k;
+    float *fq, *fk, *fv, *fo, *fw;
+    vkmha_status st;
+    if (!(st = widen(ctx, &r, dt[0], q, nq, &fq)) && !(st = widen(ctx, &r, dt[1], k, nk, &fk)) &&
+        !(st = widen(ctx, &r, dt[2], v, nv, &fv)) && !(st = widen(ctx, &r, dt[3], out, no, &fo)) &&
+        !(st = widen(ctx, &r, dt[4], weights, nw, &fw)) &&
+        !(st = ref_attention(ctx, s, fq, fk, fv, mask, fo, fw))) {
+        narrow(dt[3], fo, out, no);
+        narrow(dt[4], fw, weights, nw);
+    }
+    release(ctx, &r);
+    return st;
 }

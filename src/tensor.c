@@ -17,14 +17,18 @@ struct vkmha_tensor {
     void *host;    /* reference backend */
 };
 
-static uint32_t dtype_size(vkmha_dtype t)
+/* What check_tensor accepts for a float array: F32, F16 or BF16. */
+#define DTYPE_FLOAT UINT32_MAX
+
+static uint32_t dtype_size(uint32_t t)
 {
-    return t == VKMHA_DTYPE_U8 ? 1 : 4;
+    return (uint32_t)vkmha__dtype_size(t);
 }
 
-static const char *dtype_name(vkmha_dtype t)
+static const char *dtype_name(uint32_t t)
 {
-    return t == VKMHA_DTYPE_U8 ? "U8" : "F32";
+    static const char *const names[] = {"F32", "U8", "F16", "BF16"};
+    return t == DTYPE_FLOAT ? "F32, F16 or BF16" : t < 4 ? names[t] : "?";
 }
 
 /* ---- the context's live tensors ------------------------------------------ */
@@ -64,7 +68,7 @@ static void remove_live(vkmha_context *ctx, const vkmha_tensor *t)
 /* Checks tensor argument `name` of the call: live in ctx, of dtype, with at
  * least `need` elements. A NULL tensor passes when optional. */
 static vkmha_status check_tensor(vkmha_context *ctx, const char *name, const vkmha_tensor *t,
-                                 bool optional, vkmha_dtype dtype, uint64_t need)
+                                 bool optional, uint32_t dtype, uint64_t need)
 {
     if (!t)
         return optional ? VKMHA_SUCCESS
@@ -74,7 +78,7 @@ static vkmha_status check_tensor(vkmha_context *ctx, const char *name, const vkm
                            "%s: %s is not a live tensor of this context (destroyed, or "
                            "created by another context)",
                            ctx->call, name);
-    if (t->desc.dtype != dtype)
+    if (dtype == DTYPE_FLOAT ? t->desc.dtype == VKMHA_DTYPE_U8 : t->desc.dtype != dtype)
         return vkmha__fail(ctx, INVALID, "%s: %s has dtype %s, expected %s", ctx->call, name,
                            dtype_name(t->desc.dtype), dtype_name(dtype));
     if (t->elements < need)
@@ -116,7 +120,7 @@ static vkmha_status check_desc(vkmha_context *ctx, const vkmha_tensor_desc *d,
 {
     if (!d)
         return vkmha__fail(ctx, INVALID, "%s: desc is NULL", ctx->call);
-    if (d->dtype != VKMHA_DTYPE_F32 && d->dtype != VKMHA_DTYPE_U8)
+    if (dtype_size(d->dtype) == 0)
         return vkmha__fail(ctx, INVALID, "%s: desc->dtype (%d) is not a vkmha_dtype",
                            ctx->call, (int)d->dtype);
     if (d->rank < 1 || d->rank > VKMHA_MAX_DIMS)
@@ -275,12 +279,13 @@ static vkmha_status check_copy(vkmha_context *ctx, const vkmha_tensor *t, uint64
         return vkmha__fail(ctx, INVALID, "%s: %s is NULL", ctx->call, host_name);
     if (!is_live(ctx, t))
         return vkmha__fail(ctx, INVALID, "%s: t is not a live tensor", ctx->call);
-    if (offset % 4 || offset > t->bytes || bytes > t->bytes - offset)
+    const uint32_t align = dtype_size(t->desc.dtype) == 2 ? 2 : 4;
+    if (offset % align || offset > t->bytes || bytes > t->bytes - offset)
         return vkmha__fail(ctx, INVALID,
                            "%s: offset (%llu) and bytes (%llu) do not fit the tensor's %llu "
-                           "bytes at a multiple of 4",
+                           "bytes at a multiple of %u",
                            ctx->call, (unsigned long long)offset, (unsigned long long)bytes,
-                           (unsigned long long)t->bytes);
+                           (unsigned long long)t->bytes, align);
     if (bytes > SIZE_MAX)
         return vkmha__fail(ctx, INVALID, "%s: bytes exceeds SIZE_MAX", ctx->call);
     return VKMHA_SUCCESS;
@@ -423,15 +428,19 @@ static vkmha_status matmul_op(vkmha_context *ctx, VkCommandBuffer cmd, bool reco
     if ((st = tensor_call(ctx, "vkmha_matmul_tensor", "vkmha_matmul_record", cmd, recording)) ||
         (st = vkmha__check_matmul(ctx, desc, host_of(a), host_of(b), host_of(bias),
                                   host_of(c), &s)) ||
-        (st = check_tensor(ctx, "a", a, false, VKMHA_DTYPE_F32, s.extent_a)) ||
-        (st = check_tensor(ctx, "b", b, false, VKMHA_DTYPE_F32, s.extent_b)) ||
-        (st = check_tensor(ctx, "bias", bias, true, VKMHA_DTYPE_F32, s.n)) ||
-        (st = check_tensor(ctx, "c", c, false, VKMHA_DTYPE_F32, s.extent_c)) ||
+        (st = check_tensor(ctx, "a", a, false, DTYPE_FLOAT, s.extent_a)) ||
+        (st = check_tensor(ctx, "b", b, false, DTYPE_FLOAT, s.extent_b)) ||
+        (st = check_tensor(ctx, "bias", bias, true, DTYPE_FLOAT, s.n)) ||
+        (st = check_tensor(ctx, "c", c, false, DTYPE_FLOAT, s.extent_c)) ||
         (st = check_disjoint(ctx, c, "c", (const vkmha_tensor *const[]){a, b, bias},
                              (const char *const[]){"a", "b", "bias"}, 3)))
         return st;
+    const uint32_t dt[4] = {a->desc.dtype, b->desc.dtype,
+                            bias ? bias->desc.dtype : VKMHA_DTYPE_F32, c->desc.dtype};
     if (!ctx->vk) {
-        ref_matmul(&s, a->host, b->host, bias ? bias->host : NULL, c->host);
+        if ((st = ref_matmul_typed(ctx, &s, dt, a->host, b->host, bias ? bias->host : NULL,
+                                   c->host)))
+            return vkmha__fail(ctx, st, "%s: out of host memory", ctx->call);
         return VKMHA_SUCCESS;
     }
     vk_state *vk = ctx->vk;
@@ -439,7 +448,8 @@ static vkmha_status matmul_op(vkmha_context *ctx, VkCommandBuffer cmd, bool reco
         return st;
     vk_matmul_args args = {&a->buf, &b->buf, bias ? &bias->buf : NULL, &c->buf, s.m, s.n,
                            s.k, s.lda, s.ldb, s.ldc, s.trans_b, s.alpha, s.batch, 1, 1,
-                           s.sa, 0, s.sb, 0, s.sc, 0};
+                           s.sa, 0, s.sb, 0, s.sc, 0,
+                           VK_DT(0, dt[0]) | VK_DT(1, dt[1]) | VK_DT(2, dt[2]) | VK_DT(3, dt[3])};
     return finish(vk, vk_record_matmul(vk, &vk->op_sites.sites[OPSITE_MATMUL], &args));
 }
 
@@ -456,15 +466,16 @@ static vkmha_status softmax_op(vkmha_context *ctx, VkCommandBuffer cmd, bool rec
         (st = vkmha__check_softmax(ctx, desc, host_of(x), host_of(y), &s)))
         return st;
     const uint64_t n = (uint64_t)s.batch * s.heads * s.len_q * s.len_k;
-    if ((st = check_tensor(ctx, "x", x, false, VKMHA_DTYPE_F32, n)) ||
-        (st = check_tensor(ctx, "y", y, false, VKMHA_DTYPE_F32, n)) ||
+    if ((st = check_tensor(ctx, "x", x, false, DTYPE_FLOAT, n)) ||
+        (st = check_tensor(ctx, "y", y, false, DTYPE_FLOAT, n)) ||
         (st = resolve_mask(ctx, mask, s.batch, s.heads, s.len_q, s.len_k, &m, masks)))
         return st;
     if (x != y && tensors_overlap(x, y))
         return vkmha__fail(ctx, INVALID, "%s: y shares memory with x without being x",
                            ctx->call);
     if (!ctx->vk) {
-        if ((st = ref_softmax(ctx, &s, x->host, &m, y->host)))
+        if ((st = ref_softmax_typed(ctx, &s, x->desc.dtype, x->host, &m, y->desc.dtype,
+                                    y->host)))
             return vkmha__fail(ctx, st, "%s: out of host memory", ctx->call);
         return VKMHA_SUCCESS;
     }
@@ -472,7 +483,8 @@ static vkmha_status softmax_op(vkmha_context *ctx, VkCommandBuffer cmd, bool rec
     if ((st = exec_begin(vk, cmd)))
         return st;
     vk_softmax_args a = {&y->buf, NULL, NULL, NULL, s.batch, s.heads, s.len_q, s.len_k,
-                         s.scale, NULL, &x->buf};
+                         s.scale, NULL, &x->buf,
+                         VK_DT(3, y->desc.dtype) | VK_DT(4, x->desc.dtype)};
     vk_mask_args(masks, &m, &a);
     return finish(vk, vk_record_softmax(vk, &vk->op_sites.sites[OPSITE_SOFTMAX], &a));
 }
@@ -489,20 +501,23 @@ static vkmha_status heads_op(vkmha_context *ctx, VkCommandBuffer cmd, bool recor
         (st = vkmha__check_heads(ctx, ctx->call, desc, host_of(x), host_of(y), &s)))
         return st;
     const uint64_t n = (uint64_t)s.batch * s.len * s.heads * s.head_dim;
-    if ((st = check_tensor(ctx, "x", x, false, VKMHA_DTYPE_F32, n)) ||
-        (st = check_tensor(ctx, "y", y, false, VKMHA_DTYPE_F32, n)) ||
+    if ((st = check_tensor(ctx, "x", x, false, DTYPE_FLOAT, n)) ||
+        (st = check_tensor(ctx, "y", y, false, DTYPE_FLOAT, n)) ||
         (st = check_disjoint(ctx, y, "y", (const vkmha_tensor *const[]){x},
                              (const char *const[]){"x"}, 1)))
         return st;
     if (!ctx->vk) {
-        (split ? ref_split_heads : ref_merge_heads)(&s, x->host, y->host);
+        if ((st = ref_heads_typed(ctx, &s, split, x->desc.dtype, x->host, y->desc.dtype,
+                                  y->host)))
+            return vkmha__fail(ctx, st, "%s: out of host memory", ctx->call);
         return VKMHA_SUCCESS;
     }
     vk_state *vk = ctx->vk;
     if ((st = exec_begin(vk, cmd)))
         return st;
     return finish(vk, vk_record_heads(vk, &vk->op_sites.sites[OPSITE_HEADS], &s, split, &x->buf,
-                                      &y->buf));
+                                      &y->buf,
+                                      VK_DT(0, x->desc.dtype) | VK_DT(1, y->desc.dtype)));
 }
 
 static vkmha_status attention_op(vkmha_context *ctx, VkCommandBuffer cmd, bool recording,
@@ -527,20 +542,22 @@ static vkmha_status attention_op(vkmha_context *ctx, VkCommandBuffer cmd, bool r
                    nw = (uint64_t)s.batch * s.heads * s.len_q * s.len_k;
     const vkmha_tensor *const in[3] = {q, k, v};
     static const char *const in_names[3] = {"q", "k", "v"};
-    if ((st = check_tensor(ctx, "q", q, false, VKMHA_DTYPE_F32, nq)) ||
-        (st = check_tensor(ctx, "k", k, false, VKMHA_DTYPE_F32, nk)) ||
-        (st = check_tensor(ctx, "v", v, false, VKMHA_DTYPE_F32, nv)) ||
-        (st = check_tensor(ctx, "out", out, false, VKMHA_DTYPE_F32, no)) ||
-        (st = check_tensor(ctx, "weights", weights, true, VKMHA_DTYPE_F32, nw)) ||
+    if ((st = check_tensor(ctx, "q", q, false, DTYPE_FLOAT, nq)) ||
+        (st = check_tensor(ctx, "k", k, false, DTYPE_FLOAT, nk)) ||
+        (st = check_tensor(ctx, "v", v, false, DTYPE_FLOAT, nv)) ||
+        (st = check_tensor(ctx, "out", out, false, DTYPE_FLOAT, no)) ||
+        (st = check_tensor(ctx, "weights", weights, true, DTYPE_FLOAT, nw)) ||
         (st = check_disjoint(ctx, out, "out", in, in_names, 3)) ||
         (st = check_disjoint(ctx, weights, "weights", in, in_names, 3)) ||
         (st = check_disjoint(ctx, weights, "weights", (const vkmha_tensor *const[]){out},
                              (const char *const[]){"out"}, 1)) ||
         (st = resolve_mask(ctx, mask, s.batch, s.heads, s.len_q, s.len_k, &m, masks)))
         return st;
+    const uint32_t dt[5] = {q->desc.dtype, k->desc.dtype, v->desc.dtype, out->desc.dtype,
+                            weights ? weights->desc.dtype : VKMHA_DTYPE_F32};
     if (!ctx->vk) {
-        if ((st = ref_attention(ctx, &s, q->host, k->host, v->host, &m, out->host,
-                                weights ? weights->host : NULL)))
+        if ((st = ref_attention_typed(ctx, &s, dt, q->host, k->host, v->host, &m, out->host,
+                                      weights ? weights->host : NULL)))
             return vkmha__fail(ctx, st, "%s: out of host memory", ctx->call);
         return VKMHA_SUCCESS;
     }
@@ -549,15 +566,17 @@ static vkmha_status attention_op(vkmha_context *ctx, VkCommandBuffer cmd, bool r
     if ((st = vk_attention_prepare(vk, &s, weights != NULL, weights ? &weights->buf : NULL,
                                    (const vk_buffer *const[4]){&q->buf, &k->buf, &v->buf,
                                                                &out->buf},
+                                   VK_DT(0, dt[0]) | VK_DT(1, dt[1]) | VK_DT(2, dt[2]) |
+                                       VK_DT(3, dt[3]) | VK_DT(4, dt[4]),
                                    &plan)) ||
         (st = exec_begin(vk, cmd)))
         return st;
     for (int i = 0; i < 3; i++)
         plan.masks[i] = masks[i];
-    const vk_heads_view vq = vk_view_split(&q->buf, s.heads, s.len_q, s.d_k),
-                        vkv = vk_view_split(&k->buf, s.kv_heads, s.len_k, s.d_k),
-                        vv = vk_view_split(&v->buf, s.kv_heads, s.len_k, s.d_v),
-                        vo = vk_view_split(&out->buf, s.heads, s.len_q, s.d_v);
+    const vk_heads_view vq = vk_view_split(&q->buf, s.heads, s.len_q, s.d_k, dt[0]),
+                        vkv = vk_view_split(&k->buf, s.kv_heads, s.len_k, s.d_k, dt[1]),
+                        vv = vk_view_split(&v->buf, s.kv_heads, s.len_k, s.d_v, dt[2]),
+                        vo = vk_view_split(&out->buf, s.heads, s.len_q, s.d_v, dt[3]);
     return finish(vk, vk_record_attention(vk, &vk->op_sites.sites[OPSITE_ATTENTION], &plan, &m,
                                           &vq, &vkv, &vv, &vo));
 }
@@ -666,11 +685,12 @@ VKMHA_API vkmha_status vkmha_context_trim(vkmha_context *ctx)
 
 vkmha_status vkmha__tensor_arg(vkmha_context *ctx, const char *name, const vkmha_tensor *t,
                                bool optional, uint64_t elements, const void **host,
-                               vk_buffer **buf)
+                               vk_buffer **buf, uint32_t *dtype)
 {
-    vkmha_status st = check_tensor(ctx, name, t, optional, VKMHA_DTYPE_F32, elements);
+    vkmha_status st = check_tensor(ctx, name, t, optional, DTYPE_FLOAT, elements);
     if (st)
         return st;
+    *dtype = t ? t->desc.dtype : VKMHA_DTYPE_F32;
     *host = t ? (t->host ? t->host : (const void *)t) : NULL;
     *buf = t ? (vk_buffer *)&t->buf : NULL;
     return VKMHA_SUCCESS;

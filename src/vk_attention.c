@@ -49,14 +49,16 @@ enum { MODE_RESUME = 1, MODE_PARTIAL = 2, MODE_WEIGHTS = 4 };
  * Longer ranges take several dispatches that carry the partial state. */
 #define CPU_MAX_KEYS_PER_DISPATCH 1024
 
-vk_heads_view vk_view_split(const vk_buffer *buf, uint32_t heads, uint32_t len, uint32_t dim)
+vk_heads_view vk_view_split(const vk_buffer *buf, uint32_t heads, uint32_t len, uint32_t dim,
+                            uint32_t dtype)
 {
-    return (vk_heads_view){buf, (uint64_t)heads * len * dim, (uint64_t)len * dim, dim};
+    return (vk_heads_view){buf, (uint64_t)heads * len * dim, (uint64_t)len * dim, dim, dtype};
 }
 
-vk_heads_view vk_view_merged(const vk_buffer *buf, uint32_t heads, uint32_t len, uint32_t dim)
+vk_heads_view vk_view_merged(const vk_buffer *buf, uint32_t heads, uint32_t len, uint32_t dim,
+                             uint32_t dtype)
 {
-    return (vk_heads_view){buf, (uint64_t)len * heads * dim, dim, heads * dim};
+    return (vk_heads_view){buf, (uint64_t)len * heads * dim, dim, heads * dim, dtype};
 }
 
 static uint64_t div_up(uint64_t a, uint64_t b)
@@ -77,20 +79,21 @@ static uint64_t div_up(uint64_t a, uint64_t b)
 /* shaders/flash_cpu.comp reads q, k and v as vec4 texels and writes out as
  * vec4s: every row must start on a multiple of 4 elements (the head dims
  * then make every stride one: split heads and projections alike), q, k, v
- * need texel views over their whole buffer, out a 16-byte aligned start. */
-static bool texel_io(const attn_shape *s, const vk_buffer *const qkvo[4])
+ * need texel views of their dtype over their whole buffer (fp32 or fp16:
+ * bf16 has no texel format), out a 16-byte aligned start. */
+static bool texel_io(const attn_shape *s, const vk_buffer *const qkvo[4], uint32_t dtypes)
 {
     if (s->d_k % 4 || s->d_v % 4)
         return false;
     for (int i = 0; i < 3; i++)
-        if (!qkvo[i]->view4 || qkvo[i]->offset)
+        if (!vk_texel_view(qkvo[i], VK_DT_OF(dtypes, i)) || qkvo[i]->offset)
             return false;
     return !qkvo[3] || qkvo[3]->offset % 16 == 0;
 }
 
 vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weights,
                                   vk_buffer *weights_buf, const vk_buffer *const qkvo[4],
-                                  vk_attn_plan *plan)
+                                  uint32_t dtypes, vk_attn_plan *plan)
 {
     vkmha_status st;
     const uint32_t dim = s->d_k > s->d_v ? s->d_k : s->d_v;
@@ -101,7 +104,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
      * wherever it can, the other only where it cannot), and unfused where
      * its scores fit a buffer. */
     const bool have_cpu = cls < VK_FLASH_CLASSES && vk->flash_cpu[cls].workgroup_size != 0 &&
-                          texel_io(s, qkvo);
+                          texel_io(s, qkvo, dtypes);
     const bool have_shared = cls < VK_FLASH_CLASSES && vk->flash[cls].block_q != 0;
     const bool cpu_ok = have_cpu && vk->fused_kernel != VKMHA_FUSED_KERNEL_SHARED;
     const bool shared_ok =
@@ -128,7 +131,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
                                    (s->path == VKMHA_ATTENTION_PATH_AUTO &&
                                     !(t_unfused < t_fused)));
     *plan = (vk_attn_plan){*s, fused, cpu_kernel, weights, cls, 0, 1, s->len_k, s->len_k, 1,
-                           NULL, {NULL, NULL, NULL}};
+                           NULL, {NULL, NULL, NULL}, dtypes};
     char model[160] = "";
     if (s->path == VKMHA_ATTENTION_PATH_AUTO && vkmha__log_enabled(vk->ctx, VKMHA_LOG_DEBUG))
         snprintf(model, sizeof model,
@@ -138,7 +141,10 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
 
     vk_mask_slots(vk, plan->masks);
     plan->scores = weights_buf ? weights_buf : &vk->slots[SLOT_SCORES];
-    if ((plan->weights || !plan->fused) && !weights_buf)
+    /* fp32 scores: in the weights when they are fp32, else in SLOT_SCORES
+     * (the unfused path's softmax then writes the weights from there). */
+    const bool typed_weights = weights_buf && VK_DT_OF(dtypes, 4) != VKMHA_DTYPE_F32;
+    if (((plan->weights || !plan->fused) && !weights_buf) || (!plan->fused && typed_weights))
         if ((st = vk_slot_ensure(vk, SLOT_SCORES, score_bytes)))
             return st;
     if (!plan->fused) {
@@ -194,14 +200,16 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
 
 /* scores[b][h] (Lq x Lk) = scale * q[b][h] (Lq x d_k) * k[b][h / g]^T */
 static vkmha_status record_scores(vk_state *vk, vk_site *site, const vk_attn_plan *plan,
-                                  const vk_heads_view *q, const vk_heads_view *k)
+                                  const vk_heads_view *q, const vk_heads_view *k,
+                                  vk_buffer *scores)
 {
     const attn_shape *s = &plan->s;
     const uint64_t Lq = s->len_q, Lk = s->len_k;
-    vk_matmul_args a = {q->buf, k->buf, NULL, plan->scores,
+    vk_matmul_args a = {q->buf, k->buf, NULL, scores,
                         s->len_q, s->len_k, s->d_k, q->ld, k->ld, s->len_k, true, s->scale,
                         s->batch, s->heads, s->heads / s->kv_heads,
-                        q->sb, q->sh, k->sb, k->sh, s->heads * Lq * Lk, Lq * Lk};
+                        q->sb, q->sh, k->sb, k->sh, s->heads * Lq * Lk, Lq * Lk,
+                        VK_DT(0, q->dtype) | VK_DT(1, k->dtype)};
     return vk_record_matmul(vk, site, &a);
 }
 
@@ -213,14 +221,18 @@ static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const vk_attn_
     vkmha_status st;
     const attn_shape *s = &plan->s;
     const uint64_t Lq = s->len_q, Lk = s->len_k;
+    /* fp32 scores, in the weights unless they are of a 16-bit dtype. */
+    const uint32_t dt_w = VK_DT_OF(plan->dtypes, 4);
     vk_buffer *scores = plan->scores;
-    if ((st = record_scores(vk, &sites[0], plan, q, k)))
+    vk_buffer *scores32 = dt_w == VKMHA_DTYPE_F32 ? scores : &vk->slots[SLOT_SCORES];
+    if ((st = record_scores(vk, &sites[0], plan, q, k, scores32)))
         return st;
     vk_barrier(vk);
 
     /* The scale is already applied: the softmax adds the bias and masks. */
     vk_softmax_args sm = {scores, NULL, NULL, NULL, s->batch, s->heads, s->len_q, s->len_k,
-                          1.0f, NULL, NULL};
+                          1.0f, NULL, scores32 != scores ? scores32 : NULL,
+                          VK_DT(3, dt_w)};
     vk_mask_args(plan->masks, mask, &sm);
     if ((st = vk_record_softmax(vk, &sites[1], &sm)))
         return st;
@@ -230,7 +242,8 @@ static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const vk_attn_
     vk_matmul_args pv = {scores, v->buf, NULL, out->buf,
                          s->len_q, s->d_v, s->len_k, s->len_k, v->ld, out->ld, false, 1.0f,
                          s->batch, s->heads, s->heads / s->kv_heads,
-                         s->heads * Lq * Lk, Lq * Lk, v->sb, v->sh, out->sb, out->sh};
+                         s->heads * Lq * Lk, Lq * Lk, v->sb, v->sh, out->sb, out->sh,
+                         VK_DT(0, dt_w) | VK_DT(1, v->dtype) | VK_DT(3, out->dtype)};
     return vk_record_matmul(vk, &sites[2], &pv);
 }
 
@@ -269,12 +282,15 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
     const vk_pipe pipe = (vk_pipe)((plan->cpu_kernel ? PIPE_FLASH_CPU : PIPE_FLASH) + plan->cls);
     vk_site *main_site = &sites[plan->cpu_kernel ? 6 : 3];
     vk_site *weights_site = &sites[plan->cpu_kernel ? 7 : 5];
+    /* Partial state and statistics are fp32; out and the weights of their own dtypes. */
+    const uint32_t qkv = VK_DT(0, q->dtype) | VK_DT(1, k->dtype) | VK_DT(2, v->dtype);
     for (uint32_t c = 0; c < plan->chunks; c++) {
         p.kv_first = c * plan->chunk;
         p.mode = (c ? MODE_RESUME : 0) | (split ? MODE_PARTIAL : 0);
         if (c)
             vk_barrier(vk);
-        if ((st = vk_dispatch_groups(vk, main_site, pipe, bufs, 8, &p, sizeof p,
+        if ((st = vk_dispatch_groups(vk, main_site, pipe, qkv | VK_DT(6, split ? 0 : out->dtype),
+                                     bufs, 8, &p, sizeof p,
                                      offsetof(struct flash_push, group_base), groups)))
             return st;
     }
@@ -285,7 +301,8 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
                                  (uint32_t)out->sb, (uint32_t)out->sh, out->ld, 0};
         const vk_buffer *cb[4] = {&vk->slots[SLOT_PARTIAL_O], &vk->slots[SLOT_PARTIAL_ML],
                                   out->buf, &vk->slots[SLOT_STATS]};
-        if ((st = vk_dispatch_groups(vk, &sites[4], PIPE_FLASH_COMBINE, cb, 4, &c, sizeof c,
+        if ((st = vk_dispatch_groups(vk, &sites[4], PIPE_FLASH_COMBINE, VK_DT(2, out->dtype),
+                                     cb, 4, &c, sizeof c,
                                      offsetof(struct combine_push, group_base),
                                      div_up(rows * s->d_v, vk->elementwise_wg))))
             return st;
@@ -299,7 +316,9 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
         for (uint32_t c = 0; c < plan->chunks; c++) {
             p.kv_first = c * plan->chunk;
             vk_barrier(vk);
-            if ((st = vk_dispatch_groups(vk, weights_site, pipe, wb, 8, &p, sizeof p,
+            if ((st = vk_dispatch_groups(vk, weights_site, pipe,
+                                         qkv | VK_DT(6, VK_DT_OF(plan->dtypes, 4)), wb, 8, &p,
+                                         sizeof p,
                                          offsetof(struct flash_push, group_base), groups)))
                 return st;
         }
@@ -316,17 +335,23 @@ vkmha_status vk_record_attention(vk_state *vk, vk_site sites[], const vk_attn_pl
                        : record_unfused(vk, sites, plan, mask, q, k, v, out);
 }
 
-vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const float *q, const float *k,
-                          const float *v, const mask_r *mask, float *out, float *weights)
+vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const void *q, const void *k,
+                          const void *v, const mask_r *mask, void *out, void *weights)
 {
     vkmha_status st;
     vk_attn_plan plan;
-    const uint64_t bq = (uint64_t)s->batch * s->heads * s->len_q * s->d_k * 4,
-                   bk = (uint64_t)s->batch * s->kv_heads * s->len_k * s->d_k * 4,
-                   bv = (uint64_t)s->batch * s->kv_heads * s->len_k * s->d_v * 4,
-                   bo = (uint64_t)s->batch * s->heads * s->len_q * s->d_v * 4,
-                   bw = weights ? (uint64_t)s->batch * s->heads * s->len_q * s->len_k * 4 : 0;
+    const uint32_t dt = s->dtype;
+    const uint64_t es = vkmha__dtype_size(dt);
+    const uint64_t bq = (uint64_t)s->batch * s->heads * s->len_q * s->d_k * es,
+                   bk = (uint64_t)s->batch * s->kv_heads * s->len_k * s->d_k * es,
+                   bv = (uint64_t)s->batch * s->kv_heads * s->len_k * s->d_v * es,
+                   bo = (uint64_t)s->batch * s->heads * s->len_q * s->d_v * es,
+                   bw = weights ? (uint64_t)s->batch * s->heads * s->len_q * s->len_k * es : 0;
     uint64_t up = bq + bk + bv + 48;
+    /* 16-bit weights are written in SLOT_WEIGHTS, as into a weights tensor. */
+    vk_buffer *wbuf = weights && dt != VKMHA_DTYPE_F32 ? &vk->slots[SLOT_WEIGHTS] : NULL;
+    const uint32_t dtypes = VK_DT(0, dt) | VK_DT(1, dt) | VK_DT(2, dt) | VK_DT(3, dt) |
+                            VK_DT(4, dt);
     if ((st = vk_check_size(vk, bq, "q")) || (st = vk_check_size(vk, bk, "k")) ||
         (st = vk_check_size(vk, bv, "v")) || (st = vk_check_size(vk, bo, "out")) ||
         (st = vk_check_size(vk, bw, "weights")) ||
@@ -334,11 +359,12 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const float *q, con
         (st = vk_slot_ensure(vk, SLOT_K_HEADS, bk)) ||
         (st = vk_slot_ensure(vk, SLOT_V_HEADS, bv)) ||
         (st = vk_slot_ensure(vk, SLOT_O_HEADS, bo)) ||
-        (st = vk_attention_prepare(vk, s, weights != NULL, NULL,
+        (wbuf && (st = vk_slot_ensure(vk, SLOT_WEIGHTS, bw))) ||
+        (st = vk_attention_prepare(vk, s, weights != NULL, wbuf,
                                    (const vk_buffer *const[4]){&vk->slots[SLOT_Q_HEADS],
                                                                &vk->slots[SLOT_K_HEADS],
                                                                &vk->slots[SLOT_V_HEADS], NULL},
-                                   &plan)) ||
+                                   dtypes, &plan)) ||
         (st = vk_mask_ensure(vk, mask, s->batch, s->len_q, s->len_k, &up)) ||
         (st = vk_call_begin(vk, up, bo + bw + 32)))
         return st;
@@ -347,12 +373,11 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const float *q, con
     vk_upload(vk, &vk->slots[SLOT_V_HEADS], 0, v, bv);
     vk_mask_upload(vk, mask, s->batch, s->len_q, s->len_k);
     vk_barrier(vk);
-    const vk_heads_view vq = vk_view_split(&vk->slots[SLOT_Q_HEADS], s->heads, s->len_q, s->d_k),
-                        vkv = vk_view_split(&vk->slots[SLOT_K_HEADS], s->kv_heads, s->len_k,
-                                            s->d_k),
-                        vv = vk_view_split(&vk->slots[SLOT_V_HEADS], s->kv_heads, s->len_k,
-                                           s->d_v),
-                        vo = vk_view_split(&vk->slots[SLOT_O_HEADS], s->heads, s->len_q, s->d_v);
+    const vk_heads_view
+        vq = vk_view_split(&vk->slots[SLOT_Q_HEADS], s->heads, s->len_q, s->d_k, dt),
+        vkv = vk_view_split(&vk->slots[SLOT_K_HEADS], s->kv_heads, s->len_k, s->d_k, dt),
+        vv = vk_view_split(&vk->slots[SLOT_V_HEADS], s->kv_heads, s->len_k, s->d_v, dt),
+        vo = vk_view_split(&vk->slots[SLOT_O_HEADS], s->heads, s->len_q, s->d_v, dt);
     if ((st = vk_record_attention(vk, &vk->op_sites.sites[OPSITE_ATTENTION], &plan, mask, &vq,
                                   &vkv, &vv, &vo))) {
         vk_call_abort(vk);
@@ -360,6 +385,6 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const float *q, con
     }
     vk_download(vk, &vk->slots[SLOT_O_HEADS], out, bo, 1, bo, 1, bo);
     if (weights)
-        vk_download(vk, &vk->slots[SLOT_SCORES], weights, bw, 1, bw, 1, bw);
+        vk_download(vk, plan.scores, weights, bw, 1, bw, 1, bw);
     return vk_call_submit(vk);
 }

@@ -353,13 +353,18 @@ void vk_download(vk_state *vk, const vk_buffer *src, void *dst, size_t len, size
     vk->download_used += (span + 15) & ~(size_t)15;
 }
 
-vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe,
+VkBufferView vk_texel_view(const vk_buffer *b, uint32_t dtype)
+{
+    return dtype == VKMHA_DTYPE_F32 ? b->view4 : dtype == VKMHA_DTYPE_F16 ? b->view4h : VK_NULL_HANDLE;
+}
+
+vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dtypes,
                          const vk_buffer *const bufs[], uint32_t n_bufs, const void *push,
                          uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz)
 {
     vk_kind kind = vk_pipe_kind(pipe);
     VkPipeline pipeline;
-    vkmha_status st = vk_pipeline_get(vk, pipe, &pipeline);
+    vkmha_status st = vk_pipeline_get(vk, pipe, dtypes, &pipeline);
     if (st)
         return st;
 
@@ -374,29 +379,39 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe,
      * (vk_binding_source). With push descriptors every binding goes
      * into the command buffer; otherwise only the bindings whose buffer was
      * recreated since the site was last used are rewritten (buffer ids are
-     * unique per creation). */
+     * unique per creation, and a texel binding's id also says which view:
+     * fp32 or fp16). A texel binding gets the view of its buffer's dtype
+     * (dtypes); where there is none (bf16, wrapped tensors, buffers under 16
+     * bytes) the record functions never read it, and the dummy's is bound. */
     const uint32_t n_bind = vk_kind_bindings(vk, kind);
     VkDescriptorBufferInfo infos[VK_MAX_BINDINGS];
     VkWriteDescriptorSet writes[VK_MAX_BINDINGS];
+    VkBufferView views[VK_MAX_BINDINGS];
     uint32_t n_writes = 0;
     for (uint32_t i = 0; i < n_bind; i++) {
         const uint32_t src = vk_binding_source(vk, kind, i);
         const vk_buffer *b = src < n_bufs && bufs[src] && bufs[src]->buf ? bufs[src] : &vk->dummy;
         const VkDescriptorType type = vk_binding_type(vk, kind, i);
-        if (type == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER && !b->view4)
-            b = &vk->dummy; /* under 16 bytes or wrapped: never read as vec4 */
+        const bool texel = type == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+        VkBufferView view = VK_NULL_HANDLE;
+        if (texel && !(view = vk_texel_view(b, VK_DT_OF(dtypes, src))))
+            view = vk->dummy.view4;
+        const uint64_t id = texel ? (view == b->view4h ? ~b->id : b->id) : b->id;
+        if (texel && view == vk->dummy.view4)
+            b = &vk->dummy;
         if (!vk->push_descriptors) {
-            if (site->ids[i] == b->id)
+            if (site->ids[i] == id)
                 continue;
-            site->ids[i] = b->id;
+            site->ids[i] = id;
         }
         writes[n_writes] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
         writes[n_writes].dstSet = site->set;
         writes[n_writes].dstBinding = i;
         writes[n_writes].descriptorCount = 1;
         writes[n_writes].descriptorType = type;
-        if (type == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER) {
-            writes[n_writes].pTexelBufferView = &b->view4;
+        if (texel) {
+            views[n_writes] = view;
+            writes[n_writes].pTexelBufferView = &views[n_writes];
         } else {
             infos[n_writes] = (VkDescriptorBufferInfo){b->buf, b->offset, b->size};
             writes[n_writes].pBufferInfo = &infos[n_writes];
@@ -486,7 +501,7 @@ vkmha_status vk_call_submit(vk_state *vk)
     return VKMHA_SUCCESS;
 }
 
-vkmha_status vk_dispatch_groups(vk_state *vk, vk_site *site, vk_pipe pipe,
+vkmha_status vk_dispatch_groups(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dtypes,
                                 const vk_buffer *const bufs[], uint32_t n_bufs,
                                 const void *push, uint32_t push_size, uint32_t base_offset,
                                 uint64_t groups)
@@ -522,7 +537,7 @@ vkmha_status vk_dispatch_groups(vk_state *vk, vk_site *site, vk_pipe pipe,
         memcpy(copy + base_offset, &base, sizeof base);
         if (done)
             vk_barrier(vk);
-        vkmha_status st = vk_dispatch(vk, site, pipe, bufs, n_bufs, copy, push_size,
+        vkmha_status st = vk_dispatch(vk, site, pipe, dtypes, bufs, n_bufs, copy, push_size,
                                       (uint32_t)gx, (uint32_t)gy, (uint32_t)gz);
         if (st)
             return st;

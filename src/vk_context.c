@@ -613,6 +613,7 @@ static vkmha_status create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
         vk->push_descriptors = listed(ext->enabled_device_extensions,
                                       ext->enabled_device_extension_count,
                                       VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+        vk->native16 = ext->storage_buffer_16bit_access && !vk->no_native16;
         vk_load_device_table(vk->device, vk->vki.GetDeviceProcAddr, &vk->vkd);
     } else {
         float priority = 1.0f;
@@ -643,8 +644,21 @@ static vkmha_status create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
         qi.queueFamilyIndex = vk->queue_family;
         qi.queueCount = 1;
         qi.pQueuePriorities = &priority;
+        /* 16-bit storage where the device has it (core in Vulkan 1.1, optional):
+         * the shaders' NATIVE16 variants; else 16-bit data is packed in uints. */
+        VkPhysicalDevice16BitStorageFeatures s16 = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+        VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                        .pNext = &s16};
+        if (vk->vki.GetPhysicalDeviceFeatures2)
+            vk->vki.GetPhysicalDeviceFeatures2(vk->phys, &f2);
+        vk->native16 = s16.storageBuffer16BitAccess && !vk->no_native16;
+        VkPhysicalDevice16BitStorageFeatures s16_on = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES,
+            .pNext = vk->compile_only ? &stats : NULL,
+            .storageBuffer16BitAccess = VK_TRUE};
         VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
-        di.pNext = vk->compile_only ? &stats : NULL;
+        di.pNext = vk->native16 ? (void *)&s16_on : vk->compile_only ? (void *)&stats : NULL;
         di.queueCreateInfoCount = 1;
         di.pQueueCreateInfos = &qi;
         di.enabledExtensionCount = n_exts;
@@ -783,6 +797,7 @@ static vkmha_status apply_debug(vk_state *vk, const vkmha_debug_options *d)
                            "vkmha_context_create: desc->debug->fused_kernel (%d) is not a "
                            "vkmha_fused_kernel",
                            (int)d->fused_kernel);
+    vk->no_native16 = d->no_native_16bit;
     vk->flash_gpu_blocks = d->fused_kernel == VKMHA_FUSED_KERNEL_SHARED_GPU_BLOCKS;
     vk->fused_kernel = vk->flash_gpu_blocks ? VKMHA_FUSED_KERNEL_SHARED : d->fused_kernel;
     if (d->fail_device_allocation_at) {

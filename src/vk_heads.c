@@ -14,28 +14,29 @@ struct heads_push {
 _Static_assert(sizeof(struct heads_push) <= 128, "push constants must fit 128 bytes");
 
 vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, bool split,
-                             const vk_buffer *x, const vk_buffer *y)
+                             const vk_buffer *x, const vk_buffer *y, uint32_t dtypes)
 {
     uint64_t total = (uint64_t)s->batch * s->len * s->heads * s->head_dim;
     struct heads_push p = {(uint32_t)total, s->len, s->heads, s->head_dim, split ? 1u : 0u, 0,
-                           vk->row_texel && x->view4};
+                           vk->row_texel && vk_texel_view(x, VK_DT_OF(dtypes, 0))};
     const vk_buffer *bufs[2] = {x, y};
     if (vk->cpu_rows_wg && s->head_dim <= VK_CPU_ROW_MAX) { /* a row per invocation */
         uint64_t rows = total / s->head_dim;
-        return vk_dispatch_groups(vk, site, PIPE_HEADS_CPU, bufs, 2, &p, sizeof p,
+        return vk_dispatch_groups(vk, site, PIPE_HEADS_CPU, dtypes, bufs, 2, &p, sizeof p,
                                   offsetof(struct heads_push, group_base),
                                   (rows + vk->cpu_rows_wg - 1) / vk->cpu_rows_wg);
     }
-    return vk_dispatch_groups(vk, site, PIPE_HEADS, bufs, 2, &p, sizeof p,
+    return vk_dispatch_groups(vk, site, PIPE_HEADS, dtypes, bufs, 2, &p, sizeof p,
                               offsetof(struct heads_push, group_base),
                               (total + vk->elementwise_wg - 1) / vk->elementwise_wg);
 }
 
-vkmha_status vk_heads(vk_state *vk, const heads_shape *s, bool split, const float *x,
-                      float *y)
+vkmha_status vk_heads(vk_state *vk, const heads_shape *s, bool split, const void *x,
+                      void *y)
 {
     vkmha_status st;
-    uint64_t bytes = (uint64_t)s->batch * s->len * s->heads * s->head_dim * 4;
+    uint64_t bytes = (uint64_t)s->batch * s->len * s->heads * s->head_dim *
+                     vkmha__dtype_size(s->dtype);
     if ((st = vk_check_size(vk, bytes, "x")) || (st = vk_slot_ensure(vk, SLOT_Q_IN, bytes)) ||
         (st = vk_slot_ensure(vk, SLOT_OUT, bytes)) ||
         (st = vk_call_begin(vk, bytes + 16, bytes)))
@@ -43,7 +44,8 @@ vkmha_status vk_heads(vk_state *vk, const heads_shape *s, bool split, const floa
     vk_upload(vk, &vk->slots[SLOT_Q_IN], 0, x, bytes);
     vk_barrier(vk);
     if ((st = vk_record_heads(vk, &vk->op_sites.sites[OPSITE_HEADS], s, split,
-                              &vk->slots[SLOT_Q_IN], &vk->slots[SLOT_OUT]))) {
+                              &vk->slots[SLOT_Q_IN], &vk->slots[SLOT_OUT],
+                              VK_DT(0, s->dtype) | VK_DT(1, s->dtype)))) {
         vk_call_abort(vk);
         return st;
     }

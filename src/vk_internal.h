@@ -19,6 +19,9 @@ typedef struct vk_buffer {
     /* An R32G32B32A32_SFLOAT view of the whole buffer, when the context reads
      * matmul operands as texel buffers (vk_state.matmul_texel), else null. */
     VkBufferView view4;
+    /* An R16G16B16A16_SFLOAT view, for reading fp16 data as vec4 texels
+     * (vk_state.texel16), else null. */
+    VkBufferView view4h;
 } vk_buffer;
 
 /* Device buffers cached in the context and reused by every call whose tensors
@@ -43,6 +46,7 @@ typedef enum vk_slot {
     SLOT_PARTIAL_ML,
     SLOT_O_HEADS, /* attention output [B][H][Lq][d_v] */
     SLOT_OUT,     /* op and layer outputs */
+    SLOT_WEIGHTS, /* attention weights of a 16-bit dtype (host arrays) */
     SLOT_COUNT
 } vk_slot;
 
@@ -92,6 +96,12 @@ typedef enum vk_pipe {
 
 /* Specialization constants of a pipeline, at most (the matmul's). */
 #define VK_MAX_SPEC 7
+/* The dtypes of a dispatch's buffers: 2 bits (a vkmha_dtype: F32 0, F16 2,
+ * BF16 3) per index in the buffers it passes, the specialization constant
+ * DTYPES of shaders/typed.glsl (constant_id VK_SPEC_DTYPES). 0: all F32. */
+#define VK_DT(index, dtype) ((uint32_t)(dtype) << (2 * (index)))
+#define VK_DT_OF(dtypes, index) (((dtypes) >> (2 * (index))) & 3u)
+#define VK_SPEC_DTYPES 16
 
 /* Bindings of a site, at most: KIND_FLASH has 8 (q, k, v, 3 masks, out,
  * statistics), and so has KIND_FLASH_CPU (q, k, v as vec4 texel buffers).
@@ -165,6 +175,8 @@ typedef struct vk_instance_table {
     PFN_vkEnumeratePhysicalDevices EnumeratePhysicalDevices;
     PFN_vkGetPhysicalDeviceProperties GetPhysicalDeviceProperties;
     PFN_vkGetPhysicalDeviceProperties2 GetPhysicalDeviceProperties2;
+    PFN_vkGetPhysicalDeviceFeatures2 GetPhysicalDeviceFeatures2;
+    PFN_vkGetPhysicalDeviceFormatProperties GetPhysicalDeviceFormatProperties;
     PFN_vkGetPhysicalDeviceQueueFamilyProperties GetPhysicalDeviceQueueFamilyProperties;
     PFN_vkGetPhysicalDeviceMemoryProperties GetPhysicalDeviceMemoryProperties;
     PFN_vkEnumerateDeviceExtensionProperties EnumerateDeviceExtensionProperties;
@@ -259,6 +271,14 @@ struct vk_state {
      * VK_CPU_ROW_MAX elements (src/vk_pipeline.c). 0 on GPUs. */
     uint32_t cpu_rows_wg;
     bool row_texel; /* they read their inputs' texel views where they have them */
+    /* 16-bit data: read and written as 16-bit elements (storageBuffer16BitAccess
+     * enabled; the shaders' NATIVE16 variants), else packed in uint words.
+     * no_native16: desc->debug->no_native_16bit. */
+    bool native16, no_native16;
+    /* fp16 data has R16G16B16A16_SFLOAT texel views (view4h), so the texel
+     * kernels read it as they read fp32. bf16 has no texel format: its data
+     * goes through the storage-buffer paths. */
+    bool texel16;
     vkmha_attention_config flash[VK_FLASH_CLASSES];
     /* shaders/flash_cpu.comp per class: workgroup_size invocations of tm
      * query rows each (block_q = their product), block_k keys per step;
@@ -270,7 +290,14 @@ struct vk_state {
 
     VkDescriptorSetLayout set_layouts[KIND_COUNT];
     VkPipelineLayout pipe_layouts[KIND_COUNT];
-    VkPipeline pipes[PIPE_COUNT]; /* created on first use, kept until destroy */
+    VkPipeline pipes[PIPE_COUNT]; /* all-F32 pipelines, created on first use */
+    /* Pipelines specialized for other dtypes, created on first use. */
+    struct vk_typed_pipe {
+        vk_pipe pipe;
+        uint32_t dtypes;
+        VkPipeline pipeline;
+    } *typed_pipes;
+    uint32_t n_typed_pipes, cap_typed_pipes;
     vk_site_pool op_sites;
 
     vk_buffer slots[SLOT_COUNT];
@@ -383,7 +410,7 @@ void vk_download(vk_state *vk, const vk_buffer *src, void *dst, size_t len, size
 void vk_barrier(vk_state *vk);
 /* Binds pipeline + site (updating the set if a buffer changed; NULL binds the
  * dummy), pushes constants and dispatches groups (x, y, z). */
-vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe,
+vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dtypes,
                          const vk_buffer *const bufs[], uint32_t n_bufs, const void *push,
                          uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz);
 /* Dispatches `groups` workgroups numbered linearly (shaders/common.glsl's
@@ -391,7 +418,7 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe,
  * each dispatch gets its first group's number in the uint32 at byte
  * `base_offset` of its copy of the push constants. Dispatches after the
  * first follow a barrier (they write the same buffers). */
-vkmha_status vk_dispatch_groups(vk_state *vk, vk_site *site, vk_pipe pipe,
+vkmha_status vk_dispatch_groups(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dtypes,
                                 const vk_buffer *const bufs[], uint32_t n_bufs,
                                 const void *push, uint32_t push_size, uint32_t base_offset,
                                 uint64_t groups);
@@ -424,7 +451,11 @@ struct vkmha_submission *vk_submission_done(vkmha_context *ctx);
  * the layouts. */
 vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override);
 void vk_pipelines_destroy(vk_state *vk);
-vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out);
+/* The pipeline of `pipe` specialized for `dtypes` (VK_DT), created on first use. */
+vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, uint32_t dtypes, VkPipeline *out);
+/* The texel view of b that a binding reading `dtype` data as vec4 uses
+ * (null where there is none: bf16, or no view). */
+VkBufferView vk_texel_view(const vk_buffer *b, uint32_t dtype);
 /* VKMHA_CONTEXT_EAGER_PIPELINES: creates every pipeline this device can use
  * (all but the fused attention classes that did not fit its limits). */
 vkmha_status vk_pipelines_create_all(vk_state *vk);
@@ -470,6 +501,8 @@ typedef struct vk_matmul_args {
      * B at zo * sb_outer + (zi / b_div) * sb_inner, C likewise. */
     uint32_t batch_outer, batch_inner, b_div;
     uint64_t sa_outer, sa_inner, sb_outer, sb_inner, sc_outer, sc_inner;
+    /* VK_DT of a, b, bias, c (buffer indices 0 to 3); 0: all F32. */
+    uint32_t dtypes;
 } vk_matmul_args;
 vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args *a);
 
@@ -480,16 +513,20 @@ typedef struct vk_softmax_args {
     float scale;
     const mask_r *mask; /* kinds and bias broadcast */
     const vk_buffer *input; /* read instead of scores when not NULL */
+    /* VK_DT of scores (the output, index 3) and input (index 4; in place:
+     * the same as scores'). */
+    uint32_t dtypes;
 } vk_softmax_args;
 vkmha_status vk_record_softmax(vk_state *vk, vk_site *site, const vk_softmax_args *a);
 
+/* dtypes: VK_DT of x (0) and y (1). */
 vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, bool split,
-                             const vk_buffer *x, const vk_buffer *y);
+                             const vk_buffer *x, const vk_buffer *y, uint32_t dtypes);
 
 vkmha_status vk_record_layernorm(vk_state *vk, vk_site *site, uint32_t rows, uint32_t cols,
                                  float eps, const vk_buffer *residual,
                                  const vk_buffer *gamma, const vk_buffer *beta,
-                                 vk_buffer *y);
+                                 vk_buffer *y, uint32_t dtypes);
 
 /* Where the heads of a tensor live: element (b, h, i, c) at
  * b * sb + h * sh + i * ld + c of buf. */
@@ -497,12 +534,14 @@ typedef struct vk_heads_view {
     const vk_buffer *buf;
     uint64_t sb, sh;
     uint32_t ld;
+    uint32_t dtype; /* vkmha_dtype of its elements */
 } vk_heads_view;
 /* Split heads [batch][heads][len][dim]. */
-vk_heads_view vk_view_split(const vk_buffer *buf, uint32_t heads, uint32_t len, uint32_t dim);
+vk_heads_view vk_view_split(const vk_buffer *buf, uint32_t heads, uint32_t len, uint32_t dim,
+                            uint32_t dtype);
 /* Merged heads [batch][len][heads * dim] (projections, the layer's concat). */
 vk_heads_view vk_view_merged(const vk_buffer *buf, uint32_t heads, uint32_t len,
-                             uint32_t dim);
+                             uint32_t dim, uint32_t dtype);
 
 /* How one attention call runs: decided once, before anything is recorded. */
 typedef struct vk_attn_plan {
@@ -515,6 +554,8 @@ typedef struct vk_attn_plan {
     uint32_t chunk, chunks; /* keys per dispatch and dispatches, per range */
     vk_buffer *scores;      /* scores / weights: the caller's tensor or SLOT_SCORES */
     const vk_buffer *masks[3]; /* key padding, full, bias: the mask slots or tensors */
+    /* VK_DT of q, k, v, out and the weights (scores) at indices 0 to 4. */
+    uint32_t dtypes;
 } vk_attn_plan;
 /* Chooses the path, blocks and key splits for shape s (fn names the public
  * call in messages) and ensures the slots it needs besides q, k, v, out and
@@ -540,7 +581,7 @@ double vk_cost_fused(const vk_state *vk, const attn_shape *s, bool cpu_kernel, b
 double vk_cost_unfused(const vk_state *vk, const attn_shape *s);
 vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weights,
                                   vk_buffer *weights_buf, const vk_buffer *const qkvo[4],
-                                  vk_attn_plan *plan);
+                                  uint32_t dtypes, vk_attn_plan *plan);
 /* Records the attention of `plan` from q, k, v (+ masks in the mask slots)
  * into out, and the weights into SLOT_SCORES if planned. out may share q's
  * buffer when d_k == d_v and the views match (q is read before out is
@@ -566,28 +607,29 @@ void vk_mask_slots(vk_state *vk, const vk_buffer *bufs[3]);
 void vk_mask_args(const vk_buffer *const bufs[3], const mask_r *mask, vk_softmax_args *a);
 
 /* Public ops on the Vulkan backend, on host arrays. */
-vkmha_status vk_matmul(vk_state *vk, const mm_shape *s, const float *a, const float *b,
-                       const float *bias, float *c);
-vkmha_status vk_softmax(vk_state *vk, const sm_shape *s, const float *x, const mask_r *mask,
-                        float *y);
-vkmha_status vk_heads(vk_state *vk, const heads_shape *s, bool split, const float *x,
-                      float *y);
+vkmha_status vk_matmul(vk_state *vk, const mm_shape *s, const void *a, const void *b,
+                       const void *bias, void *c);
+vkmha_status vk_softmax(vk_state *vk, const sm_shape *s, const void *x, const mask_r *mask,
+                        void *y);
+vkmha_status vk_heads(vk_state *vk, const heads_shape *s, bool split, const void *x,
+                      void *y);
 /* Residual add + LayerNorm on host arrays (ref_layernorm's arguments; res may
  * be NULL): no public op, for the kernel benchmark and the layernorm test,
  * which link the library's objects. */
 vkmha_status vk_layernorm(vk_state *vk, uint32_t rows, uint32_t cols, float eps,
                           const float *x, const float *res, const float *gamma,
                           const float *beta, float *y);
-vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const float *q, const float *k,
-                          const float *v, const mask_r *mask, float *out, float *weights);
+vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const void *q, const void *k,
+                          const void *v, const mask_r *mask, void *out, void *weights);
 
 /* ---- tensors (src/tensor.c), for the layer ------------------------------- */
-/* Checks tensor argument `name` (live in ctx, F32, at least `elements`) and
+/* Checks tensor argument `name` (live in ctx, F32, F16 or BF16 (*dtype),
+ * at least `elements`) and
  * gives its host array (reference backend; else the handle, non-NULL) and
  * its buffer (Vulkan). A NULL tensor passes when optional (NULL outputs). */
 vkmha_status vkmha__tensor_arg(vkmha_context *ctx, const char *name, const vkmha_tensor *t,
                                bool optional, uint64_t elements, const void **host,
-                               vk_buffer **buf);
+                               vk_buffer **buf, uint32_t *dtype);
 /* Checks a mask of tensors; m is the equivalent host-array mask and bufs its
  * buffers (NULL where a kind is absent). */
 vkmha_status vkmha__tensor_mask(vkmha_context *ctx, const vkmha_tensor_mask *tm,

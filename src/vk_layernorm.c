@@ -18,18 +18,21 @@ _Static_assert(sizeof(struct layernorm_push) <= 128, "push constants must fit 12
 vkmha_status vk_record_layernorm(vk_state *vk, vk_site *site, uint32_t rows, uint32_t cols,
                                  float eps, const vk_buffer *residual,
                                  const vk_buffer *gamma, const vk_buffer *beta,
-                                 vk_buffer *y)
+                                 vk_buffer *y, uint32_t dtypes)
 {
-    /* Texel reads need vec4 views of every input (wrapped tensors have none). */
-    bool texel = vk->row_texel && y->view4 && gamma->view4 && beta->view4 &&
-                 (!residual || residual->view4);
+    /* Texel reads need vec4 views of every input in its dtype (wrapped
+     * tensors and bf16 have none). */
+    bool texel = vk->row_texel && vk_texel_view(y, VK_DT_OF(dtypes, 3)) &&
+                 vk_texel_view(gamma, VK_DT_OF(dtypes, 1)) &&
+                 vk_texel_view(beta, VK_DT_OF(dtypes, 2)) &&
+                 (!residual || vk_texel_view(residual, VK_DT_OF(dtypes, 0)));
     struct layernorm_push p = {rows, cols, eps, residual ? 1u : 0u, 0, texel};
     const vk_buffer *bufs[4] = {residual, gamma, beta, y};
     if (vk->cpu_rows_wg && cols <= VK_CPU_ROW_MAX) /* a row per invocation */
-        return vk_dispatch_groups(vk, site, PIPE_LAYERNORM_CPU, bufs, 4, &p, sizeof p,
+        return vk_dispatch_groups(vk, site, PIPE_LAYERNORM_CPU, dtypes, bufs, 4, &p, sizeof p,
                                   offsetof(struct layernorm_push, group_base),
                                   (rows + vk->cpu_rows_wg - 1) / vk->cpu_rows_wg);
-    return vk_dispatch_groups(vk, site, PIPE_LAYERNORM, bufs, 4, &p, sizeof p,
+    return vk_dispatch_groups(vk, site, PIPE_LAYERNORM, dtypes, bufs, 4, &p, sizeof p,
                               offsetof(struct layernorm_push, group_base), rows);
 }
 
@@ -53,7 +56,7 @@ vkmha_status vk_layernorm(vk_state *vk, uint32_t rows, uint32_t cols, float eps,
     vk_barrier(vk);
     if ((st = vk_record_layernorm(vk, &vk->op_sites.sites[OPSITE_LAYERNORM], rows, cols, eps,
                                   res ? &vk->slots[SLOT_K_IN] : NULL, &vk->slots[SLOT_V_IN],
-                                  &vk->slots[SLOT_AUX], &vk->slots[SLOT_OUT]))) {
+                                  &vk->slots[SLOT_AUX], &vk->slots[SLOT_OUT], 0))) {
         vk_call_abort(vk);
         return st;
     }

@@ -67,6 +67,8 @@ void vk_load_instance_table(PFN_vkGetInstanceProcAddr gipa, VkInstance instance,
     LOAD(EnumeratePhysicalDevices);
     LOAD(GetPhysicalDeviceProperties);
     LOAD(GetPhysicalDeviceProperties2);
+    LOAD(GetPhysicalDeviceFeatures2);
+    LOAD(GetPhysicalDeviceFormatProperties);
     LOAD(GetPhysicalDeviceQueueFamilyProperties);
     LOAD(GetPhysicalDeviceMemoryProperties);
     LOAD(EnumerateDeviceExtensionProperties);

@@ -54,8 +54,10 @@ vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args 
                               a->sa_outer, a->sa_inner, a->sb_outer, a->sb_inner};
     bool vec = all_aligned4(align, VKMHA_ARRAY_LEN(align)) && t->bk % 4 == 0 &&
                t->bn % 4 == 0;
-    /* Texel reads need a vec4 view of the buffer (wrapped tensors have none). */
-    if (vk->matmul_texel && (!a->a->view4 || !a->b->view4))
+    /* Texel reads need a vec4 view of the buffer in its dtype (wrapped
+     * tensors and bf16 have none). */
+    if (vk->matmul_texel && (!vk_texel_view(a->a, VK_DT_OF(a->dtypes, 0)) ||
+                             !vk_texel_view(a->b, VK_DT_OF(a->dtypes, 1))))
         vec = false;
     vk_pipe pipe = use_small ? (vec ? PIPE_MATMUL_SMALL_VEC : PIPE_MATMUL_SMALL)
                              : (vec ? PIPE_MATMUL_LARGE_VEC : PIPE_MATMUL_LARGE);
@@ -99,19 +101,20 @@ vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args 
                     vk_barrier(vk);
                 first = false;
                 vkmha_status st =
-                    vk_dispatch(vk, site, pipe, bufs, 4, &p, sizeof p, g[0], g[1], g[2]);
+                    vk_dispatch(vk, site, pipe, a->dtypes, bufs, 4, &p, sizeof p, g[0], g[1], g[2]);
                 if (st)
                     return st;
             }
     return VKMHA_SUCCESS;
 }
 
-vkmha_status vk_matmul(vk_state *vk, const mm_shape *s, const float *a, const float *b,
-                       const float *bias, float *c)
+vkmha_status vk_matmul(vk_state *vk, const mm_shape *s, const void *a, const void *b,
+                       const void *bias, void *c)
 {
     vkmha_status st;
-    const uint64_t ba = s->extent_a * 4, bb = s->extent_b * 4, bc = s->extent_c * 4,
-                   bbias = bias ? (uint64_t)s->n * 4 : 0;
+    const uint64_t es = vkmha__dtype_size(s->dtype);
+    const uint64_t ba = s->extent_a * es, bb = s->extent_b * es, bc = s->extent_c * es,
+                   bbias = bias ? (uint64_t)s->n * es : 0;
     /* Sizes first, so that a message names the caller's tensor. */
     if ((st = vk_check_size(vk, ba, "a")) || (st = vk_check_size(vk, bb, "b")) ||
         (st = vk_check_size(vk, bc, "c")) ||
@@ -128,12 +131,13 @@ vkmha_status vk_matmul(vk_state *vk, const mm_shape *s, const float *a, const fl
     vk_matmul_args args = {
         &vk->slots[SLOT_Q_IN], &vk->slots[SLOT_K_IN], bias ? &vk->slots[SLOT_AUX] : NULL,
         &vk->slots[SLOT_OUT], s->m, s->n, s->k, s->lda, s->ldb, s->ldc, s->trans_b, s->alpha,
-        s->batch, 1, 1, s->sa, 0, s->sb, 0, s->sc, 0};
+        s->batch, 1, 1, s->sa, 0, s->sb, 0, s->sc, 0,
+        VK_DT(0, s->dtype) | VK_DT(1, s->dtype) | VK_DT(2, s->dtype) | VK_DT(3, s->dtype)};
     if ((st = vk_record_matmul(vk, &vk->op_sites.sites[OPSITE_MATMUL], &args))) {
         vk_call_abort(vk);
         return st;
     }
-    vk_download(vk, &vk->slots[SLOT_OUT], c, (size_t)s->n * 4, s->m, (size_t)s->ldc * 4,
-                s->batch, (size_t)s->sc * 4);
+    vk_download(vk, &vk->slots[SLOT_OUT], c, (size_t)(s->n * es), s->m, (size_t)(s->ldc * es),
+                s->batch, (size_t)(s->sc * es));
     return vk_call_submit(vk);
 }

@@ -32,6 +32,8 @@ void vk_buffer_destroy(vk_state *vk, vk_buffer *b)
 {
     if (b->view4)
         vk->vkd.vkDestroyBufferView(vk->device, b->view4, vk->vkalloc);
+    if (b->view4h)
+        vk->vkd.vkDestroyBufferView(vk->device, b->view4h, vk->vkalloc);
     if (b->buf)
         vk->vkd.vkDestroyBuffer(vk->device, b->buf, vk->vkalloc);
     if (b->mem) {
@@ -52,6 +54,9 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
     bool mapped = staging || vk->work_mapped;
 
     VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    /* Whole 32-bit words: packed 16-bit data is read and written a uint at
+     * a time (shaders/typed.glsl), also for an odd number of elements. */
+    size = (size + 3) & ~(VkDeviceSize)3;
     bi.size = size;
     bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                VK_BUFFER_USAGE_TRANSFER_DST_BIT |
@@ -123,6 +128,14 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
         /* Slots never exceed maxStorageBufferRange, which matmul_texel
          * requires to be within maxTexelBufferElements texels. */
         if ((r = vk->vkd.vkCreateBufferView(vk->device, &vi, vk->vkalloc, &b.view4)) != VK_SUCCESS) {
+            vk_buffer_destroy(vk, &b);
+            return vk_fail(vk, r, "vkCreateBufferView");
+        }
+        /* fp16 texels are 8 bytes; texel16 requires maxTexelBufferElements *
+         * 8 >= maxStorageBufferRange. */
+        vi.format = VK_FORMAT_R16G16B16A16_SFLOAT;
+        if (vk->texel16 &&
+            (r = vk->vkd.vkCreateBufferView(vk->device, &vi, vk->vkalloc, &b.view4h)) != VK_SUCCESS) {
             vk_buffer_destroy(vk, &b);
             return vk_fail(vk, r, "vkCreateBufferView");
         }

@@ -8,24 +8,41 @@
 #include <string.h>
 
 #include "flash.spv.h"
+#include "flash_n16.spv.h"
 #include "flash_combine.spv.h"
+#include "flash_combine_n16.spv.h"
 #include "flash_cpu.spv.h"
+#include "flash_cpu_n16.spv.h"
 #include "flash_combine_cpu.spv.h"
+#include "flash_combine_cpu_n16.spv.h"
 #include "heads.spv.h"
+#include "heads_n16.spv.h"
 #include "heads_cpu.spv.h"
+#include "heads_cpu_n16.spv.h"
 #include "layernorm.spv.h"
+#include "layernorm_n16.spv.h"
 #include "layernorm_cpu.spv.h"
+#include "layernorm_cpu_n16.spv.h"
 #include "layernorm_sg.spv.h"
+#include "layernorm_sg_n16.spv.h"
 #include "matmul.spv.h"
+#include "matmul_n16.spv.h"
 #include "matmul_cpu.spv.h"
+#include "matmul_cpu_n16.spv.h"
 #include "softmax.spv.h"
+#include "softmax_n16.spv.h"
 #include "softmax_cpu.spv.h"
+#include "softmax_cpu_n16.spv.h"
 #include "softmax_sg.spv.h"
+#include "softmax_sg_n16.spv.h"
 
+/* A shader variant, built twice (meson.build): code reads and writes 16-bit
+ * data packed in uints, code16 as 16-bit elements (NATIVE16, which needs
+ * storageBuffer16BitAccess). Both also take fp32 (shaders/typed.glsl). */
 typedef struct spv_code {
     const char *name; /* the variant's name in meson.build */
-    const uint32_t *code;
-    size_t size;
+    const uint32_t *code, *code16;
+    size_t size, size16;
     const char *spec_names[VK_MAX_SPEC];
 } spv_code;
 
@@ -294,6 +311,12 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override)
                                "vkmha_context_create: the register matmul variant needs "
                                "maxTexelBufferElements * 16 >= maxStorageBufferRange");
         vk->matmul_texel = true;
+        /* fp16 as vec4 texels (R16G16B16A16_SFLOAT, required of every
+         * device for uniform texel buffers; checked anyway). */
+        VkFormatProperties fp;
+        vk->vki.GetPhysicalDeviceFormatProperties(vk->phys, VK_FORMAT_R16G16B16A16_SFLOAT, &fp);
+        vk->texel16 = (fp.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) &&
+                      (uint64_t)vk->max_texel_elements * 8 >= vk->info.max_storage_buffer_range;
     }
     vk->reduce_wg = pick_workgroup(&vk->info, 128);
     vk->elementwise_wg = pick_workgroup(&vk->info, 256);
@@ -365,6 +388,12 @@ void vk_pipelines_destroy(vk_state *vk)
     for (int i = 0; i < PIPE_COUNT; i++)
         if (vk->pipes[i])
             vk->vkd.vkDestroyPipeline(vk->device, vk->pipes[i], vk->vkalloc);
+    for (uint32_t i = 0; i < vk->n_typed_pipes; i++)
+        if (vk->typed_pipes[i].pipeline)
+            vk->vkd.vkDestroyPipeline(vk->device, vk->typed_pipes[i].pipeline, vk->vkalloc);
+    vkmha__free(vk->ctx, vk->typed_pipes);
+    vk->typed_pipes = NULL;
+    vk->n_typed_pipes = vk->cap_typed_pipes = 0;
     for (int k = 0; k < KIND_COUNT; k++) {
         if (vk->pipe_layouts[k])
             vk->vkd.vkDestroyPipelineLayout(vk->device, vk->pipe_layouts[k], vk->vkalloc);
@@ -392,7 +421,9 @@ vk_kind vk_pipe_kind(vk_pipe pipe)
 
 /* The SPIR-V of each shader variant (meson.build's shader_variants) with the
  * names of its specialization constants, in constant_id order. */
-#define SPV(name, ...) {#name, vkmha_spv_##name, sizeof(vkmha_spv_##name), {__VA_ARGS__}}
+#define SPV(name, ...)                                                                      \
+    {#name, vkmha_spv_##name, vkmha_spv_##name##_n16, sizeof(vkmha_spv_##name),              \
+     sizeof(vkmha_spv_##name##_n16), {__VA_ARGS__}}
 static const spv_code matmul = SPV(matmul, "WG", "BM", "BN", "BK", "TM", "TN", "VEC");
 static const spv_code matmul_cpu = SPV(matmul_cpu, "WG", "TM", "TN", "VEC");
 static const spv_code heads = SPV(heads, "WG");
@@ -487,24 +518,56 @@ static const spv_code *pipe_spec(const vk_state *vk, vk_pipe pipe, uint32_t spec
     }
 }
 
-vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
+/* Where the pipeline of (pipe, dtypes) is kept: vk->pipes for all-F32,
+ * else an entry of vk->typed_pipes (added, null, when absent). NULL when out
+ * of host memory. */
+static VkPipeline *pipe_slot(vk_state *vk, vk_pipe pipe, uint32_t dtypes)
 {
-    if (vk->pipes[pipe]) {
-        *out = vk->pipes[pipe];
+    if (dtypes == 0)
+        return &vk->pipes[pipe];
+    for (uint32_t i = 0; i < vk->n_typed_pipes; i++)
+        if (vk->typed_pipes[i].pipe == pipe && vk->typed_pipes[i].dtypes == dtypes)
+            return &vk->typed_pipes[i].pipeline;
+    if (vk->n_typed_pipes == vk->cap_typed_pipes) {
+        uint32_t cap = vk->cap_typed_pipes ? 2 * vk->cap_typed_pipes : 16;
+        void *p = vkmha__realloc(vk->ctx, vk->typed_pipes,
+                                 vk->n_typed_pipes * sizeof *vk->typed_pipes,
+                                 cap * sizeof *vk->typed_pipes);
+        if (!p)
+            return NULL;
+        vk->typed_pipes = p;
+        vk->cap_typed_pipes = cap;
+    }
+    struct vk_typed_pipe *t = &vk->typed_pipes[vk->n_typed_pipes++];
+    *t = (struct vk_typed_pipe){.pipe = pipe, .dtypes = dtypes, .pipeline = VK_NULL_HANDLE};
+    return &t->pipeline;
+}
+
+vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, uint32_t dtypes, VkPipeline *out)
+{
+    VkPipeline *slot = pipe_slot(vk, pipe, dtypes);
+    if (!slot)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
+                           vk->ctx->call);
+    if (*slot) {
+        *out = *slot;
         return VKMHA_SUCCESS;
     }
-    uint32_t spec[VK_MAX_SPEC];
+    uint32_t spec[VK_MAX_SPEC + 1];
     uint32_t n_spec;
     const spv_code *code = pipe_spec(vk, pipe, spec, &n_spec);
 
-    VkSpecializationMapEntry entries[VK_MAX_SPEC];
+    /* The shape constants by constant_id, then the dtypes (VK_SPEC_DTYPES). */
+    VkSpecializationMapEntry entries[VK_MAX_SPEC + 1];
     for (uint32_t i = 0; i < n_spec; i++)
         entries[i] = (VkSpecializationMapEntry){i, i * 4, 4};
-    VkSpecializationInfo si = {n_spec, entries, n_spec * 4, spec};
+    entries[n_spec] = (VkSpecializationMapEntry){VK_SPEC_DTYPES, n_spec * 4, 4};
+    spec[n_spec] = dtypes;
+    VkSpecializationInfo si = {n_spec + 1, entries, (n_spec + 1) * 4, spec};
 
     VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
-    mi.codeSize = code->size;
-    mi.pCode = code->code;
+    mi.codeSize = vk->native16 ? code->size16 : code->size;
+    mi.pCode = vk->native16 ? code->code16 : code->code;
     VkShaderModule module;
     VkResult r = vk->vkd.vkCreateShaderModule(vk->device, &mi, vk->vkalloc, &module);
     if (r != VK_SUCCESS)
@@ -520,14 +583,14 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, VkPipeline *out)
     ci.flags = vk->compile_only ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0;
     ci.layout = vk->pipe_layouts[vk_pipe_kind(pipe)];
     r = vk->vkd.vkCreateComputePipelines(vk->device, vk->pipeline_cache, 1, &ci, vk->vkalloc,
-                                         &vk->pipes[pipe]);
+                                         slot);
     vk->vkd.vkDestroyShaderModule(vk->device, module, vk->vkalloc);
     if (r != VK_SUCCESS) {
-        vk->pipes[pipe] = VK_NULL_HANDLE;
+        *slot = VK_NULL_HANDLE;
         return vk_fail(vk, r, "vkCreateComputePipelines");
     }
     vk->pipelines_created++;
-    *out = vk->pipes[pipe];
+    *out = *slot;
     return VKMHA_SUCCESS;
 }
 
@@ -549,7 +612,7 @@ vkmha_status vk_pipelines_create_all(vk_state *vk)
     for (int p = 0; p < PIPE_COUNT; p++) {
         VkPipeline pipe;
         vkmha_status st;
-        if (pipe_available(vk, (vk_pipe)p) && (st = vk_pipeline_get(vk, (vk_pipe)p, &pipe)))
+        if (pipe_available(vk, (vk_pipe)p) && (st = vk_pipeline_get(vk, (vk_pipe)p, 0, &pipe)))
             return st;
     }
     return VKMHA_SUCCESS;
@@ -593,7 +656,7 @@ vkmha_status vk_pipeline_statistics(vk_state *vk, vk_pipe pipe, uint32_t *subgro
     if (!pipe_available(vk, pipe))
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "pipeline %d is not used on this device", (int)pipe);
-    if ((st = vk_pipeline_get(vk, pipe, &p)))
+    if ((st = vk_pipeline_get(vk, pipe, 0, &p)))
         return st;
     /* A compute pipeline has one executable: its compute shader. */
     VkPipelineInfoKHR pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};

@@ -28,15 +28,16 @@ vkmha_status vk_record_softmax(vk_state *vk, vk_site *site, const vk_softmax_arg
                                 a->input ? a->input : a->scores};
     /* Texel reads need vec4 views of the input and of the bias, if any
      * (wrapped tensors have none). */
-    bool texel = vk->row_texel && bufs[4]->view4 && (!a->bias || a->bias->view4);
+    bool texel = vk->row_texel && vk_texel_view(bufs[4], VK_DT_OF(a->dtypes, 4)) &&
+                 (!a->bias || a->bias->view4);
     struct softmax_push p = {(uint32_t)rows, a->len_q, a->len_k, a->heads, m->kinds, a->scale,
                              0, 0, 0, texel};
     vk_bias_strides(m, a->len_q, a->len_k, &p.bias_sb, &p.bias_sh);
     if (vk->cpu_rows_wg && a->len_k <= VK_CPU_ROW_MAX) /* a row per invocation */
-        return vk_dispatch_groups(vk, site, PIPE_SOFTMAX_CPU, bufs, 5, &p, sizeof p,
+        return vk_dispatch_groups(vk, site, PIPE_SOFTMAX_CPU, a->dtypes, bufs, 5, &p, sizeof p,
                                   offsetof(struct softmax_push, group_base),
                                   (rows + vk->cpu_rows_wg - 1) / vk->cpu_rows_wg);
-    return vk_dispatch_groups(vk, site, PIPE_SOFTMAX, bufs, 5, &p, sizeof p,
+    return vk_dispatch_groups(vk, site, PIPE_SOFTMAX, a->dtypes, bufs, 5, &p, sizeof p,
                               offsetof(struct softmax_push, group_base), rows);
 }
 
@@ -102,11 +103,13 @@ void vk_mask_args(const vk_buffer *const bufs[3], const mask_r *mask, vk_softmax
     a->bias = mask->kinds & VKMHA_MASK_BIAS ? bufs[2] : NULL;
 }
 
-vkmha_status vk_softmax(vk_state *vk, const sm_shape *s, const float *x, const mask_r *mask,
-                        float *y)
+vkmha_status vk_softmax(vk_state *vk, const sm_shape *s, const void *x, const mask_r *mask,
+                        void *y)
 {
     vkmha_status st;
-    uint64_t bytes = (uint64_t)s->batch * s->heads * s->len_q * s->len_k * 4, up = bytes + 16;
+    uint64_t bytes = (uint64_t)s->batch * s->heads * s->len_q * s->len_k *
+                     vkmha__dtype_size(s->dtype),
+             up = bytes + 16;
     if ((st = vk_check_size(vk, bytes, "x")) || (st = vk_slot_ensure(vk, SLOT_SCORES, bytes)) ||
         (st = vk_mask_ensure(vk, mask, s->batch, s->len_q, s->len_k, &up)) ||
         (st = vk_call_begin(vk, up, bytes)))
@@ -115,7 +118,8 @@ vkmha_status vk_softmax(vk_state *vk, const sm_shape *s, const float *x, const m
     vk_mask_upload(vk, mask, s->batch, s->len_q, s->len_k);
     vk_barrier(vk);
     vk_softmax_args a = {&vk->slots[SLOT_SCORES], NULL, NULL, NULL, s->batch, s->heads,
-                         s->len_q, s->len_k, s->scale, NULL, NULL};
+                         s->len_q, s->len_k, s->scale, NULL, NULL,
+                         VK_DT(3, s->dtype) | VK_DT(4, s->dtype)};
     const vk_buffer *masks[3];
     vk_mask_slots(vk, masks);
     vk_mask_args(masks, mask, &a);

@@ -106,7 +106,7 @@ static void fixture_make(vkmha_context *ref, t_rng *rng)
     ok = ok && vkmha_matmul(ref, &fx.mm, fx.a, fx.b, fx.bias, fx.want_c) == VKMHA_SUCCESS;
 
     /* Split-K: partial outputs and statistics, their own slots. */
-    vkmha_attention_desc at = {2, 4, 2, 5, 150, 16, 8, 0, VKMHA_ATTENTION_PATH_FUSED, 3};
+    vkmha_attention_desc at = {2, 4, 2, 5, 150, 16, 8, 0, VKMHA_ATTENTION_PATH_FUSED, 3, 0};
     fx.at = at;
     fx.q = t_random(rng, 2 * 4 * 5 * 16, -1, 1);
     fx.k = t_random(rng, 2 * 2 * 150 * 16, -1, 1);

@@ -43,7 +43,7 @@ static void run_case(vkmha_context *ref, vkmha_context *gpu, const char *tag, t_
              c->fully_masked_row ? " fully-masked-row" : "", c->weights ? " weights" : "",
              c->big_logits ? " logits~1e4" : "");
     vkmha_attention_desc d = {c->batch, c->heads, c->kv_heads, c->len_q, c->len_k,
-                              c->d_k, c->d_v, c->big_logits ? 1.0f : 0.0f, 0, 0};
+                              c->d_k, c->d_v, c->big_logits ? 1.0f : 0.0f, 0, 0, 0};
     const t_attention_sizes n = t_attention_size(&d);
     const size_t nq = n.q, nk = n.k, nv = n.v, no = n.out, nw = n.weights;
     float *q = c->big_logits ? integers(rng, nq, -30, 30) : t_random(rng, nq, -1, 1);
@@ -139,7 +139,7 @@ static void head_dim_limit_case(vkmha_context *ref, vkmha_context *gpu, t_rng *r
     float *q = t_random(rng, (size_t)L * dk, -1, 1), *k = t_random(rng, (size_t)L * dk, -1, 1);
     float *v = t_random(rng, (size_t)L * dv, -1, 1);
     float *want = t_alloc((size_t)L * dv), *got = t_alloc((size_t)L * dv);
-    vkmha_attention_desc d = {1, 1, 0, L, L, dk, dv, 0, VKMHA_ATTENTION_PATH_FUSED, 0};
+    vkmha_attention_desc d = {1, 1, 0, L, L, dk, dv, 0, VKMHA_ATTENTION_PATH_FUSED, 0, 0};
     vkmha_status st = vkmha_attention(gpu, &d, q, k, v, NULL, got, NULL);
     const char *msg = vkmha_context_last_error(gpu);
     t_report(st == VKMHA_ERROR_UNSUPPORTED && strstr(msg, "fused") && strstr(msg, "d_k 300"),

@@ -412,9 +412,9 @@ static void defaults(args *a, float *in, float *out, float *w)
 {
     memset(a, 0, sizeof *a);
     a->mm.m = 3, a->mm.n = 5, a->mm.k = 4;
-    a->sm = (vkmha_softmax_desc){2, 2, 3, 5, 0};
-    a->hd = (vkmha_heads_desc){2, 3, 2, 4};
-    a->at = (vkmha_attention_desc){2, 4, 2, 3, 5, 4, 6, 0, 0, 0};
+    a->sm = (vkmha_softmax_desc){2, 2, 3, 5, 0, 0};
+    a->hd = (vkmha_heads_desc){2, 3, 2, 4, 0};
+    a->at = (vkmha_attention_desc){2, 4, 2, 3, 5, 4, 6, 0, 0, 0, 0};
     a->md.d_model = 16, a->md.n_head = 4, a->md.n_kv_head = 2;
     a->md.w_q = in + IN_WQ, a->md.w_k = in + IN_WK, a->md.w_v = in + IN_WV;
     a->md.w_o = in + IN_WO;

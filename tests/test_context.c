@@ -508,7 +508,7 @@ static void limit_cases(vkmha_context *gpu, vkmha_context *ref, t_rng *rng)
     float *q = t_random(rng, n, -1, 1), *out = t_alloc(n);
     for (size_t i = 0; i < n; i++)
         out[i] = 12345.0f;
-    vkmha_attention_desc d = {1, heads, 0, len, len, 1, 1, 0, VKMHA_ATTENTION_PATH_UNFUSED, 0};
+    vkmha_attention_desc d = {1, heads, 0, len, len, 1, 1, 0, VKMHA_ATTENTION_PATH_UNFUSED, 0, 0};
     vkmha_status st = vkmha_attention(gpu, &d, q, q, q, NULL, out, NULL);
     const char *msg = vkmha_context_last_error(gpu);
     bool untouched = true;
@@ -537,7 +537,7 @@ static void limit_cases(vkmha_context *gpu, vkmha_context *ref, t_rng *rng)
     vkmha_mha *mha = NULL;
     st = vkmha_mha_create(gpu, &md, &mha);
     float *x = t_random(rng, (size_t)len * heads, -1, 1), *y = t_alloc((size_t)len * heads);
-    vkmha_mha_io io = {1, len, 0, x, x, x, NULL, y, NULL, VKMHA_ATTENTION_PATH_UNFUSED, 0};
+    vkmha_mha_io io = {1, len, 0, x, x, x, NULL, y, NULL, VKMHA_ATTENTION_PATH_UNFUSED, 0, 0};
     if (st == VKMHA_SUCCESS)
         st = vkmha_mha_forward(mha, &io);
     msg = vkmha_context_last_error(gpu);
@@ -551,7 +551,7 @@ static void limit_cases(vkmha_context *gpu, vkmha_context *ref, t_rng *rng)
              vkmha_status_string(st));
     vkmha_mha_destroy(mha);
 
-    vkmha_softmax_desc sd = {2, 3, 5, 129, 0.5f};
+    vkmha_softmax_desc sd = {2, 3, 5, 129, 0.5f, 0};
     float *sx = t_random(rng, (size_t)2 * 3 * 5 * 129, -3, 3);
     t_report(softmax_matches(gpu, ref, "softmax after UNSUPPORTED", &sd, sx, NULL),
              "the context still works after VKMHA_ERROR_UNSUPPORTED");

@@ -195,7 +195,7 @@ int main(void)
     check("matmul batch 3 m 67 n 48 k 128 op N bias", op_call, &o, ref, 3 * 67 * 48, 0,
           2e-6 * sqrt(128.0), 1e-5);
     o.op = 1;
-    o.sm = (vkmha_softmax_desc){2, 3, 17, 300, 0.7f};
+    o.sm = (vkmha_softmax_desc){2, 3, 17, 300, 0.7f, 0};
     o.mask = t_mask_make(&tm, &rng, VKMHA_MASK_KEY_PADDING | VKMHA_MASK_CAUSAL | VKMHA_MASK_BIAS,
                          2, 3, 17, 300, 1, 0, false);
     check("softmax B 2 H 3 Lq 17 Lk 300, masks", op_call, &o, ref, 2 * 3 * 17 * 300, 0, 1e-6,
@@ -203,7 +203,7 @@ int main(void)
     t_mask_free(&tm);
     o.mask = NULL;
     o.op = 2;
-    o.hd = (vkmha_heads_desc){2, 37, 3, 24};
+    o.hd = (vkmha_heads_desc){2, 37, 3, 24, 0};
     check("split_heads B 2 L 37 H 3 d 24", op_call, &o, ref, 2 * 37 * 3 * 24, 0, 0, 0);
     o.op = 3;
     check("merge_heads B 2 L 37 H 3 d 24", op_call, &o, ref, 2 * 37 * 3 * 24, 0, 0, 0);
@@ -215,7 +215,7 @@ int main(void)
         snprintf(name, sizeof name, "attention B 2 H 4 Hkv 2 Lq 29 Lk 1500 dk 16 dv 8 [%s]",
                  t_attention_runs[r].name);
         o.at = (vkmha_attention_desc){2, 4, 2, 29, 1500, 16, 8, 0, t_attention_runs[r].path,
-                                      t_attention_runs[r].kv_splits};
+                                      t_attention_runs[r].kv_splits, 0};
         check(name, op_call, &o, ref, 2 * 4 * 29 * 8, 2 * 4 * 29 * 1500,
               2e-6 * sqrt(1500.0), 1e-5);
     }

@@ -105,7 +105,7 @@ static void tensor_ops(vkmha_context *ctx, const char *be, t_rng *r)
     const uint32_t M = 7, N = 9, K = 13, BT = 2;
     float *a = t_random(r, BT * M * K, -1, 1), *b = t_random(r, BT * N * K, -1, 1),
           *bias = t_random(r, N, -1, 1), *c = t_alloc(BT * M * N);
-    vkmha_matmul_desc md = {BT, M, N, K, VKMHA_OP_T, 0.5f, 0, 0, 0, 0, 0, 0};
+    vkmha_matmul_desc md = {BT, M, N, K, VKMHA_OP_T, 0.5f, 0, 0, 0, 0, 0, 0, 0};
     bool ok = vkmha_matmul(ctx, &md, a, b, bias, c) == VKMHA_SUCCESS;
     vkmha_tensor *ta = tensor_from(ctx, a, BT, M, K), *tb = tensor_from(ctx, b, BT, N, K),
                  *tbias = tensor_from(ctx, bias, 1, 1, N), *tc = tensor(ctx, VKMHA_DTYPE_F32, 3,
@@ -122,7 +122,7 @@ static void tensor_ops(vkmha_context *ctx, const char *be, t_rng *r)
     float *x = t_random(r, ns, -3, 3), *y = t_alloc(ns);
     uint8_t *kp = t_random_mask(r, SB * SK, 0.3);
     vkmha_mask m = {VKMHA_MASK_KEY_PADDING | VKMHA_MASK_CAUSAL, kp, NULL, NULL, 0, 0};
-    vkmha_softmax_desc sd = {SB, SH, SQ, SK, 0.7f};
+    vkmha_softmax_desc sd = {SB, SH, SQ, SK, 0.7f, 0};
     ok = vkmha_softmax(ctx, &sd, x, &m, y) == VKMHA_SUCCESS;
     vkmha_tensor *tx = tensor_from(ctx, x, SB * SH, SQ, SK), *ty = tensor(ctx, VKMHA_DTYPE_F32, 1,
                                                                           (uint32_t)ns, 0, 0, 0);
@@ -141,7 +141,7 @@ static void tensor_ops(vkmha_context *ctx, const char *be, t_rng *r)
     free(got);
 
     /* split then merge heads */
-    vkmha_heads_desc hd = {2, 5, 3, 7};
+    vkmha_heads_desc hd = {2, 5, 3, 7, 0};
     const size_t nh = 2 * 5 * 3 * 7;
     float *hx = t_random(r, nh, -1, 1), *hy = t_alloc(nh);
     ok = vkmha_split_heads(ctx, &hd, hx, hy) == VKMHA_SUCCESS;
@@ -158,7 +158,7 @@ static void tensor_ops(vkmha_context *ctx, const char *be, t_rng *r)
     free(back);
 
     /* attention with GQA, a bias tensor and weights */
-    vkmha_attention_desc ad = {2, 4, 2, 9, 14, 8, 6, 0, 0, 0};
+    vkmha_attention_desc ad = {2, 4, 2, 9, 14, 8, 6, 0, 0, 0, 0};
     const size_t nq = 2 * 4 * 9 * 8, nk = 2 * 2 * 14 * 8, nv = 2 * 2 * 14 * 6,
                  no = 2 * 4 * 9 * 6, nw = 2 * 4 * 9 * 14, nb = 4 * 9 * 14;
     float *q = t_random(r, nq, -1, 1), *k = t_random(r, nk, -1, 1), *v = t_random(r, nv, -1, 1),
@@ -208,7 +208,7 @@ static void tensor_layer(vkmha_context *ctx, const char *be, const layer_data *l
         return;
     }
     float *want = t_alloc(N_ACT);
-    vkmha_mha_io io = {B, L, 0, ld->x, ld->x, ld->x, NULL, want, NULL, 0, 0};
+    vkmha_mha_io io = {B, L, 0, ld->x, ld->x, ld->x, NULL, want, NULL, 0, 0, 0};
     bool ok = vkmha_mha_forward(mha, &io) == VKMHA_SUCCESS;
     vkmha_tensor *tx = tensor_from(ctx, ld->x, B, L, D);
     vkmha_tensor *out[4];
@@ -248,8 +248,8 @@ static void tensor_layer(vkmha_context *ctx, const char *be, const layer_data *l
     /* Two layers chained on the device: out[1] = layer(layer(x)), with no
      * host round trip, equals the host-array calls one after the other. */
     float *mid = t_alloc(N_ACT), *two = t_alloc(N_ACT);
-    vkmha_mha_io io1 = {B, L, 0, ld->x, ld->x, ld->x, NULL, mid, NULL, 0, 0},
-                 io2 = {B, L, 0, mid, mid, mid, NULL, two, NULL, 0, 0};
+    vkmha_mha_io io1 = {B, L, 0, ld->x, ld->x, ld->x, NULL, mid, NULL, 0, 0, 0},
+                 io2 = {B, L, 0, mid, mid, mid, NULL, two, NULL, 0, 0, 0};
     ok = vkmha_mha_forward(mha, &io1) == VKMHA_SUCCESS &&
          vkmha_mha_forward(mha, &io2) == VKMHA_SUCCESS;
     vkmha_mha_tensors t1 = {B, L, 0, tx, tx, tx, NULL, out[0], NULL, 0, 0},
@@ -287,7 +287,7 @@ static vkmha_status alloc_run(vkmha_backend backend, t_counting *c, const layer_
     float *out = t_alloc(N_ACT);
     vkmha_tensor *tx = NULL, *to = NULL;
     vkmha_tensor_desc td = {VKMHA_DTYPE_F32, 3, {B, L, D, 0}};
-    vkmha_mha_io io = {B, L, 0, ld->x, ld->x, ld->x, NULL, out, NULL, 0, 0};
+    vkmha_mha_io io = {B, L, 0, ld->x, ld->x, ld->x, NULL, out, NULL, 0, 0, 0};
     vkmha_status first = VKMHA_SUCCESS;
     if ((st = vkmha_mha_create(ctx, &md, &mha)) || (st = vkmha_mha_forward(mha, &io)) ||
         (st = vkmha_tensor_create(ctx, &td, &tx)) || (st = vkmha_tensor_create(ctx, &td, &to)) ||
@@ -383,7 +383,7 @@ static void bad_tensors(vkmha_context *gpu, vkmha_context *ref)
                  *small = tensor(gpu, VKMHA_DTYPE_F32, 1, 15, 0, 0, 0),
                  *dead = tensor(gpu, VKMHA_DTYPE_F32, 2, 4, 4, 0, 0);
     vkmha_tensor_destroy(dead);
-    vkmha_matmul_desc md = {1, 4, 4, 4, VKMHA_OP_N, 0, 0, 0, 0, 0, 0, 0};
+    vkmha_matmul_desc md = {1, 4, 4, 4, VKMHA_OP_N, 0, 0, 0, 0, 0, 0, 0, 0};
     expect(gpu, vkmha_matmul_tensor(gpu, &md, other, a, NULL, c), VKMHA_ERROR_INVALID_ARGUMENT,
            "a", "vkmha_matmul_tensor with another context's tensor");
     expect(gpu, vkmha_matmul_tensor(gpu, &md, a, dead, NULL, c), VKMHA_ERROR_INVALID_ARGUMENT,
@@ -493,7 +493,7 @@ static void trim(vkmha_context *ctx, const layer_data *ld, const float *want)
     vkmha_mha_desc md = layer_desc(ld);
     vkmha_mha *mha = NULL;
     float *out = t_alloc(N_ACT);
-    vkmha_mha_io io = {B, L, 0, ld->x, ld->x, ld->x, NULL, out, NULL, 0, 0};
+    vkmha_mha_io io = {B, L, 0, ld->x, ld->x, ld->x, NULL, out, NULL, 0, 0, 0};
     vkmha_context_info before, after;
     bool ok = vkmha_mha_create(ctx, &md, &mha) == VKMHA_SUCCESS &&
               vkmha_mha_forward(mha, &io) == VKMHA_SUCCESS &&
@@ -547,7 +547,7 @@ static void own_device_custom_loader(const layer_data *ld, const float *want)
     vkmha_mha *mha = NULL;
     float *out = t_alloc(N_ACT);
     vkmha_mha_desc md = layer_desc(ld);
-    vkmha_mha_io io = {B, L, 0, ld->x, ld->x, ld->x, NULL, out, NULL, 0, 0};
+    vkmha_mha_io io = {B, L, 0, ld->x, ld->x, ld->x, NULL, out, NULL, 0, 0, 0};
     bool ok = st == VKMHA_SUCCESS && vkmha_context_get_info(ctx, &info) == VKMHA_SUCCESS &&
               vkmha_mha_create(ctx, &md, &mha) == VKMHA_SUCCESS &&
               vkmha_mha_forward(mha, &io) == VKMHA_SUCCESS;
@@ -577,7 +577,7 @@ int main(void)
     float *want = t_alloc(N_ACT);
     vkmha_mha_desc md = layer_desc(&ld);
     vkmha_mha *layer = NULL;
-    vkmha_mha_io io = {B, L, 0, ld.x, ld.x, ld.x, NULL, want, NULL, 0, 0};
+    vkmha_mha_io io = {B, L, 0, ld.x, ld.x, ld.x, NULL, want, NULL, 0, 0, 0};
     if (vkmha_mha_create(ref, &md, &layer) || vkmha_mha_forward(layer, &io)) {
         printf("Bail out! reference layer\n");
         return 1;

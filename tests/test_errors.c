@@ -270,7 +270,7 @@ static void softmax_cases(const env *e)
 
 static void heads_cases(const env *e)
 {
-    vkmha_heads_desc d = {2, 3, 2, 4}, z;
+    vkmha_heads_desc d = {2, 3, 2, 4, 0}, z;
     const char *split = "vkmha_split_heads", *merge = "vkmha_merge_heads";
 
     BAD(e, INVALID, split, "desc", NULL, "split_heads NULL desc",
@@ -569,7 +569,7 @@ static void null_handle_cases(const weights *w)
 {
     vkmha_matmul_desc md = mm_ok();
     vkmha_softmax_desc sd = sm_ok();
-    vkmha_heads_desc hd = {2, 3, 2, 4};
+    vkmha_heads_desc hd = {2, 3, 2, 4, 0};
     vkmha_attention_desc ad = at_ok();
     vkmha_mha_desc ld = layer_desc(w);
     vkmha_mha_io io = io_ok(g_in, g_in + 1000, g_out);

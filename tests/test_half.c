@@ -27,10 +27,6 @@
 
 #include "util.h"
 
-/* VKMHA_DTYPE_F16 and VKMHA_DTYPE_BF16 (include/vkmha.h). */
-#define T_F16 2u
-#define T_BF16 3u
-
 static uint32_t f2u(float f)
 {
     uint32_t u;
@@ -265,7 +261,8 @@ static void case_explicit(void)
 static void case_dtype_size(void)
 {
     const size_t f32 = vkmha__dtype_size(VKMHA_DTYPE_F32), u8 = vkmha__dtype_size(VKMHA_DTYPE_U8);
-    const size_t f16 = vkmha__dtype_size(T_F16), b16 = vkmha__dtype_size(T_BF16);
+    const size_t f16 = vkmha__dtype_size(VKMHA_DTYPE_F16);
+    const size_t b16 = vkmha__dtype_size(VKMHA_DTYPE_BF16);
     const size_t bad = vkmha__dtype_size(4), huge = vkmha__dtype_size(0xffffffffu);
     t_report(f32 == 4 && u8 == 1 && f16 == 2 && b16 == 2 && bad == 0 && huge == 0,
              "dtype sizes: F32 %zu, U8 %zu, F16 %zu, BF16 %zu, 4: %zu, 0xffffffff: %zu", f32,
@@ -338,8 +335,8 @@ int main(void)
     case_random(&bf16, &r);
     case_explicit();
     case_dtype_size();
-    case_arrays(T_F16, &fp16, &r);
-    case_arrays(T_BF16, &bf16, &r);
+    case_arrays(VKMHA_DTYPE_F16, &fp16, &r);
+    case_arrays(VKMHA_DTYPE_BF16, &bf16, &r);
     case_arrays_f32(&r);
     return t_finish();
 }

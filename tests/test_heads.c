@@ -39,9 +39,9 @@ int main(void)
     vkmha_context *gpu = t_context(VKMHA_BACKEND_VULKAN, 0);
     t_rng rng = {3};
     static const vkmha_heads_desc cases[] = {
-        {1, 1, 1, 1}, {2, 17, 3, 5}, {3, 75, 8, 64}, {1, 300, 7, 3},
-        {0, 129, 1, 17}, /* batch 0 means 1; one head is the identity */
-        {2, 1, 16, 3},   /* one position */
+        {1, 1, 1, 1, 0}, {2, 17, 3, 5, 0}, {3, 75, 8, 64, 0}, {1, 300, 7, 3, 0},
+        {0, 129, 1, 17, 0}, /* batch 0 means 1; one head is the identity */
+        {2, 1, 16, 3, 0},   /* one position */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(ref, gpu, &rng, &cases[i]);

@@ -49,7 +49,7 @@ static void softmax_case(vkmha_context *ref, vkmha_context *gpu, const char *tag
     snprintf(name, sizeof name, "[%s] softmax B %u H %u Lq %u Lk %u mask %s%s", tag, c->batch,
              c->heads, c->len_q, c->len_k, t_mask_name(c->kinds, mn, sizeof mn),
              c->neg_inf ? " -inf rows" : "");
-    vkmha_softmax_desc d = {c->batch, c->heads, c->len_q, c->len_k, 0.7f};
+    vkmha_softmax_desc d = {c->batch, c->heads, c->len_q, c->len_k, 0.7f, 0};
     size_t n = (size_t)c->batch * c->heads * c->len_q * c->len_k;
     float *x = t_random(rng, n, -4, 4), *want = t_alloc(n), *got = t_alloc(n);
     t_mask tm;
@@ -74,7 +74,7 @@ static void softmax_case(vkmha_context *ref, vkmha_context *gpu, const char *tag
 static void heads_case(vkmha_context *ref, vkmha_context *gpu, const char *tag, t_rng *rng,
                        uint32_t batch, uint32_t len, uint32_t heads, uint32_t head_dim)
 {
-    vkmha_heads_desc d = {batch, len, heads, head_dim};
+    vkmha_heads_desc d = {batch, len, heads, head_dim, 0};
     size_t n = (size_t)batch * len * heads * head_dim;
     float *x = t_random(rng, n, -1, 1), *want = t_alloc(n), *got = t_alloc(n);
     for (int split = 1; split >= 0; split--) {

@@ -74,7 +74,7 @@ static void softmax_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, uin
 {
     char name[96];
     snprintf(name, sizeof name, "softmax B 2 H 3 Lq %u Lk %u, every mask kind", len_q, len_k);
-    vkmha_softmax_desc d = {2, 3, len_q, len_k, 0.5f};
+    vkmha_softmax_desc d = {2, 3, len_q, len_k, 0.5f, 0};
     size_t n = (size_t)2 * 3 * len_q * len_k;
     float *x = t_random(rng, n, -4, 4), *want = t_alloc(n), *got = t_alloc(n);
     t_mask tm;
@@ -94,7 +94,7 @@ static void softmax_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, uin
 static void heads_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, bool split)
 {
     const char *name = split ? "split_heads B 2 L 37 H 3 d 24" : "merge_heads B 2 L 37 H 3 d 24";
-    vkmha_heads_desc d = {2, 37, 3, 24};
+    vkmha_heads_desc d = {2, 37, 3, 24, 0};
     size_t n = (size_t)2 * 37 * 3 * 24;
     float *x = t_random(rng, n, -1, 1), *want = t_alloc(n), *got = t_alloc(n);
     vkmha_status rst = split ? vkmha_split_heads(ref, &d, x, want)
@@ -236,13 +236,13 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
     report_refused(ref, gpu, rng, vkmha_matmul(gpu, &md, a, b, NULL, c), "vkmha_matmul",
                    "a needs", limit, untouched(c, 160 * 8), label);
 
-    vkmha_softmax_desc sd = {1, 1, 160, 128, 0};
+    vkmha_softmax_desc sd = {1, 1, 160, 128, 0, 0};
     float *y = sentinels(160 * 128);
     snprintf(label, sizeof label, "softmax with x of 80 KiB [%s]", limit);
     report_refused(ref, gpu, rng, vkmha_softmax(gpu, &sd, a, NULL, y), "vkmha_softmax",
                    "x needs", limit, untouched(y, 160 * 128), label);
 
-    vkmha_heads_desc hd = {1, 160, 4, 32};
+    vkmha_heads_desc hd = {1, 160, 4, 32, 0};
     for (size_t i = 0; i < 160 * 128; i++)
         y[i] = SENTINEL;
     snprintf(label, sizeof label, "split_heads with x of 80 KiB [%s]", limit);
@@ -250,7 +250,7 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
                    "x needs", limit, untouched(y, 160 * 128), label);
 
     /* Attention: q, k, v, out of 8 KiB, scores [1][2][64][256] of 128 KiB. */
-    vkmha_attention_desc ad = {1, 2, 0, 64, 256, 16, 16, 0, VKMHA_ATTENTION_PATH_UNFUSED, 0};
+    vkmha_attention_desc ad = {1, 2, 0, 64, 256, 16, 16, 0, VKMHA_ATTENTION_PATH_UNFUSED, 0, 0};
     float *q = t_random(rng, 2 * 64 * 16, -1, 1), *k = t_random(rng, 2 * 256 * 16, -1, 1),
           *v = t_random(rng, 2 * 256 * 16, -1, 1);
     float *out = sentinels(2 * 64 * 16), *w = sentinels(2 * 64 * 256), *want = t_alloc(2 * 64 * 16);
@@ -350,11 +350,11 @@ int main(void)
     softmax_case(ref, gpu, &rng, 37, 76);
     heads_case(ref, gpu, &rng, true);
     heads_case(ref, gpu, &rng, false);
-    const vkmha_attention_desc gqa = {2, 4, 2, 37, 75, 16, 24, 0, 0, 0};
+    const vkmha_attention_desc gqa = {2, 4, 2, 37, 75, 16, 24, 0, 0, 0, 0};
     attention_case(ref, gpu, &rng, &gqa,
                    VKMHA_MASK_KEY_PADDING | VKMHA_MASK_CAUSAL | VKMHA_MASK_BIAS, true);
     /* Decode-like: split-K and several key chunks per range on CPU devices. */
-    const vkmha_attention_desc decode = {1, 8, 2, 3, 2100, 8, 8, 0, 0, 0};
+    const vkmha_attention_desc decode = {1, 8, 2, 3, 2100, 8, 8, 0, 0, 0, 0};
     attention_case(ref, gpu, &rng, &decode, VKMHA_MASK_KEY_PADDING, false);
     layer_case(ref, gpu, &rng);
     t_report_validation(gpu);

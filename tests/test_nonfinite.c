@@ -59,7 +59,7 @@ static void problem_init(problem *p, const char *name, uint32_t batch, uint32_t 
 {
     memset(p, 0, sizeof *p);
     p->name = name;
-    vkmha_attention_desc d = {batch, heads, kv_heads, len_q, len_k, d_k, d_v, 0, 0, 0};
+    vkmha_attention_desc d = {batch, heads, kv_heads, len_q, len_k, d_k, d_v, 0, 0, 0, 0};
     p->d = d;
     p->n = t_attention_size(&d);
     p->want = t_alloc(p->n.out);
@@ -541,7 +541,7 @@ static void softmax_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
             bias[(size_t)i * n + j] = neg_inf_at(pattern_of(i), i, j, n) ? -INFINITY : 0.0f;
     bias[7 * n + 10] = INFINITY;
     bias[8 * n + 299] = NAN;
-    vkmha_softmax_desc d = {1, 1, rows, n, 0};
+    vkmha_softmax_desc d = {1, 1, rows, n, 0, 0};
     vkmha_mask m = {0};
     m.kinds = VKMHA_MASK_BIAS;
     m.bias = bias;

@@ -52,7 +52,7 @@ static bool random_call(pair *p, t_rng *r, vkmha_mha *layers[2], int kind)
     switch (kind) {
     case 0: { /* matmul */
         vkmha_matmul_desc d = {pick(r, 1, 3), pick(r, 1, 300), pick(r, 1, 300), pick(r, 1, 200),
-                               VKMHA_OP_T, 0, 0, 0, 0, 0, 0, 0};
+                               VKMHA_OP_T, 0, 0, 0, 0, 0, 0, 0, 0};
         in[0] = t_random(r, (size_t)d.batch * d.m * d.k, -1, 1);
         in[1] = t_random(r, (size_t)d.batch * d.n * d.k, -1, 1);
         n_out = (size_t)d.batch * d.m * d.n;
@@ -64,7 +64,7 @@ static bool random_call(pair *p, t_rng *r, vkmha_mha *layers[2], int kind)
         break;
     }
     case 1: { /* softmax */
-        vkmha_softmax_desc d = {pick(r, 1, 2), pick(r, 1, 4), pick(r, 1, 200), pick(r, 1, 400), 0};
+        vkmha_softmax_desc d = {pick(r, 1, 2), pick(r, 1, 4), pick(r, 1, 200), pick(r, 1, 400), 0, 0};
         n_out = (size_t)d.batch * d.heads * d.len_q * d.len_k;
         in[0] = t_random(r, n_out, -4, 4);
         for (int i = 0; i < 2; i++) {
@@ -78,7 +78,7 @@ static bool random_call(pair *p, t_rng *r, vkmha_mha *layers[2], int kind)
         vkmha_attention_desc d = {pick(r, 1, 2), 4, 2, pick(r, 1, 150), pick(r, 1, 600),
                                   pick(r, 1, 64), pick(r, 1, 64), 0,
                                   t_next(r) & 1 ? VKMHA_ATTENTION_PATH_UNFUSED
-                                                : VKMHA_ATTENTION_PATH_AUTO, 0};
+                                                : VKMHA_ATTENTION_PATH_AUTO, 0, 0};
         t_attention_sizes n = t_attention_size(&d);
         in[0] = t_random(r, n.q, -1, 1), in[1] = t_random(r, n.k, -1, 1);
         in[2] = t_random(r, n.v, -1, 1);
@@ -166,7 +166,7 @@ int main(void)
     vkmha_tensor *x = NULL, *y = NULL;
     ok = vkmha_tensor_create(p.ctx[0], &td, &x) == VKMHA_SUCCESS &&
          vkmha_tensor_create(p.ctx[0], &td, &y) == VKMHA_SUCCESS;
-    vkmha_softmax_desc sd = {1, 1, 700, 700, 0};
+    vkmha_softmax_desc sd = {1, 1, 700, 700, 0, 0};
     vkmha_tensor_mask tm = {0};
     tm.kinds = VKMHA_MASK_BIAS;
     tm.bias = x;

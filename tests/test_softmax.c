@@ -35,7 +35,7 @@ static void run_case(vkmha_context *ref, vkmha_context *gpu, const char *tag, t_
     t_mask tm;
     const vkmha_mask *m = t_mask_make(&tm, rng, c->kinds, c->batch, c->heads, c->len_q, c->len_k,
                                       c->bias_batch, c->bias_heads, c->fully_masked_row);
-    vkmha_softmax_desc d = {c->batch, c->heads, c->len_q, c->len_k, c->scale};
+    vkmha_softmax_desc d = {c->batch, c->heads, c->len_q, c->len_k, c->scale, 0};
     bool ok = true;
     T_EXPECT_STATUS(vkmha_softmax(ref, &d, x, m, want), VKMHA_SUCCESS, ok);
     if (c->in_place) {

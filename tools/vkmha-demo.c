@@ -181,7 +181,7 @@ int main(int argc, char **argv)
     float *value = len_k ? random_array(nk, -1, 1) : query;
     float *out_vk = alloc_or_exit(nq * sizeof(float)), *out_ref = alloc_or_exit(nq * sizeof(float));
     vkmha_mha_io io = {batch, len, len_k, query, key, value, mask.kinds ? &mask : NULL,
-                       out_vk, NULL, path, 0};
+                       out_vk, NULL, path, 0, 0};
 
     printf("vkmha-demo: batch %u, len_q %u, len_k %u, d_model %u, %u heads (%u kv), mask %s%s%s, "
            "attention path %s\n",

@@ -36,8 +36,9 @@ __version__ = "%d.%d.%d" % (_vkmha.version // 10000, _vkmha.version // 100 % 100
                             _vkmha.version % 100)
 
 # numpy dtype of each vkmha_dtype (a test checks that every DTYPE_ of the
-# header is here).
-DTYPES = {_vkmha.DTYPE_F32: _np.dtype(_np.float32), _vkmha.DTYPE_U8: _np.dtype(_np.uint8)}
+# header is here). numpy has no bfloat16: BF16 data is its uint16 bits.
+DTYPES = {_vkmha.DTYPE_F32: _np.dtype(_np.float32), _vkmha.DTYPE_U8: _np.dtype(_np.uint8),
+          _vkmha.DTYPE_F16: _np.dtype(_np.float16), _vkmha.DTYPE_BF16: _np.dtype(_np.uint16)}
 
 _BACKENDS = {"default": _vkmha.BACKEND_DEFAULT, "vulkan": _vkmha.BACKEND_VULKAN,
              "reference": _vkmha.BACKEND_REFERENCE}

@@ -1,0 +1,140 @@
+// Typed storage. A binding that holds activations or weights is declared
+// with TYPED_IN / TYPED_OUT / TYPED_IO (binding B, dtype slot S, NAME), which
+// give it, in fp32 whatever its dtype:
+//   float ld_NAME(uint i)           element i
+//   vec4  ld4_NAME(uint i4)         elements 4 i4 .. 4 i4 + 3 (host-aligned)
+//   void  st_NAME(uint i, float v)  (OUT, IO)
+//   void  st4_NAME(uint i4, vec4 v) (OUT, IO)
+// The dtype of slot S is 2 bits of the specialization constant DTYPES
+// (constant_id 16), set per dispatch by the host: vkmha_dtype 0 F32, 2 F16,
+// 3 BF16. The slot is the index of the buffer in the host's dispatch (also
+// for bindings that repeat a buffer). A pipeline is specialized per dtype
+// combination, so the other branches are folded away and an all-F32
+// pipeline is the plain fp32 shader.
+//
+// NATIVE16 (a build variant of every shader): 16-bit elements are read and
+// written as float16_t / uint16_t, which needs storageBuffer16BitAccess.
+// Without it two 16-bit elements share a uint: reads pick their half, and a
+// single-element store replaces its half with atomicAnd / atomicOr, so that
+// the neighbour (written by another invocation, or the caller's data
+// between rows) is kept; st4 writes whole words.
+//
+// Stores round to nearest even and saturate (shaders/dtype.glsl).
+// Include this first: it may enable an extension.
+#if NATIVE16
+#extension GL_EXT_shader_16bit_storage : require
+#endif
+
+#include "dtype.glsl"
+
+layout(constant_id = 16) const uint DTYPES = 0u;
+#define DT_F32 0u
+#define DT_F16 2u
+#define DT_BF16 3u
+#define DTYPE(S) ((DTYPES >> (2u * (S))) & 3u)
+
+float dt_decode(uint dt, uint h)
+{
+    return dt == DT_F16 ? f16_bits_to_f32(h) : bf16_bits_to_f32(h);
+}
+
+uint dt_encode(uint dt, float v)
+{
+    return dt == DT_F16 ? f32_to_f16_bits(v) : f32_to_bf16_bits(v);
+}
+
+#if NATIVE16
+
+#define TYPED_DECL_(B, NAME, Q)                                                    \
+    layout(binding = B) Q buffer NAME##_F32 { float NAME##_f[]; };                 \
+    layout(binding = B) Q buffer NAME##_F32x4 { vec4 NAME##_f4[]; };               \
+    layout(binding = B) Q buffer NAME##_F16 { float16_t NAME##_h[]; };             \
+    layout(binding = B) Q buffer NAME##_F16x4 { f16vec4 NAME##_h4[]; };            \
+    layout(binding = B) Q buffer NAME##_U16 { uint16_t NAME##_s[]; };              \
+    layout(binding = B) Q buffer NAME##_U16x4 { u16vec4 NAME##_s4[]; };
+
+#define TYPED_LD_(S, NAME)                                                         \
+    float ld_##NAME(uint i)                                                        \
+    {                                                                              \
+        if (DTYPE(S) == DT_F32)                                                    \
+            return NAME##_f[i];                                                    \
+        if (DTYPE(S) == DT_F16)                                                    \
+            return float(NAME##_h[i]);                                             \
+        return bf16_bits_to_f32(uint(NAME##_s[i]));                                \
+    }                                                                              \
+    vec4 ld4_##NAME(uint i4)                                                       \
+    {                                                                              \
+        if (DTYPE(S) == DT_F32)                                                    \
+            return NAME##_f4[i4];                                                  \
+        if (DTYPE(S) == DT_F16)                                                    \
+            return vec4(NAME##_h4[i4]);                                            \
+        return uintBitsToFloat(uvec4(NAME##_s4[i4]) << 16);                        \
+    }
+
+#define TYPED_ST_(S, NAME)                                                         \
+    void st_##NAME(uint i, float v)                                                \
+    {                                                                              \
+        if (DTYPE(S) == DT_F32)                                                    \
+            NAME##_f[i] = v;                                                       \
+        else                                                                       \
+            NAME##_s[i] = uint16_t(dt_encode(DTYPE(S), v));                        \
+    }                                                                              \
+    void st4_##NAME(uint i4, vec4 v)                                               \
+    {                                                                              \
+        if (DTYPE(S) == DT_F32)                                                    \
+            NAME##_f4[i4] = v;                                                     \
+        else                                                                       \
+            NAME##_s4[i4] = u16vec4(uvec4(dt_encode(DTYPE(S), v.x), dt_encode(DTYPE(S), v.y), \
+                                          dt_encode(DTYPE(S), v.z), dt_encode(DTYPE(S), v.w))); \
+    }
+
+#else
+
+#define TYPED_DECL_(B, NAME, Q)                                                    \
+    layout(binding = B) Q buffer NAME##_F32 { float NAME##_f[]; };                 \
+    layout(binding = B) Q buffer NAME##_F32x4 { vec4 NAME##_f4[]; };               \
+    layout(binding = B) Q buffer NAME##_U32 { uint NAME##_u[]; };                  \
+    layout(binding = B) Q buffer NAME##_U32x2 { uvec2 NAME##_u2[]; };
+
+#define TYPED_LD_(S, NAME)                                                         \
+    float ld_##NAME(uint i)                                                        \
+    {                                                                              \
+        if (DTYPE(S) == DT_F32)                                                    \
+            return NAME##_f[i];                                                    \
+        const uint w = NAME##_u[i >> 1];                                           \
+        return dt_decode(DTYPE(S), (i & 1u) != 0u ? w >> 16 : w & 0xffffu);        \
+    }                                                                              \
+    vec4 ld4_##NAME(uint i4)                                                       \
+    {                                                                              \
+        if (DTYPE(S) == DT_F32)                                                    \
+            return NAME##_f4[i4];                                                  \
+        const uvec2 w = NAME##_u2[i4];                                             \
+        return vec4(dt_decode(DTYPE(S), w.x & 0xffffu), dt_decode(DTYPE(S), w.x >> 16), \
+                    dt_decode(DTYPE(S), w.y & 0xffffu), dt_decode(DTYPE(S), w.y >> 16)); \
+    }
+
+#define TYPED_ST_(S, NAME)                                                         \
+    void st_##NAME(uint i, float v)                                                \
+    {                                                                              \
+        if (DTYPE(S) == DT_F32) {                                                  \
+            NAME##_f[i] = v;                                                       \
+        } else {                                                                   \
+            const uint sh = (i & 1u) * 16u;                                        \
+            atomicAnd(NAME##_u[i >> 1], ~(0xffffu << sh));                         \
+            atomicOr(NAME##_u[i >> 1], dt_encode(DTYPE(S), v) << sh);              \
+        }                                                                          \
+    }                                                                              \
+    void st4_##NAME(uint i4, vec4 v)                                               \
+    {                                                                              \
+        if (DTYPE(S) == DT_F32)                                                    \
+            NAME##_f4[i4] = v;                                                     \
+        else                                                                       \
+            NAME##_u2[i4] = uvec2(dt_encode(DTYPE(S), v.x) | (dt_encode(DTYPE(S), v.y) << 16), \
+                                  dt_encode(DTYPE(S), v.z) | (dt_encode(DTYPE(S), v.w) << 16)); \
+    }
+
+#endif
+
+#define TYPED_IN(B, S, NAME) TYPED_DECL_(B, NAME, readonly) TYPED_LD_(S, NAME)
+#define TYPED_OUT(B, S, NAME) TYPED_DECL_(B, NAME, ) TYPED_ST_(S, NAME)
+#define TYPED_IO(B, S, NAME) TYPED_DECL_(B, NAME, ) TYPED_LD_(S, NAME) TYPED_ST_(S, NAME)

@@ -79,14 +79,16 @@ static uint64_t div_up(uint64_t a, uint64_t b)
 /* shaders/flash_cpu.comp reads q, k and v as vec4 texels and writes out as
  * vec4s: every row must start on a multiple of 4 elements (the head dims
  * then make every stride one: split heads and projections alike), q, k, v
- * need texel views of their dtype over their whole buffer (fp32 or fp16:
- * bf16 has no texel format), out a 16-byte aligned start. */
+ * need texel views of their dtype over their whole buffer (all bf16 or none:
+ * vk_texel_ok), out a 16-byte aligned start. */
 static bool texel_io(const attn_shape *s, const vk_buffer *const qkvo[4], uint32_t dtypes)
 {
     if (s->d_k % 4 || s->d_v % 4)
         return false;
+    if (!vk_texel_ok(qkvo, (const uint32_t[]){0, 1, 2}, 3, dtypes))
+        return false;
     for (int i = 0; i < 3; i++)
-        if (!vk_texel_view(qkvo[i], VK_DT_OF(dtypes, i)) || qkvo[i]->offset)
+        if (qkvo[i]->offset)
             return false;
     return !qkvo[3] || qkvo[3]->offset % 16 == 0;
 }

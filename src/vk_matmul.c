@@ -56,8 +56,9 @@ vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args 
                t->bn % 4 == 0;
     /* Texel reads need a vec4 view of the buffer in its dtype (wrapped
      * tensors and bf16 have none). */
-    if (vk->matmul_texel && (!vk_texel_view(a->a, VK_DT_OF(a->dtypes, 0)) ||
-                             !vk_texel_view(a->b, VK_DT_OF(a->dtypes, 1))))
+    if (vk->matmul_texel &&
+        !vk_texel_ok((const vk_buffer *const[]){a->a, a->b}, (const uint32_t[]){0, 1}, 2,
+                     a->dtypes))
         vec = false;
     vk_pipe pipe = use_small ? (vec ? PIPE_MATMUL_SMALL_VEC : PIPE_MATMUL_SMALL)
                              : (vec ? PIPE_MATMUL_LARGE_VEC : PIPE_MATMUL_LARGE);

@@ -34,6 +34,8 @@ void vk_buffer_destroy(vk_state *vk, vk_buffer *b)
         vk->vkd.vkDestroyBufferView(vk->device, b->view4, vk->vkalloc);
     if (b->view4h)
         vk->vkd.vkDestroyBufferView(vk->device, b->view4h, vk->vkalloc);
+    if (b->view4u)
+        vk->vkd.vkDestroyBufferView(vk->device, b->view4u, vk->vkalloc);
     if (b->buf)
         vk->vkd.vkDestroyBuffer(vk->device, b->buf, vk->vkalloc);
     if (b->mem) {
@@ -134,8 +136,13 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
         /* fp16 texels are 8 bytes; texel16 requires maxTexelBufferElements *
          * 8 >= maxStorageBufferRange. */
         vi.format = VK_FORMAT_R16G16B16A16_SFLOAT;
+        VkBufferViewCreateInfo vu = vi;
+        vu.format = VK_FORMAT_R16G16B16A16_UINT;
         if (vk->texel16 &&
-            (r = vk->vkd.vkCreateBufferView(vk->device, &vi, vk->vkalloc, &b.view4h)) != VK_SUCCESS) {
+            ((r = vk->vkd.vkCreateBufferView(vk->device, &vi, vk->vkalloc, &b.view4h)) !=
+                 VK_SUCCESS ||
+             (r = vk->vkd.vkCreateBufferView(vk->device, &vu, vk->vkalloc, &b.view4u)) !=
+                 VK_SUCCESS)) {
             vk_buffer_destroy(vk, &b);
             return vk_fail(vk, r, "vkCreateBufferView");
         }

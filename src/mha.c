@@ -64,7 +64,7 @@ static void weight_sizes(const vkmha_mha_desc *d, uint64_t n[WEIGHT_COUNT])
 static vkmha_status check_desc(vkmha_context *ctx, const vkmha_mha_desc *in,
                                vkmha_mha_desc *d)
 {
-    const char *fn = "vkmha_mha_create";
+    const char *fn = ctx->call; /* vkmha_mha_create or the loader that calls it */
     if (!in)
         return vkmha__fail(ctx, INVALID, "%s: desc is NULL", fn);
     *d = *in;
@@ -229,7 +229,7 @@ static vkmha_status upload_weights(vkmha_mha *mha, const void *src[WEIGHT_COUNT]
         if (!tmp) {
             vk_call_abort(vk);
             return vkmha__fail(mha->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                               "vkmha_mha_create: out of host memory");
+                               "%s: out of host memory", mha->ctx->call);
         }
         convert(dt[i], src[i], sd, tmp, n[i]);
         vk_upload(vk, &mha->dev[i], 0, tmp, n[i] * es);
@@ -249,7 +249,7 @@ static vkmha_status copy_weights(vkmha_mha *mha, const void *src[WEIGHT_COUNT],
         /* Room for the stored values ahead of their fp32 widening. */
         if (!(mha->host[i] = vkmha__alloc(mha->ctx, (size_t)n[i] * sizeof(float))))
             return vkmha__fail(mha->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                               "vkmha_mha_create: out of host memory");
+                               "%s: out of host memory", mha->ctx->call);
         convert(dt[i], src[i], sd, mha->host[i], n[i]);
         if (sd != VKMHA_DTYPE_F32) /* widen in place, from the back */
             for (uint64_t j = n[i]; j-- > 0;)
@@ -258,31 +258,26 @@ static vkmha_status copy_weights(vkmha_mha *mha, const void *src[WEIGHT_COUNT],
     return VKMHA_SUCCESS;
 }
 
-VKMHA_API vkmha_status vkmha_mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc,
-                                        vkmha_mha **out)
+vkmha_status vkmha__mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc, vkmha_mha **out)
 {
     vkmha_status st;
     uint64_t n[WEIGHT_COUNT];
     const void *src[WEIGHT_COUNT];
     uint32_t dt[WEIGHT_COUNT];
     float *ones = NULL;
-    if (out)
-        *out = NULL;
-    if (!ctx)
-        return VKMHA_ERROR_INVALID_ARGUMENT;
-    vkmha__begin_call(ctx, "vkmha_mha_create");
     if (!out)
-        return vkmha__fail(ctx, INVALID, "vkmha_mha_create: out is NULL");
+        return vkmha__fail(ctx, INVALID, "%s: out is NULL", ctx->call);
+    *out = NULL;
     vkmha_mha *mha = vkmha__calloc(ctx, 1, sizeof *mha);
     if (!mha)
         return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                           "vkmha_mha_create: out of host memory");
+                           "%s: out of host memory", ctx->call);
     mha->ctx = ctx;
     if ((st = check_desc(ctx, desc, &mha->d)))
         goto fail;
     weight_sizes(&mha->d, n);
     if ((st = gather_weights(ctx, &mha->d, n, src, dt, &ones))) {
-        vkmha__fail(ctx, st, "vkmha_mha_create: out of host memory");
+        vkmha__fail(ctx, st, "%s: out of host memory", ctx->call);
         goto fail;
     }
     if ((st = ctx->vk ? upload_weights(mha, src, dt, n) : copy_weights(mha, src, dt, n)))
@@ -298,6 +293,17 @@ fail:
     vkmha__free(ctx, ones);
     vkmha_mha_destroy(mha);
     return st;
+}
+
+VKMHA_API vkmha_status vkmha_mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc,
+                                        vkmha_mha **out)
+{
+    if (out)
+        *out = NULL;
+    if (!ctx)
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    vkmha__begin_call(ctx, "vkmha_mha_create");
+    return vkmha__mha_create(ctx, desc, out);
 }
 
 VKMHA_API vkmha_status vkmha_mha_get_desc(const vkmha_mha *mha, vkmha_mha_desc *out)

@@ -29,13 +29,14 @@ struct flash_push {
     uint32_t kv_first, kv_count, mode;
     uint32_t group_base;
 };
-_Static_assert(sizeof(struct flash_push) <= 128, "push constants must fit 128 bytes");
+VK_PUSH_BLOCK(flash_push);
 
 /* Mirrors shaders/flash_combine.comp. */
 struct combine_push {
     uint32_t rows, len_q, heads, d_v, splits, o_sb, o_sh, o_ld;
     uint32_t group_base;
 };
+VK_PUSH_BLOCK(combine_push);
 
 /* Each split-K range has at least this many key blocks. */
 #define MIN_SPLIT_BLOCKS 4

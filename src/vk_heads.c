@@ -11,7 +11,7 @@ struct heads_push {
     uint32_t group_base;
     uint32_t texel; /* shaders/heads_cpu.comp only */
 };
-_Static_assert(sizeof(struct heads_push) <= 128, "push constants must fit 128 bytes");
+VK_PUSH_BLOCK(heads_push);
 
 vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, bool split,
                              const vk_buffer *x, const vk_buffer *y, uint32_t dtypes)

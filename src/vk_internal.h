@@ -94,6 +94,14 @@ typedef enum vk_pipe {
 /* Keys per online-softmax step of shaders/flash_cpu.comp (its BK). */
 #define VK_FLASH_CPU_BLOCK_K 4
 
+/* The push-constant range of every pipeline layout: the 128 bytes Vulkan
+ * guarantees. VK_PUSH_BLOCK(name) checks that struct name, the C mirror of a
+ * shader's push-constant block, fits it in whole 32-bit words. */
+#define VK_PUSH_BYTES 128
+#define VK_PUSH_BLOCK(name)                                                                 \
+    _Static_assert(sizeof(struct name) <= VK_PUSH_BYTES && sizeof(struct name) % 4 == 0,    \
+                   #name " must fit the push-constant range")
+
 /* Specialization constants of a pipeline, at most (the matmul's). */
 #define VK_MAX_SPEC 7
 /* The dtypes of a dispatch's buffers: 2 bits (a vkmha_dtype: F32 0, F16 2,

@@ -16,7 +16,7 @@ struct matmul_push {
     uint32_t flags;
     uint32_t x_base, y_base;
 };
-_Static_assert(sizeof(struct matmul_push) <= 128, "push constants must fit 128 bytes");
+VK_PUSH_BLOCK(matmul_push);
 
 enum { FLAG_TRANS_B = 1, FLAG_BIAS = 2 };
 

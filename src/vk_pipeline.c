@@ -95,8 +95,6 @@ uint32_t vk_binding_source(const vk_state *vk, vk_kind kind, uint32_t binding)
     return texel_sources[kind][binding - kind_bindings[kind]];
 }
 
-/* Every push-constant block fits the 128 bytes Vulkan guarantees. */
-#define PUSH_RANGE 128
 
 /* Candidate matmul tiles, best first; the first that fits the device's
  * workgroup and shared-memory limits wins. Fields: bm, bn, bk, tm, tn,
@@ -371,7 +369,7 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override)
         if ((r = vk->vkd.vkCreateDescriptorSetLayout(vk->device, &li, vk->vkalloc,
                                                      &vk->set_layouts[k])) != VK_SUCCESS)
             return vk_fail(vk, r, "vkCreateDescriptorSetLayout");
-        VkPushConstantRange range = {VK_SHADER_STAGE_COMPUTE_BIT, 0, PUSH_RANGE};
+        VkPushConstantRange range = {VK_SHADER_STAGE_COMPUTE_BIT, 0, VK_PUSH_BYTES};
         VkPipelineLayoutCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
         pi.setLayoutCount = 1;
         pi.pSetLayouts = &vk->set_layouts[k];

@@ -522,6 +522,9 @@ typedef struct vk_matmul_args {
     uint32_t dtypes;
 } vk_matmul_args;
 vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args *a);
+/* The args of a public matmul (s) on buffers a, b, bias (may be NULL), c. */
+vk_matmul_args vk_matmul_args_of(const mm_shape *s, const vk_buffer *a, const vk_buffer *b,
+                                 const vk_buffer *bias, const vk_buffer *c, uint32_t dtypes);
 
 typedef struct vk_softmax_args {
     vk_buffer *scores; /* in place */

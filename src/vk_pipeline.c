@@ -223,7 +223,9 @@ static bool pick_flash(const vkmha_device_info *d, uint32_t max_dim, bool cpu,
         if (d4 % tx || shared > d->max_shared_memory || wg > d->max_workgroup_invocations ||
             wg > d->max_workgroup_size[0])
             continue;
-        *out = (vkmha_attention_config){max_dim, br, bc, sr, sc, wg, (uint32_t)shared};
+        *out = (vkmha_attention_config){.max_head_dim = max_dim, .block_q = br, .block_k = bc,
+                                        .tm = sr, .tn = sc, .workgroup_size = wg,
+                                        .shared_bytes = (uint32_t)shared};
         return true;
     }
     return false;
@@ -239,7 +241,9 @@ static vkmha_attention_config pick_flash_cpu(const vkmha_device_info *d, uint32_
     uint32_t wg = 8;
     while (wg > 1 && (wg > d->max_workgroup_invocations || wg > d->max_workgroup_size[0]))
         wg /= 2;
-    return (vkmha_attention_config){max_dim, wg * tm, VK_FLASH_CPU_BLOCK_K, tm, 1, wg, 0};
+    return (vkmha_attention_config){.max_head_dim = max_dim, .block_q = wg * tm,
+                                    .block_k = VK_FLASH_CPU_BLOCK_K, .tm = tm, .tn = 1,
+                                    .workgroup_size = wg};
 }
 
 static uint32_t pick_workgroup(const vkmha_device_info *d, uint32_t want)

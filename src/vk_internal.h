@@ -382,10 +382,6 @@ void vk_pipeline_cache_destroy(vk_state *vk);
 vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, bool download,
                               const char *what, vk_buffer *out);
 void vk_buffer_destroy(vk_state *vk, vk_buffer *b);
-/* Makes `b` at least `size` bytes, recreating it (contents lost) if smaller.
- * Returns VKMHA_ERROR_UNSUPPORTED if size exceeds the device's limits. */
-vkmha_status vk_buffer_ensure(vk_state *vk, vk_buffer *b, VkDeviceSize size,
-                              const char *what);
 vkmha_status vk_slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size);
 /* Grows the staging buffers (unless working memory is mapped). */
 vkmha_status vk_staging_ensure(vk_state *vk, VkDeviceSize upload, VkDeviceSize download);

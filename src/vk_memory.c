@@ -221,11 +221,6 @@ static vkmha_status ensure(vk_state *vk, vk_buffer *b, VkDeviceSize size, bool s
     return vk_buffer_create(vk, grow_size(vk, size), staging, download, what, b);
 }
 
-vkmha_status vk_buffer_ensure(vk_state *vk, vk_buffer *b, VkDeviceSize size, const char *what)
-{
-    return ensure(vk, b, size, false, false, what);
-}
-
 vkmha_status vk_slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size)
 {
     static const char *const names[SLOT_COUNT] = {
@@ -247,7 +242,9 @@ vkmha_status vk_slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size)
         [SLOT_PARTIAL_O] = "split-K partial outputs",
         [SLOT_PARTIAL_ML] = "split-K partial statistics",
         [SLOT_O_HEADS] = "attention output",
-        [SLOT_OUT] = "output"};
+        [SLOT_OUT] = "output",
+        [SLOT_WEIGHTS] = "attention weights"};
+    _Static_assert(SLOT_WEIGHTS + 1 == SLOT_COUNT, "every slot has a name");
     return ensure(vk, &vk->slots[slot], size, false, false, names[slot]);
 }
 

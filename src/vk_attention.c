@@ -88,7 +88,7 @@ static bool texel_io(const attn_shape *s, const vk_buffer *const qkvo[4], uint32
 {
     if (s->d_k % 4 || s->d_v % 4)
         return false;
-    if (!vk_texel_ok(qkvo, (const uint32_t[]){0, 1, 2}, 3, dtypes))
+    if (!vk_texel_ok(qkvo, (const uint32_t[]){0, 1, 2}, 3, dtypes, true))
         return false;
     for (int i = 0; i < 3; i++)
         if (qkvo[i]->offset)

@@ -464,11 +464,11 @@ VkBufferView vk_texel_view(const vk_buffer *b, uint32_t dtype);
 /* Whether a dispatch of `pipe` with `dtypes` reads its texel bindings as
  * bf16 (the TEXEL_U16 variant): every texel source of the pipe is BF16. */
 bool vk_texel_u16(const vk_state *vk, vk_pipe pipe, uint32_t dtypes);
-/* Whether buffers srcs[0..n) (of dtypes, indexed by idx) can all be read as
- * texels by one variant: each has a view of its dtype, and either all or
- * none are bf16. */
+/* Whether buffers bufs[0..n) (of dtypes, indexed by idx) can all be read as
+ * texels by one variant: each has a view of its dtype, and either none is
+ * bf16, or (for a shader with a TEXEL_U16 variant: u16_variant) all are. */
 bool vk_texel_ok(const vk_buffer *const bufs[], const uint32_t idx[], uint32_t n,
-                 uint32_t dtypes);
+                 uint32_t dtypes, bool u16_variant);
 /* VKMHA_CONTEXT_EAGER_PIPELINES: creates every pipeline this device can use
  * (all but the fused attention classes that did not fit its limits). */
 vkmha_status vk_pipelines_create_all(vk_state *vk);

@@ -58,7 +58,7 @@ vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args 
      * tensors and bf16 have none). */
     if (vk->matmul_texel &&
         !vk_texel_ok((const vk_buffer *const[]){a->a, a->b}, (const uint32_t[]){0, 1}, 2,
-                     a->dtypes))
+                     a->dtypes, true))
         vec = false;
     vk_pipe pipe = use_small ? (vec ? PIPE_MATMUL_SMALL_VEC : PIPE_MATMUL_SMALL)
                              : (vec ? PIPE_MATMUL_LARGE_VEC : PIPE_MATMUL_LARGE);

@@ -464,7 +464,7 @@ bool vk_texel_u16(const vk_state *vk, vk_pipe pipe, uint32_t dtypes)
 }
 
 bool vk_texel_ok(const vk_buffer *const bufs[], const uint32_t idx[], uint32_t n,
-                 uint32_t dtypes)
+                 uint32_t dtypes, bool u16_variant)
 {
     uint32_t bf16 = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -473,7 +473,7 @@ bool vk_texel_ok(const vk_buffer *const bufs[], const uint32_t idx[], uint32_t n
             return false;
         bf16 += dt == VKMHA_DTYPE_BF16;
     }
-    return bf16 == 0 || bf16 == n;
+    return bf16 == 0 || (u16_variant && bf16 == n);
 }
 
 /* The shader and specialization constants (spec[0] is always the workgroup

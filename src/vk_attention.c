@@ -147,6 +147,8 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
 
     vk_mask_slots(vk, plan->masks);
     plan->scores = weights_buf ? weights_buf : &vk->slots[SLOT_SCORES];
+    if (!weights_buf) /* SLOT_SCORES holds fp32, whatever the caller's dtype */
+        plan->dtypes &= ~VK_DT(4, 3);
     /* fp32 scores: in the weights when they are fp32, else in SLOT_SCORES
      * (the unfused path's softmax then writes the weights from there). */
     const bool typed_weights = weights_buf && VK_DT_OF(dtypes, 4) != VKMHA_DTYPE_F32;

@@ -289,15 +289,20 @@ static void attention_host(vkmha_context *ref, vkmha_context *gpu, const char *t
 
 /* ---- the layer ------------------------------------------------------------ */
 
+/* The layer with weights given as wdt, stored as sdt, activations adt; with
+ * attn_weights (then the concat of the heads has its own buffer) or without
+ * (it overwrites the query projection, and the unfused path keeps its fp32
+ * scores apart from any 16-bit array). */
 static void layer(vkmha_context *ref, vkmha_context *gpu, const char *tag, uint32_t wdt,
-                  uint32_t sdt, uint32_t adt, vkmha_attention_path path)
+                  uint32_t sdt, uint32_t adt, vkmha_attention_path path, bool weights)
 {
     char name[200];
     snprintf(name, sizeof name,
              "layer d_model 36 H 4 Hkv 2 B 2 L 23 weights given %s stored %s, "
-             "activations %s, %s path [%s]",
+             "activations %s, %s path%s [%s]",
              dt_name(wdt), dt_name(sdt), dt_name(adt),
-             path == VKMHA_ATTENTION_PATH_UNFUSED ? "unfused" : "default", tag);
+             path == VKMHA_ATTENTION_PATH_UNFUSED ? "unfused" : "default",
+             weights ? ", attn_weights" : "", tag);
     t_rng rng = {wdt + 4 * sdt + 16 * adt};
     t_layer l;
     t_layer_make(&l, &rng, 36, 4, 2, 2, 23, 0, VKMHA_MASK_CAUSAL);
@@ -331,7 +336,7 @@ static void layer(vkmha_context *ref, vkmha_context *gpu, const char *tag, uint3
         vkmha_mha *mha = NULL;
         T_EXPECT_STATUS(vkmha_mha_create(ctx[c], &d, &mha), VKMHA_SUCCESS, ok);
         io.out = out[c];
-        io.attn_weights = aw[c];
+        io.attn_weights = weights ? aw[c] : NULL;
         if (ok)
             T_EXPECT_STATUS(vkmha_mha_forward(mha, &io), VKMHA_SUCCESS, ok);
         vkmha_mha_destroy(mha);
@@ -344,6 +349,65 @@ static void layer(vkmha_context *ref, vkmha_context *gpu, const char *tag, uint3
     for (int i = 0; i < 4; i++)
         free(w[i]), free(b[i]);
     free(gamma), free(beta), free(x), free(out[0]), free(out[1]), free(aw[0]), free(aw[1]);
+    t_layer_free(&l);
+}
+
+/* The layer on tensors of a 16-bit dtype, computed now and submitted, against
+ * the reference backend's; a key tensor of another dtype is refused. */
+static void layer_tensors(vkmha_context *ref, vkmha_context *gpu, const char *tag, uint32_t dt)
+{
+    char name[160];
+    snprintf(name, sizeof name, "layer on %s tensors (forward_tensor and submit) [%s]",
+             dt_name(dt), tag);
+    t_rng rng = {dt * 7};
+    t_layer l;
+    t_layer_make(&l, &rng, 32, 4, 0, 2, 9, 0, VKMHA_MASK_CAUSAL);
+    vkmha_mha_desc d = l.desc;
+    d.storage_dtype = dt;
+    const size_t es = vkmha__dtype_size(dt);
+    vkmha_context *ctx[2] = {ref, gpu};
+    void *out[3] = {NULL, NULL, NULL};
+    bool ok = true;
+    for (int c = 0; c < 2 && ok; c++) {
+        vkmha_mha *mha = NULL;
+        vkmha_tensor *x = tensor_of(ctx[c], dt, l.io.query, l.n_out);
+        const float *zero = t_alloc(l.n_out);
+        vkmha_tensor *y = tensor_of(ctx[c], dt, zero, l.n_out);
+        vkmha_tensor *key32 = tensor_of(ctx[c], VKMHA_DTYPE_F32, zero, l.n_out);
+        free((void *)zero);
+        ok = x && y && key32;
+        T_EXPECT_STATUS(vkmha_mha_create(ctx[c], &d, &mha), VKMHA_SUCCESS, ok);
+        vkmha_mha_tensors io = {.batch = 2, .len_q = 9, .query = x, .key = x, .value = x,
+                                .out = y};
+        if (ok)
+            T_EXPECT_STATUS(vkmha_mha_forward_tensor(mha, &io), VKMHA_SUCCESS, ok);
+        if (ok)
+            out[c] = download(y, l.n_out * es);
+        if (ok && c == 1) { /* submitted: the same bits */
+            vkmha_submission *sub = NULL;
+            T_EXPECT_STATUS(vkmha_mha_submit(mha, &io, &sub), VKMHA_SUCCESS, ok);
+            T_EXPECT_STATUS(vkmha_submission_wait(sub, UINT64_MAX), VKMHA_SUCCESS, ok);
+            vkmha_submission_destroy(sub);
+            out[2] = ok ? download(y, l.n_out * es) : NULL;
+            if (!out[2] || memcmp(out[1], out[2], l.n_out * es)) {
+                t_diag("%s: submitted forward differs from forward_tensor", name);
+                ok = false;
+            }
+        }
+        io.key = key32;
+        if (ok && !(vkmha_mha_forward_tensor(mha, &io) == VKMHA_ERROR_INVALID_ARGUMENT &&
+                    strstr(vkmha_context_last_error(ctx[c]), "io->key"))) {
+            t_diag("%s: a key of another dtype: \"%s\"", name,
+                   vkmha_context_last_error(ctx[c]));
+            ok = false;
+        }
+        vkmha_mha_destroy(mha);
+        vkmha_tensor_destroy(x), vkmha_tensor_destroy(y), vkmha_tensor_destroy(key32);
+    }
+    if (ok)
+        ok = close_dt(name, "out", dt, out[1], out[0], l.n_out, 8 * unit(dt), 8 * unit(dt));
+    t_report(ok, "%s", name);
+    free(out[0]), free(out[1]), free(out[2]);
     t_layer_free(&l);
 }
 
@@ -433,9 +497,13 @@ int main(void)
             attention_host(ref, gpu, tag, dt, &t_attention_runs[0], 8, 150.0f, false);
             attention_host(ref, gpu, tag, dt, &t_attention_runs[2], 8, 150.0f, false);
             attention_host(ref, gpu, tag, dt, &t_attention_runs[0], 16, 1.0f, true);
-            layer(ref, gpu, tag, dt, dt, dt, VKMHA_ATTENTION_PATH_AUTO);
-            if (vi < 2)
-                layer(ref, gpu, tag, dt, dt, dt, VKMHA_ATTENTION_PATH_UNFUSED);
+            layer(ref, gpu, tag, dt, dt, dt, VKMHA_ATTENTION_PATH_AUTO, true);
+            layer(ref, gpu, tag, dt, dt, dt, VKMHA_ATTENTION_PATH_AUTO, false);
+            layer_tensors(ref, gpu, tag, dt);
+            if (vi < 2) {
+                layer(ref, gpu, tag, dt, dt, dt, VKMHA_ATTENTION_PATH_UNFUSED, true);
+                layer(ref, gpu, tag, dt, dt, dt, VKMHA_ATTENTION_PATH_UNFUSED, false);
+            }
         }
         if (vi < 2) {
             static const uint32_t mixes[][4] = {
@@ -446,9 +514,9 @@ int main(void)
                 matmul_mixed(ref, gpu, tag, mixes[m]);
             /* fp16 weights with fp32 activations (given as fp32, stored as fp16). */
             layer(ref, gpu, tag, VKMHA_DTYPE_F32, VKMHA_DTYPE_F16, VKMHA_DTYPE_F32,
-                  VKMHA_ATTENTION_PATH_AUTO);
+                  VKMHA_ATTENTION_PATH_AUTO, true);
             layer(ref, gpu, tag, VKMHA_DTYPE_F16, VKMHA_DTYPE_BF16, VKMHA_DTYPE_F32,
-                  VKMHA_ATTENTION_PATH_UNFUSED);
+                  VKMHA_ATTENTION_PATH_UNFUSED, false);
             weight_memory(gpu, tag);
         }
         t_report_validation(gpu);

@@ -364,6 +364,8 @@ void vk_load_device_table(VkDevice device, PFN_vkGetDeviceProcAddr get,
 /* compile_only: see vkmha__context_create_compile_only. */
 vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc, bool compile_only);
 void vk_destroy(vk_state *vk);
+
+/* ---- src/vk_result.c ----------------------------------------------------- */
 /* Maps a failed VkResult to a status, with a message naming `what`. */
 vkmha_status vk_fail(vk_state *vk, VkResult r, const char *what);
 const char *vk_result_string(VkResult r);
@@ -398,7 +400,7 @@ vkmha_status vk_staging_ensure_unmapped(vk_state *vk, VkDeviceSize upload,
  * limit; UNSUPPORTED with a message naming `what` otherwise. */
 vkmha_status vk_check_size(vk_state *vk, uint64_t bytes, const char *what);
 
-/* ---- src/vk_command.c ---------------------------------------------------- */
+/* ---- src/vk_command.c, src/vk_submission.c ------------------------------- */
 /* Starts recording a call that will upload and download at most the given
  * byte counts (staging is sized up front, before anything is recorded). */
 vkmha_status vk_call_begin(vk_state *vk, VkDeviceSize upload_bytes,
@@ -431,11 +433,19 @@ vkmha_status vk_dispatch_groups(vk_state *vk, vk_site *site, vk_pipe pipe, uint3
 vkmha_status vk_call_submit(vk_state *vk);
 /* Abandons a call after an error while recording. */
 void vk_call_abort(vk_state *vk);
+/* Fails with VKMHA_ERROR_DEVICE_LOST once the device was lost. */
+vkmha_status vk_check_lost(vk_state *vk);
+/* The first commands of every call (a barrier against earlier vkmha work)
+ * into vk->cmd, whatever the mode. */
+void vk_begin_commands(vk_state *vk);
 /* Starts recording into the application's command buffer (MODE_RECORD):
  * UNSUPPORTED without push descriptors. No uploads or downloads. */
 vkmha_status vk_record_begin(vk_state *vk, VkCommandBuffer cmd);
 /* Starts recording a submission's own command buffer (MODE_SUBMIT). */
 vkmha_status vk_submit_begin(vk_state *vk, struct vkmha_submission **out);
+/* Ends the newest submission's command buffer and submits it (vk_call_end
+ * in MODE_SUBMIT); frees it on failure. */
+vkmha_status vk_submission_submit(vk_state *vk);
 /* Ends a call of any mode: MODE_SYNC submits and waits (vk_call_submit),
  * MODE_RECORD returns, MODE_SUBMIT submits without waiting. */
 vkmha_status vk_call_end(vk_state *vk);

@@ -616,6 +616,7 @@ vkmha_status vk_record_attention(vk_state *vk, vk_site sites[], const vk_attn_pl
                                  const mask_r *mask, const vk_heads_view *q,
                                  const vk_heads_view *k, const vk_heads_view *v,
                                  const vk_heads_view *out);
+/* ---- masks (src/vk_mask.c) ------------------------------------------------ */
 /* Ensures the mask slots for `mask` (before vk_call_begin) and adds its
  * staging bytes to *upload_bytes; vk_mask_upload then records the uploads. */
 vkmha_status vk_mask_ensure(vk_state *vk, const mask_r *mask, uint32_t batch,

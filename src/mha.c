@@ -636,6 +636,21 @@ static vkmha_status record_forward(vkmha_mha *mha, const fwd *f, vk_attn_plan *p
     return VKMHA_SUCCESS;
 }
 
+/* The forward on host arrays: vk_run_host's record step. */
+typedef struct forward_op {
+    vkmha_mha *mha;
+    const fwd *f;
+    vk_attn_plan *plan;
+    const fwd_bufs *b;
+} forward_op;
+
+static vkmha_status record_op(vk_state *vk, const void *arg)
+{
+    const forward_op *o = arg;
+    (void)vk;
+    return record_forward(o->mha, o->f, o->plan, o->b);
+}
+
 static vkmha_status forward_vulkan(vkmha_mha *mha, const vkmha_mha_io *io, const fwd *f)
 {
     vk_state *vk = mha->ctx->vk;
@@ -647,8 +662,6 @@ static vkmha_status forward_vulkan(vkmha_mha *mha, const vkmha_mha_io *io, const
     for (int i = 1; i < 3; i++)
         in_slot[i] = input_slot(ins[i], in_n[i], ins, in_n, in_slot, i, in_slot[i]);
 
-    uint64_t up = 0,
-             down = f->n_out * es + 16 + (io->attn_weights ? f->n_weights * es + 16 : 0);
     /* Sizes first, so that a message names the caller's tensor. */
     const uint64_t io_n[5] = {f->n_query, f->n_key, f->n_value, f->n_out,
                               io->attn_weights ? f->n_weights : 0};
@@ -660,7 +673,6 @@ static vkmha_status forward_vulkan(vkmha_mha *mha, const vkmha_mha_io *io, const
             continue;
         if ((st = vk_slot_ensure(vk, in_slot[i], in_n[i] * es)))
             return st;
-        up += in_n[i] * es + 16;
     }
     /* 16-bit weights are written in SLOT_WEIGHTS, as into a weights tensor. */
     vk_buffer *wbuf = io->attn_weights && f->ad != VKMHA_DTYPE_F32 ? &vk->slots[SLOT_WEIGHTS]
@@ -668,31 +680,22 @@ static vkmha_status forward_vulkan(vkmha_mha *mha, const vkmha_mha_io *io, const
     vk_attn_plan plan;
     if ((wbuf && (st = vk_slot_ensure(vk, SLOT_WEIGHTS, f->n_weights * es))) ||
         (st = prepare_vulkan(mha, f, io->attn_weights != NULL, wbuf, &plan)) ||
-        (st = vk_slot_ensure(vk, SLOT_OUT, f->n_out * es)) ||
-        (st = vk_mask_ensure(vk, &f->mask, f->B, f->Lq, f->Lk, &up)) ||
-        (st = vk_call_begin(vk, up, down)))
+        (st = vk_slot_ensure(vk, SLOT_OUT, f->n_out * es)))
         return st;
-
-    for (int i = 0; i < 3; i++)
-        if (in_slot[i] == (vk_slot)(SLOT_Q_IN + i))
-            vk_upload(vk, &vk->slots[in_slot[i]], 0, ins[i], in_n[i] * es);
-    vk_mask_upload(vk, &f->mask, f->B, f->Lq, f->Lk);
-    vk_barrier(vk);
-
     fwd_bufs b = {.query = &vk->slots[in_slot[0]], .key = &vk->slots[in_slot[1]],
                   .value = &vk->slots[in_slot[2]], .out = &vk->slots[SLOT_OUT],
                   .weights = wbuf};
     vk_mask_slots(vk, b.masks);
-    if ((st = record_forward(mha, f, &plan, &b))) {
-        vk_call_abort(vk);
-        return st;
-    }
-    vk_download(vk, &vk->slots[SLOT_OUT], io->out, f->n_out * es, 1, f->n_out * es, 1,
-                f->n_out * es);
-    if (io->attn_weights)
-        vk_download(vk, plan.scores, io->attn_weights, f->n_weights * es, 1,
-                    f->n_weights * es, 1, f->n_weights * es);
-    return vk_call_submit(vk);
+    const forward_op op = {mha, f, &plan, &b};
+    const size_t no = (size_t)(f->n_out * es), nw = (size_t)(f->n_weights * es);
+    vk_host_call call = {.mask = &f->mask, .batch = f->B, .len_q = f->Lq, .len_k = f->Lk,
+                         .down = {{&vk->slots[SLOT_OUT], io->out, no, 1, no, 1, no},
+                                  {plan.scores, io->attn_weights, nw, 1, nw, 1, nw}},
+                         .record = record_op, .arg = &op};
+    for (int i = 0; i < 3; i++)
+        if (in_slot[i] == (vk_slot)(SLOT_Q_IN + i)) /* not an earlier input's */
+            call.up[i] = (vk_host_upload){&vk->slots[in_slot[i]], ins[i], in_n[i] * es};
+    return vk_run_host(vk, &call);
 }
 
 VKMHA_API vkmha_status vkmha_mha_forward(vkmha_mha *mha, const vkmha_mha_io *io)
@@ -787,20 +790,9 @@ static vkmha_status forward_tensors(vkmha_mha *mha, vk_mode mode, VkCommandBuffe
     vk_attn_plan plan;
     if ((st = prepare_vulkan(mha, &f, b.weights != NULL, b.weights, &plan)))
         return st;
-    st = mode == MODE_SYNC     ? vk_call_begin(vk, 0, 0)
-         : mode == MODE_RECORD ? vk_record_begin(vk, cmd)
-                               : vk_submit_begin(vk, sub);
-    if (st)
+    if ((st = vk_exec_begin(vk, mode, cmd, sub)))
         return st;
-    if ((st = record_forward(mha, &f, &plan, &b))) {
-        vk_call_abort(vk);
-        if (sub)
-            *sub = NULL;
-        return st;
-    }
-    if ((st = vk_call_end(vk)) && sub)
-        *sub = NULL;
-    return st;
+    return vk_exec_end(vk, record_forward(mha, &f, &plan, &b), sub);
 }
 
 VKMHA_API vkmha_status vkmha_mha_forward_tensor(vkmha_mha *mha, const vkmha_mha_tensors *io)

@@ -384,7 +384,7 @@ static vkmha_status resolve_mask(vkmha_context *ctx, const vkmha_tensor_mask *tm
  * application's command buffer. */
 static vkmha_status exec_begin(vk_state *vk, VkCommandBuffer cmd)
 {
-    return cmd ? vk_record_begin(vk, cmd) : vk_call_begin(vk, 0, 0);
+    return vk_exec_begin(vk, cmd ? MODE_RECORD : MODE_SYNC, cmd, NULL);
 }
 
 /* Starts a public tensor call: fn is vkmha_<op>_tensor when cmd is null,
@@ -404,11 +404,7 @@ static vkmha_status tensor_call(vkmha_context *ctx, const char *fn_tensor,
 
 static vkmha_status finish(vk_state *vk, vkmha_status st)
 {
-    if (st) {
-        vk_call_abort(vk);
-        return st;
-    }
-    return vk_call_end(vk);
+    return vk_exec_end(vk, st, NULL);
 }
 
 /* What the shared argument checks see of a tensor: only whether it is

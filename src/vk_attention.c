@@ -351,6 +351,20 @@ vkmha_status vk_record_attention(vk_state *vk, vk_site sites[], const vk_attn_pl
                        : record_unfused(vk, sites, plan, mask, q, k, v, out);
 }
 
+/* The op on host arrays: split heads in the Q, K, V and O heads slots. */
+typedef struct attention_op {
+    const vk_attn_plan *plan;
+    const mask_r *mask;
+    vk_heads_view q, k, v, o;
+} attention_op;
+
+static vkmha_status record_op(vk_state *vk, const void *arg)
+{
+    const attention_op *o = arg;
+    return vk_record_attention(vk, &vk->op_sites.sites[OPSITE_ATTENTION], o->plan, o->mask,
+                               &o->q, &o->k, &o->v, &o->o);
+}
+
 vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const void *q, const void *k,
                           const void *v, const mask_r *mask, void *out, void *weights)
 {
@@ -358,12 +372,11 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const void *q, cons
     vk_attn_plan plan;
     const uint32_t dt = s->dtype;
     const uint64_t es = vkmha__dtype_size(dt);
-    const uint64_t bq = (uint64_t)s->batch * s->heads * s->len_q * s->d_k * es,
-                   bk = (uint64_t)s->batch * s->kv_heads * s->len_k * s->d_k * es,
-                   bv = (uint64_t)s->batch * s->kv_heads * s->len_k * s->d_v * es,
-                   bo = (uint64_t)s->batch * s->heads * s->len_q * s->d_v * es,
-                   bw = weights ? (uint64_t)s->batch * s->heads * s->len_q * s->len_k * es : 0;
-    uint64_t up = bq + bk + bv + 48;
+    const size_t bq = (size_t)s->batch * s->heads * s->len_q * s->d_k * es,
+                 bk = (size_t)s->batch * s->kv_heads * s->len_k * s->d_k * es,
+                 bv = (size_t)s->batch * s->kv_heads * s->len_k * s->d_v * es,
+                 bo = (size_t)s->batch * s->heads * s->len_q * s->d_v * es,
+                 bw = weights ? (size_t)s->batch * s->heads * s->len_q * s->len_k * es : 0;
     /* 16-bit weights are written in SLOT_WEIGHTS, as into a weights tensor. */
     vk_buffer *wbuf = weights && dt != VKMHA_DTYPE_F32 ? &vk->slots[SLOT_WEIGHTS] : NULL;
     const uint32_t dtypes = VK_DT(0, dt) | VK_DT(1, dt) | VK_DT(2, dt) | VK_DT(3, dt) |
@@ -380,27 +393,21 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const void *q, cons
                                    (const vk_buffer *const[4]){&vk->slots[SLOT_Q_HEADS],
                                                                &vk->slots[SLOT_K_HEADS],
                                                                &vk->slots[SLOT_V_HEADS], NULL},
-                                   dtypes, &plan)) ||
-        (st = vk_mask_ensure(vk, mask, s->batch, s->len_q, s->len_k, &up)) ||
-        (st = vk_call_begin(vk, up, bo + bw + 32)))
+                                   dtypes, &plan)))
         return st;
-    vk_upload(vk, &vk->slots[SLOT_Q_HEADS], 0, q, bq);
-    vk_upload(vk, &vk->slots[SLOT_K_HEADS], 0, k, bk);
-    vk_upload(vk, &vk->slots[SLOT_V_HEADS], 0, v, bv);
-    vk_mask_upload(vk, mask, s->batch, s->len_q, s->len_k);
-    vk_barrier(vk);
-    const vk_heads_view
-        vq = vk_view_split(&vk->slots[SLOT_Q_HEADS], s->heads, s->len_q, s->d_k, dt),
-        vkv = vk_view_split(&vk->slots[SLOT_K_HEADS], s->kv_heads, s->len_k, s->d_k, dt),
-        vv = vk_view_split(&vk->slots[SLOT_V_HEADS], s->kv_heads, s->len_k, s->d_v, dt),
-        vo = vk_view_split(&vk->slots[SLOT_O_HEADS], s->heads, s->len_q, s->d_v, dt);
-    if ((st = vk_record_attention(vk, &vk->op_sites.sites[OPSITE_ATTENTION], &plan, mask, &vq,
-                                  &vkv, &vv, &vo))) {
-        vk_call_abort(vk);
-        return st;
-    }
-    vk_download(vk, &vk->slots[SLOT_O_HEADS], out, bo, 1, bo, 1, bo);
-    if (weights)
-        vk_download(vk, plan.scores, weights, bw, 1, bw, 1, bw);
-    return vk_call_submit(vk);
+    const attention_op op = {
+        &plan, mask,
+        vk_view_split(&vk->slots[SLOT_Q_HEADS], s->heads, s->len_q, s->d_k, dt),
+        vk_view_split(&vk->slots[SLOT_K_HEADS], s->kv_heads, s->len_k, s->d_k, dt),
+        vk_view_split(&vk->slots[SLOT_V_HEADS], s->kv_heads, s->len_k, s->d_v, dt),
+        vk_view_split(&vk->slots[SLOT_O_HEADS], s->heads, s->len_q, s->d_v, dt)};
+    const vk_host_call call = {
+        .up = {{&vk->slots[SLOT_Q_HEADS], q, bq},
+               {&vk->slots[SLOT_K_HEADS], k, bk},
+               {&vk->slots[SLOT_V_HEADS], v, bv}},
+        .mask = mask, .batch = s->batch, .len_q = s->len_q, .len_k = s->len_k,
+        .down = {{&vk->slots[SLOT_O_HEADS], out, bo, 1, bo, 1, bo},
+                 {plan.scores, weights, bw, 1, bw, 1, bw}},
+        .record = record_op, .arg = &op};
+    return vk_run_host(vk, &call);
 }

@@ -118,6 +118,57 @@ vkmha_status vk_call_end(vk_state *vk)
     return mode == MODE_RECORD ? VKMHA_SUCCESS : vk_submission_submit(vk);
 }
 
+vkmha_status vk_exec_begin(vk_state *vk, vk_mode mode, VkCommandBuffer cmd,
+                           struct vkmha_submission **sub)
+{
+    return mode == MODE_SYNC     ? vk_call_begin(vk, 0, 0)
+           : mode == MODE_RECORD ? vk_record_begin(vk, cmd)
+                                 : vk_submit_begin(vk, sub);
+}
+
+vkmha_status vk_exec_end(vk_state *vk, vkmha_status st, struct vkmha_submission **sub)
+{
+    if (st)
+        vk_call_abort(vk);
+    else
+        st = vk_call_end(vk);
+    if (st && sub)
+        *sub = NULL;
+    return st;
+}
+
+vkmha_status vk_run_host(vk_state *vk, const vk_host_call *c)
+{
+    vkmha_status st;
+    uint64_t up = 0, down = 0;
+    for (size_t i = 0; i < VKMHA_ARRAY_LEN(c->up); i++)
+        up += c->up[i].bytes ? c->up[i].bytes + 16 : 0;
+    for (size_t i = 0; i < VKMHA_ARRAY_LEN(c->down); i++) {
+        const vk_host_download *d = &c->down[i];
+        if (d->dst)
+            down += (d->n2 - 1) * d->stride2 + (d->n1 - 1) * d->stride1 + d->len + 16;
+    }
+    if ((c->mask && (st = vk_mask_ensure(vk, c->mask, c->batch, c->len_q, c->len_k, &up))) ||
+        (st = vk_call_begin(vk, up, down)))
+        return st;
+    for (size_t i = 0; i < VKMHA_ARRAY_LEN(c->up); i++)
+        if (c->up[i].bytes)
+            vk_upload(vk, c->up[i].buf, 0, c->up[i].src, c->up[i].bytes);
+    if (c->mask)
+        vk_mask_upload(vk, c->mask, c->batch, c->len_q, c->len_k);
+    vk_barrier(vk);
+    if ((st = c->record(vk, c->arg))) {
+        vk_call_abort(vk);
+        return st;
+    }
+    for (size_t i = 0; i < VKMHA_ARRAY_LEN(c->down); i++) {
+        const vk_host_download *d = &c->down[i];
+        if (d->dst)
+            vk_download(vk, d->buf, d->dst, d->len, d->n1, d->stride1, d->n2, d->stride2);
+    }
+    return vk_call_submit(vk);
+}
+
 void vk_call_abort(vk_state *vk)
 {
     const vk_mode mode = vk->mode;

@@ -431,6 +431,30 @@ vkmha_status vk_dispatch_groups(vk_state *vk, vk_site *site, vk_pipe pipe, uint3
                                 uint64_t groups);
 /* Ends, submits, waits, and performs the scheduled host copies. */
 vkmha_status vk_call_submit(vk_state *vk);
+
+/* A call on host arrays, run by vk_run_host: its buffers are ensured by the
+ * caller (sizes checked with the caller's names, slots grown, any plan made)
+ * and the rest is the same for every op: upload the inputs and the mask,
+ * record, download the outputs, submit and wait. */
+typedef struct vk_host_upload {
+    vk_buffer *buf;
+    const void *src;
+    uint64_t bytes;
+} vk_host_upload;
+typedef struct vk_host_download {
+    const vk_buffer *buf;
+    void *dst;
+    size_t len, n1, stride1, n2, stride2; /* as vk_download's */
+} vk_host_download;
+typedef struct vk_host_call {
+    vk_host_upload up[4]; /* bytes 0: unused */
+    const mask_r *mask;   /* NULL or kinds 0: none; uploaded into the mask slots */
+    uint32_t batch, len_q, len_k; /* the mask's shape */
+    vk_host_download down[2]; /* dst NULL: unused */
+    vkmha_status (*record)(vk_state *vk, const void *arg);
+    const void *arg;
+} vk_host_call;
+vkmha_status vk_run_host(vk_state *vk, const vk_host_call *c);
 /* Abandons a call after an error while recording. */
 void vk_call_abort(vk_state *vk);
 /* Fails with VKMHA_ERROR_DEVICE_LOST once the device was lost. */
@@ -449,6 +473,14 @@ vkmha_status vk_submission_submit(vk_state *vk);
 /* Ends a call of any mode: MODE_SYNC submits and waits (vk_call_submit),
  * MODE_RECORD returns, MODE_SUBMIT submits without waiting. */
 vkmha_status vk_call_end(vk_state *vk);
+/* A call on device tensors, in any mode: vk_exec_begin starts it (MODE_SYNC:
+ * the context's command buffer, no staging; MODE_RECORD: the application's
+ * cmd; MODE_SUBMIT: a new submission, *sub), the caller records, and
+ * vk_exec_end(vk, st, sub) ends it: st != VKMHA_SUCCESS (a recording
+ * failure) abandons it and returns st; any failure leaves *sub NULL. */
+vkmha_status vk_exec_begin(vk_state *vk, vk_mode mode, VkCommandBuffer cmd,
+                           struct vkmha_submission **sub);
+vkmha_status vk_exec_end(vk_state *vk, vkmha_status st, struct vkmha_submission **sub);
 /* vkQueueSubmit between the application's queue lock callbacks. */
 VkResult vk_queue_submit(vk_state *vk, const VkSubmitInfo *si, VkFence fence);
 /* Waits for every pending submission (before a scratch buffer is replaced,

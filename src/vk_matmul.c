@@ -123,6 +123,11 @@ vk_matmul_args vk_matmul_args_of(const mm_shape *s, const vk_buffer *a, const vk
                             .dtypes = dtypes};
 }
 
+static vkmha_status record_op(vk_state *vk, const void *args)
+{
+    return vk_record_matmul(vk, &vk->op_sites.sites[OPSITE_MATMUL], args);
+}
+
 vkmha_status vk_matmul(vk_state *vk, const mm_shape *s, const void *a, const void *b,
                        const void *bias, void *c)
 {
@@ -135,23 +140,17 @@ vkmha_status vk_matmul(vk_state *vk, const mm_shape *s, const void *a, const voi
         (st = vk_check_size(vk, bc, "c")) ||
         (st = vk_slot_ensure(vk, SLOT_Q_IN, ba)) || (st = vk_slot_ensure(vk, SLOT_K_IN, bb)) ||
         (bias && (st = vk_slot_ensure(vk, SLOT_AUX, bbias))) ||
-        (st = vk_slot_ensure(vk, SLOT_OUT, bc)) ||
-        (st = vk_call_begin(vk, ba + bb + bbias + 48, bc)))
+        (st = vk_slot_ensure(vk, SLOT_OUT, bc)))
         return st;
-    vk_upload(vk, &vk->slots[SLOT_Q_IN], 0, a, ba);
-    vk_upload(vk, &vk->slots[SLOT_K_IN], 0, b, bb);
-    if (bias)
-        vk_upload(vk, &vk->slots[SLOT_AUX], 0, bias, bbias);
-    vk_barrier(vk);
     const vk_matmul_args args = vk_matmul_args_of(
         s, &vk->slots[SLOT_Q_IN], &vk->slots[SLOT_K_IN], bias ? &vk->slots[SLOT_AUX] : NULL,
         &vk->slots[SLOT_OUT],
         VK_DT(0, s->dtype) | VK_DT(1, s->dtype) | VK_DT(2, s->dtype) | VK_DT(3, s->dtype));
-    if ((st = vk_record_matmul(vk, &vk->op_sites.sites[OPSITE_MATMUL], &args))) {
-        vk_call_abort(vk);
-        return st;
-    }
-    vk_download(vk, &vk->slots[SLOT_OUT], c, (size_t)(s->n * es), s->m, (size_t)(s->ldc * es),
-                s->batch, (size_t)(s->sc * es));
-    return vk_call_submit(vk);
+    const vk_host_call call = {
+        .up = {{&vk->slots[SLOT_Q_IN], a, ba}, {&vk->slots[SLOT_K_IN], b, bb},
+               {&vk->slots[SLOT_AUX], bias, bbias}},
+        .down = {{&vk->slots[SLOT_OUT], c, (size_t)(s->n * es), s->m, (size_t)(s->ldc * es),
+                  s->batch, (size_t)(s->sc * es)}},
+        .record = record_op, .arg = &args};
+    return vk_run_host(vk, &call);
 }

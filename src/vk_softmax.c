@@ -43,30 +43,30 @@ vkmha_status vk_record_softmax(vk_state *vk, vk_site *site, const vk_softmax_arg
                               offsetof(struct softmax_push, group_base), rows);
 }
 
+static vkmha_status record_op(vk_state *vk, const void *args)
+{
+    return vk_record_softmax(vk, &vk->op_sites.sites[OPSITE_SOFTMAX], args);
+}
+
 vkmha_status vk_softmax(vk_state *vk, const sm_shape *s, const void *x, const mask_r *mask,
                         void *y)
 {
     vkmha_status st;
-    uint64_t bytes = (uint64_t)s->batch * s->heads * s->len_q * s->len_k *
-                     vkmha__dtype_size(s->dtype),
-             up = bytes + 16;
-    if ((st = vk_check_size(vk, bytes, "x")) || (st = vk_slot_ensure(vk, SLOT_SCORES, bytes)) ||
-        (st = vk_mask_ensure(vk, mask, s->batch, s->len_q, s->len_k, &up)) ||
-        (st = vk_call_begin(vk, up, bytes)))
+    const size_t bytes = (size_t)s->batch * s->heads * s->len_q * s->len_k *
+                         vkmha__dtype_size(s->dtype);
+    if ((st = vk_check_size(vk, bytes, "x")) || (st = vk_slot_ensure(vk, SLOT_SCORES, bytes)))
         return st;
-    vk_upload(vk, &vk->slots[SLOT_SCORES], 0, x, bytes);
-    vk_mask_upload(vk, mask, s->batch, s->len_q, s->len_k);
-    vk_barrier(vk);
+    /* In place in SLOT_SCORES. */
     vk_softmax_args a = {.scores = &vk->slots[SLOT_SCORES], .batch = s->batch,
                          .heads = s->heads, .len_q = s->len_q, .len_k = s->len_k,
                          .scale = s->scale, .dtypes = VK_DT(3, s->dtype) | VK_DT(4, s->dtype)};
     const vk_buffer *masks[3];
     vk_mask_slots(vk, masks);
     vk_mask_args(masks, mask, &a);
-    if ((st = vk_record_softmax(vk, &vk->op_sites.sites[OPSITE_SOFTMAX], &a))) {
-        vk_call_abort(vk);
-        return st;
-    }
-    vk_download(vk, &vk->slots[SLOT_SCORES], y, bytes, 1, bytes, 1, bytes);
-    return vk_call_submit(vk);
+    const vk_host_call call = {
+        .up = {{&vk->slots[SLOT_SCORES], x, bytes}},
+        .mask = mask, .batch = s->batch, .len_q = s->len_q, .len_k = s->len_k,
+        .down = {{&vk->slots[SLOT_SCORES], y, bytes, 1, bytes, 1, bytes}},
+        .record = record_op, .arg = &a};
+    return vk_run_host(vk, &call);
 }

@@ -526,12 +526,13 @@ typedef struct vk_pipe_info {
     uint32_t workgroup_size;             /* spec[0], invocations */
 } vk_pipe_info;
 void vk_pipe_info_get(const vk_state *vk, vk_pipe pipe, vk_pipe_info *out);
-/* The driver's statistics of `pipe` (created if needed) on a compile-only
+/* The driver's statistics of `pipe` with `dtypes` (created if needed) on a compile-only
  * context (vkmha__context_create_compile_only), through
  * VK_KHR_pipeline_executable_properties: *count in, the capacity of `out`;
  * out, the statistics written (names, units and meaning are the driver's).
  * *subgroup_size: the subgroup (wave) size the driver compiled it for. */
-vkmha_status vk_pipeline_statistics(vk_state *vk, vk_pipe pipe, uint32_t *subgroup_size,
+vkmha_status vk_pipeline_statistics(vk_state *vk, vk_pipe pipe, uint32_t dtypes,
+                                    uint32_t *subgroup_size,
                                     VkPipelineExecutableStatisticKHR *out, uint32_t *count);
 /* Bindings of a kind's descriptor set, and the type of each. */
 uint32_t vk_kind_bindings(const vk_state *vk, vk_kind kind);

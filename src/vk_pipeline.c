@@ -684,7 +684,8 @@ void vk_pipe_info_get(const vk_state *vk, vk_pipe pipe, vk_pipe_info *out)
     out->workgroup_size = out->spec[0];
 }
 
-vkmha_status vk_pipeline_statistics(vk_state *vk, vk_pipe pipe, uint32_t *subgroup_size,
+vkmha_status vk_pipeline_statistics(vk_state *vk, vk_pipe pipe, uint32_t dtypes,
+                                    uint32_t *subgroup_size,
                                     VkPipelineExecutableStatisticKHR *out, uint32_t *count)
 {
     VkPipeline p;
@@ -696,7 +697,7 @@ vkmha_status vk_pipeline_statistics(vk_state *vk, vk_pipe pipe, uint32_t *subgro
     if (!pipe_available(vk, pipe))
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "pipeline %d is not used on this device", (int)pipe);
-    if ((st = vk_pipeline_get(vk, pipe, 0, &p)))
+    if ((st = vk_pipeline_get(vk, pipe, dtypes, &p)))
         return st;
     /* A compute pipeline has one executable: its compute shader. */
     VkPipelineInfoKHR pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};

@@ -169,6 +169,11 @@ VKMHA_API vkmha_status vkmha_mha_create_from_safetensors(vkmha_context *ctx,
     md.norm_gamma = w[ST_GAMMA];
     md.norm_beta = w[ST_BETA];
     md.norm_eps = desc->norm_eps;
+    /* The fp32 values (exact for F16 and BF16 tensors) are rounded to the
+     * storage dtype by the layer: a tensor stored in its own 16-bit dtype
+     * keeps its bits. */
+    md.weight_dtype = VKMHA_DTYPE_F32;
+    md.storage_dtype = desc->storage_dtype;
     st = vkmha_mha_create(ctx, &md, out);
 done:
     for (int i = 0; i < ST_WEIGHT_COUNT; i++)

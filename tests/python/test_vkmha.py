@@ -575,9 +575,6 @@ class TestOps(unittest.TestCase):
 # shader's 16-bit storage, not in yet: add "unfused" and "auto" with it. The
 # reference backend runs every path.
 VULKAN_16BIT_PATHS = ("fused",)
-# vkmha_safetensors_desc.storage_dtype (include/vkmha.h) is not read by
-# src/safetensors.c yet: the layer keeps F32. True once it is.
-SAFETENSORS_STORAGE_DTYPE = False
 HALF = {"f16": (vkmha.DTYPE_F16, 10, -14), "bf16": (vkmha.DTYPE_BF16, 7, -126)}
 
 
@@ -844,9 +841,8 @@ class TestHalf(unittest.TestCase):
 
     def test_storage_dtype_with_fp32_activations(self):
         """An fp32 module kept in 16 bits on the device (storage_dtype; from
-        a safetensors file too, see SAFETENSORS_STORAGE_DTYPE): fp32
-        outputs, equal to the module with its weights rounded to that dtype
-        within fp32 tolerances."""
+        a safetensors file too): fp32 outputs, equal to the module with its
+        weights rounded to that dtype within fp32 tolerances."""
         m = torch.nn.MultiheadAttention(20, 4, batch_first=True).eval()
         x = torch.randn(3, 13, 20)
         blob = TestSafetensors().write({"a." + k: v for k, v in m.state_dict().items()})
@@ -863,11 +859,10 @@ class TestHalf(unittest.TestCase):
                 self.assertEqual(got.dtype, torch.float32)
                 assert_close(self, got, want, "%s %s storage" % (be, dt))
                 assert_close(self, w, want_w, "%s %s storage weights" % (be, dt))
-                if SAFETENSORS_STORAGE_DTYPE:
-                    layer = vkmha.load_safetensors(blob, 4, context(be), prefix="a.",
-                                                   storage_dtype=dt)
-                    self.assertEqual(layer.desc["storage_dtype"], HALF[dt][0])
-                    assert_close(self, layer(x), want, "%s %s safetensors storage" % (be, dt))
+                layer = vkmha.load_safetensors(blob, 4, context(be), prefix="a.",
+                                               storage_dtype=dt)
+                self.assertEqual(layer.desc["storage_dtype"], HALF[dt][0])
+                assert_close(self, layer(x), want, "%s %s safetensors storage" % (be, dt))
 
 
 class TestErrors(unittest.TestCase):

@@ -50,13 +50,13 @@ __version__ = "%d.%d.%d" % (_vkmha.version // 10000, _vkmha.version // 100 % 100
                             _vkmha.version % 100)
 
 # numpy dtype of each vkmha_dtype (a test checks that every DTYPE_ of the
-# header is here). numpy has no bfloat16: BF16 data is its uint16 bits.
+# header is here). numpy has no bfloat16: _BF16 data is its uint16 bits.
 DTYPES = {_vkmha.DTYPE_F32: _np.dtype(_np.float32), _vkmha.DTYPE_U8: _np.dtype(_np.uint8),
           _vkmha.DTYPE_F16: _np.dtype(_np.float16), _vkmha.DTYPE_BF16: _np.dtype(_np.uint16)}
 
-F32, F16, BF16 = _vkmha.DTYPE_F32, _vkmha.DTYPE_F16, _vkmha.DTYPE_BF16
-_FLOAT_DTYPES = {"f32": F32, "float32": F32, "f16": F16, "float16": F16, "half": F16,
-                 "bf16": BF16, "bfloat16": BF16}
+_F32, _F16, _BF16 = _vkmha.DTYPE_F32, _vkmha.DTYPE_F16, _vkmha.DTYPE_BF16
+_FLOAT_DTYPES = {"f32": _F32, "float32": _F32, "f16": _F16, "float16": _F16, "half": _F16,
+                 "bf16": _BF16, "bfloat16": _BF16}
 
 _BACKENDS = {"default": _vkmha.BACKEND_DEFAULT, "vulkan": _vkmha.BACKEND_VULKAN,
              "reference": _vkmha.BACKEND_REFERENCE}
@@ -70,7 +70,7 @@ def _is_torch(x):
 
 def _f32(x, name):
     """x as a float32 C-contiguous numpy array (no copy when it is one)."""
-    return _typed(x, name, F32)[0]
+    return _typed(x, name, _F32)[0]
 
 
 def _u8(x, name):
@@ -90,7 +90,7 @@ def _dtype(dtype):
     if dtype is None:
         return None
     if isinstance(dtype, int) and not isinstance(dtype, bool):
-        if dtype in (F32, F16, BF16):
+        if dtype in (_F32, _F16, _BF16):
             return dtype
     else:
         name = str(dtype).replace("torch.", "")
@@ -117,20 +117,20 @@ def _natural(x, name, bf16_bits):
                             % (name, x.device))
         x = x.detach()
         if x.dtype == _torch().bfloat16:
-            return x.contiguous().view(_torch().int16).numpy().view(_np.uint16), BF16
+            return x.contiguous().view(_torch().int16).numpy().view(_np.uint16), _BF16
         if x.dtype == _torch().float16:
-            return _np.ascontiguousarray(x.numpy()), F16
+            return _np.ascontiguousarray(x.numpy()), _F16
         x = (x.float() if x.is_floating_point() else x).numpy()
     a = _np.asarray(x)
     if a.dtype == _np.float16:
-        return _np.ascontiguousarray(a), F16
+        return _np.ascontiguousarray(a), _F16
     if a.dtype == _np.uint16 and bf16_bits:
-        return _np.ascontiguousarray(a), BF16
+        return _np.ascontiguousarray(a), _BF16
     if a.dtype.kind != "f":
         hint = " (bfloat16 bits as numpy.uint16 need dtype=\"bf16\")" \
             if a.dtype == _np.uint16 else ""
         raise TypeError("%s: floating-point data is needed, got dtype %s%s" % (name, a.dtype, hint))
-    return _np.ascontiguousarray(a, dtype=_np.float32), F32
+    return _np.ascontiguousarray(a, dtype=_np.float32), _F32
 
 
 def _to(a, dt, dtype):
@@ -147,7 +147,7 @@ def _typed(x, name, dtype):
     _natural), and that dtype. Narrowing rounds as vkmha does."""
     if x is None:
         return None, dtype
-    a, dt = _natural(x, name, dtype == BF16)
+    a, dt = _natural(x, name, dtype == _BF16)
     return (a, dt) if dtype is None else (_to(a, dt, dtype), dtype)
 
 
@@ -167,13 +167,13 @@ def _torch():
     return torch
 
 
-def _like(result, template, dtype=F32):
+def _like(result, template, dtype=_F32):
     """result (a numpy array of vkmha dtype `dtype`) as a torch tensor when
     template is one (bf16 bits as torch.bfloat16)."""
     if result is None:
         return None
     if _is_torch(template):
-        if dtype == BF16:  # through int16: torch may have no uint16
+        if dtype == _BF16:  # through int16: torch may have no uint16
             return _torch().from_numpy(result.view(_np.int16)).view(_torch().bfloat16)
         return _torch().from_numpy(result)
     return result
@@ -219,7 +219,7 @@ class Context(_vkmha.Context):
     def tensor(self, array=None, shape=None, dtype=None):
         """A device tensor: of array's shape and contents (bool / uint8 arrays
         as DTYPE_U8, float ones in `dtype`, default their own: float32,
-        float16, bfloat16), or empty of `shape` and `dtype` (default F32;
+        float16, bfloat16), or empty of `shape` and `dtype` (default _F32;
         DTYPE_U8 too)."""
         if array is not None:
             a = _np_of(array)
@@ -231,7 +231,7 @@ class Context(_vkmha.Context):
             t.upload(a)
             return t
         if dtype != _vkmha.DTYPE_U8:
-            dtype = _dtype(dtype) or F32
+            dtype = _dtype(dtype) or _F32
         return Tensor(self, tuple(shape), dtype)
 
     def _inputs(self, dtype, *named):
@@ -359,7 +359,7 @@ class Tensor(_vkmha.Tensor):
     dtype=DTYPE_F32), dtype a DTYPE_ value or "f32", "f16", "bf16";
     context.tensor(array) makes one from an array. upload(array) (its bytes),
     numpy() / download(out), shape, dtype (the DTYPE_ value), nbytes.
-    numpy() gives a BF16 tensor's bits as uint16 (convert(t.numpy(), "f32")
+    numpy() gives a _BF16 tensor's bits as uint16 (convert(t.numpy(), "f32")
     widens them)."""
 
     def __init__(self, context, shape, dtype=_vkmha.DTYPE_F32):
@@ -499,7 +499,7 @@ class MultiheadAttention:
         out, w = self.layer(Q, K, V, need_weights=True, path=path, dtype=dt, **masks) \
             if need_weights else (self.layer(Q, K, V, path=path, dtype=dt, **masks), None)
         if w is not None and average_attn_weights:
-            w = _to(_np.ascontiguousarray(_to(w, dt, F32).mean(axis=1)), F32, dt)
+            w = _to(_np.ascontiguousarray(_to(w, dt, _F32).mean(axis=1)), _F32, dt)
         if unbatched:
             out = out[0]
             w = None if w is None else w[0]
@@ -594,10 +594,10 @@ def load_safetensors(path_or_bytes, n_head, context=None, prefix=None, storage_d
     """An MHA from a safetensors file (a path, or the file's bytes):
     vkmha_mha_create_from_safetensors, see include/vkmha.h for the names it
     looks for under prefix. storage_dtype: the dtype the layer keeps the
-    weights in, whatever the file's (F32, F16, BF16 tensors, may be mixed),
-    default F32. kw: n_kv_head, scale, post_norm, norm_prefix, norm_eps."""
+    weights in, whatever the file's (_F32, _F16, _BF16 tensors, may be mixed),
+    default _F32. kw: n_kv_head, scale, post_norm, norm_prefix, norm_eps."""
     ctx = Context() if context is None else context
-    kw["storage_dtype"] = _dtype(storage_dtype) or F32
+    kw["storage_dtype"] = _dtype(storage_dtype) or _F32
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
         return MHA.from_safetensors(ctx, n_head, data=path_or_bytes, prefix=prefix, **kw)
     return MHA.from_safetensors(ctx, n_head, path=path_or_bytes, prefix=prefix, **kw)

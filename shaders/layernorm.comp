@@ -3,8 +3,12 @@
 //   t = y[row] + res[row]                       (res if HAS_RESIDUAL)
 //   y[row] = gamma * (t - mean(t)) / sqrt(var(t) + eps) + beta
 // with the biased variance (torch.nn.LayerNorm), computed in two passes.
+// y, res, gamma and beta are typed (shaders/typed.glsl); the statistics are
+// fp32. Every pass recomputes t from y and res, so y is written once per
+// element (no t rounded to a 16-bit dtype), by the invocation that reads it.
 
 #extension GL_GOOGLE_include_directive : require
+#include "typed.glsl"
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -21,10 +25,19 @@ layout(push_constant) uniform Push {
     uint group_base; // first row of this dispatch
 } p;
 
-layout(binding = 0) readonly buffer Residual { float res[]; }; // [rows][cols]
-layout(binding = 1) readonly buffer Gamma { float gamma[]; };  // [cols]
-layout(binding = 2) readonly buffer Beta { float beta[]; };    // [cols]
-layout(binding = 3) buffer Y { float y[]; };                   // [rows][cols]
+TYPED_IN(0, 0, res)   // [rows][cols]
+TYPED_IN(1, 1, gamma) // [cols]
+TYPED_IN(2, 2, beta)  // [cols]
+TYPED_IO(3, 3, y)     // [rows][cols]
+
+// y + res at element i.
+float t_at(uint i)
+{
+    float t = ld_y(i);
+    if (p.has_residual != 0u)
+        t += ld_res(i);
+    return t;
+}
 
 void main()
 {
@@ -35,22 +48,17 @@ void main()
     const uint base = row * p.cols;
 
     float sum = 0.0;
-    for (uint c = tid; c < p.cols; c += WG) {
-        float t = y[base + c];
-        if (p.has_residual != 0u)
-            t += res[base + c];
-        y[base + c] = t;
-        sum += t;
-    }
+    for (uint c = tid; c < p.cols; c += WG)
+        sum += t_at(base + c);
     const float mean = wg_sum(sum) / float(p.cols);
 
     float sq = 0.0;
     for (uint c = tid; c < p.cols; c += WG) {
-        float d = y[base + c] - mean;
+        float d = t_at(base + c) - mean;
         sq += d * d;
     }
     const float rstd = 1.0 / sqrt(wg_sum(sq) / float(p.cols) + p.eps);
 
     for (uint c = tid; c < p.cols; c += WG)
-        y[base + c] = gamma[c] * ((y[base + c] - mean) * rstd) + beta[c];
+        st_y(base + c, ld_gamma(c) * ((t_at(base + c) - mean) * rstd) + ld_beta(c));
 }

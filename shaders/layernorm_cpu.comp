@@ -4,14 +4,18 @@
 // variance), push constants and bindings, but one row per invocation (WG
 // rows per workgroup): no reduction across invocations, no shared memory, no
 // barrier. Rows are walked as vec4s when cols % 4 == 0 (every row then
-// starts on a multiple of 4 elements), else element by element. With vec4
-// texel views of y, the residual, gamma and beta (p.texel; lavapipe fetches a
-// texel for all lanes at once, where a storage-buffer access is a loop over
-// the lanes) each pass reads y + residual again instead of storing the sum
-// and reloading it: one storage write per element. The host uses it for rows
-// of at most 16384 columns (llvmpipe ends any loop after 65535 iterations).
+// starts on a multiple of 4 elements), else element by element. y, the
+// residual, gamma and beta are typed (shaders/typed.glsl); the statistics
+// are fp32. Each pass reads y + residual again instead of storing the sum
+// and reloading it: one write per element, and no sum rounded to a 16-bit
+// dtype. With vec4 texel views of y, the residual, gamma and beta (p.texel;
+// lavapipe fetches a texel for all lanes at once, where a storage-buffer
+// access is a loop over the lanes) they are read through them. The host
+// uses it for rows of at most 16384 columns (llvmpipe ends any loop after
+// 65535 iterations).
 
 #extension GL_GOOGLE_include_directive : require
+#include "typed.glsl"
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -27,25 +31,32 @@ layout(push_constant) uniform Push {
     uint texel;      // 1: bindings 4-7 are y's, the residual's, gamma's, beta's vec4 views
 } p;
 
-layout(binding = 0) readonly buffer Residual { float res[]; }; // [rows][cols]
-layout(binding = 0) readonly buffer Residual4 { vec4 res4[]; };
-layout(binding = 1) readonly buffer Gamma { float gamma[]; };  // [cols]
-layout(binding = 1) readonly buffer Gamma4 { vec4 gamma4[]; };
-layout(binding = 2) readonly buffer Beta { float beta[]; };    // [cols]
-layout(binding = 2) readonly buffer Beta4 { vec4 beta4[]; };
-layout(binding = 3) buffer Y { float y[]; };                   // [rows][cols]
-layout(binding = 3) buffer Y4 { vec4 y4[]; };
+TYPED_IN(0, 0, res)   // [rows][cols]
+TYPED_IN(1, 1, gamma) // [cols]
+TYPED_IN(2, 2, beta)  // [cols]
+TYPED_IO(3, 3, y)     // [rows][cols]
+// Their fp32 or fp16 vec4 views:
 layout(binding = 4) uniform samplerBuffer y_t;
 layout(binding = 5) uniform samplerBuffer res_t;
 layout(binding = 6) uniform samplerBuffer gamma_t;
 layout(binding = 7) uniform samplerBuffer beta_t;
 
-// y + residual at vec4 i, through the texel views.
-vec4 sum4_at(int i)
+// y + residual at vec4 i, through the texel views (p.texel) or not.
+vec4 sum4_at(uint i)
 {
-    vec4 t = texelFetch(y_t, i);
+    const bool texel = p.texel != 0u;
+    vec4 t = texel ? texelFetch(y_t, int(i)) : ld4_y(i);
     if (p.has_residual != 0u)
-        t += texelFetch(res_t, i);
+        t += texel ? texelFetch(res_t, int(i)) : ld4_res(i);
+    return t;
+}
+
+// y + residual at element i.
+float sum_at(uint i)
+{
+    float t = ld_y(i);
+    if (p.has_residual != 0u)
+        t += ld_res(i);
     return t;
 }
 
@@ -55,60 +66,37 @@ void main()
     if (row >= p.rows)
         return;
     const float n = float(p.cols);
-    if ((p.cols & 3u) == 0u && p.texel != 0u) {
-        const int n4 = int(p.cols >> 2), base4 = int(row) * n4;
+    if ((p.cols & 3u) == 0u) {
+        const bool texel = p.texel != 0u;
+        const uint n4 = p.cols >> 2, base4 = row * n4;
         vec4 sum4 = vec4(0.0);
-        for (int c = 0; c < n4; c++)
+        for (uint c = 0; c < n4; c++)
             sum4 += sum4_at(base4 + c);
         const float mean = ((sum4.x + sum4.y) + (sum4.z + sum4.w)) / n;
         vec4 sq4 = vec4(0.0);
-        for (int c = 0; c < n4; c++) {
+        for (uint c = 0; c < n4; c++) {
             vec4 d = sum4_at(base4 + c) - mean;
             sq4 += d * d;
         }
         const float rstd = 1.0 / sqrt(((sq4.x + sq4.y) + (sq4.z + sq4.w)) / n + p.eps);
-        for (int c = 0; c < n4; c++)
-            y4[base4 + c] = texelFetch(gamma_t, c) * ((sum4_at(base4 + c) - mean) * rstd) +
-                            texelFetch(beta_t, c);
-        return;
-    }
-    if ((p.cols & 3u) == 0u) {
-        const uint n4 = p.cols >> 2, base4 = row * n4;
-        vec4 sum4 = vec4(0.0);
         for (uint c = 0; c < n4; c++) {
-            vec4 t = y4[base4 + c];
-            if (p.has_residual != 0u)
-                t += res4[base4 + c];
-            y4[base4 + c] = t;
-            sum4 += t;
+            const vec4 g = texel ? texelFetch(gamma_t, int(c)) : ld4_gamma(c);
+            const vec4 be = texel ? texelFetch(beta_t, int(c)) : ld4_beta(c);
+            st4_y(base4 + c, g * ((sum4_at(base4 + c) - mean) * rstd) + be);
         }
-        const float mean = ((sum4.x + sum4.y) + (sum4.z + sum4.w)) / n;
-        vec4 sq4 = vec4(0.0);
-        for (uint c = 0; c < n4; c++) {
-            vec4 d = y4[base4 + c] - mean;
-            sq4 += d * d;
-        }
-        const float rstd = 1.0 / sqrt(((sq4.x + sq4.y) + (sq4.z + sq4.w)) / n + p.eps);
-        for (uint c = 0; c < n4; c++)
-            y4[base4 + c] = gamma4[c] * ((y4[base4 + c] - mean) * rstd) + beta4[c];
         return;
     }
     const uint base = row * p.cols;
     float sum = 0.0;
-    for (uint c = 0; c < p.cols; c++) {
-        float t = y[base + c];
-        if (p.has_residual != 0u)
-            t += res[base + c];
-        y[base + c] = t;
-        sum += t;
-    }
+    for (uint c = 0; c < p.cols; c++)
+        sum += sum_at(base + c);
     const float mean = sum / n;
     float sq = 0.0;
     for (uint c = 0; c < p.cols; c++) {
-        float d = y[base + c] - mean;
+        float d = sum_at(base + c) - mean;
         sq += d * d;
     }
     const float rstd = 1.0 / sqrt(sq / n + p.eps);
     for (uint c = 0; c < p.cols; c++)
-        y[base + c] = gamma[c] * ((y[base + c] - mean) * rstd) + beta[c];
+        st_y(base + c, ld_gamma(c) * ((sum_at(base + c) - mean) * rstd) + ld_beta(c));
 }

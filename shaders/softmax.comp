@@ -6,9 +6,15 @@
 // A row whose every score is -inf (a -inf bias on every key) becomes zeros;
 // +Inf or NaN scores make the row NaN (as the reference does).
 // row = (b * heads + h) * len_q + i; s is [batch][heads][len_q][len_k].
-// Each element is read and written by the same invocation in every pass.
+// The input and the output are typed (shaders/typed.glsl); scores and
+// statistics are fp32. Each pass (max, sum, write) recomputes the masked,
+// scaled score from the input, so that the output is written once per
+// element and no intermediate is rounded to a 16-bit output's dtype. In
+// place (the input is the output) each element is read and written by the
+// same invocation, which reads it before it writes it.
 
 #extension GL_GOOGLE_include_directive : require
+#include "typed.glsl"
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -32,10 +38,21 @@ layout(push_constant) uniform Push {
 layout(binding = 0) readonly buffer KeyPadding { uint kp[]; }; // [batch][len_k] bytes
 layout(binding = 1) readonly buffer FullMask { uint fm[]; };   // [batch][len_q][len_k] bytes
 layout(binding = 2) readonly buffer Bias { float bias[]; };    // see bias_sb / bias_sh
-layout(binding = 3) buffer Scores { float s[]; };              // output (and input in place)
-layout(binding = 4) readonly buffer Input { float xin[]; };    // input: Scores itself in place
+TYPED_OUT(3, 3, s)  // output (and input in place)
+TYPED_IN(4, 4, xin) // input: Scores itself in place
 
 #include "mask.glsl"
+
+// The masked, scaled score of key j of query i (batch b), element base + j.
+float score(uint base, uint bias_base, uint b, uint i, uint j)
+{
+    float x = ld_xin(base + j) * p.scale;
+    if ((p.flags & MASK_BIAS) != 0u)
+        x += bias[bias_base + j];
+    if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k))
+        x = MASKED_SCORE;
+    return x;
+}
 
 void main()
 {
@@ -50,27 +67,17 @@ void main()
     const uint bias_base = b * p.bias_sb + h * p.bias_sh + i * p.len_k;
 
     float m = neg_inf();
-    for (uint j = tid; j < p.len_k; j += WG) {
-        float x = xin[base + j] * p.scale;
-        if ((p.flags & MASK_BIAS) != 0u)
-            x += bias[bias_base + j];
-        if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k))
-            x = MASKED_SCORE;
-        s[base + j] = x;
-        m = max(m, x);
-    }
+    for (uint j = tid; j < p.len_k; j += WG)
+        m = max(m, score(base, bias_base, b, i, j));
     m = wg_max(m);
     const float m_sub = m == neg_inf() ? 0.0 : m; // never -inf - -inf
 
     float sum = 0.0;
-    for (uint j = tid; j < p.len_k; j += WG) {
-        float e = exp(s[base + j] - m_sub);
-        s[base + j] = e;
-        sum += e;
-    }
-    sum = wg_sum(sum);
+    for (uint j = tid; j < p.len_k; j += WG)
+        sum += exp(score(base, bias_base, b, i, j) - m_sub);
+    sum = wg_sum(sum); // its barriers: every invocation has read its inputs
 
     const float inv = sum == 0.0 ? 0.0 : 1.0 / sum; // 0: every score was -inf
     for (uint j = tid; j < p.len_k; j += WG)
-        s[base + j] *= inv;
+        st_s(base + j, exp(score(base, bias_base, b, i, j) - m_sub) * inv);
 }

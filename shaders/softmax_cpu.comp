@@ -10,18 +10,22 @@
 //
 // When len_k % 4 == 0 (then every row, bias row and mask row starts on a
 // multiple of 4 elements) the row is read and written as vec4s and each mask
-// word gives 4 keys at once; otherwise element by element. With vec4 texel
-// views of the input and the bias (p.texel; lavapipe fetches a texel for all
-// lanes at once, where a storage-buffer access is a loop over the lanes) the
+// word gives 4 keys at once; otherwise element by element. The input and the
+// output are typed (shaders/typed.glsl); scores and statistics are fp32. The
 // three passes (max, sum, write) each recompute the masked scores from the
-// input instead of storing and reloading them: one storage write per element
-// instead of three accesses. The host uses this variant only for rows of at
-// most 16384 keys: llvmpipe ends any loop after 65535 iterations, and longer
-// rows have work enough for softmax.comp.
+// input instead of storing and reloading them: one write per element, and
+// no intermediate rounded to a 16-bit output's dtype. In place each lane
+// reads an element before it writes it. With vec4 texel views of the input
+// and the bias (p.texel; lavapipe fetches a texel for all lanes at once,
+// where a storage-buffer access is a loop over the lanes) the input is read
+// through them. The host uses this variant only for rows of at most 16384
+// keys: llvmpipe ends any loop after 65535 iterations, and longer rows have
+// work enough for softmax.comp.
 //
 // Rows beyond `rows` (the last workgroup's) do nothing: no barrier follows.
 
 #extension GL_GOOGLE_include_directive : require
+#include "typed.glsl"
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -45,11 +49,9 @@ layout(binding = 0) readonly buffer KeyPadding { uint kp[]; };
 layout(binding = 1) readonly buffer FullMask { uint fm[]; };
 layout(binding = 2) readonly buffer Bias { float bias[]; };
 layout(binding = 2) readonly buffer Bias4 { vec4 bias4[]; };
-layout(binding = 3) buffer Scores { float s[]; };
-layout(binding = 3) buffer Scores4 { vec4 s4[]; };
-layout(binding = 4) readonly buffer Input { float xin[]; };
-layout(binding = 4) readonly buffer Input4 { vec4 xin4[]; };
-layout(binding = 5) uniform samplerBuffer xin_t;
+TYPED_OUT(3, 3, s)
+TYPED_IN(4, 4, xin)
+layout(binding = 5) uniform samplerBuffer xin_t; // the input's fp32 or fp16 vec4 view
 layout(binding = 6) uniform samplerBuffer bias_t;
 
 #include "mask.glsl"
@@ -73,14 +75,27 @@ vec4 masked4(vec4 x, uint b, uint i, uint j)
     return x;
 }
 
-// Masked scores of keys 4 q .. 4 q + 3 of the row starting at vec4 base4,
-// through the texel views.
-vec4 scores4(int base4, int bias4_base, int q, uint b, uint i)
+// Masked scores of keys 4 q .. 4 q + 3 of the row starting at vec4 base4:
+// the input and the bias through their texel views (p.texel) or from the
+// storage buffers.
+vec4 scores4(uint base4, uint bias4_base, uint q, uint b, uint i)
 {
-    vec4 x = texelFetch(xin_t, base4 + q) * p.scale;
+    const bool texel = p.texel != 0u;
+    vec4 x = (texel ? texelFetch(xin_t, int(base4 + q)) : ld4_xin(base4 + q)) * p.scale;
     if ((p.flags & MASK_BIAS) != 0u)
-        x += texelFetch(bias_t, bias4_base + q);
-    return masked4(x, b, i, 4u * uint(q));
+        x += texel ? texelFetch(bias_t, int(bias4_base + q)) : bias4[bias4_base + q];
+    return masked4(x, b, i, 4u * q);
+}
+
+// The masked score of key j, element by element.
+float score(uint base, uint bias_base, uint b, uint i, uint j)
+{
+    float x = ld_xin(base + j) * p.scale;
+    if ((p.flags & MASK_BIAS) != 0u)
+        x += bias[bias_base + j];
+    if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k))
+        x = MASKED_SCORE;
+    return x;
 }
 
 void main()
@@ -93,67 +108,31 @@ void main()
     const uint b = row / (p.len_q * p.heads);
     const uint base = row * p.len_k;
     const uint bias_base = b * p.bias_sb + h * p.bias_sh + i * p.len_k;
-    const bool has_bias = (p.flags & MASK_BIAS) != 0u;
 
     float m = neg_inf(), sum = 0.0;
-    if ((p.len_k & 3u) == 0u && p.texel != 0u) {
-        const int n4 = int(p.len_k >> 2), base4 = int(base >> 2), bias4_base = int(bias_base >> 2);
+    if ((p.len_k & 3u) == 0u) {
+        const uint n4 = p.len_k >> 2, base4 = base >> 2, bias4_base = bias_base >> 2;
         vec4 m4 = vec4(neg_inf());
-        for (int q = 0; q < n4; q++)
+        for (uint q = 0; q < n4; q++)
             m4 = max(m4, scores4(base4, bias4_base, q, b, i));
         m = max(max(m4.x, m4.y), max(m4.z, m4.w));
         const float m_sub = m == neg_inf() ? 0.0 : m; // never -inf - -inf
         vec4 sum4 = vec4(0.0);
-        for (int q = 0; q < n4; q++)
+        for (uint q = 0; q < n4; q++)
             sum4 += exp(scores4(base4, bias4_base, q, b, i) - m_sub);
         sum = (sum4.x + sum4.y) + (sum4.z + sum4.w);
         const float inv = sum == 0.0 ? 0.0 : 1.0 / sum; // 0: every score was -inf
-        for (int q = 0; q < n4; q++)
-            s4[base4 + q] = exp(scores4(base4, bias4_base, q, b, i) - m_sub) * inv;
-        return;
-    }
-    if ((p.len_k & 3u) == 0u) {
-        const uint n4 = p.len_k >> 2, base4 = base >> 2, bias4_base = bias_base >> 2;
-        vec4 m4 = vec4(neg_inf());
-        for (uint q = 0; q < n4; q++) {
-            vec4 x = xin4[base4 + q] * p.scale;
-            if (has_bias)
-                x += bias4[bias4_base + q];
-            x = masked4(x, b, i, 4u * q);
-            s4[base4 + q] = x;
-            m4 = max(m4, x);
-        }
-        m = max(max(m4.x, m4.y), max(m4.z, m4.w));
-        const float m_sub = m == neg_inf() ? 0.0 : m; // never -inf - -inf
-        vec4 sum4 = vec4(0.0);
-        for (uint q = 0; q < n4; q++) {
-            vec4 e = exp(s4[base4 + q] - m_sub);
-            s4[base4 + q] = e;
-            sum4 += e;
-        }
-        sum = (sum4.x + sum4.y) + (sum4.z + sum4.w);
-        const float inv = sum == 0.0 ? 0.0 : 1.0 / sum; // 0: every score was -inf
         for (uint q = 0; q < n4; q++)
-            s4[base4 + q] *= inv;
+            st4_s(base4 + q, exp(scores4(base4, bias4_base, q, b, i) - m_sub) * inv);
         return;
     }
 
-    for (uint j = 0; j < p.len_k; j++) {
-        float x = xin[base + j] * p.scale;
-        if (has_bias)
-            x += bias[bias_base + j];
-        if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k))
-            x = MASKED_SCORE;
-        s[base + j] = x;
-        m = max(m, x);
-    }
+    for (uint j = 0; j < p.len_k; j++)
+        m = max(m, score(base, bias_base, b, i, j));
     const float m_sub = m == neg_inf() ? 0.0 : m;
-    for (uint j = 0; j < p.len_k; j++) {
-        float e = exp(s[base + j] - m_sub);
-        s[base + j] = e;
-        sum += e;
-    }
+    for (uint j = 0; j < p.len_k; j++)
+        sum += exp(score(base, bias_base, b, i, j) - m_sub);
     const float inv = sum == 0.0 ? 0.0 : 1.0 / sum;
     for (uint j = 0; j < p.len_k; j++)
-        s[base + j] *= inv;
+        st_s(base + j, exp(score(base, bias_base, b, i, j) - m_sub) * inv);
 }

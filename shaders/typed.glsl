@@ -135,6 +135,21 @@ uint dt_encode(uint dt, float v)
 
 #endif
 
+// Texel bindings of the CPU-shaped kernels: vec4 views, read as one texel
+// for all SIMD lanes. fp32 and fp16 data have float formats
+// (R32G32B32A32_SFLOAT, R16G16B16A16_SFLOAT) and share the shader; bf16 has
+// none, so the TEXEL_U16 build variant declares every texel binding of the
+// shader as a usamplerBuffer over an R16G16B16A16_UINT view of bf16 data
+// and widens the bits. Declare with `uniform TEXEL_BUFFER name;`, read with
+// TEXEL_FETCH(name, index).
+#if defined(TEXEL_U16) && TEXEL_U16
+#define TEXEL_BUFFER usamplerBuffer
+#define TEXEL_FETCH(t, i) uintBitsToFloat(texelFetch(t, int(i)) << 16)
+#else
+#define TEXEL_BUFFER samplerBuffer
+#define TEXEL_FETCH(t, i) texelFetch(t, int(i))
+#endif
+
 #define TYPED_IN(B, S, NAME) TYPED_DECL_(B, NAME, readonly) TYPED_LD_(S, NAME)
 #define TYPED_OUT(B, S, NAME) TYPED_DECL_(B, NAME, ) TYPED_ST_(S, NAME)
 #define TYPED_IO(B, S, NAME) TYPED_DECL_(B, NAME, ) TYPED_LD_(S, NAME) TYPED_ST_(S, NAME)

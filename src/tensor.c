@@ -446,10 +446,9 @@ static vkmha_status matmul_op(vkmha_context *ctx, VkCommandBuffer cmd, bool reco
     vk_state *vk = ctx->vk;
     if ((st = exec_begin(vk, cmd)))
         return st;
-    vk_matmul_args args = {&a->buf, &b->buf, bias ? &bias->buf : NULL, &c->buf, s.m, s.n,
-                           s.k, s.lda, s.ldb, s.ldc, s.trans_b, s.alpha, s.batch, 1, 1,
-                           s.sa, 0, s.sb, 0, s.sc, 0,
-                           VK_DT(0, dt[0]) | VK_DT(1, dt[1]) | VK_DT(2, dt[2]) | VK_DT(3, dt[3])};
+    const vk_matmul_args args = vk_matmul_args_of(
+        &s, &a->buf, &b->buf, bias ? &bias->buf : NULL, &c->buf,
+        VK_DT(0, dt[0]) | VK_DT(1, dt[1]) | VK_DT(2, dt[2]) | VK_DT(3, dt[3]));
     return finish(vk, vk_record_matmul(vk, &vk->op_sites.sites[OPSITE_MATMUL], &args));
 }
 
@@ -482,9 +481,10 @@ static vkmha_status softmax_op(vkmha_context *ctx, VkCommandBuffer cmd, bool rec
     vk_state *vk = ctx->vk;
     if ((st = exec_begin(vk, cmd)))
         return st;
-    vk_softmax_args a = {&y->buf, NULL, NULL, NULL, s.batch, s.heads, s.len_q, s.len_k,
-                         s.scale, NULL, &x->buf,
-                         VK_DT(3, y->desc.dtype) | VK_DT(4, x->desc.dtype)};
+    vk_softmax_args a = {.scores = &y->buf, .batch = s.batch, .heads = s.heads,
+                         .len_q = s.len_q, .len_k = s.len_k, .scale = s.scale,
+                         .input = &x->buf,
+                         .dtypes = VK_DT(3, y->desc.dtype) | VK_DT(4, x->desc.dtype)};
     vk_mask_args(masks, &m, &a);
     return finish(vk, vk_record_softmax(vk, &vk->op_sites.sites[OPSITE_SOFTMAX], &a));
 }

@@ -355,7 +355,7 @@ void vk_download(vk_state *vk, const vk_buffer *src, void *dst, size_t len, size
 
 VkBufferView vk_texel_view(const vk_buffer *b, uint32_t dtype)
 {
-    return dtype == VKMHA_DTYPE_F32 ? b->view4 : dtype == VKMHA_DTYPE_F16 ? b->view4h : VK_NULL_HANDLE;
+    return dtype == VKMHA_DTYPE_F32 ? b->view4 : dtype == VKMHA_DTYPE_F16 ? b->view4h : b->view4u;
 }
 
 vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dtypes,
@@ -379,10 +379,13 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dty
      * (vk_binding_source). With push descriptors every binding goes
      * into the command buffer; otherwise only the bindings whose buffer was
      * recreated since the site was last used are rewritten (buffer ids are
-     * unique per creation, and a texel binding's id also says which view:
-     * fp32 or fp16). A texel binding gets the view of its buffer's dtype
-     * (dtypes); where there is none (bf16, wrapped tensors, buffers under 16
-     * bytes) the record functions never read it, and the dummy's is bound. */
+     * unique per creation, and a texel binding's id also says which view).
+     * A texel binding gets the view of its buffer's dtype (dtypes) when the
+     * pipeline reads views of that kind (float, or the TEXEL_U16 variant's
+     * uint: vk_texel_u16); otherwise (a buffer of another kind, a wrapped
+     * tensor, one under 16 bytes) the record functions never read it, and
+     * the dummy's view of the pipeline's kind is bound. */
+    const bool u16 = vk_texel_u16(vk, pipe, dtypes);
     const uint32_t n_bind = vk_kind_bindings(vk, kind);
     VkDescriptorBufferInfo infos[VK_MAX_BINDINGS];
     VkWriteDescriptorSet writes[VK_MAX_BINDINGS];
@@ -394,11 +397,13 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dty
         const VkDescriptorType type = vk_binding_type(vk, kind, i);
         const bool texel = type == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
         VkBufferView view = VK_NULL_HANDLE;
-        if (texel && !(view = vk_texel_view(b, VK_DT_OF(dtypes, src))))
-            view = vk->dummy.view4;
-        const uint64_t id = texel ? (view == b->view4h ? ~b->id : b->id) : b->id;
-        if (texel && view == vk->dummy.view4)
+        const uint32_t dt = VK_DT_OF(dtypes, src);
+        if (texel && ((dt == VKMHA_DTYPE_BF16) != u16 || !(view = vk_texel_view(b, dt)))) {
             b = &vk->dummy;
+            view = u16 ? b->view4u : b->view4;
+        }
+        const uint64_t id =
+            4 * b->id + (!texel ? 0 : view == b->view4 ? 1 : view == b->view4h ? 2 : 3);
         if (!vk->push_descriptors) {
             if (site->ids[i] == id)
                 continue;

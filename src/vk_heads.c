@@ -11,14 +11,16 @@ struct heads_push {
     uint32_t group_base;
     uint32_t texel; /* shaders/heads_cpu.comp only */
 };
-_Static_assert(sizeof(struct heads_push) <= 128, "push constants must fit 128 bytes");
+VK_PUSH_BLOCK(heads_push);
 
 vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, bool split,
                              const vk_buffer *x, const vk_buffer *y, uint32_t dtypes)
 {
     uint64_t total = (uint64_t)s->batch * s->len * s->heads * s->head_dim;
-    struct heads_push p = {(uint32_t)total, s->len, s->heads, s->head_dim, split ? 1u : 0u, 0,
-                           vk->row_texel && vk_texel_view(x, VK_DT_OF(dtypes, 0))};
+    struct heads_push p = {.total = (uint32_t)total, .len = s->len, .heads = s->heads,
+                           .head_dim = s->head_dim, .split = split ? 1u : 0u,
+                           .texel = vk->row_texel && vk_texel_ok(&x, (const uint32_t[]){0}, 1,
+                                                                  dtypes, true)};
     const vk_buffer *bufs[2] = {x, y};
     if (vk->cpu_rows_wg && s->head_dim <= VK_CPU_ROW_MAX) { /* a row per invocation */
         uint64_t rows = total / s->head_dim;

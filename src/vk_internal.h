@@ -19,9 +19,9 @@ typedef struct vk_buffer {
     /* An R32G32B32A32_SFLOAT view of the whole buffer, when the context reads
      * matmul operands as texel buffers (vk_state.matmul_texel), else null. */
     VkBufferView view4;
-    /* An R16G16B16A16_SFLOAT view, for reading fp16 data as vec4 texels
-     * (vk_state.texel16), else null. */
-    VkBufferView view4h;
+    /* R16G16B16A16_SFLOAT and R16G16B16A16_UINT views, for reading fp16 and
+     * bf16 data as vec4 texels (vk_state.texel16), else null. */
+    VkBufferView view4h, view4u;
 } vk_buffer;
 
 /* Device buffers cached in the context and reused by every call whose tensors
@@ -93,6 +93,14 @@ typedef enum vk_pipe {
 #define VK_FLASH_CLASSES 4
 /* Keys per online-softmax step of shaders/flash_cpu.comp (its BK). */
 #define VK_FLASH_CPU_BLOCK_K 4
+
+/* The push-constant range of every pipeline layout: the 128 bytes Vulkan
+ * guarantees. VK_PUSH_BLOCK(name) checks that struct name, the C mirror of a
+ * shader's push-constant block, fits it in whole 32-bit words. */
+#define VK_PUSH_BYTES 128
+#define VK_PUSH_BLOCK(name)                                                                 \
+    _Static_assert(sizeof(struct name) <= VK_PUSH_BYTES && sizeof(struct name) % 4 == 0,    \
+                   #name " must fit the push-constant range")
 
 /* Specialization constants of a pipeline, at most (the matmul's). */
 #define VK_MAX_SPEC 7
@@ -275,9 +283,10 @@ struct vk_state {
      * enabled; the shaders' NATIVE16 variants), else packed in uint words.
      * no_native16: desc->debug->no_native_16bit. */
     bool native16, no_native16;
-    /* fp16 data has R16G16B16A16_SFLOAT texel views (view4h), so the texel
-     * kernels read it as they read fp32. bf16 has no texel format: its data
-     * goes through the storage-buffer paths. */
+    /* 16-bit data has texel views: fp16 R16G16B16A16_SFLOAT (view4h), read
+     * by the same shaders as fp32; bf16 R16G16B16A16_UINT (view4u), read by
+     * the TEXEL_U16 variants (shaders/typed.glsl), which a dispatch uses when
+     * every texel binding's data is bf16 (vk_texel_u16). */
     bool texel16;
     vkmha_attention_config flash[VK_FLASH_CLASSES];
     /* shaders/flash_cpu.comp per class: workgroup_size invocations of tm
@@ -373,10 +382,6 @@ void vk_pipeline_cache_destroy(vk_state *vk);
 vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, bool download,
                               const char *what, vk_buffer *out);
 void vk_buffer_destroy(vk_state *vk, vk_buffer *b);
-/* Makes `b` at least `size` bytes, recreating it (contents lost) if smaller.
- * Returns VKMHA_ERROR_UNSUPPORTED if size exceeds the device's limits. */
-vkmha_status vk_buffer_ensure(vk_state *vk, vk_buffer *b, VkDeviceSize size,
-                              const char *what);
 vkmha_status vk_slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size);
 /* Grows the staging buffers (unless working memory is mapped). */
 vkmha_status vk_staging_ensure(vk_state *vk, VkDeviceSize upload, VkDeviceSize download);
@@ -453,9 +458,17 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override);
 void vk_pipelines_destroy(vk_state *vk);
 /* The pipeline of `pipe` specialized for `dtypes` (VK_DT), created on first use. */
 vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, uint32_t dtypes, VkPipeline *out);
-/* The texel view of b that a binding reading `dtype` data as vec4 uses
- * (null where there is none: bf16, or no view). */
+/* The texel view of b for reading `dtype` data as vec4 (null where there
+ * is none: wrapped tensors, buffers under 16 bytes, no texel16). */
 VkBufferView vk_texel_view(const vk_buffer *b, uint32_t dtype);
+/* Whether a dispatch of `pipe` with `dtypes` reads its texel bindings as
+ * bf16 (the TEXEL_U16 variant): every texel source of the pipe is BF16. */
+bool vk_texel_u16(const vk_state *vk, vk_pipe pipe, uint32_t dtypes);
+/* Whether buffers bufs[0..n) (of dtypes, indexed by idx) can all be read as
+ * texels by one variant: each has a view of its dtype, and either none is
+ * bf16, or (for a shader with a TEXEL_U16 variant: u16_variant) all are. */
+bool vk_texel_ok(const vk_buffer *const bufs[], const uint32_t idx[], uint32_t n,
+                 uint32_t dtypes, bool u16_variant);
 /* VKMHA_CONTEXT_EAGER_PIPELINES: creates every pipeline this device can use
  * (all but the fused attention classes that did not fit its limits). */
 vkmha_status vk_pipelines_create_all(vk_state *vk);
@@ -505,6 +518,9 @@ typedef struct vk_matmul_args {
     uint32_t dtypes;
 } vk_matmul_args;
 vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args *a);
+/* The args of a public matmul (s) on buffers a, b, bias (may be NULL), c. */
+vk_matmul_args vk_matmul_args_of(const mm_shape *s, const vk_buffer *a, const vk_buffer *b,
+                                 const vk_buffer *bias, const vk_buffer *c, uint32_t dtypes);
 
 typedef struct vk_softmax_args {
     vk_buffer *scores; /* in place */

@@ -13,7 +13,7 @@ struct layernorm_push {
     uint32_t group_base;
     uint32_t texel; /* shaders/layernorm_cpu.comp only */
 };
-_Static_assert(sizeof(struct layernorm_push) <= 128, "push constants must fit 128 bytes");
+VK_PUSH_BLOCK(layernorm_push);
 
 vkmha_status vk_record_layernorm(vk_state *vk, vk_site *site, uint32_t rows, uint32_t cols,
                                  float eps, const vk_buffer *residual,
@@ -22,11 +22,11 @@ vkmha_status vk_record_layernorm(vk_state *vk, vk_site *site, uint32_t rows, uin
 {
     /* Texel reads need vec4 views of every input in its dtype (wrapped
      * tensors and bf16 have none). */
-    bool texel = vk->row_texel && vk_texel_view(y, VK_DT_OF(dtypes, 3)) &&
-                 vk_texel_view(gamma, VK_DT_OF(dtypes, 1)) &&
-                 vk_texel_view(beta, VK_DT_OF(dtypes, 2)) &&
-                 (!residual || vk_texel_view(residual, VK_DT_OF(dtypes, 0)));
-    struct layernorm_push p = {rows, cols, eps, residual ? 1u : 0u, 0, texel};
+    const vk_buffer *const in[4] = {y, gamma, beta, residual};
+    bool texel = vk->row_texel &&
+                 vk_texel_ok(in, (const uint32_t[]){3, 1, 2, 0}, residual ? 4 : 3, dtypes, false);
+    struct layernorm_push p = {.rows = rows, .cols = cols, .eps = eps,
+                               .has_residual = residual ? 1u : 0u, .texel = texel};
     const vk_buffer *bufs[4] = {residual, gamma, beta, y};
     if (vk->cpu_rows_wg && cols <= VK_CPU_ROW_MAX) /* a row per invocation */
         return vk_dispatch_groups(vk, site, PIPE_LAYERNORM_CPU, dtypes, bufs, 4, &p, sizeof p,

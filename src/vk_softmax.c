@@ -13,7 +13,7 @@ struct softmax_push {
     uint32_t group_base;
     uint32_t texel; /* shaders/softmax_cpu.comp only */
 };
-_Static_assert(sizeof(struct softmax_push) <= 128, "push constants must fit 128 bytes");
+VK_PUSH_BLOCK(softmax_push);
 
 /* The shader's MASK_* bits are vkmha_mask_kind's. */
 _Static_assert(VKMHA_MASK_KEY_PADDING == 1 && VKMHA_MASK_FULL == 2 && VKMHA_MASK_CAUSAL == 4 &&
@@ -28,10 +28,12 @@ vkmha_status vk_record_softmax(vk_state *vk, vk_site *site, const vk_softmax_arg
                                 a->input ? a->input : a->scores};
     /* Texel reads need vec4 views of the input and of the bias, if any
      * (wrapped tensors have none). */
-    bool texel = vk->row_texel && vk_texel_view(bufs[4], VK_DT_OF(a->dtypes, 4)) &&
+    bool texel = vk->row_texel &&
+                 vk_texel_ok(&bufs[4], (const uint32_t[]){4}, 1, a->dtypes, false) &&
                  (!a->bias || a->bias->view4);
-    struct softmax_push p = {(uint32_t)rows, a->len_q, a->len_k, a->heads, m->kinds, a->scale,
-                             0, 0, 0, texel};
+    struct softmax_push p = {.rows = (uint32_t)rows, .len_q = a->len_q, .len_k = a->len_k,
+                             .heads = a->heads, .flags = m->kinds, .scale = a->scale,
+                             .texel = texel};
     vk_bias_strides(m, a->len_q, a->len_k, &p.bias_sb, &p.bias_sh);
     if (vk->cpu_rows_wg && a->len_k <= VK_CPU_ROW_MAX) /* a row per invocation */
         return vk_dispatch_groups(vk, site, PIPE_SOFTMAX_CPU, a->dtypes, bufs, 5, &p, sizeof p,
@@ -117,9 +119,9 @@ vkmha_status vk_softmax(vk_state *vk, const sm_shape *s, const void *x, const ma
     vk_upload(vk, &vk->slots[SLOT_SCORES], 0, x, bytes);
     vk_mask_upload(vk, mask, s->batch, s->len_q, s->len_k);
     vk_barrier(vk);
-    vk_softmax_args a = {&vk->slots[SLOT_SCORES], NULL, NULL, NULL, s->batch, s->heads,
-                         s->len_q, s->len_k, s->scale, NULL, NULL,
-                         VK_DT(3, s->dtype) | VK_DT(4, s->dtype)};
+    vk_softmax_args a = {.scores = &vk->slots[SLOT_SCORES], .batch = s->batch,
+                         .heads = s->heads, .len_q = s->len_q, .len_k = s->len_k,
+                         .scale = s->scale, .dtypes = VK_DT(3, s->dtype) | VK_DT(4, s->dtype)};
     const vk_buffer *masks[3];
     vk_mask_slots(vk, masks);
     vk_mask_args(masks, mask, &a);

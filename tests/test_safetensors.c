@@ -703,6 +703,19 @@ static void bad_arguments(vkmha_context *ctx)
         ok = ok && m == NULL && t_context_works(ctx, cases[i].what);
         t_report(ok, "bad argument: %s", cases[i].what);
     }
+    /* A bad storage dtype is found by the layer's checks, and still reported
+     * as this function's. */
+    vkmha_safetensors_desc bad = {0};
+    bad.path = path, bad.prefix = "model.layers.3.attn.", bad.n_head = 2;
+    bad.storage_dtype = VKMHA_DTYPE_U8;
+    vkmha_mha *bm = NULL;
+    bool bok = true;
+    T_EXPECT_STATUS(vkmha_mha_create_from_safetensors(ctx, &bad, &bm),
+                    VKMHA_ERROR_INVALID_ARGUMENT, bok);
+    bok = bok && bm == NULL &&
+          has_words(vkmha_context_last_error(ctx),
+                    "vkmha_mha_create_from_safetensors:|desc->storage_dtype");
+    t_report(bok, "bad argument: storage_dtype U8, named by vkmha_mha_create_from_safetensors");
     vkmha_mha *m = NULL;
     bool ok = true;
     T_EXPECT_STATUS(vkmha_mha_create_from_safetensors(ctx, NULL, &m), VKMHA_ERROR_INVALID_ARGUMENT,

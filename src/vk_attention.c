@@ -11,8 +11,10 @@
  *   instructions and writes exp(score - max) / sum, the very softmax the
  *   output was made with. It reads q, so out must not overwrite q then.
  * unfused: scores = scale * Q K^T (a batched matmul; grouped-query heads
- *   through the matmul's b_div), the masked softmax in place in SLOT_SCORES,
- *   then out = P V. The scores double as the returned weights. */
+ *   through the matmul's b_div), the masked softmax in place, then
+ *   out = P V, all in fp32: in the caller's fp32 weights (which the scores
+ *   then double as), else in SLOT_SCORES, copied into 16-bit weights at the
+ *   end (each output rounded once, as on the fused path). */
 #include "vk_internal.h"
 
 #include <math.h>
@@ -231,19 +233,19 @@ static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const vk_attn_
     vkmha_status st;
     const attn_shape *s = &plan->s;
     const uint64_t Lq = s->len_q, Lk = s->len_k;
-    /* fp32 scores, in the weights unless they are of a 16-bit dtype. */
+    /* fp32 scores and weights: in the caller's weights when they are fp32
+     * (or there are none: SLOT_SCORES), else in SLOT_SCORES, copied into
+     * the 16-bit weights at the end, so that the output and the weights are
+     * each rounded once, as on the fused path. */
     const uint32_t dt_w = VK_DT_OF(plan->dtypes, 4);
-    vk_buffer *scores = plan->scores;
-    vk_buffer *scores32 = dt_w == VKMHA_DTYPE_F32 ? scores : &vk->slots[SLOT_SCORES];
-    if ((st = record_scores(vk, &sites[0], plan, q, k, scores32)))
+    vk_buffer *scores = dt_w == VKMHA_DTYPE_F32 ? plan->scores : &vk->slots[SLOT_SCORES];
+    if ((st = record_scores(vk, &sites[0], plan, q, k, scores)))
         return st;
     vk_barrier(vk);
 
     /* The scale is already applied: the softmax adds the bias and masks. */
     vk_softmax_args sm = {.scores = scores, .batch = s->batch, .heads = s->heads,
-                          .len_q = s->len_q, .len_k = s->len_k, .scale = 1.0f,
-                          .input = scores32 != scores ? scores32 : NULL,
-                          .dtypes = VK_DT(3, dt_w)};
+                          .len_q = s->len_q, .len_k = s->len_k, .scale = 1.0f};
     vk_mask_args(plan->masks, mask, &sm);
     if ((st = vk_record_softmax(vk, &sites[1], &sm)))
         return st;
@@ -256,8 +258,15 @@ static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const vk_attn_
         .batch_outer = s->batch, .batch_inner = s->heads, .b_div = s->heads / s->kv_heads,
         .sa_outer = s->heads * Lq * Lk, .sa_inner = Lq * Lk, .sb_outer = v->sb,
         .sb_inner = v->sh, .sc_outer = out->sb, .sc_inner = out->sh,
-        .dtypes = VK_DT(0, dt_w) | VK_DT(1, v->dtype) | VK_DT(3, out->dtype)};
-    return vk_record_matmul(vk, &sites[2], &pv);
+        .dtypes = VK_DT(1, v->dtype) | VK_DT(3, out->dtype)};
+    if ((st = vk_record_matmul(vk, &sites[2], &pv)) || dt_w == VKMHA_DTYPE_F32)
+        return st;
+    /* The weights, rounded: a copy of [rows][len_k] (one head). Reads what
+     * the P V matmul reads: no barrier between them. */
+    const heads_shape copy = {.batch = 1, .len = (uint32_t)(s->batch * s->heads * Lq),
+                              .heads = 1, .head_dim = s->len_k};
+    return vk_record_heads(vk, &sites[8], &copy, true, scores, plan->scores,
+                           VK_DT(0, VKMHA_DTYPE_F32) | VK_DT(1, dt_w));
 }
 
 static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_plan *plan,

@@ -130,12 +130,13 @@ typedef struct vk_site {
 
 /* The sites vk_record_attention uses: the unfused scores matmul, softmax and
  * P V matmul, the fused shader, its split-K combine and its weights pass
- * (the fused shader again, with the weights bound as its output), and the
- * CPU-shaped fused shader and its weights pass. */
-#define VK_ATTENTION_SITES 8
+ * (the fused shader again, with the weights bound as its output), the
+ * CPU-shaped fused shader and its weights pass, and the unfused path's copy
+ * of its fp32 weights into 16-bit ones (the heads shader, one head). */
+#define VK_ATTENTION_SITES 9
 #define VK_ATTENTION_SITE_KINDS                                                             \
     KIND_MATMUL, KIND_SOFTMAX, KIND_MATMUL, KIND_FLASH, KIND_FLASH_COMBINE, KIND_FLASH,      \
-        KIND_FLASH_CPU, KIND_FLASH_CPU
+        KIND_FLASH_CPU, KIND_FLASH_CPU, KIND_HEADS
 
 /* The context's own sites, for the ops on host arrays. */
 typedef enum vk_op_site {

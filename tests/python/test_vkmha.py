@@ -570,14 +570,8 @@ class TestOps(unittest.TestCase):
 
 # ---- 16-bit storage ----------------------------------------------------------
 
-# The Vulkan attention paths the 16-bit tests run; the reference backend runs
-# every path. Not yet "unfused" and "auto" (which picks unfused for these
-# small shapes on lavapipe): without a weights array the unfused path returns
-# wrong values (src/vk_attention.c, record_unfused: dt_w is the weights
-# slot's dtype even when there is no weights array, so the fp32 scores in
-# SLOT_SCORES are rewritten in place as 16-bit and read back as such). Add
-# them with the fix.
-VULKAN_16BIT_PATHS = ("fused",)
+# The attention paths the 16-bit tests run, on both backends.
+VULKAN_16BIT_PATHS = ("fused", "unfused", "auto")
 HALF = {"f16": (vkmha.DTYPE_F16, 10, -14), "bf16": (vkmha.DTYPE_BF16, 7, -126)}
 
 
@@ -707,12 +701,10 @@ class TestHalf(unittest.TestCase):
                     assert_ulps(self, out, p @ vv, dt, "%s attention %s" % (what, path))
                     out, got_w = ctx.attention(q, k, v, need_weights=True, path=path)
                     assert_ulps(self, got_w, p, dt, "%s attention weights %s" % (what, path))
-                    # Vulkan's unfused path multiplies V by the 16-bit
-                    # weights it returns: each p rounded once more.
-                    extra = (p @ np.abs(vv)) * 2.0 ** -(HALF[dt][1] + 1) \
-                        if be == "vulkan" and path != "fused" else 0.0
+                    # Every path rounds the output once (the unfused one
+                    # multiplies V by its fp32 weights, then rounds them).
                     assert_ulps(self, out, p @ vv, dt, "%s attention %s with weights"
-                                % (what, path), extra=extra)
+                                % (what, path))
                 if be == "reference" or "unfused" in VULKAN_16BIT_PATHS:
                     z, z64 = rounded((2, 3, 5, 7), dt, 9, scale=3.0)
                     assert_ulps(self, ctx.softmax(z, scale=0.5), softmax64(0.5 * z64), dt,

@@ -2,9 +2,10 @@
 // reads and writes them through these).
 //
 // Integer bit manipulation only, so that every driver gives the same bits:
-// the narrowing functions mirror vkmha__float_to_half / vkmha__float_to_bf16
-// of src/half.c line for line (change both together; tests/test_half checks
-// the C). They round to nearest even, produce fp16 subnormals, saturate a
+// the narrowing functions give the bits of vkmha__float_to_half /
+// vkmha__float_to_bf16 of src/half.c (the same steps, selected instead of
+// branched; change both together: tests/test_half checks the C,
+// tests/test_dtype the shaders against it). They round to nearest even, produce fp16 subnormals, saturate a
 // finite value that would round beyond the largest finite value to +-65504
 // (fp16 0x7bff) or +-3.3895314e38 (bf16 0x7f7f), keep +-Inf, and quiet NaN
 // (top mantissa bit set, sign and high payload bits kept). The widening
@@ -38,26 +39,26 @@ uint dtype_round_shift(uint a, uint shift, uint max_)
     return r < max_ ? r : max_;
 }
 
+// The narrowings and the fp16 widening compute every case and select one,
+// without branches: in a shader's inner loops a per-element branch chain
+// costs the most on SIMD drivers (on lavapipe an fp16 store through the
+// if / else form took as long as the 512-term dot product before it).
+
 uint f32_to_f16_bits(float f)
 {
     uint bits = floatBitsToUint(f);
     uint sign = (bits >> 16) & 0x8000u, a = bits & 0x7fffffffu;
-    uint h;
-    if (a >= 0x7f800000u) {
-        h = dtype_nonfinite(a, 13u, 0x7c00u);
-    } else if (a >= 0x38800000u) {
-        // Normal in fp16 (|f| >= 2^-14): rebias the exponent (127 -> 15),
-        // round off 13 mantissa bits; beyond 65504 saturates.
-        h = dtype_round_shift(a - (112u << 23), 13u, 0x7bffu);
-    } else if (a >= 0x33000000u) {
-        // Subnormal in fp16 (2^-25 <= |f| < 2^-14): the value in units of
-        // 2^-24 is the full mantissa (implicit bit set) shifted right by
-        // 126 - exponent (14 to 24). Rounding up from 0x3ff gives 0x400,
-        // the smallest normal.
-        h = dtype_round_shift((a & 0x7fffffu) | 0x800000u, 126u - (a >> 23), 0x7bffu);
-    } else {
-        h = 0u; // |f| < 2^-25 rounds to zero
-    }
+    // Normal in fp16 (|f| >= 2^-14): rebias the exponent (127 -> 15), round
+    // off 13 mantissa bits; beyond 65504 saturates.
+    uint normal = dtype_round_shift(max(a, 0x38800000u) - (112u << 23), 13u, 0x7bffu);
+    // Subnormal in fp16 (|f| < 2^-14): the value in units of 2^-24 is the
+    // full mantissa (implicit bit set) shifted right by 126 - exponent (14
+    // to 24; more, capped at 31, rounds to zero, as |f| < 2^-25 must).
+    // Rounding up from 0x3ff gives 0x400, the smallest normal.
+    uint e = min(a >> 23, 112u);
+    uint sub = dtype_round_shift((a & 0x7fffffu) | 0x800000u, min(126u - e, 31u), 0x7bffu);
+    uint h = a >= 0x7f800000u ? dtype_nonfinite(a, 13u, 0x7c00u)
+             : a >= 0x38800000u ? normal : sub;
     return sign | h;
 }
 
@@ -75,20 +76,13 @@ uint f32_to_bf16_bits(float f)
 float f16_bits_to_f32(uint h)
 {
     uint sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-    uint bits;
-    if (e == 0x1fu) {
-        bits = sign | 0x7f800000u | (m << 13); // Inf, NaN (payload kept)
-    } else if (e != 0u) {
-        bits = sign | ((e + 112u) << 23) | (m << 13);
-    } else if (m != 0u) {
-        // Subnormal: m * 2^-24 = 1.f * 2^(p - 24) with p the top bit of m
-        // (0 to 9), a normal fp32 with biased exponent p + 103.
-        uint p = uint(findMSB(m));
-        bits = sign | ((p + 103u) << 23) | ((m << (23u - p)) & 0x7fffffu);
-    } else {
-        bits = sign; // +-0
-    }
-    return uintBitsToFloat(bits);
+    uint nonfinite = sign | 0x7f800000u | (m << 13); // Inf, NaN (payload kept)
+    uint normal = sign | ((e + 112u) << 23) | (m << 13);
+    // Subnormal: m * 2^-24 = 1.f * 2^(p - 24) with p the top bit of m (0 to
+    // 9), a normal fp32 with biased exponent p + 103; m = 0 is +-0.
+    uint p = uint(max(findMSB(m), 0));
+    uint sub = m == 0u ? sign : sign | ((p + 103u) << 23) | ((m << (23u - p)) & 0x7fffffu);
+    return uintBitsToFloat(e == 0x1fu ? nonfinite : e != 0u ? normal : sub);
 }
 
 float bf16_bits_to_f32(uint h)

@@ -50,7 +50,7 @@ void main()
         const uint n4 = p.head_dim >> 2;
         if (p.texel != 0u) {
             for (uint c = 0; c < n4; c++)
-                st4_y(r * n4 + c, TEXEL_FETCH(x_t, src * n4 + c));
+                st4_y(r * n4 + c, TEXEL_FETCH(x_t, src * n4 + c, 0u));
         } else {
             for (uint c = 0; c < n4; c++)
                 st4_y(r * n4 + c, ld4_x(src * n4 + c));

@@ -49,8 +49,8 @@ const uint FLAG_TRANS_B = 1u;
 const uint FLAG_BIAS = 2u;
 
 // A and B twice: as vec4 texel buffers (a CPU driver fetches a texel for all
-// lanes at once, without the per-lane loop of a storage-buffer read; bf16
-// through the TEXEL_U16 variant, shaders/typed.glsl) and as storage
+// lanes at once, without the per-lane loop of a storage-buffer read; 16-bit
+// data through the TEXEL_U16 variant, shaders/typed.glsl) and as storage
 // buffers of any float dtype for the scalar path (shaders/typed.glsl; the
 // dtype slots are the host's buffer indices: A and B are 0 and 1).
 layout(binding = 0) uniform TEXEL_BUFFER A4;
@@ -60,8 +60,8 @@ TYPED_OUT(3, 3, c)
 TYPED_IN(4, 0, a)
 TYPED_IN(5, 1, b)
 
-vec4 a4(uint i) { return TEXEL_FETCH(A4, i); }
-vec4 b4(uint i) { return TEXEL_FETCH(B4, i); }
+vec4 a4(uint i) { return TEXEL_FETCH(A4, i, 0u); }
+vec4 b4(uint i) { return TEXEL_FETCH(B4, i, 1u); }
 
 // The TN vec4s of B that a step of 4 along K needs (the same for every
 // invocation of the workgroup):

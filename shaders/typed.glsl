@@ -144,19 +144,27 @@ uint dt_encode(uint dt, float v)
             st16x4_##NAME(DTYPE(S), i4, v);                                        \
     }
 
-// Texel bindings of the CPU-shaped kernels: vec4 views, read as one texel
-// for all SIMD lanes. fp32 and fp16 data have float formats
-// (R32G32B32A32_SFLOAT, R16G16B16A16_SFLOAT) and share the shader; bf16 has
-// none, so the TEXEL_U16 build variant declares every texel binding of the
-// shader as a usamplerBuffer over an R16G16B16A16_UINT view of bf16 data
-// and widens the bits. Declare with `uniform TEXEL_BUFFER name;`, read with
-// TEXEL_FETCH(name, index).
+// Texel bindings of the CPU-shaped kernels: 4 elements per texel, read as
+// one load for all SIMD lanes. fp32 data through R32G32B32A32_SFLOAT views
+// (samplerBuffer). 16-bit data (fp16 or bf16, of dtype slot S) in the
+// TEXEL_U16 build variant: usamplerBuffer over R32G32_UINT views (two plain
+// words per texel: on lavapipe a 16-bit texel format costs a per-element
+// conversion in the fetch), widened here: fp16 with unpackHalf2x16, bf16 by
+// shifts. (Other shaders read fp16 texels through R16G16B16A16_SFLOAT
+// views.) Declare with `uniform TEXEL_BUFFER name;`, read with
+// TEXEL_FETCH(name, index, S).
 #if defined(TEXEL_U16) && TEXEL_U16
 #define TEXEL_BUFFER usamplerBuffer
-#define TEXEL_FETCH(t, i) uintBitsToFloat(texelFetch(t, int(i)) << 16)
+#define TEXEL_FETCH(t, i, S) texel16(texelFetch(t, int(i)).xy, DTYPE(S))
+vec4 texel16(uvec2 w, uint dt)
+{
+    if (dt == DT_F16)
+        return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+    return uintBitsToFloat(uvec4(w.x << 16, w.x & 0xffff0000u, w.y << 16, w.y & 0xffff0000u));
+}
 #else
 #define TEXEL_BUFFER samplerBuffer
-#define TEXEL_FETCH(t, i) texelFetch(t, int(i))
+#define TEXEL_FETCH(t, i, S) texelFetch(t, int(i))
 #endif
 
 #define TYPED_IN(B, S, NAME) TYPED_DECL_(B, NAME, readonly) TYPED_LD_(S, NAME)

@@ -254,9 +254,11 @@ void vk_download(vk_state *vk, const vk_buffer *src, void *dst, size_t len, size
     vk->download_used += (span + 15) & ~(size_t)15;
 }
 
-VkBufferView vk_texel_view(const vk_buffer *b, uint32_t dtype)
+VkBufferView vk_texel_view(const vk_buffer *b, uint32_t dtype, bool u16)
 {
-    return dtype == VKMHA_DTYPE_F32 ? b->view4 : dtype == VKMHA_DTYPE_F16 ? b->view4h : b->view4u;
+    if (u16)
+        return dtype == VKMHA_DTYPE_F32 ? VK_NULL_HANDLE : b->view4u;
+    return dtype == VKMHA_DTYPE_F32 ? b->view4 : dtype == VKMHA_DTYPE_F16 ? b->view4h : VK_NULL_HANDLE;
 }
 
 vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dtypes,
@@ -299,7 +301,7 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dty
         const bool texel = type == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
         VkBufferView view = VK_NULL_HANDLE;
         const uint32_t dt = VK_DT_OF(dtypes, src);
-        if (texel && ((dt == VKMHA_DTYPE_BF16) != u16 || !(view = vk_texel_view(b, dt)))) {
+        if (texel && !(view = vk_texel_view(b, dt, u16))) {
             b = &vk->dummy;
             view = u16 ? b->view4u : b->view4;
         }

@@ -19,8 +19,8 @@ typedef struct vk_buffer {
     /* An R32G32B32A32_SFLOAT view of the whole buffer, when the context reads
      * matmul operands as texel buffers (vk_state.matmul_texel), else null. */
     VkBufferView view4;
-    /* R16G16B16A16_SFLOAT and R16G16B16A16_UINT views, for reading fp16 and
-     * bf16 data as vec4 texels (vk_state.texel16), else null. */
+    /* R16G16B16A16_SFLOAT and R32G32_UINT views, for reading 16-bit data as
+     * 4-element texels (vk_state.texel16; vk_texel_view), else null. */
     VkBufferView view4h, view4u;
 } vk_buffer;
 
@@ -284,10 +284,11 @@ struct vk_state {
      * enabled; the shaders' NATIVE16 variants), else packed in uint words.
      * no_native16: desc->debug->no_native_16bit. */
     bool native16, no_native16;
-    /* 16-bit data has texel views: fp16 R16G16B16A16_SFLOAT (view4h), read
-     * by the same shaders as fp32; bf16 R16G16B16A16_UINT (view4u), read by
-     * the TEXEL_U16 variants (shaders/typed.glsl), which a dispatch uses when
-     * every texel binding's data is bf16 (vk_texel_u16). */
+    /* 16-bit data has texel views: R32G32_UINT (view4u) for the TEXEL_U16
+     * shader variants (shaders/typed.glsl; matmul, fused attention, heads),
+     * which a dispatch uses when every texel source is 16-bit
+     * (vk_texel_u16), and R16G16B16A16_SFLOAT (view4h) for fp16 in the
+     * shaders without one (softmax, LayerNorm). */
     bool texel16;
     vkmha_attention_config flash[VK_FLASH_CLASSES];
     /* shaders/flash_cpu.comp per class: workgroup_size invocations of tm
@@ -501,15 +502,17 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override);
 void vk_pipelines_destroy(vk_state *vk);
 /* The pipeline of `pipe` specialized for `dtypes` (VK_DT), created on first use. */
 vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, uint32_t dtypes, VkPipeline *out);
-/* The texel view of b for reading `dtype` data as vec4 (null where there
- * is none: wrapped tensors, buffers under 16 bytes, no texel16). */
-VkBufferView vk_texel_view(const vk_buffer *b, uint32_t dtype);
-/* Whether a dispatch of `pipe` with `dtypes` reads its texel bindings as
- * bf16 (the TEXEL_U16 variant): every texel source of the pipe is BF16. */
+/* The texel view of b for reading `dtype` data as vec4s in a shader's float
+ * variant (fp32: view4, fp16: view4h) or its TEXEL_U16 variant (16-bit
+ * data: view4u); null where there is none (bf16 in the float variant, fp32
+ * in the u16 one, wrapped tensors, buffers under 16 bytes, no texel16). */
+VkBufferView vk_texel_view(const vk_buffer *b, uint32_t dtype, bool u16);
+/* Whether a dispatch of `pipe` with `dtypes` runs the TEXEL_U16 variant:
+ * the pipe has one and every texel source of it is 16-bit. */
 bool vk_texel_u16(const vk_state *vk, vk_pipe pipe, uint32_t dtypes);
 /* Whether buffers bufs[0..n) (of dtypes, indexed by idx) can all be read as
- * texels by one variant: each has a view of its dtype, and either none is
- * bf16, or (for a shader with a TEXEL_U16 variant: u16_variant) all are. */
+ * texels by one variant of a shader (u16_variant: it has a TEXEL_U16 one):
+ * each has the view that variant reads. */
 bool vk_texel_ok(const vk_buffer *const bufs[], const uint32_t idx[], uint32_t n,
                  uint32_t dtypes, bool u16_variant);
 /* VKMHA_CONTEXT_EAGER_PIPELINES: creates every pipeline this device can use

@@ -137,7 +137,7 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
          * 8 >= maxStorageBufferRange. */
         vi.format = VK_FORMAT_R16G16B16A16_SFLOAT;
         VkBufferViewCreateInfo vu = vi;
-        vu.format = VK_FORMAT_R16G16B16A16_UINT;
+        vu.format = VK_FORMAT_R32G32_UINT;
         if (vk->texel16 &&
             ((r = vk->vkd.vkCreateBufferView(vk->device, &vi, vk->vkalloc, &b.view4h)) !=
                  VK_SUCCESS ||

@@ -323,7 +323,7 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override)
          * device for uniform texel buffers; checked anyway). */
         VkFormatProperties fh, fu;
         vk->vki.GetPhysicalDeviceFormatProperties(vk->phys, VK_FORMAT_R16G16B16A16_SFLOAT, &fh);
-        vk->vki.GetPhysicalDeviceFormatProperties(vk->phys, VK_FORMAT_R16G16B16A16_UINT, &fu);
+        vk->vki.GetPhysicalDeviceFormatProperties(vk->phys, VK_FORMAT_R32G32_UINT, &fu);
         vk->texel16 = (fh.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) &&
                       (fu.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) &&
                       (uint64_t)vk->max_texel_elements * 8 >= vk->info.max_storage_buffer_range;
@@ -450,30 +450,39 @@ static const spv_code softmax[2] = {SPV(softmax, "WG"), SPV(softmax_sg, "WG")};
 static const spv_code layernorm[2] = {SPV(layernorm, "WG"), SPV(layernorm_sg, "WG")};
 #undef SPV
 
+static bool is16(uint32_t dtypes, uint32_t i)
+{
+    return VK_DT_OF(dtypes, i) == VKMHA_DTYPE_F16 || VK_DT_OF(dtypes, i) == VKMHA_DTYPE_BF16;
+}
+
 bool vk_texel_u16(const vk_state *vk, vk_pipe pipe, uint32_t dtypes)
 {
-    const uint32_t bf16 = VKMHA_DTYPE_BF16;
     if (!vk->matmul_texel || !vk->texel16)
         return false;
     if (pipe <= PIPE_MATMUL_SMALL_VEC) /* A and B */
-        return VK_DT_OF(dtypes, 0) == bf16 && VK_DT_OF(dtypes, 1) == bf16;
+        return is16(dtypes, 0) && is16(dtypes, 1);
     if (pipe >= PIPE_FLASH_CPU && pipe < PIPE_FLASH_CPU + VK_FLASH_CLASSES) /* q, k, v */
-        return VK_DT_OF(dtypes, 0) == bf16 && VK_DT_OF(dtypes, 1) == bf16 &&
-               VK_DT_OF(dtypes, 2) == bf16;
-    return pipe == PIPE_HEADS_CPU && VK_DT_OF(dtypes, 0) == bf16; /* x */
+        return is16(dtypes, 0) && is16(dtypes, 1) && is16(dtypes, 2);
+    return pipe == PIPE_HEADS_CPU && is16(dtypes, 0); /* x */
 }
 
 bool vk_texel_ok(const vk_buffer *const bufs[], const uint32_t idx[], uint32_t n,
                  uint32_t dtypes, bool u16_variant)
 {
-    uint32_t bf16 = 0;
+    uint32_t n16 = 0, bf16 = 0;
     for (uint32_t i = 0; i < n; i++) {
-        const uint32_t dt = VK_DT_OF(dtypes, idx[i]);
-        if (!vk_texel_view(bufs[i], dt))
-            return false;
-        bf16 += dt == VKMHA_DTYPE_BF16;
+        n16 += is16(dtypes, idx[i]);
+        bf16 += VK_DT_OF(dtypes, idx[i]) == VKMHA_DTYPE_BF16;
     }
-    return bf16 == 0 || (u16_variant && bf16 == n);
+    /* A shader with the TEXEL_U16 variant reads all-fp32 or all-16-bit
+     * sources; one without, fp32 and fp16 (R16G16B16A16_SFLOAT). */
+    const bool u16 = u16_variant && n16 == n && n16 > 0;
+    if (u16_variant ? n16 != 0 && n16 != n : bf16 != 0)
+        return false;
+    for (uint32_t i = 0; i < n; i++)
+        if (!vk_texel_view(bufs[i], VK_DT_OF(dtypes, idx[i]), u16))
+            return false;
+    return true;
 }
 
 /* The shader and specialization constants (spec[0] is always the workgroup

@@ -164,11 +164,24 @@ void main()
         const uint r = row0 + t * WG;
         if (r >= p.M)
             continue;
+        const uint c_row = offc + r * p.ldc + col0;
+        // Whole aligned vec4s where the row allows (one store of 4 outputs,
+        // 16 or 8 bytes), else element by element.
+        if (TN % 4u == 0u && (c_row & 3u) == 0u && col0 + TN <= p.N) {
+            for (uint q = 0u; q < TN / 4u; q++) {
+                vec4 v = p.alpha * vec4(acc[t * TN + 4u * q], acc[t * TN + 4u * q + 1u],
+                                        acc[t * TN + 4u * q + 2u], acc[t * TN + 4u * q + 3u]);
+                if (has_bias)
+                    v += vec4(ld_bias(col0 + 4u * q), ld_bias(col0 + 4u * q + 1u),
+                              ld_bias(col0 + 4u * q + 2u), ld_bias(col0 + 4u * q + 3u));
+                st4_c(c_row / 4u + q, v);
+            }
+            continue;
+        }
         for (uint j = 0u; j < TN; j++) {
             const uint col = col0 + j;
             if (col < p.N)
-                st_c(offc + r * p.ldc + col,
-                     p.alpha * acc[t * TN + j] + (has_bias ? ld_bias(col) : 0.0));
+                st_c(c_row + j, p.alpha * acc[t * TN + j] + (has_bias ? ld_bias(col) : 0.0));
         }
     }
 }

@@ -1,7 +1,7 @@
 /* vkmha-bench: vkmha's ops and MHA layer against peers measured in the same
  * run, so that ratios hold on a noisy machine.
  *
- *   vkmha-bench [--suite quick|full] [--only matmul,softmax,heads,attention,mha]
+ *   vkmha-bench [--suite quick|full] [--only matmul,softmax,heads,attention,mha,dtype]
  *               [--reps N] [--max-len L] [--threads T] [--csv FILE] [--json FILE]
  *               [--torch-script bench/torch_mha.py] [--python python3]
  *
@@ -28,7 +28,13 @@
  * projection shapes, softmax/heads/attention at L 128..512, MHA d_model 512 /
  * 8 heads at L 128..512; full (the default) = matmul up to 2048, L up to
  * --max-len (default 1024), MHA d_model 512 / 8 heads and 1024 / 16 heads at
- * batch 1, and batch 8 up to L 256. --max-len 4096 extends the grid. */
+ * batch 1, and batch 8 up to L 256. --max-len 4096 extends the grid.
+ *
+ * dtype rows (both suites): the MHA projection matmul, fused attention and
+ * the MHA layer in f32, f16 and bf16 (path column; weights stored and
+ * activations kept in that dtype), with their time and the peak device
+ * memory of their context; "dtype" lines give each 16-bit row's time and
+ * memory as a ratio to the f32 row's. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -39,6 +45,7 @@
 #include <unistd.h>
 
 #include "bench_util.h"
+#include "half.h" /* src/half.c: the 16-bit inputs, rounded as vkmha rounds */
 #include "vkmha.h"
 
 #ifdef VKMHA_BENCH_OPENBLAS
@@ -625,6 +632,116 @@ static void bench_mha(const opts *o, vkmha_context *ref)
     }
 }
 
+/* ---- fp16 and bf16 ------------------------------------------------------------ */
+
+typedef struct dt_call {
+    vkmha_context *ctx;
+    int kind; /* 0 matmul, 1 attention, 2 layer */
+    vkmha_matmul_desc md;
+    vkmha_attention_desc ad;
+    const void *a, *b, *c;
+    void *out;
+    vkmha_mha *mha;
+    vkmha_mha_io io;
+} dt_call;
+
+static int dt_run(void *p)
+{
+    dt_call *c = p;
+    vkmha_status st = c->kind == 0   ? vkmha_matmul(c->ctx, &c->md, c->a, c->b, NULL, c->out)
+                      : c->kind == 1 ? vkmha_attention(c->ctx, &c->ad, c->a, c->b, c->c, NULL,
+                                                       c->out, NULL)
+                                     : vkmha_mha_forward(c->mha, &c->io);
+    return st != VKMHA_SUCCESS;
+}
+
+/* An array of n random values in +-scale, in dtype dt. */
+static void *random_dt(uint32_t dt, size_t n, float scale)
+{
+    float *f = random_array(n, scale);
+    void *p = malloc(n * vkmha__dtype_size(dt) + 4);
+    if (!p)
+        die("out of memory");
+    vkmha__from_f32(dt, f, n, p);
+    free(f);
+    return p;
+}
+
+static void bench_dtypes(const opts *o)
+{
+    static const uint32_t dts[3] = {VKMHA_DTYPE_F32, VKMHA_DTYPE_F16, VKMHA_DTYPE_BF16};
+    static const char *const names[3] = {"f32", "f16", "bf16"};
+    const uint32_t L = o->full ? 1024 : 512, d_model = 512, H = 8, dk = 64;
+    for (int kind = 0; kind < 3; kind++) {
+        size_t first = n_rows;
+        for (int di = 0; di < 3; di++) {
+            const uint32_t dt = dts[di];
+            dt_call c = {0};
+            c.kind = kind;
+            char shape[64];
+            row *r;
+            size_t na, nb, nout;
+            if (kind == 0) {
+                c.md.m = L, c.md.n = d_model, c.md.k = d_model, c.md.op_b = VKMHA_OP_T;
+                c.md.dtype = dt;
+                na = (size_t)L * d_model, nb = (size_t)d_model * d_model, nout = na;
+                snprintf(shape, sizeof shape, "dtype: proj %ux%ux%u op T", L, d_model, d_model);
+                r = add_row("matmul", "vulkan", names[di], shape);
+                r->flops = 2.0 * L * d_model * d_model;
+            } else if (kind == 1) {
+                c.ad.batch = 1, c.ad.heads = H, c.ad.len_q = c.ad.len_k = L;
+                c.ad.d_k = c.ad.d_v = dk, c.ad.dtype = dt;
+                na = nb = nout = (size_t)H * L * dk;
+                snprintf(shape, sizeof shape, "dtype: B1 H%u L%u d_k %u", H, L, dk);
+                r = add_row("attention", "vulkan", names[di], shape);
+                r->flops = 4.0 * H * (double)L * L * dk;
+            } else {
+                na = nout = (size_t)L * d_model, nb = 0;
+                snprintf(shape, sizeof shape, "dtype: B1 L%u d%u H%u", L, d_model, H);
+                r = add_row("mha", "vulkan", names[di], shape);
+                r->flops = 2.0 * L * (4.0 * d_model * d_model + 2.0 * L * d_model);
+            }
+            r->batch = 1, r->len = L, r->d_model = d_model, r->heads = H;
+            c.a = random_dt(dt, na, 1);
+            c.b = nb ? random_dt(dt, nb, 1) : NULL;
+            c.c = kind == 1 ? random_dt(dt, nb, 1) : NULL;
+            c.out = calloc(nout + 2, vkmha__dtype_size(dt));
+            c.ctx = vk_context();
+            void *w[4] = {NULL, NULL, NULL, NULL};
+            bool ok = true;
+            if (kind == 2) {
+                vkmha_mha_desc d = {0};
+                d.d_model = d_model, d.n_head = H;
+                for (int j = 0; j < 4; j++)
+                    w[j] = random_dt(dt, (size_t)d_model * d_model, 1.0f / sqrtf(d_model));
+                d.w_q = w[0], d.w_k = w[1], d.w_v = w[2], d.w_o = w[3];
+                d.weight_dtype = d.storage_dtype = dt;
+                c.io.batch = 1, c.io.len_q = L, c.io.dtype = dt;
+                c.io.query = c.io.key = c.io.value = c.a;
+                c.io.out = c.out;
+                ok = vkmha_mha_create(c.ctx, &d, &c.mha) == VKMHA_SUCCESS;
+            }
+            if (ok)
+                time_calls(r, dt_run, &c, o->reps, c.ctx);
+            else
+                r->status = "error";
+            finish_vk_row(r, c.ctx);
+            vkmha_mha_destroy(c.mha);
+            vkmha_context_destroy(c.ctx);
+            print_row(r);
+            free((void *)c.a), free((void *)c.b), free((void *)c.c), free(c.out);
+            for (int j = 0; j < 4; j++)
+                free(w[j]);
+        }
+        for (size_t i = first + 1; i < n_rows && rate(&rows[first]) > 0; i++)
+            if (rate(&rows[i]) > 0)
+                printf("dtype %-9s %-28s %s / f32: time %.3fx, peak device memory %.3fx\n",
+                       rows[i].op, rows[i].shape, rows[i].path,
+                       rows[i].wall_med / rows[first].wall_med,
+                       rows[i].peak_mib / rows[first].peak_mib);
+    }
+}
+
 /* ---- CSV and JSON --------------------------------------------------------- */
 
 static void csv_escape(FILE *f, const char *s)
@@ -743,7 +860,8 @@ int main(int argc, char **argv)
         CLI_CHOICE("--suite", "NAME", suite, suites,
                    "quick: fewer shapes; full: the whole grid (default full)"),
         CLI_STR("--only", "LIST", only,
-                "comma-separated subset of matmul,softmax,heads,attention,mha (default: all)"),
+                "comma-separated subset of matmul,softmax,heads,attention,mha,dtype (default: "
+                "all)"),
         CLI_U32("--reps", "N", o.reps, 1, 10000, "timed repetitions per row, median (default 5)"),
         CLI_U32("--max-len", "L", o.max_len, 128, 1u << 20, "longest sequence (default 1024)"),
         CLI_U32("--threads", "T", o.threads, 1, 4096,
@@ -800,6 +918,8 @@ int main(int argc, char **argv)
     bench_small_ops(&o, ref);
     if (selected(&o, "mha"))
         bench_mha(&o, ref);
+    if (selected(&o, "dtype"))
+        bench_dtypes(&o);
 
     /* The ratios the targets are stated in (docs/PERFORMANCE.md). */
     for (size_t i = 0; i < n_rows; i++) {

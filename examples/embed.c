@@ -240,6 +240,7 @@ typedef struct engine {
     VkDebugUtilsMessengerEXT messenger;
     VkPhysicalDevice phys;
     VkPhysicalDeviceProperties props;
+    bool storage16; /* storageBuffer16BitAccess enabled */
     uint32_t family;
     VkDevice device;
     VkQueue queue;
@@ -308,7 +309,19 @@ static void engine_create(engine *e)
     qi.queueCount = 1;
     qi.pQueuePriorities = &priority;
     const char *dev_exts[] = {VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME};
+    /* 16-bit storage where the device has it (Vulkan 1.1 core, optional); the
+     * engine tells vkmha (vkmha_vulkan_desc.storage_buffer_16bit_access). */
+    VkPhysicalDevice16BitStorageFeatures s16 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                    .pNext = &s16};
+    vkGetPhysicalDeviceFeatures2(e->phys, &f2);
+    e->storage16 = s16.storageBuffer16BitAccess;
+    VkPhysicalDevice16BitStorageFeatures s16_on = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES,
+        .storageBuffer16BitAccess = e->storage16};
     VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+    di.pNext = &s16_on;
     di.queueCreateInfoCount = 1;
     di.pQueueCreateInfos = &qi;
     di.enabledExtensionCount = 1;
@@ -493,6 +506,7 @@ int main(void)
     vd.instance_api_version = VK_API_VERSION_1_1;
     vd.enabled_device_extensions = dev_exts;
     vd.enabled_device_extension_count = 1;
+    vd.storage_buffer_16bit_access = e.storage16;
     vd.allocation_callbacks = &callbacks;
     vd.queue_lock = queue_lock;
     vd.queue_unlock = queue_unlock;
@@ -506,6 +520,33 @@ int main(void)
     VKMHA_CHECK(vkmha_context_get_info(ctx, &info));
     check(info.external_device && info.push_descriptors,
           "vkmha borrows the engine's device (%s) and pushes descriptors", info.device.name);
+    check(info.native_16bit_storage == e.storage16,
+          "vkmha uses 16-bit storage exactly when the engine enabled it (%d)", e.storage16);
+    {
+        /* fp16 on the engine's device: [1 2; 3 4] [5 6; 7 8] = [19 22; 43 50],
+         * exact in fp16 (the bits of each value). */
+        const uint16_t a16[4] = {0x3c00, 0x4000, 0x4200, 0x4400};
+        const uint16_t b16[4] = {0x4500, 0x4600, 0x4700, 0x4800};
+        const uint16_t want16[4] = {0x4cc0, 0x4d80, 0x5160, 0x5240};
+        uint16_t got16[4] = {0};
+        const vkmha_tensor_desc td = {VKMHA_DTYPE_F16, 2, {2, 2}};
+        vkmha_tensor *ta = NULL, *tb = NULL, *tc = NULL;
+        vkmha_matmul_desc mm = {0};
+        mm.m = mm.n = mm.k = 2;
+        VKMHA_CHECK(vkmha_tensor_create(ctx, &td, &ta));
+        VKMHA_CHECK(vkmha_tensor_create(ctx, &td, &tb));
+        VKMHA_CHECK(vkmha_tensor_create(ctx, &td, &tc));
+        VKMHA_CHECK(vkmha_tensor_upload(ta, 0, a16, sizeof a16));
+        VKMHA_CHECK(vkmha_tensor_upload(tb, 0, b16, sizeof b16));
+        VKMHA_CHECK(vkmha_matmul_tensor(ctx, &mm, ta, tb, NULL, tc));
+        VKMHA_CHECK(vkmha_tensor_download(tc, 0, got16, sizeof got16));
+        check(memcmp(got16, want16, sizeof got16) == 0,
+              "an fp16 matmul on the engine's device (%s 16-bit storage)",
+              info.native_16bit_storage ? "native" : "packed");
+        vkmha_tensor_destroy(ta);
+        vkmha_tensor_destroy(tb);
+        vkmha_tensor_destroy(tc);
+    }
 
     /* 2. The layer, with its weights uploaded once (vkmha's own submit). */
     uint64_t seed = 42;

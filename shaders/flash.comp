@@ -356,6 +356,12 @@ void main()
             val = acc[s];
         }
         const uint c0 = 4u * c4;
+        // A whole aligned vec4 in one store (16-bit packed data then needs
+        // no atomics), else element by element.
+        if (c0 + 3u < p.d_v && ((base + c0) & 3u) == 0u) {
+            st4_o((base + c0) / 4u, val);
+            continue;
+        }
         st_o(base + c0, val.x);
         if (c0 + 1u < p.d_v)
             st_o(base + c0 + 1u, val.y);

@@ -70,14 +70,14 @@ layout(push_constant) uniform Push {
 // of q, k, v and out starts on a multiple of 4 elements and d_k, d_v are
 // multiples of 4 (else flash.comp or the unfused path), so there is no
 // scalar path and no bounds check.
-layout(binding = 0) uniform samplerBuffer Q4;
-layout(binding = 1) uniform samplerBuffer K4;
-layout(binding = 2) uniform samplerBuffer V4;
+layout(binding = 0) uniform TEXEL_BUFFER Q4;
+layout(binding = 1) uniform TEXEL_BUFFER K4;
+layout(binding = 2) uniform TEXEL_BUFFER V4;
 layout(binding = 3) readonly buffer KeyPadding { uint kp[]; };
 layout(binding = 4) readonly buffer FullMask { uint fm[]; };
 layout(binding = 5) readonly buffer Bias { float bias[]; };
 // Out as vec4s (outputs, partial state), and as floats (the weights).
-// q, k, v: fp32 or fp16 texel views; out (outputs, partial state, weights)
+// q, k, v: texel views (fp32; 16-bit in the TEXEL_U16 variant); out (outputs, partial state, weights)
 // of any float dtype (shaders/typed.glsl; partial state always fp32).
 TYPED_IO(6, 6, o)
 layout(binding = 7) buffer Stats { float ml[]; };
@@ -135,7 +135,7 @@ void main()
         l[u] = resume ? ml[2u * sidx + 1u] : 0.0;
         const uint qrow = q_base + (i0 + r[u]) * q_ld;
         [[unroll]] for (uint c4 = 0u; c4 < D4; c4++) {
-            qv[u * D4 + c4] = c4 < dk4 ? texelFetch(Q4, int(qrow + c4)) : vec4(0.0);
+            qv[u * D4 + c4] = c4 < dk4 ? TEXEL_FETCH(Q4, qrow + c4, 0u) : vec4(0.0);
             acc[u * D4 + c4] = resume && c4 < dv4 ? ld4_o(sidx * dv4 + c4) : vec4(0.0);
         }
     }
@@ -151,7 +151,7 @@ void main()
                 sacc[u] = 0.0;
             [[unroll]] for (uint c4 = 0u; c4 < D4; c4++) {
                 if (c4 < dk4) {
-                    const vec4 kv = texelFetch(K4, int(krow + c4));
+                    const vec4 kv = TEXEL_FETCH(K4, krow + c4, 1u);
                     [[unroll]] for (uint u = 0u; u < TM; u++)
                         sacc[u] = fma(qv[u * D4 + c4].w, kv.w,
                                       fma(qv[u * D4 + c4].z, kv.z,
@@ -210,7 +210,7 @@ void main()
             const uint vrow = v_base + min(j0 + kk, j_end - 1u) * v_ld; // past j_end: p = 0
             [[unroll]] for (uint c4 = 0u; c4 < D4; c4++) {
                 if (c4 < dv4) {
-                    const vec4 vv = texelFetch(V4, int(vrow + c4));
+                    const vec4 vv = TEXEL_FETCH(V4, vrow + c4, 2u);
                     [[unroll]] for (uint u = 0u; u < TM; u++)
                         acc[u * D4 + c4] += s[u * BK + kk] * vv;
                 }

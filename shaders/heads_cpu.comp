@@ -31,7 +31,7 @@ layout(push_constant) uniform Push {
 
 TYPED_IN(0, 0, x)
 TYPED_OUT(1, 1, y)
-layout(binding = 2) uniform samplerBuffer x_t; // x's fp32 or fp16 vec4 view
+layout(binding = 2) uniform TEXEL_BUFFER x_t; // x's vec4 view (shaders/typed.glsl)
 
 void main()
 {
@@ -50,7 +50,7 @@ void main()
         const uint n4 = p.head_dim >> 2;
         if (p.texel != 0u) {
             for (uint c = 0; c < n4; c++)
-                st4_y(r * n4 + c, texelFetch(x_t, int(src * n4 + c)));
+                st4_y(r * n4 + c, TEXEL_FETCH(x_t, src * n4 + c, 0u));
         } else {
             for (uint c = 0; c < n4; c++)
                 st4_y(r * n4 + c, ld4_x(src * n4 + c));

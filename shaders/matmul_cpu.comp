@@ -49,19 +49,19 @@ const uint FLAG_TRANS_B = 1u;
 const uint FLAG_BIAS = 2u;
 
 // A and B twice: as vec4 texel buffers (a CPU driver fetches a texel for all
-// lanes at once, without the per-lane loop of a storage-buffer read; fp32 and
-// fp16 have texel formats, so VEC is fp32 or fp16 only) and as storage
+// lanes at once, without the per-lane loop of a storage-buffer read; 16-bit
+// data through the TEXEL_U16 variant, shaders/typed.glsl) and as storage
 // buffers of any float dtype for the scalar path (shaders/typed.glsl; the
 // dtype slots are the host's buffer indices: A and B are 0 and 1).
-layout(binding = 0) uniform samplerBuffer A4;
-layout(binding = 1) uniform samplerBuffer B4;
+layout(binding = 0) uniform TEXEL_BUFFER A4;
+layout(binding = 1) uniform TEXEL_BUFFER B4;
 TYPED_IN(2, 2, bias) // [N]
 TYPED_OUT(3, 3, c)
 TYPED_IN(4, 0, a)
 TYPED_IN(5, 1, b)
 
-vec4 a4(uint i) { return texelFetch(A4, int(i)); }
-vec4 b4(uint i) { return texelFetch(B4, int(i)); }
+vec4 a4(uint i) { return TEXEL_FETCH(A4, i, 0u); }
+vec4 b4(uint i) { return TEXEL_FETCH(B4, i, 1u); }
 
 // The TN vec4s of B that a step of 4 along K needs (the same for every
 // invocation of the workgroup):
@@ -164,11 +164,24 @@ void main()
         const uint r = row0 + t * WG;
         if (r >= p.M)
             continue;
+        const uint c_row = offc + r * p.ldc + col0;
+        // Whole aligned vec4s where the row allows (one store of 4 outputs,
+        // 16 or 8 bytes), else element by element.
+        if (TN % 4u == 0u && (c_row & 3u) == 0u && col0 + TN <= p.N) {
+            for (uint q = 0u; q < TN / 4u; q++) {
+                vec4 v = p.alpha * vec4(acc[t * TN + 4u * q], acc[t * TN + 4u * q + 1u],
+                                        acc[t * TN + 4u * q + 2u], acc[t * TN + 4u * q + 3u]);
+                if (has_bias)
+                    v += vec4(ld_bias(col0 + 4u * q), ld_bias(col0 + 4u * q + 1u),
+                              ld_bias(col0 + 4u * q + 2u), ld_bias(col0 + 4u * q + 3u));
+                st4_c(c_row / 4u + q, v);
+            }
+            continue;
+        }
         for (uint j = 0u; j < TN; j++) {
             const uint col = col0 + j;
             if (col < p.N)
-                st_c(offc + r * p.ldc + col,
-                     p.alpha * acc[t * TN + j] + (has_bias ? ld_bias(col) : 0.0));
+                st_c(c_row + j, p.alpha * acc[t * TN + j] + (has_bias ? ld_bias(col) : 0.0));
         }
     }
 }

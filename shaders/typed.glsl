@@ -43,96 +43,128 @@ uint dt_encode(uint dt, float v)
     return dt == DT_F16 ? f32_to_f16_bits(v) : f32_to_bf16_bits(v);
 }
 
+// The 16-bit half of a binding, per build variant: declarations, and
+// ld16 / ld16x4 / st16 / st16x4 for dtype dt (F16 or BF16).
 #if NATIVE16
 
-#define TYPED_DECL_(B, NAME, Q)                                                    \
-    layout(binding = B) Q buffer NAME##_F32 { float NAME##_f[]; };                 \
-    layout(binding = B) Q buffer NAME##_F32x4 { vec4 NAME##_f4[]; };               \
+#define TYPED_DECL16_(B, NAME, Q)                                                  \
     layout(binding = B) Q buffer NAME##_F16 { float16_t NAME##_h[]; };             \
     layout(binding = B) Q buffer NAME##_F16x4 { f16vec4 NAME##_h4[]; };            \
     layout(binding = B) Q buffer NAME##_U16 { uint16_t NAME##_s[]; };              \
     layout(binding = B) Q buffer NAME##_U16x4 { u16vec4 NAME##_s4[]; };
 
-#define TYPED_LD_(S, NAME)                                                         \
-    float ld_##NAME(uint i)                                                        \
+#define TYPED_LD16_(NAME)                                                          \
+    float ld16_##NAME(uint dt, uint i)                                             \
     {                                                                              \
-        if (DTYPE(S) == DT_F32)                                                    \
-            return NAME##_f[i];                                                    \
-        if (DTYPE(S) == DT_F16)                                                    \
-            return float(NAME##_h[i]);                                             \
-        return bf16_bits_to_f32(uint(NAME##_s[i]));                                \
+        return dt == DT_F16 ? float(NAME##_h[i]) : bf16_bits_to_f32(uint(NAME##_s[i])); \
     }                                                                              \
-    vec4 ld4_##NAME(uint i4)                                                       \
+    vec4 ld16x4_##NAME(uint dt, uint i4)                                           \
     {                                                                              \
-        if (DTYPE(S) == DT_F32)                                                    \
-            return NAME##_f4[i4];                                                  \
-        if (DTYPE(S) == DT_F16)                                                    \
-            return vec4(NAME##_h4[i4]);                                            \
-        return uintBitsToFloat(uvec4(NAME##_s4[i4]) << 16);                        \
+        return dt == DT_F16 ? vec4(NAME##_h4[i4])                                  \
+                            : uintBitsToFloat(uvec4(NAME##_s4[i4]) << 16);         \
     }
 
-#define TYPED_ST_(S, NAME)                                                         \
-    void st_##NAME(uint i, float v)                                                \
+#define TYPED_ST16_(NAME)                                                          \
+    void st16_##NAME(uint dt, uint i, float v)                                     \
     {                                                                              \
-        if (DTYPE(S) == DT_F32)                                                    \
-            NAME##_f[i] = v;                                                       \
-        else                                                                       \
-            NAME##_s[i] = uint16_t(dt_encode(DTYPE(S), v));                        \
+        NAME##_s[i] = uint16_t(dt_encode(dt, v));                                  \
     }                                                                              \
-    void st4_##NAME(uint i4, vec4 v)                                               \
+    void st16x4_##NAME(uint dt, uint i4, vec4 v)                                   \
     {                                                                              \
-        if (DTYPE(S) == DT_F32)                                                    \
-            NAME##_f4[i4] = v;                                                     \
-        else                                                                       \
-            NAME##_s4[i4] = u16vec4(uvec4(dt_encode(DTYPE(S), v.x), dt_encode(DTYPE(S), v.y), \
-                                          dt_encode(DTYPE(S), v.z), dt_encode(DTYPE(S), v.w))); \
+        NAME##_s4[i4] = u16vec4(uvec4(dt_encode(dt, v.x), dt_encode(dt, v.y),      \
+                                      dt_encode(dt, v.z), dt_encode(dt, v.w)));    \
     }
 
 #else
 
-#define TYPED_DECL_(B, NAME, Q)                                                    \
-    layout(binding = B) Q buffer NAME##_F32 { float NAME##_f[]; };                 \
-    layout(binding = B) Q buffer NAME##_F32x4 { vec4 NAME##_f4[]; };               \
+#define TYPED_DECL16_(B, NAME, Q)                                                  \
     layout(binding = B) Q buffer NAME##_U32 { uint NAME##_u[]; };                  \
     layout(binding = B) Q buffer NAME##_U32x2 { uvec2 NAME##_u2[]; };
 
+#define TYPED_LD16_(NAME)                                                          \
+    float ld16_##NAME(uint dt, uint i)                                             \
+    {                                                                              \
+        const uint w = NAME##_u[i >> 1];                                           \
+        return dt_decode(dt, (i & 1u) != 0u ? w >> 16 : w & 0xffffu);              \
+    }                                                                              \
+    vec4 ld16x4_##NAME(uint dt, uint i4)                                           \
+    {                                                                              \
+        const uvec2 w = NAME##_u2[i4];                                             \
+        return vec4(dt_decode(dt, w.x & 0xffffu), dt_decode(dt, w.x >> 16),        \
+                    dt_decode(dt, w.y & 0xffffu), dt_decode(dt, w.y >> 16));       \
+    }
+
+#define TYPED_ST16_(NAME)                                                          \
+    void st16_##NAME(uint dt, uint i, float v)                                     \
+    {                                                                              \
+        const uint sh = (i & 1u) * 16u;                                            \
+        atomicAnd(NAME##_u[i >> 1], ~(0xffffu << sh));                             \
+        atomicOr(NAME##_u[i >> 1], dt_encode(dt, v) << sh);                        \
+    }                                                                              \
+    void st16x4_##NAME(uint dt, uint i4, vec4 v)                                   \
+    {                                                                              \
+        NAME##_u2[i4] = uvec2(dt_encode(dt, v.x) | (dt_encode(dt, v.y) << 16),     \
+                              dt_encode(dt, v.z) | (dt_encode(dt, v.w) << 16));    \
+    }
+
+#endif
+
+// Both variants: fp32 as float / vec4, 16-bit through the functions above;
+// DTYPE(S) is a specialization constant, so only one branch survives.
+#define TYPED_DECL_(B, NAME, Q)                                                    \
+    layout(binding = B) Q buffer NAME##_F32 { float NAME##_f[]; };                 \
+    layout(binding = B) Q buffer NAME##_F32x4 { vec4 NAME##_f4[]; };               \
+    TYPED_DECL16_(B, NAME, Q)
+
 #define TYPED_LD_(S, NAME)                                                         \
+    TYPED_LD16_(NAME)                                                              \
     float ld_##NAME(uint i)                                                        \
     {                                                                              \
-        if (DTYPE(S) == DT_F32)                                                    \
-            return NAME##_f[i];                                                    \
-        const uint w = NAME##_u[i >> 1];                                           \
-        return dt_decode(DTYPE(S), (i & 1u) != 0u ? w >> 16 : w & 0xffffu);        \
+        return DTYPE(S) == DT_F32 ? NAME##_f[i] : ld16_##NAME(DTYPE(S), i);        \
     }                                                                              \
     vec4 ld4_##NAME(uint i4)                                                       \
     {                                                                              \
-        if (DTYPE(S) == DT_F32)                                                    \
-            return NAME##_f4[i4];                                                  \
-        const uvec2 w = NAME##_u2[i4];                                             \
-        return vec4(dt_decode(DTYPE(S), w.x & 0xffffu), dt_decode(DTYPE(S), w.x >> 16), \
-                    dt_decode(DTYPE(S), w.y & 0xffffu), dt_decode(DTYPE(S), w.y >> 16)); \
+        return DTYPE(S) == DT_F32 ? NAME##_f4[i4] : ld16x4_##NAME(DTYPE(S), i4);   \
     }
 
 #define TYPED_ST_(S, NAME)                                                         \
+    TYPED_ST16_(NAME)                                                              \
     void st_##NAME(uint i, float v)                                                \
     {                                                                              \
-        if (DTYPE(S) == DT_F32) {                                                  \
+        if (DTYPE(S) == DT_F32)                                                    \
             NAME##_f[i] = v;                                                       \
-        } else {                                                                   \
-            const uint sh = (i & 1u) * 16u;                                        \
-            atomicAnd(NAME##_u[i >> 1], ~(0xffffu << sh));                         \
-            atomicOr(NAME##_u[i >> 1], dt_encode(DTYPE(S), v) << sh);              \
-        }                                                                          \
+        else                                                                       \
+            st16_##NAME(DTYPE(S), i, v);                                           \
     }                                                                              \
     void st4_##NAME(uint i4, vec4 v)                                               \
     {                                                                              \
         if (DTYPE(S) == DT_F32)                                                    \
             NAME##_f4[i4] = v;                                                     \
         else                                                                       \
-            NAME##_u2[i4] = uvec2(dt_encode(DTYPE(S), v.x) | (dt_encode(DTYPE(S), v.y) << 16), \
-                                  dt_encode(DTYPE(S), v.z) | (dt_encode(DTYPE(S), v.w) << 16)); \
+            st16x4_##NAME(DTYPE(S), i4, v);                                        \
     }
 
+// Texel bindings of the CPU-shaped kernels: 4 elements per texel, read as
+// one load for all SIMD lanes. fp32 data through R32G32B32A32_SFLOAT views
+// (samplerBuffer). 16-bit data (fp16 or bf16, of dtype slot S) in the
+// TEXEL_U16 build variant: usamplerBuffer over R32G32_UINT views (two plain
+// words per texel: on lavapipe a 16-bit texel format costs a per-element
+// conversion in the fetch), widened here: fp16 with unpackHalf2x16, bf16 by
+// shifts. (Other shaders read fp16 texels through R16G16B16A16_SFLOAT
+// views.) Declare with `uniform TEXEL_BUFFER name;`, read with
+// TEXEL_FETCH(name, index, S).
+#if defined(TEXEL_U16) && TEXEL_U16
+#define TEXEL_BUFFER usamplerBuffer
+#define TEXEL_FETCH(t, i, S) texel16(texelFetch(t, int(i)).xy, DTYPE(S))
+vec4 texel16(uvec2 w, uint dt)
+{
+    if (dt == DT_F16)
+        return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+    return uintBitsToFloat(uvec4(w.x << 16, w.x & 0xffff0000u, w.y << 16, w.y & 0xffff0000u));
+}
+#else
+#define TEXEL_BUFFER samplerBuffer
+#define TEXEL_FETCH(t, i, S) texelFetch(t, int(i))
 #endif
 
 #define TYPED_IN(B, S, NAME) TYPED_DECL_(B, NAME, readonly) TYPED_LD_(S, NAME)

@@ -129,6 +129,10 @@ bool vkmha__mul_u64(uint64_t a, uint64_t b, uint64_t *out);
 /* The system's text for errno value err, in buf (thread-safe). */
 const char *vkmha__error_text(int err, char *buf, size_t cap);
 
+/* src/mha.c: vkmha_mha_create without starting a public call (messages
+ * name ctx->call: the loader's, for vkmha_mha_create_from_safetensors). */
+vkmha_status vkmha__mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc, vkmha_mha **out);
+
 /* src/check.c: argument checking shared by both backends. Each returns
  * VKMHA_SUCCESS and a resolved shape, or VKMHA_ERROR_INVALID_ARGUMENT with a
  * message naming the argument (prefixed by the public function's name). */

@@ -64,7 +64,7 @@ static void weight_sizes(const vkmha_mha_desc *d, uint64_t n[WEIGHT_COUNT])
 static vkmha_status check_desc(vkmha_context *ctx, const vkmha_mha_desc *in,
                                vkmha_mha_desc *d)
 {
-    const char *fn = "vkmha_mha_create";
+    const char *fn = ctx->call; /* vkmha_mha_create or the loader that calls it */
     if (!in)
         return vkmha__fail(ctx, INVALID, "%s: desc is NULL", fn);
     *d = *in;
@@ -229,7 +229,7 @@ static vkmha_status upload_weights(vkmha_mha *mha, const void *src[WEIGHT_COUNT]
         if (!tmp) {
             vk_call_abort(vk);
             return vkmha__fail(mha->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                               "vkmha_mha_create: out of host memory");
+                               "%s: out of host memory", mha->ctx->call);
         }
         convert(dt[i], src[i], sd, tmp, n[i]);
         vk_upload(vk, &mha->dev[i], 0, tmp, n[i] * es);
@@ -249,7 +249,7 @@ static vkmha_status copy_weights(vkmha_mha *mha, const void *src[WEIGHT_COUNT],
         /* Room for the stored values ahead of their fp32 widening. */
         if (!(mha->host[i] = vkmha__alloc(mha->ctx, (size_t)n[i] * sizeof(float))))
             return vkmha__fail(mha->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                               "vkmha_mha_create: out of host memory");
+                               "%s: out of host memory", mha->ctx->call);
         convert(dt[i], src[i], sd, mha->host[i], n[i]);
         if (sd != VKMHA_DTYPE_F32) /* widen in place, from the back */
             for (uint64_t j = n[i]; j-- > 0;)
@@ -258,31 +258,26 @@ static vkmha_status copy_weights(vkmha_mha *mha, const void *src[WEIGHT_COUNT],
     return VKMHA_SUCCESS;
 }
 
-VKMHA_API vkmha_status vkmha_mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc,
-                                        vkmha_mha **out)
+vkmha_status vkmha__mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc, vkmha_mha **out)
 {
     vkmha_status st;
     uint64_t n[WEIGHT_COUNT];
     const void *src[WEIGHT_COUNT];
     uint32_t dt[WEIGHT_COUNT];
     float *ones = NULL;
-    if (out)
-        *out = NULL;
-    if (!ctx)
-        return VKMHA_ERROR_INVALID_ARGUMENT;
-    vkmha__begin_call(ctx, "vkmha_mha_create");
     if (!out)
-        return vkmha__fail(ctx, INVALID, "vkmha_mha_create: out is NULL");
+        return vkmha__fail(ctx, INVALID, "%s: out is NULL", ctx->call);
+    *out = NULL;
     vkmha_mha *mha = vkmha__calloc(ctx, 1, sizeof *mha);
     if (!mha)
         return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                           "vkmha_mha_create: out of host memory");
+                           "%s: out of host memory", ctx->call);
     mha->ctx = ctx;
     if ((st = check_desc(ctx, desc, &mha->d)))
         goto fail;
     weight_sizes(&mha->d, n);
     if ((st = gather_weights(ctx, &mha->d, n, src, dt, &ones))) {
-        vkmha__fail(ctx, st, "vkmha_mha_create: out of host memory");
+        vkmha__fail(ctx, st, "%s: out of host memory", ctx->call);
         goto fail;
     }
     if ((st = ctx->vk ? upload_weights(mha, src, dt, n) : copy_weights(mha, src, dt, n)))
@@ -298,6 +293,17 @@ fail:
     vkmha__free(ctx, ones);
     vkmha_mha_destroy(mha);
     return st;
+}
+
+VKMHA_API vkmha_status vkmha_mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc,
+                                        vkmha_mha **out)
+{
+    if (out)
+        *out = NULL;
+    if (!ctx)
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    vkmha__begin_call(ctx, "vkmha_mha_create");
+    return vkmha__mha_create(ctx, desc, out);
 }
 
 VKMHA_API vkmha_status vkmha_mha_get_desc(const vkmha_mha *mha, vkmha_mha_desc *out)
@@ -393,8 +399,9 @@ static vkmha_status check_args(vkmha_mha *mha, const fwd_args *io, fwd *f)
     if (!ctx->tensor_call &&
         vkmha__overlap(io->out, f->n_out * es, io->attn_weights, f->n_weights * es))
         return vkmha__fail(ctx, INVALID, "%s: io->attn_weights overlaps io->out", fn);
-    f->as = (attn_shape){f->B, d->n_head, d->n_kv_head, f->Lq, f->Lk, d->d_k, d->d_v,
-                         d->scale, 0, 0, f->ad};
+    f->as = (attn_shape){.batch = f->B, .heads = d->n_head, .kv_heads = d->n_kv_head,
+                         .len_q = f->Lq, .len_k = f->Lk, .d_k = d->d_k, .d_v = d->d_v,
+                         .scale = d->scale, .dtype = f->ad};
     return vkmha__check_path(ctx, fn, "io->attention_path", "io->kv_splits",
                              io->attention_path, io->kv_splits, &f->as);
 }
@@ -405,9 +412,10 @@ static vkmha_status check_io(vkmha_mha *mha, const vkmha_mha_io *io, fwd *f)
     vkmha_status st;
     if (!io)
         return vkmha__fail(ctx, INVALID, "%s: io is NULL", ctx->call);
-    const fwd_args a = {io->batch, io->len_q, io->len_k, io->query, io->key, io->value,
-                        io->out, io->attn_weights, io->attention_path, io->kv_splits,
-                        io->dtype};
+    const fwd_args a = {.batch = io->batch, .len_q = io->len_q, .len_k = io->len_k,
+                        .query = io->query, .key = io->key, .value = io->value, .out = io->out,
+                        .attn_weights = io->attn_weights, .attention_path = io->attention_path,
+                        .kv_splits = io->kv_splits, .dtype = io->dtype};
     if ((st = check_args(mha, &a, f)))
         return st;
     return vkmha__check_mask(ctx, ctx->call, io->mask, f->B, mha->d.n_head, f->Lq, f->Lk,
@@ -417,8 +425,8 @@ static vkmha_status check_io(vkmha_mha *mha, const vkmha_mha_io *io, fwd *f)
 /* A projection y [rows][out] = x [rows][in] W^T + b as a resolved matmul. */
 static mm_shape projection(uint32_t rows, uint32_t out, uint32_t in)
 {
-    mm_shape s = {1, rows, out, in, in, in, out, true, 1.0f, 0, 0, 0, 0, 0, 0, 0};
-    return s;
+    return (mm_shape){.batch = 1, .m = rows, .n = out, .k = in, .lda = in, .ldb = in,
+                      .ldc = out, .trans_b = true, .alpha = 1.0f};
 }
 
 /* Rounds fp32 values to a dtype's (as the device stores an activation). */
@@ -524,10 +532,9 @@ static vk_matmul_args projection_args(const vk_buffer *x, const vk_buffer *w,
                                       const vk_buffer *b, vk_buffer *y, uint32_t rows,
                                       uint32_t out, uint32_t in, uint32_t ad, uint32_t sd)
 {
-    vk_matmul_args a = {x, w, b->buf ? b : NULL, y, rows, out, in,
-                        in, in, out, true, 1.0f, 1, 1, 1, 0, 0, 0, 0, 0, 0,
-                        VK_DT(0, ad) | VK_DT(1, sd) | VK_DT(2, sd) | VK_DT(3, ad)};
-    return a;
+    const mm_shape s = projection(rows, out, in);
+    return vk_matmul_args_of(&s, x, w, b->buf ? b : NULL, y,
+                             VK_DT(0, ad) | VK_DT(1, sd) | VK_DT(2, sd) | VK_DT(3, ad));
 }
 
 /* The buffers of one Vulkan forward: inputs, masks, output, weights (the
@@ -629,6 +636,21 @@ static vkmha_status record_forward(vkmha_mha *mha, const fwd *f, vk_attn_plan *p
     return VKMHA_SUCCESS;
 }
 
+/* The forward on host arrays: vk_run_host's record step. */
+typedef struct forward_op {
+    vkmha_mha *mha;
+    const fwd *f;
+    vk_attn_plan *plan;
+    const fwd_bufs *b;
+} forward_op;
+
+static vkmha_status record_op(vk_state *vk, const void *arg)
+{
+    const forward_op *o = arg;
+    (void)vk;
+    return record_forward(o->mha, o->f, o->plan, o->b);
+}
+
 static vkmha_status forward_vulkan(vkmha_mha *mha, const vkmha_mha_io *io, const fwd *f)
 {
     vk_state *vk = mha->ctx->vk;
@@ -640,8 +662,6 @@ static vkmha_status forward_vulkan(vkmha_mha *mha, const vkmha_mha_io *io, const
     for (int i = 1; i < 3; i++)
         in_slot[i] = input_slot(ins[i], in_n[i], ins, in_n, in_slot, i, in_slot[i]);
 
-    uint64_t up = 0,
-             down = f->n_out * es + 16 + (io->attn_weights ? f->n_weights * es + 16 : 0);
     /* Sizes first, so that a message names the caller's tensor. */
     const uint64_t io_n[5] = {f->n_query, f->n_key, f->n_value, f->n_out,
                               io->attn_weights ? f->n_weights : 0};
@@ -653,7 +673,6 @@ static vkmha_status forward_vulkan(vkmha_mha *mha, const vkmha_mha_io *io, const
             continue;
         if ((st = vk_slot_ensure(vk, in_slot[i], in_n[i] * es)))
             return st;
-        up += in_n[i] * es + 16;
     }
     /* 16-bit weights are written in SLOT_WEIGHTS, as into a weights tensor. */
     vk_buffer *wbuf = io->attn_weights && f->ad != VKMHA_DTYPE_F32 ? &vk->slots[SLOT_WEIGHTS]
@@ -661,30 +680,22 @@ static vkmha_status forward_vulkan(vkmha_mha *mha, const vkmha_mha_io *io, const
     vk_attn_plan plan;
     if ((wbuf && (st = vk_slot_ensure(vk, SLOT_WEIGHTS, f->n_weights * es))) ||
         (st = prepare_vulkan(mha, f, io->attn_weights != NULL, wbuf, &plan)) ||
-        (st = vk_slot_ensure(vk, SLOT_OUT, f->n_out * es)) ||
-        (st = vk_mask_ensure(vk, &f->mask, f->B, f->Lq, f->Lk, &up)) ||
-        (st = vk_call_begin(vk, up, down)))
+        (st = vk_slot_ensure(vk, SLOT_OUT, f->n_out * es)))
         return st;
-
-    for (int i = 0; i < 3; i++)
-        if (in_slot[i] == (vk_slot)(SLOT_Q_IN + i))
-            vk_upload(vk, &vk->slots[in_slot[i]], 0, ins[i], in_n[i] * es);
-    vk_mask_upload(vk, &f->mask, f->B, f->Lq, f->Lk);
-    vk_barrier(vk);
-
-    fwd_bufs b = {&vk->slots[in_slot[0]], &vk->slots[in_slot[1]], &vk->slots[in_slot[2]],
-                  {NULL, NULL, NULL}, &vk->slots[SLOT_OUT], wbuf};
+    fwd_bufs b = {.query = &vk->slots[in_slot[0]], .key = &vk->slots[in_slot[1]],
+                  .value = &vk->slots[in_slot[2]], .out = &vk->slots[SLOT_OUT],
+                  .weights = wbuf};
     vk_mask_slots(vk, b.masks);
-    if ((st = record_forward(mha, f, &plan, &b))) {
-        vk_call_abort(vk);
-        return st;
-    }
-    vk_download(vk, &vk->slots[SLOT_OUT], io->out, f->n_out * es, 1, f->n_out * es, 1,
-                f->n_out * es);
-    if (io->attn_weights)
-        vk_download(vk, plan.scores, io->attn_weights, f->n_weights * es, 1,
-                    f->n_weights * es, 1, f->n_weights * es);
-    return vk_call_submit(vk);
+    const forward_op op = {mha, f, &plan, &b};
+    const size_t no = (size_t)(f->n_out * es), nw = (size_t)(f->n_weights * es);
+    vk_host_call call = {.mask = &f->mask, .batch = f->B, .len_q = f->Lq, .len_k = f->Lk,
+                         .down = {{&vk->slots[SLOT_OUT], io->out, no, 1, no, 1, no},
+                                  {plan.scores, io->attn_weights, nw, 1, nw, 1, nw}},
+                         .record = record_op, .arg = &op};
+    for (int i = 0; i < 3; i++)
+        if (in_slot[i] == (vk_slot)(SLOT_Q_IN + i)) /* not an earlier input's */
+            call.up[i] = (vk_host_upload){&vk->slots[in_slot[i]], ins[i], in_n[i] * es};
+    return vk_run_host(vk, &call);
 }
 
 VKMHA_API vkmha_status vkmha_mha_forward(vkmha_mha *mha, const vkmha_mha_io *io)
@@ -733,9 +744,11 @@ static vkmha_status forward_tensors(vkmha_mha *mha, vk_mode mode, VkCommandBuffe
     if (io->query && (st = vkmha__tensor_arg(ctx, names[0], t[0], false, 0, &host[0], &buf[0],
                                              &dt[0])))
         return st;
-    const fwd_args a = {io->batch, io->len_q, io->len_k, io->query, io->key, io->value,
-                        io->out, io->attn_weights, io->attention_path, io->kv_splits,
-                        io->query ? dt[0] : VKMHA_DTYPE_F32};
+    const fwd_args a = {.batch = io->batch, .len_q = io->len_q, .len_k = io->len_k,
+                        .query = io->query, .key = io->key, .value = io->value, .out = io->out,
+                        .attn_weights = io->attn_weights, .attention_path = io->attention_path,
+                        .kv_splits = io->kv_splits,
+                        .dtype = io->query ? dt[0] : VKMHA_DTYPE_F32};
     if ((st = check_args(mha, &a, &f)))
         return st;
     const uint64_t n[5] = {f.n_query, f.n_key, f.n_value, f.n_out, f.n_weights};
@@ -754,14 +767,18 @@ static vkmha_status forward_tensors(vkmha_mha *mha, vk_mode mode, VkCommandBuffe
             if (t[o] && vkmha__tensors_overlap(t[o], t[i]))
                 return vkmha__fail(ctx, INVALID, "%s: %s shares memory with %s", ctx->call,
                                    names[o], names[i]);
-    fwd_bufs b = {buf[0], buf[1], buf[2], {NULL, NULL, NULL}, buf[3], buf[4]};
+    fwd_bufs b = {.query = buf[0], .key = buf[1], .value = buf[2], .out = buf[3],
+                  .weights = buf[4]};
     if ((st = vkmha__tensor_mask(ctx, io->mask, f.B, mha->d.n_head, f.Lq, f.Lk, &f.mask,
                                  b.masks)))
         return st;
     if (!ctx->vk) {
-        const vkmha_mha_io hio = {io->batch, io->len_q, io->len_k, host[0], host[1], host[2],
-                                  NULL, (void *)(uintptr_t)host[3], (void *)(uintptr_t)host[4],
-                                  io->attention_path, io->kv_splits, f.ad};
+        const vkmha_mha_io hio = {.batch = io->batch, .len_q = io->len_q, .len_k = io->len_k,
+                                  .query = host[0], .key = host[1], .value = host[2],
+                                  .out = (void *)(uintptr_t)host[3],
+                                  .attn_weights = (void *)(uintptr_t)host[4],
+                                  .attention_path = io->attention_path,
+                                  .kv_splits = io->kv_splits, .dtype = f.ad};
         if ((st = forward_reference(mha, &hio, &f)))
             return st;
         if (mode == MODE_SUBMIT && !(*sub = vk_submission_done(ctx)))
@@ -773,20 +790,9 @@ static vkmha_status forward_tensors(vkmha_mha *mha, vk_mode mode, VkCommandBuffe
     vk_attn_plan plan;
     if ((st = prepare_vulkan(mha, &f, b.weights != NULL, b.weights, &plan)))
         return st;
-    st = mode == MODE_SYNC     ? vk_call_begin(vk, 0, 0)
-         : mode == MODE_RECORD ? vk_record_begin(vk, cmd)
-                               : vk_submit_begin(vk, sub);
-    if (st)
+    if ((st = vk_exec_begin(vk, mode, cmd, sub)))
         return st;
-    if ((st = record_forward(mha, &f, &plan, &b))) {
-        vk_call_abort(vk);
-        if (sub)
-            *sub = NULL;
-        return st;
-    }
-    if ((st = vk_call_end(vk)) && sub)
-        *sub = NULL;
-    return st;
+    return vk_exec_end(vk, record_forward(mha, &f, &plan, &b), sub);
 }
 
 VKMHA_API vkmha_status vkmha_mha_forward_tensor(vkmha_mha *mha, const vkmha_mha_tensors *io)

@@ -1,7 +1,7 @@
 /* vkmha_mha_create_from_safetensors: maps the file, lets the parser
  * (src/safetensors_format.c, no Vulkan) validate it and find the layer's
  * tensors, converts F16 / BF16 (and unaligned F32) tensors to fp32, and
- * creates the layer with vkmha_mha_create, which copies the weights to the
+ * creates the layer as vkmha_mha_create does, which copies the weights to the
  * device. Aligned F32 tensors go from the mapping to the device directly. */
 #include "internal.h"
 #include "safetensors_format.h"
@@ -169,7 +169,12 @@ VKMHA_API vkmha_status vkmha_mha_create_from_safetensors(vkmha_context *ctx,
     md.norm_gamma = w[ST_GAMMA];
     md.norm_beta = w[ST_BETA];
     md.norm_eps = desc->norm_eps;
-    st = vkmha_mha_create(ctx, &md, out);
+    /* The fp32 values (exact for F16 and BF16 tensors) are rounded to the
+     * storage dtype by the layer: a tensor stored in its own 16-bit dtype
+     * keeps its bits. */
+    md.weight_dtype = VKMHA_DTYPE_F32;
+    md.storage_dtype = desc->storage_dtype;
+    st = vkmha__mha_create(ctx, &md, out); /* messages keep this function's name */
 done:
     for (int i = 0; i < ST_WEIGHT_COUNT; i++)
         vkmha__free(ctx, converted[i]);

@@ -384,7 +384,7 @@ static vkmha_status resolve_mask(vkmha_context *ctx, const vkmha_tensor_mask *tm
  * application's command buffer. */
 static vkmha_status exec_begin(vk_state *vk, VkCommandBuffer cmd)
 {
-    return cmd ? vk_record_begin(vk, cmd) : vk_call_begin(vk, 0, 0);
+    return vk_exec_begin(vk, cmd ? MODE_RECORD : MODE_SYNC, cmd, NULL);
 }
 
 /* Starts a public tensor call: fn is vkmha_<op>_tensor when cmd is null,
@@ -404,11 +404,7 @@ static vkmha_status tensor_call(vkmha_context *ctx, const char *fn_tensor,
 
 static vkmha_status finish(vk_state *vk, vkmha_status st)
 {
-    if (st) {
-        vk_call_abort(vk);
-        return st;
-    }
-    return vk_call_end(vk);
+    return vk_exec_end(vk, st, NULL);
 }
 
 /* What the shared argument checks see of a tensor: only whether it is
@@ -446,10 +442,9 @@ static vkmha_status matmul_op(vkmha_context *ctx, VkCommandBuffer cmd, bool reco
     vk_state *vk = ctx->vk;
     if ((st = exec_begin(vk, cmd)))
         return st;
-    vk_matmul_args args = {&a->buf, &b->buf, bias ? &bias->buf : NULL, &c->buf, s.m, s.n,
-                           s.k, s.lda, s.ldb, s.ldc, s.trans_b, s.alpha, s.batch, 1, 1,
-                           s.sa, 0, s.sb, 0, s.sc, 0,
-                           VK_DT(0, dt[0]) | VK_DT(1, dt[1]) | VK_DT(2, dt[2]) | VK_DT(3, dt[3])};
+    const vk_matmul_args args = vk_matmul_args_of(
+        &s, &a->buf, &b->buf, bias ? &bias->buf : NULL, &c->buf,
+        VK_DT(0, dt[0]) | VK_DT(1, dt[1]) | VK_DT(2, dt[2]) | VK_DT(3, dt[3]));
     return finish(vk, vk_record_matmul(vk, &vk->op_sites.sites[OPSITE_MATMUL], &args));
 }
 
@@ -482,9 +477,10 @@ static vkmha_status softmax_op(vkmha_context *ctx, VkCommandBuffer cmd, bool rec
     vk_state *vk = ctx->vk;
     if ((st = exec_begin(vk, cmd)))
         return st;
-    vk_softmax_args a = {&y->buf, NULL, NULL, NULL, s.batch, s.heads, s.len_q, s.len_k,
-                         s.scale, NULL, &x->buf,
-                         VK_DT(3, y->desc.dtype) | VK_DT(4, x->desc.dtype)};
+    vk_softmax_args a = {.scores = &y->buf, .batch = s.batch, .heads = s.heads,
+                         .len_q = s.len_q, .len_k = s.len_k, .scale = s.scale,
+                         .input = &x->buf,
+                         .dtypes = VK_DT(3, y->desc.dtype) | VK_DT(4, x->desc.dtype)};
     vk_mask_args(masks, &m, &a);
     return finish(vk, vk_record_softmax(vk, &vk->op_sites.sites[OPSITE_SOFTMAX], &a));
 }

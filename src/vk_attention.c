@@ -11,8 +11,10 @@
  *   instructions and writes exp(score - max) / sum, the very softmax the
  *   output was made with. It reads q, so out must not overwrite q then.
  * unfused: scores = scale * Q K^T (a batched matmul; grouped-query heads
- *   through the matmul's b_div), the masked softmax in place in SLOT_SCORES,
- *   then out = P V. The scores double as the returned weights. */
+ *   through the matmul's b_div), the masked softmax in place, then
+ *   out = P V, all in fp32: in the caller's fp32 weights (which the scores
+ *   then double as), else in SLOT_SCORES, copied into 16-bit weights at the
+ *   end (each output rounded once, as on the fused path). */
 #include "vk_internal.h"
 
 #include <math.h>
@@ -29,13 +31,14 @@ struct flash_push {
     uint32_t kv_first, kv_count, mode;
     uint32_t group_base;
 };
-_Static_assert(sizeof(struct flash_push) <= 128, "push constants must fit 128 bytes");
+VK_PUSH_BLOCK(flash_push);
 
 /* Mirrors shaders/flash_combine.comp. */
 struct combine_push {
     uint32_t rows, len_q, heads, d_v, splits, o_sb, o_sh, o_ld;
     uint32_t group_base;
 };
+VK_PUSH_BLOCK(combine_push);
 
 /* Each split-K range has at least this many key blocks. */
 #define MIN_SPLIT_BLOCKS 4
@@ -52,13 +55,15 @@ enum { MODE_RESUME = 1, MODE_PARTIAL = 2, MODE_WEIGHTS = 4 };
 vk_heads_view vk_view_split(const vk_buffer *buf, uint32_t heads, uint32_t len, uint32_t dim,
                             uint32_t dtype)
 {
-    return (vk_heads_view){buf, (uint64_t)heads * len * dim, (uint64_t)len * dim, dim, dtype};
+    return (vk_heads_view){.buf = buf, .sb = (uint64_t)heads * len * dim,
+                           .sh = (uint64_t)len * dim, .ld = dim, .dtype = dtype};
 }
 
 vk_heads_view vk_view_merged(const vk_buffer *buf, uint32_t heads, uint32_t len, uint32_t dim,
                              uint32_t dtype)
 {
-    return (vk_heads_view){buf, (uint64_t)len * heads * dim, dim, heads * dim, dtype};
+    return (vk_heads_view){.buf = buf, .sb = (uint64_t)len * heads * dim, .sh = dim,
+                           .ld = heads * dim, .dtype = dtype};
 }
 
 static uint64_t div_up(uint64_t a, uint64_t b)
@@ -79,14 +84,16 @@ static uint64_t div_up(uint64_t a, uint64_t b)
 /* shaders/flash_cpu.comp reads q, k and v as vec4 texels and writes out as
  * vec4s: every row must start on a multiple of 4 elements (the head dims
  * then make every stride one: split heads and projections alike), q, k, v
- * need texel views of their dtype over their whole buffer (fp32 or fp16:
- * bf16 has no texel format), out a 16-byte aligned start. */
+ * need texel views of their dtype over their whole buffer (all bf16 or none:
+ * vk_texel_ok), out a 16-byte aligned start. */
 static bool texel_io(const attn_shape *s, const vk_buffer *const qkvo[4], uint32_t dtypes)
 {
     if (s->d_k % 4 || s->d_v % 4)
         return false;
+    if (!vk_texel_ok(qkvo, (const uint32_t[]){0, 1, 2}, 3, dtypes, true))
+        return false;
     for (int i = 0; i < 3; i++)
-        if (!vk_texel_view(qkvo[i], VK_DT_OF(dtypes, i)) || qkvo[i]->offset)
+        if (qkvo[i]->offset)
             return false;
     return !qkvo[3] || qkvo[3]->offset % 16 == 0;
 }
@@ -130,8 +137,9 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     const bool fused = fusable && (s->path == VKMHA_ATTENTION_PATH_FUSED ||
                                    (s->path == VKMHA_ATTENTION_PATH_AUTO &&
                                     !(t_unfused < t_fused)));
-    *plan = (vk_attn_plan){*s, fused, cpu_kernel, weights, cls, 0, 1, s->len_k, s->len_k, 1,
-                           NULL, {NULL, NULL, NULL}, dtypes};
+    *plan = (vk_attn_plan){.s = *s, .fused = fused, .cpu_kernel = cpu_kernel,
+                           .weights = weights, .cls = cls, .splits = 1, .split_len = s->len_k,
+                           .chunk = s->len_k, .chunks = 1, .dtypes = dtypes};
     char model[160] = "";
     if (s->path == VKMHA_ATTENTION_PATH_AUTO && vkmha__log_enabled(vk->ctx, VKMHA_LOG_DEBUG))
         snprintf(model, sizeof model,
@@ -141,6 +149,8 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
 
     vk_mask_slots(vk, plan->masks);
     plan->scores = weights_buf ? weights_buf : &vk->slots[SLOT_SCORES];
+    if (!weights_buf) /* SLOT_SCORES holds fp32, whatever the caller's dtype */
+        plan->dtypes &= ~VK_DT(4, 3);
     /* fp32 scores: in the weights when they are fp32, else in SLOT_SCORES
      * (the unfused path's softmax then writes the weights from there). */
     const bool typed_weights = weights_buf && VK_DT_OF(dtypes, 4) != VKMHA_DTYPE_F32;
@@ -205,11 +215,13 @@ static vkmha_status record_scores(vk_state *vk, vk_site *site, const vk_attn_pla
 {
     const attn_shape *s = &plan->s;
     const uint64_t Lq = s->len_q, Lk = s->len_k;
-    vk_matmul_args a = {q->buf, k->buf, NULL, scores,
-                        s->len_q, s->len_k, s->d_k, q->ld, k->ld, s->len_k, true, s->scale,
-                        s->batch, s->heads, s->heads / s->kv_heads,
-                        q->sb, q->sh, k->sb, k->sh, s->heads * Lq * Lk, Lq * Lk,
-                        VK_DT(0, q->dtype) | VK_DT(1, k->dtype)};
+    const vk_matmul_args a = {
+        .a = q->buf, .b = k->buf, .c = scores, .m = s->len_q, .n = s->len_k, .k = s->d_k,
+        .lda = q->ld, .ldb = k->ld, .ldc = s->len_k, .trans_b = true, .alpha = s->scale,
+        .batch_outer = s->batch, .batch_inner = s->heads, .b_div = s->heads / s->kv_heads,
+        .sa_outer = q->sb, .sa_inner = q->sh, .sb_outer = k->sb, .sb_inner = k->sh,
+        .sc_outer = s->heads * Lq * Lk, .sc_inner = Lq * Lk,
+        .dtypes = VK_DT(0, q->dtype) | VK_DT(1, k->dtype)};
     return vk_record_matmul(vk, site, &a);
 }
 
@@ -221,30 +233,40 @@ static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const vk_attn_
     vkmha_status st;
     const attn_shape *s = &plan->s;
     const uint64_t Lq = s->len_q, Lk = s->len_k;
-    /* fp32 scores, in the weights unless they are of a 16-bit dtype. */
+    /* fp32 scores and weights: in the caller's weights when they are fp32
+     * (or there are none: SLOT_SCORES), else in SLOT_SCORES, copied into
+     * the 16-bit weights at the end, so that the output and the weights are
+     * each rounded once, as on the fused path. */
     const uint32_t dt_w = VK_DT_OF(plan->dtypes, 4);
-    vk_buffer *scores = plan->scores;
-    vk_buffer *scores32 = dt_w == VKMHA_DTYPE_F32 ? scores : &vk->slots[SLOT_SCORES];
-    if ((st = record_scores(vk, &sites[0], plan, q, k, scores32)))
+    vk_buffer *scores = dt_w == VKMHA_DTYPE_F32 ? plan->scores : &vk->slots[SLOT_SCORES];
+    if ((st = record_scores(vk, &sites[0], plan, q, k, scores)))
         return st;
     vk_barrier(vk);
 
     /* The scale is already applied: the softmax adds the bias and masks. */
-    vk_softmax_args sm = {scores, NULL, NULL, NULL, s->batch, s->heads, s->len_q, s->len_k,
-                          1.0f, NULL, scores32 != scores ? scores32 : NULL,
-                          VK_DT(3, dt_w)};
+    vk_softmax_args sm = {.scores = scores, .batch = s->batch, .heads = s->heads,
+                          .len_q = s->len_q, .len_k = s->len_k, .scale = 1.0f};
     vk_mask_args(plan->masks, mask, &sm);
     if ((st = vk_record_softmax(vk, &sites[1], &sm)))
         return st;
     vk_barrier(vk);
 
     /* out[b][h] (Lq x d_v) = p[b][h] (Lq x Lk) * v[b][h / g] (Lk x d_v) */
-    vk_matmul_args pv = {scores, v->buf, NULL, out->buf,
-                         s->len_q, s->d_v, s->len_k, s->len_k, v->ld, out->ld, false, 1.0f,
-                         s->batch, s->heads, s->heads / s->kv_heads,
-                         s->heads * Lq * Lk, Lq * Lk, v->sb, v->sh, out->sb, out->sh,
-                         VK_DT(0, dt_w) | VK_DT(1, v->dtype) | VK_DT(3, out->dtype)};
-    return vk_record_matmul(vk, &sites[2], &pv);
+    const vk_matmul_args pv = {
+        .a = scores, .b = v->buf, .c = out->buf, .m = s->len_q, .n = s->d_v, .k = s->len_k,
+        .lda = s->len_k, .ldb = v->ld, .ldc = out->ld, .trans_b = false, .alpha = 1.0f,
+        .batch_outer = s->batch, .batch_inner = s->heads, .b_div = s->heads / s->kv_heads,
+        .sa_outer = s->heads * Lq * Lk, .sa_inner = Lq * Lk, .sb_outer = v->sb,
+        .sb_inner = v->sh, .sc_outer = out->sb, .sc_inner = out->sh,
+        .dtypes = VK_DT(1, v->dtype) | VK_DT(3, out->dtype)};
+    if ((st = vk_record_matmul(vk, &sites[2], &pv)) || dt_w == VKMHA_DTYPE_F32)
+        return st;
+    /* The weights, rounded: a copy of [rows][len_k] (one head). Reads what
+     * the P V matmul reads: no barrier between them. */
+    const heads_shape copy = {.batch = 1, .len = (uint32_t)(s->batch * s->heads * Lq),
+                              .heads = 1, .head_dim = s->len_k};
+    return vk_record_heads(vk, &sites[8], &copy, true, scores, plan->scores,
+                           VK_DT(0, VKMHA_DTYPE_F32) | VK_DT(1, dt_w));
 }
 
 static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_plan *plan,
@@ -265,14 +287,15 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
 
     const bool split = plan->splits > 1 || plan->chunks > 1; /* through the partials */
     const uint64_t groups = rows / s->len_q * plan->q_blocks * plan->splits;
-    struct flash_push p = {(uint32_t)groups, s->len_q, s->len_k, s->heads,
-                           s->heads / s->kv_heads, s->d_k, s->d_v, plan->q_blocks,
-                           plan->splits, plan->split_len,
-                           (uint32_t)q->sb, (uint32_t)q->sh, q->ld,
-                           (uint32_t)k->sb, (uint32_t)k->sh, k->ld,
-                           (uint32_t)v->sb, (uint32_t)v->sh, v->ld,
-                           (uint32_t)out->sb, (uint32_t)out->sh, out->ld,
-                           mask->kinds, s->scale, 0, 0, 0, plan->chunk, 0, 0};
+    struct flash_push p = {
+        .groups = (uint32_t)groups, .len_q = s->len_q, .len_k = s->len_k, .heads = s->heads,
+        .group = s->heads / s->kv_heads, .d_k = s->d_k, .d_v = s->d_v,
+        .q_blocks = plan->q_blocks, .splits = plan->splits, .split_len = plan->split_len,
+        .q_sb = (uint32_t)q->sb, .q_sh = (uint32_t)q->sh, .q_ld = q->ld,
+        .k_sb = (uint32_t)k->sb, .k_sh = (uint32_t)k->sh, .k_ld = k->ld,
+        .v_sb = (uint32_t)v->sb, .v_sh = (uint32_t)v->sh, .v_ld = v->ld,
+        .o_sb = (uint32_t)out->sb, .o_sh = (uint32_t)out->sh, .o_ld = out->ld,
+        .flags = mask->kinds, .scale = s->scale, .kv_count = plan->chunk};
     vk_bias_strides(mask, s->len_q, s->len_k, &p.bias_sb, &p.bias_sh);
     vk_softmax_args m = {0};
     vk_mask_args(plan->masks, mask, &m);
@@ -297,8 +320,10 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
 
     if (split) {
         vk_barrier(vk);
-        struct combine_push c = {(uint32_t)rows, s->len_q, s->heads, s->d_v, plan->splits,
-                                 (uint32_t)out->sb, (uint32_t)out->sh, out->ld, 0};
+        struct combine_push c = {.rows = (uint32_t)rows, .len_q = s->len_q, .heads = s->heads,
+                                 .d_v = s->d_v, .splits = plan->splits,
+                                 .o_sb = (uint32_t)out->sb, .o_sh = (uint32_t)out->sh,
+                                 .o_ld = out->ld};
         const vk_buffer *cb[4] = {&vk->slots[SLOT_PARTIAL_O], &vk->slots[SLOT_PARTIAL_ML],
                                   out->buf, &vk->slots[SLOT_STATS]};
         if ((st = vk_dispatch_groups(vk, &sites[4], PIPE_FLASH_COMBINE, VK_DT(2, out->dtype),
@@ -335,6 +360,20 @@ vkmha_status vk_record_attention(vk_state *vk, vk_site sites[], const vk_attn_pl
                        : record_unfused(vk, sites, plan, mask, q, k, v, out);
 }
 
+/* The op on host arrays: split heads in the Q, K, V and O heads slots. */
+typedef struct attention_op {
+    const vk_attn_plan *plan;
+    const mask_r *mask;
+    vk_heads_view q, k, v, o;
+} attention_op;
+
+static vkmha_status record_op(vk_state *vk, const void *arg)
+{
+    const attention_op *o = arg;
+    return vk_record_attention(vk, &vk->op_sites.sites[OPSITE_ATTENTION], o->plan, o->mask,
+                               &o->q, &o->k, &o->v, &o->o);
+}
+
 vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const void *q, const void *k,
                           const void *v, const mask_r *mask, void *out, void *weights)
 {
@@ -342,12 +381,11 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const void *q, cons
     vk_attn_plan plan;
     const uint32_t dt = s->dtype;
     const uint64_t es = vkmha__dtype_size(dt);
-    const uint64_t bq = (uint64_t)s->batch * s->heads * s->len_q * s->d_k * es,
-                   bk = (uint64_t)s->batch * s->kv_heads * s->len_k * s->d_k * es,
-                   bv = (uint64_t)s->batch * s->kv_heads * s->len_k * s->d_v * es,
-                   bo = (uint64_t)s->batch * s->heads * s->len_q * s->d_v * es,
-                   bw = weights ? (uint64_t)s->batch * s->heads * s->len_q * s->len_k * es : 0;
-    uint64_t up = bq + bk + bv + 48;
+    const size_t bq = (size_t)s->batch * s->heads * s->len_q * s->d_k * es,
+                 bk = (size_t)s->batch * s->kv_heads * s->len_k * s->d_k * es,
+                 bv = (size_t)s->batch * s->kv_heads * s->len_k * s->d_v * es,
+                 bo = (size_t)s->batch * s->heads * s->len_q * s->d_v * es,
+                 bw = weights ? (size_t)s->batch * s->heads * s->len_q * s->len_k * es : 0;
     /* 16-bit weights are written in SLOT_WEIGHTS, as into a weights tensor. */
     vk_buffer *wbuf = weights && dt != VKMHA_DTYPE_F32 ? &vk->slots[SLOT_WEIGHTS] : NULL;
     const uint32_t dtypes = VK_DT(0, dt) | VK_DT(1, dt) | VK_DT(2, dt) | VK_DT(3, dt) |
@@ -364,27 +402,21 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const void *q, cons
                                    (const vk_buffer *const[4]){&vk->slots[SLOT_Q_HEADS],
                                                                &vk->slots[SLOT_K_HEADS],
                                                                &vk->slots[SLOT_V_HEADS], NULL},
-                                   dtypes, &plan)) ||
-        (st = vk_mask_ensure(vk, mask, s->batch, s->len_q, s->len_k, &up)) ||
-        (st = vk_call_begin(vk, up, bo + bw + 32)))
+                                   dtypes, &plan)))
         return st;
-    vk_upload(vk, &vk->slots[SLOT_Q_HEADS], 0, q, bq);
-    vk_upload(vk, &vk->slots[SLOT_K_HEADS], 0, k, bk);
-    vk_upload(vk, &vk->slots[SLOT_V_HEADS], 0, v, bv);
-    vk_mask_upload(vk, mask, s->batch, s->len_q, s->len_k);
-    vk_barrier(vk);
-    const vk_heads_view
-        vq = vk_view_split(&vk->slots[SLOT_Q_HEADS], s->heads, s->len_q, s->d_k, dt),
-        vkv = vk_view_split(&vk->slots[SLOT_K_HEADS], s->kv_heads, s->len_k, s->d_k, dt),
-        vv = vk_view_split(&vk->slots[SLOT_V_HEADS], s->kv_heads, s->len_k, s->d_v, dt),
-        vo = vk_view_split(&vk->slots[SLOT_O_HEADS], s->heads, s->len_q, s->d_v, dt);
-    if ((st = vk_record_attention(vk, &vk->op_sites.sites[OPSITE_ATTENTION], &plan, mask, &vq,
-                                  &vkv, &vv, &vo))) {
-        vk_call_abort(vk);
-        return st;
-    }
-    vk_download(vk, &vk->slots[SLOT_O_HEADS], out, bo, 1, bo, 1, bo);
-    if (weights)
-        vk_download(vk, plan.scores, weights, bw, 1, bw, 1, bw);
-    return vk_call_submit(vk);
+    const attention_op op = {
+        &plan, mask,
+        vk_view_split(&vk->slots[SLOT_Q_HEADS], s->heads, s->len_q, s->d_k, dt),
+        vk_view_split(&vk->slots[SLOT_K_HEADS], s->kv_heads, s->len_k, s->d_k, dt),
+        vk_view_split(&vk->slots[SLOT_V_HEADS], s->kv_heads, s->len_k, s->d_v, dt),
+        vk_view_split(&vk->slots[SLOT_O_HEADS], s->heads, s->len_q, s->d_v, dt)};
+    const vk_host_call call = {
+        .up = {{&vk->slots[SLOT_Q_HEADS], q, bq},
+               {&vk->slots[SLOT_K_HEADS], k, bk},
+               {&vk->slots[SLOT_V_HEADS], v, bv}},
+        .mask = mask, .batch = s->batch, .len_q = s->len_q, .len_k = s->len_k,
+        .down = {{&vk->slots[SLOT_O_HEADS], out, bo, 1, bo, 1, bo},
+                 {plan.scores, weights, bw, 1, bw, 1, bw}},
+        .record = record_op, .arg = &op};
+    return vk_run_host(vk, &call);
 }

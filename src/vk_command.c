@@ -29,7 +29,7 @@ static const VkAccessFlags DEVICE_ACCESS =
  * host waited for them, which orders nothing on the device; or they are in
  * an earlier command buffer on the queue) before this call's reads and
  * writes. */
-static void begin_commands(vk_state *vk)
+void vk_begin_commands(vk_state *vk)
 {
     vk->recording = true;
     vk->upload_used = vk->download_used = 0;
@@ -39,7 +39,7 @@ static void begin_commands(vk_state *vk)
     vk->dirty_transfer = vk->dirty_compute = false;
 }
 
-static vkmha_status check_lost(vk_state *vk)
+vkmha_status vk_check_lost(vk_state *vk)
 {
     if (vk->lost)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_DEVICE_LOST,
@@ -53,7 +53,7 @@ vkmha_status vk_call_begin(vk_state *vk, VkDeviceSize upload_bytes,
 {
     vkmha_status st;
     VkResult r;
-    if ((st = check_lost(vk)))
+    if ((st = vk_check_lost(vk)))
         return st;
     /* Without push descriptors this call rewrites descriptor sets that a
      * pending submission may use. */
@@ -74,14 +74,14 @@ vkmha_status vk_call_begin(vk_state *vk, VkDeviceSize upload_bytes,
         vk->vkd.vkCmdWriteTimestamp(vk->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, vk->timestamps,
                                     0);
     }
-    begin_commands(vk);
+    vk_begin_commands(vk);
     return VKMHA_SUCCESS;
 }
 
 vkmha_status vk_record_begin(vk_state *vk, VkCommandBuffer cmd)
 {
     vkmha_status st;
-    if ((st = check_lost(vk)))
+    if ((st = vk_check_lost(vk)))
         return st;
     if (!vk->push_descriptors)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
@@ -93,142 +93,8 @@ vkmha_status vk_record_begin(vk_state *vk, VkCommandBuffer cmd)
     vk->mode = MODE_RECORD;
     vk->cmd = cmd;
     vk->recorded = true; /* the scratch buffers are referenced from now on */
-    begin_commands(vk);
+    vk_begin_commands(vk);
     return VKMHA_SUCCESS;
-}
-
-struct vkmha_submission {
-    vkmha_context *ctx;
-    VkCommandBuffer cmd;
-    VkFence fence;
-    bool done;           /* the fence signaled (or the work failed) */
-    vkmha_status status; /* when done */
-};
-
-vkmha_status vk_submit_begin(vk_state *vk, vkmha_submission **out)
-{
-    vkmha_status st;
-    VkResult r;
-    *out = NULL;
-    if ((st = check_lost(vk)) || (!vk->push_descriptors && (st = vk_wait_submissions(vk))))
-        return st;
-    if (vk->n_subs == vk->cap_subs) {
-        uint32_t cap = vk->cap_subs ? 2 * vk->cap_subs : 4;
-        vkmha_submission **subs = vkmha__realloc(vk->ctx, vk->subs,
-                                                 vk->n_subs * sizeof *subs, cap * sizeof *subs);
-        if (!subs)
-            return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                               "%s: out of host memory", vk->ctx->call);
-        vk->subs = subs;
-        vk->cap_subs = cap;
-    }
-    vkmha_submission *s = vkmha__calloc(vk->ctx, 1, sizeof *s);
-    if (!s)
-        return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
-                           vk->ctx->call);
-    s->ctx = vk->ctx;
-    VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-    ai.commandPool = vk->cmd_pool;
-    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-    ai.commandBufferCount = 1;
-    VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-    if ((r = vk->vkd.vkAllocateCommandBuffers(vk->device, &ai, &s->cmd)) != VK_SUCCESS ||
-        (r = vk->vkd.vkCreateFence(vk->device, &fi, vk->vkalloc, &s->fence)) != VK_SUCCESS ||
-        (r = vk->vkd.vkBeginCommandBuffer(s->cmd, &bi)) != VK_SUCCESS) {
-        vk_submission_free(vk, s);
-        return vk_fail(vk, r, "vkAllocateCommandBuffers / vkCreateFence");
-    }
-    vk->subs[vk->n_subs++] = s;
-    vk->mode = MODE_SUBMIT;
-    vk->cmd = s->cmd;
-    begin_commands(vk);
-    *out = s;
-    return VKMHA_SUCCESS;
-}
-
-void vk_submission_free(vk_state *vk, vkmha_submission *s)
-{
-    if (!s)
-        return;
-    for (uint32_t i = 0; i < vk->n_subs; i++)
-        if (vk->subs[i] == s) {
-            vk->subs[i] = vk->subs[--vk->n_subs];
-            break;
-        }
-    if (s->fence)
-        vk->vkd.vkDestroyFence(vk->device, s->fence, vk->vkalloc);
-    if (s->cmd)
-        vk->vkd.vkFreeCommandBuffers(vk->device, vk->cmd_pool, 1, &s->cmd);
-    vkmha__free(vk->ctx, s);
-}
-
-/* Waits for one submission (timeout in ns) and records how it ended. */
-static vkmha_status submission_wait(vk_state *vk, vkmha_submission *s, uint64_t timeout)
-{
-    if (s->done)
-        return s->status;
-    VkResult r = vk->vkd.vkWaitForFences(vk->device, 1, &s->fence, VK_TRUE, timeout);
-    if (r == VK_TIMEOUT)
-        return VKMHA_NOT_READY;
-    s->done = true;
-    s->status = r == VK_SUCCESS ? VKMHA_SUCCESS
-                                : vk_fail(vk, r, "vkWaitForFences (a vkmha submission)");
-    return s->status;
-}
-
-vkmha_status vk_wait_submissions(vk_state *vk)
-{
-    for (uint32_t i = 0; i < vk->n_subs; i++)
-        if (submission_wait(vk, vk->subs[i], UINT64_MAX) == VKMHA_ERROR_DEVICE_LOST)
-            return VKMHA_ERROR_DEVICE_LOST;
-    return VKMHA_SUCCESS;
-}
-
-VKMHA_API vkmha_status vkmha_submission_wait(vkmha_submission *s, uint64_t timeout_ns)
-{
-    if (!s)
-        return VKMHA_ERROR_INVALID_ARGUMENT;
-    if (!s->ctx->vk) /* the reference backend computed it in vkmha_mha_submit */
-        return VKMHA_SUCCESS;
-    return submission_wait(s->ctx->vk, s, timeout_ns);
-}
-
-VKMHA_API vkmha_status vkmha_submission_poll(vkmha_submission *s)
-{
-    if (!s)
-        return VKMHA_ERROR_INVALID_ARGUMENT;
-    if (!s->ctx->vk)
-        return VKMHA_SUCCESS;
-    if (s->done)
-        return s->status;
-    VkResult r = s->ctx->vk->vkd.vkGetFenceStatus(s->ctx->vk->device, s->fence);
-    if (r == VK_NOT_READY)
-        return VKMHA_NOT_READY;
-    return submission_wait(s->ctx->vk, s, UINT64_MAX);
-}
-
-VKMHA_API void vkmha_submission_destroy(vkmha_submission *s)
-{
-    if (!s)
-        return;
-    if (!s->ctx->vk) {
-        vkmha__free(s->ctx, s);
-        return;
-    }
-    submission_wait(s->ctx->vk, s, UINT64_MAX);
-    vk_submission_free(s->ctx->vk, s);
-}
-
-vkmha_submission *vk_submission_done(vkmha_context *ctx)
-{
-    vkmha_submission *s = vkmha__calloc(ctx, 1, sizeof *s);
-    if (s) {
-        s->ctx = ctx;
-        s->done = true;
-    }
-    return s;
 }
 
 VkResult vk_queue_submit(vk_state *vk, const VkSubmitInfo *si, VkFence fence)
@@ -243,29 +109,64 @@ VkResult vk_queue_submit(vk_state *vk, const VkSubmitInfo *si, VkFence fence)
 
 vkmha_status vk_call_end(vk_state *vk)
 {
-    VkResult r;
     if (vk->mode == MODE_SYNC)
         return vk_call_submit(vk);
     vk->recording = false;
-    VkCommandBuffer cmd = vk->cmd;
     const vk_mode mode = vk->mode;
     vk->mode = MODE_SYNC;
     vk->cmd = vk->own_cmd;
-    if (mode == MODE_RECORD)
-        return VKMHA_SUCCESS;
-    vkmha_submission *s = vk->subs[vk->n_subs - 1];
-    if ((r = vk->vkd.vkEndCommandBuffer(cmd)) != VK_SUCCESS) {
-        vk_submission_free(vk, s);
-        return vk_fail(vk, r, "vkEndCommandBuffer");
+    return mode == MODE_RECORD ? VKMHA_SUCCESS : vk_submission_submit(vk);
+}
+
+vkmha_status vk_exec_begin(vk_state *vk, vk_mode mode, VkCommandBuffer cmd,
+                           struct vkmha_submission **sub)
+{
+    return mode == MODE_SYNC     ? vk_call_begin(vk, 0, 0)
+           : mode == MODE_RECORD ? vk_record_begin(vk, cmd)
+                                 : vk_submit_begin(vk, sub);
+}
+
+vkmha_status vk_exec_end(vk_state *vk, vkmha_status st, struct vkmha_submission **sub)
+{
+    if (st)
+        vk_call_abort(vk);
+    else
+        st = vk_call_end(vk);
+    if (st && sub)
+        *sub = NULL;
+    return st;
+}
+
+vkmha_status vk_run_host(vk_state *vk, const vk_host_call *c)
+{
+    vkmha_status st;
+    uint64_t up = 0, down = 0;
+    for (size_t i = 0; i < VKMHA_ARRAY_LEN(c->up); i++)
+        up += c->up[i].bytes ? c->up[i].bytes + 16 : 0;
+    for (size_t i = 0; i < VKMHA_ARRAY_LEN(c->down); i++) {
+        const vk_host_download *d = &c->down[i];
+        if (d->dst)
+            down += (d->n2 - 1) * d->stride2 + (d->n1 - 1) * d->stride1 + d->len + 16;
     }
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO};
-    si.commandBufferCount = 1;
-    si.pCommandBuffers = &cmd;
-    if ((r = vk_queue_submit(vk, &si, s->fence)) != VK_SUCCESS) {
-        vk_submission_free(vk, s);
-        return vk_fail(vk, r, "vkQueueSubmit");
+    if ((c->mask && (st = vk_mask_ensure(vk, c->mask, c->batch, c->len_q, c->len_k, &up))) ||
+        (st = vk_call_begin(vk, up, down)))
+        return st;
+    for (size_t i = 0; i < VKMHA_ARRAY_LEN(c->up); i++)
+        if (c->up[i].bytes)
+            vk_upload(vk, c->up[i].buf, 0, c->up[i].src, c->up[i].bytes);
+    if (c->mask)
+        vk_mask_upload(vk, c->mask, c->batch, c->len_q, c->len_k);
+    vk_barrier(vk);
+    if ((st = c->record(vk, c->arg))) {
+        vk_call_abort(vk);
+        return st;
     }
-    return VKMHA_SUCCESS;
+    for (size_t i = 0; i < VKMHA_ARRAY_LEN(c->down); i++) {
+        const vk_host_download *d = &c->down[i];
+        if (d->dst)
+            vk_download(vk, d->buf, d->dst, d->len, d->n1, d->stride1, d->n2, d->stride2);
+    }
+    return vk_call_submit(vk);
 }
 
 void vk_call_abort(vk_state *vk)
@@ -353,8 +254,10 @@ void vk_download(vk_state *vk, const vk_buffer *src, void *dst, size_t len, size
     vk->download_used += (span + 15) & ~(size_t)15;
 }
 
-VkBufferView vk_texel_view(const vk_buffer *b, uint32_t dtype)
+VkBufferView vk_texel_view(const vk_buffer *b, uint32_t dtype, bool u16)
 {
+    if (u16)
+        return dtype == VKMHA_DTYPE_F32 ? VK_NULL_HANDLE : b->view4u;
     return dtype == VKMHA_DTYPE_F32 ? b->view4 : dtype == VKMHA_DTYPE_F16 ? b->view4h : VK_NULL_HANDLE;
 }
 
@@ -379,10 +282,13 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dty
      * (vk_binding_source). With push descriptors every binding goes
      * into the command buffer; otherwise only the bindings whose buffer was
      * recreated since the site was last used are rewritten (buffer ids are
-     * unique per creation, and a texel binding's id also says which view:
-     * fp32 or fp16). A texel binding gets the view of its buffer's dtype
-     * (dtypes); where there is none (bf16, wrapped tensors, buffers under 16
-     * bytes) the record functions never read it, and the dummy's is bound. */
+     * unique per creation, and a texel binding's id also says which view).
+     * A texel binding gets the view of its buffer's dtype (dtypes) when the
+     * pipeline reads views of that kind (float, or the TEXEL_U16 variant's
+     * uint: vk_texel_u16); otherwise (a buffer of another kind, a wrapped
+     * tensor, one under 16 bytes) the record functions never read it, and
+     * the dummy's view of the pipeline's kind is bound. */
+    const bool u16 = vk_texel_u16(vk, pipe, dtypes);
     const uint32_t n_bind = vk_kind_bindings(vk, kind);
     VkDescriptorBufferInfo infos[VK_MAX_BINDINGS];
     VkWriteDescriptorSet writes[VK_MAX_BINDINGS];
@@ -394,11 +300,13 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dty
         const VkDescriptorType type = vk_binding_type(vk, kind, i);
         const bool texel = type == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
         VkBufferView view = VK_NULL_HANDLE;
-        if (texel && !(view = vk_texel_view(b, VK_DT_OF(dtypes, src))))
-            view = vk->dummy.view4;
-        const uint64_t id = texel ? (view == b->view4h ? ~b->id : b->id) : b->id;
-        if (texel && view == vk->dummy.view4)
+        const uint32_t dt = VK_DT_OF(dtypes, src);
+        if (texel && !(view = vk_texel_view(b, dt, u16))) {
             b = &vk->dummy;
+            view = u16 ? b->view4u : b->view4;
+        }
+        const uint64_t id =
+            4 * b->id + (!texel ? 0 : view == b->view4 ? 1 : view == b->view4h ? 2 : 3);
         if (!vk->push_descriptors) {
             if (site->ids[i] == id)
                 continue;

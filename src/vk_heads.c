@@ -11,14 +11,16 @@ struct heads_push {
     uint32_t group_base;
     uint32_t texel; /* shaders/heads_cpu.comp only */
 };
-_Static_assert(sizeof(struct heads_push) <= 128, "push constants must fit 128 bytes");
+VK_PUSH_BLOCK(heads_push);
 
 vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, bool split,
                              const vk_buffer *x, const vk_buffer *y, uint32_t dtypes)
 {
     uint64_t total = (uint64_t)s->batch * s->len * s->heads * s->head_dim;
-    struct heads_push p = {(uint32_t)total, s->len, s->heads, s->head_dim, split ? 1u : 0u, 0,
-                           vk->row_texel && vk_texel_view(x, VK_DT_OF(dtypes, 0))};
+    struct heads_push p = {.total = (uint32_t)total, .len = s->len, .heads = s->heads,
+                           .head_dim = s->head_dim, .split = split ? 1u : 0u,
+                           .texel = vk->row_texel && vk_texel_ok(&x, (const uint32_t[]){0}, 1,
+                                                                  dtypes, true)};
     const vk_buffer *bufs[2] = {x, y};
     if (vk->cpu_rows_wg && s->head_dim <= VK_CPU_ROW_MAX) { /* a row per invocation */
         uint64_t rows = total / s->head_dim;
@@ -31,24 +33,31 @@ vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, 
                               (total + vk->elementwise_wg - 1) / vk->elementwise_wg);
 }
 
+typedef struct heads_op {
+    const heads_shape *s;
+    bool split;
+} heads_op;
+
+static vkmha_status record_op(vk_state *vk, const void *arg)
+{
+    const heads_op *o = arg;
+    return vk_record_heads(vk, &vk->op_sites.sites[OPSITE_HEADS], o->s, o->split,
+                           &vk->slots[SLOT_Q_IN], &vk->slots[SLOT_OUT],
+                           VK_DT(0, o->s->dtype) | VK_DT(1, o->s->dtype));
+}
+
 vkmha_status vk_heads(vk_state *vk, const heads_shape *s, bool split, const void *x,
                       void *y)
 {
     vkmha_status st;
-    uint64_t bytes = (uint64_t)s->batch * s->len * s->heads * s->head_dim *
-                     vkmha__dtype_size(s->dtype);
+    const size_t bytes = (size_t)s->batch * s->len * s->heads * s->head_dim *
+                         vkmha__dtype_size(s->dtype);
     if ((st = vk_check_size(vk, bytes, "x")) || (st = vk_slot_ensure(vk, SLOT_Q_IN, bytes)) ||
-        (st = vk_slot_ensure(vk, SLOT_OUT, bytes)) ||
-        (st = vk_call_begin(vk, bytes + 16, bytes)))
+        (st = vk_slot_ensure(vk, SLOT_OUT, bytes)))
         return st;
-    vk_upload(vk, &vk->slots[SLOT_Q_IN], 0, x, bytes);
-    vk_barrier(vk);
-    if ((st = vk_record_heads(vk, &vk->op_sites.sites[OPSITE_HEADS], s, split,
-                              &vk->slots[SLOT_Q_IN], &vk->slots[SLOT_OUT],
-                              VK_DT(0, s->dtype) | VK_DT(1, s->dtype)))) {
-        vk_call_abort(vk);
-        return st;
-    }
-    vk_download(vk, &vk->slots[SLOT_OUT], y, bytes, 1, bytes, 1, bytes);
-    return vk_call_submit(vk);
+    const heads_op op = {s, split};
+    const vk_host_call call = {.up = {{&vk->slots[SLOT_Q_IN], x, bytes}},
+                               .down = {{&vk->slots[SLOT_OUT], y, bytes, 1, bytes, 1, bytes}},
+                               .record = record_op, .arg = &op};
+    return vk_run_host(vk, &call);
 }

@@ -19,9 +19,9 @@ typedef struct vk_buffer {
     /* An R32G32B32A32_SFLOAT view of the whole buffer, when the context reads
      * matmul operands as texel buffers (vk_state.matmul_texel), else null. */
     VkBufferView view4;
-    /* An R16G16B16A16_SFLOAT view, for reading fp16 data as vec4 texels
-     * (vk_state.texel16), else null. */
-    VkBufferView view4h;
+    /* R16G16B16A16_SFLOAT and R32G32_UINT views, for reading 16-bit data as
+     * 4-element texels (vk_state.texel16; vk_texel_view), else null. */
+    VkBufferView view4h, view4u;
 } vk_buffer;
 
 /* Device buffers cached in the context and reused by every call whose tensors
@@ -94,6 +94,14 @@ typedef enum vk_pipe {
 /* Keys per online-softmax step of shaders/flash_cpu.comp (its BK). */
 #define VK_FLASH_CPU_BLOCK_K 4
 
+/* The push-constant range of every pipeline layout: the 128 bytes Vulkan
+ * guarantees. VK_PUSH_BLOCK(name) checks that struct name, the C mirror of a
+ * shader's push-constant block, fits it in whole 32-bit words. */
+#define VK_PUSH_BYTES 128
+#define VK_PUSH_BLOCK(name)                                                                 \
+    _Static_assert(sizeof(struct name) <= VK_PUSH_BYTES && sizeof(struct name) % 4 == 0,    \
+                   #name " must fit the push-constant range")
+
 /* Specialization constants of a pipeline, at most (the matmul's). */
 #define VK_MAX_SPEC 7
 /* The dtypes of a dispatch's buffers: 2 bits (a vkmha_dtype: F32 0, F16 2,
@@ -122,12 +130,13 @@ typedef struct vk_site {
 
 /* The sites vk_record_attention uses: the unfused scores matmul, softmax and
  * P V matmul, the fused shader, its split-K combine and its weights pass
- * (the fused shader again, with the weights bound as its output), and the
- * CPU-shaped fused shader and its weights pass. */
-#define VK_ATTENTION_SITES 8
+ * (the fused shader again, with the weights bound as its output), the
+ * CPU-shaped fused shader and its weights pass, and the unfused path's copy
+ * of its fp32 weights into 16-bit ones (the heads shader, one head). */
+#define VK_ATTENTION_SITES 9
 #define VK_ATTENTION_SITE_KINDS                                                             \
     KIND_MATMUL, KIND_SOFTMAX, KIND_MATMUL, KIND_FLASH, KIND_FLASH_COMBINE, KIND_FLASH,      \
-        KIND_FLASH_CPU, KIND_FLASH_CPU
+        KIND_FLASH_CPU, KIND_FLASH_CPU, KIND_HEADS
 
 /* The context's own sites, for the ops on host arrays. */
 typedef enum vk_op_site {
@@ -275,9 +284,11 @@ struct vk_state {
      * enabled; the shaders' NATIVE16 variants), else packed in uint words.
      * no_native16: desc->debug->no_native_16bit. */
     bool native16, no_native16;
-    /* fp16 data has R16G16B16A16_SFLOAT texel views (view4h), so the texel
-     * kernels read it as they read fp32. bf16 has no texel format: its data
-     * goes through the storage-buffer paths. */
+    /* 16-bit data has texel views: R32G32_UINT (view4u) for the TEXEL_U16
+     * shader variants (shaders/typed.glsl; matmul, fused attention, heads),
+     * which a dispatch uses when every texel source is 16-bit
+     * (vk_texel_u16), and R16G16B16A16_SFLOAT (view4h) for fp16 in the
+     * shaders without one (softmax, LayerNorm). */
     bool texel16;
     vkmha_attention_config flash[VK_FLASH_CLASSES];
     /* shaders/flash_cpu.comp per class: workgroup_size invocations of tm
@@ -355,6 +366,8 @@ void vk_load_device_table(VkDevice device, PFN_vkGetDeviceProcAddr get,
 /* compile_only: see vkmha__context_create_compile_only. */
 vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc, bool compile_only);
 void vk_destroy(vk_state *vk);
+
+/* ---- src/vk_result.c ----------------------------------------------------- */
 /* Maps a failed VkResult to a status, with a message naming `what`. */
 vkmha_status vk_fail(vk_state *vk, VkResult r, const char *what);
 const char *vk_result_string(VkResult r);
@@ -373,10 +386,6 @@ void vk_pipeline_cache_destroy(vk_state *vk);
 vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, bool download,
                               const char *what, vk_buffer *out);
 void vk_buffer_destroy(vk_state *vk, vk_buffer *b);
-/* Makes `b` at least `size` bytes, recreating it (contents lost) if smaller.
- * Returns VKMHA_ERROR_UNSUPPORTED if size exceeds the device's limits. */
-vkmha_status vk_buffer_ensure(vk_state *vk, vk_buffer *b, VkDeviceSize size,
-                              const char *what);
 vkmha_status vk_slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size);
 /* Grows the staging buffers (unless working memory is mapped). */
 vkmha_status vk_staging_ensure(vk_state *vk, VkDeviceSize upload, VkDeviceSize download);
@@ -393,7 +402,7 @@ vkmha_status vk_staging_ensure_unmapped(vk_state *vk, VkDeviceSize upload,
  * limit; UNSUPPORTED with a message naming `what` otherwise. */
 vkmha_status vk_check_size(vk_state *vk, uint64_t bytes, const char *what);
 
-/* ---- src/vk_command.c ---------------------------------------------------- */
+/* ---- src/vk_command.c, src/vk_submission.c ------------------------------- */
 /* Starts recording a call that will upload and download at most the given
  * byte counts (staging is sized up front, before anything is recorded). */
 vkmha_status vk_call_begin(vk_state *vk, VkDeviceSize upload_bytes,
@@ -424,16 +433,56 @@ vkmha_status vk_dispatch_groups(vk_state *vk, vk_site *site, vk_pipe pipe, uint3
                                 uint64_t groups);
 /* Ends, submits, waits, and performs the scheduled host copies. */
 vkmha_status vk_call_submit(vk_state *vk);
+
+/* A call on host arrays, run by vk_run_host: its buffers are ensured by the
+ * caller (sizes checked with the caller's names, slots grown, any plan made)
+ * and the rest is the same for every op: upload the inputs and the mask,
+ * record, download the outputs, submit and wait. */
+typedef struct vk_host_upload {
+    vk_buffer *buf;
+    const void *src;
+    uint64_t bytes;
+} vk_host_upload;
+typedef struct vk_host_download {
+    const vk_buffer *buf;
+    void *dst;
+    size_t len, n1, stride1, n2, stride2; /* as vk_download's */
+} vk_host_download;
+typedef struct vk_host_call {
+    vk_host_upload up[4]; /* bytes 0: unused */
+    const mask_r *mask;   /* NULL or kinds 0: none; uploaded into the mask slots */
+    uint32_t batch, len_q, len_k; /* the mask's shape */
+    vk_host_download down[2]; /* dst NULL: unused */
+    vkmha_status (*record)(vk_state *vk, const void *arg);
+    const void *arg;
+} vk_host_call;
+vkmha_status vk_run_host(vk_state *vk, const vk_host_call *c);
 /* Abandons a call after an error while recording. */
 void vk_call_abort(vk_state *vk);
+/* Fails with VKMHA_ERROR_DEVICE_LOST once the device was lost. */
+vkmha_status vk_check_lost(vk_state *vk);
+/* The first commands of every call (a barrier against earlier vkmha work)
+ * into vk->cmd, whatever the mode. */
+void vk_begin_commands(vk_state *vk);
 /* Starts recording into the application's command buffer (MODE_RECORD):
  * UNSUPPORTED without push descriptors. No uploads or downloads. */
 vkmha_status vk_record_begin(vk_state *vk, VkCommandBuffer cmd);
 /* Starts recording a submission's own command buffer (MODE_SUBMIT). */
 vkmha_status vk_submit_begin(vk_state *vk, struct vkmha_submission **out);
+/* Ends the newest submission's command buffer and submits it (vk_call_end
+ * in MODE_SUBMIT); frees it on failure. */
+vkmha_status vk_submission_submit(vk_state *vk);
 /* Ends a call of any mode: MODE_SYNC submits and waits (vk_call_submit),
  * MODE_RECORD returns, MODE_SUBMIT submits without waiting. */
 vkmha_status vk_call_end(vk_state *vk);
+/* A call on device tensors, in any mode: vk_exec_begin starts it (MODE_SYNC:
+ * the context's command buffer, no staging; MODE_RECORD: the application's
+ * cmd; MODE_SUBMIT: a new submission, *sub), the caller records, and
+ * vk_exec_end(vk, st, sub) ends it: st != VKMHA_SUCCESS (a recording
+ * failure) abandons it and returns st; any failure leaves *sub NULL. */
+vkmha_status vk_exec_begin(vk_state *vk, vk_mode mode, VkCommandBuffer cmd,
+                           struct vkmha_submission **sub);
+vkmha_status vk_exec_end(vk_state *vk, vkmha_status st, struct vkmha_submission **sub);
 /* vkQueueSubmit between the application's queue lock callbacks. */
 VkResult vk_queue_submit(vk_state *vk, const VkSubmitInfo *si, VkFence fence);
 /* Waits for every pending submission (before a scratch buffer is replaced,
@@ -453,9 +502,19 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override);
 void vk_pipelines_destroy(vk_state *vk);
 /* The pipeline of `pipe` specialized for `dtypes` (VK_DT), created on first use. */
 vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, uint32_t dtypes, VkPipeline *out);
-/* The texel view of b that a binding reading `dtype` data as vec4 uses
- * (null where there is none: bf16, or no view). */
-VkBufferView vk_texel_view(const vk_buffer *b, uint32_t dtype);
+/* The texel view of b for reading `dtype` data as vec4s in a shader's float
+ * variant (fp32: view4, fp16: view4h) or its TEXEL_U16 variant (16-bit
+ * data: view4u); null where there is none (bf16 in the float variant, fp32
+ * in the u16 one, wrapped tensors, buffers under 16 bytes, no texel16). */
+VkBufferView vk_texel_view(const vk_buffer *b, uint32_t dtype, bool u16);
+/* Whether a dispatch of `pipe` with `dtypes` runs the TEXEL_U16 variant:
+ * the pipe has one and every texel source of it is 16-bit. */
+bool vk_texel_u16(const vk_state *vk, vk_pipe pipe, uint32_t dtypes);
+/* Whether buffers bufs[0..n) (of dtypes, indexed by idx) can all be read as
+ * texels by one variant of a shader (u16_variant: it has a TEXEL_U16 one):
+ * each has the view that variant reads. */
+bool vk_texel_ok(const vk_buffer *const bufs[], const uint32_t idx[], uint32_t n,
+                 uint32_t dtypes, bool u16_variant);
 /* VKMHA_CONTEXT_EAGER_PIPELINES: creates every pipeline this device can use
  * (all but the fused attention classes that did not fit its limits). */
 vkmha_status vk_pipelines_create_all(vk_state *vk);
@@ -471,12 +530,13 @@ typedef struct vk_pipe_info {
     uint32_t workgroup_size;             /* spec[0], invocations */
 } vk_pipe_info;
 void vk_pipe_info_get(const vk_state *vk, vk_pipe pipe, vk_pipe_info *out);
-/* The driver's statistics of `pipe` (created if needed) on a compile-only
+/* The driver's statistics of `pipe` with `dtypes` (created if needed) on a compile-only
  * context (vkmha__context_create_compile_only), through
  * VK_KHR_pipeline_executable_properties: *count in, the capacity of `out`;
  * out, the statistics written (names, units and meaning are the driver's).
  * *subgroup_size: the subgroup (wave) size the driver compiled it for. */
-vkmha_status vk_pipeline_statistics(vk_state *vk, vk_pipe pipe, uint32_t *subgroup_size,
+vkmha_status vk_pipeline_statistics(vk_state *vk, vk_pipe pipe, uint32_t dtypes,
+                                    uint32_t *subgroup_size,
                                     VkPipelineExecutableStatisticKHR *out, uint32_t *count);
 /* Bindings of a kind's descriptor set, and the type of each. */
 uint32_t vk_kind_bindings(const vk_state *vk, vk_kind kind);
@@ -505,6 +565,9 @@ typedef struct vk_matmul_args {
     uint32_t dtypes;
 } vk_matmul_args;
 vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args *a);
+/* The args of a public matmul (s) on buffers a, b, bias (may be NULL), c. */
+vk_matmul_args vk_matmul_args_of(const mm_shape *s, const vk_buffer *a, const vk_buffer *b,
+                                 const vk_buffer *bias, const vk_buffer *c, uint32_t dtypes);
 
 typedef struct vk_softmax_args {
     vk_buffer *scores; /* in place */
@@ -590,6 +653,7 @@ vkmha_status vk_record_attention(vk_state *vk, vk_site sites[], const vk_attn_pl
                                  const mask_r *mask, const vk_heads_view *q,
                                  const vk_heads_view *k, const vk_heads_view *v,
                                  const vk_heads_view *out);
+/* ---- masks (src/vk_mask.c) ------------------------------------------------ */
 /* Ensures the mask slots for `mask` (before vk_call_begin) and adds its
  * staging bytes to *upload_bytes; vk_mask_upload then records the uploads. */
 vkmha_status vk_mask_ensure(vk_state *vk, const mask_r *mask, uint32_t batch,

@@ -13,7 +13,7 @@ struct layernorm_push {
     uint32_t group_base;
     uint32_t texel; /* shaders/layernorm_cpu.comp only */
 };
-_Static_assert(sizeof(struct layernorm_push) <= 128, "push constants must fit 128 bytes");
+VK_PUSH_BLOCK(layernorm_push);
 
 vkmha_status vk_record_layernorm(vk_state *vk, vk_site *site, uint32_t rows, uint32_t cols,
                                  float eps, const vk_buffer *residual,
@@ -22,11 +22,11 @@ vkmha_status vk_record_layernorm(vk_state *vk, vk_site *site, uint32_t rows, uin
 {
     /* Texel reads need vec4 views of every input in its dtype (wrapped
      * tensors and bf16 have none). */
-    bool texel = vk->row_texel && vk_texel_view(y, VK_DT_OF(dtypes, 3)) &&
-                 vk_texel_view(gamma, VK_DT_OF(dtypes, 1)) &&
-                 vk_texel_view(beta, VK_DT_OF(dtypes, 2)) &&
-                 (!residual || vk_texel_view(residual, VK_DT_OF(dtypes, 0)));
-    struct layernorm_push p = {rows, cols, eps, residual ? 1u : 0u, 0, texel};
+    const vk_buffer *const in[4] = {y, gamma, beta, residual};
+    bool texel = vk->row_texel &&
+                 vk_texel_ok(in, (const uint32_t[]){3, 1, 2, 0}, residual ? 4 : 3, dtypes, false);
+    struct layernorm_push p = {.rows = rows, .cols = cols, .eps = eps,
+                               .has_residual = residual ? 1u : 0u, .texel = texel};
     const vk_buffer *bufs[4] = {residual, gamma, beta, y};
     if (vk->cpu_rows_wg && cols <= VK_CPU_ROW_MAX) /* a row per invocation */
         return vk_dispatch_groups(vk, site, PIPE_LAYERNORM_CPU, dtypes, bufs, 4, &p, sizeof p,
@@ -36,30 +36,38 @@ vkmha_status vk_record_layernorm(vk_state *vk, vk_site *site, uint32_t rows, uin
                               offsetof(struct layernorm_push, group_base), rows);
 }
 
+typedef struct layernorm_op {
+    uint32_t rows, cols;
+    float eps;
+    bool residual;
+} layernorm_op;
+
+static vkmha_status record_op(vk_state *vk, const void *arg)
+{
+    const layernorm_op *o = arg;
+    return vk_record_layernorm(vk, &vk->op_sites.sites[OPSITE_LAYERNORM], o->rows, o->cols,
+                               o->eps, o->residual ? &vk->slots[SLOT_K_IN] : NULL,
+                               &vk->slots[SLOT_V_IN], &vk->slots[SLOT_AUX],
+                               &vk->slots[SLOT_OUT], 0);
+}
+
 vkmha_status vk_layernorm(vk_state *vk, uint32_t rows, uint32_t cols, float eps,
                           const float *x, const float *res, const float *gamma,
                           const float *beta, float *y)
 {
     vkmha_status st;
-    uint64_t bytes = (uint64_t)rows * cols * 4, vec = (uint64_t)cols * 4;
-    uint64_t up = (res ? 2 : 1) * (bytes + 16) + 2 * (vec + 16);
+    const size_t bytes = (size_t)rows * cols * 4, vec = (size_t)cols * 4;
     if ((st = vk_check_size(vk, bytes, "x")) || (st = vk_slot_ensure(vk, SLOT_OUT, bytes)) ||
         (res && (st = vk_slot_ensure(vk, SLOT_K_IN, bytes))) ||
-        (st = vk_slot_ensure(vk, SLOT_V_IN, vec)) || (st = vk_slot_ensure(vk, SLOT_AUX, vec)) ||
-        (st = vk_call_begin(vk, up, bytes)))
+        (st = vk_slot_ensure(vk, SLOT_V_IN, vec)) || (st = vk_slot_ensure(vk, SLOT_AUX, vec)))
         return st;
-    vk_upload(vk, &vk->slots[SLOT_OUT], 0, x, bytes);
-    if (res)
-        vk_upload(vk, &vk->slots[SLOT_K_IN], 0, res, bytes);
-    vk_upload(vk, &vk->slots[SLOT_V_IN], 0, gamma, vec);
-    vk_upload(vk, &vk->slots[SLOT_AUX], 0, beta, vec);
-    vk_barrier(vk);
-    if ((st = vk_record_layernorm(vk, &vk->op_sites.sites[OPSITE_LAYERNORM], rows, cols, eps,
-                                  res ? &vk->slots[SLOT_K_IN] : NULL, &vk->slots[SLOT_V_IN],
-                                  &vk->slots[SLOT_AUX], &vk->slots[SLOT_OUT], 0))) {
-        vk_call_abort(vk);
-        return st;
-    }
-    vk_download(vk, &vk->slots[SLOT_OUT], y, bytes, 1, bytes, 1, bytes);
-    return vk_call_submit(vk);
+    /* x is uploaded into y's slot: the LayerNorm runs in place. */
+    const layernorm_op op = {rows, cols, eps, res != NULL};
+    const vk_host_call call = {.up = {{&vk->slots[SLOT_OUT], x, bytes},
+                                      {&vk->slots[SLOT_K_IN], res, res ? bytes : 0},
+                                      {&vk->slots[SLOT_V_IN], gamma, vec},
+                                      {&vk->slots[SLOT_AUX], beta, vec}},
+                               .down = {{&vk->slots[SLOT_OUT], y, bytes, 1, bytes, 1, bytes}},
+                               .record = record_op, .arg = &op};
+    return vk_run_host(vk, &call);
 }

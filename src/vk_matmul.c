@@ -16,7 +16,7 @@ struct matmul_push {
     uint32_t flags;
     uint32_t x_base, y_base;
 };
-_Static_assert(sizeof(struct matmul_push) <= 128, "push constants must fit 128 bytes");
+VK_PUSH_BLOCK(matmul_push);
 
 enum { FLAG_TRANS_B = 1, FLAG_BIAS = 2 };
 
@@ -56,17 +56,21 @@ vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args 
                t->bn % 4 == 0;
     /* Texel reads need a vec4 view of the buffer in its dtype (wrapped
      * tensors and bf16 have none). */
-    if (vk->matmul_texel && (!vk_texel_view(a->a, VK_DT_OF(a->dtypes, 0)) ||
-                             !vk_texel_view(a->b, VK_DT_OF(a->dtypes, 1))))
+    if (vk->matmul_texel &&
+        !vk_texel_ok((const vk_buffer *const[]){a->a, a->b}, (const uint32_t[]){0, 1}, 2,
+                     a->dtypes, true))
         vec = false;
     vk_pipe pipe = use_small ? (vec ? PIPE_MATMUL_SMALL_VEC : PIPE_MATMUL_SMALL)
                              : (vec ? PIPE_MATMUL_LARGE_VEC : PIPE_MATMUL_LARGE);
 
     struct matmul_push p = {
-        a->m, a->n, a->k, a->lda, a->ldb, a->ldc, a->batch_inner, a->b_div,
-        (uint32_t)a->sa_outer, (uint32_t)a->sa_inner, (uint32_t)a->sb_outer,
-        (uint32_t)a->sb_inner, (uint32_t)a->sc_outer, (uint32_t)a->sc_inner, 0, a->alpha,
-        (a->trans_b ? FLAG_TRANS_B : 0u) | (a->bias ? FLAG_BIAS : 0u), 0, 0};
+        .m = a->m, .n = a->n, .k = a->k, .lda = a->lda, .ldb = a->ldb, .ldc = a->ldc,
+        .batch_inner = a->batch_inner, .b_div = a->b_div,
+        .sa_outer = (uint32_t)a->sa_outer, .sa_inner = (uint32_t)a->sa_inner,
+        .sb_outer = (uint32_t)a->sb_outer, .sb_inner = (uint32_t)a->sb_inner,
+        .sc_outer = (uint32_t)a->sc_outer, .sc_inner = (uint32_t)a->sc_inner,
+        .alpha = a->alpha,
+        .flags = (a->trans_b ? FLAG_TRANS_B : 0u) | (a->bias ? FLAG_BIAS : 0u)};
     const vk_buffer *bufs[4] = {a->a, a->b, a->bias, a->c};
     /* Tiles: x over columns, y over rows, z over the batch; one dispatch per
      * block of at most maxComputeWorkGroupCount tiles in each, a barrier
@@ -108,6 +112,22 @@ vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args 
     return VKMHA_SUCCESS;
 }
 
+vk_matmul_args vk_matmul_args_of(const mm_shape *s, const vk_buffer *a, const vk_buffer *b,
+                                 const vk_buffer *bias, const vk_buffer *c, uint32_t dtypes)
+{
+    return (vk_matmul_args){.a = a, .b = b, .bias = bias, .c = c, .m = s->m, .n = s->n,
+                            .k = s->k, .lda = s->lda, .ldb = s->ldb, .ldc = s->ldc,
+                            .trans_b = s->trans_b, .alpha = s->alpha,
+                            .batch_outer = s->batch, .batch_inner = 1, .b_div = 1,
+                            .sa_outer = s->sa, .sb_outer = s->sb, .sc_outer = s->sc,
+                            .dtypes = dtypes};
+}
+
+static vkmha_status record_op(vk_state *vk, const void *args)
+{
+    return vk_record_matmul(vk, &vk->op_sites.sites[OPSITE_MATMUL], args);
+}
+
 vkmha_status vk_matmul(vk_state *vk, const mm_shape *s, const void *a, const void *b,
                        const void *bias, void *c)
 {
@@ -120,24 +140,17 @@ vkmha_status vk_matmul(vk_state *vk, const mm_shape *s, const void *a, const voi
         (st = vk_check_size(vk, bc, "c")) ||
         (st = vk_slot_ensure(vk, SLOT_Q_IN, ba)) || (st = vk_slot_ensure(vk, SLOT_K_IN, bb)) ||
         (bias && (st = vk_slot_ensure(vk, SLOT_AUX, bbias))) ||
-        (st = vk_slot_ensure(vk, SLOT_OUT, bc)) ||
-        (st = vk_call_begin(vk, ba + bb + bbias + 48, bc)))
+        (st = vk_slot_ensure(vk, SLOT_OUT, bc)))
         return st;
-    vk_upload(vk, &vk->slots[SLOT_Q_IN], 0, a, ba);
-    vk_upload(vk, &vk->slots[SLOT_K_IN], 0, b, bb);
-    if (bias)
-        vk_upload(vk, &vk->slots[SLOT_AUX], 0, bias, bbias);
-    vk_barrier(vk);
-    vk_matmul_args args = {
-        &vk->slots[SLOT_Q_IN], &vk->slots[SLOT_K_IN], bias ? &vk->slots[SLOT_AUX] : NULL,
-        &vk->slots[SLOT_OUT], s->m, s->n, s->k, s->lda, s->ldb, s->ldc, s->trans_b, s->alpha,
-        s->batch, 1, 1, s->sa, 0, s->sb, 0, s->sc, 0,
-        VK_DT(0, s->dtype) | VK_DT(1, s->dtype) | VK_DT(2, s->dtype) | VK_DT(3, s->dtype)};
-    if ((st = vk_record_matmul(vk, &vk->op_sites.sites[OPSITE_MATMUL], &args))) {
-        vk_call_abort(vk);
-        return st;
-    }
-    vk_download(vk, &vk->slots[SLOT_OUT], c, (size_t)(s->n * es), s->m, (size_t)(s->ldc * es),
-                s->batch, (size_t)(s->sc * es));
-    return vk_call_submit(vk);
+    const vk_matmul_args args = vk_matmul_args_of(
+        s, &vk->slots[SLOT_Q_IN], &vk->slots[SLOT_K_IN], bias ? &vk->slots[SLOT_AUX] : NULL,
+        &vk->slots[SLOT_OUT],
+        VK_DT(0, s->dtype) | VK_DT(1, s->dtype) | VK_DT(2, s->dtype) | VK_DT(3, s->dtype));
+    const vk_host_call call = {
+        .up = {{&vk->slots[SLOT_Q_IN], a, ba}, {&vk->slots[SLOT_K_IN], b, bb},
+               {&vk->slots[SLOT_AUX], bias, bbias}},
+        .down = {{&vk->slots[SLOT_OUT], c, (size_t)(s->n * es), s->m, (size_t)(s->ldc * es),
+                  s->batch, (size_t)(s->sc * es)}},
+        .record = record_op, .arg = &args};
+    return vk_run_host(vk, &call);
 }

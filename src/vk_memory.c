@@ -34,6 +34,8 @@ void vk_buffer_destroy(vk_state *vk, vk_buffer *b)
         vk->vkd.vkDestroyBufferView(vk->device, b->view4, vk->vkalloc);
     if (b->view4h)
         vk->vkd.vkDestroyBufferView(vk->device, b->view4h, vk->vkalloc);
+    if (b->view4u)
+        vk->vkd.vkDestroyBufferView(vk->device, b->view4u, vk->vkalloc);
     if (b->buf)
         vk->vkd.vkDestroyBuffer(vk->device, b->buf, vk->vkalloc);
     if (b->mem) {
@@ -134,8 +136,13 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
         /* fp16 texels are 8 bytes; texel16 requires maxTexelBufferElements *
          * 8 >= maxStorageBufferRange. */
         vi.format = VK_FORMAT_R16G16B16A16_SFLOAT;
+        VkBufferViewCreateInfo vu = vi;
+        vu.format = VK_FORMAT_R32G32_UINT;
         if (vk->texel16 &&
-            (r = vk->vkd.vkCreateBufferView(vk->device, &vi, vk->vkalloc, &b.view4h)) != VK_SUCCESS) {
+            ((r = vk->vkd.vkCreateBufferView(vk->device, &vi, vk->vkalloc, &b.view4h)) !=
+                 VK_SUCCESS ||
+             (r = vk->vkd.vkCreateBufferView(vk->device, &vu, vk->vkalloc, &b.view4u)) !=
+                 VK_SUCCESS)) {
             vk_buffer_destroy(vk, &b);
             return vk_fail(vk, r, "vkCreateBufferView");
         }
@@ -214,11 +221,6 @@ static vkmha_status ensure(vk_state *vk, vk_buffer *b, VkDeviceSize size, bool s
     return vk_buffer_create(vk, grow_size(vk, size), staging, download, what, b);
 }
 
-vkmha_status vk_buffer_ensure(vk_state *vk, vk_buffer *b, VkDeviceSize size, const char *what)
-{
-    return ensure(vk, b, size, false, false, what);
-}
-
 vkmha_status vk_slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size)
 {
     static const char *const names[SLOT_COUNT] = {
@@ -240,7 +242,9 @@ vkmha_status vk_slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size)
         [SLOT_PARTIAL_O] = "split-K partial outputs",
         [SLOT_PARTIAL_ML] = "split-K partial statistics",
         [SLOT_O_HEADS] = "attention output",
-        [SLOT_OUT] = "output"};
+        [SLOT_OUT] = "output",
+        [SLOT_WEIGHTS] = "attention weights"};
+    _Static_assert(SLOT_WEIGHTS + 1 == SLOT_COUNT, "every slot has a name");
     return ensure(vk, &vk->slots[slot], size, false, false, names[slot]);
 }
 

@@ -13,12 +13,16 @@
 #include "flash_combine_n16.spv.h"
 #include "flash_cpu.spv.h"
 #include "flash_cpu_n16.spv.h"
+#include "flash_cpu_u16.spv.h"
+#include "flash_cpu_u16_n16.spv.h"
 #include "flash_combine_cpu.spv.h"
 #include "flash_combine_cpu_n16.spv.h"
 #include "heads.spv.h"
 #include "heads_n16.spv.h"
 #include "heads_cpu.spv.h"
 #include "heads_cpu_n16.spv.h"
+#include "heads_cpu_u16.spv.h"
+#include "heads_cpu_u16_n16.spv.h"
 #include "layernorm.spv.h"
 #include "layernorm_n16.spv.h"
 #include "layernorm_cpu.spv.h"
@@ -29,6 +33,8 @@
 #include "matmul_n16.spv.h"
 #include "matmul_cpu.spv.h"
 #include "matmul_cpu_n16.spv.h"
+#include "matmul_cpu_u16.spv.h"
+#include "matmul_cpu_u16_n16.spv.h"
 #include "softmax.spv.h"
 #include "softmax_n16.spv.h"
 #include "softmax_cpu.spv.h"
@@ -89,8 +95,6 @@ uint32_t vk_binding_source(const vk_state *vk, vk_kind kind, uint32_t binding)
     return texel_sources[kind][binding - kind_bindings[kind]];
 }
 
-/* Every push-constant block fits the 128 bytes Vulkan guarantees. */
-#define PUSH_RANGE 128
 
 /* Candidate matmul tiles, best first; the first that fits the device's
  * workgroup and shared-memory limits wins. Fields: bm, bn, bk, tm, tn,
@@ -219,7 +223,9 @@ static bool pick_flash(const vkmha_device_info *d, uint32_t max_dim, bool cpu,
         if (d4 % tx || shared > d->max_shared_memory || wg > d->max_workgroup_invocations ||
             wg > d->max_workgroup_size[0])
             continue;
-        *out = (vkmha_attention_config){max_dim, br, bc, sr, sc, wg, (uint32_t)shared};
+        *out = (vkmha_attention_config){.max_head_dim = max_dim, .block_q = br, .block_k = bc,
+                                        .tm = sr, .tn = sc, .workgroup_size = wg,
+                                        .shared_bytes = (uint32_t)shared};
         return true;
     }
     return false;
@@ -235,7 +241,9 @@ static vkmha_attention_config pick_flash_cpu(const vkmha_device_info *d, uint32_
     uint32_t wg = 8;
     while (wg > 1 && (wg > d->max_workgroup_invocations || wg > d->max_workgroup_size[0]))
         wg /= 2;
-    return (vkmha_attention_config){max_dim, wg * tm, VK_FLASH_CPU_BLOCK_K, tm, 1, wg, 0};
+    return (vkmha_attention_config){.max_head_dim = max_dim, .block_q = wg * tm,
+                                    .block_k = VK_FLASH_CPU_BLOCK_K, .tm = tm, .tn = 1,
+                                    .workgroup_size = wg};
 }
 
 static uint32_t pick_workgroup(const vkmha_device_info *d, uint32_t want)
@@ -313,9 +321,11 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override)
         vk->matmul_texel = true;
         /* fp16 as vec4 texels (R16G16B16A16_SFLOAT, required of every
          * device for uniform texel buffers; checked anyway). */
-        VkFormatProperties fp;
-        vk->vki.GetPhysicalDeviceFormatProperties(vk->phys, VK_FORMAT_R16G16B16A16_SFLOAT, &fp);
-        vk->texel16 = (fp.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) &&
+        VkFormatProperties fh, fu;
+        vk->vki.GetPhysicalDeviceFormatProperties(vk->phys, VK_FORMAT_R16G16B16A16_SFLOAT, &fh);
+        vk->vki.GetPhysicalDeviceFormatProperties(vk->phys, VK_FORMAT_R32G32_UINT, &fu);
+        vk->texel16 = (fh.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) &&
+                      (fu.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) &&
                       (uint64_t)vk->max_texel_elements * 8 >= vk->info.max_storage_buffer_range;
     }
     vk->reduce_wg = pick_workgroup(&vk->info, 128);
@@ -363,7 +373,7 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override)
         if ((r = vk->vkd.vkCreateDescriptorSetLayout(vk->device, &li, vk->vkalloc,
                                                      &vk->set_layouts[k])) != VK_SUCCESS)
             return vk_fail(vk, r, "vkCreateDescriptorSetLayout");
-        VkPushConstantRange range = {VK_SHADER_STAGE_COMPUTE_BIT, 0, PUSH_RANGE};
+        VkPushConstantRange range = {VK_SHADER_STAGE_COMPUTE_BIT, 0, VK_PUSH_BYTES};
         VkPipelineLayoutCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
         pi.setLayoutCount = 1;
         pi.pSetLayouts = &vk->set_layouts[k];
@@ -425,24 +435,62 @@ vk_kind vk_pipe_kind(vk_pipe pipe)
     {#name, vkmha_spv_##name, vkmha_spv_##name##_n16, sizeof(vkmha_spv_##name),              \
      sizeof(vkmha_spv_##name##_n16), {__VA_ARGS__}}
 static const spv_code matmul = SPV(matmul, "WG", "BM", "BN", "BK", "TM", "TN", "VEC");
-static const spv_code matmul_cpu = SPV(matmul_cpu, "WG", "TM", "TN", "VEC");
+static const spv_code matmul_cpu[2] = {SPV(matmul_cpu, "WG", "TM", "TN", "VEC"),
+                                       SPV(matmul_cpu_u16, "WG", "TM", "TN", "VEC")};
 static const spv_code heads = SPV(heads, "WG");
 static const spv_code flash = SPV(flash, "WG", "BR", "BC", "D4", "SR", "SC");
 static const spv_code flash_combine[2] = {SPV(flash_combine, "WG", "EPI"),
                                           SPV(flash_combine_cpu, "WG", "EPI")};
-static const spv_code flash_cpu = SPV(flash_cpu, "WG", "TM", "D4");
+static const spv_code flash_cpu[2] = {SPV(flash_cpu, "WG", "TM", "D4"),
+                                      SPV(flash_cpu_u16, "WG", "TM", "D4")};
 static const spv_code softmax_cpu = SPV(softmax_cpu, "WG");
-static const spv_code heads_cpu = SPV(heads_cpu, "WG");
+static const spv_code heads_cpu[2] = {SPV(heads_cpu, "WG"), SPV(heads_cpu_u16, "WG")};
 static const spv_code layernorm_cpu = SPV(layernorm_cpu, "WG");
 static const spv_code softmax[2] = {SPV(softmax, "WG"), SPV(softmax_sg, "WG")};
 static const spv_code layernorm[2] = {SPV(layernorm, "WG"), SPV(layernorm_sg, "WG")};
 #undef SPV
 
-/* The shader and specialization constants (spec[0] is always the workgroup
- * size) of `pipe` on this context. */
-static const spv_code *pipe_spec(const vk_state *vk, vk_pipe pipe, uint32_t spec[VK_MAX_SPEC],
-                                 uint32_t *n_spec)
+static bool is16(uint32_t dtypes, uint32_t i)
 {
+    return VK_DT_OF(dtypes, i) == VKMHA_DTYPE_F16 || VK_DT_OF(dtypes, i) == VKMHA_DTYPE_BF16;
+}
+
+bool vk_texel_u16(const vk_state *vk, vk_pipe pipe, uint32_t dtypes)
+{
+    if (!vk->matmul_texel || !vk->texel16)
+        return false;
+    if (pipe <= PIPE_MATMUL_SMALL_VEC) /* A and B */
+        return is16(dtypes, 0) && is16(dtypes, 1);
+    if (pipe >= PIPE_FLASH_CPU && pipe < PIPE_FLASH_CPU + VK_FLASH_CLASSES) /* q, k, v */
+        return is16(dtypes, 0) && is16(dtypes, 1) && is16(dtypes, 2);
+    return pipe == PIPE_HEADS_CPU && is16(dtypes, 0); /* x */
+}
+
+bool vk_texel_ok(const vk_buffer *const bufs[], const uint32_t idx[], uint32_t n,
+                 uint32_t dtypes, bool u16_variant)
+{
+    uint32_t n16 = 0, bf16 = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        n16 += is16(dtypes, idx[i]);
+        bf16 += VK_DT_OF(dtypes, idx[i]) == VKMHA_DTYPE_BF16;
+    }
+    /* A shader with the TEXEL_U16 variant reads all-fp32 or all-16-bit
+     * sources; one without, fp32 and fp16 (R16G16B16A16_SFLOAT). */
+    const bool u16 = u16_variant && n16 == n && n16 > 0;
+    if (u16_variant ? n16 != 0 && n16 != n : bf16 != 0)
+        return false;
+    for (uint32_t i = 0; i < n; i++)
+        if (!vk_texel_view(bufs[i], VK_DT_OF(dtypes, idx[i]), u16))
+            return false;
+    return true;
+}
+
+/* The shader and specialization constants (spec[0] is always the workgroup
+ * size) of `pipe` with `dtypes` on this context. */
+static const spv_code *pipe_spec(const vk_state *vk, vk_pipe pipe, uint32_t dtypes,
+                                 uint32_t spec[VK_MAX_SPEC], uint32_t *n_spec)
+{
+    const bool u16 = vk_texel_u16(vk, pipe, dtypes);
     *n_spec = 1;
     switch (pipe) {
     case PIPE_MATMUL_LARGE:
@@ -458,7 +506,7 @@ static const spv_code *pipe_spec(const vk_state *vk, vk_pipe pipe, uint32_t spec
             spec[2] = t->tn;             /* 2 TN */
             spec[3] = vec;               /* 3 VEC */
             *n_spec = 4;
-            return &matmul_cpu;
+            return &matmul_cpu[u16];
         }
         spec[0] = t->workgroup_size; /* 0 WG */
         spec[1] = t->bm;             /* 1 BM */
@@ -476,9 +524,10 @@ static const spv_code *pipe_spec(const vk_state *vk, vk_pipe pipe, uint32_t spec
     case PIPE_SOFTMAX_CPU:
     case PIPE_HEADS_CPU:
     case PIPE_LAYERNORM_CPU: {
-        static const spv_code *const row_kernels[] = {&softmax_cpu, &heads_cpu, &layernorm_cpu};
+        static const spv_code *const row_kernels[] = {&softmax_cpu, &heads_cpu[0],
+                                                      &layernorm_cpu};
         spec[0] = vk->cpu_rows_wg; /* 0 WG: rows per workgroup */
-        return row_kernels[pipe - PIPE_SOFTMAX_CPU];
+        return pipe == PIPE_HEADS_CPU ? &heads_cpu[u16] : row_kernels[pipe - PIPE_SOFTMAX_CPU];
     }
     case PIPE_LAYERNORM:
         spec[0] = vk->reduce_wg; /* 0 WG */
@@ -504,7 +553,7 @@ static const spv_code *pipe_spec(const vk_state *vk, vk_pipe pipe, uint32_t spec
             spec[1] = f->tm;               /* 1 TM */
             spec[2] = f->max_head_dim / 4; /* 2 D4 */
             *n_spec = 3;
-            return &flash_cpu;
+            return &flash_cpu[u16];
         }
         const vkmha_attention_config *f = &vk->flash[pipe - PIPE_FLASH];
         spec[0] = f->workgroup_size;   /* 0 WG */
@@ -555,7 +604,7 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, uint32_t dtypes, VkPipe
     }
     uint32_t spec[VK_MAX_SPEC + 1];
     uint32_t n_spec;
-    const spv_code *code = pipe_spec(vk, pipe, spec, &n_spec);
+    const spv_code *code = pipe_spec(vk, pipe, dtypes, spec, &n_spec);
 
     /* The shape constants by constant_id, then the dtypes (VK_SPEC_DTYPES). */
     VkSpecializationMapEntry entries[VK_MAX_SPEC + 1];
@@ -637,14 +686,15 @@ void vk_pipe_info_get(const vk_state *vk, vk_pipe pipe, vk_pipe_info *out)
     out->available = pipe_available(vk, pipe);
     if (!out->available)
         return;
-    const spv_code *code = pipe_spec(vk, pipe, out->spec, &out->n_spec);
+    const spv_code *code = pipe_spec(vk, pipe, 0, out->spec, &out->n_spec);
     out->shader = code->name;
     for (uint32_t i = 0; i < out->n_spec; i++)
         out->spec_names[i] = code->spec_names[i];
     out->workgroup_size = out->spec[0];
 }
 
-vkmha_status vk_pipeline_statistics(vk_state *vk, vk_pipe pipe, uint32_t *subgroup_size,
+vkmha_status vk_pipeline_statistics(vk_state *vk, vk_pipe pipe, uint32_t dtypes,
+                                    uint32_t *subgroup_size,
                                     VkPipelineExecutableStatisticKHR *out, uint32_t *count)
 {
     VkPipeline p;
@@ -656,7 +706,7 @@ vkmha_status vk_pipeline_statistics(vk_state *vk, vk_pipe pipe, uint32_t *subgro
     if (!pipe_available(vk, pipe))
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "pipeline %d is not used on this device", (int)pipe);
-    if ((st = vk_pipeline_get(vk, pipe, 0, &p)))
+    if ((st = vk_pipeline_get(vk, pipe, dtypes, &p)))
         return st;
     /* A compute pipeline has one executable: its compute shader. */
     VkPipelineInfoKHR pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};

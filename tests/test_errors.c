@@ -554,6 +554,39 @@ typedef struct log_capture {
     char msg[1024];
 } log_capture;
 
+/* Each form of an op names itself: a tensor call's bad desc is reported as
+ * vkmha_<op>_tensor's, not the host-array op's; a bad dtype field of a
+ * host-array op names desc->dtype. */
+static void call_name_cases(const env *e)
+{
+    vkmha_tensor *t = NULL;
+    const vkmha_tensor_desc td = {VKMHA_DTYPE_F32, 1, {64}};
+    if (vkmha_tensor_create(e->ctx, &td, &t) != VKMHA_SUCCESS) {
+        t_report(false, "%s: a tensor for the call-name cases", e->name);
+        return;
+    }
+    BAD(e, INVALID, "vkmha_matmul_tensor", "desc", NULL, "matmul_tensor NULL desc",
+        vkmha_matmul_tensor(e->ctx, NULL, t, t, NULL, t));
+    BAD(e, INVALID, "vkmha_softmax_tensor", "desc", NULL, "softmax_tensor NULL desc",
+        vkmha_softmax_tensor(e->ctx, NULL, t, NULL, t));
+    BAD(e, INVALID, "vkmha_split_heads_tensor", "desc", NULL, "split_heads_tensor NULL desc",
+        vkmha_split_heads_tensor(e->ctx, NULL, t, t));
+    BAD(e, INVALID, "vkmha_merge_heads_tensor", "desc", NULL, "merge_heads_tensor NULL desc",
+        vkmha_merge_heads_tensor(e->ctx, NULL, t, t));
+    BAD(e, INVALID, "vkmha_attention_tensor", "desc", NULL, "attention_tensor NULL desc",
+        vkmha_attention_tensor(e->ctx, NULL, t, t, t, NULL, t, NULL));
+    vkmha_attention_desc ad = {0};
+    ad.heads = 1, ad.len_q = ad.len_k = 2, ad.d_k = ad.d_v = 2;
+    ad.dtype = VKMHA_DTYPE_U8;
+    BAD(e, INVALID, "vkmha_attention", "desc->dtype", NULL, "attention dtype U8",
+        vkmha_attention(e->ctx, &ad, g_in, g_in, g_in, NULL, g_out, NULL));
+    vkmha_matmul_desc md = mm_ok();
+    md.dtype = 77;
+    BAD(e, INVALID, "vkmha_matmul", "desc->dtype", NULL, "matmul dtype 77",
+        vkmha_matmul(e->ctx, &md, g_in, g_in, NULL, g_out));
+    vkmha_tensor_destroy(t);
+}
+
 static void capture_log(void *user, vkmha_log_level level, vkmha_status status,
                         const char *msg)
 {
@@ -800,6 +833,7 @@ int main(void)
         softmax_cases(&envs[i]);
         heads_cases(&envs[i]);
         attention_cases(&envs[i]);
+        call_name_cases(&envs[i]);
         create_cases(&envs[i], &w);
         forward_cases(&envs[i], layer[i]);
     }

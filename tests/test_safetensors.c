@@ -304,16 +304,17 @@ static void file_spec_make(file_spec *s, const layer *l, enum layout lay, const 
 static const char *const backend_names[3] = {"", "Vulkan", "reference"};
 
 /* Loads the file (path or bytes) and compares the forward with that of a
- * layer created from l's arrays. */
+ * layer created from l's arrays, both storing the weights as `storage`. */
 static void check_load(vkmha_context *ctx, vkmha_backend be, const layer *l,
                        const file_spec *s, enum layout lay, const char *dt, bool from_path,
-                       bool pad, t_rng *r)
+                       bool pad, t_rng *r, uint32_t storage)
 {
+    static const char *const storage_names[4] = {"F32", "", "F16", "BF16"};
     char label[256];
-    snprintf(label, sizeof label, "%s, %s, %s, %s%s: loaded layer's forward equals the "
-             "layer's from the same arrays",
-             backend_names[be], layout_names[lay], dt, from_path ? "from a path" : "from bytes",
-             pad ? "" : ", unaligned data");
+    snprintf(label, sizeof label, "%s, %s, %s stored as %s, %s%s: loaded layer's forward "
+             "equals the layer's from the same arrays",
+             backend_names[be], layout_names[lay], dt, storage_names[storage],
+             from_path ? "from a path" : "from bytes", pad ? "" : ", unaligned data");
     buf f = write_file(s->ts, s->n, pad);
     vkmha_safetensors_desc sd = {0};
     if (from_path)
@@ -326,6 +327,7 @@ static void check_load(vkmha_context *ctx, vkmha_backend be, const layer *l,
     sd.post_norm = s->norm;
     sd.norm_prefix = s->norm ? "model.layers.3.norm1." : NULL;
     sd.norm_eps = 1e-5f;
+    sd.storage_dtype = storage;
     vkmha_mha *loaded = NULL, *direct = NULL;
     bool ok = true;
     vkmha_status st = vkmha_mha_create_from_safetensors(ctx, &sd, &loaded);
@@ -343,6 +345,7 @@ static void check_load(vkmha_context *ctx, vkmha_backend be, const layer *l,
     md.norm_gamma = s->norm ? l->w[8] : NULL;
     md.norm_beta = s->norm ? l->w[9] : NULL;
     md.norm_eps = 1e-5f;
+    md.storage_dtype = storage;
     T_EXPECT_STATUS(vkmha_mha_create(ctx, &md, &direct), VKMHA_SUCCESS, ok);
     if (ok) {
         vkmha_mha_desc got;
@@ -700,6 +703,19 @@ static void bad_arguments(vkmha_context *ctx)
         ok = ok && m == NULL && t_context_works(ctx, cases[i].what);
         t_report(ok, "bad argument: %s", cases[i].what);
     }
+    /* A bad storage dtype is found by the layer's checks, and still reported
+     * as this function's. */
+    vkmha_safetensors_desc bad = {0};
+    bad.path = path, bad.prefix = "model.layers.3.attn.", bad.n_head = 2;
+    bad.storage_dtype = VKMHA_DTYPE_U8;
+    vkmha_mha *bm = NULL;
+    bool bok = true;
+    T_EXPECT_STATUS(vkmha_mha_create_from_safetensors(ctx, &bad, &bm),
+                    VKMHA_ERROR_INVALID_ARGUMENT, bok);
+    bok = bok && bm == NULL &&
+          has_words(vkmha_context_last_error(ctx),
+                    "vkmha_mha_create_from_safetensors:|desc->storage_dtype");
+    t_report(bok, "bad argument: storage_dtype U8, named by vkmha_mha_create_from_safetensors");
     vkmha_mha *m = NULL;
     bool ok = true;
     T_EXPECT_STATUS(vkmha_mha_create_from_safetensors(ctx, NULL, &m), VKMHA_ERROR_INVALID_ARGUMENT,
@@ -856,10 +872,14 @@ int main(void)
                 file_spec s;
                 file_spec_make(&s, &ls[lay], (enum layout)lay, dts[d]);
                 check_load(ctx, backends[bi], &ls[lay], &s, (enum layout)lay, dts[d],
-                           d != 1, true, &r);
+                           d != 1, true, &r, VKMHA_DTYPE_F32);
                 if (d == 0)
                     check_load(ctx, backends[bi], &ls[lay], &s, (enum layout)lay, dts[d],
-                               false, false, &r);
+                               false, false, &r, VKMHA_DTYPE_F32);
+                /* Kept in 16 bits on the device (the values are exact in both). */
+                if (lay == SEPARATE)
+                    check_load(ctx, backends[bi], &ls[lay], &s, (enum layout)lay, dts[d],
+                               false, true, &r, d == 2 ? VKMHA_DTYPE_BF16 : VKMHA_DTYPE_F16);
             }
         for (int lay = 0; lay < LAYOUT_COUNT; lay++)
             layer_free(&ls[lay]);

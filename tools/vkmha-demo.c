@@ -6,7 +6,8 @@
  *   vkmha-demo [--d-model 512] [--heads 8] [--kv-heads H] [--len 128]
  *              [--len-k L] [--batch 2] [--mask none|causal|padding|full|bias|all]
  *              [--bias] [--post-norm] [--path auto|fused|unfused] [--reps 5]
- *              [--validation] [--device N] [--verbose]   (--help describes them) */
+ *              [--dtype f32|f16|bf16] [--validation] [--device N] [--verbose]
+ *              (--help describes them) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +16,11 @@
 
 #include "vkmha.h"
 #include "cli.h"
+#include "half.h" /* src/half.c: the library's fp16 / bf16 rounding */
 
-/* |vulkan - reference| <= ATOL + RTOL * |reference|, as in tests/test_mha.c. */
+/* |vulkan - reference| <= ATOL + RTOL * |reference|, as in tests/test_mha.c;
+ * with --dtype f16 / bf16, 8 units of the format's roundoff each, as in
+ * tests/test_dtype.c (the layer rounds four activations on the way). */
 #define ATOL 1e-5
 #define RTOL 1e-4
 
@@ -65,10 +69,11 @@ int main(int argc, char **argv)
 {
     uint32_t d_model = 512, heads = 8, kv_heads = 0, len = 128, len_k = 0, batch = 2, reps = 5;
     bool bias = false, post_norm = false, verbose = false;
-    const char *mask_name = "none", *path_name = "auto";
+    const char *mask_name = "none", *path_name = "auto", *dtype_name = "f32";
     vkmha_context_desc vdesc = {0};
     static const char *const masks[] = {"none", "causal", "padding", "full", "bias", "all", NULL};
     static const char *const paths[] = {"auto", "fused", "unfused", NULL};
+    static const char *const dtypes[] = {"f32", "f16", "bf16", NULL};
     /* Limits keep every array size far from size_t overflow; memory runs out
      * first (a message and exit status 1). */
     const cli_opt opts[] = {
@@ -84,6 +89,8 @@ int main(int argc, char **argv)
         CLI_FLAG("--bias", bias, "projection biases"),
         CLI_FLAG("--post-norm", post_norm, "out = LayerNorm(query + attention)"),
         CLI_CHOICE("--path", "PATH", path_name, paths, "attention path (default auto)"),
+        CLI_CHOICE("--dtype", "TYPE", dtype_name, dtypes,
+                   "weights stored and activations computed in f32 (default), f16 or bf16"),
         CLI_U32("--reps", "N", reps, 1, 100000,
                 "timed Vulkan forwards, the median is printed (default 5)"),
         CLI_FLAG("--validation", vdesc.enable_validation,
@@ -98,7 +105,8 @@ int main(int argc, char **argv)
               "One multi-head attention forward on Vulkan and on the scalar reference backend,\n"
               "with the same random weights and inputs: prints the time of each and the\n"
               "largest difference; exit status 1 when an element differs by more than\n"
-              "1e-5 + 1e-4 * |reference| (or on any error), 2 for bad options.",
+              "1e-5 + 1e-4 * |reference| (f16: 8 * 2^-11 each, bf16: 8 * 2^-8) or on any\n"
+              "error, 2 for bad options.",
               opts, argc, argv);
     /* Warnings and errors always (the validation layer's included), the
      * plan of each forward only with --verbose. */
@@ -107,6 +115,12 @@ int main(int argc, char **argv)
     uint32_t Lk = len_k ? len_k : len;
     uint32_t hkv = kv_heads ? kv_heads : heads;
 
+    const uint32_t dtype = !strcmp(dtype_name, "f16")    ? VKMHA_DTYPE_F16
+                           : !strcmp(dtype_name, "bf16") ? VKMHA_DTYPE_BF16
+                                                         : VKMHA_DTYPE_F32;
+    const double atol = dtype == VKMHA_DTYPE_F16 ? 8 * 0x1p-11
+                        : dtype == VKMHA_DTYPE_BF16 ? 8 * 0x1p-8 : ATOL,
+                 rtol = dtype == VKMHA_DTYPE_F32 ? RTOL : atol;
     vkmha_attention_path path = VKMHA_ATTENTION_PATH_AUTO;
     if (!strcmp(path_name, "fused"))
         path = VKMHA_ATTENTION_PATH_FUSED;
@@ -180,13 +194,27 @@ int main(int argc, char **argv)
     float *key = len_k ? random_array(nk, -1, 1) : query;
     float *value = len_k ? random_array(nk, -1, 1) : query;
     float *out_vk = alloc_or_exit(nq * sizeof(float)), *out_ref = alloc_or_exit(nq * sizeof(float));
-    vkmha_mha_io io = {batch, len, len_k, query, key, value, mask.kinds ? &mask : NULL,
-                       out_vk, NULL, path, 0, 0};
+    /* Both backends get the same 16-bit inputs; outputs are widened to
+     * compare (the weights are rounded by vkmha_mha_create, storage_dtype). */
+    const size_t es = vkmha__dtype_size(dtype);
+    void *q16 = alloc_or_exit(nq * es), *k16 = query, *v16 = query;
+    void *o16 = alloc_or_exit(nq * es);
+    vkmha__from_f32(dtype, query, nq, q16);
+    if (len_k) {
+        k16 = alloc_or_exit(nk * es), v16 = alloc_or_exit(nk * es);
+        vkmha__from_f32(dtype, key, nk, k16);
+        vkmha__from_f32(dtype, value, nk, v16);
+    } else {
+        k16 = v16 = q16;
+    }
+    d.storage_dtype = dtype;
+    vkmha_mha_io io = {batch, len, len_k, q16, k16, v16, mask.kinds ? &mask : NULL,
+                       o16, NULL, path, 0, dtype};
 
     printf("vkmha-demo: batch %u, len_q %u, len_k %u, d_model %u, %u heads (%u kv), mask %s%s%s, "
-           "attention path %s\n",
+           "attention path %s, %s\n",
            batch, len, Lk, d_model, heads, hkv, mask_name, bias ? ", biases" : "",
-           post_norm ? ", post-norm" : "", path_name);
+           post_norm ? ", post-norm" : "", path_name, dtype_name);
 
     vkmha_context *vk = NULL, *ref = NULL;
     vkmha_context_desc rdesc = {0};
@@ -217,18 +245,21 @@ int main(int argc, char **argv)
     qsort(times, reps, sizeof *times, cmp_double);
     double t_vk = times[reps / 2];
     free(times);
+    vkmha__to_f32(dtype, o16, nq, out_vk);
 
-    io.out = out_ref;
     double t0 = now_ms();
     if (vkmha_mha_forward(mref, &io))
         goto done;
     double t_ref = now_ms() - t0;
+    vkmha__to_f32(dtype, o16, nq, out_ref);
 
     double max_abs = 0, worst_excess = -1;
     size_t worst = 0;
     for (size_t i = 0; i < nq; i++) {
         double e = fabs((double)out_vk[i] - (double)out_ref[i]);
-        double excess = e - (ATOL + RTOL * fabs((double)out_ref[i]));
+        /* NaN against a number is a failure; NaN against NaN agrees. */
+        double excess = isnan(e) ? (isnan(out_vk[i]) && isnan(out_ref[i]) ? -1 : INFINITY)
+                                 : e - (atol + rtol * fabs((double)out_ref[i]));
         if (!(e <= max_abs))
             max_abs = e;
         if (!(excess <= worst_excess))
@@ -236,8 +267,8 @@ int main(int argc, char **argv)
     }
     printf("vulkan    %10.3f ms  (median of %u)\n", t_vk, reps);
     printf("reference %10.3f ms\n", t_ref);
-    printf("max |vulkan - reference| = %.3g (tolerance %.0e + %.0e * |reference|)\n", max_abs,
-           ATOL, RTOL);
+    printf("max |vulkan - reference| = %.3g (tolerance %.2g + %.2g * |reference|)\n", max_abs,
+           atol, rtol);
     if (vdesc.enable_validation)
         printf("validation layer messages: %llu\n",
                (unsigned long long)(vkmha_context_get_info(vk, &info), info.validation_messages));
@@ -258,6 +289,9 @@ done:
         free(key);
     if (value != query)
         free(value);
+    if (k16 != q16)
+        free(k16), free(v16);
+    free(q16), free(o16);
     free(query), free(out_vk), free(out_ref), free(kp), free(full), free(mbias);
     return rc;
 }

@@ -138,6 +138,10 @@ int main(int argc, char **argv)
     printf("  %-25s %u invocations, %s\n", "softmax / LayerNorm", info.reduce_workgroup_size,
            info.subgroup_ops_used ? "subgroup arithmetic + shared memory"
                                   : "shared memory only");
+    printf("  %-25s %s\n", "fp16 / bf16 storage",
+           info.native_16bit_storage
+               ? "native 16-bit elements (storageBuffer16BitAccess)"
+               : "packed, two per 32-bit word (no storageBuffer16BitAccess)");
     printf("  %-25s %s\n", "validation layer", info.validation_enabled ? "on" : "off");
     printf("  %-25s %s\n", "matmul tiles from",
            getenv("VKMHA_MATMUL_TILE") ? "VKMHA_MATMUL_TILE" : "device type and limits");

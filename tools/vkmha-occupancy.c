@@ -16,7 +16,9 @@
  *
  * Contexts: the default one (subgroup reductions where the device has them)
  * and one with VKMHA_CONTEXT_NO_SUBGROUP_OPS; a pipeline identical in both
- * (same SPIR-V variant and specialization constants) is listed once.
+ * (same SPIR-V variant and specialization constants) is listed once. Each
+ * pipeline is compiled in fp32 and with its typed buffers in fp16 and bf16
+ * ("DT=f16", "DT=bf16": RADV has 16-bit storage, so the NATIVE16 shaders).
  *
  * Occupancy model (per family, the numbers in `families` below). A workgroup
  * runs on one "block" of SIMDs that share an LDS:
@@ -214,7 +216,15 @@ static bool add_context(const family *f, uint32_t flags, bool validate, rows *rs
                         "device for %s\n", f->name, info.device.name, f->name);
         goto done;
     }
-    for (int p = 0; p < PIPE_COUNT; p++) {
+    /* Every pipeline in fp32, and with every typed buffer fp16 and bf16
+     * (2 bits per buffer index, shaders/typed.glsl; the 16-bit elements of
+     * RADV's native 16-bit storage). */
+    static const struct {
+        uint32_t dtypes;
+        const char *name;
+    } dts[3] = {{0, ""}, {0xaaaa, " DT=f16"}, {0xffff, " DT=bf16"}};
+    for (int q = 0; q < 3 * PIPE_COUNT; q++) {
+        const int p = q % PIPE_COUNT, d = q / PIPE_COUNT;
         vk_pipe_info pi;
         vk_pipe_info_get(ctx->vk, (vk_pipe)p, &pi);
         if (!pi.available)
@@ -224,6 +234,8 @@ static bool add_context(const family *f, uint32_t flags, bool validate, rows *rs
         for (uint32_t i = 0; i < pi.n_spec && len < sizeof spec; i++)
             len += (size_t)snprintf(spec + len, sizeof spec - len, "%s%s=%u", i ? " " : "",
                                     pi.spec_names[i], pi.spec[i]);
+        if (len < sizeof spec)
+            snprintf(spec + len, sizeof spec - len, "%s", dts[d].name);
         bool seen = false;
         for (size_t i = first; i < rs->n && !seen; i++)
             seen = !strcmp(rs->v[i].shader, pi.shader) && !strcmp(rs->v[i].spec, spec);
@@ -231,7 +243,7 @@ static bool add_context(const family *f, uint32_t flags, bool validate, rows *rs
             continue;
         VkPipelineExecutableStatisticKHR s[64];
         uint32_t n = VKMHA_ARRAY_LEN(s), wave = 0;
-        if ((st = vk_pipeline_statistics(ctx->vk, (vk_pipe)p, &wave, s, &n))) {
+        if ((st = vk_pipeline_statistics(ctx->vk, (vk_pipe)p, dts[d].dtypes, &wave, s, &n))) {
             fprintf(stderr, "vkmha-occupancy: %s %s: %s\n", f->name, pi.name,
                     vkmha_context_last_error(ctx));
             goto done;

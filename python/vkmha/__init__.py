@@ -8,10 +8,24 @@ reference backend), with numpy arrays and CPU torch tensors in and out.
     out, weights = attn(x, x, x, key_padding_mask=pad)   # as mha(x, x, x, ...)
 
 Arrays: anything numpy can read (numpy arrays, CPU torch tensors, buffers).
-float32 C-contiguous arrays are passed as they are; other floating dtypes and
-layouts are converted to float32 C-contiguous; integer, bool (except masks),
-complex and GPU tensors raise TypeError. Results are numpy arrays, or torch
-tensors when the (first) input was a torch tensor.
+Each call computes on one float dtype, fp32 or 16-bit storage (vkmha.h:
+16-bit values are only stored in 16 bits, every sum is fp32):
+  - float32 arrays and tensors: fp32; float64 and other float dtypes are
+    converted to float32;
+  - numpy.float16 / torch.float16: fp16;
+  - torch.bfloat16: bf16. numpy has no bfloat16: a numpy.uint16 array is
+    taken as bf16 bits when the call says dtype="bf16", and bf16 results
+    come back as such uint16 arrays (torch.bfloat16 tensors when the input
+    was one; convert(bits, "f32") widens them).
+The dtype is that of the call's first array argument, or the call's
+`dtype` argument ("f32", "f16", "bf16", a DTYPE_ value, or a numpy / torch
+dtype); the other arrays are converted to it, narrowing as vkmha rounds its
+own 16-bit results (convert()). Masks stay bool / uint8 and additive biases
+fp32. Results have the call's dtype. C-contiguous arrays of the call's
+dtype are passed as they are; other layouts are copied; integer (except
+bf16 bits), bool (except masks), complex and GPU tensors raise TypeError.
+Results are numpy arrays, or torch tensors when the (first) input was a
+torch tensor.
 
 Every failed vkmha call raises vkmha.Error (a subclass per status, e.g.
 InvalidArgumentError, which is also a ValueError) carrying .status,
@@ -36,9 +50,13 @@ __version__ = "%d.%d.%d" % (_vkmha.version // 10000, _vkmha.version // 100 % 100
                             _vkmha.version % 100)
 
 # numpy dtype of each vkmha_dtype (a test checks that every DTYPE_ of the
-# header is here). numpy has no bfloat16: BF16 data is its uint16 bits.
+# header is here). numpy has no bfloat16: _BF16 data is its uint16 bits.
 DTYPES = {_vkmha.DTYPE_F32: _np.dtype(_np.float32), _vkmha.DTYPE_U8: _np.dtype(_np.uint8),
           _vkmha.DTYPE_F16: _np.dtype(_np.float16), _vkmha.DTYPE_BF16: _np.dtype(_np.uint16)}
+
+_F32, _F16, _BF16 = _vkmha.DTYPE_F32, _vkmha.DTYPE_F16, _vkmha.DTYPE_BF16
+_FLOAT_DTYPES = {"f32": _F32, "float32": _F32, "f16": _F16, "float16": _F16, "half": _F16,
+                 "bf16": _BF16, "bfloat16": _BF16}
 
 _BACKENDS = {"default": _vkmha.BACKEND_DEFAULT, "vulkan": _vkmha.BACKEND_VULKAN,
              "reference": _vkmha.BACKEND_REFERENCE}
@@ -52,18 +70,7 @@ def _is_torch(x):
 
 def _f32(x, name):
     """x as a float32 C-contiguous numpy array (no copy when it is one)."""
-    if x is None:
-        return None
-    if _is_torch(x):
-        if x.device.type != "cpu":
-            raise TypeError("%s: a torch tensor on %s; vkmha takes CPU tensors (x.cpu())"
-                            % (name, x.device))
-        x = x.detach()
-        x = (x.float() if x.is_floating_point() else x).numpy()
-    a = _np.asarray(x)
-    if a.dtype.kind != "f":
-        raise TypeError("%s: floating-point data is needed, got dtype %s" % (name, a.dtype))
-    return _np.ascontiguousarray(a, dtype=_np.float32)
+    return _typed(x, name, _F32)[0]
 
 
 def _u8(x, name):
@@ -78,11 +85,97 @@ def _u8(x, name):
     return _np.ascontiguousarray(a, dtype=_np.uint8)
 
 
-def _like(result, template):
-    """result as a torch tensor when template is one."""
+def _dtype(dtype):
+    """A float dtype argument as a vkmha_dtype value, None as None."""
+    if dtype is None:
+        return None
+    if isinstance(dtype, int) and not isinstance(dtype, bool):
+        if dtype in (_F32, _F16, _BF16):
+            return dtype
+    else:
+        name = str(dtype).replace("torch.", "")
+        if name not in _FLOAT_DTYPES:
+            try:
+                name = _np.dtype(dtype).name
+            except TypeError:
+                pass
+        if name in _FLOAT_DTYPES:
+            return _FLOAT_DTYPES[name]
+    raise ValueError("dtype: %r is not a float dtype of vkmha (\"f32\", \"f16\", \"bf16\", "
+                     "DTYPE_F32, DTYPE_F16, DTYPE_BF16, or a numpy / torch float dtype)"
+                     % (dtype,))
+
+
+def _natural(x, name, bf16_bits):
+    """x as (a C-contiguous numpy array, its vkmha dtype), with no rounding:
+    float16 and bfloat16 data keep their dtype (bfloat16 as uint16 bits; a
+    numpy.uint16 array is bf16 bits only if bf16_bits), other floats become
+    float32."""
+    if _is_torch(x):
+        if x.device.type != "cpu":
+            raise TypeError("%s: a torch tensor on %s; vkmha takes CPU tensors (x.cpu())"
+                            % (name, x.device))
+        x = x.detach()
+        if x.dtype == _torch().bfloat16:
+            return x.contiguous().view(_torch().int16).numpy().view(_np.uint16), _BF16
+        if x.dtype == _torch().float16:
+            return _np.ascontiguousarray(x.numpy()), _F16
+        x = (x.float() if x.is_floating_point() else x).numpy()
+    a = _np.asarray(x)
+    if a.dtype == _np.float16:
+        return _np.ascontiguousarray(a), _F16
+    if a.dtype == _np.uint16 and bf16_bits:
+        return _np.ascontiguousarray(a), _BF16
+    if a.dtype.kind != "f":
+        hint = " (bfloat16 bits as numpy.uint16 need dtype=\"bf16\")" \
+            if a.dtype == _np.uint16 else ""
+        raise TypeError("%s: floating-point data is needed, got dtype %s%s" % (name, a.dtype, hint))
+    return _np.ascontiguousarray(a, dtype=_np.float32), _F32
+
+
+def _to(a, dt, dtype):
+    """a (a C-contiguous array of vkmha dtype dt) as vkmha dtype `dtype`."""
+    if dt == dtype:
+        return a
+    out = _np.empty(a.shape, DTYPES[dtype])
+    _vkmha.convert(a, dt, out, dtype)
+    return out
+
+
+def _typed(x, name, dtype):
+    """x as a C-contiguous array of vkmha dtype `dtype` (None: x's own, see
+    _natural), and that dtype. Narrowing rounds as vkmha does."""
+    if x is None:
+        return None, dtype
+    a, dt = _natural(x, name, dtype == _BF16)
+    return (a, dt) if dtype is None else (_to(a, dt, dtype), dtype)
+
+
+def convert(x, dtype):
+    """x (any float data: numpy or CPU torch, float32, float16, bfloat16;
+    a numpy.uint16 array is bf16 bits) as a numpy array of vkmha dtype
+    `dtype` ("f32", "f16", "bf16", ...): float32, float16, or bf16 bits as
+    uint16. Widening is exact; narrowing rounds as vkmha stores its 16-bit
+    results: to nearest even, a finite value beyond the format's largest
+    saturates to it (+-65504 for fp16), Inf and NaN stay Inf and NaN."""
+    a, dt = _natural(x, "x", True)
+    return _to(a, dt, _dtype(dtype))
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def _like(result, template, dtype=_F32):
+    """result (a numpy array of vkmha dtype `dtype`) as a torch tensor when
+    template is one (bf16 bits as torch.bfloat16)."""
+    if result is None:
+        return None
     if _is_torch(template):
-        import torch
-        return torch.from_numpy(result)
+        if dtype == _BF16:  # through int16: torch may have no uint16
+            return _torch().from_numpy(result.view(_np.int16)).view(_torch().bfloat16)
+        return _torch().from_numpy(result)
     return result
 
 
@@ -96,47 +189,77 @@ def _path(path):
 
 class Context(_vkmha.Context):
     """A vkmha context: Context(backend="vulkan" | "reference", device_index=None,
-    validation=False, flags=0, fused_kernel=FUSED_KERNEL_AUTO, scratch_budget=0).
+    validation=False, flags=0, fused_kernel=FUSED_KERNEL_AUTO, scratch_budget=0,
+    no_native_16bit=False).
     flags: OR of CONTEXT_*; fused_kernel (for tests, vkmha_debug_options)
     forces one fused attention kernel; scratch_budget: the most bytes of
-    scratch kept between calls (0: no budget). info() returns
-    vkmha_context_info as a dict, last_error the message of the last failed
-    call."""
+    scratch kept between calls (0: no budget); no_native_16bit (for tests)
+    makes 16-bit data take the packed path of devices without 16-bit
+    storage. info() returns vkmha_context_info as a dict, last_error the
+    message of the last failed call.
+
+    The ops take arrays (results are arrays of the call's dtype, see the
+    module's doc) or Tensors (results are new Tensors of this context,
+    computed without a host round trip, of the `dtype` argument or else of
+    the first input tensor's dtype; the input tensors may each have their
+    own float dtype)."""
 
     def __init__(self, backend="vulkan", device_index=None, validation=False, flags=0,
-                 fused_kernel=_vkmha.FUSED_KERNEL_AUTO, scratch_budget=0):
+                 fused_kernel=_vkmha.FUSED_KERNEL_AUTO, scratch_budget=0,
+                 no_native_16bit=False):
         if isinstance(backend, str):
             if backend not in _BACKENDS:
                 raise ValueError("backend: one of %s" % ", ".join(_BACKENDS))
             backend = _BACKENDS[backend]
         super().__init__(backend, -1 if device_index is None else device_index,
-                         bool(validation), flags, fused_kernel, scratch_budget)
+                         bool(validation), flags, fused_kernel, scratch_budget,
+                         bool(no_native_16bit))
 
     # ---- tensors ----
-    def tensor(self, array=None, shape=None, dtype=_vkmha.DTYPE_F32):
-        """A device tensor: of array's shape and contents (float arrays as
-        float32, bool / uint8 ones as uint8), or empty of `shape`."""
+    def tensor(self, array=None, shape=None, dtype=None):
+        """A device tensor: of array's shape and contents (bool / uint8 arrays
+        as DTYPE_U8, float ones in `dtype`, default their own: float32,
+        float16, bfloat16), or empty of `shape` and `dtype` (default _F32;
+        DTYPE_U8 too)."""
         if array is not None:
-            a = _np.asarray(array.detach().cpu().numpy() if _is_torch(array) else array)
-            if a.dtype == _np.bool_ or a.dtype == _np.uint8:
+            a = _np_of(array)
+            if getattr(a, "dtype", None) in (_np.bool_, _np.uint8):
                 a, dtype = _u8(a, "array"), _vkmha.DTYPE_U8
             else:
-                a, dtype = _f32(a, "array"), _vkmha.DTYPE_F32
+                a, dtype = _typed(array, "array", _dtype(dtype))
             t = Tensor(self, a.shape, dtype)
             t.upload(a)
             return t
+        if dtype != _vkmha.DTYPE_U8:
+            dtype = _dtype(dtype) or _F32
         return Tensor(self, tuple(shape), dtype)
 
-    # ---- ops: on arrays (results are arrays) or on Tensors (results are
-    # new Tensors of this context, computed without a host round trip) ----
-    def _new(self, tensors, shape):
-        return self.tensor(shape=shape) if tensors else _np.empty(shape, _np.float32)
+    def _inputs(self, dtype, *named):
+        """The float inputs (x, name) of one call: Tensors as they are, with
+        the output dtype (dtype, else the first tensor's); arrays as arrays
+        of one dtype (dtype, else the first array's). Returns (list, dtype,
+        tensor mode)."""
+        dt = _dtype(dtype)
+        if named and _is_tensor(named[0][0]):
+            return [x for x, _ in named], dt if dt is not None else named[0][0].dtype, True
+        out = []
+        for x, name in named:
+            if _is_tensor(x):  # the binding says: all arrays or all Tensors
+                out.append(x)
+                continue
+            a, dt = _typed(x, name, dt)
+            out.append(a)
+        return out, dt, False
 
-    def matmul(self, a, b, bias=None, transpose_b=False, alpha=1.0):
+    def _new(self, tensors, shape, dtype):
+        return self.tensor(shape=shape, dtype=dtype) if tensors else \
+            _np.empty(shape, DTYPES[dtype])
+
+    def matmul(self, a, b, bias=None, transpose_b=False, alpha=1.0, dtype=None):
         """alpha * a @ op(b) + bias: a [batch][m][k] or [m][k]; b [batch][k][n],
         or [k][n] (the same for every batch entry); op(b) = b^T when
         transpose_b (b then [.., n, k], a torch.nn.Linear weight)."""
-        A, B = _in(a, "a"), _in(b, "b")
+        (A, B, bias_a), dt, tm = self._inputs(dtype, (a, "a"), (b, "b"), (bias, "bias"))
         ra, rb = len(A.shape), len(B.shape)
         if ra not in (2, 3) or rb not in (2, 3):
             raise ValueError("matmul: a and b must have 2 or 3 dims")
@@ -146,60 +269,61 @@ class Context(_vkmha.Context):
         kb = B.shape[-1] if transpose_b else B.shape[-2]
         if kb != k:
             raise ValueError("matmul: a has k = %d columns, b has %d" % (k, kb))
-        c = self._new(_is_tensor(A), (batch, m, n) if ra == 3 or rb == 3 else (m, n))
-        super().matmul(A, B, c, m, n, k, bias=_in(bias, "bias"), batch=batch,
-                       transpose_b=transpose_b, alpha=alpha, broadcast_a=ra == 2,
-                       broadcast_b=rb == 2)
-        return _out(c, a)
+        c = self._new(tm, (batch, m, n) if ra == 3 or rb == 3 else (m, n), dt)
+        super().matmul(A, B, c, m, n, k, bias=bias_a, batch=batch, transpose_b=transpose_b,
+                       alpha=alpha, broadcast_a=ra == 2, broadcast_b=rb == 2, dtype=dt)
+        return _out(c, a, dt)
 
-    def softmax(self, x, scale=1.0, key_padding=None, full=None, causal=False, bias=None):
+    def softmax(self, x, scale=1.0, key_padding=None, full=None, causal=False, bias=None,
+                dtype=None):
         """softmax over the last axis of x [batch][heads][len_q][len_k] (or
-        fewer leading dims) with vkmha's masks (uint8 / bool, 0 = masked)."""
-        X = _in(x, "x")
+        fewer leading dims) with vkmha's masks (uint8 / bool, 0 = masked;
+        bias fp32)."""
+        (X,), dt, tm = self._inputs(dtype, (x, "x"))
         shape4 = (1,) * (4 - len(X.shape)) + tuple(X.shape)
-        y = self._new(_is_tensor(X), tuple(X.shape))
+        y = self._new(tm, tuple(X.shape), dt)
         bias_a = _in(bias, "bias")
         super().softmax(X, y, shape4[2], shape4[3], batch=shape4[0], heads=shape4[1],
                         scale=scale, key_padding=_mask_in(key_padding, "key_padding"),
                         full=_mask_in(full, "full"), causal=causal, bias=bias_a,
-                        **_bias_dims(bias_a))
-        return _out(y, x)
+                        dtype=dt, **_bias_dims(bias_a))
+        return _out(y, x, dt)
 
-    def split_heads(self, x, heads):
+    def split_heads(self, x, heads, dtype=None):
         """[batch][len][heads * head_dim] -> [batch][heads][len][head_dim]."""
-        X = _in(x, "x")
+        (X,), dt, tm = self._inputs(dtype, (x, "x"))
         b, n, f = X.shape
         if f % heads:
             raise ValueError("split_heads: %d features are not %d heads" % (f, heads))
-        y = self._new(_is_tensor(X), (b, heads, n, f // heads))
-        super().split_heads(X, y, n, heads, f // heads, batch=b)
-        return _out(y, x)
+        y = self._new(tm, (b, heads, n, f // heads), dt)
+        super().split_heads(X, y, n, heads, f // heads, batch=b, dtype=dt)
+        return _out(y, x, dt)
 
-    def merge_heads(self, x):
+    def merge_heads(self, x, dtype=None):
         """[batch][heads][len][head_dim] -> [batch][len][heads * head_dim]."""
-        X = _in(x, "x")
+        (X,), dt, tm = self._inputs(dtype, (x, "x"))
         b, h, n, d = X.shape
-        y = self._new(_is_tensor(X), (b, n, h * d))
-        super().merge_heads(X, y, n, h, d, batch=b)
-        return _out(y, x)
+        y = self._new(tm, (b, n, h * d), dt)
+        super().merge_heads(X, y, n, h, d, batch=b, dtype=dt)
+        return _out(y, x, dt)
 
     def attention(self, q, k, v, scale=0.0, need_weights=False, path="auto", kv_splits=0,
-                  key_padding=None, full=None, causal=False, bias=None):
+                  key_padding=None, full=None, causal=False, bias=None, dtype=None):
         """Scaled dot-product attention on split heads: q [batch][H][len_q][d_k],
         k [batch][Hkv][len_k][d_k], v [batch][Hkv][len_k][d_v] ->
         out [batch][H][len_q][d_v] (and weights [batch][H][len_q][len_k])."""
-        Q, K, V = _in(q, "q"), _in(k, "k"), _in(v, "v")
+        (Q, K, V), dt, tm = self._inputs(dtype, (q, "q"), (k, "k"), (v, "v"))
         b, h, lq, dk = Q.shape
         hkv, lk, dv = K.shape[1], K.shape[2], V.shape[3]
-        out = self._new(_is_tensor(Q), (b, h, lq, dv))
-        w = self._new(_is_tensor(Q), (b, h, lq, lk)) if need_weights else None
+        out = self._new(tm, (b, h, lq, dv), dt)
+        w = self._new(tm, (b, h, lq, lk), dt) if need_weights else None
         bias_a = _in(bias, "bias")
         super().attention(Q, K, V, out, h, lq, lk, dk, dv, batch=b, kv_heads=hkv, scale=scale,
                           weights=w, path=_path(path), kv_splits=kv_splits,
                           key_padding=_mask_in(key_padding, "key_padding"),
                           full=_mask_in(full, "full"), causal=causal, bias=bias_a,
-                          **_bias_dims(bias_a))
-        return (_out(out, q), _out(w, q)) if need_weights else _out(out, q)
+                          dtype=dt, **_bias_dims(bias_a))
+        return (_out(out, q, dt), _out(w, q, dt)) if need_weights else _out(out, q, dt)
 
 
 def _is_tensor(x):
@@ -207,7 +331,8 @@ def _is_tensor(x):
 
 
 def _in(x, name):
-    """A float input: a Tensor as it is, anything else as a float32 array."""
+    """A float32 input (the masks' bias): a Tensor as it is, anything else
+    as a float32 array."""
     return x if _is_tensor(x) else _f32(x, name)
 
 
@@ -215,9 +340,9 @@ def _mask_in(x, name):
     return x if _is_tensor(x) else _u8(x, name)
 
 
-def _out(result, template):
+def _out(result, template, dtype):
     """A Tensor as it is; an array as a torch tensor when template is one."""
-    return result if _is_tensor(result) else _like(result, template)
+    return result if _is_tensor(result) else _like(result, template, dtype)
 
 
 def _bias_dims(bias):
@@ -231,10 +356,15 @@ def _bias_dims(bias):
 
 class Tensor(_vkmha.Tensor):
     """A vkmha tensor (device memory on Vulkan). Tensor(context, shape,
-    dtype=DTYPE_F32); context.tensor(array) makes one from an array.
-    upload(array), numpy() / download(out), shape, dtype, nbytes."""
+    dtype=DTYPE_F32), dtype a DTYPE_ value or "f32", "f16", "bf16";
+    context.tensor(array) makes one from an array. upload(array) (its bytes),
+    numpy() / download(out), shape, dtype (the DTYPE_ value), nbytes.
+    numpy() gives a _BF16 tensor's bits as uint16 (convert(t.numpy(), "f32")
+    widens them)."""
 
     def __init__(self, context, shape, dtype=_vkmha.DTYPE_F32):
+        if dtype != _vkmha.DTYPE_U8:
+            dtype = _dtype(dtype)
         super().__init__(context, shape, dtype)
         self.context = context
 
@@ -256,24 +386,38 @@ class MHA(_vkmha.MHA):
     """The layer, vkmha's conventions (batch-first arrays, vkmha masks):
     MHA(context, d_model, n_head, w_q, w_k, w_v, w_o, n_kv_head=0, d_k=0,
     d_v=0, kdim=0, vdim=0, scale=0, b_q=None, b_k=None, b_v=None, b_o=None,
-    post_norm=False, norm_gamma=None, norm_beta=None, norm_eps=0), weights in
-    torch.nn.Linear layout. MHA.from_safetensors(context, n_head, path=... or
-    data=..., prefix=...) loads them from a safetensors file. For PyTorch's
-    conventions, see from_torch and MultiheadAttention."""
+    post_norm=False, norm_gamma=None, norm_beta=None, norm_eps=0,
+    weight_dtype=None, storage_dtype=None), weights in torch.nn.Linear layout,
+    all of one dtype: weight_dtype, default w_q's (float32, float16,
+    bfloat16; the others are converted to it). storage_dtype: the dtype the
+    layer keeps its weights in on the device, default weight_dtype (a 16-bit
+    one halves their memory; vkmha_mha_desc.storage_dtype).
+    MHA.from_safetensors(context, n_head, path=... or data=..., prefix=...)
+    loads them from a safetensors file. For PyTorch's conventions, see
+    from_torch and MultiheadAttention. desc: vkmha_mha_get_desc as a dict."""
 
-    def __init__(self, context, d_model, n_head, w_q, w_k, w_v, w_o, **kw):
+    def __init__(self, context, d_model, n_head, w_q, w_k, w_v, w_o, weight_dtype=None,
+                 storage_dtype=None, **kw):
+        ws, wdt = [], _dtype(weight_dtype)
+        for x, name in ((w_q, "w_q"), (w_k, "w_k"), (w_v, "w_v"), (w_o, "w_o")):
+            a, wdt = _typed(x, name, wdt)
+            ws.append(a)
         for name in ("b_q", "b_k", "b_v", "b_o", "norm_gamma", "norm_beta"):
             if name in kw:
-                kw[name] = _f32(kw[name], name)
-        super().__init__(context, d_model, n_head, _f32(w_q, "w_q"), _f32(w_k, "w_k"),
-                         _f32(w_v, "w_v"), _f32(w_o, "w_o"), **kw)
+                kw[name] = _typed(kw[name], name, wdt)[0]
+        sdt = wdt if storage_dtype is None else _dtype(storage_dtype)
+        super().__init__(context, d_model, n_head, *ws, weight_dtype=wdt, storage_dtype=sdt,
+                         **kw)
 
     def __call__(self, query, key=None, value=None, need_weights=False, path="auto",
-                 kv_splits=0, key_padding=None, full=None, causal=False, bias=None):
+                 kv_splits=0, key_padding=None, full=None, causal=False, bias=None,
+                 dtype=None):
         """out [batch][len_q][d_model] (and attn_weights [batch][H][len_q][len_k]
         when need_weights) for query [batch][len_q][d_model], key
-        [batch][len_k][kdim] and value [batch][len_k][vdim] (None: query), or
-        Tensors (then returns the output Tensors)."""
+        [batch][len_k][kdim] and value [batch][len_k][vdim] (None: query), of
+        the dtype `dtype` (default query's; key and value are converted to
+        it), which the layer's activations use too; or Tensors of one float
+        dtype (then returns the output Tensors, of that dtype)."""
         key = query if key is None else key
         value = key if value is None else value
         d = self.desc
@@ -281,8 +425,9 @@ class MHA(_vkmha.MHA):
             b, lq = query.shape[0], query.shape[1]
             lk = key.shape[1]
             ctx = query.context
-            out = ctx.tensor(shape=(b, lq, d["d_model"]))
-            w = ctx.tensor(shape=(b, d["n_head"], lq, lk)) if need_weights else None
+            out = ctx.tensor(shape=(b, lq, d["d_model"]), dtype=query.dtype)
+            w = ctx.tensor(shape=(b, d["n_head"], lq, lk), dtype=query.dtype) \
+                if need_weights else None
             kw = {}
             if bias is not None:
                 kw = {"bias_batch": bias.shape[0], "bias_heads": bias.shape[1]}
@@ -290,17 +435,19 @@ class MHA(_vkmha.MHA):
                          path=_path(path), kv_splits=kv_splits, key_padding=key_padding,
                          full=full, causal=causal, bias=bias, **kw)
             return (out, w) if need_weights else out
-        Q = _f32(query, "query")
-        K = Q if key is query else _f32(key, "key")
-        V = K if value is key else (Q if value is query else _f32(value, "value"))
+        Q, dt = _typed(query, "query", _dtype(dtype))
+        K = Q if key is query else _typed(key, "key", dt)[0]
+        V = K if value is key else (Q if value is query else _typed(value, "value", dt)[0])
         b, lq, lk = Q.shape[0], Q.shape[1], K.shape[1]
-        out = _np.empty((b, lq, d["d_model"]), _np.float32)
-        w = _np.empty((b, d["n_head"], lq, lk), _np.float32) if need_weights else None
+        out = _np.empty((b, lq, d["d_model"]), DTYPES[dt])
+        w = _np.empty((b, d["n_head"], lq, lk), DTYPES[dt]) if need_weights else None
         bias_a = _f32(bias, "bias")
         self.forward(Q, K, V, out, lq, lk, batch=b, attn_weights=w, path=_path(path),
                      kv_splits=kv_splits, key_padding=_u8(key_padding, "key_padding"),
-                     full=_u8(full, "full"), causal=causal, bias=bias_a, **_bias_dims(bias_a))
-        return (_like(out, query), _like(w, query)) if need_weights else _like(out, query)
+                     full=_u8(full, "full"), causal=causal, bias=bias_a, dtype=dt,
+                     **_bias_dims(bias_a))
+        return (_like(out, query, dt), _like(w, query, dt)) if need_weights \
+            else _like(out, query, dt)
 
 
 class MultiheadAttention:
@@ -308,7 +455,10 @@ class MultiheadAttention:
     Called as the module is: attn(query, key, value, key_padding_mask=None,
     need_weights=True, attn_mask=None, average_attn_weights=True) returns
     (attn_output, attn_output_weights or None), in the module's batch_first
-    layout, unbatched inputs too.
+    layout, unbatched inputs too. float16 / bfloat16 inputs compute with
+    16-bit storage and give outputs of their dtype (key and value are
+    converted to query's); averaged weights are averaged in fp32, then
+    rounded.
 
     Masks as PyTorch users write them:
       key_padding_mask [batch][len_k]: bool, True = ignore that key; or float,
@@ -335,7 +485,8 @@ class MultiheadAttention:
     def __call__(self, query, key, value, key_padding_mask=None, need_weights=True,
                  attn_mask=None, average_attn_weights=True, path="auto"):
         template = query
-        Q, K, V = _f32(query, "query"), _f32(key, "key"), _f32(value, "value")
+        Q, dt = _typed(query, "query", None)
+        K, V = _typed(key, "key", dt)[0], _typed(value, "value", dt)[0]
         unbatched = Q.ndim == 2
         if unbatched:
             Q, K, V = Q[None], K[None], V[None]
@@ -345,21 +496,25 @@ class MultiheadAttention:
             Q, K, V = (_np.ascontiguousarray(t.transpose(1, 0, 2)) for t in (Q, K, V))
         b, lq, lk, h = Q.shape[0], Q.shape[1], K.shape[1], self.num_heads
         masks = _torch_masks(key_padding_mask, attn_mask, b, h, lq, lk)
-        out, w = self.layer(Q, K, V, need_weights=True, path=path, **masks) \
-            if need_weights else (self.layer(Q, K, V, path=path, **masks), None)
+        out, w = self.layer(Q, K, V, need_weights=True, path=path, dtype=dt, **masks) \
+            if need_weights else (self.layer(Q, K, V, path=path, dtype=dt, **masks), None)
         if w is not None and average_attn_weights:
-            w = w.mean(axis=1)
+            w = _to(_np.ascontiguousarray(_to(w, dt, _F32).mean(axis=1)), _F32, dt)
         if unbatched:
             out = out[0]
             w = None if w is None else w[0]
         elif not self.batch_first:
             out = _np.ascontiguousarray(out.transpose(1, 0, 2))
-        return _like(out, template), (None if w is None else _like(_np.ascontiguousarray(w),
-                                                                    template))
+        return _like(out, template, dt), (None if w is None else
+                                           _like(_np.ascontiguousarray(w), template, dt))
 
 
 def _np_of(x):
-    return x.detach().cpu().numpy() if _is_torch(x) else x
+    """x as numpy (a torch.bfloat16 mask as float32: numpy has no bf16)."""
+    if not _is_torch(x):
+        return x
+    x = x.detach().cpu()
+    return (x.float() if x.dtype == _torch().bfloat16 else x).numpy()
 
 
 def _torch_masks(key_padding_mask, attn_mask, b, h, lq, lk):
@@ -398,11 +553,13 @@ def _torch_masks(key_padding_mask, attn_mask, b, h, lq, lk):
     return kw
 
 
-def from_torch(module, context=None):
+def from_torch(module, context=None, storage_dtype=None):
     """A MultiheadAttention computing module's forward on vkmha (context:
     a Context, default a new Vulkan one). Reads the module's weights once:
     packed (in_proj_weight) or separate (q/k/v_proj_weight, kdim / vdim)
-    in-projections, with or without biases; batch_first either way.
+    in-projections, with or without biases; batch_first either way; in the
+    module's dtype (float32, float16, bfloat16), kept on the device in
+    storage_dtype (default the module's dtype).
     add_bias_kv and add_zero_attn raise NotImplementedError."""
     import torch
     if not isinstance(module, torch.nn.MultiheadAttention):
@@ -428,16 +585,19 @@ def from_torch(module, context=None):
         if module.out_proj.bias is not None:
             biases["b_o"] = module.out_proj.bias.detach().cpu()
         layer = MHA(ctx, E, H, w_q, w_k, w_v, module.out_proj.weight.detach().cpu(),
-                    kdim=module.kdim, vdim=module.vdim, **biases)
+                    kdim=module.kdim, vdim=module.vdim, storage_dtype=storage_dtype, **biases)
     return MultiheadAttention(layer, H, bool(module.batch_first), E)
 
 
-def load_safetensors(path_or_bytes, n_head, context=None, prefix=None, **kw):
+def load_safetensors(path_or_bytes, n_head, context=None, prefix=None, storage_dtype=None,
+                     **kw):
     """An MHA from a safetensors file (a path, or the file's bytes):
     vkmha_mha_create_from_safetensors, see include/vkmha.h for the names it
-    looks for under prefix. kw: n_kv_head, scale, post_norm, norm_prefix,
-    norm_eps."""
+    looks for under prefix. storage_dtype: the dtype the layer keeps the
+    weights in, whatever the file's (_F32, _F16, _BF16 tensors, may be mixed),
+    default _F32. kw: n_kv_head, scale, post_norm, norm_prefix, norm_eps."""
     ctx = Context() if context is None else context
+    kw["storage_dtype"] = _dtype(storage_dtype) or _F32
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
         return MHA.from_safetensors(ctx, n_head, data=path_or_bytes, prefix=prefix, **kw)
     return MHA.from_safetensors(ctx, n_head, path=path_or_bytes, prefix=prefix, **kw)

@@ -1,10 +1,13 @@
 /* vkmha._vkmha: the C extension under the Python package. It fills vkmha's
  * descs from keyword arguments with the header itself (so no struct layout
- * is mirrored anywhere), takes arrays through the buffer protocol (float32
- * or uint8, C-contiguous, checked against the element count each call
- * reads or writes) or vkmha tensors, and turns every failed status into an
- * exception carrying vkmha's message. The friendlier API (numpy and torch
- * in and out, PyTorch's masks, from_torch) is python/vkmha/__init__.py.
+ * is mirrored anywhere), takes arrays through the buffer protocol (of the
+ * call's dtype: float32, float16, bfloat16 as uint16 bits, or uint8 masks;
+ * C-contiguous, checked against the element count each call reads or
+ * writes) or vkmha tensors, and turns every failed status into an
+ * exception carrying vkmha's message. convert() rounds between the float
+ * dtypes with src/half.c, compiled in: the same rounding as vkmha's stores.
+ * The friendlier API (numpy and torch in and out, PyTorch's masks,
+ * from_torch) is python/vkmha/__init__.py.
  *
  * Objects: Context, MHA, Tensor. An MHA or Tensor keeps its Context alive.
  * The GIL is held during every vkmha call, so a Context is never used by
@@ -15,6 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "half.h"
 #include "vkmha.h"
 
 /* ---- errors ------------------------------------------------------------- */
@@ -109,12 +113,13 @@ static int to_u32(Py_ssize_t v, const char *name, uint32_t *out)
 static int context_init(ContextObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"backend", "device_index", "validation", "flags", "fused_kernel",
-                             "scratch_budget", NULL};
-    int backend = 0, validation = 0, fused_kernel = 0;
+                             "scratch_budget", "no_native_16bit", NULL};
+    int backend = 0, validation = 0, fused_kernel = 0, no_native16 = 0;
     Py_ssize_t device_index = -1, flags = 0;
     unsigned long long scratch_budget = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|inpniK", kwlist, &backend, &device_index,
-                                     &validation, &flags, &fused_kernel, &scratch_budget))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|inpniKp", kwlist, &backend, &device_index,
+                                     &validation, &flags, &fused_kernel, &scratch_budget,
+                                     &no_native16))
         return -1;
     if (self->ctx) {
         PyErr_SetString(PyExc_RuntimeError, "vkmha: Context.__init__ called twice");
@@ -132,11 +137,13 @@ static int context_init(ContextObject *self, PyObject *args, PyObject *kw)
     cd.scratch_budget = scratch_budget;
     if (to_u32(flags, "flags", &cd.flags))
         return -1;
-    /* For tests (vkmha_debug_options): the fused attention kernel. */
+    /* For tests (vkmha_debug_options): the fused attention kernel, and the
+     * packed path for 16-bit data on a device that has 16-bit storage. */
     vkmha_debug_options debug;
     memset(&debug, 0, sizeof debug);
     debug.fused_kernel = (vkmha_fused_kernel)fused_kernel;
-    if (fused_kernel)
+    debug.no_native_16bit = no_native16 != 0;
+    if (fused_kernel || no_native16)
         cd.debug = &debug;
     vkmha_context *ctx = NULL;
     vkmha_status st = vkmha_context_create(&cd, &ctx);
@@ -242,7 +249,8 @@ static PyObject *context_info(ContextObject *self, PyObject *unused)
         put(d, "push_descriptors", PyBool_FromLong(info.push_descriptors)) ||
         put(d, "pipelines_created", PyLong_FromUnsignedLong(info.pipelines_created)) ||
         put(d, "scratch_bytes", PyLong_FromUnsignedLongLong(info.scratch_bytes)) ||
-        put(d, "scratch_budget", PyLong_FromUnsignedLongLong(info.scratch_budget))) {
+        put(d, "scratch_budget", PyLong_FromUnsignedLongLong(info.scratch_budget)) ||
+        put(d, "native_16bit_storage", PyBool_FromLong(info.native_16bit_storage))) {
         Py_DECREF(d);
         return NULL;
     }
@@ -284,7 +292,31 @@ typedef struct TensorObject {
     vkmha_tensor *t;
 } TensorObject;
 
-enum kind { F32, U8 };
+/* The buffer formats (struct module codes) of each vkmha_dtype's arrays;
+ * bfloat16, which Python has no code for, as its uint16 (or int16) bits. */
+static const struct {
+    const char *formats; /* accepted codes, one character each */
+    Py_ssize_t itemsize;
+    const char *name;
+} dtype_formats[] = {
+    [VKMHA_DTYPE_F32] = {"f", 4, "float32"},
+    [VKMHA_DTYPE_U8] = {"B?b", 1, "uint8 (or bool)"},
+    [VKMHA_DTYPE_F16] = {"e", 2, "float16"},
+    [VKMHA_DTYPE_BF16] = {"Hh", 2, "bfloat16 (uint16 bits)"},
+};
+#define N_DTYPES (sizeof dtype_formats / sizeof dtype_formats[0])
+
+/* A dtype argument: one of vkmha_dtype's values (F32, F16, BF16 and, where
+ * u8_ok, U8). */
+static int check_dtype(int dtype, const char *name, bool u8_ok)
+{
+    if (dtype < 0 || (size_t)dtype >= N_DTYPES || (dtype == VKMHA_DTYPE_U8 && !u8_ok)) {
+        invalid("%s (%d) is not a %svkmha_dtype (DTYPE_F32, DTYPE_F16, DTYPE_BF16%s)", name,
+                dtype, u8_ok ? "" : "float ", u8_ok ? ", DTYPE_U8" : "");
+        return -1;
+    }
+    return 0;
+}
 
 /* One array argument: a buffer (host mode) or a Tensor (tensor mode), or
  * None. */
@@ -300,9 +332,10 @@ static bool is_tensor(PyObject *o)
     return PyObject_TypeCheck(o, &TensorType);
 }
 
-/* o as argument `name` of `kind`, `need` elements at least (host mode);
- * tensor mode wants a Tensor of ctx (vkmha checks its dtype and size). */
-static int arg_get(PyObject *o, const char *name, enum kind kind, bool writable, uint64_t need,
+/* o as argument `name` of vkmha_dtype `dtype` (checked by the caller),
+ * `need` elements at least (host mode); tensor mode wants a Tensor of ctx
+ * (vkmha checks its dtype and size). */
+static int arg_get(PyObject *o, const char *name, uint32_t dtype, bool writable, uint64_t need,
                    bool tensor_mode, ContextObject *ctx, arg *a)
 {
     memset(a, 0, sizeof *a);
@@ -336,7 +369,7 @@ static int arg_get(PyObject *o, const char *name, enum kind kind, bool writable,
     if (PyObject_GetBuffer(o, &a->view, flags) != 0) {
         PyErr_Clear();
         PyErr_Format(PyExc_TypeError, "%s: a C-contiguous%s %s buffer is needed (got %s)", name,
-                     writable ? ", writable" : "", kind == F32 ? "float32" : "uint8",
+                     writable ? ", writable" : "", dtype_formats[dtype].name,
                      Py_TYPE(o)->tp_name);
         return -1;
     }
@@ -344,12 +377,11 @@ static int arg_get(PyObject *o, const char *name, enum kind kind, bool writable,
     const char *f = a->view.format ? a->view.format : "B";
     if (*f == '<' || *f == '=' || *f == '@')
         f++;
-    bool ok = kind == F32 ? (!strcmp(f, "f") && a->view.itemsize == 4)
-                          : ((!strcmp(f, "B") || !strcmp(f, "?") || !strcmp(f, "b")) &&
-                             a->view.itemsize == 1);
+    bool ok = f[0] && !f[1] && strchr(dtype_formats[dtype].formats, f[0]) &&
+              a->view.itemsize == dtype_formats[dtype].itemsize;
     if (!ok) {
         PyErr_Format(PyExc_TypeError, "%s: %s elements are needed, got format '%s'", name,
-                     kind == F32 ? "float32" : "uint8 (or bool)", a->view.format);
+                     dtype_formats[dtype].name, a->view.format);
         PyBuffer_Release(&a->view);
         a->has_view = false;
         return -1;
@@ -412,10 +444,11 @@ static int mask_get(const mask_args *m, uint32_t B, uint32_t H, uint32_t Lq, uin
     uint32_t bb, bh;
     if (to_u32(m->bias_batch, "bias_batch", &bb) || to_u32(m->bias_heads, "bias_heads", &bh))
         return -1;
-    if (arg_get(m->key_padding, "key_padding", U8, false, PROD2(B, Lk), tensor_mode, ctx,
-                &margs[0]) ||
-        arg_get(m->full, "full", U8, false, PROD3(B, Lq, Lk), tensor_mode, ctx, &margs[1]) ||
-        arg_get(m->bias, "bias", F32, false,
+    if (arg_get(m->key_padding, "key_padding", VKMHA_DTYPE_U8, false, PROD2(B, Lk), tensor_mode,
+                ctx, &margs[0]) ||
+        arg_get(m->full, "full", VKMHA_DTYPE_U8, false, PROD3(B, Lq, Lk), tensor_mode, ctx,
+                &margs[1]) ||
+        arg_get(m->bias, "bias", VKMHA_DTYPE_F32, false,
                 PROD4(bb ? bb : B, bh ? bh : H, Lq, Lk), tensor_mode, ctx, &margs[2]))
         return -1;
     uint32_t kinds = (m->key_padding && m->key_padding != Py_None ? VKMHA_MASK_KEY_PADDING : 0) |
@@ -447,14 +480,15 @@ static int mask_get(const mask_args *m, uint32_t B, uint32_t H, uint32_t Lq, uin
 static PyObject *context_matmul(ContextObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"a", "b", "c", "m", "n", "k", "bias", "batch", "transpose_b",
-                             "alpha", "broadcast_a", "broadcast_b", NULL};
+                             "alpha", "broadcast_a", "broadcast_b", "dtype", NULL};
     PyObject *a_o, *b_o, *c_o, *bias_o = Py_None;
     Py_ssize_t m_, n_, k_, batch_ = 1;
-    int trans = 0, bc_a = 0, bc_b = 0;
+    int trans = 0, bc_a = 0, bc_b = 0, dt = VKMHA_DTYPE_F32;
     float alpha = 1.0f;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOnnn|Onpfpp", kwlist, &a_o, &b_o, &c_o, &m_,
-                                     &n_, &k_, &bias_o, &batch_, &trans, &alpha, &bc_a, &bc_b) ||
-        check_open(self))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOnnn|Onpfppi", kwlist, &a_o, &b_o, &c_o, &m_,
+                                     &n_, &k_, &bias_o, &batch_, &trans, &alpha, &bc_a, &bc_b,
+                                     &dt) ||
+        check_open(self) || check_dtype(dt, "dtype", false))
         return NULL;
     vkmha_matmul_desc d;
     memset(&d, 0, sizeof d);
@@ -462,6 +496,7 @@ static PyObject *context_matmul(ContextObject *self, PyObject *args, PyObject *k
         to_u32(batch_, "batch", &d.batch))
         return NULL;
     d.op_b = trans ? VKMHA_OP_T : VKMHA_OP_N;
+    d.dtype = (uint32_t)dt;
     d.alpha = alpha;
     d.stride_a = bc_a ? VKMHA_BROADCAST : 0;
     d.stride_b = bc_b ? VKMHA_BROADCAST : 0;
@@ -470,10 +505,10 @@ static PyObject *context_matmul(ContextObject *self, PyObject *args, PyObject *k
     arg a[4];
     memset(a, 0, sizeof a);
     vkmha_status st;
-    if (arg_get(a_o, "a", F32, false, PROD3(bc_a ? 1 : B, d.m, d.k), tm, self, &a[0]) ||
-        arg_get(b_o, "b", F32, false, PROD3(bc_b ? 1 : B, d.k, d.n), tm, self, &a[1]) ||
-        arg_get(bias_o, "bias", F32, false, d.n, tm, self, &a[2]) ||
-        arg_get(c_o, "c", F32, true, PROD3(B, d.m, d.n), tm, self, &a[3])) {
+    if (arg_get(a_o, "a", d.dtype, false, PROD3(bc_a ? 1 : B, d.m, d.k), tm, self, &a[0]) ||
+        arg_get(b_o, "b", d.dtype, false, PROD3(bc_b ? 1 : B, d.k, d.n), tm, self, &a[1]) ||
+        arg_get(bias_o, "bias", d.dtype, false, d.n, tm, self, &a[2]) ||
+        arg_get(c_o, "c", d.dtype, true, PROD3(B, d.m, d.n), tm, self, &a[3])) {
         args_release(a, 4);
         return NULL;
     }
@@ -490,14 +525,15 @@ static PyObject *context_matmul(ContextObject *self, PyObject *args, PyObject *k
 static PyObject *context_softmax(ContextObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"x", "y", "len_q", "len_k", "batch", "heads", "scale",
-                             MASK_KWLIST, NULL};
+                             MASK_KWLIST, "dtype", NULL};
     PyObject *x_o, *y_o;
     Py_ssize_t lq, lk, batch = 1, heads = 1;
     float scale = 0.0f;
+    int dt = VKMHA_DTYPE_F32;
     mask_args m = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOnn|nnf" MASK_FORMAT, kwlist, &x_o, &y_o, &lq,
-                                     &lk, &batch, &heads, &scale, MASK_REFS(m)) ||
-        check_open(self))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOnn|nnf" MASK_FORMAT "i", kwlist, &x_o, &y_o,
+                                     &lq, &lk, &batch, &heads, &scale, MASK_REFS(m), &dt) ||
+        check_open(self) || check_dtype(dt, "dtype", false))
         return NULL;
     vkmha_softmax_desc d;
     memset(&d, 0, sizeof d);
@@ -505,6 +541,7 @@ static PyObject *context_softmax(ContextObject *self, PyObject *args, PyObject *
         to_u32(batch, "batch", &d.batch) || to_u32(heads, "heads", &d.heads))
         return NULL;
     d.scale = scale;
+    d.dtype = (uint32_t)dt;
     const uint32_t B = d.batch ? d.batch : 1, H = d.heads ? d.heads : 1;
     const uint64_t n = PROD4(B, H, d.len_q, d.len_k);
     bool tm = is_tensor(x_o), present;
@@ -513,8 +550,8 @@ static PyObject *context_softmax(ContextObject *self, PyObject *args, PyObject *
     vkmha_mask hm;
     vkmha_tensor_mask tmk;
     vkmha_status st;
-    if (arg_get(x_o, "x", F32, false, n, tm, self, &a[0]) ||
-        arg_get(y_o, "y", F32, true, n, tm, self, &a[1]) ||
+    if (arg_get(x_o, "x", d.dtype, false, n, tm, self, &a[0]) ||
+        arg_get(y_o, "y", d.dtype, true, n, tm, self, &a[1]) ||
         mask_get(&m, B, H, d.len_q, d.len_k, tm, self, a + 2, &hm, &tmk, &present)) {
         args_release(a, 5);
         return NULL;
@@ -531,25 +568,27 @@ static PyObject *context_softmax(ContextObject *self, PyObject *args, PyObject *
 
 static PyObject *heads_op(ContextObject *self, PyObject *args, PyObject *kw, bool split)
 {
-    static char *kwlist[] = {"x", "y", "len", "heads", "head_dim", "batch", NULL};
+    static char *kwlist[] = {"x", "y", "len", "heads", "head_dim", "batch", "dtype", NULL};
     PyObject *x_o, *y_o;
     Py_ssize_t len, heads, hd, batch = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOnnn|n", kwlist, &x_o, &y_o, &len, &heads, &hd,
-                                     &batch) ||
-        check_open(self))
+    int dt = VKMHA_DTYPE_F32;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOnnn|ni", kwlist, &x_o, &y_o, &len, &heads, &hd,
+                                     &batch, &dt) ||
+        check_open(self) || check_dtype(dt, "dtype", false))
         return NULL;
     vkmha_heads_desc d;
     memset(&d, 0, sizeof d);
     if (to_u32(len, "len", &d.len) || to_u32(heads, "heads", &d.heads) ||
         to_u32(hd, "head_dim", &d.head_dim) || to_u32(batch, "batch", &d.batch))
         return NULL;
+    d.dtype = (uint32_t)dt;
     const uint64_t n = PROD4(d.batch ? d.batch : 1, d.len, d.heads, d.head_dim);
     bool tm = is_tensor(x_o);
     arg a[2];
     vkmha_status st;
     memset(a, 0, sizeof a);
-    if (arg_get(x_o, "x", F32, false, n, tm, self, &a[0]) ||
-        arg_get(y_o, "y", F32, true, n, tm, self, &a[1])) {
+    if (arg_get(x_o, "x", d.dtype, false, n, tm, self, &a[0]) ||
+        arg_get(y_o, "y", d.dtype, true, n, tm, self, &a[1])) {
         args_release(a, 2);
         return NULL;
     }
@@ -579,16 +618,16 @@ static PyObject *context_attention(ContextObject *self, PyObject *args, PyObject
 {
     static char *kwlist[] = {"q", "k", "v", "out", "heads", "len_q", "len_k", "d_k", "d_v",
                              "batch", "kv_heads", "scale", "weights", "path", "kv_splits",
-                             MASK_KWLIST, NULL};
+                             MASK_KWLIST, "dtype", NULL};
     PyObject *q_o, *k_o, *v_o, *out_o, *w_o = Py_None;
     Py_ssize_t heads, lq, lk, dk, dv, batch = 1, kvh = 0, kv_splits = 0;
-    int path = 0;
+    int path = 0, dt = VKMHA_DTYPE_F32;
     float scale = 0.0f;
     mask_args m = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOnnnnn|nnfOin" MASK_FORMAT, kwlist, &q_o,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOnnnnn|nnfOin" MASK_FORMAT "i", kwlist, &q_o,
                                      &k_o, &v_o, &out_o, &heads, &lq, &lk, &dk, &dv, &batch,
-                                     &kvh, &scale, &w_o, &path, &kv_splits, MASK_REFS(m)) ||
-        check_open(self))
+                                     &kvh, &scale, &w_o, &path, &kv_splits, MASK_REFS(m), &dt) ||
+        check_open(self) || check_dtype(dt, "dtype", false))
         return NULL;
     vkmha_attention_desc d;
     memset(&d, 0, sizeof d);
@@ -599,6 +638,7 @@ static PyObject *context_attention(ContextObject *self, PyObject *args, PyObject
         return NULL;
     d.scale = scale;
     d.path = (vkmha_attention_path)path;
+    d.dtype = (uint32_t)dt;
     const uint32_t B = d.batch ? d.batch : 1, Hkv = d.kv_heads ? d.kv_heads : d.heads;
     bool tm = is_tensor(q_o), present;
     arg a[8];
@@ -606,11 +646,13 @@ static PyObject *context_attention(ContextObject *self, PyObject *args, PyObject
     vkmha_mask hm;
     vkmha_tensor_mask tmk;
     vkmha_status st;
-    if (arg_get(q_o, "q", F32, false, PROD4(B, d.heads, d.len_q, d.d_k), tm, self, &a[0]) ||
-        arg_get(k_o, "k", F32, false, PROD4(B, Hkv, d.len_k, d.d_k), tm, self, &a[1]) ||
-        arg_get(v_o, "v", F32, false, PROD4(B, Hkv, d.len_k, d.d_v), tm, self, &a[2]) ||
-        arg_get(out_o, "out", F32, true, PROD4(B, d.heads, d.len_q, d.d_v), tm, self, &a[3]) ||
-        arg_get(w_o, "weights", F32, true, PROD4(B, d.heads, d.len_q, d.len_k), tm, self,
+    if (arg_get(q_o, "q", d.dtype, false, PROD4(B, d.heads, d.len_q, d.d_k), tm, self,
+                &a[0]) ||
+        arg_get(k_o, "k", d.dtype, false, PROD4(B, Hkv, d.len_k, d.d_k), tm, self, &a[1]) ||
+        arg_get(v_o, "v", d.dtype, false, PROD4(B, Hkv, d.len_k, d.d_v), tm, self, &a[2]) ||
+        arg_get(out_o, "out", d.dtype, true, PROD4(B, d.heads, d.len_q, d.d_v), tm, self,
+                &a[3]) ||
+        arg_get(w_o, "weights", d.dtype, true, PROD4(B, d.heads, d.len_q, d.len_k), tm, self,
                 &a[4]) ||
         mask_get(&m, B, d.heads, d.len_q, d.len_k, tm, self, a + 5, &hm, &tmk, &present)) {
         args_release(a, 8);
@@ -803,18 +845,19 @@ static int mha_init(MHAObject *self, PyObject *args, PyObject *kw)
     static char *kwlist[] = {"context", "d_model", "n_head", "w_q", "w_k", "w_v", "w_o",
                              "n_kv_head", "d_k", "d_v", "kdim", "vdim", "scale", "b_q", "b_k",
                              "b_v", "b_o", "post_norm", "norm_gamma", "norm_beta", "norm_eps",
-                             NULL};
+                             "weight_dtype", "storage_dtype", NULL};
     ContextObject *ctx;
     Py_ssize_t dm, nh, nkv = 0, dk = 0, dv = 0, kdim = 0, vdim = 0;
     PyObject *w[4], *b[4] = {Py_None, Py_None, Py_None, Py_None}, *gamma = Py_None,
                     *beta = Py_None;
     float scale = 0.0f, eps = 0.0f;
-    int post_norm = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!nnOOOO|nnnnnfOOOOpOOf", kwlist, &ContextType,
-                                     &ctx, &dm, &nh, &w[0], &w[1], &w[2], &w[3], &nkv, &dk, &dv,
-                                     &kdim, &vdim, &scale, &b[0], &b[1], &b[2], &b[3],
-                                     &post_norm, &gamma, &beta, &eps) ||
-        check_open(ctx))
+    int post_norm = 0, wdt = VKMHA_DTYPE_F32, sdt = VKMHA_DTYPE_F32;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!nnOOOO|nnnnnfOOOOpOOfii", kwlist,
+                                     &ContextType, &ctx, &dm, &nh, &w[0], &w[1], &w[2], &w[3],
+                                     &nkv, &dk, &dv, &kdim, &vdim, &scale, &b[0], &b[1], &b[2],
+                                     &b[3], &post_norm, &gamma, &beta, &eps, &wdt, &sdt) ||
+        check_open(ctx) || check_dtype(wdt, "weight_dtype", false) ||
+        check_dtype(sdt, "storage_dtype", false))
         return -1;
     if (self->mha) {
         PyErr_SetString(PyExc_RuntimeError, "vkmha: MHA.__init__ called twice");
@@ -830,6 +873,8 @@ static int mha_init(MHAObject *self, PyObject *args, PyObject *kw)
     d.scale = scale;
     d.post_norm = post_norm != 0;
     d.norm_eps = eps;
+    d.weight_dtype = (uint32_t)wdt;
+    d.storage_dtype = (uint32_t)sdt;
     /* The sizes the weights must have; where a default cannot be resolved
      * vkmha_mha_create rejects the desc before reading any weight. */
     const uint64_t H = d.n_head, Hkv = d.n_kv_head ? d.n_kv_head : d.n_head;
@@ -845,7 +890,7 @@ static int mha_init(MHAObject *self, PyObject *args, PyObject *kw)
     arg a[10];
     memset(a, 0, sizeof a);
     for (int i = 0; i < 10; i++)
-        if (arg_get(objs[i], names[i], F32, false, need[i], false, ctx, &a[i])) {
+        if (arg_get(objs[i], names[i], d.weight_dtype, false, need[i], false, ctx, &a[i])) {
             args_release(a, 10);
             return -1;
         }
@@ -865,17 +910,18 @@ static int mha_init(MHAObject *self, PyObject *args, PyObject *kw)
 static PyObject *mha_from_safetensors(PyObject *cls, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"context", "n_head", "path", "data", "prefix", "n_kv_head",
-                             "scale", "post_norm", "norm_prefix", "norm_eps", NULL};
+                             "scale", "post_norm", "norm_prefix", "norm_eps", "storage_dtype",
+                             NULL};
     ContextObject *ctx;
     Py_ssize_t nh, nkv = 0;
     PyObject *path = Py_None, *data = Py_None;
     const char *prefix = NULL, *norm_prefix = NULL;
     float scale = 0.0f, eps = 0.0f;
-    int post_norm = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!n|OOznfpzf", kwlist, &ContextType, &ctx, &nh,
+    int post_norm = 0, sdt = VKMHA_DTYPE_F32;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!n|OOznfpzfi", kwlist, &ContextType, &ctx, &nh,
                                      &path, &data, &prefix, &nkv, &scale, &post_norm,
-                                     &norm_prefix, &eps) ||
-        check_open(ctx))
+                                     &norm_prefix, &eps, &sdt) ||
+        check_open(ctx) || check_dtype(sdt, "storage_dtype", false))
         return NULL;
     vkmha_safetensors_desc sd;
     memset(&sd, 0, sizeof sd);
@@ -886,6 +932,7 @@ static PyObject *mha_from_safetensors(PyObject *cls, PyObject *args, PyObject *k
     sd.post_norm = post_norm != 0;
     sd.norm_prefix = norm_prefix;
     sd.norm_eps = eps;
+    sd.storage_dtype = (uint32_t)sdt;
     PyObject *path_bytes = NULL;
     Py_buffer v;
     bool have_view = false;
@@ -935,24 +982,26 @@ static PyObject *mha_desc(MHAObject *self, void *unused)
     const vkmha_mha_desc *d = &self->d;
     if (live(self->mha, "MHA"))
         return NULL;
-    return Py_BuildValue("{sIsIsIsIsIsIsIsfsOsf}", "d_model", d->d_model, "n_head", d->n_head,
-                         "n_kv_head", d->n_kv_head, "d_k", d->d_k, "d_v", d->d_v, "kdim",
-                         d->kdim, "vdim", d->vdim, "scale", (double)d->scale, "post_norm",
-                         d->post_norm ? Py_True : Py_False, "norm_eps", (double)d->norm_eps);
+    return Py_BuildValue("{sIsIsIsIsIsIsIsfsOsfsIsI}", "d_model", d->d_model, "n_head",
+                         d->n_head, "n_kv_head", d->n_kv_head, "d_k", d->d_k, "d_v", d->d_v,
+                         "kdim", d->kdim, "vdim", d->vdim, "scale", (double)d->scale,
+                         "post_norm", d->post_norm ? Py_True : Py_False, "norm_eps",
+                         (double)d->norm_eps, "weight_dtype", d->weight_dtype,
+                         "storage_dtype", d->storage_dtype);
 }
 
 static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"query", "key", "value", "out", "len_q", "len_k", "batch",
-                             "attn_weights", "path", "kv_splits", MASK_KWLIST, NULL};
+                             "attn_weights", "path", "kv_splits", MASK_KWLIST, "dtype", NULL};
     PyObject *q_o, *k_o, *v_o, *out_o, *w_o = Py_None;
     Py_ssize_t lq, lk, batch = 1, kv_splits = 0;
-    int path = 0;
+    int path = 0, dt = VKMHA_DTYPE_F32;
     mask_args m = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOnn|nOin" MASK_FORMAT, kwlist, &q_o, &k_o,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOnn|nOin" MASK_FORMAT "i", kwlist, &q_o, &k_o,
                                      &v_o, &out_o, &lq, &lk, &batch, &w_o, &path, &kv_splits,
-                                     MASK_REFS(m)) ||
-        live(self->mha, "MHA") || check_open(self->ctx))
+                                     MASK_REFS(m), &dt) ||
+        live(self->mha, "MHA") || check_open(self->ctx) || check_dtype(dt, "dtype", false))
         return NULL;
     const vkmha_mha_desc *d = &self->d;
     uint32_t Lq, Lk, B, splits;
@@ -966,11 +1015,12 @@ static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)
     vkmha_mask hm;
     vkmha_tensor_mask tmk;
     vkmha_status st;
-    if (arg_get(q_o, "query", F32, false, PROD3(Bn, Lq, d->d_model), tm, self->ctx, &a[0]) ||
-        arg_get(k_o, "key", F32, false, PROD3(Bn, Lkn, d->kdim), tm, self->ctx, &a[1]) ||
-        arg_get(v_o, "value", F32, false, PROD3(Bn, Lkn, d->vdim), tm, self->ctx, &a[2]) ||
-        arg_get(out_o, "out", F32, true, PROD3(Bn, Lq, d->d_model), tm, self->ctx, &a[3]) ||
-        arg_get(w_o, "attn_weights", F32, true, PROD4(Bn, d->n_head, Lq, Lkn), tm, self->ctx,
+    const uint32_t adt = (uint32_t)dt;
+    if (arg_get(q_o, "query", adt, false, PROD3(Bn, Lq, d->d_model), tm, self->ctx, &a[0]) ||
+        arg_get(k_o, "key", adt, false, PROD3(Bn, Lkn, d->kdim), tm, self->ctx, &a[1]) ||
+        arg_get(v_o, "value", adt, false, PROD3(Bn, Lkn, d->vdim), tm, self->ctx, &a[2]) ||
+        arg_get(out_o, "out", adt, true, PROD3(Bn, Lq, d->d_model), tm, self->ctx, &a[3]) ||
+        arg_get(w_o, "attn_weights", adt, true, PROD4(Bn, d->n_head, Lq, Lkn), tm, self->ctx,
                 &a[4]) ||
         mask_get(&m, Bn, d->n_head, Lq, Lkn, tm, self->ctx, a + 5, &hm, &tmk, &present)) {
         args_release(a, 8);
@@ -988,6 +1038,7 @@ static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)
         io.attention_path = (vkmha_attention_path)path;                            \
         io.kv_splits = splits;                                                     \
     } while (0)
+    /* vkmha_mha_tensors has no dtype: its tensors carry theirs. */
     if (tm) {
         vkmha_mha_tensors io;
         FILL_IO(io, t, tmk);
@@ -995,6 +1046,7 @@ static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)
     } else {
         vkmha_mha_io io;
         FILL_IO(io, p, hm);
+        io.dtype = adt;
         st = vkmha_mha_forward(self->mha, &io);
     }
 #undef FILL_IO
@@ -1045,7 +1097,7 @@ static PyGetSetDef context_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject ContextType = TYPE(Context, ContextObject, "Context(backend=0, device_index=-1, validation=False, flags=0, fused_kernel=0, scratch_budget=0): a "
+static PyTypeObject ContextType = TYPE(Context, ContextObject, "Context(backend=0, device_index=-1, validation=False, flags=0, fused_kernel=0, scratch_budget=0, no_native_16bit=False): a "
     "vkmha_context.",
     context_init, context_dealloc, context_methods, context_getset);
 
@@ -1092,10 +1144,53 @@ static PyObject *status_string(PyObject *mod, PyObject *arg)
     return PyUnicode_FromString(vkmha_status_string((vkmha_status)v));
 }
 
+/* convert(src, src_dtype, dst, dst_dtype): src's elements into dst (a
+ * new array, at least as long), between F32, F16 and BF16: widening
+ * exactly, narrowing as vkmha stores 16-bit results (src/half.c: round to
+ * nearest even, saturating, NaN quieted). */
+static PyObject *convert(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    PyObject *src_o, *dst_o;
+    int sdt, ddt;
+    if (!PyArg_ParseTuple(args, "OiOi", &src_o, &sdt, &dst_o, &ddt) ||
+        check_dtype(sdt, "src_dtype", false) || check_dtype(ddt, "dst_dtype", false))
+        return NULL;
+    arg a[2];
+    memset(a, 0, sizeof a);
+    if (arg_get(src_o, "src", (uint32_t)sdt, false, 0, false, NULL, &a[0]))
+        return NULL;
+    const size_t n = (size_t)(a[0].view.len / a[0].view.itemsize);
+    if (arg_get(dst_o, "dst", (uint32_t)ddt, true, n, false, NULL, &a[1])) {
+        args_release(a, 2);
+        return NULL;
+    }
+    float *tmp = NULL;
+    if (sdt == ddt) {
+        memcpy(a[1].p, a[0].p, n * vkmha__dtype_size((uint32_t)sdt));
+    } else if (sdt == VKMHA_DTYPE_F32) {
+        vkmha__from_f32((uint32_t)ddt, a[0].p, n, a[1].p);
+    } else if (ddt == VKMHA_DTYPE_F32) {
+        vkmha__to_f32((uint32_t)sdt, a[0].p, n, a[1].p);
+    } else if ((tmp = PyMem_Malloc(n ? n * sizeof *tmp : 1))) {
+        vkmha__to_f32((uint32_t)sdt, a[0].p, n, tmp);
+        vkmha__from_f32((uint32_t)ddt, tmp, n, a[1].p);
+        PyMem_Free(tmp);
+    } else {
+        args_release(a, 2);
+        return PyErr_NoMemory();
+    }
+    args_release(a, 2);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
     {"enumerate_devices", enumerate_devices, METH_NOARGS,
      "vkmha_enumerate_devices: a list of device dicts."},
     {"status_string", status_string, METH_O, "vkmha_status_string."},
+    {"convert", convert, METH_VARARGS,
+     "convert(src, src_dtype, dst, dst_dtype): between DTYPE_F32, DTYPE_F16 and DTYPE_BF16 "
+     "arrays, rounding as vkmha's 16-bit stores."},
     {NULL, NULL, 0, NULL},
 };
 

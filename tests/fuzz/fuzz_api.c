@@ -159,11 +159,18 @@ static void *array(pool *pl, bool present, fit f, uint64_t n, size_t elem, reade
             p[i] = (uint8_t)((i * seed) >> 3 & 1);
             continue;
         }
-        float v = (float)(int)((i / 4 * (seed | 1)) % 7) - 3.0f;
+        float v = (float)(int)((i / elem * (seed | 1)) % 7) - 3.0f;
         if (seed == 0xfe && i == 0)
             v = NAN;
         if (seed == 0xff && i == 0)
             v = -INFINITY;
+        if (elem == 2) { /* F16 or BF16: the same bits serve as either, any value is fine */
+            uint32_t bits;
+            memcpy(&bits, &v, sizeof bits);
+            const uint16_t h = (uint16_t)(bits >> 16);
+            memcpy(p + i, &h, sizeof h);
+            continue;
+        }
         memcpy(p + i, &v, sizeof v);
     }
     pl->p[pl->n++] = p;
@@ -242,6 +249,21 @@ static void mask_arrays(pool *pl, vkmha_mask *m, uint8_t flags, fit f, uint32_t 
     m->bias = array(pl, flags & 4, f, (uint64_t)bb * bh * len_q * len_k, 4, r);
 }
 
+/* A float dtype field: mostly F32, else F16, BF16, or one the library must
+ * reject (U8, an unknown value), which makes the call fail before any array
+ * is read. *elem: the bytes of one element. */
+static uint32_t dtype_field(reader *r, sizer *sz, uint64_t *elem)
+{
+    static const uint32_t values[8] = {VKMHA_DTYPE_F32, VKMHA_DTYPE_F32, VKMHA_DTYPE_F32,
+                                       VKMHA_DTYPE_F32, VKMHA_DTYPE_F16, VKMHA_DTYPE_BF16,
+                                       VKMHA_DTYPE_U8,  200};
+    const uint32_t dt = values[u8(r) & 7];
+    *elem = dt == VKMHA_DTYPE_F32 ? 4 : 2;
+    if (dt == VKMHA_DTYPE_U8 || dt == 200)
+        sz->worst = UNADDRESSABLE;
+    return dt;
+}
+
 /* ---- the entry points ------------------------------------------------------------- */
 
 static void fuzz_matmul(reader *r, pool *pl, uint8_t ptrs)
@@ -259,7 +281,8 @@ static void fuzz_matmul(reader *r, pool *pl, uint8_t ptrs)
     const uint32_t lds[3] = {d.lda, d.ldb, d.ldc};
     const int64_t strides[3] = {d.stride_a, d.stride_b, d.stride_c};
     sizer sz = {FITS};
-    uint64_t ext[3];
+    uint64_t ext[3], es;
+    d.dtype = dtype_field(r, &sz, &es);
     bool shape_ok = d.m && d.n && d.k;
     for (int i = 0; i < 3 && shape_ok; i++) {
         uint64_t ld = lds[i] ? lds[i] : cols[i], s, tail, e = 0;
@@ -270,34 +293,35 @@ static void fuzz_matmul(reader *r, pool *pl, uint8_t ptrs)
         }
         bool ok = !__builtin_mul_overflow(s, batch - 1, &tail) &&
                   !__builtin_add_overflow(tail, (rows[i] - 1) * ld + cols[i], &e);
-        need(&sz, ok, e, 4);
+        need(&sz, ok, e, es);
         ext[i] = e;
     }
     if (!shape_ok) /* a size 0 or a negative stride: must fail */
         sz.worst = UNADDRESSABLE, ext[0] = ext[1] = ext[2] = 1;
     if (ptrs & 4)
-        need(&sz, true, d.n, 4); /* bias */
+        need(&sz, true, d.n, es); /* bias */
     uint64_t work;
     if (sz.worst == FITS && shape_ok &&
         (!mul4(&work, batch, d.m, d.n, d.k) || work > WORK_CAP))
         sz.worst = TOO_LARGE;
     if (sz.worst == TOO_LARGE)
         return;
-    const float *a = array(pl, ptrs & 1, sz.worst, ext[0], 4, r);
-    const float *b = array(pl, ptrs & 2, sz.worst, ext[1], 4, r);
-    const float *bias = array(pl, ptrs & 4, sz.worst, d.n, 4, r);
-    float *c = array(pl, ptrs & 8, sz.worst, ext[2], 4, r);
+    const void *a = array(pl, ptrs & 1, sz.worst, ext[0], es, r);
+    const void *b = array(pl, ptrs & 2, sz.worst, ext[1], es, r);
+    const void *bias = array(pl, ptrs & 4, sz.worst, d.n, es, r);
+    void *c = array(pl, ptrs & 8, sz.worst, ext[2], es, r);
     check(g_ref, vkmha_matmul(g_ref, (ptrs & 16) ? NULL : &d, a, b, bias, c), sz.worst);
 }
 
 static void fuzz_softmax(reader *r, pool *pl, uint8_t ptrs)
 {
     vkmha_softmax_desc d = {size_field(r), size_field(r), size_field(r), size_field(r),
-                            scalar_field(r)};
+                            scalar_field(r), 0};
     const uint32_t b = d.batch ? d.batch : 1, h = d.heads ? d.heads : 1;
     sizer sz = {FITS};
-    uint64_t n;
-    need(&sz, mul4(&n, b, h, d.len_q, d.len_k), n, 4);
+    uint64_t n, es;
+    d.dtype = dtype_field(r, &sz, &es);
+    need(&sz, mul4(&n, b, h, d.len_q, d.len_k), n, es);
     vkmha_mask m;
     uint8_t mf = 0;
     const vkmha_mask *mask = mask_field(r, &m, b, h, d.len_q, d.len_k, &sz, &mf);
@@ -305,21 +329,22 @@ static void fuzz_softmax(reader *r, pool *pl, uint8_t ptrs)
         return;
     if (mask)
         mask_arrays(pl, &m, mf, sz.worst, b, h, d.len_q, d.len_k, r);
-    const float *x = array(pl, ptrs & 1, sz.worst, n, 4, r);
-    float *y = (ptrs & 4) ? (float *)x : array(pl, ptrs & 2, sz.worst, n, 4, r);
+    const void *x = array(pl, ptrs & 1, sz.worst, n, es, r);
+    void *y = (ptrs & 4) ? (void *)(uintptr_t)x : array(pl, ptrs & 2, sz.worst, n, es, r);
     check(g_ref, vkmha_softmax(g_ref, (ptrs & 16) ? NULL : &d, x, mask, y), sz.worst);
 }
 
 static void fuzz_heads(reader *r, pool *pl, uint8_t ptrs, bool split)
 {
-    vkmha_heads_desc d = {size_field(r), size_field(r), size_field(r), size_field(r)};
+    vkmha_heads_desc d = {size_field(r), size_field(r), size_field(r), size_field(r), 0};
     sizer sz = {FITS};
-    uint64_t n;
-    need(&sz, mul4(&n, d.batch ? d.batch : 1, d.len, d.heads, d.head_dim), n, 4);
+    uint64_t n, es;
+    d.dtype = dtype_field(r, &sz, &es);
+    need(&sz, mul4(&n, d.batch ? d.batch : 1, d.len, d.heads, d.head_dim), n, es);
     if (sz.worst == TOO_LARGE)
         return;
-    const float *x = array(pl, ptrs & 1, sz.worst, n, 4, r);
-    float *y = array(pl, ptrs & 2, sz.worst, n, 4, r);
+    const void *x = array(pl, ptrs & 1, sz.worst, n, es, r);
+    void *y = array(pl, ptrs & 2, sz.worst, n, es, r);
     const vkmha_heads_desc *dp = (ptrs & 16) ? NULL : &d;
     check(g_ref, split ? vkmha_split_heads(g_ref, dp, x, y) : vkmha_merge_heads(g_ref, dp, x, y),
           sz.worst);
@@ -336,13 +361,14 @@ static void fuzz_attention(reader *r, pool *pl, uint8_t ptrs)
     d.kv_splits = size_field(r);
     const uint32_t b = d.batch ? d.batch : 1, hkv = d.kv_heads ? d.kv_heads : d.heads;
     sizer sz = {FITS};
-    uint64_t nq, nk, nv, no, nw = 0, work;
-    need(&sz, mul4(&nq, b, d.heads, d.len_q, d.d_k), nq, 4);
-    need(&sz, mul4(&nk, b, hkv, d.len_k, d.d_k), nk, 4);
-    need(&sz, mul4(&nv, b, hkv, d.len_k, d.d_v), nv, 4);
-    need(&sz, mul4(&no, b, d.heads, d.len_q, d.d_v), no, 4);
+    uint64_t nq, nk, nv, no, nw = 0, work, es;
+    d.dtype = dtype_field(r, &sz, &es);
+    need(&sz, mul4(&nq, b, d.heads, d.len_q, d.d_k), nq, es);
+    need(&sz, mul4(&nk, b, hkv, d.len_k, d.d_k), nk, es);
+    need(&sz, mul4(&nv, b, hkv, d.len_k, d.d_v), nv, es);
+    need(&sz, mul4(&no, b, d.heads, d.len_q, d.d_v), no, es);
     if (ptrs & 32)
-        need(&sz, mul4(&nw, b, d.heads, d.len_q, d.len_k), nw, 4);
+        need(&sz, mul4(&nw, b, d.heads, d.len_q, d.len_k), nw, es);
     vkmha_mask m;
     uint8_t mf = 0;
     const vkmha_mask *mask = mask_field(r, &m, b, d.heads, d.len_q, d.len_k, &sz, &mf);
@@ -354,11 +380,11 @@ static void fuzz_attention(reader *r, pool *pl, uint8_t ptrs)
         return;
     if (mask)
         mask_arrays(pl, &m, mf, sz.worst, b, d.heads, d.len_q, d.len_k, r);
-    const float *q = array(pl, ptrs & 1, sz.worst, nq, 4, r);
-    const float *k = array(pl, ptrs & 2, sz.worst, nk, 4, r);
-    const float *v = array(pl, ptrs & 4, sz.worst, nv, 4, r);
-    float *out = array(pl, ptrs & 8, sz.worst, no, 4, r);
-    float *w = array(pl, ptrs & 32, sz.worst, nw, 4, r);
+    const void *q = array(pl, ptrs & 1, sz.worst, nq, es, r);
+    const void *k = array(pl, ptrs & 2, sz.worst, nk, es, r);
+    const void *v = array(pl, ptrs & 4, sz.worst, nv, es, r);
+    void *out = array(pl, ptrs & 8, sz.worst, no, es, r);
+    void *w = array(pl, ptrs & 32, sz.worst, nw, es, r);
     check(g_ref,
           vkmha_attention(g_ref, (ptrs & 16) ? NULL : &d, q, k, v, mask, out, w), sz.worst);
 }
@@ -382,22 +408,24 @@ static void fuzz_layer(reader *r, pool *pl, uint8_t ptrs)
     const uint64_t dv = d.d_v ? d.d_v : (H ? d.d_model / H : 0);
     const uint64_t kdim = d.kdim ? d.kdim : d.d_model, vdim = d.vdim ? d.vdim : d.d_model;
     sizer sz = {FITS};
-    uint64_t n[10];
-    need(&sz, mul4(&n[0], H, dk, d.d_model, 1), n[0], 4);
-    need(&sz, mul4(&n[1], Hkv, dk, kdim, 1), n[1], 4);
-    need(&sz, mul4(&n[2], Hkv, dv, vdim, 1), n[2], 4);
-    need(&sz, mul4(&n[3], d.d_model, H, dv, 1), n[3], 4);
+    uint64_t n[10], es, storage_es;
+    d.weight_dtype = dtype_field(r, &sz, &es);
+    d.storage_dtype = dtype_field(r, &sz, &storage_es);
+    need(&sz, mul4(&n[0], H, dk, d.d_model, 1), n[0], es);
+    need(&sz, mul4(&n[1], Hkv, dk, kdim, 1), n[1], es);
+    need(&sz, mul4(&n[2], Hkv, dv, vdim, 1), n[2], es);
+    need(&sz, mul4(&n[3], d.d_model, H, dv, 1), n[3], es);
     n[4] = H * dk, n[5] = Hkv * dk, n[6] = Hkv * dv, n[7] = n[8] = n[9] = d.d_model;
     for (int i = 4; i < 10; i++)
-        need(&sz, true, n[i], 4);
+        need(&sz, true, n[i], es);
     if (sz.worst == TOO_LARGE)
         return;
-    const float **w[10] = {&d.w_q, &d.w_k, &d.w_v, &d.w_o, &d.b_q, &d.b_k, &d.b_v, &d.b_o,
+    const void **w[10] = {&d.w_q, &d.w_k, &d.w_v, &d.w_o, &d.b_q, &d.b_k, &d.b_v, &d.b_o,
                            &d.norm_gamma, &d.norm_beta};
     for (int i = 0; i < 10; i++) {
         bool present = i < 4 ? (ptrs >> i & 1) : i < 8 ? (opt >> 1 & 1) : (opt >> (i - 6) & 1);
         *w[i] = array(pl, present, i < 4 ? sz.worst : sz.worst == FITS ? FITS : UNADDRESSABLE,
-                      n[i], 4, r);
+                      n[i], es, r);
     }
     vkmha_mha *mha = (vkmha_mha *)(uintptr_t)1;
     vkmha_status st = vkmha_mha_create(g_ref, (ptrs & 16) ? NULL : &d, (ptrs & 32) ? NULL : &mha);
@@ -422,12 +450,13 @@ static void fuzz_layer(reader *r, pool *pl, uint8_t ptrs)
         uint8_t io_ptrs = u8(r);
         const uint64_t B = io.batch ? io.batch : 1, Lk = io.len_k ? io.len_k : io.len_q;
         sizer fs = {FITS};
-        uint64_t nq, nk, nv, nw = 0, work[2];
-        need(&fs, mul4(&nq, B, io.len_q, d.d_model, 1), nq, 4);
-        need(&fs, mul4(&nk, B, Lk, kdim, 1), nk, 4);
-        need(&fs, mul4(&nv, B, Lk, vdim, 1), nv, 4);
+        uint64_t nq, nk, nv, nw = 0, work[2], ies;
+        io.dtype = dtype_field(r, &fs, &ies);
+        need(&fs, mul4(&nq, B, io.len_q, d.d_model, 1), nq, ies);
+        need(&fs, mul4(&nk, B, Lk, kdim, 1), nk, ies);
+        need(&fs, mul4(&nv, B, Lk, vdim, 1), nv, ies);
         if (io_ptrs & 32)
-            need(&fs, mul4(&nw, B, H, io.len_q, Lk), nw, 4);
+            need(&fs, mul4(&nw, B, H, io.len_q, Lk), nw, ies);
         vkmha_mask m;
         uint8_t mf = 0;
         io.mask = mask_field(r, &m, (uint32_t)B, d.n_head, io.len_q, (uint32_t)Lk, &fs, &mf);
@@ -447,11 +476,11 @@ static void fuzz_layer(reader *r, pool *pl, uint8_t ptrs)
             continue;
         if (io.mask)
             mask_arrays(pl, &m, mf, fs.worst, (uint32_t)B, d.n_head, io.len_q, (uint32_t)Lk, r);
-        io.query = array(pl, io_ptrs & 1, fs.worst, nq, 4, r);
-        io.key = (io_ptrs & 64) ? io.query : array(pl, io_ptrs & 2, fs.worst, nk, 4, r);
-        io.value = (io_ptrs & 64) ? io.query : array(pl, io_ptrs & 4, fs.worst, nv, 4, r);
-        io.out = array(pl, io_ptrs & 8, fs.worst, nq, 4, r);
-        io.attn_weights = array(pl, io_ptrs & 32, fs.worst, nw, 4, r);
+        io.query = array(pl, io_ptrs & 1, fs.worst, nq, ies, r);
+        io.key = (io_ptrs & 64) ? io.query : array(pl, io_ptrs & 2, fs.worst, nk, ies, r);
+        io.value = (io_ptrs & 64) ? io.query : array(pl, io_ptrs & 4, fs.worst, nv, ies, r);
+        io.out = array(pl, io_ptrs & 8, fs.worst, nq, ies, r);
+        io.attn_weights = array(pl, io_ptrs & 32, fs.worst, nw, ies, r);
         check(g_ref, vkmha_mha_forward(mha, (io_ptrs & 16) ? NULL : &io), fs.worst);
     }
     vkmha_mha_destroy(mha);
@@ -469,7 +498,7 @@ static void fuzz_context(reader *r)
     d.flags = (b & 4) ? u32raw(r) : 0;
     vkmha_debug_options dbg = {{size_field(r), size_field(r), size_field(r)}, size_field(r),
                                size_field(r), size_field(r), size_field(r),
-                               (vkmha_fused_kernel)u32raw(r)};
+                               (vkmha_fused_kernel)u32raw(r), (u8(r) & 1) != 0};
     d.scratch_budget = size_field(r);
     d.debug = (b & 8) ? &dbg : NULL;
     vkmha_context *ctx = (vkmha_context *)(uintptr_t)1;

@@ -568,6 +568,310 @@ class TestOps(unittest.TestCase):
             assert_close(self, w.numpy(), want_w, "%s weights on tensors" % be, atol=0, rtol=0)
 
 
+# ---- 16-bit storage ----------------------------------------------------------
+
+# The attention paths the 16-bit tests run, on both backends.
+VULKAN_16BIT_PATHS = ("fused", "unfused", "auto")
+HALF = {"f16": (vkmha.DTYPE_F16, 10, -14), "bf16": (vkmha.DTYPE_BF16, 7, -126)}
+
+
+def paths_16bit(backend):
+    return VULKAN_16BIT_PATHS if backend == "vulkan" else ("fused", "unfused", "auto")
+
+
+def widen(x):
+    """16-bit (or fp32) results as float64: float16, bf16 bits (uint16) or
+    torch.bfloat16."""
+    if torch.is_tensor(x):
+        return x.detach().double().numpy()
+    return vkmha.convert(x, "f32").astype(np.float64)
+
+
+def assert_ulps(tc, got, want, dt, what, ulps=1.0, extra=0.0):
+    """got (16-bit) within `ulps` units in the last place of the 16-bit
+    format at want (float64, the exact result of the rounded inputs), plus
+    `extra` (absolute): a correctly rounded result is within 0.5; fp32
+    accumulation in another order moves want by far less than another
+    half."""
+    _, mant, emin = HALF[dt]
+    g = widen(got)
+    tc.assertEqual(g.shape, want.shape, "%s: shape" % what)
+    e = np.maximum(np.floor(np.log2(np.maximum(np.abs(want), 1e-300))), emin)
+    err, bound = np.abs(g - want), ulps * np.exp2(e - mant) + extra
+    if (~(err <= bound)).any():
+        i = int(np.argmax(np.where(np.isnan(err), np.inf, err - bound)))
+        tc.fail("%s: element %d: %r vs %r, |diff| %.3g > %.3g (%s ulps)"
+                % (what, i, g.flat[i], want.flat[i], err.flat[i], bound.flat[i], ulps))
+
+
+def rounded(shape, dt, seed, scale=1.0):
+    """Random values already rounded to dt: (the array to pass: numpy float16
+    for f16, torch.bfloat16 for bf16, so both input kinds are covered; their
+    values as float64)."""
+    x = (np.random.default_rng(seed).standard_normal(shape) * scale).astype(np.float32)
+    if dt == "f16":
+        a = vkmha.convert(x, "f16")
+    else:
+        a = torch.from_numpy(x).bfloat16()
+    return a, widen(a)
+
+
+def softmax64(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+class TestHalf(unittest.TestCase):
+    """fp16 and bf16 arrays, tensors and layers: every op on both backends
+    against float64 on the same rounded inputs (within one 16-bit ulp), the
+    layer against torch with tolerances of a few 16-bit roundings, and
+    convert() against torch's rounding."""
+
+    def test_convert_rounds_as_torch_and_saturates(self):
+        g = np.random.default_rng(7)
+        # Every magnitude of both formats, plus exact ties between fp16
+        # neighbours (h + half an ulp: representable in fp32).
+        x = (g.standard_normal(200000) * np.exp2(g.integers(-30, 20, 200000))).astype(np.float32)
+        h = g.standard_normal(50000).astype(np.float16)
+        h = h[np.isfinite(h) & (h != 0)]
+        ties = (h.astype(np.float32) + np.spacing(h).astype(np.float32) / 2).astype(np.float32)
+        x = np.concatenate([x, ties, [0.0, -0.0, 65504, 65519.99, 65520, 1e30, -1e30,
+                                      np.inf, -np.inf, np.nan]]).astype(np.float32)
+        t = torch.from_numpy(x)
+        got16 = vkmha.convert(x, "f16")
+        want16 = t.half().numpy()
+        fin = np.isfinite(want16)
+        self.assertTrue(np.array_equal(got16[fin].view(np.uint16), want16[fin].view(np.uint16)),
+                        "fp16: differs from torch's rounding")
+        big = np.isinf(want16) & np.isfinite(x)
+        self.assertTrue(big.sum() > 2)
+        self.assertTrue(np.array_equal(got16[big], np.where(x[big] > 0, 65504, -65504)),
+                        "fp16: finite values beyond 65504 saturate")
+        self.assertTrue(np.array_equal(np.isinf(got16), np.isinf(x)))
+        self.assertTrue(np.array_equal(np.isnan(got16), np.isnan(x)))
+        gotb = vkmha.convert(x, "bf16")
+        wantb = t.bfloat16().view(torch.int16).numpy().view(np.uint16)
+        finb = np.isfinite(t.bfloat16().float().numpy())
+        self.assertTrue(np.array_equal(gotb[finb], wantb[finb]), "bf16: differs from torch")
+        self.assertEqual(vkmha.convert(np.float32(3.4e38), "bf16"), 0x7f7f)
+        # Widening: exact for every 16-bit pattern.
+        bits = np.arange(65536, dtype=np.uint16)
+        f16 = bits.view(np.float16)
+        w = vkmha.convert(f16, "f32")
+        ok = ~np.isnan(f16)
+        self.assertTrue(np.array_equal(w[ok], f16[ok].astype(np.float32)))
+        self.assertTrue(np.array_equal(np.isnan(w), ~ok))
+        self.assertTrue(np.array_equal(vkmha.convert(bits, "f32").view(np.uint32),
+                                       bits.astype(np.uint32) << 16))
+        bnan = ((bits & 0x7f80) == 0x7f80) & ((bits & 0x7f) != 0)
+        back = vkmha.convert(vkmha.convert(bits, "f32"), "bf16")
+        self.assertTrue(np.array_equal(back[~bnan], bits[~bnan]), "bf16 round trip")
+        self.assertTrue(np.array_equal(back[bnan], bits[bnan] | 0x40), "bf16 NaN quieted")
+
+    def test_ops_each_dtype(self):
+        for be in BACKENDS:
+            ctx = context(be)
+            for dt in HALF:
+                what = "%s %s" % (be, dt)
+                a, a64 = rounded((3, 7, 5), dt, 1)
+                b, b64 = rounded((3, 5, 9), dt, 2)
+                bias, bias64 = rounded((9,), dt, 3)
+                c = ctx.matmul(a, b, bias)
+                if dt == "f16":
+                    self.assertEqual(c.dtype, np.float16)
+                else:
+                    self.assertEqual(c.dtype, torch.bfloat16, "torch.bfloat16 in and out")
+                assert_ulps(self, c, a64 @ b64 + bias64, dt, what + " matmul")
+                w, w64 = rounded((9, 5), dt, 4)
+                assert_ulps(self, ctx.matmul(a, w, transpose_b=True, alpha=0.5),
+                            0.5 * a64 @ w64.T, dt, what + " matmul broadcast B^T")
+                x, x64 = rounded((2, 5, 12), dt, 5)
+                s = ctx.split_heads(x, 3)
+                self.assertTrue(np.array_equal(widen(s), x64.reshape(2, 5, 3, 4)
+                                               .transpose(0, 2, 1, 3)), what + " split_heads")
+                self.assertTrue(np.array_equal(widen(ctx.merge_heads(s)), x64),
+                                what + " merge_heads")
+                q, q64 = rounded((2, 4, 6, 8), dt, 6)
+                k, k64 = rounded((2, 2, 9, 8), dt, 7)
+                v, v64 = rounded((2, 2, 9, 5), dt, 8)
+                p = softmax64(q64 @ np.repeat(k64, 2, 1).transpose(0, 1, 3, 2) / math.sqrt(8))
+                vv = np.repeat(v64, 2, 1)
+                for path in paths_16bit(be):
+                    out = ctx.attention(q, k, v, path=path)
+                    assert_ulps(self, out, p @ vv, dt, "%s attention %s" % (what, path))
+                    out, got_w = ctx.attention(q, k, v, need_weights=True, path=path)
+                    assert_ulps(self, got_w, p, dt, "%s attention weights %s" % (what, path))
+                    # Every path rounds the output once (the unfused one
+                    # multiplies V by its fp32 weights, then rounds them).
+                    assert_ulps(self, out, p @ vv, dt, "%s attention %s with weights"
+                                % (what, path))
+                if be == "reference" or "unfused" in VULKAN_16BIT_PATHS:
+                    z, z64 = rounded((2, 3, 5, 7), dt, 9, scale=3.0)
+                    assert_ulps(self, ctx.softmax(z, scale=0.5), softmax64(0.5 * z64), dt,
+                                what + " softmax")
+
+    def test_explicit_dtype_and_bf16_bits(self):
+        for be in BACKENDS:
+            ctx = context(be)
+            a32 = np.array([[1e6, 1.0], [3.0, -1e6]], np.float32)
+            eye = np.eye(2, dtype=np.float32)
+            # float32 data narrowed by vkmha's rounding: 1e6 saturates.
+            c = ctx.matmul(a32, eye, dtype="f16")
+            self.assertEqual(c.dtype, np.float16)
+            self.assertEqual(c.tolist(), [[65504, 1], [3, -65504]])
+            bits = vkmha.convert(a32, "bf16")
+            self.assertEqual(bits.dtype, np.uint16)
+            c = ctx.matmul(bits, vkmha.convert(eye, "bf16"), dtype="bf16")
+            self.assertEqual(c.dtype, np.uint16)
+            self.assertTrue(np.array_equal(c, bits), "bf16 bits in and out (%s)" % be)
+            # The first array sets the dtype; the others are converted to it.
+            c = ctx.matmul(a32.astype(np.float16), eye)
+            self.assertEqual(c.dtype, np.float16)
+            for spelling in (vkmha.DTYPE_F16, np.float16, torch.float16, "float16"):
+                self.assertEqual(ctx.matmul(eye, eye, dtype=spelling).dtype, np.float16)
+        ctx = context("reference")
+        with self.assertRaisesRegex(TypeError, 'dtype="bf16"'):
+            ctx.matmul(np.eye(2, dtype=np.uint16), np.eye(2, dtype=np.float32))
+        with self.assertRaisesRegex(ValueError, "not a float dtype"):
+            ctx.matmul(np.eye(2), np.eye(2), dtype="f8")
+        with self.assertRaisesRegex(ValueError, "not a float dtype"):
+            ctx.matmul(np.eye(2), np.eye(2), dtype=vkmha.DTYPE_U8)
+        f32 = np.eye(2, dtype=np.float32)
+        with self.assertRaisesRegex(TypeError, "float16 elements"):
+            vkmha._vkmha.Context.matmul(ctx, f32, f32, f32, 2, 2, 2, dtype=vkmha.DTYPE_F16)
+        with self.assertRaisesRegex(vkmha.InvalidArgumentError, "dtype \\(1\\)"):
+            vkmha._vkmha.Context.matmul(ctx, f32, f32, f32, 2, 2, 2, dtype=vkmha.DTYPE_U8)
+        with self.assertRaisesRegex(vkmha.InvalidArgumentError, "storage_dtype \\(7\\)"):
+            vkmha._vkmha.MHA(ctx, 2, 1, f32, f32, f32, f32, storage_dtype=7)
+
+    def test_vulkan_native_and_packed_16bit_agree(self):
+        native = context("vulkan")
+        packed = vkmha.Context("vulkan", validation=True, no_native_16bit=True)
+        try:
+            self.assertFalse(packed.info()["native_16bit_storage"])
+            mod = torch.nn.MultiheadAttention(20, 4, batch_first=True).eval()
+            for dt in HALF:
+                # Odd sizes: a row of 16-bit values that ends mid-word.
+                a, _ = rounded((3, 7, 5), dt, 11)
+                b, _ = rounded((3, 5, 9), dt, 12)
+                self.assertTrue(np.array_equal(widen(native.matmul(a, b)),
+                                               widen(packed.matmul(a, b))), dt + " matmul")
+                x, _ = rounded((2, 5, 6), dt, 13)
+                self.assertTrue(np.array_equal(widen(native.split_heads(x, 3)),
+                                               widen(packed.split_heads(x, 3))), dt + " heads")
+                q, _ = rounded((2, 4, 7, 8), dt, 14)
+                for path in VULKAN_16BIT_PATHS:
+                    for g, w in zip(native.attention(q, q, q, need_weights=True, path=path),
+                                    packed.attention(q, q, q, need_weights=True, path=path)):
+                        self.assertTrue(np.array_equal(widen(g), widen(w)),
+                                        "%s attention %s" % (dt, path))
+                    xm, _ = rounded((2, 9, 20), dt, 15)
+                    outs = [vkmha.from_torch(mod, c, storage_dtype=dt).layer(
+                        xm, need_weights=True, path=path) for c in (native, packed)]
+                    for g, w in zip(*outs):
+                        self.assertTrue(np.array_equal(widen(g), widen(w)),
+                                        "%s layer %s" % (dt, path))
+            self.assertEqual(packed.info()["validation_messages"], 0)
+        finally:
+            packed.close()
+
+    def test_tensors_16bit(self):
+        for be in BACKENDS:
+            ctx = context(be)
+            for dt in HALF:
+                code = HALF[dt][0]
+                a, a64 = rounded((3, 7, 5), dt, 21)
+                t = ctx.tensor(a)
+                self.assertEqual(t.dtype, code)
+                self.assertEqual(t.nbytes, 2 * 3 * 7 * 5)
+                self.assertTrue(np.array_equal(widen(t.numpy()), a64), "%s %s upload" % (be, dt))
+                self.assertEqual(vkmha.Tensor(ctx, (2, 3), dt).dtype, code)
+                b, b64 = rounded((3, 5, 4), dt, 22)
+                c = ctx.matmul(t, ctx.tensor(b))
+                self.assertEqual(c.dtype, code)
+                self.assertTrue(np.array_equal(widen(c.numpy()), widen(ctx.matmul(a, b))),
+                                "%s %s matmul on tensors" % (be, dt))
+                # Mixed: a 16-bit tensor times an fp32 one, fp32 out.
+                b32 = np.random.default_rng(23).standard_normal((3, 5, 4)).astype(np.float32)
+                m = ctx.matmul(t, ctx.tensor(b32), dtype="f32")
+                self.assertEqual(m.dtype, vkmha.DTYPE_F32)
+                assert_close(self, m.numpy(), a64 @ b32, "%s %s x f32 tensors" % (be, dt),
+                             atol=1e-6, rtol=1e-6)
+                s = ctx.split_heads(ctx.tensor(a[:, :, :4]), 2)
+                self.assertTrue(np.array_equal(widen(s.numpy()),
+                                               widen(ctx.split_heads(a[:, :, :4], 2))))
+                q, _ = rounded((2, 3, 5, 4), dt, 24)
+                for path in paths_16bit(be):
+                    got = ctx.attention(ctx.tensor(q), ctx.tensor(q), ctx.tensor(q),
+                                        need_weights=True, path=path)
+                    want = ctx.attention(q, q, q, need_weights=True, path=path)
+                    for g, w in zip(got, want):
+                        self.assertEqual(g.dtype, code)
+                        self.assertTrue(np.array_equal(widen(g.numpy()), widen(w)),
+                                        "%s %s attention %s on tensors" % (be, dt, path))
+
+    def test_layer_in_16bit(self):
+        """from_torch on a float16 / bfloat16 module: outputs of its dtype,
+        against the fp32 module with the same (16-bit) weights and inputs.
+        Tolerance: the layer stores the projections and the attention output
+        in 16 bits (a relative rounding of 2^-11, fp16, or 2^-8, bf16, each),
+        which the next stage carries: a few roundings at the output's scale
+        (|out| < 1 here)."""
+        tol = {"f16": (1e-3, 4e-3), "bf16": (8e-3, 3e-2)}
+        for dt, tdt in (("f16", torch.float16), ("bf16", torch.bfloat16)):
+            m = torch.nn.MultiheadAttention(20, 4, batch_first=True).eval().to(tdt)
+            ref = torch.nn.MultiheadAttention(20, 4, batch_first=True).eval()
+            ref.load_state_dict({k: v.float() for k, v in m.state_dict().items()})
+            x = torch.randn(3, 17, 20).to(tdt)
+            kp = torch.rand(3, 17) < 0.2
+            kp[:, 0] = False
+            want, want_w = torch_mha(ref, x.float(), x.float(), x.float(), key_padding_mask=kp)
+            for be in BACKENDS:
+                attn = vkmha.from_torch(m, context(be))
+                d = attn.layer.desc
+                self.assertEqual((d["weight_dtype"], d["storage_dtype"]), (HALF[dt][0],) * 2)
+                for path in paths_16bit(be):
+                    got, w = attn(x, x, x, key_padding_mask=kp, average_attn_weights=False,
+                                  path=path)
+                    self.assertEqual((got.dtype, w.dtype), (tdt, tdt))
+                    what = "%s %s layer %s" % (be, dt, path)
+                    assert_close(self, got.float(), want, what, *tol[dt])
+                    assert_close(self, w.float(), want_w, what + " weights", *tol[dt])
+                    _, avg = attn(x, x, x, key_padding_mask=kp, path=path)
+                    self.assertEqual(avg.dtype, tdt)
+                    assert_close(self, avg.float(), want_w.mean(dim=1), what + " averaged",
+                                 *tol[dt])
+                    alone, none = attn(x, x, x, key_padding_mask=kp, need_weights=False,
+                                       path=path)
+                    self.assertIsNone(none)
+                    assert_close(self, alone.float(), want, what + " without weights", *tol[dt])
+
+    def test_storage_dtype_with_fp32_activations(self):
+        """An fp32 module kept in 16 bits on the device (storage_dtype; from
+        a safetensors file too): fp32 outputs, equal to the module with its
+        weights rounded to that dtype within fp32 tolerances."""
+        m = torch.nn.MultiheadAttention(20, 4, batch_first=True).eval()
+        x = torch.randn(3, 13, 20)
+        blob = TestSafetensors().write({"a." + k: v for k, v in m.state_dict().items()})
+        for dt, tdt in (("f16", torch.float16), ("bf16", torch.bfloat16)):
+            ref = torch.nn.MultiheadAttention(20, 4, batch_first=True).eval()
+            ref.load_state_dict({k: v.to(tdt).float() for k, v in m.state_dict().items()})
+            want, want_w = torch_mha(ref, x, x, x)
+            for be in BACKENDS:
+                attn = vkmha.from_torch(m, context(be), storage_dtype=dt)
+                d = attn.layer.desc
+                self.assertEqual((d["weight_dtype"], d["storage_dtype"]),
+                                 (vkmha.DTYPE_F32, HALF[dt][0]))
+                got, w = attn(x, x, x, average_attn_weights=False)
+                self.assertEqual(got.dtype, torch.float32)
+                assert_close(self, got, want, "%s %s storage" % (be, dt))
+                assert_close(self, w, want_w, "%s %s storage weights" % (be, dt))
+                layer = vkmha.load_safetensors(blob, 4, context(be), prefix="a.",
+                                               storage_dtype=dt)
+                self.assertEqual(layer.desc["storage_dtype"], HALF[dt][0])
+                assert_close(self, layer(x), want, "%s %s safetensors storage" % (be, dt))
+
+
 class TestErrors(unittest.TestCase):
     """Errors raise with vkmha's message; the context stays usable."""
 
@@ -639,6 +943,8 @@ class TestErrors(unittest.TestCase):
         self.assertTrue(info["device"]["name"])
         self.assertTrue(info["validation_enabled"])
         self.assertEqual(context("reference").info()["backend"], vkmha.BACKEND_REFERENCE)
+        self.assertIsInstance(info["native_16bit_storage"], bool)
+        self.assertFalse(context("reference").info()["native_16bit_storage"])
         self.assertGreaterEqual(len(vkmha.enumerate_devices()), 1)
 
     def test_scratch_budget(self):

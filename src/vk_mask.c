@@ -1,0 +1,66 @@
+/* Masks on the device: their slots, sizes and uploads for host arrays, the
+ * additive bias's broadcast strides, and the buffers a shader binds for each
+ * mask kind (the softmax's and the fused attention's). */
+#include "vk_internal.h"
+
+void vk_bias_strides(const mask_r *m, uint32_t len_q, uint32_t len_k, uint32_t *sb,
+                     uint32_t *sh)
+{
+    uint64_t plane = (uint64_t)len_q * len_k;
+    *sb = *sh = 0;
+    if (m->kinds & VKMHA_MASK_BIAS) {
+        *sb = m->bias_batch == 1 ? 0 : (uint32_t)(m->bias_heads * plane);
+        *sh = m->bias_heads == 1 ? 0 : (uint32_t)plane;
+    }
+}
+
+static void mask_bytes(const mask_r *m, uint32_t batch, uint32_t len_q, uint32_t len_k,
+                       uint64_t out[3])
+{
+    out[0] = m->kinds & VKMHA_MASK_KEY_PADDING ? (uint64_t)batch * len_k : 0;
+    out[1] = m->kinds & VKMHA_MASK_FULL ? (uint64_t)batch * len_q * len_k : 0;
+    out[2] = m->kinds & VKMHA_MASK_BIAS
+                 ? (uint64_t)m->bias_batch * m->bias_heads * len_q * len_k * 4
+                 : 0;
+}
+
+vkmha_status vk_mask_ensure(vk_state *vk, const mask_r *mask, uint32_t batch,
+                            uint32_t len_q, uint32_t len_k, uint64_t *upload_bytes)
+{
+    uint64_t bytes[3];
+    mask_bytes(mask, batch, len_q, len_k, bytes);
+    for (int i = 0; i < 3; i++) {
+        if (!bytes[i])
+            continue;
+        vkmha_status st = vk_slot_ensure(vk, (vk_slot)(SLOT_MASK_KP + i), (bytes[i] + 3) & ~3ull);
+        if (st)
+            return st;
+        *upload_bytes += bytes[i] + 16;
+    }
+    return VKMHA_SUCCESS;
+}
+
+void vk_mask_upload(vk_state *vk, const mask_r *mask, uint32_t batch, uint32_t len_q,
+                    uint32_t len_k)
+{
+    uint64_t bytes[3];
+    const void *src[3] = {mask->key_padding, mask->full, mask->bias};
+    mask_bytes(mask, batch, len_q, len_k, bytes);
+    for (int i = 0; i < 3; i++)
+        if (bytes[i])
+            vk_upload(vk, &vk->slots[SLOT_MASK_KP + i], 0, src[i], bytes[i]);
+}
+
+void vk_mask_slots(vk_state *vk, const vk_buffer *bufs[3])
+{
+    for (int i = 0; i < 3; i++)
+        bufs[i] = &vk->slots[SLOT_MASK_KP + i];
+}
+
+void vk_mask_args(const vk_buffer *const bufs[3], const mask_r *mask, vk_softmax_args *a)
+{
+    a->mask = mask;
+    a->key_padding = mask->kinds & VKMHA_MASK_KEY_PADDING ? bufs[0] : NULL;
+    a->full = mask->kinds & VKMHA_MASK_FULL ? bufs[1] : NULL;
+    a->bias = mask->kinds & VKMHA_MASK_BIAS ? bufs[2] : NULL;
+}

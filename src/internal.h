@@ -1,4 +1,5 @@
-/* Private declarations shared by the library's source files. */
+/* Private declarations shared by the library's source files, backend-neutral:
+ * no Vulkan header (src/vk_internal.h adds the Vulkan backend's). */
 #ifndef VKMHA_INTERNAL_H
 #define VKMHA_INTERNAL_H
 
@@ -8,13 +9,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-/* Generated from volk.h (src/volk_rename.py): volk's globals get vkmha's
- * prefix, so that a static libvkmha.a never exports them. */
-#include "vkmha_volk_rename.h"
-#include <volk.h>
-
-#include "vkmha_vulkan.h"
 
 #define VKMHA_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 

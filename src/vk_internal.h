@@ -4,6 +4,13 @@
 
 #include "internal.h"
 
+/* Generated from volk.h (src/volk_rename.py): volk's globals get vkmha's
+ * prefix, so that a static libvkmha.a never exports them. */
+#include "vkmha_volk_rename.h"
+#include <volk.h>
+
+#include "vkmha_vulkan.h"
+
 /* ---- buffers (src/vk_memory.c) ------------------------------------------ */
 
 typedef struct vk_buffer {

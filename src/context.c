@@ -67,6 +67,7 @@ static vkmha_status context_create(const vkmha_context_desc *desc, bool compile_
         vkmha__free(ctx, ctx);
         return st;
     }
+    ctx->ops = ctx->vk ? &vk_backend_ops : &vkmha__reference_ops;
     ctx->call = NULL;
     *out = ctx;
     return VKMHA_SUCCESS;
@@ -148,13 +149,7 @@ VKMHA_API vkmha_status vkmha_matmul(vkmha_context *ctx, const vkmha_matmul_desc 
     vkmha__begin_call(ctx, "vkmha_matmul");
     if ((st = vkmha__check_matmul(ctx, desc, a, b, bias, c, &s)))
         return st;
-    if (!ctx->vk) {
-        const uint32_t dt[4] = {s.dtype, s.dtype, s.dtype, s.dtype};
-        if ((st = ref_matmul_typed(ctx, &s, dt, a, b, bias, c)))
-            return vkmha__fail(ctx, st, "%s: out of host memory", ctx->call);
-        return VKMHA_SUCCESS;
-    }
-    return vk_matmul(ctx->vk, &s, a, b, bias, c);
+    return ctx->ops->matmul(ctx, &s, a, b, bias, c);
 }
 
 VKMHA_API vkmha_status vkmha_softmax(vkmha_context *ctx, const vkmha_softmax_desc *desc,
@@ -170,12 +165,7 @@ VKMHA_API vkmha_status vkmha_softmax(vkmha_context *ctx, const vkmha_softmax_des
         (st = vkmha__check_mask(ctx, "vkmha_softmax", mask, s.batch, s.heads, s.len_q, s.len_k,
                                 &m)))
         return st;
-    if (!ctx->vk) {
-        if ((st = ref_softmax_typed(ctx, &s, s.dtype, x, &m, s.dtype, y)))
-            return vkmha__fail(ctx, st, "vkmha_softmax: out of host memory");
-        return VKMHA_SUCCESS;
-    }
-    return vk_softmax(ctx->vk, &s, x, &m, y);
+    return ctx->ops->softmax(ctx, &s, x, &m, y);
 }
 
 static vkmha_status heads_op(vkmha_context *ctx, const char *fn, bool split,
@@ -188,12 +178,7 @@ static vkmha_status heads_op(vkmha_context *ctx, const char *fn, bool split,
     vkmha__begin_call(ctx, fn);
     if ((st = vkmha__check_heads(ctx, fn, desc, x, y, &s)))
         return st;
-    if (!ctx->vk) {
-        if ((st = ref_heads_typed(ctx, &s, split, s.dtype, x, s.dtype, y)))
-            return vkmha__fail(ctx, st, "%s: out of host memory", fn);
-        return VKMHA_SUCCESS;
-    }
-    return vk_heads(ctx->vk, &s, split, x, y);
+    return ctx->ops->heads(ctx, &s, split, x, y);
 }
 
 VKMHA_API vkmha_status vkmha_split_heads(vkmha_context *ctx, const vkmha_heads_desc *desc,
@@ -222,11 +207,5 @@ VKMHA_API vkmha_status vkmha_attention(vkmha_context *ctx, const vkmha_attention
         (st = vkmha__check_mask(ctx, "vkmha_attention", mask, s.batch, s.heads, s.len_q,
                                 s.len_k, &m)))
         return st;
-    if (!ctx->vk) {
-        const uint32_t dt[5] = {s.dtype, s.dtype, s.dtype, s.dtype, s.dtype};
-        if ((st = ref_attention_typed(ctx, &s, dt, q, k, v, &m, out, weights)))
-            return vkmha__fail(ctx, st, "vkmha_attention: out of host memory");
-        return VKMHA_SUCCESS;
-    }
-    return vk_attention(ctx->vk, &s, q, k, v, &m, out, weights);
+    return ctx->ops->attention(ctx, &s, q, k, v, &m, out, weights);
 }

@@ -66,6 +66,22 @@ typedef vkmha_mask mask_r;
 
 typedef struct vk_state vk_state; /* src/vk_internal.h */
 
+/* What a backend computes the public ops on host arrays with (shapes and
+ * arguments already checked), set at context creation: the reference's
+ * (src/reference.c) or the Vulkan backend's (src/vk_context.c). */
+typedef struct vkmha_backend_ops {
+    vkmha_status (*matmul)(vkmha_context *ctx, const mm_shape *s, const void *a,
+                           const void *b, const void *bias, void *c);
+    vkmha_status (*softmax)(vkmha_context *ctx, const sm_shape *s, const void *x,
+                            const mask_r *mask, void *y);
+    vkmha_status (*heads)(vkmha_context *ctx, const heads_shape *s, bool split,
+                          const void *x, void *y);
+    vkmha_status (*attention)(vkmha_context *ctx, const attn_shape *s, const void *q,
+                              const void *k, const void *v, const mask_r *mask, void *out,
+                              void *weights);
+} vkmha_backend_ops;
+extern const vkmha_backend_ops vkmha__reference_ops;
+
 struct vkmha_context {
     vkmha_backend backend;
     vkmha_allocator allocator; /* alloc NULL: the C library */
@@ -76,6 +92,7 @@ struct vkmha_context {
     char last_error[512];
     const char *call; /* the public function being called, for messages */
     bool tensor_call; /* its array arguments are tensors (src/tensor.c) */
+    const vkmha_backend_ops *ops; /* the backend's ops on host arrays */
     vk_state *vk; /* NULL for the reference backend */
     /* Live tensors, to tell a tensor of this context from a stale or foreign
      * pointer without dereferencing it (src/tensor.c). */

@@ -880,3 +880,35 @@ VKMHA_API vkmha_status vkmha_enumerate_devices(uint32_t *count, vkmha_device_inf
     }
     return VKMHA_SUCCESS;
 }
+
+/* ---- the Vulkan backend's ops (vkmha_backend_ops) ------------------------- */
+
+static vkmha_status ops_matmul(vkmha_context *ctx, const mm_shape *s, const void *a,
+                               const void *b, const void *bias, void *c)
+{
+    return vk_matmul(ctx->vk, s, a, b, bias, c);
+}
+
+static vkmha_status ops_softmax(vkmha_context *ctx, const sm_shape *s, const void *x,
+                                const mask_r *mask, void *y)
+{
+    return vk_softmax(ctx->vk, s, x, mask, y);
+}
+
+static vkmha_status ops_heads(vkmha_context *ctx, const heads_shape *s, bool split,
+                              const void *x, void *y)
+{
+    return vk_heads(ctx->vk, s, split, x, y);
+}
+
+static vkmha_status ops_attention(vkmha_context *ctx, const attn_shape *s, const void *q,
+                                  const void *k, const void *v, const mask_r *mask, void *out,
+                                  void *weights)
+{
+    return vk_attention(ctx->vk, s, q, k, v, mask, out, weights);
+}
+
+const vkmha_backend_ops vk_backend_ops = {.matmul = ops_matmul,
+                                          .softmax = ops_softmax,
+                                          .heads = ops_heads,
+                                          .attention = ops_attention};

@@ -370,6 +370,8 @@ void vk_load_device_table(VkDevice device, PFN_vkGetDeviceProcAddr get,
                           struct VolkDeviceTable *table);
 
 /* ---- src/vk_context.c ---------------------------------------------------- */
+/* The Vulkan backend's ops on host arrays (vkmha_context.ops). */
+extern const vkmha_backend_ops vk_backend_ops;
 /* compile_only: see vkmha__context_create_compile_only. */
 vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc, bool compile_only);
 void vk_destroy(vk_state *vk);

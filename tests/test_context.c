@@ -708,6 +708,13 @@ int main(void)
     t_rng rng = {2024};
     t_report(vkmha_version() == VKMHA_VERSION_NUMBER, "vkmha_version() %u == %u",
              vkmha_version(), (unsigned)VKMHA_VERSION_NUMBER);
+    /* The header's version is the project's (meson.build: the shared
+     * library's soname version, pkg-config's and CMake's). */
+    char header_version[32];
+    snprintf(header_version, sizeof header_version, "%d.%d.%d", VKMHA_VERSION_MAJOR,
+             VKMHA_VERSION_MINOR, VKMHA_VERSION_PATCH);
+    t_report(strcmp(header_version, VKMHA_PROJECT_VERSION) == 0,
+             "vkmha.h's version %s is meson.build's %s", header_version, VKMHA_PROJECT_VERSION);
 
     /* The contexts first: t_context pins the driver libraries in sanitizer
      * builds before any instance is destroyed (tests/util.h). */

@@ -5,6 +5,8 @@
 
 #include "vkmha.h"
 
+#include "half.h" /* the dtypes' sizes and conversions */
+
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -164,8 +166,6 @@ vkmha_status vkmha__check_attention(vkmha_context *ctx, const vkmha_attention_de
                                     attn_shape *shape);
 /* Checks a float dtype field (F32, F16 or BF16) named `what`. */
 vkmha_status vkmha__check_dtype(vkmha_context *ctx, const char *what, uint32_t dtype);
-/* Bytes of one element of a vkmha_dtype (0 for a value that is none). */
-size_t vkmha__dtype_size(uint32_t dtype);
 /* Checks an attention path and key-split count (named `what`.path and
  * `what`.kv_splits in messages) and stores them, kv_splits clamped to len_k,
  * in s. */

@@ -16,7 +16,6 @@
  * split and merge are free.
  */
 #include "vk_internal.h"
-#include "half.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -14,7 +14,6 @@
  * product of two uint32_t sizes can overflow.
  */
 #include "internal.h"
-#include "half.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -267,10 +266,11 @@ typedef struct ref_arrays {
     int n;
 } ref_arrays;
 
-/* An fp32 view of `n` elements of src: src itself for F32, else a widened
- * copy (kept in r for ref_release). NULL src stays NULL. */
+/* An fp32 array for `n` elements of src: src itself for F32, else a copy
+ * (kept in r for release), widened from src for an input, left for the
+ * computation to fill for an output. NULL src stays NULL. */
 static vkmha_status widen(const vkmha_context *ctx, ref_arrays *r, uint32_t dtype,
-                          const void *src, uint64_t n, float **out)
+                          const void *src, uint64_t n, bool input, float **out)
 {
     if (!src || dtype == VKMHA_DTYPE_F32) {
         *out = (float *)(uintptr_t)src;
@@ -279,7 +279,8 @@ static vkmha_status widen(const vkmha_context *ctx, ref_arrays *r, uint32_t dtyp
     float *t = vkmha__alloc(ctx, (size_t)n * sizeof *t);
     if (!t)
         return VKMHA_ERROR_OUT_OF_HOST_MEMORY;
-    vkmha__to_f32(dtype, src, (size_t)n, t);
+    if (input)
+        vkmha__to_f32(dtype, src, (size_t)n, t);
     r->tmp[r->n++] = t;
     *out = t;
     return VKMHA_SUCCESS;
@@ -305,10 +306,10 @@ vkmha_status ref_matmul_typed(const vkmha_context *ctx, const mm_shape *s,
     ref_arrays r = {0};
     float *fa, *fb, *fbias, *fc;
     vkmha_status st;
-    if ((st = widen(ctx, &r, dt[0], a, s->extent_a, &fa)) ||
-        (st = widen(ctx, &r, dt[1], b, s->extent_b, &fb)) ||
-        (st = widen(ctx, &r, dt[2], bias, s->n, &fbias)) ||
-        (st = widen(ctx, &r, dt[3], c, s->extent_c, &fc))) {
+    if ((st = widen(ctx, &r, dt[0], a, s->extent_a, true, &fa)) ||
+        (st = widen(ctx, &r, dt[1], b, s->extent_b, true, &fb)) ||
+        (st = widen(ctx, &r, dt[2], bias, s->n, true, &fbias)) ||
+        (st = widen(ctx, &r, dt[3], c, s->extent_c, false, &fc))) {
         release(ctx, &r);
         return st;
     }
@@ -332,9 +333,11 @@ vkmha_status ref_softmax_typed(const vkmha_context *ctx, const sm_shape *s, uint
     ref_arrays r = {0};
     const uint64_t n = (uint64_t)s->batch * s->heads * s->len_q * s->len_k;
     float *fx, *fy = NULL;
-    vkmha_status st = widen(ctx, &r, dt_x, x, n, &fx);
-    if (!st)
-        st = x == y && dt_x == dt_y ? (fy = fx, VKMHA_SUCCESS) : widen(ctx, &r, dt_y, y, n, &fy);
+    vkmha_status st = widen(ctx, &r, dt_x, x, n, true, &fx);
+    if (!st && x == y && dt_x == dt_y) /* in place */
+        fy = fx;
+    else if (!st)
+        st = widen(ctx, &r, dt_y, y, n, false, &fy);
     if (!st && !(st = ref_softmax(ctx, s, fx, mask, fy)))
         narrow(dt_y, fy, y, n);
     release(ctx, &r);
@@ -348,7 +351,8 @@ vkmha_status ref_heads_typed(const vkmha_context *ctx, const heads_shape *s, boo
     const uint64_t n = (uint64_t)s->batch * s->len * s->heads * s->head_dim;
     float *fx, *fy;
     vkmha_status st;
-    if (!(st = widen(ctx, &r, dt_x, x, n, &fx)) && !(st = widen(ctx, &r, dt_y, y, n, &fy))) {
+    if (!(st = widen(ctx, &r, dt_x, x, n, true, &fx)) &&
+        !(st = widen(ctx, &r, dt_y, y, n, false, &fy))) {
         (split ? ref_split_heads : ref_merge_heads)(s, fx, fy);
         narrow(dt_y, fy, y, n);
     }
@@ -368,9 +372,11 @@ vkmha_status ref_attention_typed(const vkmha_context *ctx, const attn_shape *s,
                    nw = (uint64_t)s->batch * s->heads * s->len_q * s->len_k;
     float *fq, *fk, *fv, *fo, *fw;
     vkmha_status st;
-    if (!(st = widen(ctx, &r, dt[0], q, nq, &fq)) && !(st = widen(ctx, &r, dt[1], k, nk, &fk)) &&
-        !(st = widen(ctx, &r, dt[2], v, nv, &fv)) && !(st = widen(ctx, &r, dt[3], out, no, &fo)) &&
-        !(st = widen(ctx, &r, dt[4], weights, nw, &fw)) &&
+    if (!(st = widen(ctx, &r, dt[0], q, nq, true, &fq)) &&
+        !(st = widen(ctx, &r, dt[1], k, nk, true, &fk)) &&
+        !(st = widen(ctx, &r, dt[2], v, nv, true, &fv)) &&
+        !(st = widen(ctx, &r, dt[3], out, no, false, &fo)) &&
+        !(st = widen(ctx, &r, dt[4], weights, nw, false, &fw)) &&
         !(st = ref_attention(ctx, s, fq, fk, fv, mask, fo, fw))) {
         narrow(dt[3], fo, out, no);
         narrow(dt[4], fw, weights, nw);

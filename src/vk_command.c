@@ -118,6 +118,13 @@ vkmha_status vk_call_end(vk_state *vk)
     return mode == MODE_RECORD ? VKMHA_SUCCESS : vk_submission_submit(vk);
 }
 
+/* Bytes from the first to the last byte of a download's n2 groups of n1
+ * blocks of len bytes (vk_download). */
+static size_t download_span(size_t len, size_t n1, size_t stride1, size_t n2, size_t stride2)
+{
+    return (n2 - 1) * stride2 + (n1 - 1) * stride1 + len;
+}
+
 vkmha_status vk_exec_begin(vk_state *vk, vk_mode mode, VkCommandBuffer cmd,
                            struct vkmha_submission **sub)
 {
@@ -146,7 +153,7 @@ vkmha_status vk_run_host(vk_state *vk, const vk_host_call *c)
     for (size_t i = 0; i < VKMHA_ARRAY_LEN(c->down); i++) {
         const vk_host_download *d = &c->down[i];
         if (d->dst)
-            down += (d->n2 - 1) * d->stride2 + (d->n1 - 1) * d->stride1 + d->len + 16;
+            down += download_span(d->len, d->n1, d->stride1, d->n2, d->stride2) + 16;
     }
     if ((c->mask && (st = vk_mask_ensure(vk, c->mask, c->batch, c->len_q, c->len_k, &up))) ||
         (st = vk_call_begin(vk, up, down)))
@@ -233,7 +240,7 @@ void vk_download(vk_state *vk, const vk_buffer *src, void *dst, size_t len, size
                  size_t stride1, size_t n2, size_t stride2)
 {
     vk_pending_copy *p = &vk->pending[vk->n_pending++];
-    size_t span = (n2 - 1) * stride2 + (n1 - 1) * stride1 + len;
+    size_t span = download_span(len, n1, stride1, n2, stride2);
     p->dst = (uint8_t *)dst;
     p->len = len;
     p->n1 = n1;

@@ -78,7 +78,7 @@ extern "C" {
 #endif
 
 #define VKMHA_VERSION_MAJOR 0
-#define VKMHA_VERSION_MINOR 3
+#define VKMHA_VERSION_MINOR 4
 #define VKMHA_VERSION_PATCH 0
 #define VKMHA_VERSION_NUMBER \
     (VKMHA_VERSION_MAJOR * 10000 + VKMHA_VERSION_MINOR * 100 + VKMHA_VERSION_PATCH)
@@ -205,7 +205,11 @@ typedef enum vkmha_context_flags {
     VKMHA_CONTEXT_EAGER_PIPELINES = 1u << 2,
 } vkmha_context_flags;
 
-/* How a matmul is computed on the device. */
+/* How a matmul is computed on the device: an input only, for
+ * vkmha_context_desc.matmul_tile (and the environment variable
+ * VKMHA_MATMUL_TILE). What a context chose is information:
+ * vkmha_context_get_kernels lists its kernels ("matmul_large",
+ * "matmul_small", ...) with their shader and parameters. */
 typedef enum vkmha_matmul_variant {
     VKMHA_MATMUL_VARIANT_AUTO = 0, /* in a desc: chosen from the device type */
     /* GPU-shaped: a workgroup stages BM x BK and BK x BN tiles through shared
@@ -219,6 +223,7 @@ typedef enum vkmha_matmul_variant {
     VKMHA_MATMUL_VARIANT_REGISTER = 2,
 } vkmha_matmul_variant;
 
+/* A matmul tile to force (vkmha_context_desc.matmul_tile); an input only. */
 typedef struct vkmha_tile_config {
     /* Output rows, columns, and K step of a workgroup. */
     uint32_t bm VKMHA_ZERO, bn VKMHA_ZERO, bk VKMHA_ZERO;
@@ -239,8 +244,9 @@ typedef enum vkmha_fused_kernel {
     /* CPU-shaped (shaders/flash_cpu.comp): each invocation owns a few query
      * rows in registers, no shared memory and no barrier. CPU devices only. */
     VKMHA_FUSED_KERNEL_REGISTER = 2,
-    /* For tests: workgroup-shared with the blocks chosen for GPUs (block_q,
-     * block_k, tm, tn of vkmha_context_info.attention) also on a CPU device,
+    /* For tests: workgroup-shared with the blocks chosen for GPUs (the BR,
+     * BC, SR, SC parameters of the "flash_d*" kernels,
+     * vkmha_context_get_kernels) also on a CPU device,
      * which otherwise gets its own, so that a CPU device runs the GPU
      * configurations (those that fit its limits). The same as SHARED on a
      * GPU. */
@@ -302,8 +308,8 @@ typedef struct vkmha_context_desc {
      * VKMHA_ERROR_INVALID_ARGUMENT. */
     uint32_t log_level VKMHA_ZERO;
     /* Vulkan, for experiments and tuning: the matmul tile to use for every
-     * matmul instead of the automatic choice (vkmha_context_info shows what
-     * was chosen). NULL (default): automatic, from the device type and
+     * matmul instead of the automatic choice (vkmha_context_get_kernels
+     * shows what was chosen: the "matmul_*" kernels). NULL (default): automatic, from the device type and
      * limits. workgroup_size is computed (the value passed is ignored);
      * variant AUTO means the device type's variant (REGISTER on CPU devices,
      * SHARED elsewhere). A malformed tile fails with
@@ -374,16 +380,6 @@ typedef struct vkmha_device_info {
 } vkmha_device_info;
 
 
-/* The fused attention shader's blocking for one range of head dims. */
-typedef struct vkmha_attention_config {
-    uint32_t max_head_dim VKMHA_ZERO; /* used when d_k and d_v are at most this */
-    uint32_t block_q VKMHA_ZERO;      /* query rows per workgroup */
-    uint32_t block_k VKMHA_ZERO;      /* keys per step streamed through shared memory */
-    uint32_t tm VKMHA_ZERO, tn VKMHA_ZERO;       /* scores per invocation: tm queries x tn keys */
-    uint32_t workgroup_size VKMHA_ZERO;
-    uint32_t shared_bytes VKMHA_ZERO;
-} vkmha_attention_config;
-
 typedef struct vkmha_context_info {
     uint32_t backend VKMHA_ZERO; /* vkmha_backend */
     /* Vulkan only (zeroed for the reference backend, whose name is "reference"). */
@@ -393,19 +389,8 @@ typedef struct vkmha_context_info {
     /* Messages the validation layer sent so far; a correct program has 0. */
     uint64_t validation_messages VKMHA_ZERO;
     bool subgroup_ops_used VKMHA_ZERO; /* reductions use subgroup arithmetic */
-    /* Tile configurations chosen for this device's limits. */
-    vkmha_tile_config matmul_large VKMHA_ZERO, matmul_small VKMHA_ZERO;
-    /* Softmax, LayerNorm: one workgroup of this size per row. CPU devices
-     * run rows of up to 16384 elements one per invocation instead (no
-     * barrier; docs/PERFORMANCE.md, "Small kernels"). */
-    uint32_t reduce_workgroup_size VKMHA_ZERO;
-    /* Fused attention blocks for head dims up to 32, 64, 128 and 256: the
-     * workgroup-shared kernel, and the CPU-shaped (register) kernel, whose
-     * workgroup_size is 0 on devices that do not run it. Which one a call
-     * uses, or the unfused path, is chosen per call by a cost model of the
-     * device type (the DEBUG log line of each call says which and why). */
-    vkmha_attention_config attention[4] VKMHA_ZERO;
-    vkmha_attention_config attention_register[4] VKMHA_ZERO;
+    /* The kernels the context chose for this device (tiles, blocks,
+     * workgroup sizes) are listed by vkmha_context_get_kernels. */
     /* Bytes of VkDeviceMemory the context (and its layers) hold now, and the
      * most they held at any time since the context was created (staging
      * included). 0 for the reference backend. */
@@ -469,6 +454,69 @@ VKMHA_API const char *vkmha_context_last_error(const vkmha_context *ctx);
  * Returns VKMHA_ERROR_NO_DEVICE when no Vulkan loader, driver or device
  * exists; vkmha_context_last_error(NULL) then says what to install. */
 VKMHA_API vkmha_status vkmha_enumerate_devices(uint32_t *count, vkmha_device_info *out);
+
+/* ------------------------------------------------------------------------ */
+/* Kernels                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* What a context chose for its device, one row per device kernel: the
+ * compute shaders, their tiles and blocks, workgroups and shared memory.
+ * Information for tools, tuning and tests (vkmha-info prints it); a
+ * program never needs it to compute. A new kernel, head-dim class or
+ * shader variant adds rows or parameters, never fields, so this struct
+ * keeps its layout. */
+#define VKMHA_KERNEL_MAX_PARAMS 8 /* capacity of vkmha_kernel_info.params */
+
+/* One parameter of a kernel: a specialization constant of its shader. */
+typedef struct vkmha_kernel_param {
+    /* The constant's name in the shader: "WG" workgroup invocations; the
+     * matmul's "BM", "BN", "BK" (output rows, columns and K step of a
+     * workgroup), "TM", "TN" (outputs per invocation), "VEC" (1: vec4 loads
+     * of A and B); the fused attention's "BR" (query rows per workgroup),
+     * "BC" (keys per step), "D4" (the head-dim class / 4), "SR", "SC"
+     * (scores per invocation); "TM" query rows per invocation of the
+     * CPU-shaped one; the split-K combine's "EPI" (outputs per invocation). */
+    char name[16] VKMHA_ZERO;
+    uint32_t value VKMHA_ZERO;
+} vkmha_kernel_param;
+
+typedef struct vkmha_kernel_info {
+    /* Its role, unique in the list: "matmul_large", "matmul_large_vec",
+     * "matmul_small", "matmul_small_vec" (the vec ones read A and B as
+     * vec4s), "softmax", "heads", "layernorm", "flash_d32" .. "flash_d256"
+     * (the fused attention of heads up to 32 .. 256 wide, workgroup-shared
+     * kernel), "flash_combine" (its split-K combine), "flash_cpu_d32" ..
+     * "flash_cpu_d256" (the CPU-shaped fused kernel), "softmax_cpu",
+     * "heads_cpu", "layernorm_cpu" (CPU-shaped row kernels). */
+    char name[32] VKMHA_ZERO;
+    /* The op it serves: "matmul", "softmax", "heads", "layernorm" or
+     * "attention". */
+    char op[16] VKMHA_ZERO;
+    /* Whether the device runs it. false: a fused attention class whose
+     * blocks do not fit the device's limits (heads of that class run
+     * unfused), or a CPU-shaped kernel on a device that does not use it;
+     * the fields below are then zero and "". */
+    bool available VKMHA_ZERO;
+    /* The shader variant built from shaders/ (meson.build): "matmul" (the
+     * workgroup-shared matmul) or "matmul_cpu" (the register one, see
+     * vkmha_matmul_variant), "softmax_sg" (subgroup reductions), "flash",
+     * ... Its fp32 form; 16-bit data runs the same kernel with other
+     * element types. */
+    char shader[32] VKMHA_ZERO;
+    uint32_t workgroup_size VKMHA_ZERO; /* invocations, the parameter "WG" */
+    uint32_t shared_bytes VKMHA_ZERO;   /* workgroup shared memory it declares */
+    uint32_t param_count VKMHA_ZERO;    /* at most VKMHA_KERNEL_MAX_PARAMS */
+    vkmha_kernel_param params[VKMHA_KERNEL_MAX_PARAMS] VKMHA_ZERO;
+} vkmha_kernel_info;
+
+/* Lists the context's kernels, like vkmha_enumerate_devices: on entry
+ * *count is the capacity of `out` (which may be NULL when *count is 0), on
+ * return the number of kernels; fills min(capacity, kernels) entries, in an
+ * order that stays the same for the context's life. The reference backend
+ * has none (*count 0). A NULL ctx or count, or a NULL out with a nonzero
+ * *count, is VKMHA_ERROR_INVALID_ARGUMENT. */
+VKMHA_API vkmha_status vkmha_context_get_kernels(const vkmha_context *ctx, uint32_t *count,
+                                                 vkmha_kernel_info *out);
 
 /* ------------------------------------------------------------------------ */
 /* Masks                                                                    */

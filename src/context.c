@@ -119,11 +119,6 @@ VKMHA_API vkmha_status vkmha_context_get_info(const vkmha_context *ctx,
     out->validation_enabled = vk->validation;
     out->validation_messages = vk->validation_messages;
     out->subgroup_ops_used = vk->use_subgroup;
-    out->matmul_large = vk->tile_large;
-    out->matmul_small = vk->tile_small;
-    out->reduce_workgroup_size = vk->reduce_wg;
-    for (int c = 0; c < VK_FLASH_CLASSES; c++)
-        out->attention[c] = vk->flash[c], out->attention_register[c] = vk->flash_cpu[c];
     out->device_memory_bytes = vk->memory_bytes;
     out->device_memory_peak_bytes = vk->memory_peak_bytes;
     out->gpu_timing = vk->timestamps != VK_NULL_HANDLE;

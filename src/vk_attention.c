@@ -164,7 +164,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
         return VKMHA_SUCCESS;
     }
 
-    const vkmha_attention_config *f = cpu_kernel ? &vk->flash_cpu[cls] : &vk->flash[cls];
+    const vk_flash_config *f = cpu_kernel ? &vk->flash_cpu[cls] : &vk->flash[cls];
     plan->q_blocks = (uint32_t)div_up(s->len_q, f->block_q);
     const uint64_t groups = rows / s->len_q * plan->q_blocks;
     uint64_t splits = s->kv_splits;

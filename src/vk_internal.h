@@ -101,6 +101,17 @@ typedef enum vk_pipe {
 /* Keys per online-softmax step of shaders/flash_cpu.comp (its BK). */
 #define VK_FLASH_CPU_BLOCK_K 4
 
+/* The fused attention shader's blocking for one head-dim class, chosen from
+ * the device's limits (src/vk_pipeline.c; all zero: the class runs
+ * unfused). vkmha_context_get_kernels shows it as parameters. */
+typedef struct vk_flash_config {
+    uint32_t max_head_dim; /* used when d_k and d_v are at most this */
+    uint32_t block_q;      /* query rows per workgroup */
+    uint32_t block_k;      /* keys per step */
+    uint32_t tm, tn;       /* scores per invocation: tm queries x tn keys */
+    uint32_t workgroup_size;
+} vk_flash_config;
+
 /* The push-constant range of every pipeline layout: the 128 bytes Vulkan
  * guarantees. VK_PUSH_BLOCK(name) checks that struct name, the C mirror of a
  * shader's push-constant block, fits it in whole 32-bit words. */
@@ -297,11 +308,11 @@ struct vk_state {
      * (vk_texel_u16), and R16G16B16A16_SFLOAT (view4h) for fp16 in the
      * shaders without one (softmax, LayerNorm). */
     bool texel16;
-    vkmha_attention_config flash[VK_FLASH_CLASSES];
+    vk_flash_config flash[VK_FLASH_CLASSES];
     /* shaders/flash_cpu.comp per class: workgroup_size invocations of tm
      * query rows each (block_q = their product), block_k keys per step;
      * workgroup_size 0 where the device cannot run it. */
-    vkmha_attention_config flash_cpu[VK_FLASH_CLASSES];
+    vk_flash_config flash_cpu[VK_FLASH_CLASSES];
     vkmha_fused_kernel fused_kernel; /* desc->debug: forced kernel, or AUTO */
     bool flash_gpu_blocks; /* desc->debug: the GPU blocks for flash.comp on any device */
     uint32_t flash_fill_groups; /* fewer fused workgroups than this: split-K */
@@ -530,6 +541,7 @@ vkmha_status vk_pipelines_create_all(vk_state *vk);
 /* What vk_pipeline_get creates for `pipe` on this context. */
 typedef struct vk_pipe_info {
     const char *name;   /* its role: "matmul_large_vec", "flash_d64", ... */
+    const char *op;     /* the public op it serves: "matmul", ..., "attention" */
     bool available;     /* false: a fused attention class beyond the device's
                            limits (never created; the rest is zero) */
     const char *shader; /* the SPIR-V variant (meson.build): "matmul", "softmax_sg", ... */
@@ -537,6 +549,7 @@ typedef struct vk_pipe_info {
     uint32_t spec[VK_MAX_SPEC];          /* specialization constants by constant_id */
     const char *spec_names[VK_MAX_SPEC]; /* their names in the shader: "WG", "BM", ... */
     uint32_t workgroup_size;             /* spec[0], invocations */
+    uint32_t shared_bytes;               /* the shared memory it declares */
 } vk_pipe_info;
 void vk_pipe_info_get(const vk_state *vk, vk_pipe pipe, vk_pipe_info *out);
 /* The driver's statistics of `pipe` with `dtypes` (created if needed) on a compile-only

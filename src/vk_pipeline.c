@@ -128,6 +128,21 @@ static const vkmha_tile_config small_tiles[] = {
 #undef REG
 #undef SHM
 
+/* Bytes of shared memory shaders/matmul.comp declares for a BM x BK and a
+ * BK x BN tile of floats. */
+static uint64_t matmul_shared_bytes(uint64_t bm, uint64_t bn, uint64_t bk)
+{
+    return (bm + bn) * bk * sizeof(float);
+}
+
+/* Bytes of shared memory shaders/flash.comp declares: the q block, the
+ * padded K / V block (D4 + 1 vec4s a key), the NaN / Inf bits of skipped
+ * values (4 * D4 uints), the scores and 3 row statistics. */
+static uint64_t flash_shared_bytes(uint64_t br, uint64_t bc, uint64_t d4)
+{
+    return 16 * (br * d4 + bc * (d4 + 1) + d4) + 4 * (br * bc + 3 * br);
+}
+
 /* Completes `t` (its workgroup size) and checks it against the shaders'
  * constraints and the device's limits. NULL if it fits, else why not, with
  * *limits telling a device limit (UNSUPPORTED) from a malformed tile. */
@@ -152,8 +167,7 @@ static const char *tile_check(const vkmha_device_info *d, vkmha_tile_config *t, 
             return "the shared variant's workgroup (bm / tm) * (bn / tn) exceeds 4096";
         t->workgroup_size = (t->bm / t->tm) * (t->bn / t->tn);
         *limits = true;
-        uint64_t shared = (uint64_t)(t->bm + t->bn) * t->bk * sizeof(float);
-        if (shared > d->max_shared_memory)
+        if (matmul_shared_bytes(t->bm, t->bn, t->bk) > d->max_shared_memory)
             return "its tiles need more shared memory than the device has";
     } else {
         return "variant is not a vkmha_matmul_variant";
@@ -207,7 +221,7 @@ static const flash_block cpu_flash_blocks[] = {
 };
 
 static bool pick_flash(const vkmha_device_info *d, uint32_t max_dim, bool cpu,
-                       vkmha_attention_config *out)
+                       vk_flash_config *out)
 {
     const uint32_t d4 = max_dim / 4;
     const flash_block *blocks = cpu ? cpu_flash_blocks : gpu_flash_blocks;
@@ -217,15 +231,11 @@ static bool pick_flash(const vkmha_device_info *d, uint32_t max_dim, bool cpu,
         if (blocks[i].max_dim < max_dim)
             continue;
         uint32_t tx = bc / sc, wg = (br / sr) * tx;
-        /* shaders/flash.comp: q block, padded K/V block, scores, 3 row stats,
-         * the NaN / Inf flags of skipped values. */
-        uint64_t shared = 16ull * (br * d4 + bc * (d4 + 1) + d4) + 4ull * (br * bc + 3 * br);
-        if (d4 % tx || shared > d->max_shared_memory || wg > d->max_workgroup_invocations ||
-            wg > d->max_workgroup_size[0])
+        if (d4 % tx || flash_shared_bytes(br, bc, d4) > d->max_shared_memory ||
+            wg > d->max_workgroup_invocations || wg > d->max_workgroup_size[0])
             continue;
-        *out = (vkmha_attention_config){.max_head_dim = max_dim, .block_q = br, .block_k = bc,
-                                        .tm = sr, .tn = sc, .workgroup_size = wg,
-                                        .shared_bytes = (uint32_t)shared};
+        *out = (vk_flash_config){.max_head_dim = max_dim, .block_q = br, .block_k = bc,
+                                 .tm = sr, .tn = sc, .workgroup_size = wg};
         return true;
     }
     return false;
@@ -235,15 +245,15 @@ static bool pick_flash(const vkmha_device_info *d, uint32_t max_dim, bool cpu,
  * same texel views): 8 invocations (lavapipe's SIMD width at 256 bits) of TM
  * query rows, fewer rows for wider heads, whose q and output accumulator
  * stay in registers (2 x TM x max_dim floats per invocation). */
-static vkmha_attention_config pick_flash_cpu(const vkmha_device_info *d, uint32_t max_dim)
+static vk_flash_config pick_flash_cpu(const vkmha_device_info *d, uint32_t max_dim)
 {
     const uint32_t tm = max_dim <= 64 ? 2 : max_dim <= 128 ? 2 : 1;
     uint32_t wg = 8;
     while (wg > 1 && (wg > d->max_workgroup_invocations || wg > d->max_workgroup_size[0]))
         wg /= 2;
-    return (vkmha_attention_config){.max_head_dim = max_dim, .block_q = wg * tm,
-                                    .block_k = VK_FLASH_CPU_BLOCK_K, .tm = tm, .tn = 1,
-                                    .workgroup_size = wg};
+    return (vk_flash_config){.max_head_dim = max_dim, .block_q = wg * tm,
+                             .block_k = VK_FLASH_CPU_BLOCK_K, .tm = tm, .tn = 1,
+                             .workgroup_size = wg};
 }
 
 static uint32_t pick_workgroup(const vkmha_device_info *d, uint32_t want)
@@ -344,9 +354,9 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override)
     vk->row_texel = rows_cpu && !(rk && !strcmp(rk, "storage"));
     for (uint32_t c = 0; c < VK_FLASH_CLASSES; c++) {
         if (!pick_flash(&vk->info, 32u << c, cpu && !vk->flash_gpu_blocks, &vk->flash[c]))
-            vk->flash[c] = (vkmha_attention_config){0}; /* that class runs unfused */
+            vk->flash[c] = (vk_flash_config){0}; /* that class runs unfused */
         vk->flash_cpu[c] = cpu && vk->matmul_texel ? pick_flash_cpu(&vk->info, 32u << c)
-                                                   : (vkmha_attention_config){0};
+                                                   : (vk_flash_config){0};
     }
     if (vk->fused_kernel == VKMHA_FUSED_KERNEL_REGISTER && !vk->flash_cpu[0].workgroup_size)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
@@ -450,6 +460,19 @@ static const spv_code softmax[2] = {SPV(softmax, "WG"), SPV(softmax_sg, "WG")};
 static const spv_code layernorm[2] = {SPV(layernorm, "WG"), SPV(layernorm_sg, "WG")};
 #undef SPV
 
+/* Bytes of shared memory `code`, specialized with `spec`, declares. */
+static uint64_t spv_shared_bytes(const spv_code *code, const uint32_t *spec)
+{
+    if (code == &matmul) /* WG BM BN BK ... */
+        return matmul_shared_bytes(spec[1], spec[2], spec[3]);
+    if (code == &flash) /* WG BR BC D4 ... */
+        return flash_shared_bytes(spec[1], spec[2], spec[3]);
+    for (int i = 0; i < 2; i++) /* shaders/reduce.glsl: WG floats */
+        if (code == &softmax[i] || code == &layernorm[i])
+            return (uint64_t)spec[0] * sizeof(float);
+    return 0; /* the CPU-shaped kernels, heads and the combine share nothing */
+}
+
 static bool is16(uint32_t dtypes, uint32_t i)
 {
     return VK_DT_OF(dtypes, i) == VKMHA_DTYPE_F16 || VK_DT_OF(dtypes, i) == VKMHA_DTYPE_BF16;
@@ -548,14 +571,14 @@ static const spv_code *pipe_spec(const vk_state *vk, vk_pipe pipe, uint32_t dtyp
         return &heads;
     default: /* PIPE_FLASH + class, or PIPE_FLASH_CPU + class */
         if (pipe >= PIPE_FLASH_CPU) {
-            const vkmha_attention_config *f = &vk->flash_cpu[pipe - PIPE_FLASH_CPU];
+            const vk_flash_config *f = &vk->flash_cpu[pipe - PIPE_FLASH_CPU];
             spec[0] = f->workgroup_size;   /* 0 WG */
             spec[1] = f->tm;               /* 1 TM */
             spec[2] = f->max_head_dim / 4; /* 2 D4 */
             *n_spec = 3;
             return &flash_cpu[u16];
         }
-        const vkmha_attention_config *f = &vk->flash[pipe - PIPE_FLASH];
+        const vk_flash_config *f = &vk->flash[pipe - PIPE_FLASH];
         spec[0] = f->workgroup_size;   /* 0 WG */
         spec[1] = f->block_q;          /* 1 BR */
         spec[2] = f->block_k;          /* 2 BC */
@@ -681,8 +704,15 @@ void vk_pipe_info_get(const vk_state *vk, vk_pipe pipe, vk_pipe_info *out)
         [PIPE_SOFTMAX_CPU] = "softmax_cpu",   [PIPE_HEADS_CPU] = "heads_cpu",
         [PIPE_LAYERNORM_CPU] = "layernorm_cpu",
     };
+    static const char *const ops[KIND_COUNT] = {
+        [KIND_MATMUL] = "matmul",       [KIND_SOFTMAX] = "softmax",
+        [KIND_HEADS] = "heads",         [KIND_LAYERNORM] = "layernorm",
+        [KIND_FLASH] = "attention",     [KIND_FLASH_COMBINE] = "attention",
+        [KIND_FLASH_CPU] = "attention",
+    };
     memset(out, 0, sizeof *out);
     out->name = names[pipe];
+    out->op = ops[vk_pipe_kind(pipe)];
     out->available = pipe_available(vk, pipe);
     if (!out->available)
         return;
@@ -691,6 +721,54 @@ void vk_pipe_info_get(const vk_state *vk, vk_pipe pipe, vk_pipe_info *out)
     for (uint32_t i = 0; i < out->n_spec; i++)
         out->spec_names[i] = code->spec_names[i];
     out->workgroup_size = out->spec[0];
+    /* Within the device's maxComputeSharedMemorySize, which is 32 bits. */
+    out->shared_bytes = (uint32_t)spv_shared_bytes(code, out->spec);
+}
+
+_Static_assert(VK_MAX_SPEC <= VKMHA_KERNEL_MAX_PARAMS,
+               "vkmha_kernel_info.params holds every specialization constant");
+
+/* Copies a string into a fixed-size field, NUL-terminated (NULL: ""). */
+static void copy_name(char *dst, size_t cap, const char *src)
+{
+    snprintf(dst, cap, "%s", src ? src : "");
+}
+
+VKMHA_API vkmha_status vkmha_context_get_kernels(const vkmha_context *ctx, uint32_t *count,
+                                                 vkmha_kernel_info *out)
+{
+    if (!ctx)
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    if (!count || (!out && *count)) {
+        /* The last error is the one piece of a context that a query writes. */
+        vkmha_context *c = (vkmha_context *)ctx;
+        vkmha__begin_call(c, "vkmha_context_get_kernels");
+        return count ? vkmha__fail(c, VKMHA_ERROR_INVALID_ARGUMENT,
+                                   "vkmha_context_get_kernels: out is NULL but *count is %u",
+                                   *count)
+                     : vkmha__fail(c, VKMHA_ERROR_INVALID_ARGUMENT,
+                                   "vkmha_context_get_kernels: count is NULL");
+    }
+    const uint32_t n = ctx->vk ? PIPE_COUNT : 0; /* the reference backend has none */
+    for (uint32_t i = 0; i < n && i < *count; i++) {
+        vk_pipe_info pi;
+        vk_pipe_info_get(ctx->vk, (vk_pipe)i, &pi);
+        vkmha_kernel_info *k = &out[i];
+        memset(k, 0, sizeof *k);
+        copy_name(k->name, sizeof k->name, pi.name);
+        copy_name(k->op, sizeof k->op, pi.op);
+        k->available = pi.available;
+        copy_name(k->shader, sizeof k->shader, pi.shader);
+        k->workgroup_size = pi.workgroup_size;
+        k->shared_bytes = pi.shared_bytes;
+        k->param_count = pi.n_spec;
+        for (uint32_t j = 0; j < pi.n_spec; j++) {
+            copy_name(k->params[j].name, sizeof k->params[j].name, pi.spec_names[j]);
+            k->params[j].value = pi.spec[j];
+        }
+    }
+    *count = n;
+    return VKMHA_SUCCESS;
 }
 
 vkmha_status vk_pipeline_statistics(vk_state *vk, vk_pipe pipe, uint32_t dtypes,

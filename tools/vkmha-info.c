@@ -1,5 +1,6 @@
 /* vkmha-info: the Vulkan devices vkmha sees, the features and limits it
- * uses, and what a context picks (device, tiles, reductions).
+ * uses, and what a context picks (device, and its kernels with their tiles,
+ * blocks and workgroups).
  *
  *   vkmha-info [--device N] [--no-subgroup-ops] [--validation] [--verbose]
  *   (--help describes them)
@@ -59,14 +60,28 @@ static void print_device(const vkmha_device_info *d)
     printf("  timestamp period          %g ns\n", (double)d->timestamp_period);
 }
 
-static void print_tile(const char *name, const vkmha_tile_config *t)
+/* The context's kernels (vkmha_context_get_kernels), one line each. */
+static void print_kernels(vkmha_context *ctx)
 {
-    printf("  %-25s %s variant: %ux%u outputs, K step %u, %ux%u per invocation, %u "
-           "invocations\n",
-           name,
-           t->variant == VKMHA_MATMUL_VARIANT_REGISTER ? "register (CPU-shaped)"
-                                                       : "shared-memory (GPU-shaped)",
-           t->bm, t->bn, t->bk, t->tm, t->tn, t->workgroup_size);
+    vkmha_kernel_info k[64];
+    uint32_t n = 64;
+    if (vkmha_context_get_kernels(ctx, &n, k) != VKMHA_SUCCESS) {
+        printf("  kernels: %s\n", vkmha_context_last_error(ctx));
+        return;
+    }
+    printf("\n  %-17s %-10s %-17s %5s %8s  %s\n", "kernel", "op", "shader", "WG", "shared B",
+           "parameters");
+    for (uint32_t i = 0; i < n && i < 64; i++) {
+        if (!k[i].available) {
+            printf("  %-17s %-10s not used on this device\n", k[i].name, k[i].op);
+            continue;
+        }
+        printf("  %-17s %-10s %-17s %5u %8u ", k[i].name, k[i].op, k[i].shader,
+               k[i].workgroup_size, k[i].shared_bytes);
+        for (uint32_t p = 0; p < k[i].param_count; p++)
+            printf(" %s=%u", k[i].params[p].name, k[i].params[p].value);
+        printf("\n");
+    }
 }
 
 int main(int argc, char **argv)
@@ -83,8 +98,8 @@ int main(int argc, char **argv)
     };
     CLI_PARSE("vkmha-info",
               "Lists the Vulkan devices vkmha sees with the features and limits it "
-              "uses,\nthen what a context picks on the chosen device (tiles, "
-              "reductions).\nVKMHA_MATMUL_TILE=\"register:32,8,4,4,8\" overrides "
+              "uses,\nthen what a context picks on the chosen device (its kernels with "
+              "their tiles,\nblocks and workgroups).\nVKMHA_MATMUL_TILE=\"register:32,8,4,4,8\" overrides "
               "the matmul tiles.",
               opts, argc, argv);
     if (no_subgroup)
@@ -116,26 +131,7 @@ int main(int argc, char **argv)
     vkmha_context_info info;
     vkmha_context_get_info(ctx, &info);
     printf("\ncontext on device %u (%s)\n", info.device_index, info.device.name);
-    print_tile("matmul tile (large)", &info.matmul_large);
-    print_tile("matmul tile (small)", &info.matmul_small);
-    for (int c = 0; c < 4; c++) {
-        const vkmha_attention_config *a = &info.attention[c];
-        char label[64];
-        snprintf(label, sizeof label, "fused attention, d <= %u", a->max_head_dim ? a->max_head_dim : 32u << c);
-        if (!a->block_q)
-            printf("  %-25s unfused (no block fits)\n", label);
-        else
-            printf("  %-25s %u queries x %u keys per block, %ux%u scores per invocation, "
-                   "%u invocations, %u bytes shared\n",
-                   label, a->block_q, a->block_k, a->tm, a->tn, a->workgroup_size,
-                   a->shared_bytes);
-        const vkmha_attention_config *r = &info.attention_register[c];
-        if (r->workgroup_size)
-            printf("  %-25s CPU-shaped kernel: %u invocations x %u query rows, %u keys per "
-                   "step, no shared memory\n",
-                   "", r->workgroup_size, r->tm, r->block_k);
-    }
-    printf("  %-25s %u invocations, %s\n", "softmax / LayerNorm", info.reduce_workgroup_size,
+    printf("  %-25s %s\n", "softmax / LayerNorm",
            info.subgroup_ops_used ? "subgroup arithmetic + shared memory"
                                   : "shared memory only");
     printf("  %-25s %s\n", "fp16 / bf16 storage",
@@ -147,6 +143,7 @@ int main(int argc, char **argv)
            getenv("VKMHA_MATMUL_TILE") ? "VKMHA_MATMUL_TILE" : "device type and limits");
     printf("  %-25s %llu bytes\n", "device memory held",
            (unsigned long long)info.device_memory_bytes);
+    print_kernels(ctx);
     vkmha_context_destroy(ctx);
     return 0;
 }

@@ -81,27 +81,102 @@ static bool matmul_matches(vkmha_context *ctx, vkmha_context *ref, const char *n
     return ok;
 }
 
-static bool tile_sane(const char *what, const vkmha_tile_config *t, uint32_t max_inv)
+/* A matmul kernel's tile: the shared variant (shader "matmul") has BM x BN
+ * outputs of TM x TN per invocation, WG = (BM / TM) * (BN / TN) and
+ * (BM + BN) * BK floats of shared memory; the register one ("matmul_cpu")
+ * TM x TN per invocation, TN a multiple of 4, no shared memory. */
+static bool tile_sane(const vkmha_kernel_info *k)
 {
-    bool ok = true;
-    if (!t->bm || !t->bn || !t->bk || !t->tm || !t->tn || t->bm % t->tm || t->bn % t->tn) {
-        t_diag("%s: bm %u bn %u bk %u tm %u tn %u: a zero or a tile not divisible", what,
-               t->bm, t->bn, t->bk, t->tm, t->tn);
+    const uint32_t wg = t_kernel_param(k, "WG"), tm = t_kernel_param(k, "TM"),
+                   tn = t_kernel_param(k, "TN");
+    if (!strcmp(k->shader, "matmul_cpu")) {
+        if (!tm || !tn || tn % 4 || tm * tn > 64 || k->shared_bytes != 0) {
+            t_diag("%s: register tile TM %u TN %u, %u bytes shared", k->name, tm, tn,
+                   k->shared_bytes);
+            return false;
+        }
+        t_diag("%s: register variant, %u invocations of %ux%u", k->name, wg, tm, tn);
+        return true;
+    }
+    const uint32_t bm = t_kernel_param(k, "BM"), bn = t_kernel_param(k, "BN"),
+                   bk = t_kernel_param(k, "BK");
+    if (strcmp(k->shader, "matmul") || bm == UINT32_MAX || bn == UINT32_MAX ||
+        bk == UINT32_MAX || !tm || !tn || !bk || bm % tm || bn % tn) {
+        t_diag("%s: shader %s, BM %u BN %u BK %u TM %u TN %u: a parameter missing or zero, "
+               "or a tile not divisible", k->name, k->shader, bm, bn, bk, tm, tn);
         return false;
     }
-    uint32_t want = (t->bm / t->tm) * (t->bn / t->tn);
-    if (t->workgroup_size != want) {
-        t_diag("%s: workgroup_size %u != (bm / tm) * (bn / tn) = %u", what, t->workgroup_size,
-               want);
+    bool ok = true;
+    if (wg != (bm / tm) * (bn / tn) || k->shared_bytes != (bm + bn) * bk * 4) {
+        t_diag("%s: WG %u, (BM / TM) * (BN / TN) = %u; %u bytes shared, (BM + BN) * BK * 4 "
+               "= %u", k->name, wg, (bm / tm) * (bn / tn), k->shared_bytes, (bm + bn) * bk * 4);
         ok = false;
     }
-    if (t->workgroup_size > max_inv) {
-        t_diag("%s: workgroup_size %u > max_workgroup_invocations %u", what, t->workgroup_size,
-               max_inv);
-        ok = false;
+    t_diag("%s: %ux%u (k %u), %ux%u per invocation, %u invocations", k->name, bm, bn, bk, tm,
+           tn, wg);
+    return ok;
+}
+
+/* Every row of a Vulkan context's kernel list is well-formed: a unique name,
+ * one of the five ops, and for a kernel the device runs a shader, a
+ * workgroup (its "WG" parameter) and shared memory within the device's
+ * limits; for one it does not, nothing else. The matmul tiles are
+ * consistent (tile_sane) and the row kernels run (softmax, layernorm). */
+static bool kernels_sane(vkmha_context *ctx, const vkmha_device_info *dev)
+{
+    vkmha_kernel_info k[64];
+    uint32_t n = 64;
+    bool ok = true;
+    T_EXPECT_STATUS(vkmha_context_get_kernels(ctx, &n, k), VKMHA_SUCCESS, ok);
+    if (!ok || n == 0 || n > 64) {
+        t_diag("%u kernels", n);
+        return false;
     }
-    t_diag("%s: %ux%u (k %u), %ux%u per invocation, %u invocations", what, t->bm, t->bn,
-           t->bk, t->tm, t->tn, t->workgroup_size);
+    static const char *const ops[] = {"matmul", "softmax", "heads", "layernorm", "attention"};
+    for (uint32_t i = 0; i < n; i++) {
+        const vkmha_kernel_info *r = &k[i];
+        bool known_op = false, row = true;
+        for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++)
+            known_op = known_op || !strcmp(r->op, ops[o]);
+        for (uint32_t j = 0; j < i; j++)
+            if (!strcmp(k[j].name, r->name))
+                row = false;
+        if (!r->name[0] || !known_op || !row) {
+            t_diag("kernel %u: name \"%s\" (empty or repeated), op \"%s\"", i, r->name, r->op);
+            row = false;
+        } else if (r->available) {
+            uint32_t named = 0;
+            for (uint32_t p = 0; p < r->param_count && p < VKMHA_KERNEL_MAX_PARAMS; p++)
+                named += r->params[p].name[0] != '\0';
+            row = r->shader[0] && r->param_count >= 1 &&
+                  r->param_count <= VKMHA_KERNEL_MAX_PARAMS && named == r->param_count &&
+                  t_kernel_param(r, "WG") == r->workgroup_size && r->workgroup_size >= 1 &&
+                  r->workgroup_size <= dev->max_workgroup_invocations &&
+                  r->shared_bytes <= dev->max_shared_memory;
+            if (!row)
+                t_diag("%s: shader \"%s\", %u parameters (%u named), WG %u, workgroup %u, "
+                       "%u bytes shared (device: %u invocations, %u bytes)", r->name, r->shader,
+                       r->param_count, named, t_kernel_param(r, "WG"), r->workgroup_size,
+                       r->shared_bytes, dev->max_workgroup_invocations, dev->max_shared_memory);
+        } else if (r->shader[0] || r->workgroup_size || r->shared_bytes || r->param_count) {
+            t_diag("%s: not available, yet shader \"%s\", workgroup %u, %u bytes shared, %u "
+                   "parameters", r->name, r->shader, r->workgroup_size, r->shared_bytes,
+                   r->param_count);
+            row = false;
+        }
+        ok = row && ok;
+    }
+    static const char *const needed[] = {"matmul_large", "matmul_large_vec", "matmul_small",
+                                         "matmul_small_vec", "softmax", "layernorm", "heads"};
+    for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++) {
+        vkmha_kernel_info r;
+        if (!t_kernel(ctx, needed[i], &r) || !r.available) {
+            t_diag("no available kernel \"%s\"", needed[i]);
+            ok = false;
+        } else if (!strncmp(needed[i], "matmul", 6)) {
+            ok = tile_sane(&r) && ok;
+        }
+    }
     return ok;
 }
 
@@ -298,19 +373,9 @@ static void info_cases(vkmha_context *gpu, vkmha_context *ref)
     t_report(lim, "get_info: subgroup_size >= 1, max_workgroup_invocations >= 128, "
                   "max_storage_buffer_range > 0");
 
-    bool tiles = ok;
-    if (tiles) {
-        tiles = tile_sane("matmul_large", &info.matmul_large, dev->max_workgroup_invocations);
-        tiles = tile_sane("matmul_small", &info.matmul_small, dev->max_workgroup_invocations) &&
-                tiles;
-        if (info.reduce_workgroup_size < 1 ||
-            info.reduce_workgroup_size > dev->max_workgroup_invocations) {
-            t_diag("reduce_workgroup_size %u", info.reduce_workgroup_size);
-            tiles = false;
-        }
-    }
-    t_report(tiles, "get_info: tiles workgroup_size == (bm/tm)*(bn/tn) <= "
-                    "max_workgroup_invocations, reduce_workgroup_size >= 1");
+    t_report(ok && kernels_sane(gpu, dev),
+             "get_kernels: unique names, known ops, workgroups and shared memory within the "
+             "limits, consistent matmul tiles");
 
     bool v = ok && info.validation_enabled && (!info.subgroup_ops_used || dev->subgroup_arithmetic);
     if (ok && !v)
@@ -325,7 +390,7 @@ static void info_cases(vkmha_context *gpu, vkmha_context *ref)
     if (ok && (strcmp(ri.device.name, "reference") != 0 ||
                ri.backend != VKMHA_BACKEND_REFERENCE || ri.validation_enabled ||
                ri.subgroup_ops_used || ri.validation_messages != 0 ||
-               ri.matmul_large.workgroup_size != 0 || ri.device.max_workgroup_invocations != 0)) {
+               ri.device.max_workgroup_invocations != 0)) {
         t_diag("reference info: name \"%.40s\", backend %d, validation %d, subgroup %d",
                ri.device.name, (int)ri.backend, ri.validation_enabled, ri.subgroup_ops_used);
         ok = false;
@@ -624,15 +689,173 @@ static void tile_override_cases(vkmha_context *ref, t_rng *rng)
     if (st == VKMHA_SUCCESS)
         vkmha_context_get_info(ctx, &info);
     bool cpu = info.device.type == VKMHA_DEVICE_TYPE_CPU;
-    bool ok = st == VKMHA_SUCCESS && info.matmul_large.variant ==
-                                         (cpu ? VKMHA_MATMUL_VARIANT_REGISTER
-                                              : VKMHA_MATMUL_VARIANT_SHARED);
+    vkmha_tile_config resolved = autov;
+    resolved.variant = cpu ? VKMHA_MATMUL_VARIANT_REGISTER : VKMHA_MATMUL_VARIANT_SHARED;
+    bool ok = st == VKMHA_SUCCESS && t_matmul_kernels_have_tile(ctx, &resolved);
     if (ok && cpu)
         ok = matmul_matches(ctx, ref, "matmul_tile AUTO 16x8", rng, 37, 29, 64);
     t_report(ok, "matmul_tile with variant AUTO: the device type's variant, correct results");
     if (ctx)
         t_report_validation(ctx);
     vkmha_context_destroy(ctx);
+}
+
+/* Records the DEBUG line of a fused attention's plan. */
+static void plan_log(void *user, vkmha_log_level level, vkmha_status status, const char *msg)
+{
+    (void)status;
+    if (level == VKMHA_LOG_DEBUG && strstr(msg, "fused attention ("))
+        snprintf((char *)user, 512, "%s", msg);
+    t_log(NULL, level, status, msg);
+}
+
+/* The query blocks x key blocks a fused attention of head dim 64 on a
+ * context running `kernel` (vkmha_debug_options.fused_kernel) plans, from
+ * its DEBUG line; false if the context cannot be made or the call fails. */
+static bool planned_blocks(uint32_t kernel, const vkmha_tile_config *tile, uint32_t *bq,
+                           uint32_t *bk, vkmha_kernel_info *d64, const char *name)
+{
+    char line[512] = "";
+    vkmha_debug_options dbg = {.fused_kernel = kernel};
+    vkmha_context_desc cd = {0};
+    cd.enable_validation = true;
+    cd.log = plan_log;
+    cd.log_user = line;
+    cd.log_level = VKMHA_LOG_DEBUG;
+    cd.debug = &dbg;
+    cd.matmul_tile = tile;
+    vkmha_context *ctx = NULL;
+    if (vkmha_context_create(&cd, &ctx) != VKMHA_SUCCESS) {
+        t_diag("no context for kernel %u: %s", kernel, vkmha_context_last_error(NULL));
+        return false;
+    }
+    const uint32_t L = 37, D = 64;
+    float *q = t_alloc((size_t)L * D), *out = t_alloc((size_t)L * D);
+    for (size_t i = 0; i < (size_t)L * D; i++)
+        q[i] = (float)(i % 7) * 0.125f;
+    vkmha_attention_desc ad = {1, 1, 0, L, L, D, D, 0, VKMHA_ATTENTION_PATH_FUSED, 0, 0};
+    bool ok = vkmha_attention(ctx, &ad, q, q, q, NULL, out, NULL) == VKMHA_SUCCESS &&
+              t_kernel(ctx, name, d64);
+    const char *at = strstr(line, "blocks of ");
+    ok = ok && at && sscanf(at, "blocks of %u queries x %u keys", bq, bk) == 2;
+    t_diag("kernel %u: \"%s\"", kernel, line);
+    t_report_validation(ctx);
+    vkmha_context_destroy(ctx);
+    free(q), free(out);
+    return ok;
+}
+
+/* vkmha_context_get_kernels: the count protocol (capacity in, count out,
+ * nothing written past the capacity), the reference backend's empty list,
+ * and values that are what the context runs: the matmul tile of
+ * desc->matmul_tile and of VKMHA_MATMUL_TILE, the CPU-shaped kernels
+ * unavailable where the device does not use them, and the fused attention's
+ * blocks as its DEBUG plan line gives them. */
+static void kernel_query_cases(vkmha_context *gpu, vkmha_context *ref)
+{
+    vkmha_kernel_info all[64], part[4];
+    uint32_t n = 0, total = 64;
+    bool ok = true;
+    T_EXPECT_STATUS(vkmha_context_get_kernels(gpu, &n, NULL), VKMHA_SUCCESS, ok);
+    T_EXPECT_STATUS(vkmha_context_get_kernels(gpu, &total, all), VKMHA_SUCCESS, ok);
+    memset(part, 0x5A, sizeof part);
+    uint32_t two = 2;
+    T_EXPECT_STATUS(vkmha_context_get_kernels(gpu, &two, part), VKMHA_SUCCESS, ok);
+    unsigned char sentinel[sizeof part[0]];
+    memset(sentinel, 0x5A, sizeof sentinel);
+    if (ok && (n == 0 || total != n || two != n || memcmp(part, all, 2 * sizeof part[0]) ||
+               memcmp(&part[2], sentinel, sizeof sentinel) ||
+               memcmp(&part[3], sentinel, sizeof sentinel))) {
+        t_diag("count %u, then %u with capacity 64 and %u with capacity 2", n, total, two);
+        ok = false;
+    }
+    t_report(ok, "get_kernels: *count 0 gives the count (%u); capacity 2 fills 2 entries, "
+                 "the same as the whole list's, and writes nothing past them", n);
+
+    ok = true;
+    memset(part, 0x5A, sizeof part);
+    n = 4;
+    T_EXPECT_STATUS(vkmha_context_get_kernels(ref, &n, part), VKMHA_SUCCESS, ok);
+    uint32_t zero = 0;
+    T_EXPECT_STATUS(vkmha_context_get_kernels(ref, &zero, NULL), VKMHA_SUCCESS, ok);
+    t_report(ok && n == 0 && zero == 0 && !memcmp(&part[0], sentinel, sizeof sentinel),
+             "get_kernels: the reference backend has no kernels (count %u) and writes none", n);
+
+    /* desc->matmul_tile: the shared variant shows up in every matmul kernel;
+     * on a CPU device the CPU-shaped kernels, which need the register
+     * matmul's texel views, are then unavailable and say so. */
+    const vkmha_tile_config shm = {32, 32, 16, 4, 4, 0, VKMHA_MATMUL_VARIANT_SHARED};
+    vkmha_context_desc cd = {0};
+    cd.enable_validation = true;
+    cd.log = t_log;
+    cd.matmul_tile = &shm;
+    vkmha_context *ctx = NULL;
+    ok = true;
+    T_EXPECT_STATUS(vkmha_context_create(&cd, &ctx), VKMHA_SUCCESS, ok);
+    vkmha_context_info info = {0};
+    if (ok)
+        vkmha_context_get_info(ctx, &info);
+    const bool cpu = info.device.type == VKMHA_DEVICE_TYPE_CPU;
+    ok = ok && t_matmul_kernels_have_tile(ctx, &shm);
+    static const char *const cpu_shaped[] = {"flash_cpu_d32", "flash_cpu_d64", "flash_cpu_d128",
+                                             "flash_cpu_d256", "softmax_cpu", "heads_cpu",
+                                             "layernorm_cpu"};
+    for (size_t i = 0; ok && i < sizeof cpu_shaped / sizeof cpu_shaped[0]; i++) {
+        vkmha_kernel_info k;
+        if (!t_kernel(ctx, cpu_shaped[i], &k) || k.available || k.shader[0] || k.param_count ||
+            k.workgroup_size) {
+            t_diag("%s: available %d, shader \"%s\", %u parameters", cpu_shaped[i],
+                   k.available, k.shader, k.param_count);
+            ok = false;
+        }
+    }
+    t_report(ok, "get_kernels: desc->matmul_tile shared 32x32x16 is every matmul kernel's "
+                 "tile; the CPU-shaped kernels are listed as not available");
+    if (ctx) {
+        vkmha_kernel_info d64;
+        t_report(kernels_sane(ctx, &info.device) && t_kernel(ctx, "flash_d64", &d64) &&
+                     d64.available && !strcmp(d64.op, "attention"),
+                 "get_kernels: the list of a context with a matmul_tile is well-formed, "
+                 "flash_d64 available (%s device)", cpu ? "CPU" : "GPU");
+        t_report_validation(ctx);
+    }
+    vkmha_context_destroy(ctx);
+
+    /* VKMHA_MATMUL_TILE does the same when desc->matmul_tile is NULL. */
+    const vkmha_tile_config reg = {16, 8, 4, 2, 8, 0, VKMHA_MATMUL_VARIANT_REGISTER};
+    const vkmha_tile_config *env_tile = cpu ? &reg : &shm;
+    setenv("VKMHA_MATMUL_TILE", cpu ? "register:16,8,4,2,8" : "shared:32,32,16,4,4", 1);
+    ctx = t_context(VKMHA_BACKEND_VULKAN, 0);
+    unsetenv("VKMHA_MATMUL_TILE");
+    t_report(ctx && t_matmul_kernels_have_tile(ctx, env_tile),
+             "get_kernels: VKMHA_MATMUL_TILE=%s is every matmul kernel's tile",
+             cpu ? "register:16,8,4,2,8" : "shared:32,32,16,4,4");
+    if (ctx)
+        t_report_validation(ctx);
+    vkmha_context_destroy(ctx);
+
+    /* The fused kernel's blocks: the workgroup-shared one plans BR x BC
+     * blocks of flash_d64; the CPU-shaped one (CPU devices) WG * TM queries
+     * of flash_cpu_d64. */
+    uint32_t bq = 0, bk = 0;
+    vkmha_kernel_info k;
+    char d[160];
+    ok = planned_blocks(VKMHA_FUSED_KERNEL_SHARED, NULL, &bq, &bk, &k, "flash_d64") &&
+         k.available && bq == t_kernel_param(&k, "BR") && bk == t_kernel_param(&k, "BC");
+    t_report(ok, "get_kernels: flash_d64 (%s) has the blocks the fused attention plans "
+                 "(%u queries x %u keys)", t_kernel_describe(&k, d, sizeof d), bq, bk);
+    vkmha_kernel_info kc;
+    const bool has_cpu_kernel = t_kernel(gpu, "flash_cpu_d64", &kc) && kc.available;
+    if (has_cpu_kernel || cpu) {
+        ok = planned_blocks(VKMHA_FUSED_KERNEL_REGISTER, NULL, &bq, &bk, &k, "flash_cpu_d64") &&
+             k.available && bq == t_kernel_param(&k, "WG") * t_kernel_param(&k, "TM");
+        t_report(ok, "get_kernels: flash_cpu_d64 (%s) has the blocks the CPU-shaped fused "
+                     "attention plans (%u queries)", t_kernel_describe(&k, d, sizeof d), bq);
+    } else {
+        /* A GPU: the CPU-shaped kernel is not used, and the list says so. */
+        t_report(!kc.available && t_kernel(gpu, "flash_cpu_d64", &kc),
+                 "get_kernels: flash_cpu_d64 is listed as not available on this GPU");
+    }
 }
 
 /* VKMHA_CONTEXT_PROFILE and the device-memory counters. */
@@ -740,6 +963,7 @@ int main(void)
     growth_cases(gpu, ref, &rng);
     limit_cases(gpu, ref, &rng);
     tile_override_cases(ref, &rng);
+    kernel_query_cases(gpu, ref);
     profile_memory_cases(ref, &rng);
 
     t_diag("validation: the main Vulkan context");

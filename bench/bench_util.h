@@ -12,6 +12,7 @@
 
 #include "vkmha.h"
 #include "cli.h" /* tools/cli.h: the options of every program */
+#include "kernel_list.h" /* tools/kernel_list.h: lookups in the kernel list */
 
 /* Monotonic wall clock in milliseconds. */
 static inline double now_ms(void)

@@ -118,6 +118,39 @@ static double measure(vkmha_context *ctx, const char *plan, const shape *s,
     return t[0]; /* the least disturbed by other work on the machine */
 }
 
+/* What the cost model's features need of a context's kernels
+ * (vkmha_context_get_kernels): the query rows per workgroup of each
+ * head-dim class's fused kernels (1 where the device lacks one) and the
+ * large matmul tile (the register variant's BM = WG * TM, BN = TN, BK = 4). */
+typedef struct chosen_kernels {
+    uint32_t cpu_block_q[4], shared_block_q[4];
+    vkmha_tile_config tile;
+} chosen_kernels;
+
+static chosen_kernels read_kernels(const vkmha_context *ctx)
+{
+    chosen_kernels c;
+    vkmha_kernel_info k;
+    char name[32];
+    for (uint32_t cls = 0; cls < 4; cls++) {
+        snprintf(name, sizeof name, "flash_cpu_d%u", 32u << cls);
+        c.cpu_block_q[cls] = kernel_find(ctx, name, &k) && k.available
+                                 ? kernel_param(&k, "WG") * kernel_param(&k, "TM") : 1;
+        snprintf(name, sizeof name, "flash_d%u", 32u << cls);
+        c.shared_block_q[cls] = kernel_find(ctx, name, &k) && k.available
+                                    ? kernel_param(&k, "BR") : 1;
+    }
+    kernel_find(ctx, "matmul_large", &k);
+    const bool reg = !strcmp(k.shader, "matmul_cpu");
+    const uint32_t tm = kernel_param(&k, "TM"), tn = kernel_param(&k, "TN");
+    c.tile = (vkmha_tile_config){
+        .bm = reg ? kernel_param(&k, "WG") * tm : kernel_param(&k, "BM"),
+        .bn = reg ? tn : kernel_param(&k, "BN"), .bk = reg ? 4 : kernel_param(&k, "BK"),
+        .tm = tm, .tn = tn, .workgroup_size = k.workgroup_size,
+        .variant = reg ? VKMHA_MATMUL_VARIANT_REGISTER : VKMHA_MATMUL_VARIANT_SHARED};
+    return c;
+}
+
 /* Weighted least squares on relative error, coefficients >= 0 (features
  * whose coefficient comes out negative are dropped and the rest refit).
  * x: n rows of m features, y: n times; rows with y < 0 are skipped. */
@@ -257,6 +290,7 @@ int main(int argc, char **argv)
     vkmha_context *ctx_shared = make_context(VKMHA_FUSED_KERNEL_SHARED, plan[1]);
     vkmha_context_info info;
     vkmha_context_get_info(ctx_default, &info);
+    const chosen_kernels kernels = read_kernels(ctx_default);
     char date[32];
     bench_device(&info, date);
     printf("attention paths and the cost model: %s (%s), %s\n", info.device.name,
@@ -311,12 +345,11 @@ int main(int argc, char **argv)
         const attn_shape as = {s->b, s->h, s->h, s->lq, s->lk, s->dk, s->dv, 0.0f, 0, 0, 0};
         const uint32_t cls = s->dk > 128 || s->dv > 128 ? 3 : s->dk > 64 || s->dv > 64 ? 2
                              : s->dk > 32 || s->dv > 32 ? 1 : 0;
-        vk_cost_fused_features(&as, info.attention_register[cls].block_q
-                                        ? info.attention_register[cls].block_q : 1,
-                               false, &ff[0][n * VK_COST_FUSED_FEATURES]);
-        vk_cost_fused_features(&as, info.attention[cls].block_q ? info.attention[cls].block_q : 1,
-                               false, &ff[1][n * VK_COST_FUSED_FEATURES]);
-        vk_cost_unfused_features(&as, &info.matmul_large, &fu[n * VK_COST_UNFUSED_FEATURES]);
+        vk_cost_fused_features(&as, kernels.cpu_block_q[cls], false,
+                               &ff[0][n * VK_COST_FUSED_FEATURES]);
+        vk_cost_fused_features(&as, kernels.shared_block_q[cls], false,
+                               &ff[1][n * VK_COST_FUSED_FEATURES]);
+        vk_cost_unfused_features(&as, &kernels.tile, &fu[n * VK_COST_UNFUSED_FEATURES]);
         yc[n] = t[n][P_CPU], ys[n] = t[n][P_SHARED], yu[n] = t[n][P_UNFUSED];
         n++;
         free(q), free(k), free(v), free(out);

@@ -900,16 +900,18 @@ int main(int argc, char **argv)
     if (vkmha_context_create(&rd, &ref))
         die(vkmha_context_last_error(NULL));
     vkmha_context_get_info(vk, &dev_info);
+    vkmha_kernel_info tile;
+    char tile_str[160];
+    kernel_find(vk, "matmul_large", &tile);
     vkmha_context_destroy(vk);
     char driver[600];
     snprintf(driver, sizeof driver, "%s %s", dev_info.device.driver_name,
              dev_info.device.driver_info);
-    const vkmha_tile_config *tl = &dev_info.matmul_large;
     printf("vkmha-bench %s: %s (%s), %u threads for peers, %u reps, suite %s\n", date_str,
            dev_info.device.name, driver, o.threads, o.reps, o.full ? "full" : "quick");
-    printf("matmul tile: %s %ux%u, %ux%u per invocation; GPU timestamps %s\n",
-           tl->variant == VKMHA_MATMUL_VARIANT_REGISTER ? "register" : "shared", tl->bm, tl->bn,
-           tl->tm, tl->tn, dev_info.device.timestamp_period > 0 ? "on" : "unavailable");
+    printf("matmul tile (matmul_large): %s; GPU timestamps %s\n",
+           kernel_describe(&tile, tile_str, sizeof tile_str),
+           dev_info.device.timestamp_period > 0 ? "on" : "unavailable");
     printf("%-9s %-9s %-8s %-28s %10s %8s %8s %9s %16s %8s %9s\n", "op", "impl", "path",
            "shape", "median ms", "min", "max", "GPU ms", "rate", "peak MiB", "max|diff|");
 

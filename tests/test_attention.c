@@ -155,25 +155,33 @@ static void head_dim_limit_case(vkmha_context *ref, vkmha_context *gpu, t_rng *r
 
 /* The blocks of the variant with the GPU blocks (gpu): on a CPU device they
  * must differ from the workgroup-shared variant's (shared) in some head-dim
- * class, or that variant would run nothing new; on a GPU they are the same. */
+ * class, or that variant would run nothing new; on a GPU they are the same.
+ * The blocks are the parameters of the "flash_d*" kernels
+ * (vkmha_context_get_kernels). */
 static void gpu_blocks_case(vkmha_context *shared, vkmha_context *gpu)
 {
-    vkmha_context_info si, gi;
-    if (vkmha_context_get_info(shared, &si) || vkmha_context_get_info(gpu, &gi)) {
-        t_report(false, "GPU blocks: cannot query the contexts");
+    vkmha_context_info gi;
+    if (vkmha_context_get_info(gpu, &gi)) {
+        t_report(false, "GPU blocks: cannot query the context");
         return;
     }
-    bool differ = false;
+    bool differ = false, listed = true;
+    vkmha_kernel_info d32 = {0};
     for (int c = 0; c < 4; c++) {
-        const vkmha_attention_config *a = &si.attention[c], *b = &gi.attention[c];
-        t_diag("d <= %u: CPU-device blocks %ux%u (%ux%u per invocation, %u invocations), GPU "
-               "blocks %ux%u (%ux%u, %u invocations, %u bytes of shared memory)",
-               32u << c, a->block_q, a->block_k, a->tm, a->tn, a->workgroup_size, b->block_q,
-               b->block_k, b->tm, b->tn, b->workgroup_size, b->shared_bytes);
-        differ = differ || memcmp(a, b, sizeof *a) != 0;
+        char name[32], da[160], db[160];
+        snprintf(name, sizeof name, "flash_d%u", 32u << c);
+        vkmha_kernel_info a, b;
+        listed = kernel_find(shared, name, &a) && kernel_find(gpu, name, &b) && listed;
+        t_diag("%s: CPU-device blocks %s; GPU blocks %s, %u bytes of shared memory", name,
+               kernel_describe(&a, da, sizeof da), kernel_describe(&b, db, sizeof db),
+               b.shared_bytes);
+        differ = differ || a.available != b.available || a.param_count != b.param_count ||
+                 memcmp(a.params, b.params, sizeof a.params) != 0;
+        if (c == 0)
+            d32 = b;
     }
     const bool cpu = gi.device.type == VKMHA_DEVICE_TYPE_CPU;
-    t_report(differ == cpu && gi.attention[0].block_q != 0,
+    t_report(listed && differ == cpu && d32.available,
              "fused kernel with the GPU blocks: %s the workgroup-shared kernel's on this %s "
              "device",
              differ ? "blocks differ from" : "same blocks as", cpu ? "CPU" : "GPU");

@@ -87,8 +87,8 @@ static bool matmul_matches(vkmha_context *ctx, vkmha_context *ref, const char *n
  * TM x TN per invocation, TN a multiple of 4, no shared memory. */
 static bool tile_sane(const vkmha_kernel_info *k)
 {
-    const uint32_t wg = t_kernel_param(k, "WG"), tm = t_kernel_param(k, "TM"),
-                   tn = t_kernel_param(k, "TN");
+    const uint32_t wg = kernel_param(k, "WG"), tm = kernel_param(k, "TM"),
+                   tn = kernel_param(k, "TN");
     if (!strcmp(k->shader, "matmul_cpu")) {
         if (!tm || !tn || tn % 4 || tm * tn > 64 || k->shared_bytes != 0) {
             t_diag("%s: register tile TM %u TN %u, %u bytes shared", k->name, tm, tn,
@@ -98,8 +98,8 @@ static bool tile_sane(const vkmha_kernel_info *k)
         t_diag("%s: register variant, %u invocations of %ux%u", k->name, wg, tm, tn);
         return true;
     }
-    const uint32_t bm = t_kernel_param(k, "BM"), bn = t_kernel_param(k, "BN"),
-                   bk = t_kernel_param(k, "BK");
+    const uint32_t bm = kernel_param(k, "BM"), bn = kernel_param(k, "BN"),
+                   bk = kernel_param(k, "BK");
     if (strcmp(k->shader, "matmul") || bm == UINT32_MAX || bn == UINT32_MAX ||
         bk == UINT32_MAX || !tm || !tn || !bk || bm % tm || bn % tn) {
         t_diag("%s: shader %s, BM %u BN %u BK %u TM %u TN %u: a parameter missing or zero, "
@@ -150,13 +150,13 @@ static bool kernels_sane(vkmha_context *ctx, const vkmha_device_info *dev)
                 named += r->params[p].name[0] != '\0';
             row = r->shader[0] && r->param_count >= 1 &&
                   r->param_count <= VKMHA_KERNEL_MAX_PARAMS && named == r->param_count &&
-                  t_kernel_param(r, "WG") == r->workgroup_size && r->workgroup_size >= 1 &&
+                  kernel_param(r, "WG") == r->workgroup_size && r->workgroup_size >= 1 &&
                   r->workgroup_size <= dev->max_workgroup_invocations &&
                   r->shared_bytes <= dev->max_shared_memory;
             if (!row)
                 t_diag("%s: shader \"%s\", %u parameters (%u named), WG %u, workgroup %u, "
                        "%u bytes shared (device: %u invocations, %u bytes)", r->name, r->shader,
-                       r->param_count, named, t_kernel_param(r, "WG"), r->workgroup_size,
+                       r->param_count, named, kernel_param(r, "WG"), r->workgroup_size,
                        r->shared_bytes, dev->max_workgroup_invocations, dev->max_shared_memory);
         } else if (r->shader[0] || r->workgroup_size || r->shared_bytes || r->param_count) {
             t_diag("%s: not available, yet shader \"%s\", workgroup %u, %u bytes shared, %u "
@@ -170,7 +170,7 @@ static bool kernels_sane(vkmha_context *ctx, const vkmha_device_info *dev)
                                          "matmul_small_vec", "softmax", "layernorm", "heads"};
     for (size_t i = 0; i < sizeof needed / sizeof needed[0]; i++) {
         vkmha_kernel_info r;
-        if (!t_kernel(ctx, needed[i], &r) || !r.available) {
+        if (!kernel_find(ctx, needed[i], &r) || !r.available) {
             t_diag("no available kernel \"%s\"", needed[i]);
             ok = false;
         } else if (!strncmp(needed[i], "matmul", 6)) {
@@ -735,7 +735,7 @@ static bool planned_blocks(uint32_t kernel, const vkmha_tile_config *tile, uint3
         q[i] = (float)(i % 7) * 0.125f;
     vkmha_attention_desc ad = {1, 1, 0, L, L, D, D, 0, VKMHA_ATTENTION_PATH_FUSED, 0, 0};
     bool ok = vkmha_attention(ctx, &ad, q, q, q, NULL, out, NULL) == VKMHA_SUCCESS &&
-              t_kernel(ctx, name, d64);
+              kernel_find(ctx, name, d64);
     const char *at = strstr(line, "blocks of ");
     ok = ok && at && sscanf(at, "blocks of %u queries x %u keys", bq, bk) == 2;
     t_diag("kernel %u: \"%s\"", kernel, line);
@@ -802,7 +802,7 @@ static void kernel_query_cases(vkmha_context *gpu, vkmha_context *ref)
                                              "layernorm_cpu"};
     for (size_t i = 0; ok && i < sizeof cpu_shaped / sizeof cpu_shaped[0]; i++) {
         vkmha_kernel_info k;
-        if (!t_kernel(ctx, cpu_shaped[i], &k) || k.available || k.shader[0] || k.param_count ||
+        if (!kernel_find(ctx, cpu_shaped[i], &k) || k.available || k.shader[0] || k.param_count ||
             k.workgroup_size) {
             t_diag("%s: available %d, shader \"%s\", %u parameters", cpu_shaped[i],
                    k.available, k.shader, k.param_count);
@@ -813,7 +813,7 @@ static void kernel_query_cases(vkmha_context *gpu, vkmha_context *ref)
                  "tile; the CPU-shaped kernels are listed as not available");
     if (ctx) {
         vkmha_kernel_info d64;
-        t_report(kernels_sane(ctx, &info.device) && t_kernel(ctx, "flash_d64", &d64) &&
+        t_report(kernels_sane(ctx, &info.device) && kernel_find(ctx, "flash_d64", &d64) &&
                      d64.available && !strcmp(d64.op, "attention"),
                  "get_kernels: the list of a context with a matmul_tile is well-formed, "
                  "flash_d64 available (%s device)", cpu ? "CPU" : "GPU");
@@ -841,19 +841,19 @@ static void kernel_query_cases(vkmha_context *gpu, vkmha_context *ref)
     vkmha_kernel_info k;
     char d[160];
     ok = planned_blocks(VKMHA_FUSED_KERNEL_SHARED, NULL, &bq, &bk, &k, "flash_d64") &&
-         k.available && bq == t_kernel_param(&k, "BR") && bk == t_kernel_param(&k, "BC");
+         k.available && bq == kernel_param(&k, "BR") && bk == kernel_param(&k, "BC");
     t_report(ok, "get_kernels: flash_d64 (%s) has the blocks the fused attention plans "
-                 "(%u queries x %u keys)", t_kernel_describe(&k, d, sizeof d), bq, bk);
+                 "(%u queries x %u keys)", kernel_describe(&k, d, sizeof d), bq, bk);
     vkmha_kernel_info kc;
-    const bool has_cpu_kernel = t_kernel(gpu, "flash_cpu_d64", &kc) && kc.available;
+    const bool has_cpu_kernel = kernel_find(gpu, "flash_cpu_d64", &kc) && kc.available;
     if (has_cpu_kernel || cpu) {
         ok = planned_blocks(VKMHA_FUSED_KERNEL_REGISTER, NULL, &bq, &bk, &k, "flash_cpu_d64") &&
-             k.available && bq == t_kernel_param(&k, "WG") * t_kernel_param(&k, "TM");
+             k.available && bq == kernel_param(&k, "WG") * kernel_param(&k, "TM");
         t_report(ok, "get_kernels: flash_cpu_d64 (%s) has the blocks the CPU-shaped fused "
-                     "attention plans (%u queries)", t_kernel_describe(&k, d, sizeof d), bq);
+                     "attention plans (%u queries)", kernel_describe(&k, d, sizeof d), bq);
     } else {
         /* A GPU: the CPU-shaped kernel is not used, and the list says so. */
-        t_report(!kc.available && t_kernel(gpu, "flash_cpu_d64", &kc),
+        t_report(!kc.available && kernel_find(gpu, "flash_cpu_d64", &kc),
                  "get_kernels: flash_cpu_d64 is listed as not available on this GPU");
     }
 }

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "vkmha.h"
+#include "../tools/kernel_list.h" /* kernel_find, kernel_param, kernel_describe */
 
 /* ---- TAP ---------------------------------------------------------------- */
 
@@ -508,33 +509,6 @@ static inline void t_report_validation(vkmha_context *ctx)
 
 /* ---- the context's kernels (vkmha_context_get_kernels) --------------------- */
 
-/* The kernel named `name` of ctx, zeroed (and false) when the context has
- * none of that name or the query fails. */
-static inline bool t_kernel(vkmha_context *ctx, const char *name, vkmha_kernel_info *out)
-{
-    vkmha_kernel_info k[64];
-    uint32_t n = 64;
-    memset(out, 0, sizeof *out);
-    if (vkmha_context_get_kernels(ctx, &n, k) != VKMHA_SUCCESS)
-        return false;
-    for (uint32_t i = 0; i < n && i < 64; i++)
-        if (!strcmp(k[i].name, name)) {
-            *out = k[i];
-            return true;
-        }
-    return false;
-}
-
-/* The value of parameter `name` ("BM", "WG", ...) of k; UINT32_MAX if k has
- * none of that name. */
-static inline uint32_t t_kernel_param(const vkmha_kernel_info *k, const char *name)
-{
-    for (uint32_t i = 0; i < k->param_count && i < VKMHA_KERNEL_MAX_PARAMS; i++)
-        if (!strcmp(k->params[i].name, name))
-            return k->params[i].value;
-    return UINT32_MAX;
-}
-
 /* Whether k runs the matmul tile t (variant SHARED or REGISTER, as
  * vkmha_context_desc.matmul_tile gives it): the register variant is shader
  * "matmul_cpu" with WG = bm / tm, TM, TN = tn (bn == tn, bk 4); the shared
@@ -544,23 +518,13 @@ static inline bool t_kernel_has_tile(const vkmha_kernel_info *k, const vkmha_til
     if (!k->available || !t->tm || !t->tn)
         return false;
     if (t->variant == VKMHA_MATMUL_VARIANT_REGISTER)
-        return !strcmp(k->shader, "matmul_cpu") && t_kernel_param(k, "WG") == t->bm / t->tm &&
-               t_kernel_param(k, "TM") == t->tm && t_kernel_param(k, "TN") == t->tn &&
+        return !strcmp(k->shader, "matmul_cpu") && kernel_param(k, "WG") == t->bm / t->tm &&
+               kernel_param(k, "TM") == t->tm && kernel_param(k, "TN") == t->tn &&
                t->bn == t->tn && t->bk == 4;
-    return !strcmp(k->shader, "matmul") && t_kernel_param(k, "BM") == t->bm &&
-           t_kernel_param(k, "BN") == t->bn && t_kernel_param(k, "BK") == t->bk &&
-           t_kernel_param(k, "TM") == t->tm && t_kernel_param(k, "TN") == t->tn &&
-           t_kernel_param(k, "WG") == (t->bm / t->tm) * (t->bn / t->tn);
-}
-
-/* "shader WG=8 TM=4 ..." (or "not available") into buf, for messages. */
-static inline const char *t_kernel_describe(const vkmha_kernel_info *k, char *buf, size_t cap)
-{
-    size_t len = (size_t)snprintf(buf, cap, "%s", k->available ? k->shader : "not available");
-    for (uint32_t i = 0; i < k->param_count && i < VKMHA_KERNEL_MAX_PARAMS && len < cap; i++)
-        len += (size_t)snprintf(buf + len, cap - len, " %s=%u", k->params[i].name,
-                                k->params[i].value);
-    return buf;
+    return !strcmp(k->shader, "matmul") && kernel_param(k, "BM") == t->bm &&
+           kernel_param(k, "BN") == t->bn && kernel_param(k, "BK") == t->bk &&
+           kernel_param(k, "TM") == t->tm && kernel_param(k, "TN") == t->tn &&
+           kernel_param(k, "WG") == (t->bm / t->tm) * (t->bn / t->tn);
 }
 
 /* Whether every matmul kernel of ctx ("matmul_large", "matmul_small" and
@@ -573,9 +537,9 @@ static inline bool t_matmul_kernels_have_tile(vkmha_context *ctx, const vkmha_ti
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         vkmha_kernel_info k;
         char d[160];
-        if (!t_kernel(ctx, names[i], &k) || !t_kernel_has_tile(&k, t)) {
+        if (!kernel_find(ctx, names[i], &k) || !t_kernel_has_tile(&k, t)) {
             t_diag("%s: %s, not the tile %ux%u (k %u), %ux%u per invocation", names[i],
-                   t_kernel_describe(&k, d, sizeof d), t->bm, t->bn, t->bk, t->tm, t->tn);
+                   kernel_describe(&k, d, sizeof d), t->bm, t->bn, t->bk, t->tm, t->tn);
             ok = false;
         }
     }

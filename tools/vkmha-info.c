@@ -14,6 +14,7 @@
 
 #include "vkmha.h"
 #include "cli.h"
+#include "kernel_list.h"
 
 static const char *type_name(vkmha_device_type t)
 {
@@ -76,11 +77,10 @@ static void print_kernels(vkmha_context *ctx)
             printf("  %-17s %-10s not used on this device\n", k[i].name, k[i].op);
             continue;
         }
-        printf("  %-17s %-10s %-17s %5u %8u ", k[i].name, k[i].op, k[i].shader,
-               k[i].workgroup_size, k[i].shared_bytes);
-        for (uint32_t p = 0; p < k[i].param_count; p++)
-            printf(" %s=%u", k[i].params[p].name, k[i].params[p].value);
-        printf("\n");
+        char d[256];
+        kernel_describe(&k[i], d, sizeof d);
+        printf("  %-17s %-10s %-17s %5u %8u %s\n", k[i].name, k[i].op, k[i].shader,
+               k[i].workgroup_size, k[i].shared_bytes, d + strlen(k[i].shader));
     }
 }
 

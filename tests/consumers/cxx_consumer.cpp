@@ -29,7 +29,8 @@ int main()
     vkmha_tile_config tile = {0};
     vkmha_debug_options dbg = {0};
     vkmha_device_info dev = {0};
-    vkmha_attention_config ac = {0};
+    vkmha_kernel_info ki = {0};
+    vkmha_kernel_param kp = {0};
     vkmha_context_info info = {0};
     vkmha_mask mask = {0};
     vkmha_matmul_desc mm = {0};
@@ -44,7 +45,7 @@ int main()
     vkmha_vulkan_desc vd = {0};
     vkmha_safetensors_desc st = {0};
     vkmha_context_desc empty{}; // and C++'s own value-initialization
-    (void)al, (void)tile, (void)dbg, (void)dev, (void)ac, (void)vd, (void)st, (void)empty;
+    (void)al, (void)tile, (void)dbg, (void)dev, (void)ki, (void)kp, (void)vd, (void)st, (void)empty;
     report(cd.backend == 0 && md.w_q == nullptr && io.attention_path == 0 && tm.bias == nullptr &&
                mt.out == nullptr && td.rank == 0,
            "every desc of vkmha.h and vkmha_vulkan.h takes {0} in C++17 without a warning");
@@ -61,6 +62,9 @@ int main()
     report(vkmha_context_get_info(ctx, &info) == VKMHA_SUCCESS &&
                info.backend == VKMHA_BACKEND_REFERENCE,
            "reference context");
+    uint32_t kernels = 1;
+    report(vkmha_context_get_kernels(ctx, &kernels, &ki) == VKMHA_SUCCESS && kernels == 0,
+           "the reference context lists no kernels");
 
     // matmul: C = A B^T, 2 x 3 times (2 x 3)^T.
     std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {1, 0, 1, 0, 1, 0}, c(4, -1.0f);

@@ -52,12 +52,13 @@ static char *g_far;
 
 enum fn {
     F_MATMUL, F_SOFTMAX, F_SPLIT, F_MERGE, F_ATTENTION, F_MHA_CREATE, F_LAYER, F_FORWARD,
-    F_GET_DESC, F_GET_INFO, F_CONTEXT_CREATE
+    F_GET_DESC, F_GET_INFO, F_CONTEXT_CREATE, F_GET_KERNELS
 };
 static const char *const fn_names[] = {
     "vkmha_matmul", "vkmha_softmax", "vkmha_split_heads", "vkmha_merge_heads",
     "vkmha_attention", "vkmha_mha_create", "vkmha_mha_forward", "vkmha_mha_forward",
-    "vkmha_mha_get_desc", "vkmha_context_get_info", "vkmha_context_create"};
+    "vkmha_mha_get_desc", "vkmha_context_get_info", "vkmha_context_create",
+    "vkmha_context_get_kernels"};
 
 /* Every argument of every function, at its valid default. */
 typedef struct args {
@@ -74,6 +75,9 @@ typedef struct args {
     float *c, *y, *out, *weights;
     vkmha_mha_desc *desc_out;
     vkmha_context_info *info_out;
+    uint32_t kernel_capacity;   /* *count of vkmha_context_get_kernels */
+    uint32_t *kernel_count;     /* non-NULL: call() points it at kernel_capacity */
+    vkmha_kernel_info *kernels; /* non-NULL: call() points it at an array */
 } args;
 
 /* A change to the default: a field set to a value, a pointer set to NULL or
@@ -384,6 +388,10 @@ static const row rows[] = {
     /* ---- queries ---- */
     {"mha_get_desc NULL out", F_GET_DESC, BOTH, INVALID, "out", NULL, {NUL(desc_out)}},
     {"context_get_info NULL out", F_GET_INFO, BOTH, INVALID, "out", NULL, {NUL(info_out)}},
+    {"context_get_kernels NULL count", F_GET_KERNELS, BOTH, INVALID, "count", NULL,
+     {NUL(kernel_count)}},
+    {"context_get_kernels NULL out with *count 3", F_GET_KERNELS, BOTH, INVALID, "out",
+     "*count is 3", {NUL(kernels)}},
 
     /* ---- vkmha_context_create: debug options above the device's limits ---- */
     {"context_create debug max_workgroup_count[0] above the device's", F_CONTEXT_CREATE,
@@ -539,6 +547,7 @@ static vkmha_status call(int fn, args *a, vkmha_context *ctx, vkmha_mha *layer,
     vkmha_mha *m = NULL;
     vkmha_mha_desc got_desc;
     vkmha_context_info info;
+    vkmha_kernel_info kernels[3];
     switch (fn) {
     case F_MATMUL:
         st = vkmha_matmul(ctx, &a->mm, a->a, a->b, a->bias, a->c);
@@ -578,6 +587,11 @@ static vkmha_status call(int fn, args *a, vkmha_context *ctx, vkmha_mha *layer,
     case F_GET_INFO:
         a->info_out = a->info_out ? &info : NULL;
         st = vkmha_context_get_info(ctx, a->info_out);
+        break;
+    case F_GET_KERNELS:
+        a->kernel_count = a->kernel_count ? &a->kernel_capacity : NULL;
+        a->kernels = a->kernels ? kernels : NULL;
+        st = vkmha_context_get_kernels(ctx, a->kernel_count, a->kernels);
         break;
     default: { /* F_CONTEXT_CREATE */
         capture c = {""};
@@ -628,6 +642,9 @@ static bool run_row(const row *r, vkmha_context *ctx, vkmha_mha *layer, vkmha_ba
         defaults(&a, g_in, g_out, g_w);
     a.desc_out = (vkmha_mha_desc *)(uintptr_t)1; /* non-NULL: call() points it */
     a.info_out = (vkmha_context_info *)(uintptr_t)1;
+    a.kernel_capacity = 3;
+    a.kernel_count = &a.kernel_capacity;
+    a.kernels = (vkmha_kernel_info *)(uintptr_t)1;
     int n_poison = apply(&a, r, p);
     fill_sentinels();
     vkmha_status st = call(r->fn, &a, ctx, layer, backend, msg, sizeof msg);

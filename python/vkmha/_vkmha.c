@@ -257,6 +257,56 @@ static PyObject *context_info(ContextObject *self, PyObject *unused)
     return d;
 }
 
+/* One vkmha_kernel_info as a dict; its parameters a dict name: value in
+ * constant_id order. */
+static PyObject *kernel_dict(const vkmha_kernel_info *k)
+{
+    PyObject *d = PyDict_New(), *params = PyDict_New();
+    if (!d || !params)
+        goto fail;
+    for (uint32_t i = 0; i < k->param_count && i < VKMHA_KERNEL_MAX_PARAMS; i++)
+        if (put(params, k->params[i].name, PyLong_FromUnsignedLong(k->params[i].value)))
+            goto fail;
+    if (put(d, "name", PyUnicode_FromString(k->name)) ||
+        put(d, "op", PyUnicode_FromString(k->op)) ||
+        put(d, "available", PyBool_FromLong(k->available)) ||
+        put(d, "shader", PyUnicode_FromString(k->shader)) ||
+        put(d, "workgroup_size", PyLong_FromUnsignedLong(k->workgroup_size)) ||
+        put(d, "shared_bytes", PyLong_FromUnsignedLong(k->shared_bytes)) ||
+        PyDict_SetItemString(d, "params", params))
+        goto fail;
+    Py_DECREF(params);
+    return d;
+fail:
+    Py_XDECREF(d);
+    Py_XDECREF(params);
+    return NULL;
+}
+
+static PyObject *context_kernels(ContextObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (check_open(self))
+        return NULL;
+    uint32_t count = 0;
+    vkmha_status st = vkmha_context_get_kernels(self->ctx, &count, NULL);
+    if (st)
+        return context_fail(self, st);
+    vkmha_kernel_info *k = PyMem_Calloc(count ? count : 1, sizeof *k);
+    if (!k)
+        return PyErr_NoMemory();
+    st = vkmha_context_get_kernels(self->ctx, &count, k);
+    PyObject *list = st ? NULL : PyList_New(0);
+    for (uint32_t i = 0; list && i < count; i++) {
+        PyObject *d = kernel_dict(&k[i]);
+        if (!d || PyList_Append(list, d))
+            Py_CLEAR(list);
+        Py_XDECREF(d);
+    }
+    PyMem_Free(k);
+    return st ? context_fail(self, st) : list;
+}
+
 static PyObject *enumerate_devices(PyObject *mod, PyObject *unused)
 {
     (void)mod, (void)unused;
@@ -1078,6 +1128,9 @@ static PyMethodDef context_methods[] = {
     {"close", (PyCFunction)context_close, METH_NOARGS,
      "Destroys the context now (every layer and tensor of it must be gone)."},
     {"info", (PyCFunction)context_info, METH_NOARGS, "vkmha_context_get_info as a dict."},
+    {"kernels", (PyCFunction)context_kernels, METH_NOARGS,
+     "vkmha_context_get_kernels as a list of dicts (name, op, available, shader, "
+     "workgroup_size, shared_bytes, params: {name: value}); [] on the reference backend."},
     {"matmul", (PyCFunction)(void (*)(void))context_matmul, METH_VARARGS | METH_KEYWORDS,
      "vkmha_matmul / vkmha_matmul_tensor on packed arrays or tensors."},
     {"softmax", (PyCFunction)(void (*)(void))context_softmax, METH_VARARGS | METH_KEYWORDS,
@@ -1223,6 +1276,7 @@ static const struct {
     CONSTANT(OP_N), CONSTANT(OP_T), CONSTANT(ATTENTION_PATH_AUTO), CONSTANT(ATTENTION_PATH_FUSED),
     CONSTANT(ATTENTION_PATH_UNFUSED), CONSTANT(DTYPE_F32), CONSTANT(DTYPE_U8), CONSTANT(DTYPE_F16), CONSTANT(DTYPE_BF16),
     CONSTANT(BROADCAST), CONSTANT(MAX_DIMS), CONSTANT(MAX_KV_SPLITS), CONSTANT(VERSION_NUMBER),
+    CONSTANT(KERNEL_MAX_PARAMS),
 };
 
 PyMODINIT_FUNC PyInit__vkmha(void)

@@ -947,6 +947,43 @@ class TestErrors(unittest.TestCase):
         self.assertFalse(context("reference").info()["native_16bit_storage"])
         self.assertGreaterEqual(len(vkmha.enumerate_devices()), 1)
 
+    def test_kernels(self):
+        kernels = context("vulkan").kernels()
+        names = [k["name"] for k in kernels]
+        self.assertEqual(len(names), len(set(names)))
+        by_name = {k["name"]: k for k in kernels}
+        for name in ("matmul_large", "softmax", "layernorm", "heads", "flash_d64"):
+            k = by_name[name]
+            self.assertTrue(k["available"], name)
+            self.assertTrue(k["shader"], name)
+            self.assertEqual(k["params"]["WG"], k["workgroup_size"], name)
+            self.assertLessEqual(len(k["params"]), vkmha.KERNEL_MAX_PARAMS)
+        self.assertEqual(by_name["flash_d64"]["op"], "attention")
+        self.assertEqual(by_name["flash_d64"]["params"]["D4"], 16)
+        for k in kernels:
+            if not k["available"]:
+                self.assertEqual((k["shader"], k["workgroup_size"], k["params"]), ("", 0, {}))
+        self.assertEqual(context("reference").kernels(), [])
+        # desc->matmul_tile through VKMHA_MATMUL_TILE: the tile shows up.
+        old = os.environ.get("VKMHA_MATMUL_TILE")
+        os.environ["VKMHA_MATMUL_TILE"] = "shared:16,16,8,4,4"
+        try:
+            ctx = vkmha.Context("vulkan", validation=True)
+        finally:
+            if old is None:
+                del os.environ["VKMHA_MATMUL_TILE"]
+            else:
+                os.environ["VKMHA_MATMUL_TILE"] = old
+        try:
+            k = {k["name"]: k for k in ctx.kernels()}["matmul_small"]
+            self.assertEqual(k["shader"], "matmul")
+            self.assertEqual(k["params"], {"WG": 16, "BM": 16, "BN": 16, "BK": 8, "TM": 4,
+                                           "TN": 4, "VEC": 0})
+            self.assertEqual(k["shared_bytes"], (16 + 16) * 8 * 4)
+            self.assertEqual(ctx.info()["validation_messages"], 0)
+        finally:
+            ctx.close()
+
     def test_scratch_budget(self):
         ctx = vkmha.Context("vulkan", validation=True, scratch_budget=1 << 16)
         try:

@@ -507,6 +507,14 @@ static void fuzz_context(reader *r)
     if (st == VKMHA_SUCCESS) {
         vkmha_context_info info;
         check(ctx, vkmha_context_get_info(ctx, (b & 32) ? NULL : &info), FITS);
+        /* get_kernels after a successful get_info only: a query that
+         * succeeds keeps the last error of the one before. */
+        const uint8_t kb = u8(r);
+        vkmha_kernel_info kernels[3];
+        uint32_t capacity = kb & 3;
+        if (!(b & 32))
+            check(ctx, vkmha_context_get_kernels(ctx, (kb & 4) ? NULL : &capacity,
+                                                 (kb & 8) ? NULL : kernels), FITS);
         vkmha_context_destroy(ctx);
     } else if (!(b & 16) && ctx != NULL) {
         fprintf(stderr, "vkmha_context_create failed without writing NULL\n");
@@ -558,6 +566,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check(NULL, vkmha_mha_forward(NULL, NULL), UNADDRESSABLE);
         check(NULL, vkmha_mha_get_desc(NULL, NULL), UNADDRESSABLE);
         check(NULL, vkmha_context_get_info(NULL, NULL), UNADDRESSABLE);
+        check(NULL, vkmha_context_get_kernels(NULL, NULL, NULL), UNADDRESSABLE);
         vkmha_mha_destroy(NULL);
         vkmha_context_destroy(NULL);
         break;

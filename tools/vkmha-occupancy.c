@@ -64,6 +64,7 @@
  * t_pin_libraries so that sanitizer reports name the driver's frames. */
 #include "util.h"
 #include "cli.h"
+#include "kernel_list.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +97,7 @@ typedef struct row {
     char name[32], shader[32], spec[96];
     uint32_t workgroup_size, wave, vgprs, sgprs, spilled_vgprs, spilled_sgprs;
     uint64_t lds, scratch, code;
+    uint32_t shared_bytes; /* the kernel's, as vkmha_context_get_kernels lists it */
     double waves_per_simd, groups_per_cu;
     const char *limit;
 } row;
@@ -259,6 +261,13 @@ static bool add_context(const family *f, uint32_t flags, bool validate, rows *rs
         snprintf(r->shader, sizeof r->shader, "%s", pi.shader);
         snprintf(r->spec, sizeof r->spec, "%s", spec);
         r->workgroup_size = pi.workgroup_size;
+        vkmha_kernel_info k;
+        if (!kernel_find(ctx, pi.name, &k) || !k.available) {
+            fprintf(stderr, "vkmha-occupancy: %s %s: not in vkmha_context_get_kernels\n",
+                    f->name, pi.name);
+            goto done;
+        }
+        r->shared_bytes = k.shared_bytes;
         r->wave = wave;
         r->vgprs = (uint32_t)stat(s, n, "VGPRs", &missing);
         r->sgprs = (uint32_t)stat(s, n, "SGPRs", &missing);
@@ -427,6 +436,12 @@ int main(int argc, char **argv)
                          r->fam->name, r->name, r->shader, r->spec, r->vgprs, r->sgprs,
                          r->spilled_vgprs, r->spilled_sgprs, (unsigned long long)r->scratch,
                          r->waves_per_simd);
+                /* The shared memory the kernel list reports is what the
+                 * compiler allocates, up to RADV's 512-byte granule. */
+                t_report(r->shared_bytes <= r->lds && r->lds - r->shared_bytes < 512,
+                         "%s %s/%s (%s): LDS %llu bytes, vkmha_context_get_kernels' "
+                         "shared_bytes %u", r->fam->name, r->name, r->shader, r->spec,
+                         (unsigned long long)r->lds, r->shared_bytes);
                 if ((!strcmp(r->name, "flash_d64") || !strcmp(r->name, "flash_d128")) &&
                     (!strcmp(r->fam->name, "navi21") || !strcmp(r->fam->name, "vega20")))
                     t_report(r->groups_per_cu >= 2.0,

@@ -283,6 +283,12 @@ typedef struct vkmha_debug_options {
      * goes through the packed path (two values per 32-bit word) that devices
      * without the feature run. */
     bool no_native_16bit VKMHA_ZERO;
+    /* Lower maxComputeSharedMemorySize (bytes; 0 = the device's own), like
+     * the limits above: kernels whose shared memory no longer fits are
+     * chosen smaller or, for a fused attention head-dim class, not at all
+     * (vkmha_context_get_kernels lists it as not available; those heads run
+     * unfused). */
+    uint32_t max_shared_memory VKMHA_ZERO;
 } vkmha_debug_options;
 
 typedef struct vkmha_context_desc {

@@ -727,6 +727,10 @@ static vkmha_status apply_debug(vk_state *vk, const vkmha_debug_options *d)
         (st = lower_limit(vk, "max_allocation_size", d->max_allocation_size,
                           &info->max_allocation_size)))
         return st;
+    uint64_t shared = info->max_shared_memory;
+    if ((st = lower_limit(vk, "max_shared_memory", d->max_shared_memory, &shared)))
+        return st;
+    info->max_shared_memory = (uint32_t)shared;
     if ((unsigned)d->fused_kernel > VKMHA_FUSED_KERNEL_SHARED_GPU_BLOCKS)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_INVALID_ARGUMENT,
                            "vkmha_context_create: desc->debug->fused_kernel (%d) is not a "

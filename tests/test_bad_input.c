@@ -408,6 +408,8 @@ static const row rows[] = {
      {U64(dbg.max_storage_buffer_range, UINT64_MAX)}},
     {"context_create debug max_allocation_size 2^64 - 1", F_CONTEXT_CREATE, VK_ONLY, INVALID,
      "desc->debug->max_allocation_size", NULL, {U64(dbg.max_allocation_size, UINT64_MAX)}},
+    {"context_create debug max_shared_memory above the device's", F_CONTEXT_CREATE, VK_ONLY,
+     INVALID, "desc->debug->max_shared_memory", NULL, {U32(dbg.max_shared_memory, MAXU)}},
     {"context_create debug fused_kernel not a vkmha_fused_kernel", F_CONTEXT_CREATE, VK_ONLY,
      INVALID, "desc->debug->fused_kernel", NULL, {U32(dbg.fused_kernel, 4)}},
 

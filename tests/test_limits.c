@@ -10,7 +10,10 @@
  *     the context still works), while fused attention, whose extra memory is
  *     O(len_q), runs shapes whose score matrix is above the limit;
  *   - maxMemoryAllocationSize lowered to 32 KiB: the same, named after that
- *     limit.
+ *     limit;
+ *   - maxComputeSharedMemorySize lowered to 8 KiB: the fused attention's d256
+ *     class no longer fits, vkmha_context_get_kernels says so, and its heads
+ *     run unfused.
  * Tolerances are those of the op's own test (test_matmul.c, ...): matmul
  * 2e-6 sqrt(k) + 1e-5 |ref|, softmax and attention weights 1e-6 + 1e-5
  * |ref|, attention outputs 2e-6 sqrt(len_k) + 1e-5 |ref|, heads exact, the
@@ -328,6 +331,89 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
         free(want);
 }
 
+/* The debug log: the last attention plan line ("fused attention (...)" or
+ * "unfused attention"). */
+static char g_plan[512];
+
+static void record_plan(void *user, vkmha_log_level level, vkmha_status status,
+                        const char *msg)
+{
+    if (level == VKMHA_LOG_DEBUG && strstr(msg, " attention"))
+        snprintf(g_plan, sizeof g_plan, "%s", msg);
+    t_log(user, level, status, msg);
+}
+
+/* One attention of head dims dk, dv on `path`: the status, and for a
+ * success outputs that match the reference and a plan line that says
+ * `want_plan` ("fused" or "unfused"). */
+static void shared_attention_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,
+                                  uint32_t dk, uint32_t dv, uint32_t path, vkmha_status want,
+                                  const char *want_plan)
+{
+    const vkmha_attention_desc s = {2, 2, 0, 19, 23, dk, dv, 0, path, 0, 0};
+    const t_attention_sizes n = t_attention_size(&s);
+    float *q = t_random(rng, n.q, -1, 1), *k = t_random(rng, n.k, -1, 1),
+          *v = t_random(rng, n.v, -1, 1), *want_out = t_alloc(n.out), *got = t_alloc(n.out);
+    char name[160];
+    snprintf(name, sizeof name, "attention dk %u dv %u, 8 KiB of shared memory, path %s", dk,
+             dv, path == VKMHA_ATTENTION_PATH_FUSED ? "FUSED" : "AUTO");
+    g_plan[0] = '\0';
+    vkmha_status st = vkmha_attention(gpu, &s, q, k, v, NULL, got, NULL);
+    bool ok = st == want;
+    if (st == VKMHA_SUCCESS) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, ": %s attention", want_plan);
+        ok = ok && vkmha_attention(ref, &s, q, k, v, NULL, want_out, NULL) == VKMHA_SUCCESS &&
+             t_close(name, "out", got, want_out, n.out, 2e-6 * sqrt((double)s.len_k), 1e-5) &&
+             strstr(g_plan, prefix) != NULL;
+    }
+    t_diag("%s: plan \"%s\"", name, g_plan);
+    t_report(ok, "%s: %s%s%s", name, vkmha_status_string(want),
+             want == VKMHA_SUCCESS ? ", matches the reference, runs " : "",
+             want == VKMHA_SUCCESS ? want_plan : "");
+    free(q), free(k), free(v), free(want_out), free(got);
+}
+
+/* maxComputeSharedMemorySize lowered to 8 KiB with the workgroup-shared
+ * fused kernel forced: no block of the d256 class fits (the smallest takes
+ * 10412 bytes, src/vk_pipeline.c), so vkmha_context_get_kernels lists
+ * flash_d256 as not available and every kernel it lists fits 8 KiB; heads
+ * up to 128 wide still run fused, wider ones unfused (the default path) or
+ * not at all (the fused path: UNSUPPORTED). */
+static void shared_memory_cases(vkmha_context *ref, t_rng *rng)
+{
+    vkmha_debug_options small = {.fused_kernel = VKMHA_FUSED_KERNEL_SHARED,
+                                 .max_shared_memory = 8192};
+    vkmha_context *gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &small, record_plan, NULL);
+    vkmha_context_info info;
+    vkmha_context_get_info(gpu, &info);
+    t_report(info.device.max_shared_memory == 8192,
+             "get_info reports maxComputeSharedMemorySize %u (lowered)",
+             info.device.max_shared_memory);
+    vkmha_kernel_info all[64], d128, d256;
+    uint32_t n = 64;
+    bool ok = vkmha_context_get_kernels(gpu, &n, all) == VKMHA_SUCCESS && n <= 64;
+    for (uint32_t i = 0; ok && i < n; i++)
+        if (all[i].shared_bytes > 8192) {
+            t_diag("%s takes %u bytes of shared memory", all[i].name, all[i].shared_bytes);
+            ok = false;
+        }
+    ok = ok && kernel_find(gpu, "flash_d128", &d128) && d128.available &&
+         kernel_find(gpu, "flash_d256", &d256) && !d256.available && !d256.shader[0] &&
+         d256.param_count == 0 && !strcmp(d256.op, "attention");
+    t_report(ok, "get_kernels with 8 KiB of shared memory: flash_d256 not available, "
+                 "flash_d128 available (%u bytes), every kernel within 8 KiB",
+             d128.shared_bytes);
+    shared_attention_case(ref, gpu, rng, 100, 72, VKMHA_ATTENTION_PATH_FUSED, VKMHA_SUCCESS,
+                          "fused");
+    shared_attention_case(ref, gpu, rng, 200, 136, VKMHA_ATTENTION_PATH_AUTO, VKMHA_SUCCESS,
+                          "unfused");
+    shared_attention_case(ref, gpu, rng, 200, 136, VKMHA_ATTENTION_PATH_FUSED,
+                          VKMHA_ERROR_UNSUPPORTED, NULL);
+    t_report_validation(gpu);
+    vkmha_context_destroy(gpu);
+}
+
 int main(void)
 {
     t_rng rng = {99};
@@ -381,6 +467,8 @@ int main(void)
     range_cases(ref, gpu, &rng, "maxMemoryAllocationSize");
     t_report_validation(gpu);
     vkmha_context_destroy(gpu);
+
+    shared_memory_cases(ref, &rng);
 
     vkmha_context_destroy(ref);
     return t_finish();

@@ -498,7 +498,8 @@ static void fuzz_context(reader *r)
     d.flags = (b & 4) ? u32raw(r) : 0;
     vkmha_debug_options dbg = {{size_field(r), size_field(r), size_field(r)}, size_field(r),
                                size_field(r), size_field(r), size_field(r),
-                               (vkmha_fused_kernel)u32raw(r), (u8(r) & 1) != 0};
+                               (vkmha_fused_kernel)u32raw(r), (u8(r) & 1) != 0,
+                               size_field(r)};
     d.scratch_budget = size_field(r);
     d.debug = (b & 8) ? &dbg : NULL;
     vkmha_context *ctx = (vkmha_context *)(uintptr_t)1;

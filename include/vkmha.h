@@ -315,10 +315,10 @@ typedef struct vkmha_context_desc {
     uint32_t log_level VKMHA_ZERO;
     /* Vulkan, for experiments and tuning: the matmul tile to use for every
      * matmul instead of the automatic choice (vkmha_context_get_kernels
-     * shows what was chosen: the "matmul_*" kernels). NULL (default): automatic, from the device type and
-     * limits. workgroup_size is computed (the value passed is ignored);
-     * variant AUTO means the device type's variant (REGISTER on CPU devices,
-     * SHARED elsewhere). A malformed tile fails with
+     * shows what was chosen: the "matmul_*" kernels). NULL (default):
+     * automatic, from the device type and limits. workgroup_size is
+     * computed (the value passed is ignored); variant AUTO means the device
+     * type's variant (REGISTER on CPU devices, SHARED elsewhere). A malformed tile fails with
      * VKMHA_ERROR_INVALID_ARGUMENT, one beyond the device's limits with
      * VKMHA_ERROR_UNSUPPORTED; the message names desc->matmul_tile. The
      * environment variable VKMHA_MATMUL_TILE="register:32,8,4,4,8"
@@ -478,10 +478,12 @@ typedef struct vkmha_kernel_param {
     /* The constant's name in the shader: "WG" workgroup invocations; the
      * matmul's "BM", "BN", "BK" (output rows, columns and K step of a
      * workgroup), "TM", "TN" (outputs per invocation), "VEC" (1: vec4 loads
-     * of A and B); the fused attention's "BR" (query rows per workgroup),
-     * "BC" (keys per step), "D4" (the head-dim class / 4), "SR", "SC"
-     * (scores per invocation); "TM" query rows per invocation of the
-     * CPU-shaped one; the split-K combine's "EPI" (outputs per invocation). */
+     * of A and B), where the register variant ("matmul_cpu") has WG, TM, TN
+     * and VEC only (its BM = WG * TM, BN = TN, BK = 4); the fused
+     * attention's "BR" (query rows per workgroup), "BC" (keys per step),
+     * "D4" (the head-dim class / 4), "SR", "SC" (scores per invocation);
+     * "TM" query rows per invocation of the CPU-shaped one; the split-K
+     * combine's "EPI" (outputs per invocation). */
     char name[16] VKMHA_ZERO;
     uint32_t value VKMHA_ZERO;
 } vkmha_kernel_param;
@@ -493,7 +495,9 @@ typedef struct vkmha_kernel_info {
      * (the fused attention of heads up to 32 .. 256 wide, workgroup-shared
      * kernel), "flash_combine" (its split-K combine), "flash_cpu_d32" ..
      * "flash_cpu_d256" (the CPU-shaped fused kernel), "softmax_cpu",
-     * "heads_cpu", "layernorm_cpu" (CPU-shaped row kernels). */
+     * "heads_cpu", "layernorm_cpu" (CPU-shaped row kernels, one row per
+     * invocation, for rows of up to 16384 elements on CPU devices; longer
+     * rows take "softmax" / "layernorm", a workgroup per row). */
     char name[32] VKMHA_ZERO;
     /* The op it serves: "matmul", "softmax", "heads", "layernorm" or
      * "attention". */

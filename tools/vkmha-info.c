@@ -99,8 +99,8 @@ int main(int argc, char **argv)
     CLI_PARSE("vkmha-info",
               "Lists the Vulkan devices vkmha sees with the features and limits it "
               "uses,\nthen what a context picks on the chosen device (its kernels with "
-              "their tiles,\nblocks and workgroups).\nVKMHA_MATMUL_TILE=\"register:32,8,4,4,8\" overrides "
-              "the matmul tiles.",
+              "their tiles,\nblocks and workgroups).\n"
+              "VKMHA_MATMUL_TILE=\"register:32,8,4,4,8\" overrides the matmul tiles.",
               opts, argc, argv);
     if (no_subgroup)
         desc.flags |= VKMHA_CONTEXT_NO_SUBGROUP_OPS;

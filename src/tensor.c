@@ -309,21 +309,19 @@ static vkmha_status tensor_copy(const vkmha_tensor *t, uint64_t offset, void *ho
         return VKMHA_SUCCESS;
     }
     vk_state *vk = ctx->vk;
-    const uint64_t staging = bytes + 16;
     /* Mapped memory is written by the host at once: earlier submissions
      * that read the tensor must have finished. */
     if ((up && (st = vk_wait_submissions(vk))) ||
-        (!t->buf.map &&
-         (st = vk_staging_ensure_unmapped(vk, up ? staging : 0, up ? 0 : staging))) ||
-        (st = vk_call_begin(vk, up ? staging : 0, up ? 0 : staging)))
+        (st = vk_exec_begin(vk, MODE_SYNC, VK_NULL_HANDLE, NULL)))
         return st;
-    vk_buffer b = t->buf; /* vk_upload / vk_download add b.offset, mapped or not */
-    b.offset += offset;
     if (up)
-        vk_upload(vk, &b, 0, host, (size_t)bytes);
-    else
+        st = vk_upload(vk, &t->buf, offset, host, bytes);
+    else {
+        vk_buffer b = t->buf; /* the executor adds b.offset, mapped or not */
+        b.offset += offset;
         vk_download(vk, &b, host, (size_t)bytes, 1, (size_t)bytes, 1, (size_t)bytes);
-    return vk_call_submit(vk);
+    }
+    return vk_exec_end(vk, st, NULL);
 }
 
 VKMHA_API vkmha_status vkmha_tensor_upload(vkmha_tensor *t, uint64_t offset, const void *src,

@@ -321,6 +321,7 @@ static void bench_layernorm(const opts *o, uint32_t rows)
 
 /* Mirrors struct combine_push in src/vk_attention.c (shaders/flash_combine.comp). */
 struct combine_push {
+    uint32_t misalign[2];
     uint32_t rows, len_q, heads, d_v, splits, o_sb, o_sh, o_ld;
     uint32_t group_base;
 };
@@ -377,7 +378,8 @@ static int cb_run(void *p)
     if ((st = vk_upload(vk, &vk->slots[SLOT_PARTIAL_O], 0, c->po, no * c->splits)) ||
         (st = vk_upload(vk, &vk->slots[SLOT_PARTIAL_ML], 0, c->pml, nml * c->splits)))
         return vk_exec_end(vk, st, NULL) != VKMHA_SUCCESS;
-    struct combine_push cp = {c->rows, 1, c->rows, c->d_v, c->splits, 0, c->d_v, c->d_v, 0};
+    struct combine_push cp = {.rows = c->rows, .len_q = 1, .heads = c->rows, .d_v = c->d_v,
+                             .splits = c->splits, .o_sh = c->d_v, .o_ld = c->d_v};
     const vk_buffer *bufs[4] = {&vk->slots[SLOT_PARTIAL_O], &vk->slots[SLOT_PARTIAL_ML],
                                 &vk->slots[SLOT_OUT], &vk->slots[SLOT_STATS]};
     uint64_t groups = ((uint64_t)c->rows * c->d_v + vk->elementwise_wg - 1) / vk->elementwise_wg;

@@ -215,30 +215,37 @@ VKMHA_API vkmha_status vkmha_tensor_wrap(vkmha_context *ctx, const vkmha_tensor_
                            "vkmha_tensor_wrap: the reference backend has no Vulkan buffers");
     if (buffer == VK_NULL_HANDLE)
         return vkmha__fail(ctx, INVALID, "vkmha_tensor_wrap: buffer is VK_NULL_HANDLE");
-    if (offset % vk->min_storage_offset_align)
-        return vkmha__fail(ctx, INVALID,
-                           "vkmha_tensor_wrap: offset (%llu) is not a multiple of this "
-                           "device's minStorageBufferOffsetAlignment (%llu)",
-                           (unsigned long long)offset,
-                           (unsigned long long)vk->min_storage_offset_align);
     if ((st = new_tensor(ctx, desc, &t)))
         return st;
-    const uint64_t range = (t->bytes + 3) & ~(uint64_t)3;
-    if (size < range) {
+    const uint32_t es = dtype_size(t->desc.dtype);
+    if (offset % es) {
+        vkmha_tensor_destroy(t);
+        return vkmha__fail(ctx, INVALID,
+                           "vkmha_tensor_wrap: offset (%llu) is not a multiple of the "
+                           "element size (%u bytes)",
+                           (unsigned long long)offset, es);
+    }
+    /* Bound from the offset below it that the device can bind (a multiple of
+     * minStorageBufferOffsetAlignment), whole 4-byte words to its end
+     * (vk_dispatch): 16-bit and byte data is read in words. */
+    const uint64_t mis = offset % vk->min_storage_offset_align;
+    const uint64_t span = ((mis + t->bytes + 3) & ~(uint64_t)3) - mis;
+    if (size < span) {
         vkmha_tensor_destroy(t);
         return vkmha__fail(ctx, INVALID,
                            "vkmha_tensor_wrap: size (%llu bytes) is less than the tensor's "
-                           "%llu bytes (rounded up to whole 4-byte words)",
-                           (unsigned long long)size, (unsigned long long)range);
+                           "%llu bytes up to the buffer's next 4-byte boundary (%llu)",
+                           (unsigned long long)size, (unsigned long long)t->bytes,
+                           (unsigned long long)span);
     }
-    if ((st = vk_check_size(vk, range, "desc->dims"))) {
+    if ((st = vk_check_size(vk, mis + span, "desc->dims"))) {
         vkmha_tensor_destroy(t);
         return st;
     }
     t->wrapped = true;
     t->buf.buf = buffer;
     t->buf.offset = offset;
-    t->buf.size = range;
+    t->buf.size = span;
     t->buf.id = ++vk->next_buffer_id;
     *out = t;
     return VKMHA_SUCCESS;

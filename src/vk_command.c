@@ -434,7 +434,7 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dty
         return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
                            "%s: internal error: descriptor site of kind %d used for kind %d",
                            vk->ctx->call, site->kind, kind);
-    if (push_size > VK_PUSH_BYTES)
+    if (push_size > VK_PUSH_BYTES || push_size < 8)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
                            "%s: internal error: %u bytes of push constants", vk->ctx->call,
                            push_size);
@@ -443,6 +443,16 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dty
                    .push_size = push_size, .groups = {gx, gy, gz},
                    .barrier = pl->barrier_next};
     memcpy(p->push, push, push_size);
+    /* Descriptors start at multiples of minStorageBufferOffsetAlignment
+     * (at most 256): a buffer that starts between two is bound from the
+     * one below, and the bytes it is past it go to the shader as byte i % 4
+     * of push word i / 4 (the `misalign` words that begin every push block;
+     * shaders/typed.glsl). */
+    const VkDeviceSize align = vk->min_storage_offset_align;
+    p->push[0] = p->push[1] = 0;
+    for (uint32_t i = 0; i < n_bufs && i < VK_MAX_BINDINGS; i++)
+        if (bufs[i] && bufs[i]->buf)
+            p->push[i / 4] |= (uint32_t)(bufs[i]->offset % align) << (8 * (i % 4));
     /* With texel views, a matmul binds A and B twice: as vec4 texel views
      * (0, 1) and as storage buffers (4, 5); the CPU-shaped row kernels add
      * texel views of their inputs after their storage bindings
@@ -478,8 +488,10 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dty
         }
         struct vk_pass_binding *w = &p->writes[n_writes];
         *w = (struct vk_pass_binding){.binding = i, .type = type, .view = view};
-        if (!texel)
-            w->info = (VkDescriptorBufferInfo){b->buf, b->offset, b->size};
+        if (!texel) {
+            const VkDeviceSize mis = b->offset % align;
+            w->info = (VkDescriptorBufferInfo){b->buf, b->offset - mis, mis + b->size};
+        }
         writes[n_writes] = (VkWriteDescriptorSet){
             .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
             .dstSet = site->set,

@@ -423,6 +423,19 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dty
 {
     vk_plan *pl = &vk->plan;
     const vk_kind kind = vk_pipe_kind(pipe);
+    /* Descriptors start at multiples of minStorageBufferOffsetAlignment
+     * (at most 256): a buffer that starts between two is bound from the
+     * one below, and the bytes it is past it go to the shader as byte i % 4
+     * of push word i / 4 (the `misalign` words that begin every push block),
+     * which only the pipeline variant for misaligned dispatches reads
+     * (VK_DT_MISALIGNED; shaders/typed.glsl). */
+    const VkDeviceSize align = vk->min_storage_offset_align;
+    uint32_t misalign[2] = {0, 0};
+    for (uint32_t i = 0; i < n_bufs && i < VK_MAX_BINDINGS; i++)
+        if (bufs[i] && bufs[i]->buf)
+            misalign[i / 4] |= (uint32_t)(bufs[i]->offset % align) << (8 * (i % 4));
+    if (misalign[0] | misalign[1])
+        dtypes |= VK_DT_MISALIGNED;
     VkPipeline pipeline;
     vkmha_status st;
     if ((st = vk_pipeline_get(vk, pipe, dtypes, &pipeline)) ||
@@ -443,16 +456,7 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dty
                    .push_size = push_size, .groups = {gx, gy, gz},
                    .barrier = pl->barrier_next};
     memcpy(p->push, push, push_size);
-    /* Descriptors start at multiples of minStorageBufferOffsetAlignment
-     * (at most 256): a buffer that starts between two is bound from the
-     * one below, and the bytes it is past it go to the shader as byte i % 4
-     * of push word i / 4 (the `misalign` words that begin every push block;
-     * shaders/typed.glsl). */
-    const VkDeviceSize align = vk->min_storage_offset_align;
-    p->push[0] = p->push[1] = 0;
-    for (uint32_t i = 0; i < n_bufs && i < VK_MAX_BINDINGS; i++)
-        if (bufs[i] && bufs[i]->buf)
-            p->push[i / 4] |= (uint32_t)(bufs[i]->offset % align) << (8 * (i % 4));
+    memcpy(p->push, misalign, sizeof misalign);
     /* With texel views, a matmul binds A and B twice: as vec4 texel views
      * (0, 1) and as storage buffers (4, 5); the CPU-shaped row kernels add
      * texel views of their inputs after their storage bindings

@@ -117,6 +117,10 @@ typedef enum vk_pipe {
 #define VK_DT(index, dtype) ((uint32_t)(dtype) << (2 * (index)))
 #define VK_DT_OF(dtypes, index) (((dtypes) >> (2 * (index))) & 3u)
 #define VK_SPEC_DTYPES 16
+/* Bit 31 of a dispatch's dtypes word, set by vk_dispatch: a buffer starts
+ * past its descriptor's aligned offset (a tensor wrapped at such an offset),
+ * so the pipeline reads the misalign push words (shaders/typed.glsl). */
+#define VK_DT_MISALIGNED (1u << 31)
 
 /* Bindings of a site, at most: KIND_FLASH has 8 (q, k, v, 3 masks, out,
  * statistics), and so has KIND_FLASH_CPU (q, k, v as vec4 texel buffers).

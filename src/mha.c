@@ -132,19 +132,6 @@ VKMHA_API void vkmha_mha_destroy(vkmha_mha *mha)
     vkmha__free(mha->ctx, mha);
 }
 
-/* Converts n elements from one float dtype to another, through fp32 (exact
- * widening, then the shaders' rounding: src/half.c). */
-static void convert(uint32_t from, const void *src, uint32_t to, void *dst, uint64_t n)
-{
-    float chunk[256];
-    const size_t fs = vkmha__dtype_size(from), ts = vkmha__dtype_size(to);
-    for (uint64_t i = 0; i < n; i += 256) {
-        const size_t c = (size_t)(n - i < 256 ? n - i : 256);
-        vkmha__to_f32(from, (const uint8_t *)src + i * fs, c, chunk);
-        vkmha__from_f32(to, chunk, c, (uint8_t *)dst + i * ts);
-    }
-}
-
 /* The weights of `in` in order, each with its dtype (gamma / beta defaulted
  * to fp32 ones / zeros). */
 static vkmha_status gather_weights(const vkmha_context *ctx, const vkmha_mha_desc *in,
@@ -187,7 +174,7 @@ static vkmha_status gather_weights(const vkmha_context *ctx, const vkmha_mha_des
 }
 
 /* Copies the weights to the device in the storage dtype (converted on the
- * host, through mapped memory or staging). */
+ * host as they are written into mapped memory or staging). */
 static vkmha_status upload_weights(vkmha_mha *mha, const void *src[WEIGHT_COUNT],
                                    const uint32_t dt[WEIGHT_COUNT],
                                    const uint64_t n[WEIGHT_COUNT])
@@ -203,7 +190,6 @@ static vkmha_status upload_weights(vkmha_mha *mha, const void *src[WEIGHT_COUNT]
     const uint32_t sd = mha->d.storage_dtype;
     const uint64_t es = vkmha__dtype_size(sd);
     vkmha_status st;
-    uint64_t total = 0;
     for (int i = 0; i < WEIGHT_COUNT; i++) {
         if (!src[i])
             continue;
@@ -212,29 +198,14 @@ static vkmha_status upload_weights(vkmha_mha *mha, const void *src[WEIGHT_COUNT]
         if ((st = vk_check_size(vk, n[i] * es, name)) ||
             (st = vk_buffer_create(vk, n[i] * es, false, false, name, &mha->dev[i])))
             return st;
-        total += n[i] * es + 16;
     }
     if ((st = vk_site_pool_create(vk, kinds, SITE_COUNT, &mha->sites)) ||
-        (st = vk_call_begin(vk, total, 0)))
+        (st = vk_exec_begin(vk, MODE_SYNC, VK_NULL_HANDLE, NULL)))
         return st;
-    for (int i = 0; i < WEIGHT_COUNT; i++) {
-        if (!src[i])
-            continue;
-        if (dt[i] == sd) {
-            vk_upload(vk, &mha->dev[i], 0, src[i], n[i] * es);
-            continue;
-        }
-        void *tmp = vkmha__alloc(mha->ctx, (size_t)(n[i] * es));
-        if (!tmp) {
-            vk_call_abort(vk);
-            return vkmha__fail(mha->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                               "%s: out of host memory", mha->ctx->call);
-        }
-        convert(dt[i], src[i], sd, tmp, n[i]);
-        vk_upload(vk, &mha->dev[i], 0, tmp, n[i] * es);
-        vkmha__free(mha->ctx, tmp);
-    }
-    return vk_call_submit(vk);
+    for (int i = 0; i < WEIGHT_COUNT && !st; i++)
+        if (src[i])
+            st = vk_upload_converted(vk, &mha->dev[i], src[i], dt[i], sd, n[i]);
+    return vk_exec_end(vk, st, NULL);
 }
 
 /* The reference backend's copies: fp32 arrays of the storage dtype's values. */
@@ -249,7 +220,7 @@ static vkmha_status copy_weights(vkmha_mha *mha, const void *src[WEIGHT_COUNT],
         if (!(mha->host[i] = vkmha__alloc(mha->ctx, (size_t)n[i] * sizeof(float))))
             return vkmha__fail(mha->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
                                "%s: out of host memory", mha->ctx->call);
-        convert(dt[i], src[i], sd, mha->host[i], n[i]);
+        vkmha__convert(dt[i], src[i], sd, mha->host[i], (size_t)n[i]);
         if (sd != VKMHA_DTYPE_F32) /* widen in place, from the back */
             for (uint64_t j = n[i]; j-- > 0;)
                 vkmha__to_f32(sd, (const uint16_t *)mha->host[i] + j, 1, mha->host[i] + j);

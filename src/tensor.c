@@ -231,11 +231,12 @@ VKMHA_API vkmha_status vkmha_tensor_wrap(vkmha_context *ctx, const vkmha_tensor_
     const uint64_t mis = offset % vk->min_storage_offset_align;
     const uint64_t span = ((mis + t->bytes + 3) & ~(uint64_t)3) - mis;
     if (size < span) {
+        const uint64_t bytes = t->bytes;
         vkmha_tensor_destroy(t);
         return vkmha__fail(ctx, INVALID,
                            "vkmha_tensor_wrap: size (%llu bytes) is less than the tensor's "
                            "%llu bytes up to the buffer's next 4-byte boundary (%llu)",
-                           (unsigned long long)size, (unsigned long long)t->bytes,
+                           (unsigned long long)size, (unsigned long long)bytes,
                            (unsigned long long)span);
     }
     if ((st = vk_check_size(vk, mis + span, "desc->dims"))) {

@@ -119,12 +119,18 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     const bool shared_ok =
         have_shared && !(vk->fused_kernel == VKMHA_FUSED_KERNEL_REGISTER && cpu_ok);
     const bool fusable = cpu_ok || shared_ok;
-    if (s->path == VKMHA_ATTENTION_PATH_FUSED && !fusable)
+    if (s->path == VKMHA_ATTENTION_PATH_FUSED && !fusable) {
+        /* The largest head-dim class whose blocks fit the device's limits. */
+        uint32_t most = 0;
+        for (uint32_t c = 0; c < VK_FLASH_CLASSES; c++)
+            if (vk->flash[c].block_q || (vk->flash_cpu[c].workgroup_size &&
+                                         vk->fused_kernel != VKMHA_FUSED_KERNEL_SHARED))
+                most = 32u << c;
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: the fused attention path takes head dims up to %u on this "
                            "device (d_k %u, d_v %u); use the unfused path",
-                           vk->ctx->call, cls < VK_FLASH_CLASSES ? 32u << cls : 256u, s->d_k,
-                           s->d_v);
+                           vk->ctx->call, most, s->d_k, s->d_v);
+    }
     const uint64_t rows = (uint64_t)s->batch * s->heads * s->len_q;
     const uint64_t score_bytes = rows * s->len_k * 4;
     const bool unfused_fits = score_bytes <= vk->info.max_storage_buffer_range &&

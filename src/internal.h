@@ -143,7 +143,7 @@ typedef struct vkmha_backend_ops {
 
     /* Tensors: the backend's struct (starting with a vkmha_tensor) is
      * tensor_size bytes. tensor_alloc gives a new tensor (desc, sizes set)
-     * its zeroed memory and sets mem / offset; tensor_wrap wraps a
+     * its memory (vkmha__tensor_words) and sets mem / offset; tensor_wrap wraps a
      * VkBuffer (vkmha_tensor_wrap's arguments, buffer as a 64-bit handle);
      * tensor_free frees what alloc or wrap made; tensor_copy copies `bytes`
      * from byte `offset` between host memory and t (host -> t when `up`)

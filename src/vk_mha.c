@@ -71,7 +71,6 @@ vkmha_status vk_mha_weights(vkmha_mha *mha, const void *const src[WEIGHT_COUNT],
     return vk_call_submit(vk);
 }
 
-
 /* Which slot holds input `p`: an earlier slot when the same pointer with the
  * same size was already uploaded (self-attention uploads once). */
 static vk_slot input_slot(const void *p, uint64_t n, const void *const prev[],
@@ -235,8 +234,8 @@ static vkmha_status forward_host(vkmha_mha *mha, const mha_fwd *f, const vkmha_a
             return st;
     }
     /* 16-bit weights are written in SLOT_WEIGHTS, as into a weights tensor. */
-    vk_buffer *wbuf = attn_weights && f->ad != VKMHA_DTYPE_F32 ? &vk->slots[SLOT_WEIGHTS]
-                                                                   : NULL;
+    vk_buffer *wbuf =
+        attn_weights && f->ad != VKMHA_DTYPE_F32 ? &vk->slots[SLOT_WEIGHTS] : NULL;
     vk_attn_plan plan;
     if ((wbuf && (st = vk_slot_ensure(vk, SLOT_WEIGHTS, f->n_weights * es))) ||
         (st = prepare_vulkan(mha, f, attn_weights != NULL, wbuf, &plan)) ||

@@ -321,6 +321,7 @@ static void bench_layernorm(const opts *o, uint32_t rows)
 
 /* Mirrors struct combine_push in src/vk_attention.c (shaders/flash_combine.comp). */
 struct combine_push {
+    uint32_t misalign[2];
     uint32_t rows, len_q, heads, d_v, splits, o_sb, o_sh, o_ld;
     uint32_t group_base;
 };
@@ -372,24 +373,23 @@ static int cb_run(void *p)
     if ((st = vk_slot_ensure(vk, SLOT_PARTIAL_O, no * c->splits)) ||
         (st = vk_slot_ensure(vk, SLOT_PARTIAL_ML, nml * c->splits)) ||
         (st = vk_slot_ensure(vk, SLOT_OUT, no)) || (st = vk_slot_ensure(vk, SLOT_STATS, nml)) ||
-        (st = vk_call_begin(vk, (no + nml) * c->splits + 32, no + nml)))
+        (st = vk_exec_begin(vk, MODE_SYNC, VK_NULL_HANDLE, NULL)))
         return 1;
-    vk_upload(vk, &vk->slots[SLOT_PARTIAL_O], 0, c->po, no * c->splits);
-    vk_upload(vk, &vk->slots[SLOT_PARTIAL_ML], 0, c->pml, nml * c->splits);
-    vk_barrier(vk);
-    struct combine_push cp = {c->rows, 1, c->rows, c->d_v, c->splits, 0, c->d_v, c->d_v, 0};
+    if ((st = vk_upload(vk, &vk->slots[SLOT_PARTIAL_O], 0, c->po, no * c->splits)) ||
+        (st = vk_upload(vk, &vk->slots[SLOT_PARTIAL_ML], 0, c->pml, nml * c->splits)))
+        return vk_exec_end(vk, st, NULL) != VKMHA_SUCCESS;
+    struct combine_push cp = {.rows = c->rows, .len_q = 1, .heads = c->rows, .d_v = c->d_v,
+                             .splits = c->splits, .o_sh = c->d_v, .o_ld = c->d_v};
     const vk_buffer *bufs[4] = {&vk->slots[SLOT_PARTIAL_O], &vk->slots[SLOT_PARTIAL_ML],
                                 &vk->slots[SLOT_OUT], &vk->slots[SLOT_STATS]};
     uint64_t groups = ((uint64_t)c->rows * c->d_v + vk->elementwise_wg - 1) / vk->elementwise_wg;
     if ((st = vk_dispatch_groups(vk, &vk->op_sites.sites[OPSITE_ATTENTION + 4],
                                  PIPE_FLASH_COMBINE, 0, bufs, 4, &cp, sizeof cp,
-                                 offsetof(struct combine_push, group_base), groups))) {
-        vk_call_abort(vk);
-        return 1;
-    }
+                                 offsetof(struct combine_push, group_base), groups)))
+        return vk_exec_end(vk, st, NULL) != VKMHA_SUCCESS;
     vk_download(vk, &vk->slots[SLOT_OUT], c->out, no, 1, no, 1, no);
     vk_download(vk, &vk->slots[SLOT_STATS], c->ml, nml, 1, nml, 1, nml);
-    return vk_call_submit(vk) != VKMHA_SUCCESS;
+    return vk_exec_end(vk, VKMHA_SUCCESS, NULL) != VKMHA_SUCCESS;
 }
 
 /* rows query rows (batch x heads x len_q of a decode step), d_v 64, 8 key

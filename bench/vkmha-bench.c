@@ -32,9 +32,11 @@
  *
  * dtype rows (both suites): the MHA projection matmul, fused attention and
  * the MHA layer in f32, f16 and bf16 (path column; weights stored and
- * activations kept in that dtype), with their time and the peak device
- * memory of their context; "dtype" lines give each 16-bit row's time and
- * memory as a ratio to the f32 row's. */
+ * activations kept in that dtype), and the layer on 16 tokens at d_model
+ * 2048 (bound by reading its weights), with their time and the peak device
+ * memory of their context; the three dtypes of a shape are timed
+ * interleaved, and "dtype" lines give each 16-bit row's time and memory as a
+ * ratio to the f32 row's. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -144,37 +146,56 @@ typedef int (*call_fn)(void *arg);
 
 /* Warm-up + reps calls; fills the row's times (and GPU time from `ctx` when
  * it is a profiled Vulkan context). Returns 0 on success. */
-static int time_calls(row *r, call_fn fn, void *arg, uint32_t reps, vkmha_context *ctx)
+/* Times n calls interleaved: after one warm-up call each, repetition i runs
+ * call 0, 1, ..., n - 1 once each, so that a slow spell of the machine hits
+ * every call alike (the ratios between them are what rows compare). Row j
+ * gets call j's median, min and max wall time, and its device time when
+ * ctxs[j] reports one for every repetition. Returns nonzero on a failure. */
+static int time_interleaved(row *const rs[], call_fn fn, void *const args[],
+                            vkmha_context *const ctxs[], size_t n, uint32_t reps)
 {
-    double *wall = malloc(reps * sizeof *wall), *gpu = malloc(reps * sizeof *gpu);
-    if (!wall || !gpu)
+    double *wall = malloc(n * reps * sizeof *wall), *gpu = malloc(n * reps * sizeof *gpu);
+    uint32_t *n_gpu = calloc(n, sizeof *n_gpu);
+    if (!wall || !gpu || !n_gpu)
         die("out of memory");
-    int err = fn(arg);
-    uint32_t n_gpu = 0;
-    for (uint32_t i = 0; !err && i < reps; i++) {
-        double t0 = now_ms();
-        err = fn(arg);
-        wall[i] = now_ms() - t0;
-        vkmha_context_info info;
-        if (ctx && vkmha_context_get_info(ctx, &info) == VKMHA_SUCCESS && info.gpu_timing &&
-            info.last_gpu_time_ns)
-            gpu[n_gpu++] = info.last_gpu_time_ns / 1e6;
-    }
-    if (!err) {
-        qsort(wall, reps, sizeof *wall, cmp_double);
-        r->wall_med = wall[reps / 2];
-        r->wall_min = wall[0];
-        r->wall_max = wall[reps - 1];
-        if (n_gpu == reps) {
-            qsort(gpu, n_gpu, sizeof *gpu, cmp_double);
-            r->gpu_med = gpu[n_gpu / 2];
+    int err = 0;
+    for (size_t j = 0; j < n && !err; j++)
+        err = fn(args[j]);
+    for (uint32_t i = 0; !err && i < reps; i++)
+        for (size_t j = 0; j < n && !err; j++) {
+            double t0 = now_ms();
+            err = fn(args[j]);
+            wall[j * reps + i] = now_ms() - t0;
+            vkmha_context_info info;
+            if (ctxs[j] && vkmha_context_get_info(ctxs[j], &info) == VKMHA_SUCCESS &&
+                info.gpu_timing && info.last_gpu_time_ns)
+                gpu[j * reps + n_gpu[j]++] = info.last_gpu_time_ns / 1e6;
         }
-    } else {
-        r->status = "error";
+    for (size_t j = 0; j < n; j++) {
+        row *r = rs[j];
+        double *w = wall + j * reps, *g = gpu + j * reps;
+        if (err) {
+            r->status = "error";
+            continue;
+        }
+        qsort(w, reps, sizeof *w, cmp_double);
+        r->wall_med = w[reps / 2];
+        r->wall_min = w[0];
+        r->wall_max = w[reps - 1];
+        if (n_gpu[j] == reps) {
+            qsort(g, reps, sizeof *g, cmp_double);
+            r->gpu_med = g[reps / 2];
+        }
     }
     free(wall);
     free(gpu);
+    free(n_gpu);
     return err;
+}
+
+static int time_calls(row *r, call_fn fn, void *arg, uint32_t reps, vkmha_context *ctx)
+{
+    return time_interleaved(&r, fn, &arg, &ctx, 1, reps);
 }
 
 /* ---- data and contexts ------------------------------------------------------ */
@@ -667,71 +688,85 @@ static void *random_dt(uint32_t dt, size_t n, float scale)
     return p;
 }
 
+/* The rows of one kind of call in f32, f16 and bf16, timed interleaved. */
 static void bench_dtypes(const opts *o)
 {
     static const uint32_t dts[3] = {VKMHA_DTYPE_F32, VKMHA_DTYPE_F16, VKMHA_DTYPE_BF16};
     static const char *const names[3] = {"f32", "f16", "bf16"};
-    const uint32_t L = o->full ? 1024 : 512, d_model = 512, H = 8, dk = 64;
-    for (int kind = 0; kind < 3; kind++) {
-        size_t first = n_rows;
+    const uint32_t L = o->full ? 1024 : 512, H = 8, dk = 64;
+    /* kind 0 matmul, 1 attention, 2 the layer at L; 3 the layer on 16 tokens
+     * at d_model 2048, whose time goes to reading its 4 weight matrices
+     * (64 MiB in fp32): the shape of a decoding step without a cache. */
+    for (int kind = 0; kind < 4; kind++) {
+        const size_t first = n_rows;
+        const uint32_t d_model = kind == 3 ? 2048 : 512, heads = kind == 3 ? 16 : H;
+        const uint32_t len = kind == 3 ? 16 : L;
+        dt_call calls[3] = {{0}};
+        row *rs[3];
+        void *args[3];
+        vkmha_context *ctxs[3];
+        void *w[3][4] = {{NULL}};
+        bool ok = true;
         for (int di = 0; di < 3; di++) {
             const uint32_t dt = dts[di];
-            dt_call c = {0};
-            c.kind = kind;
+            dt_call *c = &calls[di];
+            c->kind = kind < 2 ? kind : 2;
             char shape[64];
             row *r;
             size_t na, nb, nout;
             if (kind == 0) {
-                c.md.m = L, c.md.n = d_model, c.md.k = d_model, c.md.op_b = VKMHA_OP_T;
-                c.md.dtype = dt;
-                na = (size_t)L * d_model, nb = (size_t)d_model * d_model, nout = na;
-                snprintf(shape, sizeof shape, "dtype: proj %ux%ux%u op T", L, d_model, d_model);
+                c->md.m = len, c->md.n = d_model, c->md.k = d_model, c->md.op_b = VKMHA_OP_T;
+                c->md.dtype = dt;
+                na = (size_t)len * d_model, nb = (size_t)d_model * d_model, nout = na;
+                snprintf(shape, sizeof shape, "dtype: proj %ux%ux%u op T", len, d_model,
+                         d_model);
                 r = add_row("matmul", "vulkan", names[di], shape);
-                r->flops = 2.0 * L * d_model * d_model;
+                r->flops = 2.0 * len * d_model * d_model;
             } else if (kind == 1) {
-                c.ad.batch = 1, c.ad.heads = H, c.ad.len_q = c.ad.len_k = L;
-                c.ad.d_k = c.ad.d_v = dk, c.ad.dtype = dt;
-                na = nb = nout = (size_t)H * L * dk;
-                snprintf(shape, sizeof shape, "dtype: B1 H%u L%u d_k %u", H, L, dk);
+                c->ad.batch = 1, c->ad.heads = heads, c->ad.len_q = c->ad.len_k = len;
+                c->ad.d_k = c->ad.d_v = dk, c->ad.dtype = dt;
+                na = nb = nout = (size_t)heads * len * dk;
+                snprintf(shape, sizeof shape, "dtype: B1 H%u L%u d_k %u", heads, len, dk);
                 r = add_row("attention", "vulkan", names[di], shape);
-                r->flops = 4.0 * H * (double)L * L * dk;
+                r->flops = 4.0 * heads * (double)len * len * dk;
             } else {
-                na = nout = (size_t)L * d_model, nb = 0;
-                snprintf(shape, sizeof shape, "dtype: B1 L%u d%u H%u", L, d_model, H);
+                na = nout = (size_t)len * d_model, nb = 0;
+                snprintf(shape, sizeof shape, "dtype: B1 L%u d%u H%u", len, d_model, heads);
                 r = add_row("mha", "vulkan", names[di], shape);
-                r->flops = 2.0 * L * (4.0 * d_model * d_model + 2.0 * L * d_model);
+                r->flops = 2.0 * len * (4.0 * d_model * d_model + 2.0 * len * d_model);
             }
-            r->batch = 1, r->len = L, r->d_model = d_model, r->heads = H;
-            c.a = random_dt(dt, na, 1);
-            c.b = nb ? random_dt(dt, nb, 1) : NULL;
-            c.c = kind == 1 ? random_dt(dt, nb, 1) : NULL;
-            c.out = calloc(nout + 2, vkmha__dtype_size(dt));
-            c.ctx = vk_context();
-            void *w[4] = {NULL, NULL, NULL, NULL};
-            bool ok = true;
-            if (kind == 2) {
+            r->batch = 1, r->len = len, r->d_model = d_model, r->heads = heads;
+            c->a = random_dt(dt, na, 1);
+            c->b = nb ? random_dt(dt, nb, 1) : NULL;
+            c->c = kind == 1 ? random_dt(dt, nb, 1) : NULL;
+            c->out = calloc(nout + 2, vkmha__dtype_size(dt));
+            c->ctx = vk_context();
+            if (kind >= 2) {
                 vkmha_mha_desc d = {0};
-                d.d_model = d_model, d.n_head = H;
+                d.d_model = d_model, d.n_head = heads;
                 for (int j = 0; j < 4; j++)
-                    w[j] = random_dt(dt, (size_t)d_model * d_model, 1.0f / sqrtf(d_model));
-                d.w_q = w[0], d.w_k = w[1], d.w_v = w[2], d.w_o = w[3];
+                    w[di][j] = random_dt(dt, (size_t)d_model * d_model, 1.0f / sqrtf(d_model));
+                d.w_q = w[di][0], d.w_k = w[di][1], d.w_v = w[di][2], d.w_o = w[di][3];
                 d.weight_dtype = d.storage_dtype = dt;
-                c.io.batch = 1, c.io.len_q = L, c.io.dtype = dt;
-                c.io.query = c.io.key = c.io.value = c.a;
-                c.io.out = c.out;
-                ok = vkmha_mha_create(c.ctx, &d, &c.mha) == VKMHA_SUCCESS;
+                c->io.batch = 1, c->io.len_q = len, c->io.dtype = dt;
+                c->io.query = c->io.key = c->io.value = c->a;
+                c->io.out = c->out;
+                ok = ok && vkmha_mha_create(c->ctx, &d, &c->mha) == VKMHA_SUCCESS;
             }
-            if (ok)
-                time_calls(r, dt_run, &c, o->reps, c.ctx);
-            else
-                r->status = "error";
-            finish_vk_row(r, c.ctx);
-            vkmha_mha_destroy(c.mha);
-            vkmha_context_destroy(c.ctx);
-            print_row(r);
-            free((void *)c.a), free((void *)c.b), free((void *)c.c), free(c.out);
+            rs[di] = r, args[di] = c, ctxs[di] = c->ctx;
+        }
+        if (!ok || time_interleaved(rs, dt_run, args, ctxs, 3, o->reps))
+            for (int di = 0; di < 3; di++)
+                rs[di]->status = "error";
+        for (int di = 0; di < 3; di++) {
+            dt_call *c = &calls[di];
+            finish_vk_row(rs[di], c->ctx);
+            vkmha_mha_destroy(c->mha);
+            vkmha_context_destroy(c->ctx);
+            print_row(rs[di]);
+            free((void *)c->a), free((void *)c->b), free((void *)c->c), free(c->out);
             for (int j = 0; j < 4; j++)
-                free(w[j]);
+                free(w[di][j]);
         }
         for (size_t i = first + 1; i < n_rows && rate(&rows[first]) > 0; i++)
             if (rate(&rows[i]) > 0)

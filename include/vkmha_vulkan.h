@@ -118,9 +118,17 @@ typedef struct vkmha_vulkan_desc {
  * desc's shape, without copying. The buffer must be of the context's device,
  * created with VK_BUFFER_USAGE_STORAGE_BUFFER_BIT (plus TRANSFER_SRC / _DST
  * for vkmha_tensor_download / _upload), bound to memory, and outlive the
- * tensor; offset must be a multiple of minStorageBufferOffsetAlignment and
- * size at least the tensor's bytes (at most maxStorageBufferRange).
- * vkmha_tensor_destroy frees only vkmha's handle. */
+ * tensor. offset must be a multiple of the element size (4 bytes for F32,
+ * 2 for F16 and BF16, 1 for U8), nothing more: a tensor between two
+ * multiples of minStorageBufferOffsetAlignment is bound from the one below
+ * it and addressed from there by the shaders (no copy; a misaligned tensor
+ * may read its elements one by one where an aligned one reads four at a
+ * time). vkmha reads and writes whole 4-byte words of the buffer: size must
+ * reach from offset to the 4-byte boundary at or after the tensor's last
+ * byte (the tensor's bytes, plus 2 when a 16-bit tensor ends halfway in a
+ * word), and that span at most maxStorageBufferRange; a 16-bit neighbour
+ * sharing a word with the tensor is kept intact. vkmha_tensor_destroy frees
+ * only vkmha's handle. */
 VKMHA_API vkmha_status vkmha_tensor_wrap(vkmha_context *ctx, const vkmha_tensor_desc *desc,
                                          VkBuffer buffer, VkDeviceSize offset,
                                          VkDeviceSize size, vkmha_tensor **out);
@@ -128,9 +136,10 @@ VKMHA_API vkmha_status vkmha_tensor_wrap(vkmha_context *ctx, const vkmha_tensor_
 /* The ops and the layer, recorded into the application's command buffer
  * under the contract above; nothing is submitted and nothing waits. The
  * Vulkan backend only (else VKMHA_ERROR_UNSUPPORTED). Argument errors and
- * scratch allocation fail before anything is recorded; an error while
- * recording (a pipeline the driver fails to create, a grid beyond the
- * device's limits) can leave part of the work in cmd: reset or discard it. */
+ * scratch allocation fail before anything is recorded, and so does any
+ * error while planning the work (a pipeline the driver fails to create, a
+ * grid beyond the device's limits): a call that fails records nothing into
+ * cmd. */
 VKMHA_API vkmha_status vkmha_mha_record(vkmha_mha *mha, VkCommandBuffer cmd,
                                         const vkmha_mha_tensors *io);
 VKMHA_API vkmha_status vkmha_matmul_record(vkmha_context *ctx, VkCommandBuffer cmd,

@@ -57,6 +57,7 @@ const uint OC = D4 / TX;
 
 // Mirrors struct flash_push in src/vk_attention.c.
 layout(push_constant) uniform Push {
+    PUSH_MISALIGN   // shaders/typed.glsl
     uint groups;    // workgroups: batch * heads * q_blocks * splits
     uint len_q;
     uint len_k;
@@ -71,13 +72,12 @@ layout(push_constant) uniform Push {
     uint k_sb, k_sh, k_ld;
     uint v_sb, v_sh, v_ld;
     uint o_sb, o_sh, o_ld; // out (without MODE_PARTIAL)
-    uint flags;     // MASK_* of mask.glsl
+    uint flags;     // MASK_* of mask.glsl | MODE_* below
     float scale;
     uint bias_sb;   // bias strides (0: broadcast)
     uint bias_sh;
     uint kv_first;  // this dispatch's keys: kv_first .. + kv_count of each range
     uint kv_count;
-    uint mode;      // MODE_* below
     uint group_base; // first workgroup of this dispatch
 } p;
 
@@ -97,15 +97,16 @@ TYPED_IO(6, 6, o)
 // the final [row][2].
 layout(binding = 7) buffer Stats { float ml[]; };
 
+#define MASK_SLOT 3u
 #include "mask.glsl"
 
 // A key range may take several dispatches (chunks): lavapipe stops any loop
 // nest after 65535 iterations, so on CPU devices the host bounds the keys
 // one dispatch visits. The state between chunks, and between split-K ranges
 // and the combine pass, is the partial (unnormalized acc, m, l).
-const uint MODE_RESUME = 1u;  // start from the partial state, not from zero
-const uint MODE_PARTIAL = 2u; // write the partial state, not out
-const uint MODE_WEIGHTS = 4u; // write the weights from the final (m, l), nothing else
+const uint MODE_RESUME = 0x100u;  // start from the partial state, not from zero
+const uint MODE_PARTIAL = 0x200u; // write the partial state, not out
+const uint MODE_WEIGHTS = 0x400u; // write the weights from the final (m, l), nothing else
 
 const uint KS = D4 + 1; // padded K/V row stride (vec4s)
 
@@ -190,7 +191,7 @@ void main()
     const uint rows_total = (p.groups / (p.splits * p.q_blocks)) * p.len_q;
     const uint row_base = (b * p.heads + h) * p.len_q + i0; // row index of r = 0
     const uint part = split * rows_total + row_base;        // partial state of r = 0
-    const bool resume = (p.mode & MODE_RESUME) != 0u;
+    const bool resume = (p.flags & MODE_RESUME) != 0u;
     const uint tx = tid % TX, ty = tid / TX;
     for (uint r = tid; r < BR; r += WG) {
         row_m[r] = resume && r < rows ? ml[2u * (part + r)] : neg_inf();
@@ -209,11 +210,11 @@ void main()
     }
     barrier();
 
-    const bool weights_mode = (p.mode & MODE_WEIGHTS) != 0u;
+    const bool weights_mode = (p.flags & MODE_WEIGHTS) != 0u;
     const bool causal = (p.flags & MASK_CAUSAL) != 0u;
     const uint last_row = i0 + rows - 1u;
     for (uint j0 = j_begin; j0 < j_end; j0 += BC) {
-        if (causal && (p.mode & (MODE_PARTIAL | MODE_WEIGHTS)) == 0u && j0 > last_row) {
+        if (causal && (p.flags & (MODE_PARTIAL | MODE_WEIGHTS)) == 0u && j0 > last_row) {
             // Every key from here on is masked for every row of the block.
             bool settled = true;
             for (uint r = 0; r < rows; r++)
@@ -271,7 +272,7 @@ void main()
                 } else {
                     x = sacc[a * SC + bb] * p.scale;
                     if ((p.flags & MASK_BIAS) != 0u)
-                        x += bias[bias_base + i * p.len_k + j];
+                        x += bias_at(bias_base + i * p.len_k + j);
                     if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k))
                         x = MASKED_SCORE;
                 }
@@ -347,7 +348,7 @@ void main()
             continue;
         uint base;
         vec4 val;
-        if ((p.mode & MODE_PARTIAL) == 0u) {
+        if ((p.flags & MODE_PARTIAL) == 0u) {
             base = b * p.o_sb + h * p.o_sh + (i0 + r) * p.o_ld;
             // l = 0: every score was -inf, acc is 0 (or 0 * NaN / Inf values).
             val = row_l[r] == 0.0 ? acc[s] : acc[s] / row_l[r];

@@ -29,6 +29,7 @@ layout(constant_id = 1) const uint EPI = 1; // output elements per invocation: 1
 
 // Mirrors struct combine_push in src/vk_attention.c.
 layout(push_constant) uniform Push {
+    PUSH_MISALIGN   // shaders/typed.glsl
     uint rows; // batch * heads * len_q
     uint len_q;
     uint heads;

@@ -42,6 +42,7 @@ const uint BR = WG * TM;                        // query rows per workgroup
 
 // Mirrors struct flash_push in src/vk_attention.c (as shaders/flash.comp).
 layout(push_constant) uniform Push {
+    PUSH_MISALIGN   // shaders/typed.glsl
     uint groups;
     uint len_q;
     uint len_k;
@@ -56,13 +57,12 @@ layout(push_constant) uniform Push {
     uint k_sb, k_sh, k_ld;
     uint v_sb, v_sh, v_ld;
     uint o_sb, o_sh, o_ld;
-    uint flags;
+    uint flags;     // MASK_* | MODE_*
     float scale;
     uint bias_sb;
     uint bias_sh;
     uint kv_first;
     uint kv_count;
-    uint mode;
     uint group_base;
 } p;
 
@@ -82,11 +82,12 @@ layout(binding = 5) readonly buffer Bias { float bias[]; };
 TYPED_IO(6, 6, o)
 layout(binding = 7) buffer Stats { float ml[]; };
 
+#define MASK_SLOT 3u
 #include "mask.glsl"
 
-const uint MODE_RESUME = 1u;
-const uint MODE_PARTIAL = 2u;
-const uint MODE_WEIGHTS = 4u;
+const uint MODE_RESUME = 0x100u;
+const uint MODE_PARTIAL = 0x200u;
+const uint MODE_WEIGHTS = 0x400u;
 
 void main()
 {
@@ -115,8 +116,8 @@ void main()
     const uint rows_total = (p.groups / (p.splits * p.q_blocks)) * p.len_q;
     const uint row_base = (b * p.heads + h) * p.len_q + i0;
     const uint part = split * rows_total + row_base;
-    const bool resume = (p.mode & MODE_RESUME) != 0u;
-    const bool weights_mode = (p.mode & MODE_WEIGHTS) != 0u;
+    const bool resume = (p.flags & MODE_RESUME) != 0u;
+    const bool weights_mode = (p.flags & MODE_WEIGHTS) != 0u;
 
     // This lane's rows (clamped into the block for loads) and their state.
     // Every array is indexed by constants only (the loops over them are
@@ -167,7 +168,7 @@ void main()
                 } else {
                     x = sacc[u] * p.scale;
                     if ((p.flags & MASK_BIAS) != 0u)
-                        x += bias[bias_base + i * p.len_k + j];
+                        x += bias_at(bias_base + i * p.len_k + j);
                     if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k))
                         x = MASKED_SCORE;
                 }
@@ -224,7 +225,7 @@ void main()
         if (!live[u])
             continue;
         const uint row = row_base + r[u];
-        const bool partial = (p.mode & MODE_PARTIAL) != 0u;
+        const bool partial = (p.flags & MODE_PARTIAL) != 0u;
         const uint base = partial ? (split * rows_total + row) * dv4
                                   : (b * p.o_sb + h * p.o_sh + (i0 + r[u]) * p.o_ld) / 4u;
         // l = 0: every score was -inf, acc is 0 (or 0 * NaN / Inf values).

@@ -12,6 +12,7 @@ layout(constant_id = 0) const uint WG = 256;
 
 // Mirrors struct heads_push in src/vk_heads.c.
 layout(push_constant) uniform Push {
+    PUSH_MISALIGN   // shaders/typed.glsl
     uint total; // batch * len * heads * head_dim
     uint len;
     uint heads;

@@ -18,6 +18,7 @@ layout(constant_id = 0) const uint WG = 128;
 
 // Mirrors struct layernorm_push in src/vk_layernorm.c.
 layout(push_constant) uniform Push {
+    PUSH_MISALIGN   // shaders/typed.glsl
     uint rows;
     uint cols;
     float eps;

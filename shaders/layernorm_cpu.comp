@@ -23,6 +23,7 @@ layout(constant_id = 0) const uint WG = 16;
 
 // Mirrors struct layernorm_push in src/vk_layernorm.c.
 layout(push_constant) uniform Push {
+    PUSH_MISALIGN   // shaders/typed.glsl
     uint rows;
     uint cols;
     float eps;

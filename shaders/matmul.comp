@@ -31,6 +31,7 @@ layout(constant_id = 6) const bool VEC = false;
 
 // Mirrors struct matmul_push in src/vk_matmul.c.
 layout(push_constant) uniform Push {
+    PUSH_MISALIGN   // shaders/typed.glsl
     uint M, N, K;
     uint lda, ldb, ldc;
     uint batch_inner, b_div;

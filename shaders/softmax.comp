@@ -30,6 +30,7 @@ layout(constant_id = 0) const uint WG = 128;
 
 // Mirrors struct softmax_push in src/vk_softmax.c.
 layout(push_constant) uniform Push {
+    PUSH_MISALIGN   // shaders/typed.glsl
     uint rows;    // batch * heads * len_q
     uint len_q;
     uint len_k;
@@ -47,6 +48,7 @@ layout(binding = 2) readonly buffer Bias { float bias[]; };    // see bias_sb / 
 TYPED_IO(3, 3, s)   // output (and input in place)
 TYPED_IN(4, 4, xin) // input: Scores itself in place
 
+#define MASK_SLOT 0u
 #include "mask.glsl"
 
 // The masked, scaled score of key j of query i (batch b), element base + j.
@@ -54,7 +56,7 @@ float score(uint base, uint bias_base, uint b, uint i, uint j)
 {
     float x = ld_xin(base + j) * p.scale;
     if ((p.flags & MASK_BIAS) != 0u)
-        x += bias[bias_base + j];
+        x += bias_at(bias_base + j);
     if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k))
         x = MASKED_SCORE;
     return x;
@@ -67,7 +69,7 @@ void softmax_f32(uint tid, uint base, uint bias_base, uint b, uint i)
     for (uint j = tid; j < p.len_k; j += WG) {
         float x = ld_xin(base + j) * p.scale;
         if ((p.flags & MASK_BIAS) != 0u)
-            x += bias[bias_base + j];
+            x += bias_at(bias_base + j);
         if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k))
             x = MASKED_SCORE;
         st_s(base + j, x);

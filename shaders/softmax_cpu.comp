@@ -41,6 +41,7 @@ layout(constant_id = 0) const uint WG = 16;
 
 // Mirrors struct softmax_push in src/vk_softmax.c.
 layout(push_constant) uniform Push {
+    PUSH_MISALIGN   // shaders/typed.glsl
     uint rows;    // batch * heads * len_q
     uint len_q;
     uint len_k;
@@ -62,7 +63,18 @@ TYPED_IN(4, 4, xin) // the input
 layout(binding = 5) uniform samplerBuffer xin_t; // the input's fp32 or fp16 vec4 view
 layout(binding = 6) uniform samplerBuffer bias_t;
 
+#define MASK_SLOT 0u
 #include "mask.glsl"
+
+// Bias elements 4 q4 .. 4 q4 + 3.
+vec4 bias4_at(uint q4)
+{
+    const uint m = MISALIGN_BYTES(MASK_SLOT + 2u);
+    if ((m & 15u) != 0u)
+        return vec4(bias_at(4u * q4), bias_at(4u * q4 + 1u), bias_at(4u * q4 + 2u),
+                    bias_at(4u * q4 + 3u));
+    return bias4[q4 + (m >> 4)];
+}
 
 // The 4 mask bytes of a word, as "hidden" flags.
 bvec4 word_hides(uint word)
@@ -77,9 +89,9 @@ vec4 masked4(vec4 x, uint b, uint i, uint j)
     if ((p.flags & MASK_CAUSAL) != 0u)
         x = mix(x, hidden, greaterThan(uvec4(j) + uvec4(0u, 1u, 2u, 3u), uvec4(i)));
     if ((p.flags & MASK_KEY_PADDING) != 0u)
-        x = mix(x, hidden, word_hides(kp[(b * p.len_k + j) >> 2]));
+        x = mix(x, hidden, word_hides(kp_word(b * p.len_k + j)));
     if ((p.flags & MASK_FULL) != 0u)
-        x = mix(x, hidden, word_hides(fm[((b * p.len_q + i) * p.len_k + j) >> 2]));
+        x = mix(x, hidden, word_hides(fm_word((b * p.len_q + i) * p.len_k + j)));
     return x;
 }
 
@@ -121,7 +133,7 @@ void softmax_f32(uint base, uint bias_base, uint b, uint i)
         for (uint q = 0; q < n4; q++) {
             vec4 x = ld4_xin(base4 + q) * p.scale;
             if (has_bias)
-                x += bias4[bias4_base + q];
+                x += bias4_at(bias4_base + q);
             x = masked4(x, b, i, 4u * q);
             st4_s(base4 + q, x);
             m4 = max(m4, x);
@@ -144,7 +156,7 @@ void softmax_f32(uint base, uint bias_base, uint b, uint i)
     for (uint j = 0; j < p.len_k; j++) {
         float x = ld_xin(base + j) * p.scale;
         if (has_bias)
-            x += bias[bias_base + j];
+            x += bias_at(bias_base + j);
         if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k))
             x = MASKED_SCORE;
         st_s(base + j, x);
@@ -169,7 +181,7 @@ vec4 scores4_any(bool texel, uint base4, uint bias4_base, uint q, uint b, uint i
         return scores4(int(base4), int(bias4_base), int(q), b, i);
     vec4 x = ld4_xin(base4 + q) * p.scale;
     if ((p.flags & MASK_BIAS) != 0u)
-        x += bias4[bias4_base + q];
+        x += bias4_at(bias4_base + q);
     return masked4(x, b, i, 4u * q);
 }
 
@@ -178,7 +190,7 @@ float score(uint base, uint bias_base, uint b, uint i, uint j)
 {
     float x = ld_xin(base + j) * p.scale;
     if ((p.flags & MASK_BIAS) != 0u)
-        x += bias[bias_base + j];
+        x += bias_at(bias_base + j);
     if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k))
         x = MASKED_SCORE;
     return x;

@@ -20,6 +20,15 @@
 // between rows) is kept; st4 writes whole words.
 //
 // Stores round to nearest even and saturate (shaders/dtype.glsl).
+//
+// Misaligned tensors: a descriptor's offset must be a multiple of the
+// device's minStorageBufferOffsetAlignment (at most 256), so a tensor that
+// starts between two such offsets is bound from the one below it, and the
+// bytes it starts past it are byte S % 4 of word S / 4 of the push constant
+// `misalign` (the first member of every push block, declared by
+// PUSH_MISALIGN: the host fills it for every dispatch). Element accesses add
+// them; a vec4 access whose elements are not 4-aligned in the binding reads
+// or writes the four elements one by one.
 // Include this first: it may enable an extension.
 #if NATIVE16
 #extension GL_EXT_shader_16bit_storage : require
@@ -32,6 +41,18 @@ layout(constant_id = 16) const uint DTYPES = 0u;
 #define DT_F16 2u
 #define DT_BF16 3u
 #define DTYPE(S) ((DTYPES >> (2u * (S))) & 3u)
+
+// The first member of every push block (the instance is named p).
+#define PUSH_MISALIGN uvec2 misalign;
+// Bytes binding slot S starts past its descriptor's offset. Only pipelines
+// for dispatches with a misaligned buffer (bit 31 of DTYPES, set by the
+// host) read the words: on CPU devices the reads and the element-by-element
+// fallbacks below cost the others up to 2x.
+#define MISALIGNED ((DTYPES >> 31) != 0u)
+#define MISALIGN_BYTES(S)                                                          \
+    (MISALIGNED ? (p.misalign[(S) >> 2u] >> (8u * ((S) & 3u))) & 0xffu : 0u)
+// The same in elements of its dtype.
+#define MISALIGN(S) (MISALIGN_BYTES(S) >> (DTYPE(S) == DT_F32 ? 2u : 1u))
 
 float dt_decode(uint dt, uint h)
 {
@@ -120,10 +141,16 @@ uint dt_encode(uint dt, float v)
     TYPED_LD16_(NAME)                                                              \
     float ld_##NAME(uint i)                                                        \
     {                                                                              \
+        i += MISALIGN(S);                                                          \
         return DTYPE(S) == DT_F32 ? NAME##_f[i] : ld16_##NAME(DTYPE(S), i);        \
     }                                                                              \
     vec4 ld4_##NAME(uint i4)                                                       \
     {                                                                              \
+        const uint m = MISALIGN(S);                                                \
+        if ((m & 3u) != 0u)                                                        \
+            return vec4(ld_##NAME(4u * i4), ld_##NAME(4u * i4 + 1u),               \
+                        ld_##NAME(4u * i4 + 2u), ld_##NAME(4u * i4 + 3u));         \
+        i4 += m >> 2;                                                              \
         return DTYPE(S) == DT_F32 ? NAME##_f4[i4] : ld16x4_##NAME(DTYPE(S), i4);   \
     }
 
@@ -131,6 +158,7 @@ uint dt_encode(uint dt, float v)
     TYPED_ST16_(NAME)                                                              \
     void st_##NAME(uint i, float v)                                                \
     {                                                                              \
+        i += MISALIGN(S);                                                          \
         if (DTYPE(S) == DT_F32)                                                    \
             NAME##_f[i] = v;                                                       \
         else                                                                       \
@@ -138,6 +166,15 @@ uint dt_encode(uint dt, float v)
     }                                                                              \
     void st4_##NAME(uint i4, vec4 v)                                               \
     {                                                                              \
+        const uint m = MISALIGN(S);                                                \
+        if ((m & 3u) != 0u) {                                                      \
+            st_##NAME(4u * i4, v.x);                                               \
+            st_##NAME(4u * i4 + 1u, v.y);                                          \
+            st_##NAME(4u * i4 + 2u, v.z);                                          \
+            st_##NAME(4u * i4 + 3u, v.w);                                          \
+            return;                                                                \
+        }                                                                          \
+        i4 += m >> 2;                                                              \
         if (DTYPE(S) == DT_F32)                                                    \
             NAME##_f4[i4] = v;                                                     \
         else                                                                       \

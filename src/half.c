@@ -132,12 +132,12 @@ void vkmha__from_f32(uint32_t dtype, const float *src, size_t n, void *dst)
     }
 }
 
-void vkmha__convert(uint32_t from, const void *src, uint32_t to, void *dst, uint64_t n)
+void vkmha__convert(uint32_t from, const void *src, uint32_t to, void *dst, size_t n)
 {
     float chunk[256];
     const size_t fs = vkmha__dtype_size(from), ts = vkmha__dtype_size(to);
-    for (uint64_t i = 0; i < n; i += 256) {
-        const size_t c = (size_t)(n - i < 256 ? n - i : 256);
+    for (size_t i = 0; i < n; i += 256) {
+        const size_t c = n - i < 256 ? n - i : 256;
         vkmha__to_f32(from, (const uint8_t *)src + i * fs, c, chunk);
         vkmha__from_f32(to, chunk, c, (uint8_t *)dst + i * ts);
     }

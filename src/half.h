@@ -28,9 +28,8 @@ size_t vkmha__dtype_size(uint32_t dtype);
  * src and dst do not overlap; the 16-bit arrays need no alignment. */
 void vkmha__to_f32(uint32_t dtype, const void *src, size_t n, float *dst);
 void vkmha__from_f32(uint32_t dtype, const float *src, size_t n, void *dst);
-
-/* n elements from one float dtype to another, through fp32 (exact widening,
- * then the narrowing above). src and dst do not overlap. */
-void vkmha__convert(uint32_t from, const void *src, uint32_t to, void *dst, uint64_t n);
+/* n elements of dtype `from` at src to dtype `to` at dst, through fp32
+ * (exact widening, then the rounding above). */
+void vkmha__convert(uint32_t from, const void *src, uint32_t to, void *dst, size_t n);
 
 #endif /* VKMHA_HALF_H */

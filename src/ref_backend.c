@@ -164,7 +164,7 @@ static vkmha_status mha_weights(vkmha_mha *mha, const void *const src[WEIGHT_COU
         if (!(host[i] = vkmha__alloc(mha->ctx, (size_t)n[i] * sizeof(float))))
             return vkmha__fail(mha->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
                                "%s: out of host memory", mha->ctx->call);
-        vkmha__convert(dt[i], src[i], sd, host[i], n[i]);
+        vkmha__convert(dt[i], src[i], sd, host[i], (size_t)n[i]);
         if (sd != VKMHA_DTYPE_F32) /* widen in place, from the back */
             for (uint64_t j = n[i]; j-- > 0;)
                 vkmha__to_f32(sd, (const uint16_t *)host[i] + j, 1, host[i] + j);

@@ -683,7 +683,7 @@ vkmha_status st_find_layer(const st_file *f, const char *prefix, const char *nor
         snprintf(why, cap, "tensor '%s': add_bias_kv is not supported", show_tensor(bias_kv).s);
         return VKMHA_ERROR_UNSUPPORTED;
     }
-    const st_tensor *wo, *bo;
+    const st_tensor *wo = NULL, *bo = NULL;
     if ((st = find_either(&fd, "out_proj.weight", "o_proj.weight", &wo)) ||
         (st = find_either(&fd, "out_proj.bias", "o_proj.bias", &bo)))
         return st;

@@ -23,18 +23,20 @@
 
 /* Mirrors the push-constant block of shaders/flash.comp. */
 struct flash_push {
+    uint32_t misalign[2]; /* vk_dispatch's */
     uint32_t groups, len_q, len_k, heads, group, d_k, d_v, q_blocks, splits, split_len;
     uint32_t q_sb, q_sh, q_ld, k_sb, k_sh, k_ld, v_sb, v_sh, v_ld, o_sb, o_sh, o_ld;
-    uint32_t flags;
+    uint32_t flags; /* vkmha_mask_kind bits | MODE_* */
     float scale;
     uint32_t bias_sb, bias_sh;
-    uint32_t kv_first, kv_count, mode;
+    uint32_t kv_first, kv_count;
     uint32_t group_base;
 };
 VK_PUSH_BLOCK(flash_push);
 
 /* Mirrors shaders/flash_combine.comp. */
 struct combine_push {
+    uint32_t misalign[2]; /* vk_dispatch's */
     uint32_t rows, len_q, heads, d_v, splits, o_sb, o_sh, o_ld;
     uint32_t group_base;
 };
@@ -44,7 +46,7 @@ VK_PUSH_BLOCK(combine_push);
 #define MIN_SPLIT_BLOCKS 4
 
 /* shaders/flash*.comp modes. */
-enum { MODE_RESUME = 1, MODE_PARTIAL = 2, MODE_WEIGHTS = 4 };
+enum { MODE_RESUME = 0x100, MODE_PARTIAL = 0x200, MODE_WEIGHTS = 0x400 };
 
 /* Keys one fused dispatch visits per range on CPU devices: lavapipe ends
  * any loop nest after 65535 iterations (silently: the rest of the keys would
@@ -309,7 +311,7 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
     const uint32_t qkv = VK_DT(0, q->dtype) | VK_DT(1, k->dtype) | VK_DT(2, v->dtype);
     for (uint32_t c = 0; c < plan->chunks; c++) {
         p.kv_first = c * plan->chunk;
-        p.mode = (c ? MODE_RESUME : 0) | (split ? MODE_PARTIAL : 0);
+        p.flags = mask->kinds | (c ? MODE_RESUME : 0) | (split ? MODE_PARTIAL : 0);
         if (c)
             vk_barrier(vk);
         if ((st = vk_dispatch_groups(vk, main_site, pipe, qkv | VK_DT(6, split ? 0 : out->dtype),
@@ -337,7 +339,7 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
         /* Over the same ranges and chunks, from the final statistics. */
         const vk_buffer *wb[8] = {q->buf, k->buf, v->buf, m.key_padding, m.full, m.bias,
                                   plan->scores, &vk->slots[SLOT_STATS]};
-        p.mode = MODE_WEIGHTS;
+        p.flags = mask->kinds | MODE_WEIGHTS;
         for (uint32_t c = 0; c < plan->chunks; c++) {
             p.kv_first = c * plan->chunk;
             vk_barrier(vk);

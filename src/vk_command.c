@@ -1,11 +1,13 @@
-/* Recording one call into the context's command buffer: uploads, barriers,
- * dispatches and downloads, then one submit and one wait.
+/* The executor: every call on the device is planned first (uploads,
+ * passes, downloads; src/vk_internal.h's vk_plan), then recorded into one
+ * command buffer of its mode and, unless the application records it,
+ * submitted once.
  *
  * Synchronization: the work of a call is ordered by global memory barriers
- * (vk_barrier) between dependent stages, covering exactly the stages that
- * wrote since the last barrier (transfer and/or compute). Every call starts
- * with a barrier against the previous call's writes and ends with one that
- * makes its writes visible to the host. */
+ * between dependent steps, covering exactly the stages that wrote since the
+ * last barrier (transfer and/or compute). Every call starts with a barrier
+ * against the previous calls' writes; a call that the host waits for ends
+ * with one that makes its writes visible to the host. */
 #include "vk_internal.h"
 
 #include <string.h>
@@ -25,18 +27,18 @@ static const VkAccessFlags DEVICE_ACCESS =
     VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT |
     VK_ACCESS_SHADER_WRITE_BIT;
 
-/* The first command of every call: the previous calls' device writes (the
- * host waited for them, which orders nothing on the device; or they are in
- * an earlier command buffer on the queue) before this call's reads and
- * writes. */
-void vk_begin_commands(vk_state *vk)
+/* Bytes from the first to the last byte of a download's n2 groups of n1
+ * blocks of len bytes (vk_download). */
+static size_t download_span(size_t len, size_t n1, size_t stride1, size_t n2, size_t stride2)
 {
-    vk->recording = true;
-    vk->upload_used = vk->download_used = 0;
-    vk->n_pending = 0;
-    barrier(vk, DEVICE_STAGES, VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT,
-            DEVICE_STAGES, DEVICE_ACCESS);
-    vk->dirty_transfer = vk->dirty_compute = false;
+    return (n2 - 1) * stride2 + (n1 - 1) * stride1 + len;
+}
+
+/* Staging offsets stay 16-byte aligned (vkCmdCopyBuffer needs none; this
+ * keeps copies on whole vectors). */
+static VkDeviceSize staging_step(VkDeviceSize bytes)
+{
+    return (bytes + 15) & ~(VkDeviceSize)15;
 }
 
 vkmha_status vk_check_lost(vk_state *vk)
@@ -45,55 +47,6 @@ vkmha_status vk_check_lost(vk_state *vk)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_DEVICE_LOST,
                            "%s: the Vulkan device was lost earlier; destroy the context",
                            vk->ctx->call ? vk->ctx->call : "vkmha");
-    return VKMHA_SUCCESS;
-}
-
-vkmha_status vk_call_begin(vk_state *vk, VkDeviceSize upload_bytes,
-                           VkDeviceSize download_bytes)
-{
-    vkmha_status st;
-    VkResult r;
-    if ((st = vk_check_lost(vk)))
-        return st;
-    /* Without push descriptors this call rewrites descriptor sets that a
-     * pending submission may use. */
-    if (!vk->push_descriptors && (st = vk_wait_submissions(vk)))
-        return st;
-    if ((st = vk_staging_ensure(vk, upload_bytes, download_bytes)))
-        return st;
-    vk->mode = MODE_SYNC;
-    vk->cmd = vk->own_cmd;
-    if ((r = vk->vkd.vkResetCommandBuffer(vk->cmd, 0)) != VK_SUCCESS)
-        return vk_fail(vk, r, "vkResetCommandBuffer");
-    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-    if ((r = vk->vkd.vkBeginCommandBuffer(vk->cmd, &bi)) != VK_SUCCESS)
-        return vk_fail(vk, r, "vkBeginCommandBuffer");
-    if (vk->timestamps) {
-        vk->vkd.vkCmdResetQueryPool(vk->cmd, vk->timestamps, 0, 2);
-        vk->vkd.vkCmdWriteTimestamp(vk->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, vk->timestamps,
-                                    0);
-    }
-    vk_begin_commands(vk);
-    return VKMHA_SUCCESS;
-}
-
-vkmha_status vk_record_begin(vk_state *vk, VkCommandBuffer cmd)
-{
-    vkmha_status st;
-    if ((st = vk_check_lost(vk)))
-        return st;
-    if (!vk->push_descriptors)
-        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
-                           "%s: recording into the application's command buffer needs "
-                           "VK_KHR_push_descriptor, which this context does not use (not "
-                           "supported, not listed in desc->vulkan->enabled_device_extensions, "
-                           "or VKMHA_NO_PUSH_DESCRIPTORS is set)",
-                           vk->ctx->call);
-    vk->mode = MODE_RECORD;
-    vk->cmd = cmd;
-    vk->recorded = true; /* the scratch buffers are referenced from now on */
-    vk_begin_commands(vk);
     return VKMHA_SUCCESS;
 }
 
@@ -107,86 +60,63 @@ VkResult vk_queue_submit(vk_state *vk, const VkSubmitInfo *si, VkFence fence)
     return r;
 }
 
-vkmha_status vk_call_end(vk_state *vk)
-{
-    if (vk->mode == MODE_SYNC)
-        return vk_call_submit(vk);
-    vk->recording = false;
-    const vk_mode mode = vk->mode;
-    vk->mode = MODE_SYNC;
-    vk->cmd = vk->own_cmd;
-    return mode == MODE_RECORD ? VKMHA_SUCCESS : vk_submission_submit(vk);
-}
-
-/* Bytes from the first to the last byte of a download's n2 groups of n1
- * blocks of len bytes (vk_download). */
-static size_t download_span(size_t len, size_t n1, size_t stride1, size_t n2, size_t stride2)
-{
-    return (n2 - 1) * stride2 + (n1 - 1) * stride1 + len;
-}
-
 vkmha_status vk_exec_begin(vk_state *vk, vk_mode mode, VkCommandBuffer cmd,
                            struct vkmha_submission **sub)
 {
-    return mode == MODE_SYNC     ? vk_call_begin(vk, 0, 0)
-           : mode == MODE_RECORD ? vk_record_begin(vk, cmd)
-                                 : vk_submit_begin(vk, sub);
-}
-
-vkmha_status vk_exec_end(vk_state *vk, vkmha_status st, struct vkmha_submission **sub)
-{
-    if (st)
-        vk_call_abort(vk);
-    else
-        st = vk_call_end(vk);
-    if (st && sub)
-        *sub = NULL;
-    return st;
-}
-
-vkmha_status vk_run_host(vk_state *vk, const vk_host_call *c)
-{
     vkmha_status st;
-    uint64_t up = 0, down = 0;
-    for (size_t i = 0; i < VKMHA_ARRAY_LEN(c->up); i++)
-        up += c->up[i].bytes ? c->up[i].bytes + 16 : 0;
-    for (size_t i = 0; i < VKMHA_ARRAY_LEN(c->down); i++) {
-        const vk_host_download *d = &c->down[i];
-        if (d->dst)
-            down += download_span(d->len, d->n1, d->stride1, d->n2, d->stride2) + 16;
-    }
-    if ((c->mask && (st = vk_mask_ensure(vk, c->mask, c->batch, c->len_q, c->len_k, &up))) ||
-        (st = vk_call_begin(vk, up, down)))
+    if ((st = vk_check_lost(vk)))
         return st;
-    for (size_t i = 0; i < VKMHA_ARRAY_LEN(c->up); i++)
-        if (c->up[i].bytes)
-            vk_upload(vk, c->up[i].buf, 0, c->up[i].src, c->up[i].bytes);
-    if (c->mask)
-        vk_mask_upload(vk, c->mask, c->batch, c->len_q, c->len_k);
-    vk_barrier(vk);
-    if ((st = c->record(vk, c->arg))) {
-        vk_call_abort(vk);
-        return st;
+    if (mode == MODE_RECORD) {
+        if (!vk->push_descriptors)
+            return vkmha__fail(
+                vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                "%s: recording into the application's command buffer needs "
+                "VK_KHR_push_descriptor, which this context does not use (not "
+                "supported, not listed in desc->vulkan->enabled_device_extensions, "
+                "or VKMHA_NO_PUSH_DESCRIPTORS is set)",
+                vk->ctx->call);
+        vk->cmd = cmd;
+        vk->recorded = true; /* the scratch buffers are referenced from now on */
+    } else if (mode == MODE_SUBMIT) {
+        if ((st = vk_submit_begin(vk, sub)))
+            return st;
+    } else {
+        /* Without push descriptors planning rewrites descriptor sets that a
+         * pending submission may use. */
+        if (!vk->push_descriptors && (st = vk_wait_submissions(vk)))
+            return st;
+        vk->cmd = vk->own_cmd;
     }
-    for (size_t i = 0; i < VKMHA_ARRAY_LEN(c->down); i++) {
-        const vk_host_download *d = &c->down[i];
-        if (d->dst)
-            vk_download(vk, d->buf, d->dst, d->len, d->n1, d->stride1, d->n2, d->stride2);
-    }
-    return vk_call_submit(vk);
+    vk->mode = mode;
+    vk->planning = true;
+    vk->plan.n_up = vk->plan.n_passes = vk->plan.n_down = 0;
+    vk->plan.barrier_next = false;
+    return VKMHA_SUCCESS;
 }
 
-void vk_call_abort(vk_state *vk)
+/* Forgets the plan; MODE_SUBMIT also frees its submission. */
+static void plan_abandon(vk_state *vk)
 {
-    const vk_mode mode = vk->mode;
-    if (vk->recording && mode != MODE_RECORD)
-        vk->vkd.vkEndCommandBuffer(vk->cmd);
-    vk->recording = false;
-    vk->n_pending = 0;
+    if (vk->mode == MODE_SUBMIT && vk->n_subs)
+        vk_submission_free(vk, vk->subs[vk->n_subs - 1]);
+    vk->planning = false;
     vk->mode = MODE_SYNC;
     vk->cmd = vk->own_cmd;
-    if (mode == MODE_SUBMIT && vk->n_subs)
-        vk_submission_free(vk, vk->subs[vk->n_subs - 1]);
+}
+
+/* Grows a plan array of `size`-byte elements to hold one more. */
+static vkmha_status plan_grow(vk_state *vk, void **arr, uint32_t n, uint32_t *cap, size_t size)
+{
+    if (n < *cap)
+        return VKMHA_SUCCESS;
+    const uint32_t c = *cap ? 2 * *cap : 16;
+    void *p = vkmha__realloc(vk->ctx, *arr, (size_t)*cap * size, (size_t)c * size);
+    if (!p)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
+                           vk->ctx->call);
+    *arr = p;
+    *cap = c;
+    return VKMHA_SUCCESS;
 }
 
 static void flush(vk_state *vk, const vk_buffer *b)
@@ -199,26 +129,7 @@ static void flush(vk_state *vk, const vk_buffer *b)
     vk->vkd.vkFlushMappedMemoryRanges(vk->device, 1, &range);
 }
 
-void vk_upload(vk_state *vk, vk_buffer *dst, VkDeviceSize offset, const void *src,
-               size_t bytes)
-{
-    if (bytes == 0)
-        return;
-    if (dst->map) {
-        memcpy((uint8_t *)dst->map + dst->offset + offset, src, bytes);
-        flush(vk, dst);
-        return;
-    }
-    /* Staging was sized by vk_call_begin; offsets stay 16-byte aligned. */
-    VkBufferCopy region = {vk->upload_used, dst->offset + offset, bytes};
-    memcpy((uint8_t *)vk->upload.map + vk->upload_used, src, bytes);
-    vk->upload_used += (bytes + 15) & ~(VkDeviceSize)15;
-    flush(vk, &vk->upload);
-    vk->vkd.vkCmdCopyBuffer(vk->cmd, vk->upload.buf, dst->buf, 1, &region);
-    vk->dirty_transfer = true;
-}
-
-void vk_barrier(vk_state *vk)
+static void barrier_if_dirty(vk_state *vk)
 {
     VkPipelineStageFlags src = 0;
     VkAccessFlags src_access = 0;
@@ -236,29 +147,267 @@ void vk_barrier(vk_state *vk)
     vk->dirty_transfer = vk->dirty_compute = false;
 }
 
+/* Writes an upload's data at dst (mapped memory or staging). */
+static void upload_write(const vk_plan_upload *u, uint8_t *dst)
+{
+    if (u->from == u->to)
+        memcpy(dst, u->src, (size_t)u->bytes);
+    else
+        vkmha__convert(u->from, u->src, u->to, dst, (size_t)u->n);
+}
+
+static void record_pass(vk_state *vk, const vk_pass *p)
+{
+    const VkPipelineLayout layout = vk->pipe_layouts[p->kind];
+    if (p->barrier)
+        barrier_if_dirty(vk);
+    if (vk->push_descriptors) {
+        VkWriteDescriptorSet writes[VK_MAX_BINDINGS];
+        for (uint32_t i = 0; i < p->n_writes; i++) {
+            const struct vk_pass_binding *b = &p->writes[i];
+            writes[i] = (VkWriteDescriptorSet){
+                .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                .dstBinding = b->binding,
+                .descriptorCount = 1,
+                .descriptorType = b->type,
+                .pBufferInfo = &b->info,
+                .pTexelBufferView = &b->view};
+        }
+        vk->vkd.vkCmdPushDescriptorSetKHR(vk->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0,
+                                          p->n_writes, writes);
+    }
+    vk->vkd.vkCmdBindPipeline(vk->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p->pipeline);
+    if (!vk->push_descriptors)
+        vk->vkd.vkCmdBindDescriptorSets(vk->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1,
+                                        &p->set, 0, NULL);
+    vk->vkd.vkCmdPushConstants(vk->cmd, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p->push_size,
+                               p->push);
+    vk->vkd.vkCmdDispatch(vk->cmd, p->groups[0], p->groups[1], p->groups[2]);
+    vk->dirty_compute = true;
+}
+
+/* Sizes staging for the plan's copies that need it, and begins the command
+ * buffer of its mode. */
+static vkmha_status plan_start(vk_state *vk)
+{
+    vk_plan *pl = &vk->plan;
+    VkDeviceSize up = 0, down = 0;
+    VkResult r;
+    vkmha_status st;
+    for (uint32_t i = 0; i < pl->n_up; i++)
+        up += pl->up[i].dst.map ? 0 : staging_step(pl->up[i].bytes);
+    for (uint32_t i = 0; i < pl->n_down; i++) {
+        const vk_plan_download *d = &pl->down[i];
+        down += d->src.map ? 0 : staging_step(download_span(d->len, d->n1, d->stride1, d->n2,
+                                                            d->stride2));
+    }
+    if ((up || down) && (st = vk_staging_ensure_unmapped(vk, up, down)))
+        return st;
+    if (vk->mode == MODE_SUBMIT)
+        return vk_submission_begin_commands(vk);
+    if (vk->mode == MODE_RECORD)
+        return VKMHA_SUCCESS;
+    if ((r = vk->vkd.vkResetCommandBuffer(vk->cmd, 0)) != VK_SUCCESS)
+        return vk_fail(vk, r, "vkResetCommandBuffer");
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    if ((r = vk->vkd.vkBeginCommandBuffer(vk->cmd, &bi)) != VK_SUCCESS)
+        return vk_fail(vk, r, "vkBeginCommandBuffer");
+    if (vk->timestamps) {
+        vk->vkd.vkCmdResetQueryPool(vk->cmd, vk->timestamps, 0, 2);
+        vk->vkd.vkCmdWriteTimestamp(vk->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, vk->timestamps,
+                                    0);
+    }
+    return VKMHA_SUCCESS;
+}
+
+/* Records the plan into vk->cmd (begun). */
+static void plan_record(vk_state *vk)
+{
+    vk_plan *pl = &vk->plan;
+    /* The previous calls' device writes (the host waited for them, which
+     * orders nothing on the device; or they are in an earlier command
+     * buffer on the queue) before this call's reads and writes. */
+    barrier(vk, DEVICE_STAGES, VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT,
+            DEVICE_STAGES, DEVICE_ACCESS);
+    vk->dirty_transfer = vk->dirty_compute = false;
+    VkDeviceSize used = 0;
+    for (uint32_t i = 0; i < pl->n_up; i++) {
+        const vk_plan_upload *u = &pl->up[i];
+        if (u->dst.map) {
+            upload_write(u, (uint8_t *)u->dst.map + u->dst.offset + u->offset);
+            flush(vk, &u->dst);
+            continue;
+        }
+        upload_write(u, (uint8_t *)vk->upload.map + used);
+        flush(vk, &vk->upload);
+        VkBufferCopy region = {used, u->dst.offset + u->offset, u->bytes};
+        vk->vkd.vkCmdCopyBuffer(vk->cmd, vk->upload.buf, u->dst.buf, 1, &region);
+        vk->dirty_transfer = true;
+        used += staging_step(u->bytes);
+    }
+    barrier_if_dirty(vk); /* every pass reads what was uploaded */
+    for (uint32_t i = 0; i < pl->n_passes; i++)
+        record_pass(vk, &pl->passes[i]);
+    used = 0;
+    for (uint32_t i = 0; i < pl->n_down; i++) {
+        vk_plan_download *d = &pl->down[i];
+        if (d->src.map) {
+            d->from = &d->src;
+            d->from_off = d->src.offset;
+            continue;
+        }
+        const size_t span = download_span(d->len, d->n1, d->stride1, d->n2, d->stride2);
+        barrier_if_dirty(vk);
+        VkBufferCopy region = {d->src.offset, used, span};
+        vk->vkd.vkCmdCopyBuffer(vk->cmd, d->src.buf, vk->download.buf, 1, &region);
+        vk->dirty_transfer = true;
+        d->from = &vk->download;
+        d->from_off = used;
+        used += staging_step(span);
+    }
+}
+
+/* MODE_SYNC's end: submits, waits, and copies the downloads to the host. */
+static vkmha_status sync_submit(vk_state *vk)
+{
+    VkResult r;
+    /* Device writes -> host reads (mapped working buffers or staging). */
+    barrier(vk, DEVICE_STAGES, VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT,
+            VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+    if (vk->timestamps)
+        vk->vkd.vkCmdWriteTimestamp(vk->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
+                                    vk->timestamps, 1);
+    if ((r = vk->vkd.vkEndCommandBuffer(vk->cmd)) != VK_SUCCESS)
+        return vk_fail(vk, r, "vkEndCommandBuffer");
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &vk->cmd;
+    r = vk_queue_submit(vk, &si, vk->fence);
+    if (r == VK_SUCCESS) {
+        r = vk->vkd.vkWaitForFences(vk->device, 1, &vk->fence, VK_TRUE, UINT64_MAX);
+        VkResult rr = vk->vkd.vkResetFences(vk->device, 1, &vk->fence);
+        if (r == VK_SUCCESS)
+            r = rr;
+    }
+    if (r != VK_SUCCESS)
+        return vk_fail(vk, r, "vkQueueSubmit / vkWaitForFences");
+    if (vk->timestamps) {
+        uint64_t t[2];
+        r = vk->vkd.vkGetQueryPoolResults(vk->device, vk->timestamps, 0, 2, sizeof t, t,
+                                          sizeof t[0], VK_QUERY_RESULT_64_BIT);
+        if (r == VK_SUCCESS) {
+            /* Only the valid bits count; the counter may wrap once. */
+            uint64_t ticks = ((t[1] & vk->timestamp_mask) - (t[0] & vk->timestamp_mask)) &
+                             vk->timestamp_mask;
+            vk->last_gpu_time_ns = (uint64_t)((double)ticks * vk->info.timestamp_period + 0.5);
+        }
+    }
+    for (uint32_t i = 0; i < vk->plan.n_down; i++) {
+        const vk_plan_download *p = &vk->plan.down[i];
+        if (!p->from->coherent) {
+            VkMappedMemoryRange range = {.sType = VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE};
+            range.memory = p->from->mem;
+            range.size = VK_WHOLE_SIZE;
+            vk->vkd.vkInvalidateMappedMemoryRanges(vk->device, 1, &range);
+        }
+        const uint8_t *src = (const uint8_t *)p->from->map + p->from_off;
+        if (p->n1 * p->len == p->stride2 && p->len == p->stride1) {
+            memcpy(p->dst, src, p->n2 * p->stride2); /* dense */
+            continue;
+        }
+        for (size_t b = 0; b < p->n2; b++)
+            for (size_t row = 0; row < p->n1; row++) {
+                size_t off = b * p->stride2 + row * p->stride1;
+                memcpy(p->dst + off, src + off, p->len);
+            }
+    }
+    /* The queue is idle up to this call (its fence covers every earlier
+     * submission), so scratch above the budget can go. */
+    if (vk->scratch_budget)
+        vk_scratch_fit(vk, vk->scratch_budget);
+    return VKMHA_SUCCESS;
+}
+
+vkmha_status vk_exec_end(vk_state *vk, vkmha_status st, struct vkmha_submission **sub)
+{
+    const vk_mode mode = vk->mode;
+    if (!st && !(st = plan_start(vk))) {
+        plan_record(vk);
+        vk->planning = false;
+        vk->mode = MODE_SYNC;
+        if (mode == MODE_SYNC)
+            st = sync_submit(vk);
+        else if (mode == MODE_SUBMIT)
+            st = vk_submission_submit(vk); /* frees it on failure */
+        vk->cmd = vk->own_cmd;
+    } else {
+        plan_abandon(vk);
+    }
+    if (st && sub)
+        *sub = NULL;
+    return st;
+}
+
+vkmha_status vk_run_host(vk_state *vk, const vk_host_call *c)
+{
+    vkmha_status st;
+    if ((c->mask && (st = vk_mask_ensure(vk, c->mask, c->batch, c->len_q, c->len_k))) ||
+        (st = vk_exec_begin(vk, MODE_SYNC, VK_NULL_HANDLE, NULL)))
+        return st;
+    for (size_t i = 0; i < VKMHA_ARRAY_LEN(c->up) && !st; i++)
+        if (c->up[i].bytes)
+            st = vk_upload(vk, c->up[i].buf, 0, c->up[i].src, c->up[i].bytes);
+    if (!st && c->mask)
+        st = vk_mask_upload(vk, c->mask, c->batch, c->len_q, c->len_k);
+    if (!st)
+        st = c->record(vk, c->arg);
+    for (size_t i = 0; i < VKMHA_ARRAY_LEN(c->down) && !st; i++) {
+        const vk_host_download *d = &c->down[i];
+        if (d->dst)
+            vk_download(vk, d->buf, d->dst, d->len, d->n1, d->stride1, d->n2, d->stride2);
+    }
+    return vk_exec_end(vk, st, NULL);
+}
+
+static vkmha_status plan_upload(vk_state *vk, const vk_plan_upload *u)
+{
+    vk_plan *pl = &vk->plan;
+    vkmha_status st = plan_grow(vk, (void **)&pl->up, pl->n_up, &pl->cap_up, sizeof *pl->up);
+    if (!st && u->bytes)
+        pl->up[pl->n_up++] = *u;
+    return st;
+}
+
+vkmha_status vk_upload(vk_state *vk, const vk_buffer *dst, VkDeviceSize offset,
+                       const void *src, uint64_t bytes)
+{
+    return plan_upload(vk, &(vk_plan_upload){
+                               .dst = *dst, .offset = offset, .src = src, .bytes = bytes});
+}
+
+vkmha_status vk_upload_converted(vk_state *vk, const vk_buffer *dst, const void *src,
+                                 uint32_t from, uint32_t to, uint64_t n)
+{
+    return plan_upload(vk, &(vk_plan_upload){.dst = *dst, .src = src, .from = from, .to = to,
+                                             .n = n, .bytes = n * vkmha__dtype_size(to)});
+}
+
+void vk_barrier(vk_state *vk)
+{
+    vk->plan.barrier_next = true;
+}
+
 void vk_download(vk_state *vk, const vk_buffer *src, void *dst, size_t len, size_t n1,
                  size_t stride1, size_t n2, size_t stride2)
 {
-    vk_pending_copy *p = &vk->pending[vk->n_pending++];
-    size_t span = download_span(len, n1, stride1, n2, stride2);
-    p->dst = (uint8_t *)dst;
-    p->len = len;
-    p->n1 = n1;
-    p->n2 = n2;
-    p->stride1 = stride1;
-    p->stride2 = stride2;
-    if (src->map) {
-        p->src_buf = src;
-        p->src_off = src->offset;
+    vk_plan *pl = &vk->plan;
+    /* Calls download at most two outputs (vk_host_call.down). */
+    if (pl->n_down == VKMHA_ARRAY_LEN(pl->down))
         return;
-    }
-    vk_barrier(vk);
-    VkBufferCopy region = {src->offset, vk->download_used, span};
-    vk->vkd.vkCmdCopyBuffer(vk->cmd, src->buf, vk->download.buf, 1, &region);
-    vk->dirty_transfer = true;
-    p->src_buf = &vk->download;
-    p->src_off = vk->download_used;
-    vk->download_used += (span + 15) & ~(size_t)15;
+    pl->down[pl->n_down++] = (vk_plan_download){.src = *src, .dst = (uint8_t *)dst, .len = len,
+                                                .n1 = n1, .stride1 = stride1, .n2 = n2,
+                                                .stride2 = stride2};
 }
 
 VkBufferView vk_texel_view(const vk_buffer *b, uint32_t dtype, bool u16)
@@ -272,34 +421,57 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dty
                          const vk_buffer *const bufs[], uint32_t n_bufs, const void *push,
                          uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz)
 {
-    vk_kind kind = vk_pipe_kind(pipe);
+    vk_plan *pl = &vk->plan;
+    const vk_kind kind = vk_pipe_kind(pipe);
+    /* Descriptors start at multiples of minStorageBufferOffsetAlignment
+     * (at most 256): a buffer that starts between two is bound from the
+     * one below, and the bytes it is past it go to the shader as byte i % 4
+     * of push word i / 4 (the `misalign` words that begin every push block),
+     * which only the pipeline variant for misaligned dispatches reads
+     * (VK_DT_MISALIGNED; shaders/typed.glsl). */
+    const VkDeviceSize align = vk->min_storage_offset_align;
+    uint32_t misalign[2] = {0, 0};
+    for (uint32_t i = 0; i < n_bufs && i < VK_MAX_BINDINGS; i++)
+        if (bufs[i] && bufs[i]->buf)
+            misalign[i / 4] |= (uint32_t)(bufs[i]->offset % align) << (8 * (i % 4));
+    if (misalign[0] | misalign[1])
+        dtypes |= VK_DT_MISALIGNED;
     VkPipeline pipeline;
-    vkmha_status st = vk_pipeline_get(vk, pipe, dtypes, &pipeline);
-    if (st)
+    vkmha_status st;
+    if ((st = vk_pipeline_get(vk, pipe, dtypes, &pipeline)) ||
+        (st = plan_grow(vk, (void **)&pl->passes, pl->n_passes, &pl->cap_passes,
+                        sizeof *pl->passes)))
         return st;
-
     /* Sites are allocated with their kind by vk_site_pool_create. */
     if (site->kind != kind)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
                            "%s: internal error: descriptor site of kind %d used for kind %d",
                            vk->ctx->call, site->kind, kind);
+    if (push_size > VK_PUSH_BYTES || push_size < 8)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
+                           "%s: internal error: %u bytes of push constants", vk->ctx->call,
+                           push_size);
+    vk_pass *p = &pl->passes[pl->n_passes];
+    *p = (vk_pass){.pipeline = pipeline, .kind = kind, .set = site->set,
+                   .push_size = push_size, .groups = {gx, gy, gz},
+                   .barrier = pl->barrier_next};
+    memcpy(p->push, push, push_size);
+    memcpy(p->push, misalign, sizeof misalign);
     /* With texel views, a matmul binds A and B twice: as vec4 texel views
      * (0, 1) and as storage buffers (4, 5); the CPU-shaped row kernels add
      * texel views of their inputs after their storage bindings
-     * (vk_binding_source). With push descriptors every binding goes
-     * into the command buffer; otherwise only the bindings whose buffer was
-     * recreated since the site was last used are rewritten (buffer ids are
-     * unique per creation, and a texel binding's id also says which view).
-     * A texel binding gets the view of its buffer's dtype (dtypes) when the
-     * pipeline reads views of that kind (float, or the TEXEL_U16 variant's
-     * uint: vk_texel_u16); otherwise (a buffer of another kind, a wrapped
-     * tensor, one under 16 bytes) the record functions never read it, and
-     * the dummy's view of the pipeline's kind is bound. */
+     * (vk_binding_source). With push descriptors every binding is pushed
+     * when the pass is recorded; otherwise only the bindings whose buffer was
+     * recreated since the site was last used are rewritten, now (buffer ids
+     * are unique per creation, and a texel binding's id also says which
+     * view). A texel binding gets the view of its buffer's dtype (dtypes)
+     * when the pipeline reads views of that kind (float, or the TEXEL_U16
+     * variant's uint: vk_texel_u16); otherwise (a buffer of another kind, a
+     * wrapped tensor, one under 16 bytes) the record functions never read
+     * it, and the dummy's view of the pipeline's kind is bound. */
     const bool u16 = vk_texel_u16(vk, pipe, dtypes);
     const uint32_t n_bind = vk_kind_bindings(vk, kind);
-    VkDescriptorBufferInfo infos[VK_MAX_BINDINGS];
     VkWriteDescriptorSet writes[VK_MAX_BINDINGS];
-    VkBufferView views[VK_MAX_BINDINGS];
     uint32_t n_writes = 0;
     for (uint32_t i = 0; i < n_bind; i++) {
         const uint32_t src = vk_binding_source(vk, kind, i);
@@ -307,8 +479,7 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dty
         const VkDescriptorType type = vk_binding_type(vk, kind, i);
         const bool texel = type == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
         VkBufferView view = VK_NULL_HANDLE;
-        const uint32_t dt = VK_DT_OF(dtypes, src);
-        if (texel && !(view = vk_texel_view(b, dt, u16))) {
+        if (texel && !(view = vk_texel_view(b, VK_DT_OF(dtypes, src), u16))) {
             b = &vk->dummy;
             view = u16 ? b->view4u : b->view4;
         }
@@ -319,100 +490,28 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dty
                 continue;
             site->ids[i] = id;
         }
-        writes[n_writes] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
-        writes[n_writes].dstSet = site->set;
-        writes[n_writes].dstBinding = i;
-        writes[n_writes].descriptorCount = 1;
-        writes[n_writes].descriptorType = type;
-        if (texel) {
-            views[n_writes] = view;
-            writes[n_writes].pTexelBufferView = &views[n_writes];
-        } else {
-            infos[n_writes] = (VkDescriptorBufferInfo){b->buf, b->offset, b->size};
-            writes[n_writes].pBufferInfo = &infos[n_writes];
+        struct vk_pass_binding *w = &p->writes[n_writes];
+        *w = (struct vk_pass_binding){.binding = i, .type = type, .view = view};
+        if (!texel) {
+            const VkDeviceSize mis = b->offset % align;
+            w->info = (VkDescriptorBufferInfo){b->buf, b->offset - mis, mis + b->size};
         }
+        writes[n_writes] = (VkWriteDescriptorSet){
+            .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+            .dstSet = site->set,
+            .dstBinding = i,
+            .descriptorCount = 1,
+            .descriptorType = type,
+            .pBufferInfo = &w->info,
+            .pTexelBufferView = &w->view};
         n_writes++;
     }
     if (vk->push_descriptors)
-        vk->vkd.vkCmdPushDescriptorSetKHR(vk->cmd, VK_PIPELINE_BIND_POINT_COMPUTE,
-                                          vk->pipe_layouts[kind], 0, n_writes, writes);
+        p->n_writes = n_writes;
     else if (n_writes)
         vk->vkd.vkUpdateDescriptorSets(vk->device, n_writes, writes, 0, NULL);
-
-    vk->vkd.vkCmdBindPipeline(vk->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
-    if (!vk->push_descriptors)
-        vk->vkd.vkCmdBindDescriptorSets(vk->cmd, VK_PIPELINE_BIND_POINT_COMPUTE,
-                                        vk->pipe_layouts[kind], 0, 1, &site->set, 0, NULL);
-    vk->vkd.vkCmdPushConstants(vk->cmd, vk->pipe_layouts[kind], VK_SHADER_STAGE_COMPUTE_BIT, 0,
-                               push_size, push);
-    vk->vkd.vkCmdDispatch(vk->cmd, gx, gy, gz);
-    vk->dirty_compute = true;
-    return VKMHA_SUCCESS;
-}
-
-vkmha_status vk_call_submit(vk_state *vk)
-{
-    VkResult r;
-    /* Device writes -> host reads (mapped working buffers or staging). */
-    barrier(vk, DEVICE_STAGES, VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT,
-            VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
-    if (vk->timestamps)
-        vk->vkd.vkCmdWriteTimestamp(vk->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
-                                    vk->timestamps, 1);
-    vk->recording = false;
-    if ((r = vk->vkd.vkEndCommandBuffer(vk->cmd)) != VK_SUCCESS) {
-        vk->n_pending = 0;
-        return vk_fail(vk, r, "vkEndCommandBuffer");
-    }
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO};
-    si.commandBufferCount = 1;
-    si.pCommandBuffers = &vk->cmd;
-    r = vk_queue_submit(vk, &si, vk->fence);
-    if (r == VK_SUCCESS) {
-        r = vk->vkd.vkWaitForFences(vk->device, 1, &vk->fence, VK_TRUE, UINT64_MAX);
-        VkResult rr = vk->vkd.vkResetFences(vk->device, 1, &vk->fence);
-        if (r == VK_SUCCESS)
-            r = rr;
-    }
-    if (r != VK_SUCCESS) {
-        vk->n_pending = 0;
-        return vk_fail(vk, r, "vkQueueSubmit / vkWaitForFences");
-    }
-    if (vk->timestamps) {
-        uint64_t t[2];
-        r = vk->vkd.vkGetQueryPoolResults(vk->device, vk->timestamps, 0, 2, sizeof t, t,
-                                          sizeof t[0], VK_QUERY_RESULT_64_BIT);
-        if (r == VK_SUCCESS) {
-            /* Only the valid bits count; the counter may wrap once. */
-            uint64_t ticks = ((t[1] & vk->timestamp_mask) - (t[0] & vk->timestamp_mask)) &
-                             vk->timestamp_mask;
-            vk->last_gpu_time_ns = (uint64_t)((double)ticks * vk->info.timestamp_period + 0.5);
-        }
-    }
-    for (uint32_t i = 0; i < vk->n_pending; i++) {
-        const vk_pending_copy *p = &vk->pending[i];
-        if (!p->src_buf->coherent) {
-            VkMappedMemoryRange range = {.sType = VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE};
-            range.memory = p->src_buf->mem;
-            range.size = VK_WHOLE_SIZE;
-            vk->vkd.vkInvalidateMappedMemoryRanges(vk->device, 1, &range);
-        }
-        const uint8_t *src = (const uint8_t *)p->src_buf->map + p->src_off;
-        if (p->n1 * p->len == p->stride2 && p->len == p->stride1) {
-            memcpy(p->dst, src, p->n2 * p->stride2); /* dense */
-            continue;
-        }
-        for (size_t b = 0; b < p->n2; b++)
-            for (size_t row = 0; row < p->n1; row++) {
-                size_t off = b * p->stride2 + row * p->stride1;
-                memcpy(p->dst + off, src + off, p->len);
-            }
-    }
-    vk->n_pending = 0;
-    /* The queue is idle up to this call (its fence covers every earlier
-     * submission), so scratch above the budget can go. */
-    if (vk->scratch_budget)
-        vk_scratch_fit(vk, vk->scratch_budget);
+    pl->n_passes++;
+    pl->barrier_next = false;
     return VKMHA_SUCCESS;
 }
 

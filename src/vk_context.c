@@ -835,6 +835,8 @@ void vk_destroy(vk_state *vk)
         if (vk->instance)
             vk->vki.DestroyInstance(vk->instance, vk->vkalloc);
     }
+    vkmha__free(vk->ctx, vk->plan.up);
+    vkmha__free(vk->ctx, vk->plan.passes);
     vkmha__free(vk->ctx, vk);
 }
 

@@ -7,6 +7,7 @@
 
 /* Mirrors the push-constant block of shaders/heads.comp. */
 struct heads_push {
+    uint32_t misalign[2]; /* vk_dispatch's */
     uint32_t total, len, heads, head_dim, split;
     uint32_t group_base;
     uint32_t texel; /* shaders/heads_cpu.comp only */

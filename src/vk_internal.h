@@ -117,6 +117,10 @@ typedef enum vk_pipe {
 #define VK_DT(index, dtype) ((uint32_t)(dtype) << (2 * (index)))
 #define VK_DT_OF(dtypes, index) (((dtypes) >> (2 * (index))) & 3u)
 #define VK_SPEC_DTYPES 16
+/* Bit 31 of a dispatch's dtypes word, set by vk_dispatch: a buffer starts
+ * past its descriptor's aligned offset (a tensor wrapped at such an offset),
+ * so the pipeline reads the misalign push words (shaders/typed.glsl). */
+#define VK_DT_MISALIGNED (1u << 31)
 
 /* Bindings of a site, at most: KIND_FLASH has 8 (q, k, v, 3 masks, out,
  * statistics), and so has KIND_FLASH_CPU (q, k, v as vec4 texel buffers).
@@ -165,16 +169,60 @@ typedef struct vk_site_pool {
 
 /* ---- the backend state of a context ------------------------------------- */
 
-typedef struct vk_pending_copy {
-    const vk_buffer *src_buf; /* mapped: a working buffer or download staging */
-    VkDeviceSize src_off;
-    uint8_t *dst;
-    size_t len;              /* bytes per block */
-    size_t n1, n2;           /* blocks: n2 groups of n1 */
-    size_t stride1, stride2; /* bytes, the same on device and host */
-} vk_pending_copy;
+/* ---- plans: what a call records, built before anything is recorded ----- */
 
-#define VK_MAX_PENDING 4
+/* A copy from host memory into a device buffer: n elements of dtype `from`
+ * at src, converted to `to` (src/half.c) as they are written, at byte
+ * `offset` of dst (a copy: the caller's buffer struct may be a temporary).
+ * from == to copies bytes unchanged. */
+typedef struct vk_plan_upload {
+    vk_buffer dst;
+    VkDeviceSize offset;
+    const void *src; /* read when the plan runs: valid until vk_exec_end */
+    uint32_t from, to;
+    uint64_t n, bytes; /* bytes written into dst */
+} vk_plan_upload;
+
+/* A copy from a device buffer into host memory: n2 groups of n1 blocks of
+ * len bytes, strided alike on the device and the host. */
+typedef struct vk_plan_download {
+    vk_buffer src; /* a copy, as dst above */
+    uint8_t *dst;
+    size_t len, n1, stride1, n2, stride2;
+    /* When the plan runs: where the host reads the data from (the working
+     * buffer when mapped, else download staging) and at which byte. */
+    const vk_buffer *from;
+    VkDeviceSize from_off;
+} vk_plan_download;
+
+/* One dispatch, resolved: its pipeline was created and its descriptors
+ * chosen when it was planned (vk_dispatch), so running it cannot fail. */
+typedef struct vk_pass {
+    VkPipeline pipeline;
+    vk_kind kind;
+    VkDescriptorSet set; /* without push descriptors: the site's, written */
+    uint32_t n_writes;   /* with push descriptors: the bindings to push */
+    struct vk_pass_binding {
+        uint32_t binding;
+        VkDescriptorType type;
+        VkDescriptorBufferInfo info; /* storage buffers */
+        VkBufferView view;           /* texel buffers */
+    } writes[VK_MAX_BINDINGS];
+    uint32_t push[VK_PUSH_BYTES / 4], push_size;
+    uint32_t groups[3];
+    bool barrier; /* after the writes of the steps before it */
+} vk_pass;
+
+/* The steps of one call, in order: its uploads, then its passes, then its
+ * downloads (the shape of every call). */
+typedef struct vk_plan {
+    vk_plan_upload *up;
+    vk_pass *passes;
+    uint32_t n_up, cap_up, n_passes, cap_passes;
+    vk_plan_download down[4];
+    uint32_t n_down;
+    bool barrier_next; /* vk_barrier since the last pass */
+} vk_plan;
 
 /* The loader's global functions, from the system loader or the
  * application's vkGetInstanceProcAddr (vkmha_vulkan_desc). */
@@ -321,7 +369,6 @@ struct vk_state {
     vk_buffer slots[SLOT_COUNT];
     vk_buffer dummy; /* bound where an optional tensor is absent */
     vk_buffer upload, download; /* staging, grown on demand */
-    VkDeviceSize upload_used, download_used;
 
     VkDeviceSize min_storage_offset_align; /* minStorageBufferOffsetAlignment */
 
@@ -336,11 +383,11 @@ struct vk_state {
     struct vkmha_submission **subs;
     uint32_t n_subs, cap_subs;
 
-    /* The call being recorded. */
-    bool recording;
+    /* The call being planned (vk_exec_begin .. vk_exec_end): its mode,
+     * planning (between the two), and its steps. */
+    bool planning;
+    vk_plan plan;
     bool dirty_transfer, dirty_compute; /* writes not yet covered by a barrier */
-    vk_pending_copy pending[VK_MAX_PENDING];
-    uint32_t n_pending;
 };
 
 /* ---- compile-only contexts (src/context.c), for tools/vkmha-occupancy ---- */
@@ -394,38 +441,59 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
                               const char *what, vk_buffer *out);
 void vk_buffer_destroy(vk_state *vk, vk_buffer *b);
 vkmha_status vk_slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size);
-/* Grows the staging buffers (unless working memory is mapped). */
-vkmha_status vk_staging_ensure(vk_state *vk, VkDeviceSize upload, VkDeviceSize download);
 /* Bytes of the scratch buffers: slots, staging and retired buffers. */
 uint64_t vk_scratch_bytes(const vk_state *vk);
 /* Frees scratch buffers, largest first, until at most `budget` bytes are
  * left; none while recorded command buffers may use them (vk->recorded). */
 void vk_scratch_fit(vk_state *vk, uint64_t budget);
-/* The same even when working memory is mapped: for copies into or out of
- * the application's (unmapped) buffers. */
+/* Grows the staging buffers to at least these bytes (the executor: for
+ * copies into or out of unmapped buffers). */
 vkmha_status vk_staging_ensure_unmapped(vk_state *vk, VkDeviceSize upload,
                                         VkDeviceSize download);
 /* Checks a tensor of `bytes` against maxStorageBufferRange and the allocation
  * limit; UNSUPPORTED with a message naming `what` otherwise. */
 vkmha_status vk_check_size(vk_state *vk, uint64_t bytes, const char *what);
 
-/* ---- src/vk_command.c, src/vk_submission.c ------------------------------- */
-/* Starts recording a call that will upload and download at most the given
- * byte counts (staging is sized up front, before anything is recorded). */
-vkmha_status vk_call_begin(vk_state *vk, VkDeviceSize upload_bytes,
-                           VkDeviceSize download_bytes);
-/* Copies host data into dst at offset (directly if mapped, else via staging
- * and a recorded copy). */
-void vk_upload(vk_state *vk, vk_buffer *dst, VkDeviceSize offset, const void *src,
-               size_t bytes);
-/* Schedules src -> host copies of n2 groups of n1 blocks of `len` bytes; the
- * data lands in dst when vk_call_submit returns successfully. */
+/* ---- the executor (src/vk_command.c, src/vk_submission.c) --------------- */
+/* Every call on the device is planned, then run, by one executor:
+ *  - vk_exec_begin(vk, mode, cmd, sub) starts a plan for one of the modes:
+ *    MODE_SYNC, the context's command buffer, submitted and waited for;
+ *    MODE_RECORD, the application's command buffer `cmd` (push descriptors
+ *    needed; no uploads or downloads); MODE_SUBMIT, a new submission *sub,
+ *    submitted and not waited for.
+ *  - vk_upload, vk_dispatch (vk_dispatch_groups), vk_barrier and
+ *    vk_download add its steps. Nothing is recorded yet: pipelines are
+ *    created and descriptor sites written as passes are added, so a failure
+ *    leaves no command buffer half recorded (the application's untouched).
+ *  - vk_exec_end(vk, st, sub) runs it: sizes staging for the copies that
+ *    need it, begins the command buffer, records a barrier against earlier
+ *    work, the uploads, the passes with their barriers and the downloads,
+ *    then ends it per mode (MODE_SYNC also copies the downloads into host
+ *    memory). st != VKMHA_SUCCESS (a planning failure) abandons the plan
+ *    and returns st; any failure leaves *sub NULL.
+ * Device buffers named by a plan must exist until vk_exec_end; a buffer's
+ * recreation (vk_slot_ensure) belongs before vk_exec_begin. */
+vkmha_status vk_exec_begin(vk_state *vk, vk_mode mode, VkCommandBuffer cmd,
+                           struct vkmha_submission **sub);
+vkmha_status vk_exec_end(vk_state *vk, vkmha_status st, struct vkmha_submission **sub);
+/* Adds a copy of `bytes` from host memory src into dst at byte `offset`
+ * (directly if dst is mapped, else through staging); src is read by
+ * vk_exec_end. */
+vkmha_status vk_upload(vk_state *vk, const vk_buffer *dst, VkDeviceSize offset,
+                       const void *src, uint64_t bytes);
+/* The same for n elements of dtype `from` written to dst as dtype `to`. */
+vkmha_status vk_upload_converted(vk_state *vk, const vk_buffer *dst, const void *src,
+                                 uint32_t from, uint32_t to, uint64_t n);
+/* Adds src -> host copies of n2 groups of n1 blocks of `len` bytes; the data
+ * lands in dst when vk_exec_end returns successfully (MODE_SYNC). At most
+ * four per call. */
 void vk_download(vk_state *vk, const vk_buffer *src, void *dst, size_t len, size_t n1,
                  size_t stride1, size_t n2, size_t stride2);
-/* Makes all writes recorded so far visible to later dispatches and copies. */
+/* Orders the next pass after the writes of every step before it. */
 void vk_barrier(vk_state *vk);
-/* Binds pipeline + site (updating the set if a buffer changed; NULL binds the
- * dummy), pushes constants and dispatches groups (x, y, z). */
+/* Adds a dispatch of groups (x, y, z) of `pipe` specialized for `dtypes`,
+ * with the buffers bufs[0 .. n_bufs) bound through `site` (a NULL or absent
+ * buffer binds the dummy) and push_size bytes of push constants. */
 vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dtypes,
                          const vk_buffer *const bufs[], uint32_t n_bufs, const void *push,
                          uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz);
@@ -438,13 +506,11 @@ vkmha_status vk_dispatch_groups(vk_state *vk, vk_site *site, vk_pipe pipe, uint3
                                 const vk_buffer *const bufs[], uint32_t n_bufs,
                                 const void *push, uint32_t push_size, uint32_t base_offset,
                                 uint64_t groups);
-/* Ends, submits, waits, and performs the scheduled host copies. */
-vkmha_status vk_call_submit(vk_state *vk);
 
 /* A call on host arrays, run by vk_run_host: its buffers are ensured by the
  * caller (sizes checked with the caller's names, slots grown, any plan made)
  * and the rest is the same for every op: upload the inputs and the mask,
- * record, download the outputs, submit and wait. */
+ * plan the passes (`record`), download the outputs, run it and wait. */
 typedef struct vk_host_upload {
     vk_buffer *buf;
     const void *src;
@@ -464,32 +530,15 @@ typedef struct vk_host_call {
     const void *arg;
 } vk_host_call;
 vkmha_status vk_run_host(vk_state *vk, const vk_host_call *c);
-/* Abandons a call after an error while recording. */
-void vk_call_abort(vk_state *vk);
 /* Fails with VKMHA_ERROR_DEVICE_LOST once the device was lost. */
 vkmha_status vk_check_lost(vk_state *vk);
-/* The first commands of every call (a barrier against earlier vkmha work)
- * into vk->cmd, whatever the mode. */
-void vk_begin_commands(vk_state *vk);
-/* Starts recording into the application's command buffer (MODE_RECORD):
- * UNSUPPORTED without push descriptors. No uploads or downloads. */
-vkmha_status vk_record_begin(vk_state *vk, VkCommandBuffer cmd);
-/* Starts recording a submission's own command buffer (MODE_SUBMIT). */
+/* MODE_SUBMIT's part of vk_exec_begin: a new submission (its command buffer
+ * and fence), the newest of vk->subs. */
 vkmha_status vk_submit_begin(vk_state *vk, struct vkmha_submission **out);
-/* Ends the newest submission's command buffer and submits it (vk_call_end
- * in MODE_SUBMIT); frees it on failure. */
+/* The newest submission's command buffer: begun, or ended and submitted
+ * (freed on failure). */
+vkmha_status vk_submission_begin_commands(vk_state *vk);
 vkmha_status vk_submission_submit(vk_state *vk);
-/* Ends a call of any mode: MODE_SYNC submits and waits (vk_call_submit),
- * MODE_RECORD returns, MODE_SUBMIT submits without waiting. */
-vkmha_status vk_call_end(vk_state *vk);
-/* A call on device tensors, in any mode: vk_exec_begin starts it (MODE_SYNC:
- * the context's command buffer, no staging; MODE_RECORD: the application's
- * cmd; MODE_SUBMIT: a new submission, *sub), the caller records, and
- * vk_exec_end(vk, st, sub) ends it: st != VKMHA_SUCCESS (a recording
- * failure) abandons it and returns st; any failure leaves *sub NULL. */
-vkmha_status vk_exec_begin(vk_state *vk, vk_mode mode, VkCommandBuffer cmd,
-                           struct vkmha_submission **sub);
-vkmha_status vk_exec_end(vk_state *vk, vkmha_status st, struct vkmha_submission **sub);
 /* vkQueueSubmit between the application's queue lock callbacks. */
 VkResult vk_queue_submit(vk_state *vk, const VkSubmitInfo *si, VkFence fence);
 /* Waits for every pending submission (before a scratch buffer is replaced,
@@ -659,12 +708,12 @@ vkmha_status vk_record_attention(vk_state *vk, vk_site sites[], const vk_attn_pl
                                  const vk_heads_view *k, const vk_heads_view *v,
                                  const vk_heads_view *out);
 /* ---- masks (src/vk_mask.c) ------------------------------------------------ */
-/* Ensures the mask slots for `mask` (before vk_call_begin) and adds its
- * staging bytes to *upload_bytes; vk_mask_upload then records the uploads. */
+/* Ensures the mask slots for `mask` (before vk_exec_begin); vk_mask_upload
+ * then adds their uploads to the plan. */
 vkmha_status vk_mask_ensure(vk_state *vk, const mask_r *mask, uint32_t batch,
-                            uint32_t len_q, uint32_t len_k, uint64_t *upload_bytes);
-void vk_mask_upload(vk_state *vk, const mask_r *mask, uint32_t batch, uint32_t len_q,
-                    uint32_t len_k);
+                            uint32_t len_q, uint32_t len_k);
+vkmha_status vk_mask_upload(vk_state *vk, const mask_r *mask, uint32_t batch, uint32_t len_q,
+                            uint32_t len_k);
 /* The element strides of the additive bias per batch entry and per head
  * (0 where it broadcasts), for the shaders that read it. */
 void vk_bias_strides(const mask_r *m, uint32_t len_q, uint32_t len_k, uint32_t *sb,

@@ -7,6 +7,7 @@
 
 /* Mirrors the push-constant block of shaders/layernorm.comp. */
 struct layernorm_push {
+    uint32_t misalign[2]; /* vk_dispatch's */
     uint32_t rows, cols;
     float eps;
     uint32_t has_residual;

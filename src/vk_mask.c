@@ -25,7 +25,7 @@ static void mask_bytes(const mask_r *m, uint32_t batch, uint32_t len_q, uint32_t
 }
 
 vkmha_status vk_mask_ensure(vk_state *vk, const mask_r *mask, uint32_t batch,
-                            uint32_t len_q, uint32_t len_k, uint64_t *upload_bytes)
+                            uint32_t len_q, uint32_t len_k)
 {
     uint64_t bytes[3];
     mask_bytes(mask, batch, len_q, len_k, bytes);
@@ -35,20 +35,21 @@ vkmha_status vk_mask_ensure(vk_state *vk, const mask_r *mask, uint32_t batch,
         vkmha_status st = vk_slot_ensure(vk, (vk_slot)(SLOT_MASK_KP + i), (bytes[i] + 3) & ~3ull);
         if (st)
             return st;
-        *upload_bytes += bytes[i] + 16;
     }
     return VKMHA_SUCCESS;
 }
 
-void vk_mask_upload(vk_state *vk, const mask_r *mask, uint32_t batch, uint32_t len_q,
-                    uint32_t len_k)
+vkmha_status vk_mask_upload(vk_state *vk, const mask_r *mask, uint32_t batch, uint32_t len_q,
+                            uint32_t len_k)
 {
     uint64_t bytes[3];
     const void *src[3] = {mask->key_padding, mask->full, mask->bias};
     mask_bytes(mask, batch, len_q, len_k, bytes);
-    for (int i = 0; i < 3; i++)
+    vkmha_status st = VKMHA_SUCCESS;
+    for (int i = 0; i < 3 && !st; i++)
         if (bytes[i])
-            vk_upload(vk, &vk->slots[SLOT_MASK_KP + i], 0, src[i], bytes[i]);
+            st = vk_upload(vk, &vk->slots[SLOT_MASK_KP + i], 0, src[i], bytes[i]);
+    return st;
 }
 
 void vk_mask_slots(vk_state *vk, const vk_buffer *bufs[3])

@@ -5,6 +5,7 @@
 
 /* Mirrors the push-constant block of shaders/matmul.comp. */
 struct matmul_push {
+    uint32_t misalign[2]; /* vk_dispatch's */
     uint32_t m, n, k;
     uint32_t lda, ldb, ldc;
     uint32_t batch_inner, b_div;

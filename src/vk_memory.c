@@ -214,6 +214,11 @@ static vkmha_status ensure(vk_state *vk, vk_buffer *b, VkDeviceSize size, bool s
         size = 4;
     if (b->buf && b->size >= size)
         return VKMHA_SUCCESS;
+    /* A plan names the buffers it uses until it runs (vk_exec_begin). */
+    if (vk->planning && !staging)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
+                           "%s: internal error: the %s grows while a call is planned",
+                           vk->ctx->call, what);
     if (!staging && (st = vk_check_size(vk, size, what)))
         return st;
     if ((st = vk_retire(vk, b)))
@@ -271,11 +276,6 @@ void vk_scratch_fit(vk_state *vk, uint64_t budget)
         have -= largest->alloc_size;
         vk_buffer_destroy(vk, largest);
     }
-}
-
-vkmha_status vk_staging_ensure(vk_state *vk, VkDeviceSize upload, VkDeviceSize download)
-{
-    return vk->work_mapped ? VKMHA_SUCCESS : vk_staging_ensure_unmapped(vk, upload, download);
 }
 
 vkmha_status vk_staging_ensure_unmapped(vk_state *vk, VkDeviceSize upload,

@@ -21,7 +21,7 @@ enum mha_site {
 };
 
 /* Copies the weights to the device in the storage dtype (converted on the
- * host, through mapped memory or staging). */
+ * host as they are written into mapped memory or staging). */
 vkmha_status vk_mha_weights(vkmha_mha *mha, const void *const src[WEIGHT_COUNT],
                             const uint32_t dt[WEIGHT_COUNT], const uint64_t n[WEIGHT_COUNT])
 {
@@ -37,7 +37,6 @@ vkmha_status vk_mha_weights(vkmha_mha *mha, const void *const src[WEIGHT_COUNT],
     const uint32_t sd = mha->d.storage_dtype;
     const uint64_t es = vkmha__dtype_size(sd);
     vkmha_status st;
-    uint64_t total = 0;
     for (int i = 0; i < WEIGHT_COUNT; i++) {
         if (!src[i])
             continue;
@@ -46,29 +45,14 @@ vkmha_status vk_mha_weights(vkmha_mha *mha, const void *const src[WEIGHT_COUNT],
         if ((st = vk_check_size(vk, n[i] * es, name)) ||
             (st = vk_buffer_create(vk, n[i] * es, false, false, name, &vm->dev[i])))
             return st;
-        total += n[i] * es + 16;
     }
     if ((st = vk_site_pool_create(vk, kinds, SITE_COUNT, &vm->sites)) ||
-        (st = vk_call_begin(vk, total, 0)))
+        (st = vk_exec_begin(vk, MODE_SYNC, VK_NULL_HANDLE, NULL)))
         return st;
-    for (int i = 0; i < WEIGHT_COUNT; i++) {
-        if (!src[i])
-            continue;
-        if (dt[i] == sd) {
-            vk_upload(vk, &vm->dev[i], 0, src[i], n[i] * es);
-            continue;
-        }
-        void *tmp = vkmha__alloc(mha->ctx, (size_t)(n[i] * es));
-        if (!tmp) {
-            vk_call_abort(vk);
-            return vkmha__fail(mha->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                               "%s: out of host memory", mha->ctx->call);
-        }
-        vkmha__convert(dt[i], src[i], sd, tmp, n[i]);
-        vk_upload(vk, &vm->dev[i], 0, tmp, n[i] * es);
-        vkmha__free(mha->ctx, tmp);
-    }
-    return vk_call_submit(vk);
+    for (int i = 0; i < WEIGHT_COUNT && !st; i++)
+        if (src[i])
+            st = vk_upload_converted(vk, &vm->dev[i], src[i], dt[i], sd, n[i]);
+    return vk_exec_end(vk, st, NULL);
 }
 
 /* Which slot holds input `p`: an earlier slot when the same pointer with the

@@ -7,6 +7,7 @@
 
 /* Mirrors the push-constant block of shaders/softmax.comp. */
 struct softmax_push {
+    uint32_t misalign[2]; /* vk_dispatch's */
     uint32_t rows, len_q, len_k, heads, flags;
     float scale;
     uint32_t bias_sb, bias_sh;

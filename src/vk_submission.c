@@ -1,8 +1,8 @@
 /* vkmha_mha_submit's submissions on the Vulkan backend: each its own
- * command buffer and fence, recorded by src/vk_command.c in MODE_SUBMIT,
- * waited for, polled and freed here (the public functions, and the
- * reference backend's submissions, are in src/mha.c); the context waits for
- * the pending ones before it replaces a scratch buffer or rewrites a
+ * command buffer and fence, recorded by the executor (src/vk_command.c) in
+ * MODE_SUBMIT, waited for, polled and freed here (the public functions, and
+ * the reference backend's submissions, are in src/mha.c); the context waits
+ * for the pending ones before it replaces a scratch buffer or rewrites a
  * descriptor set they use. */
 #include "vk_internal.h"
 
@@ -22,7 +22,7 @@ vkmha_status vk_submit_begin(vk_state *vk, vkmha_submission **out)
     vkmha_status st;
     VkResult r;
     *out = NULL;
-    if ((st = vk_check_lost(vk)) || (!vk->push_descriptors && (st = vk_wait_submissions(vk))))
+    if (!vk->push_descriptors && (st = vk_wait_submissions(vk)))
         return st;
     if (vk->n_subs == vk->cap_subs) {
         uint32_t cap = vk->cap_subs ? 2 * vk->cap_subs : 4;
@@ -44,20 +44,23 @@ vkmha_status vk_submit_begin(vk_state *vk, vkmha_submission **out)
     ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
     ai.commandBufferCount = 1;
     VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
-    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
     if ((r = vk->vkd.vkAllocateCommandBuffers(vk->device, &ai, &s->cmd)) != VK_SUCCESS ||
-        (r = vk->vkd.vkCreateFence(vk->device, &fi, vk->vkalloc, &s->fence)) != VK_SUCCESS ||
-        (r = vk->vkd.vkBeginCommandBuffer(s->cmd, &bi)) != VK_SUCCESS) {
+        (r = vk->vkd.vkCreateFence(vk->device, &fi, vk->vkalloc, &s->fence)) != VK_SUCCESS) {
         vk_submission_free(vk, &s->s);
         return vk_fail(vk, r, "vkAllocateCommandBuffers / vkCreateFence");
     }
     vk->subs[vk->n_subs++] = &s->s;
-    vk->mode = MODE_SUBMIT;
     vk->cmd = s->cmd;
-    vk_begin_commands(vk);
     *out = &s->s;
     return VKMHA_SUCCESS;
+}
+
+vkmha_status vk_submission_begin_commands(vk_state *vk)
+{
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    VkResult r = vk->vkd.vkBeginCommandBuffer(vk_sub(vk->subs[vk->n_subs - 1])->cmd, &bi);
+    return r == VK_SUCCESS ? VKMHA_SUCCESS : vk_fail(vk, r, "vkBeginCommandBuffer");
 }
 
 void vk_submission_free(vk_state *vk, vkmha_submission *sub)

@@ -77,23 +77,30 @@ vkmha_status vk_tensor_wrap(vkmha_context *ctx, const vkmha_tensor_desc *desc, u
     const VkBuffer buffer = buffer_of(handle);
     if (buffer == VK_NULL_HANDLE)
         return vkmha__fail(ctx, INVALID, "vkmha_tensor_wrap: buffer is VK_NULL_HANDLE");
-    if (offset % vk->min_storage_offset_align)
-        return vkmha__fail(ctx, INVALID,
-                           "vkmha_tensor_wrap: offset (%llu) is not a multiple of this "
-                           "device's minStorageBufferOffsetAlignment (%llu)",
-                           (unsigned long long)offset,
-                           (unsigned long long)vk->min_storage_offset_align);
     if ((st = vkmha__tensor_new(ctx, desc, &t)))
         return st;
-    const uint64_t range = vkmha__tensor_words(t);
-    if (size < range) {
+    const uint32_t es = (uint32_t)vkmha__dtype_size(t->desc.dtype);
+    if (offset % es) {
+        vkmha_tensor_destroy(t);
+        return vkmha__fail(ctx, INVALID,
+                           "vkmha_tensor_wrap: offset (%llu) is not a multiple of the "
+                           "element size (%u bytes)",
+                           (unsigned long long)offset, es);
+    }
+    /* Bound from the offset below it that the device can bind (a multiple of
+     * minStorageBufferOffsetAlignment), whole 4-byte words to its end
+     * (vk_dispatch): 16-bit and byte data is read in words. */
+    const uint64_t mis = offset % vk->min_storage_offset_align;
+    const uint64_t span = ((mis + t->bytes + 3) & ~(uint64_t)3) - mis;
+    if (size < span) {
         vkmha_tensor_destroy(t);
         return vkmha__fail(ctx, INVALID,
                            "vkmha_tensor_wrap: size (%llu bytes) is less than the tensor's "
-                           "%llu bytes (rounded up to whole 4-byte words)",
-                           (unsigned long long)size, (unsigned long long)range);
+                           "%llu bytes up to the buffer's next 4-byte boundary (%llu)",
+                           (unsigned long long)size, (unsigned long long)t->bytes,
+                           (unsigned long long)span);
     }
-    if ((st = vk_check_size(vk, range, "desc->dims"))) {
+    if ((st = vk_check_size(vk, mis + span, "desc->dims"))) {
         vkmha_tensor_destroy(t);
         return st;
     }
@@ -101,7 +108,7 @@ vkmha_status vk_tensor_wrap(vkmha_context *ctx, const vkmha_tensor_desc *desc, u
     v->wrapped = true;
     v->buf.buf = buffer;
     v->buf.offset = offset;
-    v->buf.size = range;
+    v->buf.size = span;
     v->buf.id = ++vk->next_buffer_id;
     t->mem = handle;
     t->offset = offset;
@@ -123,23 +130,21 @@ vkmha_status vk_tensor_copy(const vkmha_tensor *t, uint64_t offset, void *host, 
                             bool up)
 {
     vk_state *vk = t->ctx->vk;
-    const vk_buffer *buf = vk_tensor_buf(t);
+    vk_buffer *buf = vk_tensor_buf(t);
     vkmha_status st;
-    const uint64_t staging = bytes + 16;
     /* Mapped memory is written by the host at once: earlier submissions
      * that read the tensor must have finished. */
     if ((up && (st = vk_wait_submissions(vk))) ||
-        (!buf->map &&
-         (st = vk_staging_ensure_unmapped(vk, up ? staging : 0, up ? 0 : staging))) ||
-        (st = vk_call_begin(vk, up ? staging : 0, up ? 0 : staging)))
+        (st = vk_exec_begin(vk, MODE_SYNC, VK_NULL_HANDLE, NULL)))
         return st;
-    vk_buffer b = *buf; /* vk_upload / vk_download add b.offset, mapped or not */
-    b.offset += offset;
     if (up)
-        vk_upload(vk, &b, 0, host, (size_t)bytes);
-    else
+        st = vk_upload(vk, buf, offset, host, bytes);
+    else {
+        vk_buffer b = *buf; /* the executor adds b.offset, mapped or not */
+        b.offset += offset;
         vk_download(vk, &b, host, (size_t)bytes, 1, (size_t)bytes, 1, (size_t)bytes);
-    return vk_call_submit(vk);
+    }
+    return vk_exec_end(vk, st, NULL);
 }
 
 /* ---- the ops, in every form ------------------------------------------------ */

@@ -90,14 +90,14 @@ vkmha_status vk_tensor_wrap(vkmha_context *ctx, const vkmha_tensor_desc *desc, u
     /* Bound from the offset below it that the device can bind (a multiple of
      * minStorageBufferOffsetAlignment), whole 4-byte words to its end
      * (vk_dispatch): 16-bit and byte data is read in words. */
-    const uint64_t mis = offset % vk->min_storage_offset_align;
-    const uint64_t span = ((mis + t->bytes + 3) & ~(uint64_t)3) - mis;
+    const uint64_t mis = offset % vk->min_storage_offset_align, bytes = t->bytes;
+    const uint64_t span = ((mis + bytes + 3) & ~(uint64_t)3) - mis;
     if (size < span) {
-        vkmha_tensor_destroy(t);
+        vkmha_tensor_destroy(t); /* frees t: the message uses `bytes` */
         return vkmha__fail(ctx, INVALID,
                            "vkmha_tensor_wrap: size (%llu bytes) is less than the tensor's "
                            "%llu bytes up to the buffer's next 4-byte boundary (%llu)",
-                           (unsigned long long)size, (unsigned long long)t->bytes,
+                           (unsigned long long)size, (unsigned long long)bytes,
                            (unsigned long long)span);
     }
     if ((st = vk_check_size(vk, mis + span, "desc->dims"))) {

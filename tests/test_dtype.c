@@ -19,8 +19,7 @@
  * against src/half.c: ties to even, saturation at the largest finite value
  * (65504 stays finite where plain conversion would give Inf), Inf and NaN
  * kept, subnormals. */
-#include "half.h"
-#include "util.h"
+#include "util_dtype.h"
 
 static const uint32_t dtypes16[2] = {VKMHA_DTYPE_F16, VKMHA_DTYPE_BF16};
 
@@ -35,28 +34,11 @@ static double unit(uint32_t dt)
     return dt == VKMHA_DTYPE_F16 ? 0x1p-11 : dt == VKMHA_DTYPE_BF16 ? 0x1p-8 : 0x1p-24;
 }
 
-/* n elements of dtype dt from fp32 values (rounded as the device rounds). */
-static void *to_dt(uint32_t dt, const float *x, size_t n)
-{
-    void *p = malloc(n * vkmha__dtype_size(dt) + 4);
-    if (!p)
-        exit(2);
-    vkmha__from_f32(dt, x, n, p);
-    return p;
-}
-
-static float *from_dt(uint32_t dt, const void *x, size_t n)
-{
-    float *f = t_alloc(n);
-    vkmha__to_f32(dt, x, n, f);
-    return f;
-}
-
 /* Compares two arrays of dtype dt, widened. */
 static bool close_dt(const char *name, const char *what, uint32_t dt, const void *got,
                      const void *want, size_t n, double atol, double rtol)
 {
-    float *g = from_dt(dt, got, n), *w = from_dt(dt, want, n);
+    float *g = t_from_dt(dt, got, n), *w = t_from_dt(dt, want, n);
     bool ok = t_close(name, what, g, w, n, atol, rtol);
     free(g);
     free(w);
@@ -125,7 +107,7 @@ static void matmul_host(vkmha_context *ref, vkmha_context *gpu, const char *tag,
     const size_t na = (size_t)batch * m * k, nb = (size_t)batch * k * n, nc = (size_t)batch * m * n;
     float *fa = t_random(&rng, na, -1, 1), *fb = t_random(&rng, nb, -1, 1),
           *fbias = t_random(&rng, n, -1, 1);
-    void *a = to_dt(dt, fa, na), *b = to_dt(dt, fb, nb), *bias = to_dt(dt, fbias, n);
+    void *a = t_to_dt(dt, fa, na), *b = t_to_dt(dt, fb, nb), *bias = t_to_dt(dt, fbias, n);
     void *want = calloc(nc + 2, 2), *got = calloc(nc + 2, 2);
     vkmha_matmul_desc d = {batch, m, n, k, trans_b ? VKMHA_OP_T : VKMHA_OP_N, 0, 0, 0, 0,
                            0, 0, 0, dt};
@@ -145,7 +127,7 @@ static vkmha_tensor *tensor_of(vkmha_context *ctx, uint32_t dt, const float *x, 
 {
     vkmha_tensor *t = NULL;
     vkmha_tensor_desc d = {dt, 1, {(uint32_t)n}};
-    void *p = to_dt(dt, x, n);
+    void *p = t_to_dt(dt, x, n);
     if (vkmha_tensor_create(ctx, &d, &t) || vkmha_tensor_upload(t, 0, p, n * vkmha__dtype_size(dt)))
         t = NULL;
     free(p);
@@ -209,7 +191,7 @@ static void softmax_host(vkmha_context *ref, vkmha_context *gpu, const char *tag
              dt_name(dt), len_k, lo, hi, scale, tag);
     t_rng rng = {len_k};
     float *fx = t_random(&rng, n, lo, hi);
-    void *x = to_dt(dt, fx, n), *want = calloc(n + 2, 2), *got = calloc(n + 2, 2);
+    void *x = t_to_dt(dt, fx, n), *want = calloc(n + 2, 2), *got = calloc(n + 2, 2);
     vkmha_softmax_desc d = {batch, heads, len_q, len_k, scale, dt};
     vkmha_mask mask = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0};
     bool ok = true;
@@ -231,7 +213,7 @@ static void heads_host(vkmha_context *ref, vkmha_context *gpu, const char *tag, 
              dt_name(dt), head_dim, tag);
     t_rng rng = {head_dim};
     float *fx = t_random(&rng, n, -3, 3);
-    void *x = to_dt(dt, fx, n), *want = calloc(n + 2, 2), *got = calloc(n + 2, 2);
+    void *x = t_to_dt(dt, fx, n), *want = calloc(n + 2, 2), *got = calloc(n + 2, 2);
     vkmha_heads_desc d = {batch, len, heads, head_dim, dt};
     bool ok = true;
     T_EXPECT_STATUS((split ? vkmha_split_heads : vkmha_merge_heads)(ref, &d, x, want),
@@ -262,7 +244,7 @@ static void attention_host(vkmha_context *ref, vkmha_context *gpu, const char *t
           *fv = t_random(&rng, n.v, -1, 1);
     if (nan)
         fv[5 * d.d_v + 1] = NAN; /* key 5 of batch 0, head 0: every later row is NaN */
-    void *q = to_dt(dt, fq, n.q), *k = to_dt(dt, fk, n.k), *v = to_dt(dt, fv, n.v);
+    void *q = t_to_dt(dt, fq, n.q), *k = t_to_dt(dt, fk, n.k), *v = t_to_dt(dt, fv, n.v);
     void *out[2] = {calloc(n.out + 2, 2), calloc(n.out + 2, 2)},
          *w[2] = {calloc(n.weights + 2, 2), calloc(n.weights + 2, 2)};
     vkmha_mask mask = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0};
@@ -274,7 +256,7 @@ static void attention_host(vkmha_context *ref, vkmha_context *gpu, const char *t
         ok = close_dt(name, "out", dt, out[1], out[0], n.out, 2 * u, 2 * u) &&
              close_dt(name, "weights", dt, w[1], w[0], n.weights, 2 * u, 2 * u);
     if (ok && range > 10) { /* logits beyond 65504 must stay finite */
-        float *o = from_dt(dt, out[1], n.out);
+        float *o = t_from_dt(dt, out[1], n.out);
         for (size_t i = 0; i < n.out && ok; i++)
             if (!isfinite(o[i])) {
                 t_diag("%s: out[%zu] = %g with finite inputs", name, i, (double)o[i]);
@@ -312,10 +294,10 @@ static void layer(vkmha_context *ref, vkmha_context *gpu, const char *tag, uint3
     vkmha_mha_desc d = *fd;
     const void *fw[4] = {fd->w_q, fd->w_k, fd->w_v, fd->w_o};
     const void *fb[4] = {fd->b_q, fd->b_k, fd->b_v, fd->b_o};
-    void *w[4], *b[4], *gamma = to_dt(wdt, fd->norm_gamma, 36), *beta = to_dt(wdt, fd->norm_beta, 36);
+    void *w[4], *b[4], *gamma = t_to_dt(wdt, fd->norm_gamma, 36), *beta = t_to_dt(wdt, fd->norm_beta, 36);
     for (int i = 0; i < 4; i++) {
-        w[i] = to_dt(wdt, fw[i], n_w[i]);
-        b[i] = to_dt(wdt, fb[i], n_b[i]);
+        w[i] = t_to_dt(wdt, fw[i], n_w[i]);
+        b[i] = t_to_dt(wdt, fb[i], n_b[i]);
     }
     d.w_q = w[0], d.w_k = w[1], d.w_v = w[2], d.w_o = w[3];
     d.b_q = b[0], d.b_k = b[1], d.b_v = b[2], d.b_o = b[3];
@@ -323,7 +305,7 @@ static void layer(vkmha_context *ref, vkmha_context *gpu, const char *tag, uint3
     d.weight_dtype = wdt;
     d.storage_dtype = sdt;
     vkmha_mha_io io = l.io;
-    void *x = to_dt(adt, io.query, l.n_out);
+    void *x = t_to_dt(adt, io.query, l.n_out);
     io.query = io.key = io.value = x;
     io.dtype = adt;
     io.attention_path = path;

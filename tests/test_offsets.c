@@ -20,7 +20,7 @@
  * multiples of any tile. The arena is a buffer of vkmha's own device memory
  * (the program links the library's objects), wrapped as an engine would
  * wrap its own. */
-#include "util.h"
+#include "util_dtype.h"
 
 #include "internal.h"
 #include "vk_internal.h"
@@ -91,6 +91,18 @@ static float *get(const vkmha_tensor *t, uint32_t dtype, uint64_t n)
     return out;
 }
 
+/* Two tensors' elements, one after the other. */
+static float *get2(const vkmha_tensor *a, uint64_t na, const vkmha_tensor *b, uint64_t nb,
+                   uint32_t dtype)
+{
+    float *fa = get(a, dtype, na), *fb = get(b, dtype, nb), *r = t_alloc((size_t)(na + nb));
+    memcpy(r, fa, (size_t)na * sizeof(float));
+    memcpy(r + na, fb, (size_t)nb * sizeof(float));
+    free(fa);
+    free(fb);
+    return r;
+}
+
 static void arena_reset(arena *a, bool misalign)
 {
     for (uint32_t i = 0; i < a->n_made; i++)
@@ -99,22 +111,6 @@ static void arena_reset(arena *a, bool misalign)
     a->next = 0;
     a->count = 0;
     a->misalign = misalign;
-}
-
-/* Host arrays of `dtype` for the reference backend, from fp32 values. */
-static void *host_of(uint32_t dtype, const float *src, size_t n)
-{
-    void *p = malloc(n * elem_size(dtype));
-    vkmha__from_f32(dtype, src, n, p);
-    return p;
-}
-
-/* The reference result of an op, already widened to fp32. */
-static float *widen(uint32_t dtype, const void *bits, size_t n)
-{
-    float *out = t_alloc(n);
-    vkmha__to_f32(dtype, bits, n, out);
-    return out;
 }
 
 typedef struct check_case {
@@ -220,13 +216,7 @@ static float *run_heads(arena *ar, uint32_t dt, const void *p)
     if (!x || !s || !y || vkmha_split_heads_tensor(ar->ctx, &h->d, x, s) ||
         vkmha_merge_heads_tensor(ar->ctx, &h->d, s, y))
         return NULL;
-    float *split = get(s, dt, h->n), *merged = get(y, dt, h->n);
-    float *both_out = t_alloc(2 * h->n);
-    memcpy(both_out, split, h->n * sizeof(float));
-    memcpy(both_out + h->n, merged, h->n * sizeof(float));
-    free(split);
-    free(merged);
-    return both_out;
+    return get2(s, h->n, y, h->n, dt);
 }
 
 typedef struct attn_arg {
@@ -250,13 +240,7 @@ static float *run_attention(arena *ar, uint32_t dt, const void *p)
     if (!q || !k || !v || !o || !w || !m.key_padding || !m.bias ||
         vkmha_attention_tensor(ar->ctx, &t->d, q, k, v, &m, o, w))
         return NULL;
-    float *out = get(o, dt, t->no), *wt = get(w, dt, t->nw);
-    float *r = t_alloc(t->no + t->nw);
-    memcpy(r, out, t->no * sizeof(float));
-    memcpy(r + t->no, wt, t->nw * sizeof(float));
-    free(out);
-    free(wt);
-    return r;
+    return get2(o, t->no, w, t->nw, dt);
 }
 
 typedef struct layer_arg {
@@ -297,16 +281,16 @@ static void cases(vkmha_context *gpu, vkmha_context *ref, const char *tag, uint3
         float *fa = t_random(r, m.na, -1, 1), *fb = t_random(r, m.nb, -1, 1),
               *fbias = t_random(r, 10, -1, 1);
         m.a = fa, m.b = fb, m.bias = fbias;
-        void *ha = host_of(dt, fa, m.na), *hb = host_of(dt, fb, m.nb),
-             *hbias = host_of(dt, fbias, 10), *hc = malloc(m.nc * es);
+        void *ha = t_to_dt(dt, fa, m.na), *hb = t_to_dt(dt, fb, m.nb),
+             *hbias = t_to_dt(dt, fbias, 10), *hc = malloc(m.nc * es);
         vkmha_matmul(ref, &m.d, ha, hb, hbias, hc);
-        float *want = widen(dt, hc, m.nc);
+        float *want = t_from_dt(dt, hc, m.nc);
         both(&a, &(check_case){"matmul op T, bias, broadcast B", dt, false}, tag, run_matmul,
              &m, want, m.nc);
         m.d.op_b = VKMHA_OP_N; /* B as [21][10] */
         vkmha_matmul(ref, &m.d, ha, hb, hbias, hc);
         free(want);
-        want = widen(dt, hc, m.nc);
+        want = t_from_dt(dt, hc, m.nc);
         both(&a, &(check_case){"matmul op N, bias, broadcast B", dt, false}, tag, run_matmul,
              &m, want, m.nc);
         free(want), free(fa), free(fb), free(fbias);
@@ -322,16 +306,16 @@ static void cases(vkmha_context *gpu, vkmha_context *ref, const char *tag, uint3
         uint8_t *kp = t_random_mask(r, 2 * 9, 0.3), *full = t_random_mask(r, 2 * 5 * 9, 0.2);
         s.x = x, s.bias = bias, s.kp = kp, s.full = full;
         vkmha_mask hm = {.kinds = s.kinds, .key_padding = kp, .full = full, .bias = bias};
-        void *hx = host_of(dt, x, s.n), *hy = malloc(s.n * es);
+        void *hx = t_to_dt(dt, x, s.n), *hy = malloc(s.n * es);
         vkmha_softmax(ref, &s.d, hx, &hm, hy);
-        float *want = widen(dt, hy, s.n);
+        float *want = t_from_dt(dt, hy, s.n);
         both(&a, &(check_case){"softmax, key padding + full + bias + causal", dt, false}, tag,
              run_softmax, &s, want, s.n);
         s.d.len_k = 8; /* whole vec4s per row */
         s.n = 2 * 3 * 5 * 8;
         vkmha_softmax(ref, &s.d, hx, &hm, hy);
         free(want);
-        want = widen(dt, hy, s.n);
+        want = t_from_dt(dt, hy, s.n);
         both(&a, &(check_case){"softmax len_k 8, every mask kind", dt, false}, tag,
              run_softmax, &s, want, s.n);
         free(want), free(x), free(bias), free(kp), free(full), free(hx), free(hy);
@@ -341,9 +325,9 @@ static void cases(vkmha_context *gpu, vkmha_context *ref, const char *tag, uint3
                        .n = 2 * 13 * 3 * 8};
         float *x = t_random(r, h.n, -1, 1);
         h.x = x;
-        void *hx = host_of(dt, x, h.n), *hs = malloc(h.n * es);
+        void *hx = t_to_dt(dt, x, h.n), *hs = malloc(h.n * es);
         vkmha_split_heads(ref, &h.d, hx, hs);
-        float *want = t_alloc(2 * h.n), *split = widen(dt, hs, h.n);
+        float *want = t_alloc(2 * h.n), *split = t_from_dt(dt, hs, h.n);
         memcpy(want, split, h.n * sizeof(float));
         vkmha__to_f32(dt, hx, h.n, want + h.n); /* merged: x as stored */
         both(&a, &(check_case){"split heads, merge heads", dt, false}, tag, run_heads, &h,
@@ -361,10 +345,10 @@ static void cases(vkmha_context *gpu, vkmha_context *ref, const char *tag, uint3
         t.q = q, t.k = k, t.v = v, t.bias = bias, t.kp = kp;
         vkmha_mask hm = {.kinds = VKMHA_MASK_KEY_PADDING | VKMHA_MASK_BIAS, .key_padding = kp,
                          .bias = bias, .bias_batch = 1};
-        void *hq = host_of(dt, q, t.nq), *hk = host_of(dt, k, t.nk), *hv = host_of(dt, v, t.nv);
+        void *hq = t_to_dt(dt, q, t.nq), *hk = t_to_dt(dt, k, t.nk), *hv = t_to_dt(dt, v, t.nv);
         void *ho = malloc((t.no + t.nw) * es);
         vkmha_attention(ref, &t.d, hq, hk, hv, &hm, ho, (char *)ho + t.no * es);
-        float *want = widen(dt, ho, t.no + t.nw);
+        float *want = t_from_dt(dt, ho, t.no + t.nw);
         static const struct {
             vkmha_attention_path path;
             const char *name;
@@ -384,14 +368,14 @@ static void cases(vkmha_context *gpu, vkmha_context *ref, const char *tag, uint3
         l.desc.storage_dtype = dt;
         vkmha_mha *g = NULL, *rm = NULL;
         const size_t n = 2 * 9 * 24;
-        void *hx = host_of(dt, l.io.query, n), *hy = malloc(n * es);
+        void *hx = t_to_dt(dt, l.io.query, n), *hy = malloc(n * es);
         vkmha_mha_io rio = {.batch = 2, .len_q = 9, .query = hx, .key = hx, .value = hx,
                             .out = hy, .dtype = dt};
         if (vkmha_mha_create(gpu, &l.desc, &g) || vkmha_mha_create(ref, &l.desc, &rm) ||
             vkmha_mha_forward(rm, &rio)) {
             t_report(false, "[%s] layer: %s", tag, vkmha_context_last_error(NULL));
         } else {
-            float *want = widen(dt, hy, n);
+            float *want = t_from_dt(dt, hy, n);
             layer_arg la = {.mha = g, .io = {.batch = 2, .len_q = 9}, .x = l.io.query, .n = n};
             la.io.attention_path = VKMHA_ATTENTION_PATH_FUSED;
             both(&a, &(check_case){"layer fused", dt, true}, tag, run_layer, &la, want, n);

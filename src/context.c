@@ -1,12 +1,12 @@
-/* The context and the public ops: check arguments once (src/check.c), then
- * hand the resolved shapes to the reference or the Vulkan backend. */
-#include "vk_internal.h"
+/* The context and the public ops on host arrays, backend-neutral: the
+ * backend's table (vkmha_backend_ops) is chosen once, at creation, from
+ * desc->backend; each op checks its arguments once (src/check.c), then hands
+ * the resolved shapes to the table. */
+#include "internal.h"
 
-#include <stdlib.h>
-#include <stdio.h>
 #include <string.h>
 
-/* vkmha_context_create, or a compile-only context (src/vk_internal.h). */
+/* vkmha_context_create, or a compile-only context (src/internal.h). */
 static vkmha_status context_create(const vkmha_context_desc *desc, bool compile_only,
                                    vkmha_context **out)
 {
@@ -58,16 +58,15 @@ static vkmha_status context_create(const vkmha_context_desc *desc, bool compile_
     ctx->log_user = desc->log_user;
     ctx->log_level = desc->log_level ? (vkmha_log_level)desc->log_level : VKMHA_LOG_WARN;
     vkmha__begin_call(ctx, "vkmha_context_create"); /* names the call in messages */
-    if (backend == VKMHA_BACKEND_VULKAN &&
-        (st = vk_create(ctx, desc, compile_only)) != VKMHA_SUCCESS) {
+    ctx->ops = backend == VKMHA_BACKEND_VULKAN ? &vk_backend_ops : &vkmha__reference_ops;
+    if ((st = ctx->ops->create(ctx, desc, compile_only)) != VKMHA_SUCCESS) {
         /* The message (already logged) outlives the context. */
         vkmha__set_creation_error(ctx->last_error);
-        vk_destroy(ctx->vk);
+        ctx->ops->destroy(ctx);
         vkmha__free(ctx, ctx->tensors);
         vkmha__free(ctx, ctx);
         return st;
     }
-    ctx->ops = ctx->vk ? &vk_backend_ops : &vkmha__reference_ops;
     ctx->call = NULL;
     *out = ctx;
     return VKMHA_SUCCESS;
@@ -91,7 +90,7 @@ VKMHA_API void vkmha_context_destroy(vkmha_context *ctx)
         return;
     while (ctx->n_tensors) /* tensors the application did not destroy */
         vkmha_tensor_destroy(ctx->tensors[ctx->n_tensors - 1]);
-    vk_destroy(ctx->vk);
+    ctx->ops->destroy(ctx);
     vkmha__free(ctx, ctx->tensors);
     vkmha__free(ctx, ctx);
 }
@@ -109,29 +108,32 @@ VKMHA_API vkmha_status vkmha_context_get_info(const vkmha_context *ctx,
     }
     memset(out, 0, sizeof *out);
     out->backend = ctx->backend;
-    const vk_state *vk = ctx->vk;
-    if (!vk) {
-        snprintf(out->device.name, sizeof out->device.name, "reference");
-        return VKMHA_SUCCESS;
-    }
-    out->device = vk->info;
-    out->device_index = vk->device_index;
-    out->validation_enabled = vk->validation;
-    out->validation_messages = vk->validation_messages;
-    out->subgroup_ops_used = vk->use_subgroup;
-    out->device_memory_bytes = vk->memory_bytes;
-    out->device_memory_peak_bytes = vk->memory_peak_bytes;
-    out->gpu_timing = vk->timestamps != VK_NULL_HANDLE;
-    out->last_gpu_time_ns = vk->last_gpu_time_ns;
-    out->external_device = vk->external;
-    out->push_descriptors = vk->push_descriptors;
-    out->pipeline_cache_loaded = vk->pipeline_cache_loaded;
-    out->pipeline_cache_bytes = vk->pipeline_cache_bytes;
-    out->pipelines_created = vk->pipelines_created;
-    out->scratch_bytes = vk_scratch_bytes(vk);
-    out->scratch_budget = vk->scratch_budget;
-    out->native_16bit_storage = vk->native16;
+    ctx->ops->info(ctx, out);
     return VKMHA_SUCCESS;
+}
+
+VKMHA_API vkmha_status vkmha_context_trim(vkmha_context *ctx)
+{
+    if (!ctx)
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    vkmha__begin_call(ctx, "vkmha_context_trim");
+    return ctx->ops->trim(ctx);
+}
+
+/* ---- the ops on host arrays ------------------------------------------------ */
+
+static const vkmha_run run_host = {.form = FORM_HOST};
+
+/* A host array of dtype as a backend's argument (NULL: absent). */
+static vkmha_arg host_arg(const void *p, uint32_t dtype)
+{
+    return (vkmha_arg){.host = p, .dtype = dtype};
+}
+
+/* A checked host-array mask as a backend's argument. */
+static vkmha_mask_arg host_mask(const mask_r *m)
+{
+    return (vkmha_mask_arg){.m = *m};
 }
 
 VKMHA_API vkmha_status vkmha_matmul(vkmha_context *ctx, const vkmha_matmul_desc *desc,
@@ -144,7 +146,9 @@ VKMHA_API vkmha_status vkmha_matmul(vkmha_context *ctx, const vkmha_matmul_desc 
     vkmha__begin_call(ctx, "vkmha_matmul");
     if ((st = vkmha__check_matmul(ctx, desc, a, b, bias, c, &s)))
         return st;
-    return ctx->ops->matmul(ctx, &s, a, b, bias, c);
+    const vkmha_arg aa = host_arg(a, s.dtype), ab = host_arg(b, s.dtype),
+                    abias = host_arg(bias, s.dtype), ac = host_arg(c, s.dtype);
+    return ctx->ops->matmul(ctx, &run_host, &s, &aa, &ab, &abias, &ac);
 }
 
 VKMHA_API vkmha_status vkmha_softmax(vkmha_context *ctx, const vkmha_softmax_desc *desc,
@@ -160,7 +164,9 @@ VKMHA_API vkmha_status vkmha_softmax(vkmha_context *ctx, const vkmha_softmax_des
         (st = vkmha__check_mask(ctx, "vkmha_softmax", mask, s.batch, s.heads, s.len_q, s.len_k,
                                 &m)))
         return st;
-    return ctx->ops->softmax(ctx, &s, x, &m, y);
+    const vkmha_arg ax = host_arg(x, s.dtype), ay = host_arg(y, s.dtype);
+    const vkmha_mask_arg am = host_mask(&m);
+    return ctx->ops->softmax(ctx, &run_host, &s, &ax, &am, &ay);
 }
 
 static vkmha_status heads_op(vkmha_context *ctx, const char *fn, bool split,
@@ -173,7 +179,8 @@ static vkmha_status heads_op(vkmha_context *ctx, const char *fn, bool split,
     vkmha__begin_call(ctx, fn);
     if ((st = vkmha__check_heads(ctx, fn, desc, x, y, &s)))
         return st;
-    return ctx->ops->heads(ctx, &s, split, x, y);
+    const vkmha_arg ax = host_arg(x, s.dtype), ay = host_arg(y, s.dtype);
+    return ctx->ops->heads(ctx, &run_host, &s, split, &ax, &ay);
 }
 
 VKMHA_API vkmha_status vkmha_split_heads(vkmha_context *ctx, const vkmha_heads_desc *desc,
@@ -202,5 +209,9 @@ VKMHA_API vkmha_status vkmha_attention(vkmha_context *ctx, const vkmha_attention
         (st = vkmha__check_mask(ctx, "vkmha_attention", mask, s.batch, s.heads, s.len_q,
                                 s.len_k, &m)))
         return st;
-    return ctx->ops->attention(ctx, &s, q, k, v, &m, out, weights);
+    const vkmha_arg aq = host_arg(q, s.dtype), ak = host_arg(k, s.dtype),
+                    av = host_arg(v, s.dtype), ao = host_arg(out, s.dtype),
+                    aw = host_arg(weights, s.dtype);
+    const vkmha_mask_arg am = host_mask(&m);
+    return ctx->ops->attention(ctx, &run_host, &s, &aq, &ak, &av, &am, &ao, &aw);
 }

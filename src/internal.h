@@ -68,21 +68,143 @@ typedef vkmha_mask mask_r;
 
 typedef struct vk_state vk_state; /* src/vk_internal.h */
 
-/* What a backend computes the public ops on host arrays with (shapes and
- * arguments already checked), set at context creation: the reference's
- * (src/reference.c) or the Vulkan backend's (src/vk_context.c). */
+/* How a call runs: the public forms of an op or of the layer. */
+typedef enum vkmha_form {
+    FORM_HOST,   /* host arrays, computed before the call returns */
+    FORM_TENSOR, /* tensors, computed before the call returns (vkmha_*_tensor) */
+    FORM_RECORD, /* tensors, recorded into the application's command buffer */
+    FORM_SUBMIT, /* tensors, submitted without waiting (vkmha_mha_submit) */
+} vkmha_form;
+
+typedef struct vkmha_run {
+    vkmha_form form;
+    void *cmd;              /* FORM_RECORD: the application's VkCommandBuffer */
+    vkmha_submission **sub; /* FORM_SUBMIT: where the submission goes */
+} vkmha_run;
+
+/* An array argument, checked: a host array (FORM_HOST) or a live tensor of
+ * the context (the other forms), and its dtype. Both NULL: absent (an
+ * optional argument). Outputs are written through `host` too. */
+typedef struct vkmha_arg {
+    const void *host;
+    const vkmha_tensor *tensor;
+    uint32_t dtype;
+} vkmha_arg;
+
+/* A checked mask: `m` as a host-array mask and, for tensors, the tensors of
+ * its kinds (key padding, full, bias; NULL where absent), whose arrays
+ * m.key_padding / full / bias then only stand in for (non-NULL). */
+typedef struct vkmha_mask_arg {
+    mask_r m;
+    const vkmha_tensor *t[3];
+} vkmha_mask_arg;
+
+/* The layer's forward, resolved (src/mha.c), for the backends. */
+typedef struct mha_fwd {
+    uint32_t B, Lq, Lk;
+    vkmha_mask_arg mask;
+    attn_shape as; /* the attention inside, path and splits checked */
+    uint64_t n_query, n_key, n_value, n_out, n_weights; /* elements */
+    uint32_t ad;   /* the activations' dtype: io and the projections */
+    uint64_t es;   /* its bytes per element */
+} mha_fwd;
+
+/* The layer's weights, in the order the backends keep them. */
+enum mha_weight { W_Q, W_K, W_V, W_O, B_Q, B_K, B_V, B_O, GAMMA, BETA, WEIGHT_COUNT };
+
+/* What a backend does, chosen once at context creation: the reference's
+ * (src/ref_backend.c) or the Vulkan backend's (src/vk_context.c). The
+ * arguments arrive checked (src/check.c, src/tensor.c, src/mha.c); each op
+ * entry serves every form of its op (run->form). Messages name ctx->call. */
 typedef struct vkmha_backend_ops {
-    vkmha_status (*matmul)(vkmha_context *ctx, const mm_shape *s, const void *a,
-                           const void *b, const void *bias, void *c);
-    vkmha_status (*softmax)(vkmha_context *ctx, const sm_shape *s, const void *x,
-                            const mask_r *mask, void *y);
-    vkmha_status (*heads)(vkmha_context *ctx, const heads_shape *s, bool split,
-                          const void *x, void *y);
-    vkmha_status (*attention)(vkmha_context *ctx, const attn_shape *s, const void *q,
-                              const void *k, const void *v, const mask_r *mask, void *out,
-                              void *weights);
+    /* The context: its backend state (compile_only: Vulkan only, see
+     * vkmha__context_create_compile_only), freed by destroy (also after a
+     * failed create); trim frees what only speeds later calls up. */
+    vkmha_status (*create)(vkmha_context *ctx, const vkmha_context_desc *desc,
+                           bool compile_only);
+    void (*destroy)(vkmha_context *ctx);
+    vkmha_status (*trim)(vkmha_context *ctx);
+    /* Fills the backend's part of vkmha_context_info (out zeroed, backend set). */
+    void (*info)(const vkmha_context *ctx, vkmha_context_info *out);
+    /* NULL, or why FORM_RECORD is unsupported (the message after "fn: "). */
+    const char *no_commands;
+
+    /* The ops. */
+    vkmha_status (*matmul)(vkmha_context *ctx, const vkmha_run *run, const mm_shape *s,
+                           const vkmha_arg *a, const vkmha_arg *b, const vkmha_arg *bias,
+                           const vkmha_arg *c);
+    vkmha_status (*softmax)(vkmha_context *ctx, const vkmha_run *run, const sm_shape *s,
+                            const vkmha_arg *x, const vkmha_mask_arg *mask,
+                            const vkmha_arg *y);
+    vkmha_status (*heads)(vkmha_context *ctx, const vkmha_run *run, const heads_shape *s,
+                          bool split, const vkmha_arg *x, const vkmha_arg *y);
+    vkmha_status (*attention)(vkmha_context *ctx, const vkmha_run *run, const attn_shape *s,
+                              const vkmha_arg *q, const vkmha_arg *k, const vkmha_arg *v,
+                              const vkmha_mask_arg *mask, const vkmha_arg *out,
+                              const vkmha_arg *weights);
+
+    /* Tensors: the backend's struct (starting with a vkmha_tensor) is
+     * tensor_size bytes. tensor_alloc gives a new tensor (desc, sizes set)
+     * its memory (vkmha__tensor_words) and sets mem / offset; tensor_wrap wraps a
+     * VkBuffer (vkmha_tensor_wrap's arguments, buffer as a 64-bit handle);
+     * tensor_free frees what alloc or wrap made; tensor_copy copies `bytes`
+     * from byte `offset` between host memory and t (host -> t when `up`)
+     * and waits. */
+    size_t tensor_size;
+    vkmha_status (*tensor_alloc)(vkmha_tensor *t);
+    vkmha_status (*tensor_wrap)(vkmha_context *ctx, const vkmha_tensor_desc *desc,
+                                uint64_t buffer, uint64_t offset, uint64_t size,
+                                vkmha_tensor **out);
+    void (*tensor_free)(vkmha_tensor *t);
+    vkmha_status (*tensor_copy)(const vkmha_tensor *t, uint64_t offset, void *host,
+                                uint64_t bytes, bool up);
+
+    /* The layer: the backend's struct (starting with a vkmha_mha) is
+     * mha_size bytes. mha_weights keeps the weights src[i] (dtype dt[i],
+     * n[i] elements; NULL: absent) in mha->d.storage_dtype; mha_free frees
+     * what it kept (also after a failed mha_weights); mha_forward runs the
+     * forward (io: query, key, value, out, attn_weights). */
+    size_t mha_size;
+    vkmha_status (*mha_weights)(vkmha_mha *mha, const void *const src[WEIGHT_COUNT],
+                                const uint32_t dt[WEIGHT_COUNT],
+                                const uint64_t n[WEIGHT_COUNT]);
+    void (*mha_free)(vkmha_mha *mha);
+    vkmha_status (*mha_forward)(vkmha_mha *mha, const vkmha_run *run, const mha_fwd *f,
+                                const vkmha_arg io[5]);
+
+    /* Submissions not yet done: wait (timeout in ns) or poll; free waits
+     * for s and frees it. */
+    vkmha_status (*submission_wait)(vkmha_submission *s, uint64_t timeout_ns);
+    vkmha_status (*submission_poll)(vkmha_submission *s);
+    void (*submission_free)(vkmha_submission *s);
 } vkmha_backend_ops;
 extern const vkmha_backend_ops vkmha__reference_ops;
+extern const vkmha_backend_ops vk_backend_ops;
+
+/* A tensor; each backend's tensor struct starts with one. */
+struct vkmha_tensor {
+    vkmha_context *ctx;
+    vkmha_tensor_desc desc;
+    uint64_t elements, bytes;
+    /* Where its bytes are, to tell tensors that share memory: a memory
+     * object (0: host memory) and the byte offset in it (host memory: the
+     * address). */
+    uint64_t mem, offset;
+};
+
+/* A layer; each backend's layer struct starts with one. */
+struct vkmha_mha {
+    vkmha_context *ctx;
+    vkmha_mha_desc d; /* defaults resolved, pointers NULL */
+};
+
+/* A submission (vkmha_mha_submit); the Vulkan backend's struct starts with
+ * one. */
+struct vkmha_submission {
+    vkmha_context *ctx;
+    bool done;           /* finished (its fence signaled, or the work failed) */
+    vkmha_status status; /* when done */
+};
 
 struct vkmha_context {
     vkmha_backend backend;
@@ -94,7 +216,7 @@ struct vkmha_context {
     char last_error[512];
     const char *call; /* the public function being called, for messages */
     bool tensor_call; /* its array arguments are tensors (src/tensor.c) */
-    const vkmha_backend_ops *ops; /* the backend's ops on host arrays */
+    const vkmha_backend_ops *ops; /* the backend's, chosen at creation */
     vk_state *vk; /* NULL for the reference backend */
     /* Live tensors, to tell a tensor of this context from a stale or foreign
      * pointer without dereferencing it (src/tensor.c). */
@@ -145,6 +267,69 @@ const char *vkmha__error_text(int err, char *buf, size_t cap);
 /* src/mha.c: vkmha_mha_create without starting a public call (messages
  * name ctx->call: the loader's, for vkmha_mha_create_from_safetensors). */
 vkmha_status vkmha__mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc, vkmha_mha **out);
+
+/* ---- the public forms on tensors, shared by their entry points ---------- */
+
+/* src/context.c: like vkmha_context_create (desc->vulkan must be NULL), for
+ * a device that compiles pipelines but cannot run them (tools/vkmha-occupancy;
+ * what such a context can do: src/vk_internal.h). */
+vkmha_status vkmha__context_create_compile_only(const vkmha_context_desc *desc,
+                                                vkmha_context **out);
+
+/* src/tensor.c. Starts the public tensor call `fn` in run->form: checks
+ * what the form needs (FORM_SUBMIT: run->sub, cleared; FORM_RECORD: a
+ * backend that records, and run->cmd). */
+vkmha_status vkmha__tensor_call(vkmha_context *ctx, const vkmha_run *run, const char *fn);
+/* A tensor of desc's shape, live in ctx, without storage (the backend's
+ * tensor_alloc or tensor_wrap gives it some). */
+vkmha_status vkmha__tensor_new(vkmha_context *ctx, const vkmha_tensor_desc *desc,
+                               vkmha_tensor **out);
+/* The ops on tensors in run->form (FORM_TENSOR or FORM_RECORD): checks,
+ * then the backend's op. */
+vkmha_status vkmha__matmul_tensors(vkmha_context *ctx, const vkmha_run *run,
+                                   const vkmha_matmul_desc *desc, const vkmha_tensor *a,
+                                   const vkmha_tensor *b, const vkmha_tensor *bias,
+                                   vkmha_tensor *c);
+vkmha_status vkmha__softmax_tensors(vkmha_context *ctx, const vkmha_run *run,
+                                    const vkmha_softmax_desc *desc, const vkmha_tensor *x,
+                                    const vkmha_tensor_mask *mask, vkmha_tensor *y);
+vkmha_status vkmha__heads_tensors(vkmha_context *ctx, const vkmha_run *run, bool split,
+                                  const vkmha_heads_desc *desc, const vkmha_tensor *x,
+                                  vkmha_tensor *y);
+vkmha_status vkmha__attention_tensors(vkmha_context *ctx, const vkmha_run *run,
+                                      const vkmha_attention_desc *desc, const vkmha_tensor *q,
+                                      const vkmha_tensor *k, const vkmha_tensor *v,
+                                      const vkmha_tensor_mask *mask, vkmha_tensor *out,
+                                      vkmha_tensor *weights);
+/* For the layer: checks tensor argument `name` (live in ctx, F32, F16 or
+ * BF16, at least `elements`; a NULL tensor passes when optional) and gives
+ * it as a backend's argument. */
+vkmha_status vkmha__tensor_arg(vkmha_context *ctx, const char *name, const vkmha_tensor *t,
+                               bool optional, uint64_t elements, vkmha_arg *out);
+/* Checks a mask of tensors. */
+vkmha_status vkmha__tensor_mask(vkmha_context *ctx, const vkmha_tensor_mask *tm,
+                                uint32_t batch, uint32_t heads, uint32_t len_q,
+                                uint32_t len_k, vkmha_mask_arg *m);
+bool vkmha__tensors_overlap(const vkmha_tensor *a, const vkmha_tensor *b);
+/* Bytes a tensor's storage takes: whole 32-bit words (the shaders read U8
+ * masks four bytes at a time). */
+static inline uint64_t vkmha__tensor_words(const vkmha_tensor *t)
+{
+    return (t->bytes + 3) & ~(uint64_t)3;
+}
+
+/* src/mha.c. The layer on tensors in run->form (FORM_TENSOR, FORM_RECORD or
+ * FORM_SUBMIT). */
+vkmha_status vkmha__mha_forward_tensors(vkmha_mha *mha, const vkmha_run *run,
+                                        const vkmha_mha_tensors *io);
+/* The forward's arguments' names: io->query, io->key, io->value, io->out,
+ * io->attn_weights. */
+extern const char *const vkmha__mha_io_names[5];
+/* A projection y [rows][out] = x [rows][in] W^T + b as a resolved matmul. */
+mm_shape vkmha__projection(uint32_t rows, uint32_t out, uint32_t in);
+/* A submission that is already done (the reference backend's), or NULL out
+ * of host memory. */
+vkmha_submission *vkmha__submission_done(vkmha_context *ctx);
 
 /* src/check.c: argument checking shared by both backends. Each returns
  * VKMHA_SUCCESS and a resolved shape, or VKMHA_ERROR_INVALID_ARGUMENT with a

@@ -1,5 +1,5 @@
-/* The multi-head attention layer: argument checks, weights (copied once, to
- * the device for Vulkan), and the forward graph on both backends:
+/* The multi-head attention layer: argument checks, weights (copied once by
+ * the backend, to the device for Vulkan), and the forward graph:
  *
  *   qp = query W_q^T + b_q     [B*Lq][H*d_k]      (matmul)
  *   kp = key   W_k^T + b_k     [B*Lk][Hkv*d_k]
@@ -10,40 +10,20 @@
  *   out = om W_o^T + b_o       [B*Lq][d_model]    (matmul)
  *   out = LayerNorm(query + out) if post_norm     (layernorm)
  *
- * The reference backend does each step literally. The Vulkan backend never
- * moves heads: attention reads head h of qp, kp, vp in place through strides
- * and writes om directly (fused or unfused, see src/vk_attention.c), so the
- * split and merge are free.
+ * This file is backend-neutral: the checks, the weights gathered for the
+ * backend's table (vkmha_backend_ops), the public forms of the forward
+ * (vkmha_mha_record, which takes a VkCommandBuffer, is in src/vk_mha.c) and
+ * the submissions' public functions.
+ * The reference backend (src/ref_backend.c) does each step literally. The
+ * Vulkan backend (src/vk_mha.c) never moves heads: attention reads head h of
+ * qp, kp, vp in place through strides and writes om directly (fused or
+ * unfused, see src/vk_attention.c), so the split and merge are free.
  */
-#include "vk_internal.h"
+#include "internal.h"
 
 #include <math.h>
-#include <stdlib.h>
-#include <stdio.h>
-#include <string.h>
 
 #define INVALID VKMHA_ERROR_INVALID_ARGUMENT
-
-enum weight { W_Q, W_K, W_V, W_O, B_Q, B_K, B_V, B_O, GAMMA, BETA, WEIGHT_COUNT };
-
-/* The forward's descriptor sites, in recording order. */
-enum mha_site {
-    SITE_PROJ_Q, SITE_PROJ_K, SITE_PROJ_V,
-    SITE_ATTENTION, /* VK_ATTENTION_SITES sites */
-    SITE_PROJ_O = SITE_ATTENTION + VK_ATTENTION_SITES,
-    SITE_NORM,
-    SITE_COUNT
-};
-
-struct vkmha_mha {
-    vkmha_context *ctx;
-    vkmha_mha_desc d;               /* defaults resolved, pointers NULL */
-    /* Reference backend: fp32 copies, NULL if absent, holding the values of
-     * d.storage_dtype (rounded to it, as the device stores them). */
-    float *host[WEIGHT_COUNT];
-    vk_buffer dev[WEIGHT_COUNT];    /* Vulkan backend: device copies */
-    vk_site_pool sites;
-};
 
 /* Elements of each weight, 0 where it is absent. */
 static void weight_sizes(const vkmha_mha_desc *d, uint64_t n[WEIGHT_COUNT])
@@ -121,14 +101,7 @@ VKMHA_API void vkmha_mha_destroy(vkmha_mha *mha)
 {
     if (!mha)
         return;
-    vk_state *vk = mha->ctx->vk;
-    for (int i = 0; i < WEIGHT_COUNT; i++) {
-        vkmha__free(mha->ctx, mha->host[i]);
-        if (vk)
-            vk_buffer_destroy(vk, &mha->dev[i]);
-    }
-    if (vk)
-        vk_site_pool_destroy(vk, &mha->sites);
+    mha->ctx->ops->mha_free(mha);
     vkmha__free(mha->ctx, mha);
 }
 
@@ -173,61 +146,6 @@ static vkmha_status gather_weights(const vkmha_context *ctx, const vkmha_mha_des
     return VKMHA_SUCCESS;
 }
 
-/* Copies the weights to the device in the storage dtype (converted on the
- * host as they are written into mapped memory or staging). */
-static vkmha_status upload_weights(vkmha_mha *mha, const void *src[WEIGHT_COUNT],
-                                   const uint32_t dt[WEIGHT_COUNT],
-                                   const uint64_t n[WEIGHT_COUNT])
-{
-    static const char *const what[WEIGHT_COUNT] = {"w_q", "w_k", "w_v", "w_o", "b_q",
-                                                   "b_k", "b_v", "b_o", "norm_gamma",
-                                                   "norm_beta"};
-    static const vk_kind kinds[SITE_COUNT] = {
-        [SITE_PROJ_Q] = KIND_MATMUL, [SITE_PROJ_K] = KIND_MATMUL, [SITE_PROJ_V] = KIND_MATMUL,
-        [SITE_ATTENTION] = VK_ATTENTION_SITE_KINDS,
-        [SITE_PROJ_O] = KIND_MATMUL, [SITE_NORM] = KIND_LAYERNORM};
-    vk_state *vk = mha->ctx->vk;
-    const uint32_t sd = mha->d.storage_dtype;
-    const uint64_t es = vkmha__dtype_size(sd);
-    vkmha_status st;
-    for (int i = 0; i < WEIGHT_COUNT; i++) {
-        if (!src[i])
-            continue;
-        char name[64];
-        snprintf(name, sizeof name, "desc->%s", what[i]);
-        if ((st = vk_check_size(vk, n[i] * es, name)) ||
-            (st = vk_buffer_create(vk, n[i] * es, false, false, name, &mha->dev[i])))
-            return st;
-    }
-    if ((st = vk_site_pool_create(vk, kinds, SITE_COUNT, &mha->sites)) ||
-        (st = vk_exec_begin(vk, MODE_SYNC, VK_NULL_HANDLE, NULL)))
-        return st;
-    for (int i = 0; i < WEIGHT_COUNT && !st; i++)
-        if (src[i])
-            st = vk_upload_converted(vk, &mha->dev[i], src[i], dt[i], sd, n[i]);
-    return vk_exec_end(vk, st, NULL);
-}
-
-/* The reference backend's copies: fp32 arrays of the storage dtype's values. */
-static vkmha_status copy_weights(vkmha_mha *mha, const void *src[WEIGHT_COUNT],
-                                 const uint32_t dt[WEIGHT_COUNT], const uint64_t n[WEIGHT_COUNT])
-{
-    const uint32_t sd = mha->d.storage_dtype;
-    for (int i = 0; i < WEIGHT_COUNT; i++) {
-        if (!src[i])
-            continue;
-        /* Room for the stored values ahead of their fp32 widening. */
-        if (!(mha->host[i] = vkmha__alloc(mha->ctx, (size_t)n[i] * sizeof(float))))
-            return vkmha__fail(mha->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                               "%s: out of host memory", mha->ctx->call);
-        vkmha__convert(dt[i], src[i], sd, mha->host[i], (size_t)n[i]);
-        if (sd != VKMHA_DTYPE_F32) /* widen in place, from the back */
-            for (uint64_t j = n[i]; j-- > 0;)
-                vkmha__to_f32(sd, (const uint16_t *)mha->host[i] + j, 1, mha->host[i] + j);
-    }
-    return VKMHA_SUCCESS;
-}
-
 vkmha_status vkmha__mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc, vkmha_mha **out)
 {
     vkmha_status st;
@@ -238,7 +156,7 @@ vkmha_status vkmha__mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc, v
     if (!out)
         return vkmha__fail(ctx, INVALID, "%s: out is NULL", ctx->call);
     *out = NULL;
-    vkmha_mha *mha = vkmha__calloc(ctx, 1, sizeof *mha);
+    vkmha_mha *mha = vkmha__calloc(ctx, 1, ctx->ops->mha_size);
     if (!mha)
         return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
                            "%s: out of host memory", ctx->call);
@@ -250,7 +168,7 @@ vkmha_status vkmha__mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc, v
         vkmha__fail(ctx, st, "%s: out of host memory", ctx->call);
         goto fail;
     }
-    if ((st = ctx->vk ? upload_weights(mha, src, dt, n) : copy_weights(mha, src, dt, n)))
+    if ((st = ctx->ops->mha_weights(mha, src, dt, n)))
         goto fail;
     vkmha__free(ctx, ones);
     /* The layer keeps its own copies: the caller's pointers are not kept. */
@@ -289,7 +207,7 @@ VKMHA_API vkmha_status vkmha_mha_get_desc(const vkmha_mha *mha, vkmha_mha_desc *
 }
 
 /* The forward's tensors, in the order of the counts below. */
-static const char *const io_names[5] = {"io->query", "io->key", "io->value", "io->out",
+const char *const vkmha__mha_io_names[5] = {"io->query", "io->key", "io->value", "io->out",
                                         "io->attn_weights"};
 
 /* The forward's arguments, from vkmha_mha_io or vkmha_mha_tensors (whose
@@ -302,18 +220,8 @@ typedef struct fwd_args {
     uint32_t dtype; /* host arrays: io->dtype; tensors: the query's */
 } fwd_args;
 
-/* Resolved forward arguments. */
-typedef struct fwd {
-    uint32_t B, Lq, Lk;
-    mask_r mask;
-    attn_shape as; /* the attention inside, path and splits checked */
-    uint64_t n_query, n_key, n_value, n_out, n_weights; /* elements */
-    uint32_t ad;   /* the activations' dtype: io and the projections */
-    uint64_t es;   /* its bytes per element */
-} fwd;
-
 /* Checks everything but the mask. */
-static vkmha_status check_args(vkmha_mha *mha, const fwd_args *io, fwd *f)
+static vkmha_status check_args(vkmha_mha *mha, const fwd_args *io, mha_fwd *f)
 {
     vkmha_context *ctx = mha->ctx;
     const vkmha_mha_desc *d = &mha->d;
@@ -339,7 +247,7 @@ static vkmha_status check_args(vkmha_mha *mha, const fwd_args *io, fwd *f)
                            (uint64_t)f->B * f->Lq > UINT32_MAX ? "len_q" : "len_k",
                            (uint64_t)f->B * f->Lq > UINT32_MAX ? f->Lq : f->Lk);
     uint64_t counts[5];
-    const char *const *names = io_names;
+    const char *const *names = vkmha__mha_io_names;
     const bool ok[5] = {
         vkmha__mul_u64((uint64_t)f->B * f->Lq, d->d_model, &counts[0]),
         vkmha__mul_u64((uint64_t)f->B * f->Lk, d->kdim, &counts[1]),
@@ -376,7 +284,7 @@ static vkmha_status check_args(vkmha_mha *mha, const fwd_args *io, fwd *f)
                              io->attention_path, io->kv_splits, &f->as);
 }
 
-static vkmha_status check_io(vkmha_mha *mha, const vkmha_mha_io *io, fwd *f)
+static vkmha_status check_io(vkmha_mha *mha, const vkmha_mha_io *io, mha_fwd *f)
 {
     vkmha_context *ctx = mha->ctx;
     vkmha_status st;
@@ -388,392 +296,86 @@ static vkmha_status check_io(vkmha_mha *mha, const vkmha_mha_io *io, fwd *f)
                         .kv_splits = io->kv_splits, .dtype = io->dtype};
     if ((st = check_args(mha, &a, f)))
         return st;
+    f->mask.t[0] = f->mask.t[1] = f->mask.t[2] = NULL; /* host arrays */
     return vkmha__check_mask(ctx, ctx->call, io->mask, f->B, mha->d.n_head, f->Lq, f->Lk,
-                             &f->mask);
+                             &f->mask.m);
 }
 
-/* A projection y [rows][out] = x [rows][in] W^T + b as a resolved matmul. */
-static mm_shape projection(uint32_t rows, uint32_t out, uint32_t in)
+mm_shape vkmha__projection(uint32_t rows, uint32_t out, uint32_t in)
 {
     return (mm_shape){.batch = 1, .m = rows, .n = out, .k = in, .lda = in, .ldb = in,
                       .ldc = out, .trans_b = true, .alpha = 1.0f};
 }
 
-/* Rounds fp32 values to a dtype's (as the device stores an activation). */
-static void round_to(uint32_t dtype, float *p, uint64_t n)
-{
-    for (uint64_t i = 0; dtype != VKMHA_DTYPE_F32 && i < n; i++) {
-        uint16_t h;
-        vkmha__from_f32(dtype, &p[i], 1, &h);
-        vkmha__to_f32(dtype, &h, 1, &p[i]);
-    }
-}
-
-/* The reference forward: fp32 with double accumulation, rounding each
- * activation to the activations' dtype where the Vulkan backend stores it
- * (projections, attention output, output before the LayerNorm). */
-static vkmha_status forward_reference(vkmha_mha *mha, const vkmha_mha_io *io, const fwd *f)
-{
-    const vkmha_mha_desc *d = &mha->d;
-    float *const *w = mha->host;
-    const uint32_t H = d->n_head, Hkv = d->n_kv_head, ad = f->ad;
-    const uint32_t rq = f->B * f->Lq, rk = f->B * f->Lk;
-    const size_t nq = (size_t)rq * H * d->d_k, nk = (size_t)rk * Hkv * d->d_k,
-                 nv = (size_t)rk * Hkv * d->d_v, no = (size_t)rq * H * d->d_v;
-    const size_t nin = (size_t)(f->n_query + f->n_key + f->n_value), nout = (size_t)f->n_out,
-                 nw = io->attn_weights ? (size_t)f->n_weights : 0;
-    const bool typed = ad != VKMHA_DTYPE_F32;
-    vkmha_status st = VKMHA_SUCCESS;
-    /* One allocation: qp, kp, vp, qh, kh, vh, oh, om, and for 16-bit
-     * activations fp32 copies of the inputs, the output and the weights. */
-    float *mem = vkmha__alloc(mha->ctx, (2 * (nq + nk + nv) + 2 * no +
-                                         (typed ? nin + nout + nw : 0)) * sizeof(float));
-    if (!mem)
-        return vkmha__fail(mha->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                           "%s: out of host memory", mha->ctx->call);
-    float *qp = mem, *kp = qp + nq, *vp = kp + nk, *qh = vp + nv, *kh = qh + nq, *vh = kh + nk,
-          *oh = vh + nv, *om = oh + no;
-    const float *query = io->query, *key = io->key, *value = io->value;
-    float *out = io->out, *weights = io->attn_weights;
-    if (typed) {
-        float *x = om + no;
-        vkmha__to_f32(ad, io->query, (size_t)f->n_query, x);
-        query = x;
-        vkmha__to_f32(ad, io->key, (size_t)f->n_key, x += f->n_query);
-        key = x;
-        vkmha__to_f32(ad, io->value, (size_t)f->n_value, x += f->n_key);
-        value = x;
-        out = x + f->n_value;
-        weights = io->attn_weights ? out + nout : NULL;
-    }
-
-    mm_shape s = projection(rq, H * d->d_k, d->d_model);
-    ref_matmul(&s, query, w[W_Q], w[B_Q], qp);
-    s = projection(rk, Hkv * d->d_k, d->kdim);
-    ref_matmul(&s, key, w[W_K], w[B_K], kp);
-    s = projection(rk, Hkv * d->d_v, d->vdim);
-    ref_matmul(&s, value, w[W_V], w[B_V], vp);
-    round_to(ad, qp, nq);
-    round_to(ad, kp, nk);
-    round_to(ad, vp, nv);
-
-    heads_shape hq = {f->B, f->Lq, H, d->d_k, 0}, hk = {f->B, f->Lk, Hkv, d->d_k, 0},
-                hv = {f->B, f->Lk, Hkv, d->d_v, 0}, ho = {f->B, f->Lq, H, d->d_v, 0};
-    ref_split_heads(&hq, qp, qh);
-    ref_split_heads(&hk, kp, kh);
-    ref_split_heads(&hv, vp, vh);
-    const attn_shape as = f->as;
-    if ((st = ref_attention(mha->ctx, &as, qh, kh, vh, &f->mask, oh, weights))) {
-        vkmha__fail(mha->ctx, st, "%s: out of host memory", mha->ctx->call);
-        goto done;
-    }
-    round_to(ad, oh, no);
-    ref_merge_heads(&ho, oh, om);
-    s = projection(rq, d->d_model, H * d->d_v);
-    ref_matmul(&s, om, w[W_O], w[B_O], out);
-    if (d->post_norm) {
-        round_to(ad, out, nout);
-        ref_layernorm(rq, d->d_model, out, query, w[GAMMA], w[BETA], d->norm_eps, out);
-    }
-    if (typed) {
-        vkmha__from_f32(ad, out, nout, io->out);
-        if (weights)
-            vkmha__from_f32(ad, weights, nw, io->attn_weights);
-    }
-done:
-    vkmha__free(mha->ctx, mem);
-    return st;
-}
-
-/* Which slot holds input `p`: an earlier slot when the same pointer with the
- * same size was already uploaded (self-attention uploads once). */
-static vk_slot input_slot(const void *p, uint64_t n, const void *const prev[],
-                          const uint64_t prev_n[], const vk_slot prev_slot[], int count,
-                          vk_slot own)
-{
-    for (int i = 0; i < count; i++)
-        if (p == prev[i] && n == prev_n[i])
-            return prev_slot[i];
-    return own;
-}
-
-/* ad: the dtype of x and y, sd: of the weights. */
-static vk_matmul_args projection_args(const vk_buffer *x, const vk_buffer *w,
-                                      const vk_buffer *b, vk_buffer *y, uint32_t rows,
-                                      uint32_t out, uint32_t in, uint32_t ad, uint32_t sd)
-{
-    const mm_shape s = projection(rows, out, in);
-    return vk_matmul_args_of(&s, x, w, b->buf ? b : NULL, y,
-                             VK_DT(0, ad) | VK_DT(1, sd) | VK_DT(2, sd) | VK_DT(3, ad));
-}
-
-/* The buffers of one Vulkan forward: inputs, masks, output, weights (the
- * caller's tensors, or the context's slots). */
-typedef struct fwd_bufs {
-    const vk_buffer *query, *key, *value;
-    const vk_buffer *masks[3];
-    vk_buffer *out;
-    vk_buffer *weights; /* the caller's tensor, or NULL (host arrays: a slot) */
-} fwd_bufs;
-
-/* The concat of the heads [B*Lq][H*d_v] overwrites the query projection
- * when the two have the same layout (d_k == d_v): attention reads each block
- * of queries before writing the same block of outputs. Not when the fused
- * path returns weights: its weights pass reads the queries again after the
- * outputs are written. */
-static bool concat_in_place(const vkmha_mha_desc *d, const vk_attn_plan *plan)
-{
-    return d->d_k == d->d_v && !(plan->fused && plan->weights);
-}
-
-/* Everything a forward needs besides its inputs and output, before
- * recording: projection, concat and attention scratch. */
-static vkmha_status prepare_vulkan(vkmha_mha *mha, const fwd *f, bool weights,
-                                   vk_buffer *weights_buf, vk_attn_plan *plan)
-{
-    vk_state *vk = mha->ctx->vk;
-    const vkmha_mha_desc *d = &mha->d;
-    const uint32_t H = d->n_head, Hkv = d->n_kv_head;
-    const uint64_t rq = (uint64_t)f->B * f->Lq, rk = (uint64_t)f->B * f->Lk, es = f->es;
-    const uint32_t ad = f->ad;
-    vkmha_status st;
-    if ((st = vk_slot_ensure(vk, SLOT_Q_PROJ, rq * H * d->d_k * es)) ||
-        (st = vk_slot_ensure(vk, SLOT_K_PROJ, rk * Hkv * d->d_k * es)) ||
-        (st = vk_slot_ensure(vk, SLOT_V_PROJ, rk * Hkv * d->d_v * es)) ||
-        (st = vk_attention_prepare(vk, &f->as, weights, weights_buf,
-                                   (const vk_buffer *const[4]){&vk->slots[SLOT_Q_PROJ],
-                                                               &vk->slots[SLOT_K_PROJ],
-                                                               &vk->slots[SLOT_V_PROJ], NULL},
-                                   VK_DT(0, ad) | VK_DT(1, ad) | VK_DT(2, ad) | VK_DT(3, ad) |
-                                       VK_DT(4, ad),
-                                   plan)) ||
-        (!concat_in_place(d, plan) &&
-         (st = vk_slot_ensure(vk, SLOT_O_HEADS, rq * H * d->d_v * es))))
-        return st;
-    return VKMHA_SUCCESS;
-}
-
-/* Records the forward (after the inputs are on the device). */
-static vkmha_status record_forward(vkmha_mha *mha, const fwd *f, vk_attn_plan *plan,
-                                   const fwd_bufs *b)
-{
-    vk_state *vk = mha->ctx->vk;
-    const vkmha_mha_desc *d = &mha->d;
-    const vk_buffer *w = mha->dev;
-    vk_site *site = mha->sites.sites;
-    vkmha_status st;
-    const uint32_t H = d->n_head, Hkv = d->n_kv_head;
-    const uint32_t rq = f->B * f->Lq, rk = f->B * f->Lk;
-    vk_buffer *concat = &vk->slots[concat_in_place(d, plan) ? SLOT_Q_PROJ : SLOT_O_HEADS];
-    for (int i = 0; i < 3; i++)
-        plan->masks[i] = b->masks[i];
-
-    /* Projections (independent of each other: no barrier between them). */
-    const uint32_t ad = f->ad, sd = d->storage_dtype;
-    vk_matmul_args pq = projection_args(b->query, &w[W_Q], &w[B_Q], &vk->slots[SLOT_Q_PROJ],
-                                        rq, H * d->d_k, d->d_model, ad, sd);
-    vk_matmul_args pk = projection_args(b->key, &w[W_K], &w[B_K], &vk->slots[SLOT_K_PROJ],
-                                        rk, Hkv * d->d_k, d->kdim, ad, sd);
-    vk_matmul_args pv = projection_args(b->value, &w[W_V], &w[B_V], &vk->slots[SLOT_V_PROJ],
-                                        rk, Hkv * d->d_v, d->vdim, ad, sd);
-    if ((st = vk_record_matmul(vk, &site[SITE_PROJ_Q], &pq)) ||
-        (st = vk_record_matmul(vk, &site[SITE_PROJ_K], &pk)) ||
-        (st = vk_record_matmul(vk, &site[SITE_PROJ_V], &pv)))
-        return st;
-    vk_barrier(vk);
-
-    const vk_heads_view vq = vk_view_merged(&vk->slots[SLOT_Q_PROJ], H, f->Lq, d->d_k, ad),
-                        vkv = vk_view_merged(&vk->slots[SLOT_K_PROJ], Hkv, f->Lk, d->d_k, ad),
-                        vv = vk_view_merged(&vk->slots[SLOT_V_PROJ], Hkv, f->Lk, d->d_v, ad),
-                        vo = vk_view_merged(concat, H, f->Lq, d->d_v, ad);
-    if ((st = vk_record_attention(vk, &site[SITE_ATTENTION], plan, &f->mask, &vq, &vkv, &vv,
-                                  &vo)))
-        return st;
-    vk_barrier(vk);
-
-    vk_matmul_args po = projection_args(concat, &w[W_O], &w[B_O], b->out, rq, d->d_model,
-                                        H * d->d_v, ad, sd);
-    if ((st = vk_record_matmul(vk, &site[SITE_PROJ_O], &po)))
-        return st;
-    if (d->post_norm) {
-        vk_barrier(vk);
-        if ((st = vk_record_layernorm(vk, &site[SITE_NORM], rq, d->d_model, d->norm_eps,
-                                      b->query, &w[GAMMA], &w[BETA], b->out,
-                                      VK_DT(0, ad) | VK_DT(1, sd) | VK_DT(2, sd) |
-                                          VK_DT(3, ad))))
-            return st;
-    }
-    return VKMHA_SUCCESS;
-}
-
-/* The forward on host arrays: vk_run_host's record step. */
-typedef struct forward_op {
-    vkmha_mha *mha;
-    const fwd *f;
-    vk_attn_plan *plan;
-    const fwd_bufs *b;
-} forward_op;
-
-static vkmha_status record_op(vk_state *vk, const void *arg)
-{
-    const forward_op *o = arg;
-    (void)vk;
-    return record_forward(o->mha, o->f, o->plan, o->b);
-}
-
-static vkmha_status forward_vulkan(vkmha_mha *mha, const vkmha_mha_io *io, const fwd *f)
-{
-    vk_state *vk = mha->ctx->vk;
-    vkmha_status st;
-    const uint64_t es = f->es;
-    const void *ins[3] = {io->query, io->key, io->value};
-    const uint64_t in_n[3] = {f->n_query, f->n_key, f->n_value};
-    vk_slot in_slot[3] = {SLOT_Q_IN, SLOT_K_IN, SLOT_V_IN};
-    for (int i = 1; i < 3; i++)
-        in_slot[i] = input_slot(ins[i], in_n[i], ins, in_n, in_slot, i, in_slot[i]);
-
-    /* Sizes first, so that a message names the caller's tensor. */
-    const uint64_t io_n[5] = {f->n_query, f->n_key, f->n_value, f->n_out,
-                              io->attn_weights ? f->n_weights : 0};
-    for (int i = 0; i < 5; i++)
-        if ((st = vk_check_size(vk, io_n[i] * es, io_names[i])))
-            return st;
-    for (int i = 0; i < 3; i++) {
-        if (in_slot[i] != (vk_slot)(SLOT_Q_IN + i))
-            continue;
-        if ((st = vk_slot_ensure(vk, in_slot[i], in_n[i] * es)))
-            return st;
-    }
-    /* 16-bit weights are written in SLOT_WEIGHTS, as into a weights tensor. */
-    vk_buffer *wbuf = io->attn_weights && f->ad != VKMHA_DTYPE_F32 ? &vk->slots[SLOT_WEIGHTS]
-                                                                   : NULL;
-    vk_attn_plan plan;
-    if ((wbuf && (st = vk_slot_ensure(vk, SLOT_WEIGHTS, f->n_weights * es))) ||
-        (st = prepare_vulkan(mha, f, io->attn_weights != NULL, wbuf, &plan)) ||
-        (st = vk_slot_ensure(vk, SLOT_OUT, f->n_out * es)))
-        return st;
-    fwd_bufs b = {.query = &vk->slots[in_slot[0]], .key = &vk->slots[in_slot[1]],
-                  .value = &vk->slots[in_slot[2]], .out = &vk->slots[SLOT_OUT],
-                  .weights = wbuf};
-    vk_mask_slots(vk, b.masks);
-    const forward_op op = {mha, f, &plan, &b};
-    const size_t no = (size_t)(f->n_out * es), nw = (size_t)(f->n_weights * es);
-    vk_host_call call = {.mask = &f->mask, .batch = f->B, .len_q = f->Lq, .len_k = f->Lk,
-                         .down = {{&vk->slots[SLOT_OUT], io->out, no, 1, no, 1, no},
-                                  {plan.scores, io->attn_weights, nw, 1, nw, 1, nw}},
-                         .record = record_op, .arg = &op};
-    for (int i = 0; i < 3; i++)
-        if (in_slot[i] == (vk_slot)(SLOT_Q_IN + i)) /* not an earlier input's */
-            call.up[i] = (vk_host_upload){&vk->slots[in_slot[i]], ins[i], in_n[i] * es};
-    return vk_run_host(vk, &call);
-}
-
 VKMHA_API vkmha_status vkmha_mha_forward(vkmha_mha *mha, const vkmha_mha_io *io)
 {
-    fwd f;
+    mha_fwd f;
     vkmha_status st;
     if (!mha)
         return VKMHA_ERROR_INVALID_ARGUMENT;
     vkmha__begin_call(mha->ctx, "vkmha_mha_forward");
     if ((st = check_io(mha, io, &f)))
         return st;
-    return mha->ctx->vk ? forward_vulkan(mha, io, &f) : forward_reference(mha, io, &f);
+    static const vkmha_run run = {.form = FORM_HOST};
+    const vkmha_arg args[5] = {{.host = io->query, .dtype = f.ad},
+                               {.host = io->key, .dtype = f.ad},
+                               {.host = io->value, .dtype = f.ad},
+                               {.host = io->out, .dtype = f.ad},
+                               {.host = io->attn_weights, .dtype = f.ad}};
+    return mha->ctx->ops->mha_forward(mha, &run, &f, args);
 }
 
-/* The forward on tensors: computed now (MODE_SYNC), recorded into cmd
- * (MODE_RECORD) or submitted (MODE_SUBMIT, *sub set). */
-static vkmha_status forward_tensors(vkmha_mha *mha, vk_mode mode, VkCommandBuffer cmd,
-                                    const vkmha_mha_tensors *io, vkmha_submission **sub)
+vkmha_status vkmha__mha_forward_tensors(vkmha_mha *mha, const vkmha_run *run,
+                                        const vkmha_mha_tensors *io)
 {
-    static const char *const fns[3] = {"vkmha_mha_forward_tensor", "vkmha_mha_record",
-                                       "vkmha_mha_submit"};
+    static const char *const fns[] = {[FORM_TENSOR] = "vkmha_mha_forward_tensor",
+                                      [FORM_RECORD] = "vkmha_mha_record",
+                                      [FORM_SUBMIT] = "vkmha_mha_submit"};
     vkmha_context *ctx = mha->ctx;
     vkmha_status st;
-    fwd f;
-    vkmha__begin_call(ctx, fns[mode]);
-    ctx->tensor_call = true;
-    if (mode == MODE_SUBMIT) {
-        if (!sub)
-            return vkmha__fail(ctx, INVALID, "%s: out is NULL", ctx->call);
-        *sub = NULL;
-    }
-    if (mode == MODE_RECORD && !ctx->vk)
-        return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
-                           "%s: the reference backend has no command buffers", ctx->call);
-    if (mode == MODE_RECORD && cmd == VK_NULL_HANDLE)
-        return vkmha__fail(ctx, INVALID, "%s: cmd is VK_NULL_HANDLE", ctx->call);
+    mha_fwd f;
+    if ((st = vkmha__tensor_call(ctx, run, fns[run->form])))
+        return st;
     if (!io)
         return vkmha__fail(ctx, INVALID, "%s: io is NULL", ctx->call);
     /* The query's dtype is the activations': checked against the others below. */
-    const void *host[5];
-    vk_buffer *buf[5];
-    uint32_t dt[5];
-    const char *const *names = io_names;
+    vkmha_arg arg[5];
+    const char *const *names = vkmha__mha_io_names;
     const vkmha_tensor *const t[5] = {io->query, io->key, io->value, io->out,
                                       io->attn_weights};
-    if (io->query && (st = vkmha__tensor_arg(ctx, names[0], t[0], false, 0, &host[0], &buf[0],
-                                             &dt[0])))
+    if (io->query && (st = vkmha__tensor_arg(ctx, names[0], t[0], false, 0, &arg[0])))
         return st;
     const fwd_args a = {.batch = io->batch, .len_q = io->len_q, .len_k = io->len_k,
                         .query = io->query, .key = io->key, .value = io->value, .out = io->out,
                         .attn_weights = io->attn_weights, .attention_path = io->attention_path,
                         .kv_splits = io->kv_splits,
-                        .dtype = io->query ? dt[0] : VKMHA_DTYPE_F32};
+                        .dtype = io->query ? arg[0].dtype : VKMHA_DTYPE_F32};
     if ((st = check_args(mha, &a, &f)))
         return st;
     const uint64_t n[5] = {f.n_query, f.n_key, f.n_value, f.n_out, f.n_weights};
     for (int i = 0; i < 5; i++) {
-        if ((st = vkmha__tensor_arg(ctx, names[i], t[i], i == 4, n[i], &host[i], &buf[i],
-                                    &dt[i])))
+        if ((st = vkmha__tensor_arg(ctx, names[i], t[i], i == 4, n[i], &arg[i])))
             return st;
-        if (t[i] && dt[i] != f.ad)
+        if (t[i] && arg[i].dtype != f.ad)
             return vkmha__fail(ctx, INVALID,
                                "%s: %s's dtype (%u) differs from io->query's (%u): the layer's "
                                "inputs and outputs share one dtype",
-                               ctx->call, names[i], dt[i], f.ad);
+                               ctx->call, names[i], arg[i].dtype, f.ad);
     }
     for (int o = 3; o < 5; o++)
         for (int i = 0; i < o; i++)
             if (t[o] && vkmha__tensors_overlap(t[o], t[i]))
                 return vkmha__fail(ctx, INVALID, "%s: %s shares memory with %s", ctx->call,
                                    names[o], names[i]);
-    fwd_bufs b = {.query = buf[0], .key = buf[1], .value = buf[2], .out = buf[3],
-                  .weights = buf[4]};
-    if ((st = vkmha__tensor_mask(ctx, io->mask, f.B, mha->d.n_head, f.Lq, f.Lk, &f.mask,
-                                 b.masks)))
+    if ((st = vkmha__tensor_mask(ctx, io->mask, f.B, mha->d.n_head, f.Lq, f.Lk, &f.mask)))
         return st;
-    if (!ctx->vk) {
-        const vkmha_mha_io hio = {.batch = io->batch, .len_q = io->len_q, .len_k = io->len_k,
-                                  .query = host[0], .key = host[1], .value = host[2],
-                                  .out = (void *)(uintptr_t)host[3],
-                                  .attn_weights = (void *)(uintptr_t)host[4],
-                                  .attention_path = io->attention_path,
-                                  .kv_splits = io->kv_splits, .dtype = f.ad};
-        if ((st = forward_reference(mha, &hio, &f)))
-            return st;
-        if (mode == MODE_SUBMIT && !(*sub = vk_submission_done(ctx)))
-            return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
-                               ctx->call);
-        return VKMHA_SUCCESS;
-    }
-    vk_state *vk = ctx->vk;
-    vk_attn_plan plan;
-    if ((st = prepare_vulkan(mha, &f, b.weights != NULL, b.weights, &plan)))
-        return st;
-    if ((st = vk_exec_begin(vk, mode, cmd, sub)))
-        return st;
-    return vk_exec_end(vk, record_forward(mha, &f, &plan, &b), sub);
+    return ctx->ops->mha_forward(mha, run, &f, arg);
 }
 
 VKMHA_API vkmha_status vkmha_mha_forward_tensor(vkmha_mha *mha, const vkmha_mha_tensors *io)
 {
-    return mha ? forward_tensors(mha, MODE_SYNC, VK_NULL_HANDLE, io, NULL) : INVALID;
-}
-
-VKMHA_API vkmha_status vkmha_mha_record(vkmha_mha *mha, VkCommandBuffer cmd,
-                                        const vkmha_mha_tensors *io)
-{
-    return mha ? forward_tensors(mha, MODE_RECORD, cmd, io, NULL) : INVALID;
+    static const vkmha_run run = {.form = FORM_TENSOR};
+    return mha ? vkmha__mha_forward_tensors(mha, &run, io) : INVALID;
 }
 
 VKMHA_API vkmha_status vkmha_mha_submit(vkmha_mha *mha, const vkmha_mha_tensors *io,
@@ -781,5 +383,38 @@ VKMHA_API vkmha_status vkmha_mha_submit(vkmha_mha *mha, const vkmha_mha_tensors 
 {
     if (out)
         *out = NULL;
-    return mha ? forward_tensors(mha, MODE_SUBMIT, VK_NULL_HANDLE, io, out) : INVALID;
+    const vkmha_run run = {.form = FORM_SUBMIT, .sub = out};
+    return mha ? vkmha__mha_forward_tensors(mha, &run, io) : INVALID;
+}
+
+/* ---- submissions (the Vulkan backend's: src/vk_submission.c) -------------- */
+
+vkmha_submission *vkmha__submission_done(vkmha_context *ctx)
+{
+    vkmha_submission *s = vkmha__calloc(ctx, 1, sizeof *s);
+    if (s) {
+        s->ctx = ctx;
+        s->done = true;
+    }
+    return s;
+}
+
+VKMHA_API vkmha_status vkmha_submission_wait(vkmha_submission *s, uint64_t timeout_ns)
+{
+    if (!s)
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    return s->done ? s->status : s->ctx->ops->submission_wait(s, timeout_ns);
+}
+
+VKMHA_API vkmha_status vkmha_submission_poll(vkmha_submission *s)
+{
+    if (!s)
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    return s->done ? s->status : s->ctx->ops->submission_poll(s);
+}
+
+VKMHA_API void vkmha_submission_destroy(vkmha_submission *s)
+{
+    if (s)
+        s->ctx->ops->submission_free(s);
 }

@@ -10,8 +10,10 @@
  * depend on summation order.
  *
  * The arguments arrive already checked and resolved (src/check.c); nothing
- * here validates them again. Index arithmetic is done in uint64_t so that no
- * product of two uint32_t sizes can overflow.
+ * here validates them again. Index arithmetic is done in uint64_t so that
+ * no product of two uint32_t sizes can overflow. The backend's table around
+ * these functions (tensors, the layer, every public form) is
+ * src/ref_backend.c.
  */
 #include "internal.h"
 
@@ -384,43 +386,3 @@ vkmha_status ref_attention_typed(const vkmha_context *ctx, const attn_shape *s,
     release(ctx, &r);
     return st;
 }
-
-/* ---- the reference backend's ops (vkmha_backend_ops) ---------------------- */
-
-/* Host arrays of one dtype; only running out of host memory can fail. */
-static vkmha_status oom(vkmha_context *ctx, vkmha_status st)
-{
-    return st ? vkmha__fail(ctx, st, "%s: out of host memory", ctx->call) : st;
-}
-
-static vkmha_status ops_matmul(vkmha_context *ctx, const mm_shape *s, const void *a,
-                               const void *b, const void *bias, void *c)
-{
-    const uint32_t dt[4] = {s->dtype, s->dtype, s->dtype, s->dtype};
-    return oom(ctx, ref_matmul_typed(ctx, s, dt, a, b, bias, c));
-}
-
-static vkmha_status ops_softmax(vkmha_context *ctx, const sm_shape *s, const void *x,
-                                const mask_r *mask, void *y)
-{
-    return oom(ctx, ref_softmax_typed(ctx, s, s->dtype, x, mask, s->dtype, y));
-}
-
-static vkmha_status ops_heads(vkmha_context *ctx, const heads_shape *s, bool split,
-                              const void *x, void *y)
-{
-    return oom(ctx, ref_heads_typed(ctx, s, split, s->dtype, x, s->dtype, y));
-}
-
-static vkmha_status ops_attention(vkmha_context *ctx, const attn_shape *s, const void *q,
-                                  const void *k, const void *v, const mask_r *mask, void *out,
-                                  void *weights)
-{
-    const uint32_t dt[5] = {s->dtype, s->dtype, s->dtype, s->dtype, s->dtype};
-    return oom(ctx, ref_attention_typed(ctx, s, dt, q, k, v, mask, out, weights));
-}
-
-const vkmha_backend_ops vkmha__reference_ops = {.matmul = ops_matmul,
-                                                .softmax = ops_softmax,
-                                                .heads = ops_heads,
-                                                .attention = ops_attention};

@@ -1,5 +1,7 @@
 /* Vulkan instance, physical-device choice, device, queue and the per-context
- * command buffer; device information and limits. */
+ * command buffer; device information and limits; the Vulkan backend's table
+ * (vk_backend_ops), whose other entries are in src/vk_tensor.c,
+ * src/vk_mha.c and src/vk_submission.c. */
 #include "vk_internal.h"
 
 #include <stdio.h>
@@ -887,34 +889,69 @@ VKMHA_API vkmha_status vkmha_enumerate_devices(uint32_t *count, vkmha_device_inf
     return VKMHA_SUCCESS;
 }
 
-/* ---- the Vulkan backend's ops (vkmha_backend_ops) ------------------------- */
-
-static vkmha_status ops_matmul(vkmha_context *ctx, const mm_shape *s, const void *a,
-                               const void *b, const void *bias, void *c)
+static void ctx_info(const vkmha_context *ctx, vkmha_context_info *out)
 {
-    return vk_matmul(ctx->vk, s, a, b, bias, c);
+    const vk_state *vk = ctx->vk;
+    out->device = vk->info;
+    out->device_index = vk->device_index;
+    out->validation_enabled = vk->validation;
+    out->validation_messages = vk->validation_messages;
+    out->subgroup_ops_used = vk->use_subgroup;
+    out->device_memory_bytes = vk->memory_bytes;
+    out->device_memory_peak_bytes = vk->memory_peak_bytes;
+    out->gpu_timing = vk->timestamps != VK_NULL_HANDLE;
+    out->last_gpu_time_ns = vk->last_gpu_time_ns;
+    out->external_device = vk->external;
+    out->push_descriptors = vk->push_descriptors;
+    out->pipeline_cache_loaded = vk->pipeline_cache_loaded;
+    out->pipeline_cache_bytes = vk->pipeline_cache_bytes;
+    out->pipelines_created = vk->pipelines_created;
+    out->scratch_bytes = vk_scratch_bytes(vk);
+    out->scratch_budget = vk->scratch_budget;
+    out->native_16bit_storage = vk->native16;
 }
 
-static vkmha_status ops_softmax(vkmha_context *ctx, const sm_shape *s, const void *x,
-                                const mask_r *mask, void *y)
+/* ---- the Vulkan backend's table (vkmha_backend_ops) ------------------------- */
+
+static void ctx_destroy(vkmha_context *ctx)
 {
-    return vk_softmax(ctx->vk, s, x, mask, y);
+    vk_destroy(ctx->vk);
 }
 
-static vkmha_status ops_heads(vkmha_context *ctx, const heads_shape *s, bool split,
-                              const void *x, void *y)
+static vkmha_status ctx_trim(vkmha_context *ctx)
 {
-    return vk_heads(ctx->vk, s, split, x, y);
+    vkmha_status st;
+    vk_state *vk = ctx->vk;
+    if ((st = vk_wait_submissions(vk)))
+        return st;
+    vk_release_retired(vk);
+    for (int i = 0; i < SLOT_COUNT; i++)
+        vk_buffer_destroy(vk, &vk->slots[i]);
+    vk_buffer_destroy(vk, &vk->upload);
+    vk_buffer_destroy(vk, &vk->download);
+    return VKMHA_SUCCESS;
 }
 
-static vkmha_status ops_attention(vkmha_context *ctx, const attn_shape *s, const void *q,
-                                  const void *k, const void *v, const mask_r *mask, void *out,
-                                  void *weights)
-{
-    return vk_attention(ctx->vk, s, q, k, v, mask, out, weights);
-}
-
-const vkmha_backend_ops vk_backend_ops = {.matmul = ops_matmul,
-                                          .softmax = ops_softmax,
-                                          .heads = ops_heads,
-                                          .attention = ops_attention};
+const vkmha_backend_ops vk_backend_ops = {
+    .create = vk_create,
+    .destroy = ctx_destroy,
+    .trim = ctx_trim,
+    .info = ctx_info,
+    .no_commands = NULL, /* vk_record_begin checks for push descriptors */
+    .matmul = vk_op_matmul,
+    .softmax = vk_op_softmax,
+    .heads = vk_op_heads,
+    .attention = vk_op_attention,
+    .tensor_size = sizeof(vk_tensor),
+    .tensor_alloc = vk_tensor_alloc,
+    .tensor_wrap = vk_tensor_wrap,
+    .tensor_free = vk_tensor_free,
+    .tensor_copy = vk_tensor_copy,
+    .mha_size = sizeof(vk_mha),
+    .mha_weights = vk_mha_weights,
+    .mha_free = vk_mha_free,
+    .mha_forward = vk_mha_forward,
+    .submission_wait = vk_submission_wait_op,
+    .submission_poll = vk_submission_poll_op,
+    .submission_free = vk_submission_free_op,
+};

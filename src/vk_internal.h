@@ -402,7 +402,8 @@ struct vk_state {
 };
 
 /* ---- compile-only contexts (src/context.c), for tools/vkmha-occupancy ---- */
-/* Like vkmha_context_create (desc->vulkan must be NULL), for a device that
+/* vkmha__context_create_compile_only (src/internal.h): like
+ * vkmha_context_create (desc->vulkan must be NULL), for a device that
  * compiles pipelines but cannot run them: Mesa's RADV with RADV_FORCE_FAMILY
  * and no GPU, a null device without memory types or fences whose queue must
  * never be used. The device, tiles and specialization constants are chosen
@@ -413,8 +414,6 @@ struct vk_state {
  * fence or pipeline cache and never waits on the device: only
  * vk_pipe_info_get, vk_pipeline_get, vk_pipeline_statistics,
  * vkmha_context_get_info and vkmha_context_destroy may be used on it. */
-vkmha_status vkmha__context_create_compile_only(const vkmha_context_desc *desc,
-                                                vkmha_context **out);
 
 /* ---- src/vk_loader.c ----------------------------------------------------- */
 /* Loads the Vulkan loader once per process (thread-safe, idempotent). */
@@ -428,9 +427,8 @@ void vk_load_device_table(VkDevice device, PFN_vkGetDeviceProcAddr get,
                           struct VolkDeviceTable *table);
 
 /* ---- src/vk_context.c ---------------------------------------------------- */
-/* The Vulkan backend's ops on host arrays (vkmha_context.ops). */
-extern const vkmha_backend_ops vk_backend_ops;
-/* compile_only: see vkmha__context_create_compile_only. */
+/* The Vulkan backend's table is vk_backend_ops (src/internal.h).
+ * compile_only: see vkmha__context_create_compile_only. */
 vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc, bool compile_only);
 void vk_destroy(vk_state *vk);
 
@@ -561,8 +559,6 @@ vkmha_status vk_wait_submissions(vk_state *vk);
 void vk_release_retired(vk_state *vk);
 /* Frees a submission's Vulkan objects and removes it from the pending list. */
 void vk_submission_free(vk_state *vk, struct vkmha_submission *s);
-/* A completed submission (the reference backend's), or NULL out of memory. */
-struct vkmha_submission *vk_submission_done(vkmha_context *ctx);
 
 /* ---- src/vk_pipeline.c --------------------------------------------------- */
 /* Chooses the tiles (override: desc->matmul_tile, may be NULL) and creates
@@ -757,19 +753,55 @@ vkmha_status vk_layernorm(vk_state *vk, uint32_t rows, uint32_t cols, float eps,
 vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const void *q, const void *k,
                           const void *v, const mask_r *mask, void *out, void *weights);
 
-/* ---- tensors (src/tensor.c), for the layer ------------------------------- */
-/* Checks tensor argument `name` (live in ctx, F32, F16 or BF16 (*dtype),
- * at least `elements`) and
- * gives its host array (reference backend; else the handle, non-NULL) and
- * its buffer (Vulkan). A NULL tensor passes when optional (NULL outputs). */
-vkmha_status vkmha__tensor_arg(vkmha_context *ctx, const char *name, const vkmha_tensor *t,
-                               bool optional, uint64_t elements, const void **host,
-                               vk_buffer **buf, uint32_t *dtype);
-/* Checks a mask of tensors; m is the equivalent host-array mask and bufs its
- * buffers (NULL where a kind is absent). */
-vkmha_status vkmha__tensor_mask(vkmha_context *ctx, const vkmha_tensor_mask *tm,
-                                uint32_t batch, uint32_t heads, uint32_t len_q,
-                                uint32_t len_k, mask_r *m, const vk_buffer *bufs[3]);
-bool vkmha__tensors_overlap(const vkmha_tensor *a, const vkmha_tensor *b);
+/* ---- the backend table's entries (vk_backend_ops, src/vk_context.c) ------ */
+
+/* src/vk_tensor.c: a tensor is a device buffer. */
+typedef struct vk_tensor {
+    vkmha_tensor t;
+    bool wrapped;  /* buf.buf is the application's */
+    vk_buffer buf;
+} vk_tensor;
+/* The buffer of a tensor of the Vulkan backend (NULL: NULL). */
+vk_buffer *vk_tensor_buf(const vkmha_tensor *t);
+/* The buffers of a mask's tensors (NULL where a kind has none). */
+void vk_tensor_masks(const vkmha_mask_arg *m, const vk_buffer *bufs[3]);
+/* vk_exec_begin / vk_exec_end in a tensor form (FORM_TENSOR: MODE_SYNC,
+ * FORM_RECORD: into run->cmd, FORM_SUBMIT: *run->sub). */
+vkmha_status vk_run_begin(vk_state *vk, const vkmha_run *run);
+vkmha_status vk_run_end(vk_state *vk, const vkmha_run *run, vkmha_status st);
+vkmha_status vk_tensor_alloc(vkmha_tensor *t);
+vkmha_status vk_tensor_wrap(vkmha_context *ctx, const vkmha_tensor_desc *desc, uint64_t handle,
+                            uint64_t offset, uint64_t size, vkmha_tensor **out);
+void vk_tensor_free(vkmha_tensor *t);
+vkmha_status vk_tensor_copy(const vkmha_tensor *t, uint64_t offset, void *host, uint64_t bytes,
+                            bool up);
+vkmha_status vk_op_matmul(vkmha_context *ctx, const vkmha_run *run, const mm_shape *s,
+                          const vkmha_arg *a, const vkmha_arg *b, const vkmha_arg *bias,
+                          const vkmha_arg *c);
+vkmha_status vk_op_softmax(vkmha_context *ctx, const vkmha_run *run, const sm_shape *s,
+                           const vkmha_arg *x, const vkmha_mask_arg *mask, const vkmha_arg *y);
+vkmha_status vk_op_heads(vkmha_context *ctx, const vkmha_run *run, const heads_shape *s,
+                         bool split, const vkmha_arg *x, const vkmha_arg *y);
+vkmha_status vk_op_attention(vkmha_context *ctx, const vkmha_run *run, const attn_shape *s,
+                             const vkmha_arg *q, const vkmha_arg *k, const vkmha_arg *v,
+                             const vkmha_mask_arg *mask, const vkmha_arg *out,
+                             const vkmha_arg *weights);
+
+/* src/vk_mha.c: the layer's weights on the device. */
+typedef struct vk_mha {
+    vkmha_mha m;
+    vk_buffer dev[WEIGHT_COUNT]; /* in m.d.storage_dtype; buf null where absent */
+    vk_site_pool sites;
+} vk_mha;
+vkmha_status vk_mha_weights(vkmha_mha *mha, const void *const src[WEIGHT_COUNT],
+                            const uint32_t dt[WEIGHT_COUNT], const uint64_t n[WEIGHT_COUNT]);
+void vk_mha_free(vkmha_mha *mha);
+vkmha_status vk_mha_forward(vkmha_mha *mha, const vkmha_run *run, const mha_fwd *f,
+                            const vkmha_arg io[5]);
+
+/* src/vk_submission.c: on submissions not yet done. */
+vkmha_status vk_submission_wait_op(vkmha_submission *s, uint64_t timeout_ns);
+vkmha_status vk_submission_poll_op(vkmha_submission *s);
+void vk_submission_free_op(vkmha_submission *s);
 
 #endif /* VKMHA_VK_INTERNAL_H */

@@ -1,16 +1,21 @@
-/* vkmha_mha_submit's submissions: each its own command buffer and fence,
- * recorded by the executor (src/vk_command.c) in MODE_SUBMIT, waited for, polled and freed
- * here; the context waits for the pending ones before it replaces a scratch
- * buffer or rewrites a descriptor set they use. */
+/* vkmha_mha_submit's submissions on the Vulkan backend: each its own
+ * command buffer and fence, recorded by the executor (src/vk_command.c) in
+ * MODE_SUBMIT, waited for, polled and freed here (the public functions, and
+ * the reference backend's submissions, are in src/mha.c); the context waits
+ * for the pending ones before it replaces a scratch buffer or rewrites a
+ * descriptor set they use. */
 #include "vk_internal.h"
 
-struct vkmha_submission {
-    vkmha_context *ctx;
+typedef struct vk_submission {
+    vkmha_submission s; /* ctx, done, status */
     VkCommandBuffer cmd;
     VkFence fence;
-    bool done;           /* the fence signaled (or the work failed) */
-    vkmha_status status; /* when done */
-};
+} vk_submission;
+
+static vk_submission *vk_sub(vkmha_submission *s)
+{
+    return (vk_submission *)s;
+}
 
 vkmha_status vk_submit_begin(vk_state *vk, vkmha_submission **out)
 {
@@ -29,11 +34,11 @@ vkmha_status vk_submit_begin(vk_state *vk, vkmha_submission **out)
         vk->subs = subs;
         vk->cap_subs = cap;
     }
-    vkmha_submission *s = vkmha__calloc(vk->ctx, 1, sizeof *s);
+    vk_submission *s = vkmha__calloc(vk->ctx, 1, sizeof *s);
     if (!s)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
                            vk->ctx->call);
-    s->ctx = vk->ctx;
+    s->s.ctx = vk->ctx;
     VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
     ai.commandPool = vk->cmd_pool;
     ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
@@ -41,12 +46,12 @@ vkmha_status vk_submit_begin(vk_state *vk, vkmha_submission **out)
     VkFenceCreateInfo fi = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     if ((r = vk->vkd.vkAllocateCommandBuffers(vk->device, &ai, &s->cmd)) != VK_SUCCESS ||
         (r = vk->vkd.vkCreateFence(vk->device, &fi, vk->vkalloc, &s->fence)) != VK_SUCCESS) {
-        vk_submission_free(vk, s);
+        vk_submission_free(vk, &s->s);
         return vk_fail(vk, r, "vkAllocateCommandBuffers / vkCreateFence");
     }
-    vk->subs[vk->n_subs++] = s;
+    vk->subs[vk->n_subs++] = &s->s;
     vk->cmd = s->cmd;
-    *out = s;
+    *out = &s->s;
     return VKMHA_SUCCESS;
 }
 
@@ -54,16 +59,17 @@ vkmha_status vk_submission_begin_commands(vk_state *vk)
 {
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-    VkResult r = vk->vkd.vkBeginCommandBuffer(vk->subs[vk->n_subs - 1]->cmd, &bi);
+    VkResult r = vk->vkd.vkBeginCommandBuffer(vk_sub(vk->subs[vk->n_subs - 1])->cmd, &bi);
     return r == VK_SUCCESS ? VKMHA_SUCCESS : vk_fail(vk, r, "vkBeginCommandBuffer");
 }
 
-void vk_submission_free(vk_state *vk, vkmha_submission *s)
+void vk_submission_free(vk_state *vk, vkmha_submission *sub)
 {
-    if (!s)
+    if (!sub)
         return;
+    vk_submission *s = vk_sub(sub);
     for (uint32_t i = 0; i < vk->n_subs; i++)
-        if (vk->subs[i] == s) {
+        if (vk->subs[i] == sub) {
             vk->subs[i] = vk->subs[--vk->n_subs];
             break;
         }
@@ -79,7 +85,7 @@ static vkmha_status submission_wait(vk_state *vk, vkmha_submission *s, uint64_t 
 {
     if (s->done)
         return s->status;
-    VkResult r = vk->vkd.vkWaitForFences(vk->device, 1, &s->fence, VK_TRUE, timeout);
+    VkResult r = vk->vkd.vkWaitForFences(vk->device, 1, &vk_sub(s)->fence, VK_TRUE, timeout);
     if (r == VK_TIMEOUT)
         return VKMHA_NOT_READY;
     s->done = true;
@@ -96,64 +102,41 @@ vkmha_status vk_wait_submissions(vk_state *vk)
     return VKMHA_SUCCESS;
 }
 
-VKMHA_API vkmha_status vkmha_submission_wait(vkmha_submission *s, uint64_t timeout_ns)
+/* The backend table's (vkmha_backend_ops) entries for the public functions
+ * (src/mha.c), on submissions not yet done. */
+vkmha_status vk_submission_wait_op(vkmha_submission *s, uint64_t timeout_ns)
 {
-    if (!s)
-        return VKMHA_ERROR_INVALID_ARGUMENT;
-    if (!s->ctx->vk) /* the reference backend computed it in vkmha_mha_submit */
-        return VKMHA_SUCCESS;
     return submission_wait(s->ctx->vk, s, timeout_ns);
 }
 
-VKMHA_API vkmha_status vkmha_submission_poll(vkmha_submission *s)
+vkmha_status vk_submission_poll_op(vkmha_submission *s)
 {
-    if (!s)
-        return VKMHA_ERROR_INVALID_ARGUMENT;
-    if (!s->ctx->vk)
-        return VKMHA_SUCCESS;
-    if (s->done)
-        return s->status;
-    VkResult r = s->ctx->vk->vkd.vkGetFenceStatus(s->ctx->vk->device, s->fence);
+    vk_state *vk = s->ctx->vk;
+    VkResult r = vk->vkd.vkGetFenceStatus(vk->device, vk_sub(s)->fence);
     if (r == VK_NOT_READY)
         return VKMHA_NOT_READY;
-    return submission_wait(s->ctx->vk, s, UINT64_MAX);
+    return submission_wait(vk, s, UINT64_MAX);
 }
 
-VKMHA_API void vkmha_submission_destroy(vkmha_submission *s)
+void vk_submission_free_op(vkmha_submission *s)
 {
-    if (!s)
-        return;
-    if (!s->ctx->vk) {
-        vkmha__free(s->ctx, s);
-        return;
-    }
     submission_wait(s->ctx->vk, s, UINT64_MAX);
     vk_submission_free(s->ctx->vk, s);
-}
-
-vkmha_submission *vk_submission_done(vkmha_context *ctx)
-{
-    vkmha_submission *s = vkmha__calloc(ctx, 1, sizeof *s);
-    if (s) {
-        s->ctx = ctx;
-        s->done = true;
-    }
-    return s;
 }
 
 vkmha_status vk_submission_submit(vk_state *vk)
 {
     VkResult r;
-    vkmha_submission *s = vk->subs[vk->n_subs - 1];
+    vk_submission *s = vk_sub(vk->subs[vk->n_subs - 1]);
     if ((r = vk->vkd.vkEndCommandBuffer(s->cmd)) != VK_SUCCESS) {
-        vk_submission_free(vk, s);
+        vk_submission_free(vk, &s->s);
         return vk_fail(vk, r, "vkEndCommandBuffer");
     }
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO};
     si.commandBufferCount = 1;
     si.pCommandBuffers = &s->cmd;
     if ((r = vk_queue_submit(vk, &si, s->fence)) != VK_SUCCESS) {
-        vk_submission_free(vk, s);
+        vk_submission_free(vk, &s->s);
         return vk_fail(vk, r, "vkQueueSubmit");
     }
     return VKMHA_SUCCESS;

@@ -8,7 +8,7 @@
  * fences, and it crashes on vkDeviceWaitIdle and queue submissions. The tool
  * therefore points the Vulkan loader at RADV alone (VK_ICD_FILENAMES), sets
  * RADV_FORCE_FAMILY per family, and uses a compile-only context
- * (vkmha__context_create_compile_only, src/vk_internal.h): the library's own
+ * (vkmha__context_create_compile_only, src/internal.h): the library's own
  * device setup, tile and block choice and vk_pipeline_get, with
  * VK_KHR_pipeline_executable_properties statistics, and nothing that runs.
  * It is linked with the library's objects for that internal entry point, so

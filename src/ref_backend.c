@@ -1,0 +1,333 @@
+/* The reference backend's table (vkmha_backend_ops): tensors in host
+ * memory, every form of the ops computed now with src/reference.c's
+ * functions, and the layer (its weights as fp32 arrays, the forward step by
+ * step). Nothing records: vkmha_*_record is unsupported, and a submission is
+ * done when vkmha_mha_submit returns. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct ref_tensor {
+    vkmha_tensor t;
+    void *host; /* vkmha__tensor_words(&t) bytes */
+} ref_tensor;
+
+typedef struct ref_mha {
+    vkmha_mha m;
+    /* fp32 copies, NULL if absent, holding the values of m.d.storage_dtype
+     * (rounded to it, as the device stores them). */
+    float *host[WEIGHT_COUNT];
+} ref_mha;
+
+/* ---- arguments ------------------------------------------------------------ */
+
+static void *tensor_host(const vkmha_tensor *t)
+{
+    return ((const ref_tensor *)t)->host;
+}
+
+/* An argument's array: the host array, or the tensor's memory (NULL: absent). */
+static void *arg_host(const vkmha_arg *a)
+{
+    return a->tensor ? tensor_host(a->tensor) : (void *)(uintptr_t)a->host;
+}
+
+/* A mask's arrays: the host arrays, or the tensors' memory. */
+static mask_r mask_host(const vkmha_mask_arg *m)
+{
+    mask_r r = m->m;
+    if (m->t[0])
+        r.key_padding = tensor_host(m->t[0]);
+    if (m->t[1])
+        r.full = tensor_host(m->t[1]);
+    if (m->t[2])
+        r.bias = tensor_host(m->t[2]);
+    return r;
+}
+
+/* ---- the context: no state beyond vkmha_context ---------------------------- */
+
+static vkmha_status ctx_create(vkmha_context *ctx, const vkmha_context_desc *desc,
+                               bool compile_only)
+{
+    (void)ctx, (void)desc, (void)compile_only;
+    return VKMHA_SUCCESS;
+}
+
+static void ctx_destroy(vkmha_context *ctx)
+{
+    (void)ctx;
+}
+
+static vkmha_status ctx_trim(vkmha_context *ctx)
+{
+    (void)ctx; /* nothing cached */
+    return VKMHA_SUCCESS;
+}
+
+/* ---- the ops, in every form ------------------------------------------------ */
+
+/* Only running out of host memory can fail. */
+static vkmha_status oom(vkmha_context *ctx, vkmha_status st)
+{
+    return st ? vkmha__fail(ctx, st, "%s: out of host memory", ctx->call) : st;
+}
+
+static vkmha_status op_matmul(vkmha_context *ctx, const vkmha_run *run, const mm_shape *s,
+                              const vkmha_arg *a, const vkmha_arg *b, const vkmha_arg *bias,
+                              const vkmha_arg *c)
+{
+    const uint32_t dt[4] = {a->dtype, b->dtype, bias->dtype, c->dtype};
+    (void)run;
+    return oom(ctx, ref_matmul_typed(ctx, s, dt, arg_host(a), arg_host(b), arg_host(bias),
+                                     arg_host(c)));
+}
+
+static vkmha_status op_softmax(vkmha_context *ctx, const vkmha_run *run, const sm_shape *s,
+                               const vkmha_arg *x, const vkmha_mask_arg *mask,
+                               const vkmha_arg *y)
+{
+    const mask_r m = mask_host(mask);
+    (void)run;
+    return oom(ctx, ref_softmax_typed(ctx, s, x->dtype, arg_host(x), &m, y->dtype,
+                                      arg_host(y)));
+}
+
+static vkmha_status op_heads(vkmha_context *ctx, const vkmha_run *run, const heads_shape *s,
+                             bool split, const vkmha_arg *x, const vkmha_arg *y)
+{
+    (void)run;
+    return oom(ctx, ref_heads_typed(ctx, s, split, x->dtype, arg_host(x), y->dtype,
+                                    arg_host(y)));
+}
+
+static vkmha_status op_attention(vkmha_context *ctx, const vkmha_run *run,
+                                 const attn_shape *s, const vkmha_arg *q, const vkmha_arg *k,
+                                 const vkmha_arg *v, const vkmha_mask_arg *mask,
+                                 const vkmha_arg *out, const vkmha_arg *weights)
+{
+    const uint32_t dt[5] = {q->dtype, k->dtype, v->dtype, out->dtype, weights->dtype};
+    const mask_r m = mask_host(mask);
+    (void)run;
+    return oom(ctx, ref_attention_typed(ctx, s, dt, arg_host(q), arg_host(k), arg_host(v), &m,
+                                        arg_host(out), arg_host(weights)));
+}
+
+/* ---- tensors -------------------------------------------------------------- */
+
+static vkmha_status tensor_alloc(vkmha_tensor *t)
+{
+    vkmha_context *ctx = t->ctx;
+    ref_tensor *r = (ref_tensor *)t;
+    if (!(r->host = vkmha__calloc(ctx, 1, (size_t)vkmha__tensor_words(t))))
+        return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
+                           ctx->call);
+    t->mem = 0; /* host memory */
+    t->offset = (uint64_t)(uintptr_t)r->host;
+    return VKMHA_SUCCESS;
+}
+
+static vkmha_status tensor_wrap(vkmha_context *ctx, const vkmha_tensor_desc *desc,
+                                uint64_t buffer, uint64_t offset, uint64_t size,
+                                vkmha_tensor **out)
+{
+    (void)desc, (void)buffer, (void)offset, (void)size, (void)out;
+    return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
+                       "vkmha_tensor_wrap: the reference backend has no Vulkan buffers");
+}
+
+static void tensor_free(vkmha_tensor *t)
+{
+    vkmha__free(t->ctx, ((ref_tensor *)t)->host);
+}
+
+static vkmha_status tensor_copy(const vkmha_tensor *t, uint64_t offset, void *host,
+                                uint64_t bytes, bool up)
+{
+    uint8_t *mem = (uint8_t *)tensor_host(t) + offset;
+    memcpy(up ? mem : host, up ? host : mem, (size_t)bytes);
+    return VKMHA_SUCCESS;
+}
+
+/* ---- the layer ------------------------------------------------------------ */
+
+/* The layer's copies: fp32 arrays of the storage dtype's values. */
+static vkmha_status mha_weights(vkmha_mha *mha, const void *const src[WEIGHT_COUNT],
+                                const uint32_t dt[WEIGHT_COUNT], const uint64_t n[WEIGHT_COUNT])
+{
+    float **host = ((ref_mha *)mha)->host;
+    const uint32_t sd = mha->d.storage_dtype;
+    for (int i = 0; i < WEIGHT_COUNT; i++) {
+        if (!src[i])
+            continue;
+        /* Room for the stored values ahead of their fp32 widening. */
+        if (!(host[i] = vkmha__alloc(mha->ctx, (size_t)n[i] * sizeof(float))))
+            return vkmha__fail(mha->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                               "%s: out of host memory", mha->ctx->call);
+        vkmha__convert(dt[i], src[i], sd, host[i], (size_t)n[i]);
+        if (sd != VKMHA_DTYPE_F32) /* widen in place, from the back */
+            for (uint64_t j = n[i]; j-- > 0;)
+                vkmha__to_f32(sd, (const uint16_t *)host[i] + j, 1, host[i] + j);
+    }
+    return VKMHA_SUCCESS;
+}
+
+/* Rounds fp32 values to a dtype's (as the device stores an activation). */
+static void round_to(uint32_t dtype, float *p, uint64_t n)
+{
+    for (uint64_t i = 0; dtype != VKMHA_DTYPE_F32 && i < n; i++) {
+        uint16_t h;
+        vkmha__from_f32(dtype, &p[i], 1, &h);
+        vkmha__to_f32(dtype, &h, 1, &p[i]);
+    }
+}
+
+/* The forward on host arrays p (query, key, value, out, attn_weights; NULL:
+ * absent): fp32 with double accumulation, rounding each activation to the
+ * activations' dtype where the Vulkan backend stores it (projections,
+ * attention output, output before the LayerNorm). */
+static vkmha_status forward(vkmha_mha *mha, const mha_fwd *f, void *const p[5],
+                            const mask_r *mask)
+{
+    const vkmha_mha_desc *d = &mha->d;
+    float *const *w = ((ref_mha *)mha)->host;
+    const uint32_t H = d->n_head, Hkv = d->n_kv_head, ad = f->ad;
+    const uint32_t rq = f->B * f->Lq, rk = f->B * f->Lk;
+    const size_t nq = (size_t)rq * H * d->d_k, nk = (size_t)rk * Hkv * d->d_k,
+                 nv = (size_t)rk * Hkv * d->d_v, no = (size_t)rq * H * d->d_v;
+    const size_t nin = (size_t)(f->n_query + f->n_key + f->n_value), nout = (size_t)f->n_out,
+                 nw = p[4] ? (size_t)f->n_weights : 0;
+    const bool typed = ad != VKMHA_DTYPE_F32;
+    vkmha_status st = VKMHA_SUCCESS;
+    /* One allocation: qp, kp, vp, qh, kh, vh, oh, om, and for 16-bit
+     * activations fp32 copies of the inputs, the output and the weights. */
+    float *mem = vkmha__alloc(mha->ctx, (2 * (nq + nk + nv) + 2 * no +
+                                         (typed ? nin + nout + nw : 0)) * sizeof(float));
+    if (!mem)
+        return vkmha__fail(mha->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                           "%s: out of host memory", mha->ctx->call);
+    float *qp = mem, *kp = qp + nq, *vp = kp + nk, *qh = vp + nv, *kh = qh + nq, *vh = kh + nk,
+          *oh = vh + nv, *om = oh + no;
+    const float *query = p[0], *key = p[1], *value = p[2];
+    float *out = p[3], *weights = p[4];
+    if (typed) {
+        float *x = om + no;
+        vkmha__to_f32(ad, p[0], (size_t)f->n_query, x);
+        query = x;
+        vkmha__to_f32(ad, p[1], (size_t)f->n_key, x += f->n_query);
+        key = x;
+        vkmha__to_f32(ad, p[2], (size_t)f->n_value, x += f->n_key);
+        value = x;
+        out = x + f->n_value;
+        weights = p[4] ? out + nout : NULL;
+    }
+
+    mm_shape s = vkmha__projection(rq, H * d->d_k, d->d_model);
+    ref_matmul(&s, query, w[W_Q], w[B_Q], qp);
+    s = vkmha__projection(rk, Hkv * d->d_k, d->kdim);
+    ref_matmul(&s, key, w[W_K], w[B_K], kp);
+    s = vkmha__projection(rk, Hkv * d->d_v, d->vdim);
+    ref_matmul(&s, value, w[W_V], w[B_V], vp);
+    round_to(ad, qp, nq);
+    round_to(ad, kp, nk);
+    round_to(ad, vp, nv);
+
+    heads_shape hq = {f->B, f->Lq, H, d->d_k, 0}, hk = {f->B, f->Lk, Hkv, d->d_k, 0},
+                hv = {f->B, f->Lk, Hkv, d->d_v, 0}, ho = {f->B, f->Lq, H, d->d_v, 0};
+    ref_split_heads(&hq, qp, qh);
+    ref_split_heads(&hk, kp, kh);
+    ref_split_heads(&hv, vp, vh);
+    const attn_shape as = f->as;
+    if ((st = ref_attention(mha->ctx, &as, qh, kh, vh, mask, oh, weights))) {
+        vkmha__fail(mha->ctx, st, "%s: out of host memory", mha->ctx->call);
+        goto done;
+    }
+    round_to(ad, oh, no);
+    ref_merge_heads(&ho, oh, om);
+    s = vkmha__projection(rq, d->d_model, H * d->d_v);
+    ref_matmul(&s, om, w[W_O], w[B_O], out);
+    if (d->post_norm) {
+        round_to(ad, out, nout);
+        ref_layernorm(rq, d->d_model, out, query, w[GAMMA], w[BETA], d->norm_eps, out);
+    }
+    if (typed) {
+        vkmha__from_f32(ad, out, nout, p[3]);
+        if (weights)
+            vkmha__from_f32(ad, weights, nw, p[4]);
+    }
+done:
+    vkmha__free(mha->ctx, mem);
+    return st;
+}
+
+static void mha_free(vkmha_mha *mha)
+{
+    for (int i = 0; i < WEIGHT_COUNT; i++)
+        vkmha__free(mha->ctx, ((ref_mha *)mha)->host[i]);
+}
+
+static vkmha_status mha_forward(vkmha_mha *mha, const vkmha_run *run, const mha_fwd *f,
+                                const vkmha_arg io[5])
+{
+    vkmha_context *ctx = mha->ctx;
+    void *p[5];
+    for (int i = 0; i < 5; i++)
+        p[i] = arg_host(&io[i]);
+    const mask_r m = mask_host(&f->mask);
+    vkmha_status st = forward(mha, f, p, &m);
+    if (st || run->form != FORM_SUBMIT)
+        return st;
+    if (!(*run->sub = vkmha__submission_done(ctx)))
+        return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
+                           ctx->call);
+    return VKMHA_SUCCESS;
+}
+
+/* ---- submissions: done when made ------------------------------------------ */
+
+static vkmha_status submission_poll(vkmha_submission *s)
+{
+    return s->status;
+}
+
+static vkmha_status submission_wait(vkmha_submission *s, uint64_t timeout_ns)
+{
+    (void)timeout_ns;
+    return submission_poll(s);
+}
+
+static void submission_free(vkmha_submission *s)
+{
+    vkmha__free(s->ctx, s);
+}
+
+static void ctx_info(const vkmha_context *ctx, vkmha_context_info *out)
+{
+    (void)ctx;
+    snprintf(out->device.name, sizeof out->device.name, "reference");
+}
+
+const vkmha_backend_ops vkmha__reference_ops = {
+    .create = ctx_create,
+    .destroy = ctx_destroy,
+    .trim = ctx_trim,
+    .info = ctx_info,
+    .no_commands = "the reference backend has no command buffers",
+    .matmul = op_matmul,
+    .softmax = op_softmax,
+    .heads = op_heads,
+    .attention = op_attention,
+    .tensor_size = sizeof(ref_tensor),
+    .tensor_alloc = tensor_alloc,
+    .tensor_wrap = tensor_wrap,
+    .tensor_free = tensor_free,
+    .tensor_copy = tensor_copy,
+    .mha_size = sizeof(ref_mha),
+    .mha_weights = mha_weights,
+    .mha_free = mha_free,
+    .mha_forward = mha_forward,
+    .submission_wait = submission_wait,
+    .submission_poll = submission_poll,
+    .submission_free = submission_free,
+};

@@ -1,0 +1,276 @@
+/* The Vulkan backend's layer (entries of vkmha_backend_ops): the weights on
+ * the device, and the forward recorded as projections, attention and
+ * output projection (+ LayerNorm), in every form: on host arrays through
+ * the context's slots (vk_run_host), on tensors into the context's command
+ * buffer, the application's (vkmha_mha_record, the public function here
+ * because it takes a VkCommandBuffer) or a submission's. Heads never move:
+ * attention reads head h of the projections in place through strides and
+ * writes the concat directly (src/vk_attention.c). The checks are
+ * src/mha.c's. */
+#include "vk_internal.h"
+
+#include <stdio.h>
+
+/* The forward's descriptor sites, in recording order. */
+enum mha_site {
+    SITE_PROJ_Q, SITE_PROJ_K, SITE_PROJ_V,
+    SITE_ATTENTION, /* VK_ATTENTION_SITES sites */
+    SITE_PROJ_O = SITE_ATTENTION + VK_ATTENTION_SITES,
+    SITE_NORM,
+    SITE_COUNT
+};
+
+/* Copies the weights to the device in the storage dtype (converted on the
+ * host as they are written into mapped memory or staging). */
+vkmha_status vk_mha_weights(vkmha_mha *mha, const void *const src[WEIGHT_COUNT],
+                            const uint32_t dt[WEIGHT_COUNT], const uint64_t n[WEIGHT_COUNT])
+{
+    static const char *const what[WEIGHT_COUNT] = {"w_q", "w_k", "w_v", "w_o", "b_q",
+                                                   "b_k", "b_v", "b_o", "norm_gamma",
+                                                   "norm_beta"};
+    static const vk_kind kinds[SITE_COUNT] = {
+        [SITE_PROJ_Q] = KIND_MATMUL, [SITE_PROJ_K] = KIND_MATMUL, [SITE_PROJ_V] = KIND_MATMUL,
+        [SITE_ATTENTION] = VK_ATTENTION_SITE_KINDS,
+        [SITE_PROJ_O] = KIND_MATMUL, [SITE_NORM] = KIND_LAYERNORM};
+    vk_state *vk = mha->ctx->vk;
+    vk_mha *vm = (vk_mha *)mha;
+    const uint32_t sd = mha->d.storage_dtype;
+    const uint64_t es = vkmha__dtype_size(sd);
+    vkmha_status st;
+    for (int i = 0; i < WEIGHT_COUNT; i++) {
+        if (!src[i])
+            continue;
+        char name[64];
+        snprintf(name, sizeof name, "desc->%s", what[i]);
+        if ((st = vk_check_size(vk, n[i] * es, name)) ||
+            (st = vk_buffer_create(vk, n[i] * es, false, false, name, &vm->dev[i])))
+            return st;
+    }
+    if ((st = vk_site_pool_create(vk, kinds, SITE_COUNT, &vm->sites)) ||
+        (st = vk_exec_begin(vk, MODE_SYNC, VK_NULL_HANDLE, NULL)))
+        return st;
+    for (int i = 0; i < WEIGHT_COUNT && !st; i++)
+        if (src[i])
+            st = vk_upload_converted(vk, &vm->dev[i], src[i], dt[i], sd, n[i]);
+    return vk_exec_end(vk, st, NULL);
+}
+
+/* Which slot holds input `p`: an earlier slot when the same pointer with the
+ * same size was already uploaded (self-attention uploads once). */
+static vk_slot input_slot(const void *p, uint64_t n, const void *const prev[],
+                          const uint64_t prev_n[], const vk_slot prev_slot[], int count,
+                          vk_slot own)
+{
+    for (int i = 0; i < count; i++)
+        if (p == prev[i] && n == prev_n[i])
+            return prev_slot[i];
+    return own;
+}
+
+/* ad: the dtype of x and y, sd: of the weights. */
+static vk_matmul_args projection_args(const vk_buffer *x, const vk_buffer *w,
+                                      const vk_buffer *b, vk_buffer *y, uint32_t rows,
+                                      uint32_t out, uint32_t in, uint32_t ad, uint32_t sd)
+{
+    const mm_shape s = vkmha__projection(rows, out, in);
+    return vk_matmul_args_of(&s, x, w, b->buf ? b : NULL, y,
+                             VK_DT(0, ad) | VK_DT(1, sd) | VK_DT(2, sd) | VK_DT(3, ad));
+}
+
+/* The buffers of one Vulkan forward: inputs, masks, output, weights (the
+ * caller's tensors, or the context's slots). */
+typedef struct fwd_bufs {
+    const vk_buffer *query, *key, *value;
+    const vk_buffer *masks[3];
+    vk_buffer *out;
+    vk_buffer *weights; /* the caller's tensor, or NULL (host arrays: a slot) */
+} fwd_bufs;
+
+/* The concat of the heads [B*Lq][H*d_v] overwrites the query projection
+ * when the two have the same layout (d_k == d_v): attention reads each block
+ * of queries before writing the same block of outputs. Not when the fused
+ * path returns weights: its weights pass reads the queries again after the
+ * outputs are written. */
+static bool concat_in_place(const vkmha_mha_desc *d, const vk_attn_plan *plan)
+{
+    return d->d_k == d->d_v && !(plan->fused && plan->weights);
+}
+
+/* Everything a forward needs besides its inputs and output, before
+ * recording: projection, concat and attention scratch. */
+static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, bool weights,
+                                   vk_buffer *weights_buf, vk_attn_plan *plan)
+{
+    vk_state *vk = mha->ctx->vk;
+    const vkmha_mha_desc *d = &mha->d;
+    const uint32_t H = d->n_head, Hkv = d->n_kv_head;
+    const uint64_t rq = (uint64_t)f->B * f->Lq, rk = (uint64_t)f->B * f->Lk, es = f->es;
+    const uint32_t ad = f->ad;
+    vkmha_status st;
+    if ((st = vk_slot_ensure(vk, SLOT_Q_PROJ, rq * H * d->d_k * es)) ||
+        (st = vk_slot_ensure(vk, SLOT_K_PROJ, rk * Hkv * d->d_k * es)) ||
+        (st = vk_slot_ensure(vk, SLOT_V_PROJ, rk * Hkv * d->d_v * es)) ||
+        (st = vk_attention_prepare(vk, &f->as, weights, weights_buf,
+                                   (const vk_buffer *const[4]){&vk->slots[SLOT_Q_PROJ],
+                                                               &vk->slots[SLOT_K_PROJ],
+                                                               &vk->slots[SLOT_V_PROJ], NULL},
+                                   VK_DT(0, ad) | VK_DT(1, ad) | VK_DT(2, ad) | VK_DT(3, ad) |
+                                       VK_DT(4, ad),
+                                   plan)) ||
+        (!concat_in_place(d, plan) &&
+         (st = vk_slot_ensure(vk, SLOT_O_HEADS, rq * H * d->d_v * es))))
+        return st;
+    return VKMHA_SUCCESS;
+}
+
+/* Records the forward (after the inputs are on the device). */
+static vkmha_status record_forward(vkmha_mha *mha, const mha_fwd *f, vk_attn_plan *plan,
+                                   const fwd_bufs *b)
+{
+    vk_state *vk = mha->ctx->vk;
+    const vkmha_mha_desc *d = &mha->d;
+    const vk_buffer *w = ((vk_mha *)mha)->dev;
+    vk_site *site = ((vk_mha *)mha)->sites.sites;
+    vkmha_status st;
+    const uint32_t H = d->n_head, Hkv = d->n_kv_head;
+    const uint32_t rq = f->B * f->Lq, rk = f->B * f->Lk;
+    vk_buffer *concat = &vk->slots[concat_in_place(d, plan) ? SLOT_Q_PROJ : SLOT_O_HEADS];
+    for (int i = 0; i < 3; i++)
+        plan->masks[i] = b->masks[i];
+
+    /* Projections (independent of each other: no barrier between them). */
+    const uint32_t ad = f->ad, sd = d->storage_dtype;
+    vk_matmul_args pq = projection_args(b->query, &w[W_Q], &w[B_Q], &vk->slots[SLOT_Q_PROJ],
+                                        rq, H * d->d_k, d->d_model, ad, sd);
+    vk_matmul_args pk = projection_args(b->key, &w[W_K], &w[B_K], &vk->slots[SLOT_K_PROJ],
+                                        rk, Hkv * d->d_k, d->kdim, ad, sd);
+    vk_matmul_args pv = projection_args(b->value, &w[W_V], &w[B_V], &vk->slots[SLOT_V_PROJ],
+                                        rk, Hkv * d->d_v, d->vdim, ad, sd);
+    if ((st = vk_record_matmul(vk, &site[SITE_PROJ_Q], &pq)) ||
+        (st = vk_record_matmul(vk, &site[SITE_PROJ_K], &pk)) ||
+        (st = vk_record_matmul(vk, &site[SITE_PROJ_V], &pv)))
+        return st;
+    vk_barrier(vk);
+
+    const vk_heads_view vq = vk_view_merged(&vk->slots[SLOT_Q_PROJ], H, f->Lq, d->d_k, ad),
+                        vkv = vk_view_merged(&vk->slots[SLOT_K_PROJ], Hkv, f->Lk, d->d_k, ad),
+                        vv = vk_view_merged(&vk->slots[SLOT_V_PROJ], Hkv, f->Lk, d->d_v, ad),
+                        vo = vk_view_merged(concat, H, f->Lq, d->d_v, ad);
+    if ((st = vk_record_attention(vk, &site[SITE_ATTENTION], plan, &f->mask.m, &vq, &vkv, &vv,
+                                  &vo)))
+        return st;
+    vk_barrier(vk);
+
+    vk_matmul_args po = projection_args(concat, &w[W_O], &w[B_O], b->out, rq, d->d_model,
+                                        H * d->d_v, ad, sd);
+    if ((st = vk_record_matmul(vk, &site[SITE_PROJ_O], &po)))
+        return st;
+    if (d->post_norm) {
+        vk_barrier(vk);
+        if ((st = vk_record_layernorm(vk, &site[SITE_NORM], rq, d->d_model, d->norm_eps,
+                                      b->query, &w[GAMMA], &w[BETA], b->out,
+                                      VK_DT(0, ad) | VK_DT(1, sd) | VK_DT(2, sd) |
+                                          VK_DT(3, ad))))
+            return st;
+    }
+    return VKMHA_SUCCESS;
+}
+
+/* The forward on host arrays: vk_run_host's record step. */
+typedef struct forward_op {
+    vkmha_mha *mha;
+    const mha_fwd *f;
+    vk_attn_plan *plan;
+    const fwd_bufs *b;
+} forward_op;
+
+static vkmha_status record_op(vk_state *vk, const void *arg)
+{
+    const forward_op *o = arg;
+    (void)vk;
+    return record_forward(o->mha, o->f, o->plan, o->b);
+}
+
+/* The forward on host arrays (io: query, key, value, out, attn_weights). */
+static vkmha_status forward_host(vkmha_mha *mha, const mha_fwd *f, const vkmha_arg io[5])
+{
+    vk_state *vk = mha->ctx->vk;
+    vkmha_status st;
+    const uint64_t es = f->es;
+    void *const out = (void *)(uintptr_t)io[3].host,
+                *const attn_weights = (void *)(uintptr_t)io[4].host;
+    const void *ins[3] = {io[0].host, io[1].host, io[2].host};
+    const uint64_t in_n[3] = {f->n_query, f->n_key, f->n_value};
+    vk_slot in_slot[3] = {SLOT_Q_IN, SLOT_K_IN, SLOT_V_IN};
+    for (int i = 1; i < 3; i++)
+        in_slot[i] = input_slot(ins[i], in_n[i], ins, in_n, in_slot, i, in_slot[i]);
+
+    /* Sizes first, so that a message names the caller's tensor. */
+    const uint64_t io_n[5] = {f->n_query, f->n_key, f->n_value, f->n_out,
+                              attn_weights ? f->n_weights : 0};
+    for (int i = 0; i < 5; i++)
+        if ((st = vk_check_size(vk, io_n[i] * es, vkmha__mha_io_names[i])))
+            return st;
+    for (int i = 0; i < 3; i++) {
+        if (in_slot[i] != (vk_slot)(SLOT_Q_IN + i))
+            continue;
+        if ((st = vk_slot_ensure(vk, in_slot[i], in_n[i] * es)))
+            return st;
+    }
+    /* 16-bit weights are written in SLOT_WEIGHTS, as into a weights tensor. */
+    vk_buffer *wbuf =
+        attn_weights && f->ad != VKMHA_DTYPE_F32 ? &vk->slots[SLOT_WEIGHTS] : NULL;
+    vk_attn_plan plan;
+    if ((wbuf && (st = vk_slot_ensure(vk, SLOT_WEIGHTS, f->n_weights * es))) ||
+        (st = prepare_vulkan(mha, f, attn_weights != NULL, wbuf, &plan)) ||
+        (st = vk_slot_ensure(vk, SLOT_OUT, f->n_out * es)))
+        return st;
+    fwd_bufs b = {.query = &vk->slots[in_slot[0]], .key = &vk->slots[in_slot[1]],
+                  .value = &vk->slots[in_slot[2]], .out = &vk->slots[SLOT_OUT],
+                  .weights = wbuf};
+    vk_mask_slots(vk, b.masks);
+    const forward_op op = {mha, f, &plan, &b};
+    const size_t no = (size_t)(f->n_out * es), nw = (size_t)(f->n_weights * es);
+    vk_host_call call = {.mask = &f->mask.m, .batch = f->B, .len_q = f->Lq, .len_k = f->Lk,
+                         .down = {{&vk->slots[SLOT_OUT], out, no, 1, no, 1, no},
+                                  {plan.scores, attn_weights, nw, 1, nw, 1, nw}},
+                         .record = record_op, .arg = &op};
+    for (int i = 0; i < 3; i++)
+        if (in_slot[i] == (vk_slot)(SLOT_Q_IN + i)) /* not an earlier input's */
+            call.up[i] = (vk_host_upload){&vk->slots[in_slot[i]], ins[i], in_n[i] * es};
+    return vk_run_host(vk, &call);
+}
+
+void vk_mha_free(vkmha_mha *mha)
+{
+    vk_state *vk = mha->ctx->vk;
+    vk_mha *vm = (vk_mha *)mha;
+    for (int i = 0; i < WEIGHT_COUNT; i++)
+        vk_buffer_destroy(vk, &vm->dev[i]);
+    vk_site_pool_destroy(vk, &vm->sites);
+}
+
+vkmha_status vk_mha_forward(vkmha_mha *mha, const vkmha_run *run, const mha_fwd *f,
+                            const vkmha_arg io[5])
+{
+    vk_state *vk = mha->ctx->vk;
+    vkmha_status st;
+    if (run->form == FORM_HOST)
+        return forward_host(mha, f, io);
+    fwd_bufs b = {.query = vk_tensor_buf(io[0].tensor), .key = vk_tensor_buf(io[1].tensor),
+                  .value = vk_tensor_buf(io[2].tensor), .out = vk_tensor_buf(io[3].tensor),
+                  .weights = vk_tensor_buf(io[4].tensor)};
+    vk_tensor_masks(&f->mask, b.masks);
+    vk_attn_plan plan;
+    if ((st = prepare_vulkan(mha, f, b.weights != NULL, b.weights, &plan)) ||
+        (st = vk_run_begin(vk, run)))
+        return st;
+    return vk_run_end(vk, run, record_forward(mha, f, &plan, &b));
+}
+
+VKMHA_API vkmha_status vkmha_mha_record(vkmha_mha *mha, VkCommandBuffer cmd,
+                                        const vkmha_mha_tensors *io)
+{
+    const vkmha_run run = {.form = FORM_RECORD, .cmd = (void *)cmd};
+    return mha ? vkmha__mha_forward_tensors(mha, &run, io) : VKMHA_ERROR_INVALID_ARGUMENT;
+}

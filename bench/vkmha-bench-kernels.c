@@ -380,11 +380,13 @@ static int cb_run(void *p)
         return vk_exec_end(vk, st, NULL) != VKMHA_SUCCESS;
     struct combine_push cp = {.rows = c->rows, .len_q = 1, .heads = c->rows, .d_v = c->d_v,
                              .splits = c->splits, .o_sh = c->d_v, .o_ld = c->d_v};
-    const vk_buffer *bufs[4] = {&vk->slots[SLOT_PARTIAL_O], &vk->slots[SLOT_PARTIAL_ML],
-                                &vk->slots[SLOT_OUT], &vk->slots[SLOT_STATS]};
+    const vk_view bufs[4] = {vk_view_of(&vk->slots[SLOT_PARTIAL_O], VKMHA_DTYPE_F32),
+                             vk_view_of(&vk->slots[SLOT_PARTIAL_ML], VKMHA_DTYPE_F32),
+                             vk_view_of(&vk->slots[SLOT_OUT], VKMHA_DTYPE_F32),
+                             vk_view_of(&vk->slots[SLOT_STATS], VKMHA_DTYPE_F32)};
     uint64_t groups = ((uint64_t)c->rows * c->d_v + vk->elementwise_wg - 1) / vk->elementwise_wg;
     if ((st = vk_dispatch_groups(vk, &vk->op_sites.sites[OPSITE_ATTENTION + 4],
-                                 PIPE_FLASH_COMBINE, 0, bufs, 4, &cp, sizeof cp,
+                                 PIPE_FLASH_COMBINE, bufs, 4, &cp, sizeof cp,
                                  offsetof(struct combine_push, group_base), groups)))
         return vk_exec_end(vk, st, NULL) != VKMHA_SUCCESS;
     vk_download(vk, &vk->slots[SLOT_OUT], c->out, no, 1, no, 1, no);

@@ -54,18 +54,18 @@ enum { MODE_RESUME = 0x100, MODE_PARTIAL = 0x200, MODE_WEIGHTS = 0x400 };
  * Longer ranges take several dispatches that carry the partial state. */
 #define CPU_MAX_KEYS_PER_DISPATCH 1024
 
-vk_heads_view vk_view_split(const vk_buffer *buf, uint32_t heads, uint32_t len, uint32_t dim,
-                            uint32_t dtype)
+vk_view vk_view_split(const vk_buffer *buf, uint32_t heads, uint32_t len, uint32_t dim,
+                      uint32_t dtype)
 {
-    return (vk_heads_view){.buf = buf, .sb = (uint64_t)heads * len * dim,
-                           .sh = (uint64_t)len * dim, .ld = dim, .dtype = dtype};
+    return (vk_view){.buf = buf, .dtype = dtype,
+                     .stride = {(uint64_t)heads * len * dim, (uint64_t)len * dim, dim}};
 }
 
-vk_heads_view vk_view_merged(const vk_buffer *buf, uint32_t heads, uint32_t len, uint32_t dim,
-                             uint32_t dtype)
+vk_view vk_view_merged(const vk_buffer *buf, uint32_t heads, uint32_t len, uint32_t dim,
+                       uint32_t dtype)
 {
-    return (vk_heads_view){.buf = buf, .sb = (uint64_t)len * heads * dim, .sh = dim,
-                           .ld = heads * dim, .dtype = dtype};
+    return (vk_view){.buf = buf, .dtype = dtype,
+                     .stride = {(uint64_t)len * heads * dim, dim, (uint64_t)heads * dim}};
 }
 
 static uint64_t div_up(uint64_t a, uint64_t b)
@@ -88,20 +88,17 @@ static uint64_t div_up(uint64_t a, uint64_t b)
  * then make every stride one: split heads and projections alike), q, k, v
  * need texel views of their dtype over their whole buffer (all bf16 or none:
  * vk_texel_ok), out a 16-byte aligned start. */
-static bool texel_io(const attn_shape *s, const vk_buffer *const qkvo[4], uint32_t dtypes)
+static bool texel_io(const attn_shape *s, const vk_view qkvo[4])
 {
     if (s->d_k % 4 || s->d_v % 4)
         return false;
-    if (!vk_texel_ok(qkvo, (const uint32_t[]){0, 1, 2}, 3, dtypes, true))
+    if (!vk_texel_ok((const vk_view *const[]){&qkvo[0], &qkvo[1], &qkvo[2]}, 3, true))
         return false;
-    for (int i = 0; i < 3; i++)
-        if (qkvo[i]->offset)
-            return false;
-    return !qkvo[3] || qkvo[3]->offset % 16 == 0;
+    return !qkvo[3].buf || (qkvo[3].buf->offset + qkvo[3].offset) % 16 == 0;
 }
 
 vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weights,
-                                  vk_buffer *weights_buf, const vk_buffer *const qkvo[4],
+                                  const vk_view *weights_view, const vk_view qkvo[4],
                                   uint32_t dtypes, vk_attn_plan *plan)
 {
     vkmha_status st;
@@ -113,7 +110,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
      * wherever it can, the other only where it cannot), and unfused where
      * its scores fit a buffer. */
     const bool have_cpu = cls < VK_FLASH_CLASSES && vk->flash_cpu[cls].workgroup_size != 0 &&
-                          texel_io(s, qkvo, dtypes);
+                          texel_io(s, qkvo);
     const bool have_shared = cls < VK_FLASH_CLASSES && vk->flash[cls].block_q != 0;
     const bool cpu_ok = have_cpu && vk->fused_kernel != VKMHA_FUSED_KERNEL_SHARED;
     const bool shared_ok =
@@ -156,13 +153,15 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
                  t_cpu, t_shared, t_unfused);
 
     vk_mask_slots(vk, plan->masks);
-    plan->scores = weights_buf ? weights_buf : &vk->slots[SLOT_SCORES];
-    if (!weights_buf) /* SLOT_SCORES holds fp32, whatever the caller's dtype */
+    /* SLOT_SCORES holds fp32, whatever the caller's dtype */
+    plan->scores = weights_view ? *weights_view
+                                : vk_view_of(&vk->slots[SLOT_SCORES], VKMHA_DTYPE_F32);
+    if (!weights_view)
         plan->dtypes &= ~VK_DT(4, 3);
     /* fp32 scores: in the weights when they are fp32, else in SLOT_SCORES
      * (the unfused path's softmax then writes the weights from there). */
-    const bool typed_weights = weights_buf && VK_DT_OF(dtypes, 4) != VKMHA_DTYPE_F32;
-    if (((plan->weights || !plan->fused) && !weights_buf) || (!plan->fused && typed_weights))
+    const bool typed_weights = weights_view && weights_view->dtype != VKMHA_DTYPE_F32;
+    if (((plan->weights || !plan->fused) && !weights_view) || (!plan->fused && typed_weights))
         if ((st = vk_slot_ensure(vk, SLOT_SCORES, score_bytes)))
             return st;
     if (!plan->fused) {
@@ -217,37 +216,42 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
 }
 
 /* scores[b][h] (Lq x Lk) = scale * q[b][h] (Lq x d_k) * k[b][h / g]^T */
+/* The fp32 scores [batch][heads][len_q][len_k] as a view of matrices. */
+static vk_view scores_view(const attn_shape *s, const vk_view *scores)
+{
+    const uint64_t Lq = s->len_q, Lk = s->len_k;
+    vk_view v = *scores;
+    v.stride[0] = s->heads * Lq * Lk, v.stride[1] = Lq * Lk, v.stride[2] = Lk;
+    return v;
+}
+
 static vkmha_status record_scores(vk_state *vk, vk_site *site, const vk_attn_plan *plan,
-                                  const vk_heads_view *q, const vk_heads_view *k,
-                                  vk_buffer *scores)
+                                  const vk_view *q, const vk_view *k, const vk_view *scores)
 {
     const attn_shape *s = &plan->s;
-    const uint64_t Lq = s->len_q, Lk = s->len_k;
     const vk_matmul_args a = {
-        .a = q->buf, .b = k->buf, .c = scores, .m = s->len_q, .n = s->len_k, .k = s->d_k,
-        .lda = q->ld, .ldb = k->ld, .ldc = s->len_k, .trans_b = true, .alpha = s->scale,
-        .batch_outer = s->batch, .batch_inner = s->heads, .b_div = s->heads / s->kv_heads,
-        .sa_outer = q->sb, .sa_inner = q->sh, .sb_outer = k->sb, .sb_inner = k->sh,
-        .sc_outer = s->heads * Lq * Lk, .sc_inner = Lq * Lk,
-        .dtypes = VK_DT(0, q->dtype) | VK_DT(1, k->dtype)};
+        .a = *q, .b = *k, .c = scores_view(s, scores), .m = s->len_q, .n = s->len_k,
+        .k = s->d_k, .trans_b = true, .alpha = s->scale, .batch_outer = s->batch,
+        .batch_inner = s->heads, .b_div = s->heads / s->kv_heads};
     return vk_record_matmul(vk, site, &a);
 }
 
 static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const vk_attn_plan *plan,
-                                   const mask_r *mask, const vk_heads_view *q,
-                                   const vk_heads_view *k, const vk_heads_view *v,
-                                   const vk_heads_view *out)
+                                   const mask_r *mask, const vk_view *q, const vk_view *k,
+                                   const vk_view *v, const vk_view *out)
 {
     vkmha_status st;
     const attn_shape *s = &plan->s;
-    const uint64_t Lq = s->len_q, Lk = s->len_k;
+    const uint64_t Lq = s->len_q;
     /* fp32 scores and weights: in the caller's weights when they are fp32
      * (or there are none: SLOT_SCORES), else in SLOT_SCORES, copied into
      * the 16-bit weights at the end, so that the output and the weights are
      * each rounded once, as on the fused path. */
-    const uint32_t dt_w = VK_DT_OF(plan->dtypes, 4);
-    vk_buffer *scores = dt_w == VKMHA_DTYPE_F32 ? plan->scores : &vk->slots[SLOT_SCORES];
-    if ((st = record_scores(vk, &sites[0], plan, q, k, scores)))
+    const uint32_t dt_w = plan->scores.dtype;
+    const vk_view scores = dt_w == VKMHA_DTYPE_F32
+                               ? plan->scores
+                               : vk_view_of(&vk->slots[SLOT_SCORES], VKMHA_DTYPE_F32);
+    if ((st = record_scores(vk, &sites[0], plan, q, k, &scores)))
         return st;
     vk_barrier(vk);
 
@@ -261,37 +265,32 @@ static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const vk_attn_
 
     /* out[b][h] (Lq x d_v) = p[b][h] (Lq x Lk) * v[b][h / g] (Lk x d_v) */
     const vk_matmul_args pv = {
-        .a = scores, .b = v->buf, .c = out->buf, .m = s->len_q, .n = s->d_v, .k = s->len_k,
-        .lda = s->len_k, .ldb = v->ld, .ldc = out->ld, .trans_b = false, .alpha = 1.0f,
-        .batch_outer = s->batch, .batch_inner = s->heads, .b_div = s->heads / s->kv_heads,
-        .sa_outer = s->heads * Lq * Lk, .sa_inner = Lq * Lk, .sb_outer = v->sb,
-        .sb_inner = v->sh, .sc_outer = out->sb, .sc_inner = out->sh,
-        .dtypes = VK_DT(1, v->dtype) | VK_DT(3, out->dtype)};
+        .a = scores_view(s, &scores), .b = *v, .c = *out, .m = s->len_q, .n = s->d_v,
+        .k = s->len_k, .trans_b = false, .alpha = 1.0f, .batch_outer = s->batch,
+        .batch_inner = s->heads, .b_div = s->heads / s->kv_heads};
     if ((st = vk_record_matmul(vk, &sites[2], &pv)) || dt_w == VKMHA_DTYPE_F32)
         return st;
     /* The weights, rounded: a copy of [rows][len_k] (one head). Reads what
      * the P V matmul reads: no barrier between them. */
     const heads_shape copy = {.batch = 1, .len = (uint32_t)(s->batch * s->heads * Lq),
                               .heads = 1, .head_dim = s->len_k};
-    return vk_record_heads(vk, &sites[8], &copy, true, scores, plan->scores,
-                           VK_DT(0, VKMHA_DTYPE_F32) | VK_DT(1, dt_w));
+    return vk_record_heads(vk, &sites[8], &copy, true, scores, plan->scores);
 }
 
 static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_plan *plan,
-                                 const mask_r *mask, const vk_heads_view *q,
-                                 const vk_heads_view *k, const vk_heads_view *v,
-                                 const vk_heads_view *out)
+                                 const mask_r *mask, const vk_view *q, const vk_view *k,
+                                 const vk_view *v, const vk_view *out)
 {
     vkmha_status st;
     const attn_shape *s = &plan->s;
     const uint64_t rows = (uint64_t)s->batch * s->heads * s->len_q;
-    const uint64_t strides[] = {q->sb, q->sh, q->ld, k->sb, k->sh, k->ld, v->sb, v->sh, v->ld,
-                                out->sb, out->sh, out->ld};
-    for (size_t i = 0; i < VKMHA_ARRAY_LEN(strides); i++)
-        if (strides[i] > UINT32_MAX)
-            return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
-                               "%s: a tensor stride of %llu elements exceeds 32 bits",
-                               vk->ctx->call, (unsigned long long)strides[i]);
+    const vk_view *const views[4] = {q, k, v, out};
+    for (size_t i = 0; i < 4; i++)
+        for (int d = 0; d < 3; d++)
+            if (views[i]->stride[d] > UINT32_MAX)
+                return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                                   "%s: a tensor stride of %llu elements exceeds 32 bits",
+                                   vk->ctx->call, (unsigned long long)views[i]->stride[d]);
 
     const bool split = plan->splits > 1 || plan->chunks > 1; /* through the partials */
     const uint64_t groups = rows / s->len_q * plan->q_blocks * plan->splits;
@@ -299,29 +298,30 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
         .groups = (uint32_t)groups, .len_q = s->len_q, .len_k = s->len_k, .heads = s->heads,
         .group = s->heads / s->kv_heads, .d_k = s->d_k, .d_v = s->d_v,
         .q_blocks = plan->q_blocks, .splits = plan->splits, .split_len = plan->split_len,
-        .q_sb = (uint32_t)q->sb, .q_sh = (uint32_t)q->sh, .q_ld = q->ld,
-        .k_sb = (uint32_t)k->sb, .k_sh = (uint32_t)k->sh, .k_ld = k->ld,
-        .v_sb = (uint32_t)v->sb, .v_sh = (uint32_t)v->sh, .v_ld = v->ld,
-        .o_sb = (uint32_t)out->sb, .o_sh = (uint32_t)out->sh, .o_ld = out->ld,
+        .q_sb = (uint32_t)q->stride[0], .q_sh = (uint32_t)q->stride[1],
+        .q_ld = (uint32_t)q->stride[2], .k_sb = (uint32_t)k->stride[0],
+        .k_sh = (uint32_t)k->stride[1], .k_ld = (uint32_t)k->stride[2],
+        .v_sb = (uint32_t)v->stride[0], .v_sh = (uint32_t)v->stride[1],
+        .v_ld = (uint32_t)v->stride[2], .o_sb = (uint32_t)out->stride[0],
+        .o_sh = (uint32_t)out->stride[1], .o_ld = (uint32_t)out->stride[2],
         .flags = mask->kinds, .scale = s->scale, .kv_count = plan->chunk};
     vk_bias_strides(mask, s->len_q, s->len_k, &p.bias_sb, &p.bias_sh);
     vk_softmax_args m = {0};
     vk_mask_args(plan->masks, mask, &m);
-    const vk_buffer *bufs[8] = {q->buf, k->buf, v->buf, m.key_padding, m.full, m.bias,
-                                split ? &vk->slots[SLOT_PARTIAL_O] : out->buf,
-                                split ? &vk->slots[SLOT_PARTIAL_ML] : &vk->slots[SLOT_STATS]};
+    const vk_view partial_o = vk_view_of(&vk->slots[SLOT_PARTIAL_O], VKMHA_DTYPE_F32),
+                  partial_ml = vk_view_of(&vk->slots[SLOT_PARTIAL_ML], VKMHA_DTYPE_F32),
+                  stats = vk_view_of(&vk->slots[SLOT_STATS], VKMHA_DTYPE_F32);
+    const vk_view bufs[8] = {*q, *k, *v, m.masks[0], m.masks[1], m.masks[2],
+                             split ? partial_o : *out, split ? partial_ml : stats};
     const vk_pipe pipe = (vk_pipe)((plan->cpu_kernel ? PIPE_FLASH_CPU : PIPE_FLASH) + plan->cls);
     vk_site *main_site = &sites[plan->cpu_kernel ? 6 : 3];
     vk_site *weights_site = &sites[plan->cpu_kernel ? 7 : 5];
-    /* Partial state and statistics are fp32; out and the weights of their own dtypes. */
-    const uint32_t qkv = VK_DT(0, q->dtype) | VK_DT(1, k->dtype) | VK_DT(2, v->dtype);
     for (uint32_t c = 0; c < plan->chunks; c++) {
         p.kv_first = c * plan->chunk;
         p.flags = mask->kinds | (c ? MODE_RESUME : 0) | (split ? MODE_PARTIAL : 0);
         if (c)
             vk_barrier(vk);
-        if ((st = vk_dispatch_groups(vk, main_site, pipe, qkv | VK_DT(6, split ? 0 : out->dtype),
-                                     bufs, 8, &p, sizeof p,
+        if ((st = vk_dispatch_groups(vk, main_site, pipe, bufs, 8, &p, sizeof p,
                                      offsetof(struct flash_push, group_base), groups)))
             return st;
     }
@@ -330,12 +330,11 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
         vk_barrier(vk);
         struct combine_push c = {.rows = (uint32_t)rows, .len_q = s->len_q, .heads = s->heads,
                                  .d_v = s->d_v, .splits = plan->splits,
-                                 .o_sb = (uint32_t)out->sb, .o_sh = (uint32_t)out->sh,
-                                 .o_ld = out->ld};
-        const vk_buffer *cb[4] = {&vk->slots[SLOT_PARTIAL_O], &vk->slots[SLOT_PARTIAL_ML],
-                                  out->buf, &vk->slots[SLOT_STATS]};
-        if ((st = vk_dispatch_groups(vk, &sites[4], PIPE_FLASH_COMBINE, VK_DT(2, out->dtype),
-                                     cb, 4, &c, sizeof c,
+                                 .o_sb = (uint32_t)out->stride[0],
+                                 .o_sh = (uint32_t)out->stride[1],
+                                 .o_ld = (uint32_t)out->stride[2]};
+        const vk_view cb[4] = {partial_o, partial_ml, *out, stats};
+        if ((st = vk_dispatch_groups(vk, &sites[4], PIPE_FLASH_COMBINE, cb, 4, &c, sizeof c,
                                      offsetof(struct combine_push, group_base),
                                      div_up(rows * s->d_v, vk->elementwise_wg))))
             return st;
@@ -343,15 +342,13 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
 
     if (plan->weights) {
         /* Over the same ranges and chunks, from the final statistics. */
-        const vk_buffer *wb[8] = {q->buf, k->buf, v->buf, m.key_padding, m.full, m.bias,
-                                  plan->scores, &vk->slots[SLOT_STATS]};
+        const vk_view wb[8] = {*q, *k, *v, m.masks[0], m.masks[1], m.masks[2], plan->scores,
+                               stats};
         p.flags = mask->kinds | MODE_WEIGHTS;
         for (uint32_t c = 0; c < plan->chunks; c++) {
             p.kv_first = c * plan->chunk;
             vk_barrier(vk);
-            if ((st = vk_dispatch_groups(vk, weights_site, pipe,
-                                         qkv | VK_DT(6, VK_DT_OF(plan->dtypes, 4)), wb, 8, &p,
-                                         sizeof p,
+            if ((st = vk_dispatch_groups(vk, weights_site, pipe, wb, 8, &p, sizeof p,
                                          offsetof(struct flash_push, group_base), groups)))
                 return st;
         }
@@ -360,9 +357,8 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
 }
 
 vkmha_status vk_record_attention(vk_state *vk, vk_site sites[], const vk_attn_plan *plan,
-                                 const mask_r *mask, const vk_heads_view *q,
-                                 const vk_heads_view *k, const vk_heads_view *v,
-                                 const vk_heads_view *out)
+                                 const mask_r *mask, const vk_view *q, const vk_view *k,
+                                 const vk_view *v, const vk_view *out)
 {
     return plan->fused ? record_fused(vk, sites, plan, mask, q, k, v, out)
                        : record_unfused(vk, sites, plan, mask, q, k, v, out);
@@ -372,7 +368,7 @@ vkmha_status vk_record_attention(vk_state *vk, vk_site sites[], const vk_attn_pl
 typedef struct attention_op {
     const vk_attn_plan *plan;
     const mask_r *mask;
-    vk_heads_view q, k, v, o;
+    vk_view q, k, v, o;
 } attention_op;
 
 static vkmha_status record_op(vk_state *vk, const void *arg)
@@ -395,7 +391,8 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const void *q, cons
                  bo = (size_t)s->batch * s->heads * s->len_q * s->d_v * es,
                  bw = weights ? (size_t)s->batch * s->heads * s->len_q * s->len_k * es : 0;
     /* 16-bit weights are written in SLOT_WEIGHTS, as into a weights tensor. */
-    vk_buffer *wbuf = weights && dt != VKMHA_DTYPE_F32 ? &vk->slots[SLOT_WEIGHTS] : NULL;
+    const vk_view wview = vk_view_of(&vk->slots[SLOT_WEIGHTS], dt);
+    const bool wbuf = weights && dt != VKMHA_DTYPE_F32;
     const uint32_t dtypes = VK_DT(0, dt) | VK_DT(1, dt) | VK_DT(2, dt) | VK_DT(3, dt) |
                             VK_DT(4, dt);
     if ((st = vk_check_size(vk, bq, "q")) || (st = vk_check_size(vk, bk, "k")) ||
@@ -405,12 +402,7 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const void *q, cons
         (st = vk_slot_ensure(vk, SLOT_K_HEADS, bk)) ||
         (st = vk_slot_ensure(vk, SLOT_V_HEADS, bv)) ||
         (st = vk_slot_ensure(vk, SLOT_O_HEADS, bo)) ||
-        (wbuf && (st = vk_slot_ensure(vk, SLOT_WEIGHTS, bw))) ||
-        (st = vk_attention_prepare(vk, s, weights != NULL, wbuf,
-                                   (const vk_buffer *const[4]){&vk->slots[SLOT_Q_HEADS],
-                                                               &vk->slots[SLOT_K_HEADS],
-                                                               &vk->slots[SLOT_V_HEADS], NULL},
-                                   dtypes, &plan)))
+        (wbuf && (st = vk_slot_ensure(vk, SLOT_WEIGHTS, bw))))
         return st;
     const attention_op op = {
         &plan, mask,
@@ -418,13 +410,16 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const void *q, cons
         vk_view_split(&vk->slots[SLOT_K_HEADS], s->kv_heads, s->len_k, s->d_k, dt),
         vk_view_split(&vk->slots[SLOT_V_HEADS], s->kv_heads, s->len_k, s->d_v, dt),
         vk_view_split(&vk->slots[SLOT_O_HEADS], s->heads, s->len_q, s->d_v, dt)};
+    if ((st = vk_attention_prepare(vk, s, weights != NULL, wbuf ? &wview : NULL,
+                                   (const vk_view[4]){op.q, op.k, op.v, {0}}, dtypes, &plan)))
+        return st;
     const vk_host_call call = {
         .up = {{&vk->slots[SLOT_Q_HEADS], q, bq},
                {&vk->slots[SLOT_K_HEADS], k, bk},
                {&vk->slots[SLOT_V_HEADS], v, bv}},
         .mask = mask, .batch = s->batch, .len_q = s->len_q, .len_k = s->len_k,
         .down = {{&vk->slots[SLOT_O_HEADS], out, bo, 1, bo, 1, bo},
-                 {plan.scores, weights, bw, 1, bw, 1, bw}},
+                 {plan.scores.buf, weights, bw, 1, bw, 1, bw}},
         .record = record_op, .arg = &op};
     return vk_run_host(vk, &call);
 }

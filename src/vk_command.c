@@ -410,16 +410,31 @@ void vk_download(vk_state *vk, const vk_buffer *src, void *dst, size_t len, size
                                                 .stride2 = stride2};
 }
 
-VkBufferView vk_texel_view(const vk_buffer *b, uint32_t dtype, bool u16)
+VkBufferView vk_texel_view(const vk_view *v, bool u16)
 {
+    const vk_buffer *b = v->buf;
+    if (!b || v->offset) /* the views start at the buffer's start */
+        return VK_NULL_HANDLE;
     if (u16)
-        return dtype == VKMHA_DTYPE_F32 ? VK_NULL_HANDLE : b->view4u;
-    return dtype == VKMHA_DTYPE_F32 ? b->view4 : dtype == VKMHA_DTYPE_F16 ? b->view4h : VK_NULL_HANDLE;
+        return v->dtype == VKMHA_DTYPE_F16 || v->dtype == VKMHA_DTYPE_BF16 ? b->view4u
+                                                                           : VK_NULL_HANDLE;
+    return v->dtype == VKMHA_DTYPE_F32   ? b->view4
+           : v->dtype == VKMHA_DTYPE_F16 ? b->view4h
+                                         : VK_NULL_HANDLE;
 }
 
-vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dtypes,
-                         const vk_buffer *const bufs[], uint32_t n_bufs, const void *push,
-                         uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz)
+uint32_t vk_view_dtypes(const vk_view bufs[], uint32_t n)
+{
+    uint32_t dtypes = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (bufs[i].buf && bufs[i].dtype != VKMHA_DTYPE_U8)
+            dtypes |= VK_DT(i, bufs[i].dtype);
+    return dtypes;
+}
+
+vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_view bufs[],
+                         uint32_t n_bufs, const void *push, uint32_t push_size, uint32_t gx,
+                         uint32_t gy, uint32_t gz)
 {
     vk_plan *pl = &vk->plan;
     const vk_kind kind = vk_pipe_kind(pipe);
@@ -430,10 +445,11 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dty
      * which only the pipeline variant for misaligned dispatches reads
      * (VK_DT_MISALIGNED; shaders/typed.glsl). */
     const VkDeviceSize align = vk->min_storage_offset_align;
-    uint32_t misalign[2] = {0, 0};
+    uint32_t misalign[2] = {0, 0}, dtypes = vk_view_dtypes(bufs, n_bufs);
     for (uint32_t i = 0; i < n_bufs && i < VK_MAX_BINDINGS; i++)
-        if (bufs[i] && bufs[i]->buf)
-            misalign[i / 4] |= (uint32_t)(bufs[i]->offset % align) << (8 * (i % 4));
+        if (bufs[i].buf && bufs[i].buf->buf)
+            misalign[i / 4] |= (uint32_t)((bufs[i].buf->offset + bufs[i].offset) % align)
+                               << (8 * (i % 4));
     if (misalign[0] | misalign[1])
         dtypes |= VK_DT_MISALIGNED;
     VkPipeline pipeline;
@@ -475,26 +491,29 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dty
     uint32_t n_writes = 0;
     for (uint32_t i = 0; i < n_bind; i++) {
         const uint32_t src = vk_binding_source(vk, kind, i);
-        const vk_buffer *b = src < n_bufs && bufs[src] && bufs[src]->buf ? bufs[src] : &vk->dummy;
+        const bool present = src < n_bufs && bufs[src].buf && bufs[src].buf->buf;
+        const vk_buffer *b = present ? bufs[src].buf : &vk->dummy;
+        VkDeviceSize at = present ? bufs[src].offset : 0; /* past b->offset */
         const VkDescriptorType type = vk_binding_type(vk, kind, i);
         const bool texel = type == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
         VkBufferView view = VK_NULL_HANDLE;
-        if (texel && !(view = vk_texel_view(b, VK_DT_OF(dtypes, src), u16))) {
+        if (texel && !(present && (view = vk_texel_view(&bufs[src], u16)))) {
             b = &vk->dummy;
             view = u16 ? b->view4u : b->view4;
         }
         const uint64_t id =
             4 * b->id + (!texel ? 0 : view == b->view4 ? 1 : view == b->view4h ? 2 : 3);
         if (!vk->push_descriptors) {
-            if (site->ids[i] == id)
+            if (site->ids[i] == id && site->offsets[i] == at)
                 continue;
             site->ids[i] = id;
+            site->offsets[i] = at;
         }
         struct vk_pass_binding *w = &p->writes[n_writes];
         *w = (struct vk_pass_binding){.binding = i, .type = type, .view = view};
         if (!texel) {
-            const VkDeviceSize mis = b->offset % align;
-            w->info = (VkDescriptorBufferInfo){b->buf, b->offset - mis, mis + b->size};
+            const VkDeviceSize start = b->offset + at, mis = start % align;
+            w->info = (VkDescriptorBufferInfo){b->buf, start - mis, mis + b->size - at};
         }
         writes[n_writes] = (VkWriteDescriptorSet){
             .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
@@ -515,10 +534,9 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dty
     return VKMHA_SUCCESS;
 }
 
-vkmha_status vk_dispatch_groups(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dtypes,
-                                const vk_buffer *const bufs[], uint32_t n_bufs,
-                                const void *push, uint32_t push_size, uint32_t base_offset,
-                                uint64_t groups)
+vkmha_status vk_dispatch_groups(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_view bufs[],
+                                uint32_t n_bufs, const void *push, uint32_t push_size,
+                                uint32_t base_offset, uint64_t groups)
 {
     const uint64_t mx = vk->info.max_workgroup_count[0], my = vk->info.max_workgroup_count[1],
                    mz = vk->info.max_workgroup_count[2];
@@ -551,7 +569,7 @@ vkmha_status vk_dispatch_groups(vk_state *vk, vk_site *site, vk_pipe pipe, uint3
         memcpy(copy + base_offset, &base, sizeof base);
         if (done)
             vk_barrier(vk);
-        vkmha_status st = vk_dispatch(vk, site, pipe, dtypes, bufs, n_bufs, copy, push_size,
+        vkmha_status st = vk_dispatch(vk, site, pipe, bufs, n_bufs, copy, push_size,
                                       (uint32_t)gx, (uint32_t)gy, (uint32_t)gz);
         if (st)
             return st;

@@ -15,21 +15,21 @@ struct heads_push {
 VK_PUSH_BLOCK(heads_push);
 
 vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, bool split,
-                             const vk_buffer *x, const vk_buffer *y, uint32_t dtypes)
+                             vk_view x, vk_view y)
 {
     uint64_t total = (uint64_t)s->batch * s->len * s->heads * s->head_dim;
     struct heads_push p = {.total = (uint32_t)total, .len = s->len, .heads = s->heads,
                            .head_dim = s->head_dim, .split = split ? 1u : 0u,
-                           .texel = vk->row_texel && vk_texel_ok(&x, (const uint32_t[]){0}, 1,
-                                                                  dtypes, true)};
-    const vk_buffer *bufs[2] = {x, y};
+                           .texel = vk->row_texel &&
+                                    vk_texel_ok((const vk_view *const[]){&x}, 1, true)};
+    const vk_view bufs[2] = {x, y};
     if (vk->cpu_rows_wg && s->head_dim <= VK_CPU_ROW_MAX) { /* a row per invocation */
         uint64_t rows = total / s->head_dim;
-        return vk_dispatch_groups(vk, site, PIPE_HEADS_CPU, dtypes, bufs, 2, &p, sizeof p,
+        return vk_dispatch_groups(vk, site, PIPE_HEADS_CPU, bufs, 2, &p, sizeof p,
                                   offsetof(struct heads_push, group_base),
                                   (rows + vk->cpu_rows_wg - 1) / vk->cpu_rows_wg);
     }
-    return vk_dispatch_groups(vk, site, PIPE_HEADS, dtypes, bufs, 2, &p, sizeof p,
+    return vk_dispatch_groups(vk, site, PIPE_HEADS, bufs, 2, &p, sizeof p,
                               offsetof(struct heads_push, group_base),
                               (total + vk->elementwise_wg - 1) / vk->elementwise_wg);
 }
@@ -43,8 +43,8 @@ static vkmha_status record_op(vk_state *vk, const void *arg)
 {
     const heads_op *o = arg;
     return vk_record_heads(vk, &vk->op_sites.sites[OPSITE_HEADS], o->s, o->split,
-                           &vk->slots[SLOT_Q_IN], &vk->slots[SLOT_OUT],
-                           VK_DT(0, o->s->dtype) | VK_DT(1, o->s->dtype));
+                           vk_view_of(&vk->slots[SLOT_Q_IN], o->s->dtype),
+                           vk_view_of(&vk->slots[SLOT_OUT], o->s->dtype));
 }
 
 vkmha_status vk_heads(vk_state *vk, const heads_shape *s, bool split, const void *x,

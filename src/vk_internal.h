@@ -31,6 +31,26 @@ typedef struct vk_buffer {
     VkBufferView view4h, view4u;
 } vk_buffer;
 
+/* A typed strided view of a device buffer, the operand of every recording
+ * function: the tensor of `dtype` whose element (i0, i1, i2, i3) lies at
+ * byte `offset` + (i0 stride[0] + i1 stride[1] + i2 stride[2] + i3) *
+ * element size past the start of buf (buf->offset). The innermost dimension
+ * is contiguous; a 1-D view has strides 0. Any offset that is a multiple of
+ * the element size works: a descriptor starts at the aligned offset below
+ * and the shaders add the rest (vk_dispatch). buf NULL: absent. */
+typedef struct vk_view {
+    const vk_buffer *buf;
+    VkDeviceSize offset; /* bytes */
+    uint32_t dtype;      /* vkmha_dtype: F32, F16, BF16, or U8 (masks) */
+    uint64_t stride[3];  /* elements */
+} vk_view;
+
+/* The dense view of a whole buffer; buf NULL: an absent operand. */
+static inline vk_view vk_view_of(const vk_buffer *buf, uint32_t dtype)
+{
+    return (vk_view){.buf = buf, .dtype = dtype};
+}
+
 /* Device buffers cached in the context and reused by every call whose tensors
  * fit: they only grow. Which tensor lives in which slot is each op's choice. */
 typedef enum vk_slot {
@@ -147,7 +167,8 @@ typedef struct vk_flash_config {
 typedef struct vk_site {
     VkDescriptorSet set;
     vk_kind kind;
-    uint64_t ids[VK_MAX_BINDINGS];
+    uint64_t ids[VK_MAX_BINDINGS];          /* buffer id and texel view kind */
+    VkDeviceSize offsets[VK_MAX_BINDINGS]; /* the view's offset */
 } vk_site;
 
 /* The sites vk_record_attention uses: the unfused scores matmul, softmax and
@@ -502,21 +523,24 @@ void vk_download(vk_state *vk, const vk_buffer *src, void *dst, size_t len, size
                  size_t stride1, size_t n2, size_t stride2);
 /* Orders the next pass after the writes of every step before it. */
 void vk_barrier(vk_state *vk);
-/* Adds a dispatch of groups (x, y, z) of `pipe` specialized for `dtypes`,
- * with the buffers bufs[0 .. n_bufs) bound through `site` (a NULL or absent
- * buffer binds the dummy) and push_size bytes of push constants. */
-vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dtypes,
-                         const vk_buffer *const bufs[], uint32_t n_bufs, const void *push,
-                         uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz);
+/* Adds a dispatch of groups (x, y, z) of `pipe` with the views bufs[0 ..
+ * n_bufs) bound through `site` (an absent view binds the dummy) and
+ * push_size bytes of push constants. The pipeline is specialized for the
+ * views' dtypes (vk_view_dtypes) and, where a view starts past an aligned
+ * offset, for reading the misalign words. */
+vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_view bufs[],
+                         uint32_t n_bufs, const void *push, uint32_t push_size, uint32_t gx,
+                         uint32_t gy, uint32_t gz);
+/* The dtypes word (VK_DT) of views bufs[0 .. n): U8 masks count as 0. */
+uint32_t vk_view_dtypes(const vk_view bufs[], uint32_t n);
 /* Dispatches `groups` workgroups numbered linearly (shaders/common.glsl's
  * linear_group) as one or more x, y, z grids within maxComputeWorkGroupCount;
  * each dispatch gets its first group's number in the uint32 at byte
  * `base_offset` of its copy of the push constants. Dispatches after the
  * first follow a barrier (they write the same buffers). */
-vkmha_status vk_dispatch_groups(vk_state *vk, vk_site *site, vk_pipe pipe, uint32_t dtypes,
-                                const vk_buffer *const bufs[], uint32_t n_bufs,
-                                const void *push, uint32_t push_size, uint32_t base_offset,
-                                uint64_t groups);
+vkmha_status vk_dispatch_groups(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_view bufs[],
+                                uint32_t n_bufs, const void *push, uint32_t push_size,
+                                uint32_t base_offset, uint64_t groups);
 
 /* A call on host arrays, run by vk_run_host: its buffers are ensured by the
  * caller (sizes checked with the caller's names, slots grown, any plan made)
@@ -567,19 +591,19 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override);
 void vk_pipelines_destroy(vk_state *vk);
 /* The pipeline of `pipe` specialized for `dtypes` (VK_DT), created on first use. */
 vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, uint32_t dtypes, VkPipeline *out);
-/* The texel view of b for reading `dtype` data as vec4s in a shader's float
+/* The texel view of v for reading its data as vec4s in a shader's float
  * variant (fp32: view4, fp16: view4h) or its TEXEL_U16 variant (16-bit
  * data: view4u); null where there is none (bf16 in the float variant, fp32
- * in the u16 one, wrapped tensors, buffers under 16 bytes, no texel16). */
-VkBufferView vk_texel_view(const vk_buffer *b, uint32_t dtype, bool u16);
+ * in the u16 one, wrapped tensors, views past a buffer's start, buffers
+ * under 16 bytes, no texel16). */
+VkBufferView vk_texel_view(const vk_view *v, bool u16);
 /* Whether a dispatch of `pipe` with `dtypes` runs the TEXEL_U16 variant:
  * the pipe has one and every texel source of it is 16-bit. */
 bool vk_texel_u16(const vk_state *vk, vk_pipe pipe, uint32_t dtypes);
-/* Whether buffers bufs[0..n) (of dtypes, indexed by idx) can all be read as
- * texels by one variant of a shader (u16_variant: it has a TEXEL_U16 one):
- * each has the view that variant reads. */
-bool vk_texel_ok(const vk_buffer *const bufs[], const uint32_t idx[], uint32_t n,
-                 uint32_t dtypes, bool u16_variant);
+/* Whether views v[0..n) can all be read as texels by one variant of a
+ * shader (u16_variant: it has a TEXEL_U16 one): each has the texel view that
+ * variant reads. */
+bool vk_texel_ok(const vk_view *const v[], uint32_t n, bool u16_variant);
 /* VKMHA_CONTEXT_EAGER_PIPELINES: creates every pipeline this device can use
  * (all but the fused attention classes that did not fit its limits). */
 vkmha_status vk_pipelines_create_all(vk_state *vk);
@@ -619,59 +643,51 @@ vkmha_status vk_site_pool_create(vk_state *vk, const vk_kind *kinds, uint32_t co
 void vk_site_pool_destroy(vk_state *vk, vk_site_pool *p);
 
 /* ---- recording of each op (no uploads, no submit), one file per op ------- */
+/* C[z] = alpha A[z] op(B[z]) + bias for z in [0, batch_outer * batch_inner),
+ * z = zo * batch_inner + zi: A[z] is view a at (zo, zi) (stride[0] and
+ * stride[1]) with rows stride[2] apart; B[z] is b at (zo, zi / b_div); C
+ * likewise. bias: [n], absent (buf NULL) or not. */
 typedef struct vk_matmul_args {
-    const vk_buffer *a, *b, *bias, *c; /* bias may be NULL */
-    uint32_t m, n, k, lda, ldb, ldc;
+    vk_view a, b, bias, c;
+    uint32_t m, n, k;
     bool trans_b;
     float alpha;
-    /* z in [0, batch_outer * batch_inner): A at zo * sa_outer + zi * sa_inner,
-     * B at zo * sb_outer + (zi / b_div) * sb_inner, C likewise. */
     uint32_t batch_outer, batch_inner, b_div;
-    uint64_t sa_outer, sa_inner, sb_outer, sb_inner, sc_outer, sc_inner;
-    /* VK_DT of a, b, bias, c (buffer indices 0 to 3); 0: all F32. */
-    uint32_t dtypes;
 } vk_matmul_args;
 vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args *a);
-/* The args of a public matmul (s) on buffers a, b, bias (may be NULL), c. */
-vk_matmul_args vk_matmul_args_of(const mm_shape *s, const vk_buffer *a, const vk_buffer *b,
-                                 const vk_buffer *bias, const vk_buffer *c, uint32_t dtypes);
+/* The args of a public matmul (s) on dense views a, b, bias (absent or not)
+ * and c: s's strides go into them. */
+vk_matmul_args vk_matmul_args_of(const mm_shape *s, vk_view a, vk_view b, vk_view bias,
+                                 vk_view c);
 
 typedef struct vk_softmax_args {
-    vk_buffer *scores; /* in place */
-    const vk_buffer *key_padding, *full, *bias;
+    vk_view scores; /* the output; also the input when input is absent */
+    vk_view input;
+    vk_view masks[3]; /* key padding, full, bias (absent where the kind is) */
     uint32_t batch, heads, len_q, len_k;
     float scale;
     const mask_r *mask; /* kinds and bias broadcast */
-    const vk_buffer *input; /* read instead of scores when not NULL */
-    /* VK_DT of scores (the output, index 3) and input (index 4; in place:
-     * the same as scores'). */
-    uint32_t dtypes;
 } vk_softmax_args;
 vkmha_status vk_record_softmax(vk_state *vk, vk_site *site, const vk_softmax_args *a);
 
-/* dtypes: VK_DT of x (0) and y (1). */
+/* x [batch][len][heads * head_dim] -> y [batch][heads][len][head_dim]
+ * (split), or back; dense views. */
 vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, bool split,
-                             const vk_buffer *x, const vk_buffer *y, uint32_t dtypes);
+                             vk_view x, vk_view y);
 
+/* y = LayerNorm(y + residual) over rows of cols, in place (residual absent
+ * or not); dense views. */
 vkmha_status vk_record_layernorm(vk_state *vk, vk_site *site, uint32_t rows, uint32_t cols,
-                                 float eps, const vk_buffer *residual,
-                                 const vk_buffer *gamma, const vk_buffer *beta,
-                                 vk_buffer *y, uint32_t dtypes);
+                                 float eps, vk_view residual, vk_view gamma, vk_view beta,
+                                 vk_view y);
 
-/* Where the heads of a tensor live: element (b, h, i, c) at
- * b * sb + h * sh + i * ld + c of buf. */
-typedef struct vk_heads_view {
-    const vk_buffer *buf;
-    uint64_t sb, sh;
-    uint32_t ld;
-    uint32_t dtype; /* vkmha_dtype of its elements */
-} vk_heads_view;
-/* Split heads [batch][heads][len][dim]. */
-vk_heads_view vk_view_split(const vk_buffer *buf, uint32_t heads, uint32_t len, uint32_t dim,
-                            uint32_t dtype);
+/* Views of heads: element (b, h, i, c) at b stride[0] + h stride[1] + i
+ * stride[2] + c. Split heads [batch][heads][len][dim]: */
+vk_view vk_view_split(const vk_buffer *buf, uint32_t heads, uint32_t len, uint32_t dim,
+                      uint32_t dtype);
 /* Merged heads [batch][len][heads * dim] (projections, the layer's concat). */
-vk_heads_view vk_view_merged(const vk_buffer *buf, uint32_t heads, uint32_t len,
-                             uint32_t dim, uint32_t dtype);
+vk_view vk_view_merged(const vk_buffer *buf, uint32_t heads, uint32_t len, uint32_t dim,
+                       uint32_t dtype);
 
 /* How one attention call runs: decided once, before anything is recorded. */
 typedef struct vk_attn_plan {
@@ -682,8 +698,8 @@ typedef struct vk_attn_plan {
     uint32_t cls;    /* fused: head-dim class, index into vk->flash */
     uint32_t q_blocks, splits, split_len;
     uint32_t chunk, chunks; /* keys per dispatch and dispatches, per range */
-    vk_buffer *scores;      /* scores / weights: the caller's tensor or SLOT_SCORES */
-    const vk_buffer *masks[3]; /* key padding, full, bias: the mask slots or tensors */
+    vk_view scores;   /* scores / weights: the caller's tensor or SLOT_SCORES */
+    vk_view masks[3]; /* key padding, full, bias: the mask slots or tensors */
     /* VK_DT of q, k, v, out and the weights (scores) at indices 0 to 4. */
     uint32_t dtypes;
 } vk_attn_plan;
@@ -710,16 +726,15 @@ double vk_cost_fused(const vk_state *vk, const attn_shape *s, bool cpu_kernel, b
                      uint32_t block_q);
 double vk_cost_unfused(const vk_state *vk, const attn_shape *s);
 vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weights,
-                                  vk_buffer *weights_buf, const vk_buffer *const qkvo[4],
+                                  const vk_view *weights_view, const vk_view qkvo[4],
                                   uint32_t dtypes, vk_attn_plan *plan);
 /* Records the attention of `plan` from q, k, v (+ masks in the mask slots)
  * into out, and the weights into SLOT_SCORES if planned. out may share q's
  * buffer when d_k == d_v and the views match (q is read before out is
  * written), as the layer's concat does. Uses VK_ATTENTION_SITES sites. */
 vkmha_status vk_record_attention(vk_state *vk, vk_site sites[], const vk_attn_plan *plan,
-                                 const mask_r *mask, const vk_heads_view *q,
-                                 const vk_heads_view *k, const vk_heads_view *v,
-                                 const vk_heads_view *out);
+                                 const mask_r *mask, const vk_view *q, const vk_view *k,
+                                 const vk_view *v, const vk_view *out);
 /* ---- masks (src/vk_mask.c) ------------------------------------------------ */
 /* Ensures the mask slots for `mask` (before vk_exec_begin); vk_mask_upload
  * then adds their uploads to the plan. */
@@ -731,11 +746,11 @@ vkmha_status vk_mask_upload(vk_state *vk, const mask_r *mask, uint32_t batch, ui
  * (0 where it broadcasts), for the shaders that read it. */
 void vk_bias_strides(const mask_r *m, uint32_t len_q, uint32_t len_k, uint32_t *sb,
                      uint32_t *sh);
-/* The context's mask slots (key padding, full, bias). */
-void vk_mask_slots(vk_state *vk, const vk_buffer *bufs[3]);
-/* Points a->mask and the mask buffers of `a` at `mask` and bufs (key
- * padding, full, bias), NULL where a kind is absent. */
-void vk_mask_args(const vk_buffer *const bufs[3], const mask_r *mask, vk_softmax_args *a);
+/* Views of the context's mask slots (key padding, full, bias). */
+void vk_mask_slots(vk_state *vk, vk_view views[3]);
+/* Points a->mask and a->masks at `mask` and views (key padding, full,
+ * bias), absent where a kind is. */
+void vk_mask_args(const vk_view views[3], const mask_r *mask, vk_softmax_args *a);
 
 /* Public ops on the Vulkan backend, on host arrays. */
 vkmha_status vk_matmul(vk_state *vk, const mm_shape *s, const void *a, const void *b,
@@ -763,8 +778,10 @@ typedef struct vk_tensor {
 } vk_tensor;
 /* The buffer of a tensor of the Vulkan backend (NULL: NULL). */
 vk_buffer *vk_tensor_buf(const vkmha_tensor *t);
-/* The buffers of a mask's tensors (NULL where a kind has none). */
-void vk_tensor_masks(const vkmha_mask_arg *m, const vk_buffer *bufs[3]);
+/* The dense view of a tensor argument (absent: no tensor). */
+vk_view vk_tensor_view(const vkmha_arg *a);
+/* Views of a mask's tensors (absent where a kind has none). */
+void vk_tensor_masks(const vkmha_mask_arg *m, vk_view views[3]);
 /* vk_exec_begin / vk_exec_end in a tensor form (FORM_TENSOR: MODE_SYNC,
  * FORM_RECORD: into run->cmd, FORM_SUBMIT: *run->sub). */
 vkmha_status vk_run_begin(vk_state *vk, const vkmha_run *run);

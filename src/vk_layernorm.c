@@ -17,23 +17,22 @@ struct layernorm_push {
 VK_PUSH_BLOCK(layernorm_push);
 
 vkmha_status vk_record_layernorm(vk_state *vk, vk_site *site, uint32_t rows, uint32_t cols,
-                                 float eps, const vk_buffer *residual,
-                                 const vk_buffer *gamma, const vk_buffer *beta,
-                                 vk_buffer *y, uint32_t dtypes)
+                                 float eps, vk_view residual, vk_view gamma, vk_view beta,
+                                 vk_view y)
 {
     /* Texel reads need vec4 views of every input in its dtype (wrapped
      * tensors and bf16 have none). */
-    const vk_buffer *const in[4] = {y, gamma, beta, residual};
-    bool texel = vk->row_texel &&
-                 vk_texel_ok(in, (const uint32_t[]){3, 1, 2, 0}, residual ? 4 : 3, dtypes, false);
+    const bool has_res = residual.buf != NULL;
+    const vk_view *const in[4] = {&y, &gamma, &beta, &residual};
+    bool texel = vk->row_texel && vk_texel_ok(in, has_res ? 4 : 3, false);
     struct layernorm_push p = {.rows = rows, .cols = cols, .eps = eps,
-                               .has_residual = residual ? 1u : 0u, .texel = texel};
-    const vk_buffer *bufs[4] = {residual, gamma, beta, y};
+                               .has_residual = has_res ? 1u : 0u, .texel = texel};
+    const vk_view bufs[4] = {residual, gamma, beta, y};
     if (vk->cpu_rows_wg && cols <= VK_CPU_ROW_MAX) /* a row per invocation */
-        return vk_dispatch_groups(vk, site, PIPE_LAYERNORM_CPU, dtypes, bufs, 4, &p, sizeof p,
+        return vk_dispatch_groups(vk, site, PIPE_LAYERNORM_CPU, bufs, 4, &p, sizeof p,
                                   offsetof(struct layernorm_push, group_base),
                                   (rows + vk->cpu_rows_wg - 1) / vk->cpu_rows_wg);
-    return vk_dispatch_groups(vk, site, PIPE_LAYERNORM, dtypes, bufs, 4, &p, sizeof p,
+    return vk_dispatch_groups(vk, site, PIPE_LAYERNORM, bufs, 4, &p, sizeof p,
                               offsetof(struct layernorm_push, group_base), rows);
 }
 
@@ -47,9 +46,10 @@ static vkmha_status record_op(vk_state *vk, const void *arg)
 {
     const layernorm_op *o = arg;
     return vk_record_layernorm(vk, &vk->op_sites.sites[OPSITE_LAYERNORM], o->rows, o->cols,
-                               o->eps, o->residual ? &vk->slots[SLOT_K_IN] : NULL,
-                               &vk->slots[SLOT_V_IN], &vk->slots[SLOT_AUX],
-                               &vk->slots[SLOT_OUT], 0);
+                               o->eps, vk_view_of(o->residual ? &vk->slots[SLOT_K_IN] : NULL, 0),
+                               vk_view_of(&vk->slots[SLOT_V_IN], 0),
+                               vk_view_of(&vk->slots[SLOT_AUX], 0),
+                               vk_view_of(&vk->slots[SLOT_OUT], 0));
 }
 
 vkmha_status vk_layernorm(vk_state *vk, uint32_t rows, uint32_t cols, float eps,

@@ -52,16 +52,17 @@ vkmha_status vk_mask_upload(vk_state *vk, const mask_r *mask, uint32_t batch, ui
     return st;
 }
 
-void vk_mask_slots(vk_state *vk, const vk_buffer *bufs[3])
+void vk_mask_slots(vk_state *vk, vk_view views[3])
 {
+    static const uint32_t dtypes[3] = {VKMHA_DTYPE_U8, VKMHA_DTYPE_U8, VKMHA_DTYPE_F32};
     for (int i = 0; i < 3; i++)
-        bufs[i] = &vk->slots[SLOT_MASK_KP + i];
+        views[i] = vk_view_of(&vk->slots[SLOT_MASK_KP + i], dtypes[i]);
 }
 
-void vk_mask_args(const vk_buffer *const bufs[3], const mask_r *mask, vk_softmax_args *a)
+void vk_mask_args(const vk_view views[3], const mask_r *mask, vk_softmax_args *a)
 {
+    static const uint32_t kinds[3] = {VKMHA_MASK_KEY_PADDING, VKMHA_MASK_FULL, VKMHA_MASK_BIAS};
     a->mask = mask;
-    a->key_padding = mask->kinds & VKMHA_MASK_KEY_PADDING ? bufs[0] : NULL;
-    a->full = mask->kinds & VKMHA_MASK_FULL ? bufs[1] : NULL;
-    a->bias = mask->kinds & VKMHA_MASK_BIAS ? bufs[2] : NULL;
+    for (int i = 0; i < 3; i++)
+        a->masks[i] = mask->kinds & kinds[i] ? views[i] : (vk_view){0};
 }

@@ -34,13 +34,13 @@ static bool all_aligned4(const uint64_t *v, size_t n)
 
 vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args *a)
 {
-    const uint64_t strides[] = {a->sa_outer, a->sa_inner, a->sb_outer, a->sb_inner,
-                                a->sc_outer, a->sc_inner};
-    for (size_t i = 0; i < VKMHA_ARRAY_LEN(strides); i++)
-        if (strides[i] > UINT32_MAX)
-            return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
-                               "%s: a matmul batch stride of %llu elements exceeds 32 bits",
-                               vk->ctx->call, (unsigned long long)strides[i]);
+    const vk_view *const ops[3] = {&a->a, &a->b, &a->c};
+    for (size_t i = 0; i < 3; i++)
+        for (int d = 0; d < 3; d++)
+            if (ops[i]->stride[d] > UINT32_MAX)
+                return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                                   "%s: a matmul stride of %llu elements exceeds 32 bits",
+                                   vk->ctx->call, (unsigned long long)ops[i]->stride[d]);
     const uint64_t batch = (uint64_t)a->batch_outer * a->batch_inner;
 
     const vkmha_tile_config *large = &vk->tile_large, *small = &vk->tile_small;
@@ -51,28 +51,29 @@ vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args 
 
     /* vec4 loads need every row start 16-byte aligned and whole vec4s along
      * the contiguous axis of A and of B. */
-    const uint64_t align[] = {a->k, a->lda, a->ldb, a->trans_b ? 0 : a->n,
-                              a->sa_outer, a->sa_inner, a->sb_outer, a->sb_inner};
+    const uint64_t align[] = {a->k,           a->a.stride[2], a->b.stride[2],
+                              a->trans_b ? 0 : a->n, a->a.stride[0], a->a.stride[1],
+                              a->b.stride[0], a->b.stride[1]};
     bool vec = all_aligned4(align, VKMHA_ARRAY_LEN(align)) && t->bk % 4 == 0 &&
                t->bn % 4 == 0;
     /* Texel reads need a vec4 view of the buffer in its dtype (wrapped
      * tensors and bf16 have none). */
-    if (vk->matmul_texel &&
-        !vk_texel_ok((const vk_buffer *const[]){a->a, a->b}, (const uint32_t[]){0, 1}, 2,
-                     a->dtypes, true))
+    if (vk->matmul_texel && !vk_texel_ok((const vk_view *const[]){&a->a, &a->b}, 2, true))
         vec = false;
     vk_pipe pipe = use_small ? (vec ? PIPE_MATMUL_SMALL_VEC : PIPE_MATMUL_SMALL)
                              : (vec ? PIPE_MATMUL_LARGE_VEC : PIPE_MATMUL_LARGE);
 
     struct matmul_push p = {
-        .m = a->m, .n = a->n, .k = a->k, .lda = a->lda, .ldb = a->ldb, .ldc = a->ldc,
+        .m = a->m, .n = a->n, .k = a->k,
+        .lda = (uint32_t)a->a.stride[2], .ldb = (uint32_t)a->b.stride[2],
+        .ldc = (uint32_t)a->c.stride[2],
         .batch_inner = a->batch_inner, .b_div = a->b_div,
-        .sa_outer = (uint32_t)a->sa_outer, .sa_inner = (uint32_t)a->sa_inner,
-        .sb_outer = (uint32_t)a->sb_outer, .sb_inner = (uint32_t)a->sb_inner,
-        .sc_outer = (uint32_t)a->sc_outer, .sc_inner = (uint32_t)a->sc_inner,
+        .sa_outer = (uint32_t)a->a.stride[0], .sa_inner = (uint32_t)a->a.stride[1],
+        .sb_outer = (uint32_t)a->b.stride[0], .sb_inner = (uint32_t)a->b.stride[1],
+        .sc_outer = (uint32_t)a->c.stride[0], .sc_inner = (uint32_t)a->c.stride[1],
         .alpha = a->alpha,
-        .flags = (a->trans_b ? FLAG_TRANS_B : 0u) | (a->bias ? FLAG_BIAS : 0u)};
-    const vk_buffer *bufs[4] = {a->a, a->b, a->bias, a->c};
+        .flags = (a->trans_b ? FLAG_TRANS_B : 0u) | (a->bias.buf ? FLAG_BIAS : 0u)};
+    const vk_view bufs[4] = {a->a, a->b, a->bias, a->c};
     /* Tiles: x over columns, y over rows, z over the batch; one dispatch per
      * block of at most maxComputeWorkGroupCount tiles in each, a barrier
      * between dispatches (they write the same buffer). */
@@ -106,22 +107,22 @@ vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args 
                     vk_barrier(vk);
                 first = false;
                 vkmha_status st =
-                    vk_dispatch(vk, site, pipe, a->dtypes, bufs, 4, &p, sizeof p, g[0], g[1], g[2]);
+                    vk_dispatch(vk, site, pipe, bufs, 4, &p, sizeof p, g[0], g[1], g[2]);
                 if (st)
                     return st;
             }
     return VKMHA_SUCCESS;
 }
 
-vk_matmul_args vk_matmul_args_of(const mm_shape *s, const vk_buffer *a, const vk_buffer *b,
-                                 const vk_buffer *bias, const vk_buffer *c, uint32_t dtypes)
+vk_matmul_args vk_matmul_args_of(const mm_shape *s, vk_view a, vk_view b, vk_view bias,
+                                 vk_view c)
 {
+    a.stride[0] = s->sa, a.stride[2] = s->lda;
+    b.stride[0] = s->sb, b.stride[2] = s->ldb;
+    c.stride[0] = s->sc, c.stride[2] = s->ldc;
     return (vk_matmul_args){.a = a, .b = b, .bias = bias, .c = c, .m = s->m, .n = s->n,
-                            .k = s->k, .lda = s->lda, .ldb = s->ldb, .ldc = s->ldc,
-                            .trans_b = s->trans_b, .alpha = s->alpha,
-                            .batch_outer = s->batch, .batch_inner = 1, .b_div = 1,
-                            .sa_outer = s->sa, .sb_outer = s->sb, .sc_outer = s->sc,
-                            .dtypes = dtypes};
+                            .k = s->k, .trans_b = s->trans_b, .alpha = s->alpha,
+                            .batch_outer = s->batch, .batch_inner = 1, .b_div = 1};
 }
 
 static vkmha_status record_op(vk_state *vk, const void *args)
@@ -143,10 +144,10 @@ vkmha_status vk_matmul(vk_state *vk, const mm_shape *s, const void *a, const voi
         (bias && (st = vk_slot_ensure(vk, SLOT_AUX, bbias))) ||
         (st = vk_slot_ensure(vk, SLOT_OUT, bc)))
         return st;
+    const uint32_t dt = s->dtype;
     const vk_matmul_args args = vk_matmul_args_of(
-        s, &vk->slots[SLOT_Q_IN], &vk->slots[SLOT_K_IN], bias ? &vk->slots[SLOT_AUX] : NULL,
-        &vk->slots[SLOT_OUT],
-        VK_DT(0, s->dtype) | VK_DT(1, s->dtype) | VK_DT(2, s->dtype) | VK_DT(3, s->dtype));
+        s, vk_view_of(&vk->slots[SLOT_Q_IN], dt), vk_view_of(&vk->slots[SLOT_K_IN], dt),
+        vk_view_of(bias ? &vk->slots[SLOT_AUX] : NULL, dt), vk_view_of(&vk->slots[SLOT_OUT], dt));
     const vk_host_call call = {
         .up = {{&vk->slots[SLOT_Q_IN], a, ba}, {&vk->slots[SLOT_K_IN], b, bb},
                {&vk->slots[SLOT_AUX], bias, bbias}},

@@ -67,23 +67,22 @@ static vk_slot input_slot(const void *p, uint64_t n, const void *const prev[],
     return own;
 }
 
-/* ad: the dtype of x and y, sd: of the weights. */
-static vk_matmul_args projection_args(const vk_buffer *x, const vk_buffer *w,
-                                      const vk_buffer *b, vk_buffer *y, uint32_t rows,
-                                      uint32_t out, uint32_t in, uint32_t ad, uint32_t sd)
+/* y = x w^T + b; w, b: weights in the storage dtype (b absent: buf null). */
+static vk_matmul_args projection_args(vk_view x, const vk_buffer *w, const vk_buffer *b,
+                                      vk_view y, uint32_t rows, uint32_t out, uint32_t in,
+                                      uint32_t sd)
 {
     const mm_shape s = vkmha__projection(rows, out, in);
-    return vk_matmul_args_of(&s, x, w, b->buf ? b : NULL, y,
-                             VK_DT(0, ad) | VK_DT(1, sd) | VK_DT(2, sd) | VK_DT(3, ad));
+    return vk_matmul_args_of(&s, x, vk_view_of(w, sd), vk_view_of(b->buf ? b : NULL, sd), y);
 }
 
-/* The buffers of one Vulkan forward: inputs, masks, output, weights (the
+/* The operands of one Vulkan forward: inputs, masks, output, weights (the
  * caller's tensors, or the context's slots). */
 typedef struct fwd_bufs {
-    const vk_buffer *query, *key, *value;
-    const vk_buffer *masks[3];
-    vk_buffer *out;
-    vk_buffer *weights; /* the caller's tensor, or NULL (host arrays: a slot) */
+    vk_view query, key, value;
+    vk_view masks[3];
+    vk_view out;
+    vk_view weights; /* the caller's tensor, or absent (host arrays: a slot) */
 } fwd_bufs;
 
 /* The concat of the heads [B*Lq][H*d_v] overwrites the query projection
@@ -99,7 +98,7 @@ static bool concat_in_place(const vkmha_mha_desc *d, const vk_attn_plan *plan)
 /* Everything a forward needs besides its inputs and output, before
  * recording: projection, concat and attention scratch. */
 static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, bool weights,
-                                   vk_buffer *weights_buf, vk_attn_plan *plan)
+                                   const vk_view *weights_view, vk_attn_plan *plan)
 {
     vk_state *vk = mha->ctx->vk;
     const vkmha_mha_desc *d = &mha->d;
@@ -110,13 +109,12 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, bool weight
     if ((st = vk_slot_ensure(vk, SLOT_Q_PROJ, rq * H * d->d_k * es)) ||
         (st = vk_slot_ensure(vk, SLOT_K_PROJ, rk * Hkv * d->d_k * es)) ||
         (st = vk_slot_ensure(vk, SLOT_V_PROJ, rk * Hkv * d->d_v * es)) ||
-        (st = vk_attention_prepare(vk, &f->as, weights, weights_buf,
-                                   (const vk_buffer *const[4]){&vk->slots[SLOT_Q_PROJ],
-                                                               &vk->slots[SLOT_K_PROJ],
-                                                               &vk->slots[SLOT_V_PROJ], NULL},
-                                   VK_DT(0, ad) | VK_DT(1, ad) | VK_DT(2, ad) | VK_DT(3, ad) |
-                                       VK_DT(4, ad),
-                                   plan)) ||
+        (st = vk_attention_prepare(
+             vk, &f->as, weights, weights_view,
+             (const vk_view[4]){vk_view_of(&vk->slots[SLOT_Q_PROJ], ad),
+                                vk_view_of(&vk->slots[SLOT_K_PROJ], ad),
+                                vk_view_of(&vk->slots[SLOT_V_PROJ], ad), {0}},
+             VK_DT(0, ad) | VK_DT(1, ad) | VK_DT(2, ad) | VK_DT(3, ad) | VK_DT(4, ad), plan)) ||
         (!concat_in_place(d, plan) &&
          (st = vk_slot_ensure(vk, SLOT_O_HEADS, rq * H * d->d_v * es))))
         return st;
@@ -140,37 +138,39 @@ static vkmha_status record_forward(vkmha_mha *mha, const mha_fwd *f, vk_attn_pla
 
     /* Projections (independent of each other: no barrier between them). */
     const uint32_t ad = f->ad, sd = d->storage_dtype;
-    vk_matmul_args pq = projection_args(b->query, &w[W_Q], &w[B_Q], &vk->slots[SLOT_Q_PROJ],
-                                        rq, H * d->d_k, d->d_model, ad, sd);
-    vk_matmul_args pk = projection_args(b->key, &w[W_K], &w[B_K], &vk->slots[SLOT_K_PROJ],
-                                        rk, Hkv * d->d_k, d->kdim, ad, sd);
-    vk_matmul_args pv = projection_args(b->value, &w[W_V], &w[B_V], &vk->slots[SLOT_V_PROJ],
-                                        rk, Hkv * d->d_v, d->vdim, ad, sd);
+    const vk_view proj_q = vk_view_of(&vk->slots[SLOT_Q_PROJ], ad),
+                  proj_k = vk_view_of(&vk->slots[SLOT_K_PROJ], ad),
+                  proj_v = vk_view_of(&vk->slots[SLOT_V_PROJ], ad);
+    vk_matmul_args pq = projection_args(b->query, &w[W_Q], &w[B_Q], proj_q, rq, H * d->d_k,
+                                        d->d_model, sd);
+    vk_matmul_args pk = projection_args(b->key, &w[W_K], &w[B_K], proj_k, rk, Hkv * d->d_k,
+                                        d->kdim, sd);
+    vk_matmul_args pv = projection_args(b->value, &w[W_V], &w[B_V], proj_v, rk, Hkv * d->d_v,
+                                        d->vdim, sd);
     if ((st = vk_record_matmul(vk, &site[SITE_PROJ_Q], &pq)) ||
         (st = vk_record_matmul(vk, &site[SITE_PROJ_K], &pk)) ||
         (st = vk_record_matmul(vk, &site[SITE_PROJ_V], &pv)))
         return st;
     vk_barrier(vk);
 
-    const vk_heads_view vq = vk_view_merged(&vk->slots[SLOT_Q_PROJ], H, f->Lq, d->d_k, ad),
-                        vkv = vk_view_merged(&vk->slots[SLOT_K_PROJ], Hkv, f->Lk, d->d_k, ad),
-                        vv = vk_view_merged(&vk->slots[SLOT_V_PROJ], Hkv, f->Lk, d->d_v, ad),
-                        vo = vk_view_merged(concat, H, f->Lq, d->d_v, ad);
+    const vk_view vq = vk_view_merged(&vk->slots[SLOT_Q_PROJ], H, f->Lq, d->d_k, ad),
+                  vkv = vk_view_merged(&vk->slots[SLOT_K_PROJ], Hkv, f->Lk, d->d_k, ad),
+                  vv = vk_view_merged(&vk->slots[SLOT_V_PROJ], Hkv, f->Lk, d->d_v, ad),
+                  vo = vk_view_merged(concat, H, f->Lq, d->d_v, ad);
     if ((st = vk_record_attention(vk, &site[SITE_ATTENTION], plan, &f->mask.m, &vq, &vkv, &vv,
                                   &vo)))
         return st;
     vk_barrier(vk);
 
-    vk_matmul_args po = projection_args(concat, &w[W_O], &w[B_O], b->out, rq, d->d_model,
-                                        H * d->d_v, ad, sd);
+    vk_matmul_args po = projection_args(vk_view_of(concat, ad), &w[W_O], &w[B_O], b->out, rq,
+                                        d->d_model, H * d->d_v, sd);
     if ((st = vk_record_matmul(vk, &site[SITE_PROJ_O], &po)))
         return st;
     if (d->post_norm) {
         vk_barrier(vk);
         if ((st = vk_record_layernorm(vk, &site[SITE_NORM], rq, d->d_model, d->norm_eps,
-                                      b->query, &w[GAMMA], &w[BETA], b->out,
-                                      VK_DT(0, ad) | VK_DT(1, sd) | VK_DT(2, sd) |
-                                          VK_DT(3, ad))))
+                                      b->query, vk_view_of(&w[GAMMA], sd),
+                                      vk_view_of(&w[BETA], sd), b->out)))
             return st;
     }
     return VKMHA_SUCCESS;
@@ -218,22 +218,25 @@ static vkmha_status forward_host(vkmha_mha *mha, const mha_fwd *f, const vkmha_a
             return st;
     }
     /* 16-bit weights are written in SLOT_WEIGHTS, as into a weights tensor. */
-    vk_buffer *wbuf =
-        attn_weights && f->ad != VKMHA_DTYPE_F32 ? &vk->slots[SLOT_WEIGHTS] : NULL;
+    const bool wbuf = attn_weights && f->ad != VKMHA_DTYPE_F32;
+    const vk_view wview = vk_view_of(&vk->slots[SLOT_WEIGHTS], f->ad);
     vk_attn_plan plan;
     if ((wbuf && (st = vk_slot_ensure(vk, SLOT_WEIGHTS, f->n_weights * es))) ||
-        (st = prepare_vulkan(mha, f, attn_weights != NULL, wbuf, &plan)) ||
+        (st = prepare_vulkan(mha, f, attn_weights != NULL, wbuf ? &wview : NULL, &plan)) ||
         (st = vk_slot_ensure(vk, SLOT_OUT, f->n_out * es)))
         return st;
-    fwd_bufs b = {.query = &vk->slots[in_slot[0]], .key = &vk->slots[in_slot[1]],
-                  .value = &vk->slots[in_slot[2]], .out = &vk->slots[SLOT_OUT],
-                  .weights = wbuf};
+    fwd_bufs b = {.query = vk_view_of(&vk->slots[in_slot[0]], f->ad),
+                  .key = vk_view_of(&vk->slots[in_slot[1]], f->ad),
+                  .value = vk_view_of(&vk->slots[in_slot[2]], f->ad),
+                  .out = vk_view_of(&vk->slots[SLOT_OUT], f->ad)};
+    if (wbuf)
+        b.weights = wview;
     vk_mask_slots(vk, b.masks);
     const forward_op op = {mha, f, &plan, &b};
     const size_t no = (size_t)(f->n_out * es), nw = (size_t)(f->n_weights * es);
     vk_host_call call = {.mask = &f->mask.m, .batch = f->B, .len_q = f->Lq, .len_k = f->Lk,
                          .down = {{&vk->slots[SLOT_OUT], out, no, 1, no, 1, no},
-                                  {plan.scores, attn_weights, nw, 1, nw, 1, nw}},
+                                  {plan.scores.buf, attn_weights, nw, 1, nw, 1, nw}},
                          .record = record_op, .arg = &op};
     for (int i = 0; i < 3; i++)
         if (in_slot[i] == (vk_slot)(SLOT_Q_IN + i)) /* not an earlier input's */
@@ -257,12 +260,13 @@ vkmha_status vk_mha_forward(vkmha_mha *mha, const vkmha_run *run, const mha_fwd 
     vkmha_status st;
     if (run->form == FORM_HOST)
         return forward_host(mha, f, io);
-    fwd_bufs b = {.query = vk_tensor_buf(io[0].tensor), .key = vk_tensor_buf(io[1].tensor),
-                  .value = vk_tensor_buf(io[2].tensor), .out = vk_tensor_buf(io[3].tensor),
-                  .weights = vk_tensor_buf(io[4].tensor)};
+    fwd_bufs b = {.query = vk_tensor_view(&io[0]), .key = vk_tensor_view(&io[1]),
+                  .value = vk_tensor_view(&io[2]), .out = vk_tensor_view(&io[3]),
+                  .weights = vk_tensor_view(&io[4])};
     vk_tensor_masks(&f->mask, b.masks);
     vk_attn_plan plan;
-    if ((st = prepare_vulkan(mha, f, b.weights != NULL, b.weights, &plan)) ||
+    if ((st = prepare_vulkan(mha, f, b.weights.buf != NULL, b.weights.buf ? &b.weights : NULL,
+                             &plan)) ||
         (st = vk_run_begin(vk, run)))
         return st;
     return vk_run_end(vk, run, record_forward(mha, f, &plan, &b));

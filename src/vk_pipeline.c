@@ -489,13 +489,12 @@ bool vk_texel_u16(const vk_state *vk, vk_pipe pipe, uint32_t dtypes)
     return pipe == PIPE_HEADS_CPU && is16(dtypes, 0); /* x */
 }
 
-bool vk_texel_ok(const vk_buffer *const bufs[], const uint32_t idx[], uint32_t n,
-                 uint32_t dtypes, bool u16_variant)
+bool vk_texel_ok(const vk_view *const v[], uint32_t n, bool u16_variant)
 {
     uint32_t n16 = 0, bf16 = 0;
     for (uint32_t i = 0; i < n; i++) {
-        n16 += is16(dtypes, idx[i]);
-        bf16 += VK_DT_OF(dtypes, idx[i]) == VKMHA_DTYPE_BF16;
+        n16 += v[i]->dtype == VKMHA_DTYPE_F16 || v[i]->dtype == VKMHA_DTYPE_BF16;
+        bf16 += v[i]->dtype == VKMHA_DTYPE_BF16;
     }
     /* A shader with the TEXEL_U16 variant reads all-fp32 or all-16-bit
      * sources; one without, fp32 and fp16 (R16G16B16A16_SFLOAT). */
@@ -503,7 +502,7 @@ bool vk_texel_ok(const vk_buffer *const bufs[], const uint32_t idx[], uint32_t n
     if (u16_variant ? n16 != 0 && n16 != n : bf16 != 0)
         return false;
     for (uint32_t i = 0; i < n; i++)
-        if (!vk_texel_view(bufs[i], VK_DT_OF(dtypes, idx[i]), u16))
+        if (!vk_texel_view(v[i], u16))
             return false;
     return true;
 }

@@ -25,22 +25,21 @@ vkmha_status vk_record_softmax(vk_state *vk, vk_site *site, const vk_softmax_arg
 {
     const mask_r *m = a->mask;
     uint64_t rows = (uint64_t)a->batch * a->heads * a->len_q;
-    const vk_buffer *bufs[5] = {a->key_padding, a->full, a->bias, a->scores,
-                                a->input ? a->input : a->scores};
+    const vk_view bufs[5] = {a->masks[0], a->masks[1], a->masks[2], a->scores,
+                             a->input.buf ? a->input : a->scores};
     /* Texel reads need vec4 views of the input and of the bias, if any
      * (wrapped tensors have none). */
-    bool texel = vk->row_texel &&
-                 vk_texel_ok(&bufs[4], (const uint32_t[]){4}, 1, a->dtypes, false) &&
-                 (!a->bias || a->bias->view4);
+    bool texel = vk->row_texel && vk_texel_ok((const vk_view *const[]){&bufs[4]}, 1, false) &&
+                 (!bufs[2].buf || vk_texel_view(&bufs[2], false));
     struct softmax_push p = {.rows = (uint32_t)rows, .len_q = a->len_q, .len_k = a->len_k,
                              .heads = a->heads, .flags = m->kinds, .scale = a->scale,
                              .texel = texel};
     vk_bias_strides(m, a->len_q, a->len_k, &p.bias_sb, &p.bias_sh);
     if (vk->cpu_rows_wg && a->len_k <= VK_CPU_ROW_MAX) /* a row per invocation */
-        return vk_dispatch_groups(vk, site, PIPE_SOFTMAX_CPU, a->dtypes, bufs, 5, &p, sizeof p,
+        return vk_dispatch_groups(vk, site, PIPE_SOFTMAX_CPU, bufs, 5, &p, sizeof p,
                                   offsetof(struct softmax_push, group_base),
                                   (rows + vk->cpu_rows_wg - 1) / vk->cpu_rows_wg);
-    return vk_dispatch_groups(vk, site, PIPE_SOFTMAX, a->dtypes, bufs, 5, &p, sizeof p,
+    return vk_dispatch_groups(vk, site, PIPE_SOFTMAX, bufs, 5, &p, sizeof p,
                               offsetof(struct softmax_push, group_base), rows);
 }
 
@@ -58,10 +57,10 @@ vkmha_status vk_softmax(vk_state *vk, const sm_shape *s, const void *x, const ma
     if ((st = vk_check_size(vk, bytes, "x")) || (st = vk_slot_ensure(vk, SLOT_SCORES, bytes)))
         return st;
     /* In place in SLOT_SCORES. */
-    vk_softmax_args a = {.scores = &vk->slots[SLOT_SCORES], .batch = s->batch,
-                         .heads = s->heads, .len_q = s->len_q, .len_k = s->len_k,
-                         .scale = s->scale, .dtypes = VK_DT(3, s->dtype) | VK_DT(4, s->dtype)};
-    const vk_buffer *masks[3];
+    vk_softmax_args a = {.scores = vk_view_of(&vk->slots[SLOT_SCORES], s->dtype),
+                         .batch = s->batch, .heads = s->heads, .len_q = s->len_q,
+                         .len_k = s->len_k, .scale = s->scale};
+    vk_view masks[3];
     vk_mask_slots(vk, masks);
     vk_mask_args(masks, mask, &a);
     const vk_host_call call = {

@@ -34,10 +34,15 @@ vk_buffer *vk_tensor_buf(const vkmha_tensor *t)
     return t ? &((vk_tensor *)(uintptr_t)t)->buf : NULL;
 }
 
-void vk_tensor_masks(const vkmha_mask_arg *m, const vk_buffer *bufs[3])
+vk_view vk_tensor_view(const vkmha_arg *a)
+{
+    return vk_view_of(vk_tensor_buf(a->tensor), a->dtype);
+}
+
+void vk_tensor_masks(const vkmha_mask_arg *m, vk_view views[3])
 {
     for (int i = 0; i < 3; i++)
-        bufs[i] = vk_tensor_buf(m->t[i]);
+        views[i] = vk_view_of(vk_tensor_buf(m->t[i]), m->t[i] ? m->t[i]->desc.dtype : 0);
 }
 
 vkmha_status vk_run_begin(vk_state *vk, const vkmha_run *run)
@@ -149,12 +154,6 @@ vkmha_status vk_tensor_copy(const vkmha_tensor *t, uint64_t offset, void *host, 
 
 /* ---- the ops, in every form ------------------------------------------------ */
 
-/* An argument's buffer (NULL: absent). */
-static vk_buffer *buf_of(const vkmha_arg *a)
-{
-    return vk_tensor_buf(a->tensor);
-}
-
 /* Host arrays are written through the const pointer of vkmha_arg. */
 static void *out_host(const vkmha_arg *a)
 {
@@ -171,9 +170,8 @@ vkmha_status vk_op_matmul(vkmha_context *ctx, const vkmha_run *run, const mm_sha
         return vk_matmul(vk, s, a->host, b->host, bias->host, out_host(c));
     if ((st = vk_run_begin(vk, run)))
         return st;
-    const vk_matmul_args args = vk_matmul_args_of(
-        s, buf_of(a), buf_of(b), buf_of(bias), buf_of(c),
-        VK_DT(0, a->dtype) | VK_DT(1, b->dtype) | VK_DT(2, bias->dtype) | VK_DT(3, c->dtype));
+    const vk_matmul_args args = vk_matmul_args_of(s, vk_tensor_view(a), vk_tensor_view(b),
+                                                  vk_tensor_view(bias), vk_tensor_view(c));
     return vk_run_end(vk, run, vk_record_matmul(vk, &vk->op_sites.sites[OPSITE_MATMUL], &args));
 }
 
@@ -186,12 +184,11 @@ vkmha_status vk_op_softmax(vkmha_context *ctx, const vkmha_run *run, const sm_sh
         return vk_softmax(vk, s, x->host, &mask->m, out_host(y));
     if ((st = vk_run_begin(vk, run)))
         return st;
-    const vk_buffer *masks[3];
+    vk_view masks[3];
     vk_tensor_masks(mask, masks);
-    vk_softmax_args a = {.scores = buf_of(y), .batch = s->batch, .heads = s->heads,
-                         .len_q = s->len_q, .len_k = s->len_k, .scale = s->scale,
-                         .input = buf_of(x),
-                         .dtypes = VK_DT(3, y->dtype) | VK_DT(4, x->dtype)};
+    vk_softmax_args a = {.scores = vk_tensor_view(y), .input = vk_tensor_view(x),
+                         .batch = s->batch, .heads = s->heads, .len_q = s->len_q,
+                         .len_k = s->len_k, .scale = s->scale};
     vk_mask_args(masks, &mask->m, &a);
     return vk_run_end(vk, run, vk_record_softmax(vk, &vk->op_sites.sites[OPSITE_SOFTMAX], &a));
 }
@@ -206,8 +203,8 @@ vkmha_status vk_op_heads(vkmha_context *ctx, const vkmha_run *run, const heads_s
     if ((st = vk_run_begin(vk, run)))
         return st;
     return vk_run_end(vk, run,
-                      vk_record_heads(vk, &vk->op_sites.sites[OPSITE_HEADS], s, split, buf_of(x),
-                                      buf_of(y), VK_DT(0, x->dtype) | VK_DT(1, y->dtype)));
+                      vk_record_heads(vk, &vk->op_sites.sites[OPSITE_HEADS], s, split,
+                                      vk_tensor_view(x), vk_tensor_view(y)));
 }
 
 vkmha_status vk_op_attention(vkmha_context *ctx, const vkmha_run *run, const attn_shape *s,
@@ -220,21 +217,25 @@ vkmha_status vk_op_attention(vkmha_context *ctx, const vkmha_run *run, const att
     if (run->form == FORM_HOST)
         return vk_attention(vk, s, q->host, k->host, v->host, &mask->m, out_host(out),
                             out_host(weights));
-    const uint32_t dt[5] = {q->dtype, k->dtype, v->dtype, out->dtype, weights->dtype};
+    const vk_view vq = vk_view_split(vk_tensor_buf(q->tensor), s->heads, s->len_q, s->d_k,
+                                     q->dtype),
+                  vkv = vk_view_split(vk_tensor_buf(k->tensor), s->kv_heads, s->len_k, s->d_k,
+                                      k->dtype),
+                  vv = vk_view_split(vk_tensor_buf(v->tensor), s->kv_heads, s->len_k, s->d_v,
+                                     v->dtype),
+                  vo = vk_view_split(vk_tensor_buf(out->tensor), s->heads, s->len_q, s->d_v,
+                                     out->dtype),
+                  vw = vk_tensor_view(weights);
     vk_attn_plan plan;
-    if ((st = vk_attention_prepare(vk, s, weights->tensor != NULL, buf_of(weights),
-                                   (const vk_buffer *const[4]){buf_of(q), buf_of(k), buf_of(v),
-                                                               buf_of(out)},
-                                   VK_DT(0, dt[0]) | VK_DT(1, dt[1]) | VK_DT(2, dt[2]) |
-                                       VK_DT(3, dt[3]) | VK_DT(4, dt[4]),
+    if ((st = vk_attention_prepare(vk, s, weights->tensor != NULL,
+                                   weights->tensor ? &vw : NULL,
+                                   (const vk_view[4]){vq, vkv, vv, vo},
+                                   VK_DT(0, q->dtype) | VK_DT(1, k->dtype) | VK_DT(2, v->dtype) |
+                                       VK_DT(3, out->dtype) | VK_DT(4, weights->dtype),
                                    &plan)) ||
         (st = vk_run_begin(vk, run)))
         return st;
     vk_tensor_masks(mask, plan.masks);
-    const vk_heads_view vq = vk_view_split(buf_of(q), s->heads, s->len_q, s->d_k, dt[0]),
-                        vkv = vk_view_split(buf_of(k), s->kv_heads, s->len_k, s->d_k, dt[1]),
-                        vv = vk_view_split(buf_of(v), s->kv_heads, s->len_k, s->d_v, dt[2]),
-                        vo = vk_view_split(buf_of(out), s->heads, s->len_q, s->d_v, dt[3]);
     return vk_run_end(vk, run,
                       vk_record_attention(vk, &vk->op_sites.sites[OPSITE_ATTENTION], &plan,
                                           &mask->m, &vq, &vkv, &vv, &vo));

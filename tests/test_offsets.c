@@ -445,6 +445,49 @@ static void bad_offsets(vkmha_context *gpu)
                  "written exactly, its neighbours' halves of those words kept");
 }
 
+/* Views at byte offsets inside one buffer (vk_view.offset, the recording
+ * functions' operands): split heads from a view 7 fp32 elements into the
+ * arena into a view 2 elements further than its end, recorded with
+ * vk_record_heads and run by the executor; the result is the reference's
+ * and the bytes around the output are kept. */
+static void view_offsets(vkmha_context *gpu, vkmha_context *ref, t_rng *r)
+{
+    vk_state *vk = gpu->vk;
+    const heads_shape hs = {.batch = 2, .len = 5, .heads = 3, .head_dim = 7};
+    const vkmha_heads_desc hd = {.batch = 2, .len = 5, .heads = 3, .head_dim = 7};
+    const size_t n = 2 * 5 * 3 * 7, bytes = n * sizeof(float);
+    float *x = t_random(r, n, -1, 1), *want = t_alloc(n), *got = t_alloc(n + 2);
+    float *fill = t_alloc(n + 2);
+    for (size_t i = 0; i < n + 2; i++)
+        fill[i] = -7.0f;
+    vk_buffer b = {0};
+    const VkDeviceSize x_at = 7 * 4, y_at = x_at + bytes + 8;
+    bool ok = vk_buffer_create(vk, 4096, false, false, "arena", &b) == VKMHA_SUCCESS &&
+              vkmha_split_heads(ref, &hd, x, want) == VKMHA_SUCCESS;
+    vkmha__begin_call(gpu, "view_offsets");
+    ok = ok && vk_exec_begin(vk, MODE_SYNC, VK_NULL_HANDLE, NULL) == VKMHA_SUCCESS;
+    if (ok) {
+        const vk_view xv = {.buf = &b, .offset = x_at, .dtype = VKMHA_DTYPE_F32},
+                      yv = {.buf = &b, .offset = y_at, .dtype = VKMHA_DTYPE_F32};
+        vkmha_status st = vk_upload(vk, &b, x_at, x, bytes);
+        if (!st)
+            st = vk_upload(vk, &b, y_at - 4, fill, bytes + 8);
+        if (!st)
+            st = vk_record_heads(vk, &vk->op_sites.sites[OPSITE_HEADS], &hs, true, xv, yv);
+        vk_buffer around = b;
+        around.offset = y_at - 4;
+        if (!st)
+            vk_download(vk, &around, got, bytes + 8, 1, bytes + 8, 1, bytes + 8);
+        ok = vk_exec_end(vk, st, NULL) == VKMHA_SUCCESS;
+    }
+    ok = ok && memcmp(got + 1, want, bytes) == 0 && got[0] == -7.0f && got[n + 1] == -7.0f;
+    vk_buffer_destroy(vk, &b);
+    t_report(ok, "recording on views at byte offsets 28 and %llu of one buffer: split heads "
+                 "= reference exactly, the elements around the output kept",
+             (unsigned long long)y_at);
+    free(x), free(want), free(got), free(fill);
+}
+
 int main(void)
 {
     t_rng r = {20261123};
@@ -472,6 +515,7 @@ int main(void)
         for (size_t d = 0; d < VKMHA_ARRAY_LEN(dtypes); d++)
             cases(gpu, ref, variants[v].tag, dtypes[d], &r);
         bad_offsets(gpu);
+        view_offsets(gpu, ref, &r);
         t_report_validation(gpu);
         vkmha_context_destroy(gpu);
     }

@@ -52,47 +52,84 @@ typedef struct spv_code {
     const char *spec_names[VK_MAX_SPEC];
 } spv_code;
 
-/* Bindings per kind of shader; all are storage buffers except the texel
- * buffers of a context with matmul_texel (see VK_MAX_BINDINGS). */
-static const uint32_t kind_bindings[KIND_COUNT] = {
-    [KIND_MATMUL] = 4,     [KIND_SOFTMAX] = 5,        [KIND_HEADS] = 2,
-    [KIND_LAYERNORM] = 4,  [KIND_FLASH] = 8,          [KIND_FLASH_COMBINE] = 4,
-    [KIND_FLASH_CPU] = 8};
-
-/* With matmul_texel, the vec4 texel views that follow a kind's storage
- * bindings, as indices of the buffers a dispatch passes (the CPU-shaped
- * shaders read them as samplerBuffers): heads x; softmax input, bias;
- * LayerNorm y, residual, gamma, beta; the split-K combine's partial outputs
- * and statistics. The matmul is laid out apart (vk_binding_source). */
+/* The kinds of shader: one descriptor-set and pipeline layout each.
+ * bindings: its storage buffers (see VK_MAX_BINDINGS). texel: with
+ * matmul_texel, the vec4 texel views that follow them, as indices of the
+ * buffers a dispatch passes (the CPU-shaped shaders read them as
+ * samplerBuffers): heads x; softmax input, bias; LayerNorm y, residual,
+ * gamma, beta; the split-K combine's partial outputs and statistics. The
+ * matmul is laid out apart (vk_binding_source), and the CPU-shaped fused
+ * shader's first three bindings are always texel buffers. */
 #define MAX_TEXEL_BINDINGS 4
-static const uint32_t texel_sources[KIND_COUNT][MAX_TEXEL_BINDINGS] = {
-    [KIND_HEADS] = {0}, [KIND_SOFTMAX] = {4, 2}, [KIND_LAYERNORM] = {3, 0, 1, 2},
-    [KIND_FLASH_COMBINE] = {0, 1}};
-static const uint32_t texel_count[KIND_COUNT] = {
-    [KIND_HEADS] = 1, [KIND_SOFTMAX] = 2, [KIND_LAYERNORM] = 4, [KIND_FLASH_COMBINE] = 2};
+static const struct kind_def {
+    const char *op; /* the public op it serves (vkmha_kernel_info.op) */
+    uint32_t bindings, n_texel, texel[MAX_TEXEL_BINDINGS];
+} kind_defs[KIND_COUNT] = {
+    [KIND_MATMUL] = {"matmul", 4, 0, {0}},
+    [KIND_SOFTMAX] = {"softmax", 5, 2, {4, 2}},
+    [KIND_HEADS] = {"heads", 2, 1, {0}},
+    [KIND_LAYERNORM] = {"layernorm", 4, 4, {3, 0, 1, 2}},
+    [KIND_FLASH] = {"attention", 8, 0, {0}},
+    [KIND_FLASH_COMBINE] = {"attention", 4, 2, {0, 1}},
+    [KIND_FLASH_CPU] = {"attention", 8, 0, {0}},
+};
+
+/* The pipelines: each with its role's name (vkmha_kernel_info.name), its
+ * kind, and for a shader with a TEXEL_U16 variant the dispatch buffers that
+ * must all be 16-bit for it (a bit per index; 0: no such variant). Its
+ * SPIR-V and specialization constants: pipe_spec. */
+#define FLASH_ROWS(pipe, prefix, kind, u16)                                               \
+    [pipe] = {prefix "_d32", kind, u16}, [pipe + 1] = {prefix "_d64", kind, u16},           \
+    [pipe + 2] = {prefix "_d128", kind, u16}, [pipe + 3] = {prefix "_d256", kind, u16}
+static const struct pipe_def {
+    const char *name;
+    vk_kind kind;
+    uint32_t u16_sources;
+} pipe_defs[PIPE_COUNT] = {
+    [PIPE_MATMUL_LARGE] = {"matmul_large", KIND_MATMUL, 0x3},
+    [PIPE_MATMUL_LARGE_VEC] = {"matmul_large_vec", KIND_MATMUL, 0x3},
+    [PIPE_MATMUL_SMALL] = {"matmul_small", KIND_MATMUL, 0x3},
+    [PIPE_MATMUL_SMALL_VEC] = {"matmul_small_vec", KIND_MATMUL, 0x3},
+    [PIPE_SOFTMAX] = {"softmax", KIND_SOFTMAX, 0},
+    [PIPE_HEADS] = {"heads", KIND_HEADS, 0},
+    [PIPE_LAYERNORM] = {"layernorm", KIND_LAYERNORM, 0},
+    FLASH_ROWS(PIPE_FLASH, "flash", KIND_FLASH, 0),
+    [PIPE_FLASH_COMBINE] = {"flash_combine", KIND_FLASH_COMBINE, 0},
+    FLASH_ROWS(PIPE_FLASH_CPU, "flash_cpu", KIND_FLASH_CPU, 0x7),
+    [PIPE_SOFTMAX_CPU] = {"softmax_cpu", KIND_SOFTMAX, 0},
+    [PIPE_HEADS_CPU] = {"heads_cpu", KIND_HEADS, 0x1},
+    [PIPE_LAYERNORM_CPU] = {"layernorm_cpu", KIND_LAYERNORM, 0},
+};
+#undef FLASH_ROWS
+_Static_assert(PIPE_FLASH_COMBINE == PIPE_FLASH + VK_FLASH_CLASSES &&
+                   PIPE_SOFTMAX_CPU == PIPE_FLASH_CPU + VK_FLASH_CLASSES &&
+                   VK_FLASH_CLASSES == 4,
+               "pipe_defs has a row per fused attention class");
 
 uint32_t vk_kind_bindings(const vk_state *vk, vk_kind kind)
 {
+    const struct kind_def *k = &kind_defs[kind];
     if (!vk->matmul_texel)
-        return kind_bindings[kind];
-    return kind == KIND_MATMUL ? 6 : kind_bindings[kind] + texel_count[kind];
+        return k->bindings;
+    return kind == KIND_MATMUL ? 6 : k->bindings + k->n_texel;
 }
 
 VkDescriptorType vk_binding_type(const vk_state *vk, vk_kind kind, uint32_t binding)
 {
     bool texel = (kind == KIND_FLASH_CPU && binding < 3) ||
                  (vk->matmul_texel && (kind == KIND_MATMUL ? binding < 2
-                                                           : binding >= kind_bindings[kind]));
+                                                           : binding >= kind_defs[kind].bindings));
     return texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
 }
 
 uint32_t vk_binding_source(const vk_state *vk, vk_kind kind, uint32_t binding)
 {
-    if (!vk->matmul_texel || binding < kind_bindings[kind])
+    const struct kind_def *k = &kind_defs[kind];
+    if (!vk->matmul_texel || binding < k->bindings)
         return binding;
     if (kind == KIND_MATMUL) /* texel A, B at 0, 1; storage A, B again at 4, 5 */
         return binding - 4;
-    return texel_sources[kind][binding - kind_bindings[kind]];
+    return k->texel[binding - k->bindings];
 }
 
 
@@ -424,19 +461,7 @@ void vk_pipelines_destroy(vk_state *vk)
 
 vk_kind vk_pipe_kind(vk_pipe pipe)
 {
-    static const vk_kind kinds[PIPE_COUNT] = {
-        [PIPE_MATMUL_LARGE] = KIND_MATMUL, [PIPE_MATMUL_LARGE_VEC] = KIND_MATMUL,
-        [PIPE_MATMUL_SMALL] = KIND_MATMUL, [PIPE_MATMUL_SMALL_VEC] = KIND_MATMUL,
-        [PIPE_SOFTMAX] = KIND_SOFTMAX,     [PIPE_HEADS] = KIND_HEADS,
-        [PIPE_LAYERNORM] = KIND_LAYERNORM, [PIPE_FLASH_COMBINE] = KIND_FLASH_COMBINE,
-        [PIPE_SOFTMAX_CPU] = KIND_SOFTMAX, [PIPE_HEADS_CPU] = KIND_HEADS,
-        [PIPE_LAYERNORM_CPU] = KIND_LAYERNORM,
-    };
-    if (pipe >= PIPE_FLASH && pipe < PIPE_FLASH + VK_FLASH_CLASSES)
-        return KIND_FLASH;
-    if (pipe >= PIPE_FLASH_CPU && pipe < PIPE_FLASH_CPU + VK_FLASH_CLASSES)
-        return KIND_FLASH_CPU;
-    return kinds[pipe];
+    return pipe_defs[pipe].kind;
 }
 
 /* The SPIR-V of each shader variant (meson.build's shader_variants) with the
@@ -473,20 +498,17 @@ static uint64_t spv_shared_bytes(const spv_code *code, const uint32_t *spec)
     return 0; /* the CPU-shaped kernels, heads and the combine share nothing */
 }
 
-static bool is16(uint32_t dtypes, uint32_t i)
-{
-    return VK_DT_OF(dtypes, i) == VKMHA_DTYPE_F16 || VK_DT_OF(dtypes, i) == VKMHA_DTYPE_BF16;
-}
-
 bool vk_texel_u16(const vk_state *vk, vk_pipe pipe, uint32_t dtypes)
 {
-    if (!vk->matmul_texel || !vk->texel16)
+    const uint32_t sources = pipe_defs[pipe].u16_sources;
+    if (!vk->matmul_texel || !vk->texel16 || !sources)
         return false;
-    if (pipe <= PIPE_MATMUL_SMALL_VEC) /* A and B */
-        return is16(dtypes, 0) && is16(dtypes, 1);
-    if (pipe >= PIPE_FLASH_CPU && pipe < PIPE_FLASH_CPU + VK_FLASH_CLASSES) /* q, k, v */
-        return is16(dtypes, 0) && is16(dtypes, 1) && is16(dtypes, 2);
-    return pipe == PIPE_HEADS_CPU && is16(dtypes, 0); /* x */
+    for (uint32_t i = 0; i < VK_MAX_BINDINGS; i++) {
+        const uint32_t dt = VK_DT_OF(dtypes, i);
+        if ((sources >> i & 1) && dt != VKMHA_DTYPE_F16 && dt != VKMHA_DTYPE_BF16)
+            return false;
+    }
+    return true;
 }
 
 bool vk_texel_ok(const vk_view *const v[], uint32_t n, bool u16_variant)
@@ -691,27 +713,9 @@ vkmha_status vk_pipelines_create_all(vk_state *vk)
 
 void vk_pipe_info_get(const vk_state *vk, vk_pipe pipe, vk_pipe_info *out)
 {
-    static const char *const names[PIPE_COUNT] = {
-        [PIPE_MATMUL_LARGE] = "matmul_large", [PIPE_MATMUL_LARGE_VEC] = "matmul_large_vec",
-        [PIPE_MATMUL_SMALL] = "matmul_small", [PIPE_MATMUL_SMALL_VEC] = "matmul_small_vec",
-        [PIPE_SOFTMAX] = "softmax",           [PIPE_HEADS] = "heads",
-        [PIPE_LAYERNORM] = "layernorm",       [PIPE_FLASH] = "flash_d32",
-        [PIPE_FLASH + 1] = "flash_d64",       [PIPE_FLASH + 2] = "flash_d128",
-        [PIPE_FLASH + 3] = "flash_d256",      [PIPE_FLASH_COMBINE] = "flash_combine",
-        [PIPE_FLASH_CPU] = "flash_cpu_d32",   [PIPE_FLASH_CPU + 1] = "flash_cpu_d64",
-        [PIPE_FLASH_CPU + 2] = "flash_cpu_d128", [PIPE_FLASH_CPU + 3] = "flash_cpu_d256",
-        [PIPE_SOFTMAX_CPU] = "softmax_cpu",   [PIPE_HEADS_CPU] = "heads_cpu",
-        [PIPE_LAYERNORM_CPU] = "layernorm_cpu",
-    };
-    static const char *const ops[KIND_COUNT] = {
-        [KIND_MATMUL] = "matmul",       [KIND_SOFTMAX] = "softmax",
-        [KIND_HEADS] = "heads",         [KIND_LAYERNORM] = "layernorm",
-        [KIND_FLASH] = "attention",     [KIND_FLASH_COMBINE] = "attention",
-        [KIND_FLASH_CPU] = "attention",
-    };
     memset(out, 0, sizeof *out);
-    out->name = names[pipe];
-    out->op = ops[vk_pipe_kind(pipe)];
+    out->name = pipe_defs[pipe].name;
+    out->op = kind_defs[pipe_defs[pipe].kind].op;
     out->available = pipe_available(vk, pipe);
     if (!out->available)
         return;

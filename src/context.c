@@ -112,6 +112,25 @@ VKMHA_API vkmha_status vkmha_context_get_info(const vkmha_context *ctx,
     return VKMHA_SUCCESS;
 }
 
+VKMHA_API vkmha_status vkmha_context_get_kernels(const vkmha_context *ctx, uint32_t *count,
+                                                 vkmha_kernel_info *out)
+{
+    if (!ctx)
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    if (!count || (!out && *count)) {
+        /* The last error is the one piece of a context that a query writes. */
+        vkmha_context *c = (vkmha_context *)ctx;
+        vkmha__begin_call(c, "vkmha_context_get_kernels");
+        return count ? vkmha__fail(c, VKMHA_ERROR_INVALID_ARGUMENT,
+                                   "vkmha_context_get_kernels: out is NULL but *count is %u",
+                                   *count)
+                     : vkmha__fail(c, VKMHA_ERROR_INVALID_ARGUMENT,
+                                   "vkmha_context_get_kernels: count is NULL");
+    }
+    ctx->ops->kernels(ctx, count, out);
+    return VKMHA_SUCCESS;
+}
+
 VKMHA_API vkmha_status vkmha_context_trim(vkmha_context *ctx)
 {
     if (!ctx)

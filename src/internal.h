@@ -126,6 +126,15 @@ typedef struct vkmha_backend_ops {
     vkmha_status (*trim)(vkmha_context *ctx);
     /* Fills the backend's part of vkmha_context_info (out zeroed, backend set). */
     void (*info)(const vkmha_context *ctx, vkmha_context_info *out);
+    /* vkmha_context_get_kernels after its argument checks: up to *count rows
+     * into out, then *count = the number of kernels. */
+    void (*kernels)(const vkmha_context *ctx, uint32_t *count, vkmha_kernel_info *out);
+    /* The pipeline cache (vkmha_context_get_pipeline_cache's contract; fn
+     * names the public call) and the path given at creation (NULL: none);
+     * both NULL for a backend without one. */
+    vkmha_status (*pipeline_cache)(vkmha_context *ctx, const char *fn, void *data,
+                                   size_t *size);
+    const char *(*pipeline_cache_path)(const vkmha_context *ctx);
     /* NULL, or why FORM_RECORD is unsupported (the message after "fn: "). */
     const char *no_commands;
 

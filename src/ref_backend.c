@@ -308,11 +308,19 @@ static void ctx_info(const vkmha_context *ctx, vkmha_context_info *out)
     snprintf(out->device.name, sizeof out->device.name, "reference");
 }
 
+/* No device kernels. */
+static void ctx_kernels(const vkmha_context *ctx, uint32_t *count, vkmha_kernel_info *out)
+{
+    (void)ctx, (void)out;
+    *count = 0;
+}
+
 const vkmha_backend_ops vkmha__reference_ops = {
     .create = ctx_create,
     .destroy = ctx_destroy,
     .trim = ctx_trim,
     .info = ctx_info,
+    .kernels = ctx_kernels,
     .no_commands = "the reference backend has no command buffers",
     .matmul = op_matmul,
     .softmax = op_softmax,

@@ -465,6 +465,12 @@ const char *vk_result_string(VkResult r);
 vkmha_status vk_pipeline_cache_init(vk_state *vk, const vkmha_context_desc *desc);
 /* Destroys the cache (before the device) and frees the copied path. */
 void vk_pipeline_cache_destroy(vk_state *vk);
+/* The table's pipeline_cache and pipeline_cache_path entries. */
+vkmha_status vk_pipeline_cache_get(vkmha_context *ctx, const char *fn, void *data,
+                                   size_t *size);
+const char *vk_pipeline_cache_path(const vkmha_context *ctx);
+/* The table's kernels entry (src/vk_pipeline.c). */
+void vk_kernels(const vkmha_context *ctx, uint32_t *count, vkmha_kernel_info *out);
 
 /* ---- src/vk_memory.c ----------------------------------------------------- */
 /* mapped: host-visible (staging); else the working memory type. `what` names

@@ -231,10 +231,21 @@ VKMHA_API vkmha_status vkmha_context_get_pipeline_cache(vkmha_context *ctx, void
     vkmha__begin_call(ctx, fn);
     if (!size)
         return vkmha__fail(ctx, VKMHA_ERROR_INVALID_ARGUMENT, "%s: size is NULL", fn);
-    if (!ctx->vk)
+    if (!ctx->ops->pipeline_cache)
         return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: the reference backend has no pipeline cache", fn);
+    return ctx->ops->pipeline_cache(ctx, fn, data, size);
+}
+
+vkmha_status vk_pipeline_cache_get(vkmha_context *ctx, const char *fn, void *data,
+                                   size_t *size)
+{
     return get_cache(ctx->vk, fn, data, size);
+}
+
+const char *vk_pipeline_cache_path(const vkmha_context *ctx)
+{
+    return ctx->vk->pipeline_cache_path;
 }
 
 /* Writes n bytes to the new file tmp, flushed to the disk. false with errno
@@ -264,22 +275,22 @@ VKMHA_API vkmha_status vkmha_context_save_pipeline_cache(vkmha_context *ctx, con
     if (!ctx)
         return VKMHA_ERROR_INVALID_ARGUMENT;
     vkmha__begin_call(ctx, fn);
-    if (!ctx->vk)
+    if (!ctx->ops->pipeline_cache)
         return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: the reference backend has no pipeline cache", fn);
-    vk_state *vk = ctx->vk;
-    if (!path && !vk->pipeline_cache_path)
+    const char *own_path = ctx->ops->pipeline_cache_path(ctx);
+    if (!path && !own_path)
         return vkmha__fail(ctx, VKMHA_ERROR_INVALID_ARGUMENT,
                            "%s: path is NULL and the context was created without "
                            "desc->pipeline_cache_path",
                            fn);
     if (!path)
-        path = vk->pipeline_cache_path;
+        path = own_path;
     if (!path[0])
         return vkmha__fail(ctx, VKMHA_ERROR_INVALID_ARGUMENT, "%s: path is an empty string",
                            fn);
     size_t size = 0, path_len = strlen(path);
-    if ((st = get_cache(vk, fn, NULL, &size)))
+    if ((st = ctx->ops->pipeline_cache(ctx, fn, NULL, &size)))
         return st;
     uint8_t *bytes = vkmha__alloc(ctx, size);
     char *tmp = vkmha__alloc(ctx, path_len + sizeof ".tmp");
@@ -287,7 +298,7 @@ VKMHA_API vkmha_status vkmha_context_save_pipeline_cache(vkmha_context *ctx, con
         st = vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory", fn);
         goto done;
     }
-    if ((st = get_cache(vk, fn, bytes, &size)))
+    if ((st = ctx->ops->pipeline_cache(ctx, fn, bytes, &size)))
         goto done;
     memcpy(tmp, path, path_len);
     memcpy(tmp + path_len, ".tmp", sizeof ".tmp");

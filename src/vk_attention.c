@@ -284,13 +284,8 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
     vkmha_status st;
     const attn_shape *s = &plan->s;
     const uint64_t rows = (uint64_t)s->batch * s->heads * s->len_q;
-    const vk_view *const views[4] = {q, k, v, out};
-    for (size_t i = 0; i < 4; i++)
-        for (int d = 0; d < 3; d++)
-            if (views[i]->stride[d] > UINT32_MAX)
-                return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
-                                   "%s: a tensor stride of %llu elements exceeds 32 bits",
-                                   vk->ctx->call, (unsigned long long)views[i]->stride[d]);
+    if ((st = vk_check_strides(vk, (const vk_view *const[]){q, k, v, out}, 4, "a tensor")))
+        return st;
 
     const bool split = plan->splits > 1 || plan->chunks > 1; /* through the partials */
     const uint64_t groups = rows / s->len_q * plan->q_blocks * plan->splits;

@@ -423,6 +423,18 @@ VkBufferView vk_texel_view(const vk_view *v, bool u16)
                                          : VK_NULL_HANDLE;
 }
 
+vkmha_status vk_check_strides(vk_state *vk, const vk_view *const v[], uint32_t n,
+                              const char *what)
+{
+    for (uint32_t i = 0; i < n; i++)
+        for (int d = 0; d < 3; d++)
+            if (v[i]->stride[d] > UINT32_MAX)
+                return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                                   "%s: %s stride of %llu elements exceeds 32 bits",
+                                   vk->ctx->call, what, (unsigned long long)v[i]->stride[d]);
+    return VKMHA_SUCCESS;
+}
+
 uint32_t vk_view_dtypes(const vk_view bufs[], uint32_t n)
 {
     uint32_t dtypes = 0;

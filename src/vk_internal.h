@@ -537,6 +537,10 @@ void vk_barrier(vk_state *vk);
 vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_view bufs[],
                          uint32_t n_bufs, const void *push, uint32_t push_size, uint32_t gx,
                          uint32_t gy, uint32_t gz);
+/* UNSUPPORTED, naming `what` ("a matmul"), when a stride of views v[0 .. n)
+ * exceeds the shaders' 32-bit indices. */
+vkmha_status vk_check_strides(vk_state *vk, const vk_view *const v[], uint32_t n,
+                              const char *what);
 /* The dtypes word (VK_DT) of views bufs[0 .. n): U8 masks count as 0. */
 uint32_t vk_view_dtypes(const vk_view bufs[], uint32_t n);
 /* Dispatches `groups` workgroups numbered linearly (shaders/common.glsl's

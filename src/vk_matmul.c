@@ -34,13 +34,10 @@ static bool all_aligned4(const uint64_t *v, size_t n)
 
 vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args *a)
 {
-    const vk_view *const ops[3] = {&a->a, &a->b, &a->c};
-    for (size_t i = 0; i < 3; i++)
-        for (int d = 0; d < 3; d++)
-            if (ops[i]->stride[d] > UINT32_MAX)
-                return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
-                                   "%s: a matmul stride of %llu elements exceeds 32 bits",
-                                   vk->ctx->call, (unsigned long long)ops[i]->stride[d]);
+    vkmha_status st =
+        vk_check_strides(vk, (const vk_view *const[]){&a->a, &a->b, &a->c}, 3, "a matmul");
+    if (st)
+        return st;
     const uint64_t batch = (uint64_t)a->batch_outer * a->batch_inner;
 
     const vkmha_tile_config *large = &vk->tile_large, *small = &vk->tile_small;
@@ -106,8 +103,7 @@ vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args 
                 if (!first)
                     vk_barrier(vk);
                 first = false;
-                vkmha_status st =
-                    vk_dispatch(vk, site, pipe, bufs, 4, &p, sizeof p, g[0], g[1], g[2]);
+                st = vk_dispatch(vk, site, pipe, bufs, 4, &p, sizeof p, g[0], g[1], g[2]);
                 if (st)
                     return st;
             }

@@ -63,10 +63,8 @@ layout(push_constant) uniform Push {
     uint len_k;
     uint heads;     // query heads
     uint group;     // query heads per key/value head
-    uint d_k;
-    uint d_v;
+    uint dims;      // d_k | d_v << 16 (fused head dims are at most 256)
     uint q_blocks;  // ceil(len_q / BR)
-    uint splits;    // key ranges (1: no split-K)
     uint split_len; // keys per range
     uint q_sb, q_sh, q_ld; // element strides: batch entry, head, row
     uint k_sb, k_sh, k_ld;
@@ -80,6 +78,11 @@ layout(push_constant) uniform Push {
     uint kv_count;
     uint group_base; // first workgroup of this dispatch
 } p;
+
+// Fields the host packs or leaves out to keep the push block small.
+#define P_DK (p.dims & 0xffffu)
+#define P_DV (p.dims >> 16)
+#define P_SPLITS ((p.len_k + p.split_len - 1u) / p.split_len) // key ranges (1: no split-K)
 
 // q, k, v and out of any float dtype (shaders/typed.glsl; the partial state
 // and the statistics are always fp32).
@@ -151,7 +154,7 @@ void scan_skipped_values(uint j0, uint j_end, uint v_base, uint dv4, uint tid)
     barrier();
     for (uint e = tid; e < (j_end - j0) * dv4; e += WG) {
         const uint jj = e / dv4, c4 = e % dv4;
-        const uvec4 bits = floatBitsToUint(load_v(v_base + (j0 + jj) * p.v_ld, 4u * c4, p.d_v));
+        const uvec4 bits = floatBitsToUint(load_v(v_base + (j0 + jj) * p.v_ld, 4u * c4, P_DV));
         for (uint k = 0; k < 4u; k++)
             if ((bits[k] & 0x7f800000u) == 0x7f800000u)
                 atomicOr(bad_bits[4u * c4 + k], bits[k]);
@@ -165,8 +168,8 @@ void main()
     if (g >= p.groups)
         return; // whole workgroups leave together: barriers stay uniform
     const uint tid = gl_LocalInvocationIndex;
-    const uint split = g % p.splits;
-    uint rest = g / p.splits;
+    const uint split = g % P_SPLITS;
+    uint rest = g / P_SPLITS;
     const uint qb = rest % p.q_blocks;
     rest /= p.q_blocks;
     const uint h = rest % p.heads;
@@ -174,7 +177,7 @@ void main()
     const uint hk = h / p.group;
     const uint i0 = qb * BR;
     const uint rows = min(BR, p.len_q - i0);
-    const uint dk4 = (p.d_k + 3u) / 4u, dv4 = (p.d_v + 3u) / 4u;
+    const uint dk4 = (P_DK + 3u) / 4u, dv4 = (P_DV + 3u) / 4u;
     const uint q_base = b * p.q_sb + h * p.q_sh;
     const uint k_base = b * p.k_sb + hk * p.k_sh;
     const uint v_base = b * p.v_sb + hk * p.v_sh;
@@ -185,10 +188,10 @@ void main()
 
     for (uint e = tid; e < BR * D4; e += WG) {
         const uint r = e / D4, c4 = e % D4;
-        qs[e] = r < rows && c4 < dk4 ? load_q(q_base + (i0 + r) * p.q_ld, 4u * c4, p.d_k)
+        qs[e] = r < rows && c4 < dk4 ? load_q(q_base + (i0 + r) * p.q_ld, 4u * c4, P_DK)
                                      : vec4(0.0);
     }
-    const uint rows_total = (p.groups / (p.splits * p.q_blocks)) * p.len_q;
+    const uint rows_total = (p.groups / (P_SPLITS * p.q_blocks)) * p.len_q;
     const uint row_base = (b * p.heads + h) * p.len_q + i0; // row index of r = 0
     const uint part = split * rows_total + row_base;        // partial state of r = 0
     const bool resume = (p.flags & MODE_RESUME) != 0u;
@@ -201,11 +204,11 @@ void main()
     for (uint s = 0; s < SR * OC; s++) {
         const uint r = ty * SR + s / OC, c0 = 4u * (tx + (s % OC) * TX);
         acc[s] = vec4(0.0);
-        if (resume && r < rows && c0 < p.d_v) {
-            const uint base = (part + r) * p.d_v + c0;
-            acc[s] = vec4(ld_o(base), c0 + 1u < p.d_v ? ld_o(base + 1u) : 0.0,
-                          c0 + 2u < p.d_v ? ld_o(base + 2u) : 0.0,
-                          c0 + 3u < p.d_v ? ld_o(base + 3u) : 0.0);
+        if (resume && r < rows && c0 < P_DV) {
+            const uint base = (part + r) * P_DV + c0;
+            acc[s] = vec4(ld_o(base), c0 + 1u < P_DV ? ld_o(base + 1u) : 0.0,
+                          c0 + 2u < P_DV ? ld_o(base + 2u) : 0.0,
+                          c0 + 3u < P_DV ? ld_o(base + 3u) : 0.0);
         }
     }
     barrier();
@@ -239,7 +242,7 @@ void main()
         // 1. K block.
         for (uint e = tid; e < nk * dk4; e += WG) {
             const uint j = e / dk4, c4 = e % dk4;
-            kvs[j * KS + c4] = load_k(k_base + (j0 + j) * p.k_ld, 4u * c4, p.d_k);
+            kvs[j * KS + c4] = load_k(k_base + (j0 + j) * p.k_ld, 4u * c4, P_DK);
         }
         barrier();
 
@@ -315,7 +318,7 @@ void main()
         for (uint e = tid; e < BC * dv4; e += WG) {
             const uint jj = e / dv4, c4 = e % dv4;
             kvs[jj * KS + c4] =
-                jj < nk ? load_v(v_base + (j0 + jj) * p.v_ld, 4u * c4, p.d_v) : vec4(0.0);
+                jj < nk ? load_v(v_base + (j0 + jj) * p.v_ld, 4u * c4, P_DV) : vec4(0.0);
         }
         barrier();
 
@@ -353,22 +356,22 @@ void main()
             // l = 0: every score was -inf, acc is 0 (or 0 * NaN / Inf values).
             val = row_l[r] == 0.0 ? acc[s] : acc[s] / row_l[r];
         } else {
-            base = (split * rows_total + row_base + r) * p.d_v;
+            base = (split * rows_total + row_base + r) * P_DV;
             val = acc[s];
         }
         const uint c0 = 4u * c4;
         // A whole aligned vec4 in one store (16-bit packed data then needs
         // no atomics), else element by element.
-        if (c0 + 3u < p.d_v && ((base + c0) & 3u) == 0u) {
+        if (c0 + 3u < P_DV && ((base + c0) & 3u) == 0u) {
             st4_o((base + c0) / 4u, val);
             continue;
         }
         st_o(base + c0, val.x);
-        if (c0 + 1u < p.d_v)
+        if (c0 + 1u < P_DV)
             st_o(base + c0 + 1u, val.y);
-        if (c0 + 2u < p.d_v)
+        if (c0 + 2u < P_DV)
             st_o(base + c0 + 2u, val.z);
-        if (c0 + 3u < p.d_v)
+        if (c0 + 3u < P_DV)
             st_o(base + c0 + 3u, val.w);
     }
     for (uint r = tid; r < rows; r += WG) {

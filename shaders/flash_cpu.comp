@@ -48,10 +48,8 @@ layout(push_constant) uniform Push {
     uint len_k;
     uint heads;
     uint group;
-    uint d_k;
-    uint d_v;
+    uint dims;      // d_k | d_v << 16 (fused head dims are at most 256)
     uint q_blocks;  // ceil(len_q / BR)
-    uint splits;
     uint split_len;
     uint q_sb, q_sh, q_ld;
     uint k_sb, k_sh, k_ld;
@@ -65,6 +63,11 @@ layout(push_constant) uniform Push {
     uint kv_count;
     uint group_base;
 } p;
+
+// Fields the host packs or leaves out to keep the push block small.
+#define P_DK (p.dims & 0xffffu)
+#define P_DV (p.dims >> 16)
+#define P_SPLITS ((p.len_k + p.split_len - 1u) / p.split_len) // key ranges (1: no split-K)
 
 // q, k and v as vec4 texels: the host runs this kernel only when every row
 // of q, k, v and out starts on a multiple of 4 elements and d_k, d_v are
@@ -95,8 +98,8 @@ void main()
     if (g >= p.groups)
         return;
     const uint lane = gl_LocalInvocationIndex;
-    const uint split = g % p.splits;
-    uint rest = g / p.splits;
+    const uint split = g % P_SPLITS;
+    uint rest = g / P_SPLITS;
     const uint qb = rest % p.q_blocks;
     rest /= p.q_blocks;
     const uint h = rest % p.heads;
@@ -104,7 +107,7 @@ void main()
     const uint hk = h / p.group;
     const uint i0 = qb * BR;
     const uint rows = min(BR, p.len_q - i0);
-    const uint dk4 = p.d_k / 4u, dv4 = p.d_v / 4u;
+    const uint dk4 = P_DK / 4u, dv4 = P_DV / 4u;
     // Texel (vec4) indices of head h's rows.
     const uint q_base = (b * p.q_sb + h * p.q_sh) / 4u, q_ld = p.q_ld / 4u;
     const uint k_base = (b * p.k_sb + hk * p.k_sh) / 4u, k_ld = p.k_ld / 4u;
@@ -113,7 +116,7 @@ void main()
     const uint j_end = min(split * p.split_len + min(p.kv_first + p.kv_count, p.split_len),
                            p.len_k);
     const uint bias_base = b * p.bias_sb + h * p.bias_sh;
-    const uint rows_total = (p.groups / (p.splits * p.q_blocks)) * p.len_q;
+    const uint rows_total = (p.groups / (P_SPLITS * p.q_blocks)) * p.len_q;
     const uint row_base = (b * p.heads + h) * p.len_q + i0;
     const uint part = split * rows_total + row_base;
     const bool resume = (p.flags & MODE_RESUME) != 0u;

@@ -24,7 +24,9 @@
 /* Mirrors the push-constant block of shaders/flash.comp. */
 struct flash_push {
     uint32_t misalign[2]; /* vk_dispatch's */
-    uint32_t groups, len_q, len_k, heads, group, d_k, d_v, q_blocks, splits, split_len;
+    uint32_t groups, len_q, len_k, heads, group;
+    uint32_t dims; /* d_k | d_v << 16; the shader derives the split count */
+    uint32_t q_blocks, split_len;
     uint32_t q_sb, q_sh, q_ld, k_sb, k_sh, k_ld, v_sb, v_sh, v_ld, o_sb, o_sh, o_ld;
     uint32_t flags; /* vkmha_mask_kind bits | MODE_* */
     float scale;
@@ -33,6 +35,7 @@ struct flash_push {
     uint32_t group_base;
 };
 VK_PUSH_BLOCK(flash_push);
+_Static_assert((32u << (VK_FLASH_CLASSES - 1)) <= 0xffff, "flash_push.dims packs 16-bit head dims");
 
 /* Mirrors shaders/flash_combine.comp. */
 struct combine_push {
@@ -291,8 +294,8 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
     const uint64_t groups = rows / s->len_q * plan->q_blocks * plan->splits;
     struct flash_push p = {
         .groups = (uint32_t)groups, .len_q = s->len_q, .len_k = s->len_k, .heads = s->heads,
-        .group = s->heads / s->kv_heads, .d_k = s->d_k, .d_v = s->d_v,
-        .q_blocks = plan->q_blocks, .splits = plan->splits, .split_len = plan->split_len,
+        .group = s->heads / s->kv_heads, .dims = s->d_k | s->d_v << 16,
+        .q_blocks = plan->q_blocks, .split_len = plan->split_len,
         .q_sb = (uint32_t)q->stride[0], .q_sh = (uint32_t)q->stride[1],
         .q_ld = (uint32_t)q->stride[2], .k_sb = (uint32_t)k->stride[0],
         .k_sh = (uint32_t)k->stride[1], .k_ld = (uint32_t)k->stride[2],

@@ -389,9 +389,9 @@ static int cb_run(void *p)
                                  PIPE_FLASH_COMBINE, bufs, 4, &cp, sizeof cp,
                                  offsetof(struct combine_push, group_base), groups)))
         return vk_exec_end(vk, st, NULL) != VKMHA_SUCCESS;
-    vk_download(vk, &vk->slots[SLOT_OUT], c->out, no, 1, no, 1, no);
-    vk_download(vk, &vk->slots[SLOT_STATS], c->ml, nml, 1, nml, 1, nml);
-    return vk_exec_end(vk, VKMHA_SUCCESS, NULL) != VKMHA_SUCCESS;
+    if (!(st = vk_download(vk, &vk->slots[SLOT_OUT], c->out, no, 1, no, 1, no)))
+        st = vk_download(vk, &vk->slots[SLOT_STATS], c->ml, nml, 1, nml, 1, nml);
+    return vk_exec_end(vk, st, NULL) != VKMHA_SUCCESS;
 }
 
 /* rows query rows (batch x heads x len_q of a decode step), d_v 64, 8 key

@@ -102,7 +102,7 @@ static bool texel_io(const attn_shape *s, const vk_view qkvo[4])
 
 vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weights,
                                   const vk_view *weights_view, const vk_view qkvo[4],
-                                  uint32_t dtypes, vk_attn_plan *plan)
+                                  vk_attn_plan *plan)
 {
     vkmha_status st;
     const uint32_t dim = s->d_k > s->d_v ? s->d_k : s->d_v;
@@ -147,7 +147,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
                                     !(t_unfused < t_fused)));
     *plan = (vk_attn_plan){.s = *s, .fused = fused, .cpu_kernel = cpu_kernel,
                            .weights = weights, .cls = cls, .splits = 1, .split_len = s->len_k,
-                           .chunk = s->len_k, .chunks = 1, .dtypes = dtypes};
+                           .chunk = s->len_k, .chunks = 1};
     char model[160] = "";
     if (s->path == VKMHA_ATTENTION_PATH_AUTO && vkmha__log_enabled(vk->ctx, VKMHA_LOG_DEBUG))
         snprintf(model, sizeof model,
@@ -159,8 +159,6 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     /* SLOT_SCORES holds fp32, whatever the caller's dtype */
     plan->scores = weights_view ? *weights_view
                                 : vk_view_of(&vk->slots[SLOT_SCORES], VKMHA_DTYPE_F32);
-    if (!weights_view)
-        plan->dtypes &= ~VK_DT(4, 3);
     /* fp32 scores: in the weights when they are fp32, else in SLOT_SCORES
      * (the unfused path's softmax then writes the weights from there). */
     const bool typed_weights = weights_view && weights_view->dtype != VKMHA_DTYPE_F32;
@@ -391,8 +389,6 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const void *q, cons
     /* 16-bit weights are written in SLOT_WEIGHTS, as into a weights tensor. */
     const vk_view wview = vk_view_of(&vk->slots[SLOT_WEIGHTS], dt);
     const bool wbuf = weights && dt != VKMHA_DTYPE_F32;
-    const uint32_t dtypes = VK_DT(0, dt) | VK_DT(1, dt) | VK_DT(2, dt) | VK_DT(3, dt) |
-                            VK_DT(4, dt);
     if ((st = vk_check_size(vk, bq, "q")) || (st = vk_check_size(vk, bk, "k")) ||
         (st = vk_check_size(vk, bv, "v")) || (st = vk_check_size(vk, bo, "out")) ||
         (st = vk_check_size(vk, bw, "weights")) ||
@@ -409,7 +405,7 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const void *q, cons
         vk_view_split(&vk->slots[SLOT_V_HEADS], s->kv_heads, s->len_k, s->d_v, dt),
         vk_view_split(&vk->slots[SLOT_O_HEADS], s->heads, s->len_q, s->d_v, dt)};
     if ((st = vk_attention_prepare(vk, s, weights != NULL, wbuf ? &wview : NULL,
-                                   (const vk_view[4]){op.q, op.k, op.v, {0}}, dtypes, &plan)))
+                                   (const vk_view[4]){op.q, op.k, op.v, {0}}, &plan)))
         return st;
     const vk_host_call call = {
         .up = {{&vk->slots[SLOT_Q_HEADS], q, bq},

@@ -196,11 +196,8 @@ static vkmha_status plan_start(vk_state *vk)
     vkmha_status st;
     for (uint32_t i = 0; i < pl->n_up; i++)
         up += pl->up[i].dst.map ? 0 : staging_step(pl->up[i].bytes);
-    for (uint32_t i = 0; i < pl->n_down; i++) {
-        const vk_plan_download *d = &pl->down[i];
-        down += d->src.map ? 0 : staging_step(download_span(d->len, d->n1, d->stride1, d->n2,
-                                                            d->stride2));
-    }
+    for (uint32_t i = 0; i < pl->n_down; i++)
+        down += pl->down[i].src.map ? 0 : staging_step(pl->down[i].span);
     if ((up || down) && (st = vk_staging_ensure_unmapped(vk, up, down)))
         return st;
     if (vk->mode == MODE_SUBMIT)
@@ -240,12 +237,13 @@ static void plan_record(vk_state *vk)
             continue;
         }
         upload_write(u, (uint8_t *)vk->upload.map + used);
-        flush(vk, &vk->upload);
         VkBufferCopy region = {used, u->dst.offset + u->offset, u->bytes};
         vk->vkd.vkCmdCopyBuffer(vk->cmd, vk->upload.buf, u->dst.buf, 1, &region);
         vk->dirty_transfer = true;
         used += staging_step(u->bytes);
     }
+    if (used) /* the staged uploads, written above: one flush */
+        flush(vk, &vk->upload);
     barrier_if_dirty(vk); /* every pass reads what was uploaded */
     for (uint32_t i = 0; i < pl->n_passes; i++)
         record_pass(vk, &pl->passes[i]);
@@ -257,14 +255,13 @@ static void plan_record(vk_state *vk)
             d->from_off = d->src.offset;
             continue;
         }
-        const size_t span = download_span(d->len, d->n1, d->stride1, d->n2, d->stride2);
         barrier_if_dirty(vk);
-        VkBufferCopy region = {d->src.offset, used, span};
+        VkBufferCopy region = {d->src.offset, used, d->span};
         vk->vkd.vkCmdCopyBuffer(vk->cmd, d->src.buf, vk->download.buf, 1, &region);
         vk->dirty_transfer = true;
         d->from = &vk->download;
         d->from_off = used;
-        used += staging_step(span);
+        used += staging_step(d->span);
     }
 }
 
@@ -365,7 +362,7 @@ vkmha_status vk_run_host(vk_state *vk, const vk_host_call *c)
     for (size_t i = 0; i < VKMHA_ARRAY_LEN(c->down) && !st; i++) {
         const vk_host_download *d = &c->down[i];
         if (d->dst)
-            vk_download(vk, d->buf, d->dst, d->len, d->n1, d->stride1, d->n2, d->stride2);
+            st = vk_download(vk, d->buf, d->dst, d->len, d->n1, d->stride1, d->n2, d->stride2);
     }
     return vk_exec_end(vk, st, NULL);
 }
@@ -398,16 +395,18 @@ void vk_barrier(vk_state *vk)
     vk->plan.barrier_next = true;
 }
 
-void vk_download(vk_state *vk, const vk_buffer *src, void *dst, size_t len, size_t n1,
-                 size_t stride1, size_t n2, size_t stride2)
+vkmha_status vk_download(vk_state *vk, const vk_buffer *src, void *dst, size_t len, size_t n1,
+                         size_t stride1, size_t n2, size_t stride2)
 {
     vk_plan *pl = &vk->plan;
-    /* Calls download at most two outputs (vk_host_call.down). */
     if (pl->n_down == VKMHA_ARRAY_LEN(pl->down))
-        return;
-    pl->down[pl->n_down++] = (vk_plan_download){.src = *src, .dst = (uint8_t *)dst, .len = len,
-                                                .n1 = n1, .stride1 = stride1, .n2 = n2,
-                                                .stride2 = stride2};
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
+                           "%s: internal error: more than %zu downloads in one call",
+                           vk->ctx->call, VKMHA_ARRAY_LEN(pl->down));
+    pl->down[pl->n_down++] = (vk_plan_download){
+        .src = *src, .dst = (uint8_t *)dst, .len = len, .n1 = n1, .stride1 = stride1,
+        .n2 = n2, .stride2 = stride2, .span = download_span(len, n1, stride1, n2, stride2)};
+    return VKMHA_SUCCESS;
 }
 
 VkBufferView vk_texel_view(const vk_view *v, bool u16)

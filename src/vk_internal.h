@@ -221,6 +221,7 @@ typedef struct vk_plan_download {
     vk_buffer src; /* a copy, as dst above */
     uint8_t *dst;
     size_t len, n1, stride1, n2, stride2;
+    size_t span; /* bytes from the first to the last one copied */
     /* When the plan runs: where the host reads the data from (the working
      * buffer when mapped, else download staging) and at which byte. */
     const vk_buffer *from;
@@ -524,9 +525,9 @@ vkmha_status vk_upload_converted(vk_state *vk, const vk_buffer *dst, const void 
                                  uint32_t from, uint32_t to, uint64_t n);
 /* Adds src -> host copies of n2 groups of n1 blocks of `len` bytes; the data
  * lands in dst when vk_exec_end returns successfully (MODE_SYNC). At most
- * four per call. */
-void vk_download(vk_state *vk, const vk_buffer *src, void *dst, size_t len, size_t n1,
-                 size_t stride1, size_t n2, size_t stride2);
+ * four per call (an internal error beyond). */
+vkmha_status vk_download(vk_state *vk, const vk_buffer *src, void *dst, size_t len, size_t n1,
+                         size_t stride1, size_t n2, size_t stride2);
 /* Orders the next pass after the writes of every step before it. */
 void vk_barrier(vk_state *vk);
 /* Adds a dispatch of groups (x, y, z) of `pipe` with the views bufs[0 ..
@@ -710,18 +711,7 @@ typedef struct vk_attn_plan {
     uint32_t chunk, chunks; /* keys per dispatch and dispatches, per range */
     vk_view scores;   /* scores / weights: the caller's tensor or SLOT_SCORES */
     vk_view masks[3]; /* key padding, full, bias: the mask slots or tensors */
-    /* VK_DT of q, k, v, out and the weights (scores) at indices 0 to 4. */
-    uint32_t dtypes;
 } vk_attn_plan;
-/* Chooses the path, blocks and key splits for shape s (fn names the public
- * call in messages) and ensures the slots it needs besides q, k, v, out and
- * the masks: SLOT_SCORES when unfused or weights (unless weights_buf, the
- * caller's weights tensor, takes its place), SLOT_STATS, and the split-K
- * partials. plan->masks are the mask slots: a caller with mask tensors
- * replaces them. UNSUPPORTED if the fused path was forced for head dims
- * above 256. qkvo: the buffers q, k, v and out will be read from and written
- * to (out NULL: a slot), which decide whether the CPU-shaped kernel can read
- * them as vec4 texels. */
 /* Predicted microseconds of a call of shape s on the fused path (one kernel,
  * with block_q query rows per workgroup, plus the weights pass if asked)
  * and on the unfused path: the coefficients of src/vk_cost.c's table times
@@ -735,9 +725,18 @@ void vk_cost_unfused_features(const attn_shape *s, const vkmha_tile_config *t,
 double vk_cost_fused(const vk_state *vk, const attn_shape *s, bool cpu_kernel, bool weights,
                      uint32_t block_q);
 double vk_cost_unfused(const vk_state *vk, const attn_shape *s);
+/* Chooses the path, blocks and key splits for shape s (fn names the public
+ * call in messages) and ensures the slots it needs besides q, k, v, out and
+ * the masks: SLOT_SCORES when unfused or weights (unless weights_view, the
+ * caller's weights tensor, takes its place), SLOT_STATS, and the split-K
+ * partials. plan->masks are the mask slots: a caller with mask tensors
+ * replaces them. UNSUPPORTED if the fused path was forced for head dims
+ * above 256. qkvo: the views q, k, v and out will be read from and written
+ * to (out absent: a slot), which decide whether the CPU-shaped kernel can
+ * read them as vec4 texels. */
 vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weights,
                                   const vk_view *weights_view, const vk_view qkvo[4],
-                                  uint32_t dtypes, vk_attn_plan *plan);
+                                  vk_attn_plan *plan);
 /* Records the attention of `plan` from q, k, v (+ masks in the mask slots)
  * into out, and the weights into SLOT_SCORES if planned. out may share q's
  * buffer when d_k == d_v and the views match (q is read before out is

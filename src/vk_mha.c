@@ -76,13 +76,12 @@ static vk_matmul_args projection_args(vk_view x, const vk_buffer *w, const vk_bu
     return vk_matmul_args_of(&s, x, vk_view_of(w, sd), vk_view_of(b->buf ? b : NULL, sd), y);
 }
 
-/* The operands of one Vulkan forward: inputs, masks, output, weights (the
- * caller's tensors, or the context's slots). */
+/* The operands of one Vulkan forward: inputs, masks, output (the caller's
+ * tensors, or the context's slots). The attention weights are the plan's. */
 typedef struct fwd_bufs {
     vk_view query, key, value;
     vk_view masks[3];
     vk_view out;
-    vk_view weights; /* the caller's tensor, or absent (host arrays: a slot) */
 } fwd_bufs;
 
 /* The concat of the heads [B*Lq][H*d_v] overwrites the query projection
@@ -114,7 +113,7 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, bool weight
              (const vk_view[4]){vk_view_of(&vk->slots[SLOT_Q_PROJ], ad),
                                 vk_view_of(&vk->slots[SLOT_K_PROJ], ad),
                                 vk_view_of(&vk->slots[SLOT_V_PROJ], ad), {0}},
-             VK_DT(0, ad) | VK_DT(1, ad) | VK_DT(2, ad) | VK_DT(3, ad) | VK_DT(4, ad), plan)) ||
+             plan)) ||
         (!concat_in_place(d, plan) &&
          (st = vk_slot_ensure(vk, SLOT_O_HEADS, rq * H * d->d_v * es))))
         return st;
@@ -229,8 +228,6 @@ static vkmha_status forward_host(vkmha_mha *mha, const mha_fwd *f, const vkmha_a
                   .key = vk_view_of(&vk->slots[in_slot[1]], f->ad),
                   .value = vk_view_of(&vk->slots[in_slot[2]], f->ad),
                   .out = vk_view_of(&vk->slots[SLOT_OUT], f->ad)};
-    if (wbuf)
-        b.weights = wview;
     vk_mask_slots(vk, b.masks);
     const forward_op op = {mha, f, &plan, &b};
     const size_t no = (size_t)(f->n_out * es), nw = (size_t)(f->n_weights * es);
@@ -261,11 +258,11 @@ vkmha_status vk_mha_forward(vkmha_mha *mha, const vkmha_run *run, const mha_fwd 
     if (run->form == FORM_HOST)
         return forward_host(mha, f, io);
     fwd_bufs b = {.query = vk_tensor_view(&io[0]), .key = vk_tensor_view(&io[1]),
-                  .value = vk_tensor_view(&io[2]), .out = vk_tensor_view(&io[3]),
-                  .weights = vk_tensor_view(&io[4])};
+                  .value = vk_tensor_view(&io[2]), .out = vk_tensor_view(&io[3])};
+    const vk_view weights = vk_tensor_view(&io[4]);
     vk_tensor_masks(&f->mask, b.masks);
     vk_attn_plan plan;
-    if ((st = prepare_vulkan(mha, f, b.weights.buf != NULL, b.weights.buf ? &b.weights : NULL,
+    if ((st = prepare_vulkan(mha, f, weights.buf != NULL, weights.buf ? &weights : NULL,
                              &plan)) ||
         (st = vk_run_begin(vk, run)))
         return st;

@@ -147,7 +147,7 @@ vkmha_status vk_tensor_copy(const vkmha_tensor *t, uint64_t offset, void *host, 
     else {
         vk_buffer b = *buf; /* the executor adds b.offset, mapped or not */
         b.offset += offset;
-        vk_download(vk, &b, host, (size_t)bytes, 1, (size_t)bytes, 1, (size_t)bytes);
+        st = vk_download(vk, &b, host, (size_t)bytes, 1, (size_t)bytes, 1, (size_t)bytes);
     }
     return vk_exec_end(vk, st, NULL);
 }
@@ -229,10 +229,7 @@ vkmha_status vk_op_attention(vkmha_context *ctx, const vkmha_run *run, const att
     vk_attn_plan plan;
     if ((st = vk_attention_prepare(vk, s, weights->tensor != NULL,
                                    weights->tensor ? &vw : NULL,
-                                   (const vk_view[4]){vq, vkv, vv, vo},
-                                   VK_DT(0, q->dtype) | VK_DT(1, k->dtype) | VK_DT(2, v->dtype) |
-                                       VK_DT(3, out->dtype) | VK_DT(4, weights->dtype),
-                                   &plan)) ||
+                                   (const vk_view[4]){vq, vkv, vv, vo}, &plan)) ||
         (st = vk_run_begin(vk, run)))
         return st;
     vk_tensor_masks(mask, plan.masks);

@@ -477,7 +477,7 @@ static void view_offsets(vkmha_context *gpu, vkmha_context *ref, t_rng *r)
         vk_buffer around = b;
         around.offset = y_at - 4;
         if (!st)
-            vk_download(vk, &around, got, bytes + 8, 1, bytes + 8, 1, bytes + 8);
+            st = vk_download(vk, &around, got, bytes + 8, 1, bytes + 8, 1, bytes + 8);
         ok = vk_exec_end(vk, st, NULL) == VKMHA_SUCCESS;
     }
     ok = ok && memcmp(got + 1, want, bytes) == 0 && got[0] == -7.0f && got[n + 1] == -7.0f;

@@ -342,7 +342,7 @@ int main(int argc, char **argv)
             fprintf(csv, "%u,%u,%u,%u,%u,%u,%s,%.1f,%.1f,%.1f,%.1f,%s,%.3f\n", s->b, s->h, s->lq,
                     s->lk, s->dk, s->dv, s->why, t[n][P_CPU], t[n][P_SHARED], t[n][P_UNFUSED],
                     t[n][P_AUTO], ran[n], t[n][P_AUTO] / best);
-        const attn_shape as = {s->b, s->h, s->h, s->lq, s->lk, s->dk, s->dv, 0.0f, 0, 0, 0};
+        const attn_shape as = {s->b, s->h, s->h, s->lq, s->lk, s->dk, s->dv, 0.0f, 0, 0, 0, NULL};
         const uint32_t cls = s->dk > 128 || s->dv > 128 ? 3 : s->dk > 64 || s->dv > 64 ? 2
                              : s->dk > 32 || s->dv > 32 ? 1 : 0;
         vk_cost_fused_features(&as, kernels.cpu_block_q[cls], false,

@@ -113,7 +113,7 @@ int main(int argc, char **argv)
     d.d_model = d_model;
     d.n_head = heads;
     d.w_q = w[0], d.w_k = w[1], d.w_v = w[2], d.w_o = w[3];
-    vkmha_mask mask = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0};
+    vkmha_mask mask = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0, 0};
 
     FILE *csv = csv_path ? fopen(csv_path, "w") : NULL;
     if (csv_path && !csv) {
@@ -148,7 +148,7 @@ int main(int argc, char **argv)
         static const char *const names[2] = {"fused", "unfused"};
         for (int p = 0; p < 2; p++) {
             vkmha_mha_io io = {batch, (uint32_t)len, 0, x, x, x, causal ? &mask : NULL,
-                               out, NULL, paths[p], 0, 0};
+                               out, NULL, paths[p], 0, 0, NULL, 0};
             res[p] = run(&d, &io, reps);
             const result *r = &res[p];
             if (r->status) {

@@ -591,7 +591,7 @@ int main(void)
     memory_barrier(&e, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                    VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
     vkmha_mha_tensors io = {B, L, 0, tq, tq, tq, NULL, to1, NULL,
-                            VKMHA_ATTENTION_PATH_FUSED, 0};
+                            VKMHA_ATTENTION_PATH_FUSED, 0, NULL, 0};
     VKMHA_CHECK(vkmha_mha_record(mha, e.cmd, &io));
     io.out = to2;
     io.attention_path = VKMHA_ATTENTION_PATH_UNFUSED;
@@ -605,7 +605,7 @@ int main(void)
                    VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
     VK_CHECK(vkEndCommandBuffer(e.cmd));
     const int vkmha_submits = submits_locked;
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, NULL, 0};
     si.commandBufferCount = 1;
     si.pCommandBuffers = &e.cmd;
     queue_lock(NULL);
@@ -625,7 +625,7 @@ int main(void)
     float *want1 = malloc(n_act * sizeof(float));
     for (uint32_t i = 0; i < n_act; i++)
         doubled[i] = 2.0f * query[i];
-    vkmha_mha_io rio = {B, L, 0, doubled, doubled, doubled, NULL, want, NULL, 0, 0, 0};
+    vkmha_mha_io rio = {B, L, 0, doubled, doubled, doubled, NULL, want, NULL, 0, 0, 0, NULL, 0};
     VKMHA_CHECK(vkmha_mha_forward(ref, &rio));
     for (uint32_t i = 0; i < n_act; i++)
         want1[i] = want[i] + 1.0f;
@@ -668,7 +668,7 @@ int main(void)
     for (int i = 0; i < 4; i++)
         memcpy((char *)big + i * bytes, doubled, bytes);
     VKMHA_CHECK(vkmha_tensor_upload(big_in, 0, big, 4 * bytes));
-    vkmha_mha_tensors big_io = {4 * B, L, 0, big_in, big_in, big_in, NULL, big_out, NULL, 0, 0};
+    vkmha_mha_tensors big_io = {4 * B, L, 0, big_in, big_in, big_in, NULL, big_out, NULL, 0, 0, NULL, 0};
     VKMHA_CHECK(vkmha_mha_forward_tensor(mha, &big_io));
     queue_lock(NULL);
     VK_CHECK(vkQueueSubmit(e.queue, 1, &si, e.fence));
@@ -712,7 +712,7 @@ int main(void)
         const vkmha_attention_desc ad = {B, H, 0, L, L, dk, dk, 0, 0, 0, 0};
         const vkmha_matmul_desc mmd = {1, B * L, D, D, VKMHA_OP_T, 0, 0, 0, 0, 0, 0, 0, 0};
         const vkmha_softmax_desc sd = {1, 1, B * L, D, 0, 0};
-        const vkmha_tensor_mask causal = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0};
+        const vkmha_tensor_mask causal = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0, 0};
         memcpy((char *)e.arena_map + q_off, doubled, bytes);
         VK_CHECK(vkResetCommandPool(e.device, e.cmd_pool, 0));
         VK_CHECK(vkBeginCommandBuffer(e.cmd, &bi));
@@ -733,7 +733,7 @@ int main(void)
         float *got = malloc(bytes), *r_h = malloc(bytes), *r_att = malloc(bytes),
               *r_m = malloc(bytes), *r_p = malloc(bytes), *r_s = malloc(bytes);
         VKMHA_CHECK(vkmha_tensor_download(soft, 0, got, bytes));
-        const vkmha_mask r_causal = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0};
+        const vkmha_mask r_causal = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0, 0};
         VKMHA_CHECK(vkmha_split_heads(ref_ctx, &hd, doubled, r_h));
         VKMHA_CHECK(vkmha_attention(ref_ctx, &ad, r_h, r_h, r_h, &r_causal, r_att, NULL));
         VKMHA_CHECK(vkmha_merge_heads(ref_ctx, &hd, r_att, r_m));

@@ -560,8 +560,11 @@ typedef enum vkmha_mask_kind {
     VKMHA_MASK_NONE = 0,
     VKMHA_MASK_KEY_PADDING = 1u << 0, /* key_padding: [batch][len_k] uint8 */
     VKMHA_MASK_FULL = 1u << 1,        /* full: [batch][len_q][len_k] uint8 */
-    /* Key j > query i is masked (top-left aligned, like torch's is_causal
-     * and torch.tril(ones(len_q, len_k))); no memory. */
+    /* Key j > query i + causal_offset is masked; no memory. Offset 0 is
+     * top-left aligned (torch's is_causal, torch.tril(ones(len_q, len_k)));
+     * len_k - len_q is bottom-right aligned (the queries are the last
+     * positions of the keys' sequence: chunked prefill, several new tokens
+     * at once; torch's causal_lower_right). */
     VKMHA_MASK_CAUSAL = 1u << 2,
     VKMHA_MASK_BIAS = 1u << 3, /* bias: [bias_batch][bias_heads][len_q][len_k] fp32 */
 } vkmha_mask_kind;
@@ -577,6 +580,12 @@ typedef struct vkmha_mask {
      * bias_heads is 1 or the number of (query) heads; 0 means batch / heads. */
     const float *bias VKMHA_ZERO;
     uint32_t bias_batch VKMHA_ZERO, bias_heads VKMHA_ZERO;
+    /* VKMHA_MASK_CAUSAL: query i sees keys j <= i + causal_offset. Non-zero
+     * without the kind is VKMHA_ERROR_INVALID_ARGUMENT. With a KV cache
+     * (vkmha_mha_io.kv_cache) the layer aligns the mask to each entry's end
+     * itself: query i of an entry holding L keys sees keys
+     * j <= L - len_q + i + causal_offset (0: the usual decoder mask). */
+    uint32_t causal_offset VKMHA_ZERO;
 } vkmha_mask;
 
 /* ------------------------------------------------------------------------ */
@@ -720,6 +729,9 @@ VKMHA_API vkmha_status vkmha_attention(vkmha_context *ctx, const vkmha_attention
 /* ------------------------------------------------------------------------ */
 
 typedef struct vkmha_mha vkmha_mha;
+/* A layer's cache of projected keys and values (vkmha_kv_cache_create). */
+typedef struct vkmha_kv_cache vkmha_kv_cache;
+typedef struct vkmha_tensor vkmha_tensor; /* see "Device-resident tensors" */
 
 typedef struct vkmha_mha_desc {
     uint32_t d_model VKMHA_ZERO;   /* required */
@@ -780,6 +792,10 @@ typedef struct vkmha_mha_io {
      * default), F16 or BF16. The layer's activations on the device (the
      * projections, the attention output) are kept in this dtype too. */
     uint32_t dtype VKMHA_ZERO;
+    /* A KV cache of this layer (NULL: none), for entries kv_entry ..
+     * kv_entry + batch - 1 of it; see "Decoding with a KV cache" below. */
+    vkmha_kv_cache *kv_cache VKMHA_ZERO;
+    uint32_t kv_entry VKMHA_ZERO;
 } vkmha_mha_io;
 
 /* out = (LayerNorm(query + ...) if post_norm)
@@ -787,6 +803,95 @@ typedef struct vkmha_mha_io {
  * Inference only: dropout is the identity. On the Vulkan backend this is one
  * command buffer and one submit. */
 VKMHA_API vkmha_status vkmha_mha_forward(vkmha_mha *mha, const vkmha_mha_io *io);
+
+/* ------------------------------------------------------------------------ */
+/* Decoding with a KV cache                                                 */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A decoder generates one token per step; each step attends its new
+ * queries over every earlier position. A KV cache keeps the projected keys
+ * and values of the earlier positions on the device, so a step projects only
+ * its new tokens. A cache belongs to one layer (its heads and head dims) and
+ * has `batch` entries (sequences) of `capacity` positions each:
+ *   keys   [batch][n_kv_head][capacity][d_k]
+ *   values [batch][n_kv_head][capacity][d_v]
+ * in its own dtype (F32, F16 or BF16, whatever the layer's and the
+ * activations' dtypes: stored values are rounded to it), and a length per
+ * entry (the positions it holds, from 0). Positions past an entry's length
+ * hold zeros.
+ *
+ * A forward with io.kv_cache (every form: host arrays, tensors, recorded,
+ * submitted; one command buffer) uses entries e = kv_entry + b for its batch
+ * entries b < batch:
+ *   - with key and value: their len_k (0: len_q) positions are projected and
+ *     appended to every entry used, from its length on (self-attention
+ *     decoding: key = value = the new tokens; a cross-attention's first step:
+ *     the encoder's output into an empty entry);
+ *   - with key and value both NULL: nothing is appended (a cross-attention's
+ *     later steps reuse the encoder's keys and values as they are);
+ * then the queries attend over each entry's L positions (its length after
+ * the append), as if that entry's keys and values were the key and value of
+ * an ordinary forward: positions past L do not exist for it (weight exactly
+ * 0, not a masked -1e9), so entries of different lengths decode in one call.
+ * The attention's key axis is len_kv = the largest L of the entries used:
+ * masks are [batch][len_kv] (key_padding), [batch][len_q][len_kv] (full),
+ * [..][..][len_q][len_kv] (bias), and attn_weights [batch][H][len_q][len_kv]
+ * (0 past each entry's L). VKMHA_MASK_CAUSAL is aligned to each entry's
+ * end (vkmha_mask.causal_offset): a prompt prefilled whole or in chunks, or
+ * token by token, gives the same outputs as one causal forward over the
+ * whole sequence (masked rows aside: a row whose every key is masked gets
+ * uniform weights over the keys it has).
+ * An append that would pass an entry's capacity fails with
+ * VKMHA_ERROR_INVALID_ARGUMENT naming the cache, the entry and the lengths,
+ * and writes nothing. The lengths change when the call is made (recorded or
+ * submitted work must then run, once, before the cache is read again).
+ * Thread safety: as its layer's context. The layer and the context must
+ * outlive the cache.
+ */
+typedef struct vkmha_kv_cache_desc {
+    uint32_t batch VKMHA_ZERO;    /* entries; 0 means 1 */
+    uint32_t capacity VKMHA_ZERO; /* positions per entry, >= 1 */
+    uint32_t dtype VKMHA_ZERO;    /* vkmha_dtype of keys and values: F32 (0), F16, BF16 */
+    /* Optional: tensors of the application's to hold the keys and the
+     * values (both or neither; e.g. its own VkBuffers through
+     * vkmha_tensor_wrap), of the dtype above and at least the elements of
+     * the shapes above, of the layer's context. They must outlive the cache;
+     * creation zeroes them. NULL: the cache allocates its own. */
+    vkmha_tensor *keys VKMHA_ZERO, *values VKMHA_ZERO;
+} vkmha_kv_cache_desc;
+
+/* A cache for `mha` with every entry empty (length 0). */
+VKMHA_API vkmha_status vkmha_kv_cache_create(vkmha_mha *mha, const vkmha_kv_cache_desc *desc,
+                                             vkmha_kv_cache **out);
+/* NULL is a no-op. Work recorded or submitted that uses it must have completed. */
+VKMHA_API void vkmha_kv_cache_destroy(vkmha_kv_cache *cache);
+/* The desc with its defaults filled in (keys and values: the tensors in use). */
+VKMHA_API vkmha_status vkmha_kv_cache_get_desc(const vkmha_kv_cache *cache,
+                                               vkmha_kv_cache_desc *out);
+/* Device bytes of the keys and values: batch * n_kv_head * capacity *
+ * (d_k + d_v) * the dtype's size (plus 4 bytes per entry for the lengths). */
+VKMHA_API uint64_t vkmha_kv_cache_bytes(const vkmha_kv_cache *cache);
+/* The lengths of entries first .. first + count - 1 into lengths[count]. */
+VKMHA_API vkmha_status vkmha_kv_cache_get_lengths(const vkmha_kv_cache *cache, uint32_t first,
+                                                  uint32_t count, uint32_t *lengths);
+/* Every entry empty (length 0, zeros). */
+VKMHA_API vkmha_status vkmha_kv_cache_reset(vkmha_kv_cache *cache);
+/* Entry `entry` (VKMHA_ALL_ENTRIES: every entry) keeps its first `length`
+ * positions: rolls back rejected speculative tokens. A length above an
+ * entry's current one is VKMHA_ERROR_INVALID_ARGUMENT (nothing changes). */
+#define VKMHA_ALL_ENTRIES UINT32_MAX
+VKMHA_API vkmha_status vkmha_kv_cache_truncate(vkmha_kv_cache *cache, uint32_t entry,
+                                               uint32_t length);
+/* Entry e takes what entry src[e] held before the call (keys, values and
+ * length), for every e < batch: a permutation, or copies of one entry into
+ * several (beam search). */
+VKMHA_API vkmha_status vkmha_kv_cache_reorder(vkmha_kv_cache *cache, const uint32_t *src);
+/* The keys and values as tensors of the cache's dtype and shape (above):
+ * read them (vkmha_tensor_download) or pass them to the ops; writing them
+ * changes what the cache holds. Either pointer may be NULL. */
+VKMHA_API vkmha_status vkmha_kv_cache_get_tensors(vkmha_kv_cache *cache, vkmha_tensor **keys,
+                                                  vkmha_tensor **values);
 
 /* ------------------------------------------------------------------------ */
 /* A layer from a PyTorch checkpoint (.safetensors)                         */
@@ -930,6 +1035,7 @@ typedef struct vkmha_tensor_mask {
     uint32_t kinds VKMHA_ZERO;
     const vkmha_tensor *key_padding VKMHA_ZERO, *full VKMHA_ZERO, *bias VKMHA_ZERO;
     uint32_t bias_batch VKMHA_ZERO, bias_heads VKMHA_ZERO;
+    uint32_t causal_offset VKMHA_ZERO; /* as vkmha_mask.causal_offset */
 } vkmha_tensor_mask;
 
 /* The ops on tensors, computed on the context's queue before returning: the
@@ -967,6 +1073,8 @@ typedef struct vkmha_mha_tensors {
     vkmha_tensor *attn_weights VKMHA_ZERO; /* optional */
     uint32_t attention_path VKMHA_ZERO; /* vkmha_attention_path */
     uint32_t kv_splits VKMHA_ZERO;
+    vkmha_kv_cache *kv_cache VKMHA_ZERO; /* as vkmha_mha_io */
+    uint32_t kv_entry VKMHA_ZERO;
 } vkmha_mha_tensors;
 
 /* vkmha_mha_forward on tensors, computed before returning. */

@@ -77,6 +77,8 @@ layout(push_constant) uniform Push {
     uint kv_first;  // this dispatch's keys: kv_first .. + kv_count of each range
     uint kv_count;
     uint group_base; // first workgroup of this dispatch
+    uint causal_offset; // see mask.glsl's mask_hides
+    uint kv_b0;     // k and v hold batch entries from this one (a KV cache's)
 } p;
 
 // Fields the host packs or leaves out to keep the push block small.
@@ -99,6 +101,7 @@ TYPED_IO(6, 6, o)
 // (m, l) per row: [row][2], or per split [split][row][2]; MODE_WEIGHTS reads
 // the final [row][2].
 layout(binding = 7) buffer Stats { float ml[]; };
+layout(binding = 8) readonly buffer Lengths { uint lens[]; }; // with MASK_LENGTHS
 
 #define MASK_SLOT 3u
 #include "mask.glsl"
@@ -179,11 +182,15 @@ void main()
     const uint rows = min(BR, p.len_q - i0);
     const uint dk4 = (P_DK + 3u) / 4u, dv4 = (P_DV + 3u) / 4u;
     const uint q_base = b * p.q_sb + h * p.q_sh;
-    const uint k_base = b * p.k_sb + hk * p.k_sh;
-    const uint v_base = b * p.v_sb + hk * p.v_sh;
+    const uint k_base = (b + p.kv_b0) * p.k_sb + hk * p.k_sh;
+    const uint v_base = (b + p.kv_b0) * p.v_sb + hk * p.v_sh;
+    // This entry's keys: len_b (a KV cache entry may hold fewer than len_k).
+    const uint len_b = (p.flags & MASK_LENGTHS) != 0u ? min(lens[b], p.len_k) : p.len_k;
+    const bool weights_mode = (p.flags & MODE_WEIGHTS) != 0u;
     const uint j_begin = split * p.split_len + p.kv_first;
+    // The weights pass visits keys past len_b too: it writes their zeros.
     const uint j_end = min(split * p.split_len + min(p.kv_first + p.kv_count, p.split_len),
-                           p.len_k);
+                           weights_mode ? p.len_k : len_b);
     const uint bias_base = b * p.bias_sb + h * p.bias_sh;
 
     for (uint e = tid; e < BR * D4; e += WG) {
@@ -213,11 +220,12 @@ void main()
     }
     barrier();
 
-    const bool weights_mode = (p.flags & MODE_WEIGHTS) != 0u;
     const bool causal = (p.flags & MASK_CAUSAL) != 0u;
-    const uint last_row = i0 + rows - 1u;
+    // The last key the block's last row sees.
+    const int last_seen = causal_last(i0 + rows - 1u, p.causal_offset, len_b, p.len_k);
     for (uint j0 = j_begin; j0 < j_end; j0 += BC) {
-        if (causal && (p.flags & (MODE_PARTIAL | MODE_WEIGHTS)) == 0u && j0 > last_row) {
+        if (causal && (p.flags & (MODE_PARTIAL | MODE_WEIGHTS)) == 0u &&
+            int(j0) > last_seen) {
             // Every key from here on is masked for every row of the block.
             bool settled = true;
             for (uint r = 0; r < rows; r++)
@@ -268,15 +276,16 @@ void main()
             for (uint bb = 0; bb < SC; bb++) {
                 const uint c = tx + bb * TX, j = j0 + c;
                 precise float x;
-                if (c >= nk) {
-                    x = neg_inf(); // past this range: weight 0
+                if (c >= nk || j >= len_b) {
+                    x = neg_inf(); // past this range or this entry's keys: weight 0
                 } else if (r >= rows) {
                     x = MASKED_SCORE; // past len_q: computed, never written
                 } else {
                     x = sacc[a * SC + bb] * p.scale;
                     if ((p.flags & MASK_BIAS) != 0u)
                         x += bias_at(bias_base + i * p.len_k + j);
-                    if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k))
+                    if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k,
+                                   causal_last(i, p.causal_offset, len_b, p.len_k)))
                         x = MASKED_SCORE;
                 }
                 if (weights_mode) {

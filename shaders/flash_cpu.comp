@@ -62,6 +62,8 @@ layout(push_constant) uniform Push {
     uint kv_first;
     uint kv_count;
     uint group_base;
+    uint causal_offset; // see mask.glsl's mask_hides
+    uint kv_b0;     // k and v hold batch entries from this one (a KV cache's)
 } p;
 
 // Fields the host packs or leaves out to keep the push block small.
@@ -84,6 +86,7 @@ layout(binding = 5) readonly buffer Bias { float bias[]; };
 // of any float dtype (shaders/typed.glsl; partial state always fp32).
 TYPED_IO(6, 6, o)
 layout(binding = 7) buffer Stats { float ml[]; };
+layout(binding = 8) readonly buffer Lengths { uint lens[]; }; // with MASK_LENGTHS
 
 #define MASK_SLOT 3u
 #include "mask.glsl"
@@ -110,17 +113,20 @@ void main()
     const uint dk4 = P_DK / 4u, dv4 = P_DV / 4u;
     // Texel (vec4) indices of head h's rows.
     const uint q_base = (b * p.q_sb + h * p.q_sh) / 4u, q_ld = p.q_ld / 4u;
-    const uint k_base = (b * p.k_sb + hk * p.k_sh) / 4u, k_ld = p.k_ld / 4u;
-    const uint v_base = (b * p.v_sb + hk * p.v_sh) / 4u, v_ld = p.v_ld / 4u;
+    const uint k_base = ((b + p.kv_b0) * p.k_sb + hk * p.k_sh) / 4u, k_ld = p.k_ld / 4u;
+    const uint v_base = ((b + p.kv_b0) * p.v_sb + hk * p.v_sh) / 4u, v_ld = p.v_ld / 4u;
+    // This entry's keys: len_b (a KV cache entry may hold fewer than len_k).
+    const uint len_b = (p.flags & MASK_LENGTHS) != 0u ? min(lens[b], p.len_k) : p.len_k;
+    const bool weights_mode = (p.flags & MODE_WEIGHTS) != 0u;
     const uint j_begin = split * p.split_len + p.kv_first;
+    // The weights pass visits keys past len_b too: it writes their zeros.
     const uint j_end = min(split * p.split_len + min(p.kv_first + p.kv_count, p.split_len),
-                           p.len_k);
+                           weights_mode ? p.len_k : len_b);
     const uint bias_base = b * p.bias_sb + h * p.bias_sh;
     const uint rows_total = (p.groups / (P_SPLITS * p.q_blocks)) * p.len_q;
     const uint row_base = (b * p.heads + h) * p.len_q + i0;
     const uint part = split * rows_total + row_base;
     const bool resume = (p.flags & MODE_RESUME) != 0u;
-    const bool weights_mode = (p.flags & MODE_WEIGHTS) != 0u;
 
     // This lane's rows (clamped into the block for loads) and their state.
     // Every array is indexed by constants only (the loops over them are
@@ -166,13 +172,14 @@ void main()
             [[unroll]] for (uint u = 0u; u < TM; u++) {
                 const uint i = i0 + r[u];
                 precise float x;
-                if (j0 + kk >= j_end) {
-                    x = neg_inf(); // past this range: weight 0
+                if (j0 + kk >= j_end || j >= len_b) {
+                    x = neg_inf(); // past this range or this entry's keys: weight 0
                 } else {
                     x = sacc[u] * p.scale;
                     if ((p.flags & MASK_BIAS) != 0u)
                         x += bias_at(bias_base + i * p.len_k + j);
-                    if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k))
+                    if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k,
+                                   causal_last(i, p.causal_offset, len_b, p.len_k)))
                         x = MASKED_SCORE;
                 }
                 s[u * BK + kk] = x;

@@ -2,6 +2,8 @@
 // Head reshaping, one invocation per output element:
 //   split: x [batch][len][heads * head_dim] -> y [batch][heads][len][head_dim]
 //   merge: x [batch][heads][len][head_dim]  -> y [batch][len][heads * head_dim]
+// A split's y may be strided per batch entry and head (y_sb, y_sh; rows of a
+// head stay contiguous): a KV cache entry's [heads][capacity][head_dim].
 
 #extension GL_GOOGLE_include_directive : require
 #include "typed.glsl"
@@ -19,6 +21,8 @@ layout(push_constant) uniform Push {
     uint head_dim;
     uint split; // 1: split, 0: merge
     uint group_base; // first workgroup of this dispatch
+    uint texel_unused; // heads_cpu.comp's texel (the blocks are one C struct)
+    uint y_sb, y_sh; // split: y's element strides per batch entry and head
 } p;
 
 TYPED_IN(0, 0, x)
@@ -44,5 +48,6 @@ void main()
     const uint b = t / (p.split != 0u ? p.heads : p.len);
     const uint src = p.split != 0u ? ((b * p.len + l) * p.heads + h) * p.head_dim + d
                                    : ((b * p.heads + h) * p.len + l) * p.head_dim + d;
-    st_y(idx, ld_x(src));
+    const uint dst = p.split != 0u ? b * p.y_sb + h * p.y_sh + l * p.head_dim + d : idx;
+    st_y(dst, ld_x(src));
 }

@@ -28,6 +28,7 @@ layout(push_constant) uniform Push {
     uint split; // 1: split, 0: merge
     uint group_base; // first workgroup of this dispatch
     uint texel;      // 1: binding 2 is x's vec4 view (this variant only)
+    uint y_sb, y_sh; // split: y's element strides per batch entry and head
 } p;
 
 TYPED_IN(0, 0, x)
@@ -40,9 +41,11 @@ void main()
     if (r >= p.total / p.head_dim)
         return;
     uint src; // row of x
+    uint dst = r * p.head_dim; // first element of y's row
     if (p.split != 0u) { // r = (b * heads + h) * len + l
         const uint l = r % p.len, bh = r / p.len;
         src = ((bh / p.heads) * p.len + l) * p.heads + bh % p.heads;
+        dst = (bh / p.heads) * p.y_sb + (bh % p.heads) * p.y_sh + l * p.head_dim;
     } else {             // r = (b * len + l) * heads + h
         const uint h = r % p.heads, bl = r / p.heads;
         src = ((bl / p.len) * p.heads + h) * p.len + bl % p.len;
@@ -51,13 +54,13 @@ void main()
         const uint n4 = p.head_dim >> 2;
         if (p.texel != 0u) {
             for (uint c = 0; c < n4; c++)
-                st4_y(r * n4 + c, TEXEL_FETCH(x_t, src * n4 + c, 0u));
+                st4_y((dst >> 2) + c, TEXEL_FETCH(x_t, src * n4 + c, 0u));
         } else {
             for (uint c = 0; c < n4; c++)
-                st4_y(r * n4 + c, ld4_x(src * n4 + c));
+                st4_y((dst >> 2) + c, ld4_x(src * n4 + c));
         }
     } else {
         for (uint c = 0; c < p.head_dim; c++)
-            st_y(r * p.head_dim + c, ld_x(src * p.head_dim + c));
+            st_y(dst + c, ld_x(src * p.head_dim + c));
     }
 }

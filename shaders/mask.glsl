@@ -10,6 +10,10 @@ const uint MASK_KEY_PADDING = 1u; // vkmha_mask_kind values
 const uint MASK_FULL = 2u;
 const uint MASK_CAUSAL = 4u;
 const uint MASK_BIAS = 8u;
+// Not a vkmha_mask_kind: the including shader's `lens` buffer holds each
+// batch entry's key length (a KV cache's entries); keys j >= lens[b] do not
+// exist for entry b (weight exactly 0, not even -1e9).
+const uint MASK_LENGTHS = 16u;
 
 // The score every masked position gets, exactly as masked_fill(mask == 0, -1e9).
 const float MASKED_SCORE = -1e9;
@@ -43,10 +47,21 @@ float bias_at(uint i)
     return bias[i + (MISALIGN_BYTES(MASK_SLOT + 2u) >> 2)];
 }
 
-// Whether (batch b, query i, key j) is masked by any kind in `flags`.
-bool mask_hides(uint flags, uint b, uint i, uint j, uint len_q, uint len_k)
+// The last key query i sees under the causal mask (negative: none), given
+// the push block's causal_offset (an int, as uint bits) and the entry's key
+// length len_b: i + causal_offset + len_b - len_k, so i + causal_offset for
+// an entry of len_k keys, and the offset shifts with an entry's length
+// (vkmha_mask.causal_offset; the host keeps every term below 2^31).
+int causal_last(uint i, uint causal_offset, uint len_b, uint len_k)
 {
-    if ((flags & MASK_CAUSAL) != 0u && j > i)
+    return int(i) + int(causal_offset) + int(len_b) - int(len_k);
+}
+
+// Whether (batch b, query i, key j) is masked by any kind in `flags`;
+// last: causal_last(i, ...).
+bool mask_hides(uint flags, uint b, uint i, uint j, uint len_q, uint len_k, int last)
+{
+    if ((flags & MASK_CAUSAL) != 0u && int(j) > last)
         return true;
     if ((flags & MASK_KEY_PADDING) != 0u) {
         if (kp_byte(b * len_k + j) == 0u)

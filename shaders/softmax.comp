@@ -40,6 +40,8 @@ layout(push_constant) uniform Push {
     uint bias_sb; // bias stride per batch entry, elements (0: broadcast)
     uint bias_sh; // bias stride per head, elements (0: broadcast)
     uint group_base; // first row of this dispatch
+    uint texel_unused; // softmax_cpu.comp's texel (the blocks are one C struct)
+    uint causal_offset; // see mask.glsl's mask_hides
 } p;
 
 layout(binding = 0) readonly buffer KeyPadding { uint kp[]; }; // [batch][len_k] bytes
@@ -47,17 +49,25 @@ layout(binding = 1) readonly buffer FullMask { uint fm[]; };   // [batch][len_q]
 layout(binding = 2) readonly buffer Bias { float bias[]; };    // see bias_sb / bias_sh
 TYPED_IO(3, 3, s)   // output (and input in place)
 TYPED_IN(4, 4, xin) // input: Scores itself in place
+layout(binding = 5) readonly buffer Lengths { uint lens[]; }; // with MASK_LENGTHS
 
 #define MASK_SLOT 0u
 #include "mask.glsl"
 
-// The masked, scaled score of key j of query i (batch b), element base + j.
+// The row's batch entry's key length and causal_last, set by main.
+uint len_b;
+int last_seen;
+
+// The masked, scaled score of key j of query i (batch b), element base + j
+// (-inf past the entry's keys: weight 0).
 float score(uint base, uint bias_base, uint b, uint i, uint j)
 {
+    if (j >= len_b)
+        return neg_inf();
     float x = ld_xin(base + j) * p.scale;
     if ((p.flags & MASK_BIAS) != 0u)
         x += bias_at(bias_base + j);
-    if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k))
+    if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k, last_seen))
         x = MASKED_SCORE;
     return x;
 }
@@ -67,11 +77,7 @@ void softmax_f32(uint tid, uint base, uint bias_base, uint b, uint i)
 {
     float m = neg_inf();
     for (uint j = tid; j < p.len_k; j += WG) {
-        float x = ld_xin(base + j) * p.scale;
-        if ((p.flags & MASK_BIAS) != 0u)
-            x += bias_at(bias_base + j);
-        if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k))
-            x = MASKED_SCORE;
+        const float x = score(base, bias_base, b, i, j);
         st_s(base + j, x);
         m = max(m, x);
     }
@@ -121,6 +127,8 @@ void main()
     const uint b = row / (p.len_q * p.heads);
     const uint base = row * p.len_k;
     const uint bias_base = b * p.bias_sb + h * p.bias_sh + i * p.len_k;
+    len_b = (p.flags & MASK_LENGTHS) != 0u ? min(lens[b], p.len_k) : p.len_k;
+    last_seen = causal_last(i, p.causal_offset, len_b, p.len_k);
 
     if (DTYPE(3) == DT_F32)
         softmax_f32(tid, base, bias_base, b, i);

@@ -51,7 +51,8 @@ layout(push_constant) uniform Push {
     uint bias_sb; // bias stride per batch entry, elements (0: broadcast)
     uint bias_sh; // bias stride per head, elements (0: broadcast)
     uint group_base; // first workgroup of this dispatch
-    uint texel;      // 1: bindings 5, 6 are the input's and the bias's vec4 views
+    uint texel;      // 1: bindings 6, 7 are the input's and the bias's vec4 views
+    uint causal_offset; // see mask.glsl's mask_hides
 } p;
 
 layout(binding = 0) readonly buffer KeyPadding { uint kp[]; };
@@ -60,11 +61,16 @@ layout(binding = 2) readonly buffer Bias { float bias[]; };
 layout(binding = 2) readonly buffer Bias4 { vec4 bias4[]; };
 TYPED_IO(3, 3, s)   // the output (and the input in place)
 TYPED_IN(4, 4, xin) // the input
-layout(binding = 5) uniform samplerBuffer xin_t; // the input's fp32 or fp16 vec4 view
-layout(binding = 6) uniform samplerBuffer bias_t;
+layout(binding = 5) readonly buffer Lengths { uint lens[]; }; // with MASK_LENGTHS
+layout(binding = 6) uniform samplerBuffer xin_t; // the input's fp32 or fp16 vec4 view
+layout(binding = 7) uniform samplerBuffer bias_t;
 
 #define MASK_SLOT 0u
 #include "mask.glsl"
+
+// The row's batch entry's key length and causal_last, set by main.
+uint len_b;
+int last_seen;
 
 // Bias elements 4 q4 .. 4 q4 + 3.
 vec4 bias4_at(uint q4)
@@ -86,12 +92,15 @@ bvec4 word_hides(uint word)
 vec4 masked4(vec4 x, uint b, uint i, uint j)
 {
     const vec4 hidden = vec4(MASKED_SCORE);
+    const uvec4 jj = uvec4(j) + uvec4(0u, 1u, 2u, 3u);
     if ((p.flags & MASK_CAUSAL) != 0u)
-        x = mix(x, hidden, greaterThan(uvec4(j) + uvec4(0u, 1u, 2u, 3u), uvec4(i)));
+        x = mix(x, hidden, greaterThan(ivec4(jj), ivec4(last_seen)));
     if ((p.flags & MASK_KEY_PADDING) != 0u)
         x = mix(x, hidden, word_hides(kp_word(b * p.len_k + j)));
     if ((p.flags & MASK_FULL) != 0u)
         x = mix(x, hidden, word_hides(fm_word((b * p.len_q + i) * p.len_k + j)));
+    if ((p.flags & MASK_LENGTHS) != 0u) // past the entry's keys: weight 0
+        x = mix(x, vec4(neg_inf()), greaterThanEqual(jj, uvec4(len_b)));
     return x;
 }
 
@@ -103,6 +112,20 @@ vec4 scores4(int base4, int bias4_base, int q, uint b, uint i)
     if ((p.flags & MASK_BIAS) != 0u)
         x += texelFetch(bias_t, bias4_base + q);
     return masked4(x, b, i, 4u * uint(q));
+}
+
+// The masked score of key j, element by element (-inf past the entry's
+// keys: weight 0).
+float score(uint base, uint bias_base, uint b, uint i, uint j)
+{
+    if (j >= len_b)
+        return neg_inf();
+    float x = ld_xin(base + j) * p.scale;
+    if ((p.flags & MASK_BIAS) != 0u)
+        x += bias_at(bias_base + j);
+    if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k, last_seen))
+        x = MASKED_SCORE;
+    return x;
 }
 
 // Row `base` (query i, batch b) with an fp32 output.
@@ -154,11 +177,7 @@ void softmax_f32(uint base, uint bias_base, uint b, uint i)
     }
 
     for (uint j = 0; j < p.len_k; j++) {
-        float x = ld_xin(base + j) * p.scale;
-        if (has_bias)
-            x += bias_at(bias_base + j);
-        if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k))
-            x = MASKED_SCORE;
+        const float x = score(base, bias_base, b, i, j);
         st_s(base + j, x);
         m = max(m, x);
     }
@@ -183,17 +202,6 @@ vec4 scores4_any(bool texel, uint base4, uint bias4_base, uint q, uint b, uint i
     if ((p.flags & MASK_BIAS) != 0u)
         x += bias4_at(bias4_base + q);
     return masked4(x, b, i, 4u * q);
-}
-
-// The masked score of key j, element by element.
-float score(uint base, uint bias_base, uint b, uint i, uint j)
-{
-    float x = ld_xin(base + j) * p.scale;
-    if ((p.flags & MASK_BIAS) != 0u)
-        x += bias_at(bias_base + j);
-    if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k))
-        x = MASKED_SCORE;
-    return x;
 }
 
 // Row `base` (query i, batch b) with a 16-bit output: every pass recomputes
@@ -239,6 +247,8 @@ void main()
     const uint b = row / (p.len_q * p.heads);
     const uint base = row * p.len_k;
     const uint bias_base = b * p.bias_sb + h * p.bias_sh + i * p.len_k;
+    len_b = (p.flags & MASK_LENGTHS) != 0u ? min(lens[b], p.len_k) : p.len_k;
+    last_seen = causal_last(i, p.causal_offset, len_b, p.len_k);
     if (DTYPE(3) == DT_F32)
         softmax_f32(base, bias_base, b, i);
     else

@@ -202,7 +202,16 @@ vkmha_status vkmha__check_mask(vkmha_context *ctx, const char *fn, const vkmha_m
         (st = check_mask_pointer(ctx, fn, mask->kinds, VKMHA_MASK_BIAS, mask->bias, "bias",
                                  "VKMHA_MASK_BIAS")))
         return st;
+    if (mask->causal_offset && !(mask->kinds & VKMHA_MASK_CAUSAL))
+        return vkmha__fail(ctx, INVALID,
+                           "%s: mask->causal_offset is %u but mask->kinds lacks "
+                           "VKMHA_MASK_CAUSAL (wrong mask kind?)",
+                           fn, mask->causal_offset);
     m = *mask;
+    /* An offset of len_k or more hides nothing: the shaders' signed
+     * arithmetic keeps it below 2^31 this way. */
+    if (m.causal_offset > len_k)
+        m.causal_offset = len_k;
     if (m.kinds & VKMHA_MASK_FULL) {
         if (!product(&n, batch, len_q, len_k, 1))
             return vkmha__fail(ctx, INVALID, "%s: mask->full [batch][len_q][len_k] overflows",
@@ -315,7 +324,7 @@ vkmha_status vkmha__check_attention(vkmha_context *ctx, const vkmha_attention_de
     const char *fn = ctx->call;
     vkmha_status st;
     uint64_t nq, nk, nv, no, nw, bq, bk, bv, bo, bw = 0, es;
-    attn_shape s;
+    attn_shape s = {0};
     if (!desc)
         return vkmha__fail(ctx, INVALID, "%s: desc is NULL", fn);
     if (!q || !k || !v || !out)

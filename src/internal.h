@@ -53,10 +53,16 @@ typedef struct attn_shape {
     vkmha_attention_path path; /* as the caller asked: AUTO, FUSED or UNFUSED */
     uint32_t kv_splits;        /* 0 = automatic, else <= min(len_k, VKMHA_MAX_KV_SPLITS) */
     uint32_t dtype;            /* host arrays: desc->dtype */
+    /* A KV cache's forward (the reference backend; NULL otherwise): batch
+     * entry b has lengths[b] <= len_k keys, the rest do not exist. */
+    const uint32_t *lengths;
 } attn_shape;
 
 /* A checked mask: kinds and pointers agree, bias_batch / bias_heads are 1 or
- * the full size. kinds == 0 when the caller passed none. */
+ * the full size. kinds == 0 when the caller passed none. causal_offset holds
+ * the bits of an int32 (at most len_k; a KV cache's forward makes it
+ * negative where an entry has fewer keys than queries): query i of an entry
+ * of len_b keys sees keys j <= i + causal_offset + len_b - len_k. */
 typedef vkmha_mask mask_r;
 
 /* The score a masked position gets, exactly as masked_fill(mask == 0, -1e9). */
@@ -107,6 +113,15 @@ typedef struct mha_fwd {
     uint64_t n_query, n_key, n_value, n_out, n_weights; /* elements */
     uint32_t ad;   /* the activations' dtype: io and the projections */
     uint64_t es;   /* its bytes per element */
+    /* A KV cache's forward (cache NULL: none): batch entry b uses cache
+     * entry entry + b, which held old[b] positions and holds lengths[b]
+     * after the call (old[b] + Lk if append, else old[b]); as.len_k is the
+     * largest of lengths, Lk the appended positions (0 without key and
+     * value). The cache's lengths are updated once the backend succeeded. */
+    vkmha_kv_cache *cache;
+    uint32_t entry;
+    bool append;
+    const uint32_t *old, *lengths;
 } mha_fwd;
 
 /* The layer's weights, in the order the backends keep them. */
@@ -181,6 +196,18 @@ typedef struct vkmha_backend_ops {
     vkmha_status (*mha_forward)(vkmha_mha *mha, const vkmha_run *run, const mha_fwd *f,
                                 const vkmha_arg io[5]);
 
+    /* KV caches (src/kv_cache.c; the struct starts with vkmha_kv_cache and
+     * has kv_size bytes): the backend's state for a cache whose tensors
+     * exist (kv_create; kv_free undoes it); zeros at positions [from,
+     * capacity) of entries first .. first + count - 1 (kv_clear); entry e
+     * takes what entry src[e] held (kv_reorder, keys and values only). Each
+     * computes before returning. */
+    size_t kv_size;
+    vkmha_status (*kv_create)(vkmha_kv_cache *c);
+    void (*kv_free)(vkmha_kv_cache *c);
+    vkmha_status (*kv_clear)(vkmha_kv_cache *c, uint32_t first, uint32_t count, uint32_t from);
+    vkmha_status (*kv_reorder)(vkmha_kv_cache *c, const uint32_t *src);
+
     /* Submissions not yet done: wait (timeout in ns) or poll; free waits
      * for s and frees it. */
     vkmha_status (*submission_wait)(vkmha_submission *s, uint64_t timeout_ns);
@@ -206,6 +233,25 @@ struct vkmha_mha {
     vkmha_context *ctx;
     vkmha_mha_desc d; /* defaults resolved, pointers NULL */
 };
+
+/* A KV cache (src/kv_cache.c); each backend's struct starts with one. */
+struct vkmha_kv_cache {
+    vkmha_mha *mha;
+    vkmha_kv_cache_desc d; /* defaults resolved; keys, values: the tensors in use */
+    bool own;              /* the cache created keys and values */
+    uint32_t n_kv_head, d_k, d_v;
+    uint32_t *lengths;      /* [batch] */
+    uint32_t *call_lengths; /* [batch]: mha_fwd.lengths of a forward */
+};
+
+/* src/kv_cache.c: checks a forward's io.kv_cache and io.kv_entry (query,
+ * key and value as given: key and value both NULL means no append) and
+ * fills f's cache fields, f->Lk (the appended positions) and f->as.len_k;
+ * the layer's other checks follow. vkmha__kv_commit stores the lengths
+ * after the backend succeeded. */
+vkmha_status vkmha__kv_resolve(vkmha_mha *mha, vkmha_kv_cache *cache, uint32_t entry,
+                               uint32_t len_q, uint32_t len_k, bool append, mha_fwd *f);
+void vkmha__kv_commit(const mha_fwd *f);
 
 /* A submission (vkmha_mha_submit); the Vulkan backend's struct starts with
  * one. */
@@ -410,7 +456,7 @@ vkmha_status ref_attention_typed(const vkmha_context *ctx, const attn_shape *s,
 /* Whether score (b, ., i, j) is masked (masks broadcast over heads); shared
  * by ref_softmax and ref_attention. */
 bool ref_is_masked(const mask_r *mask, uint32_t b, uint32_t i, uint32_t j,
-                   uint32_t len_q, uint32_t len_k);
+                   uint32_t len_q, uint32_t len_k, uint32_t len_b);
 /* The additive bias for score (b, h, i, j), 0 without one. */
 double ref_bias(const mask_r *mask, uint32_t b, uint32_t h, uint32_t i, uint32_t j,
                 uint32_t len_q, uint32_t len_k);

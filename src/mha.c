@@ -218,6 +218,8 @@ typedef struct fwd_args {
     vkmha_attention_path attention_path;
     uint32_t kv_splits;
     uint32_t dtype; /* host arrays: io->dtype; tensors: the query's */
+    vkmha_kv_cache *kv_cache;
+    uint32_t kv_entry;
 } fwd_args;
 
 /* Checks everything but the mask. */
@@ -228,9 +230,19 @@ static vkmha_status check_args(vkmha_mha *mha, const fwd_args *io, mha_fwd *f)
     const char *fn = ctx->call;
     vkmha_status st;
     uint64_t bytes;
-    if (!io->query || !io->key || !io->value || !io->out)
+    /* With a KV cache, key and value both NULL: attend over what it holds. */
+    const bool append = !io->kv_cache || io->key || io->value;
+    if (io->kv_cache && !io->key != !io->value)
+        return vkmha__fail(ctx, INVALID,
+                           "%s: io->%s is NULL but io->%s is not (with io->kv_cache give both, "
+                           "or neither to attend over what the cache holds)",
+                           fn, io->key ? "value" : "key", io->key ? "key" : "value");
+    if (!io->query || (append && (!io->key || !io->value)) || !io->out)
         return vkmha__fail(ctx, INVALID, "%s: io->%s is NULL", fn,
                            !io->query ? "query" : !io->key ? "key" : !io->value ? "value" : "out");
+    if (!io->kv_cache && io->kv_entry)
+        return vkmha__fail(ctx, INVALID, "%s: io->kv_entry is %u without io->kv_cache", fn,
+                           io->kv_entry);
     if (io->len_q == 0)
         return vkmha__fail(ctx, INVALID, "%s: io->len_q is 0 (must be >= 1)", fn);
     if ((st = vkmha__check_dtype(ctx, "io->dtype", io->dtype)))
@@ -240,6 +252,15 @@ static vkmha_status check_args(vkmha_mha *mha, const fwd_args *io, mha_fwd *f)
     f->B = io->batch ? io->batch : 1;
     f->Lq = io->len_q;
     f->Lk = io->len_k ? io->len_k : io->len_q;
+    f->cache = NULL;
+    f->append = true;
+    f->old = f->lengths = NULL;
+    f->entry = 0;
+    if (io->kv_cache && (st = vkmha__kv_resolve(mha, io->kv_cache, io->kv_entry, f->Lq, f->Lk,
+                                                append, f)))
+        return st;
+    /* The attention's keys: the new ones, or a cache's (f->as.len_k). */
+    const uint32_t kv_len = io->kv_cache ? f->as.len_k : f->Lk;
     /* Both backends count the rows of the projections in 32 bits. */
     if ((uint64_t)f->B * f->Lq > UINT32_MAX || (uint64_t)f->B * f->Lk > UINT32_MAX)
         return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
@@ -252,7 +273,7 @@ static vkmha_status check_args(vkmha_mha *mha, const fwd_args *io, mha_fwd *f)
         vkmha__mul_u64((uint64_t)f->B * f->Lq, d->d_model, &counts[0]),
         vkmha__mul_u64((uint64_t)f->B * f->Lk, d->kdim, &counts[1]),
         vkmha__mul_u64((uint64_t)f->B * f->Lk, d->vdim, &counts[2]), true,
-        vkmha__mul_u64((uint64_t)f->B * d->n_head, (uint64_t)f->Lq * f->Lk, &counts[4])};
+        vkmha__mul_u64((uint64_t)f->B * d->n_head, (uint64_t)f->Lq * kv_len, &counts[4])};
     for (int i = 0; i < 5; i++)
         if (!ok[i])
             return vkmha__fail(ctx, INVALID, "%s: %s size (io->batch * io->len_q/len_k * "
@@ -268,7 +289,7 @@ static vkmha_status check_args(vkmha_mha *mha, const fwd_args *io, mha_fwd *f)
     f->n_weights = counts[4];
     const void *in[3] = {io->query, io->key, io->value};
     const uint64_t es = f->es;
-    for (int i = 0; i < 3 && !ctx->tensor_call; i++) {
+    for (int i = 0; i < 3 && !ctx->tensor_call && in[i]; i++) {
         if (vkmha__overlap(io->out, f->n_out * es, in[i], counts[i] * es))
             return vkmha__fail(ctx, INVALID, "%s: io->out overlaps %s", fn, names[i]);
         if (vkmha__overlap(io->attn_weights, f->n_weights * es, in[i], counts[i] * es))
@@ -278,10 +299,22 @@ static vkmha_status check_args(vkmha_mha *mha, const fwd_args *io, mha_fwd *f)
         vkmha__overlap(io->out, f->n_out * es, io->attn_weights, f->n_weights * es))
         return vkmha__fail(ctx, INVALID, "%s: io->attn_weights overlaps io->out", fn);
     f->as = (attn_shape){.batch = f->B, .heads = d->n_head, .kv_heads = d->n_kv_head,
-                         .len_q = f->Lq, .len_k = f->Lk, .d_k = d->d_k, .d_v = d->d_v,
-                         .scale = d->scale, .dtype = f->ad};
+                         .len_q = f->Lq, .len_k = kv_len, .d_k = d->d_k, .d_v = d->d_v,
+                         .scale = d->scale, .dtype = f->ad, .lengths = f->lengths};
     return vkmha__check_path(ctx, fn, "io->attention_path", "io->kv_splits",
                              io->attention_path, io->kv_splits, &f->as);
+}
+
+/* With a KV cache the causal mask is aligned to each entry's end: query i of
+ * an entry of L keys sees j <= L - len_q + i + causal_offset, which is the
+ * shaders' (and the reference's) i + offset + L - len_k with the offset
+ * below (mask_r: may be negative). */
+static void cache_causal(mha_fwd *f)
+{
+    mask_r *m = &f->mask.m;
+    if (f->cache && (m->kinds & VKMHA_MASK_CAUSAL))
+        m->causal_offset =
+            (uint32_t)(int32_t)((int64_t)m->causal_offset + f->as.len_k - (int64_t)f->Lq);
 }
 
 static vkmha_status check_io(vkmha_mha *mha, const vkmha_mha_io *io, mha_fwd *f)
@@ -293,12 +326,16 @@ static vkmha_status check_io(vkmha_mha *mha, const vkmha_mha_io *io, mha_fwd *f)
     const fwd_args a = {.batch = io->batch, .len_q = io->len_q, .len_k = io->len_k,
                         .query = io->query, .key = io->key, .value = io->value, .out = io->out,
                         .attn_weights = io->attn_weights, .attention_path = io->attention_path,
-                        .kv_splits = io->kv_splits, .dtype = io->dtype};
+                        .kv_splits = io->kv_splits, .dtype = io->dtype,
+                        .kv_cache = io->kv_cache, .kv_entry = io->kv_entry};
     if ((st = check_args(mha, &a, f)))
         return st;
     f->mask.t[0] = f->mask.t[1] = f->mask.t[2] = NULL; /* host arrays */
-    return vkmha__check_mask(ctx, ctx->call, io->mask, f->B, mha->d.n_head, f->Lq, f->Lk,
-                             &f->mask.m);
+    if ((st = vkmha__check_mask(ctx, ctx->call, io->mask, f->B, mha->d.n_head, f->Lq,
+                                f->as.len_k, &f->mask.m)))
+        return st;
+    cache_causal(f);
+    return VKMHA_SUCCESS;
 }
 
 mm_shape vkmha__projection(uint32_t rows, uint32_t out, uint32_t in)
@@ -322,7 +359,9 @@ VKMHA_API vkmha_status vkmha_mha_forward(vkmha_mha *mha, const vkmha_mha_io *io)
                                {.host = io->value, .dtype = f.ad},
                                {.host = io->out, .dtype = f.ad},
                                {.host = io->attn_weights, .dtype = f.ad}};
-    return mha->ctx->ops->mha_forward(mha, &run, &f, args);
+    if (!(st = mha->ctx->ops->mha_forward(mha, &run, &f, args)))
+        vkmha__kv_commit(&f);
+    return st;
 }
 
 vkmha_status vkmha__mha_forward_tensors(vkmha_mha *mha, const vkmha_run *run,
@@ -349,12 +388,14 @@ vkmha_status vkmha__mha_forward_tensors(vkmha_mha *mha, const vkmha_run *run,
                         .query = io->query, .key = io->key, .value = io->value, .out = io->out,
                         .attn_weights = io->attn_weights, .attention_path = io->attention_path,
                         .kv_splits = io->kv_splits,
-                        .dtype = io->query ? arg[0].dtype : VKMHA_DTYPE_F32};
+                        .dtype = io->query ? arg[0].dtype : VKMHA_DTYPE_F32,
+                        .kv_cache = io->kv_cache, .kv_entry = io->kv_entry};
     if ((st = check_args(mha, &a, &f)))
         return st;
     const uint64_t n[5] = {f.n_query, f.n_key, f.n_value, f.n_out, f.n_weights};
     for (int i = 0; i < 5; i++) {
-        if ((st = vkmha__tensor_arg(ctx, names[i], t[i], i == 4, n[i], &arg[i])))
+        const bool optional = i == 4 || ((i == 1 || i == 2) && !f.append);
+        if ((st = vkmha__tensor_arg(ctx, names[i], t[i], optional, n[i], &arg[i])))
             return st;
         if (t[i] && arg[i].dtype != f.ad)
             return vkmha__fail(ctx, INVALID,
@@ -367,9 +408,13 @@ vkmha_status vkmha__mha_forward_tensors(vkmha_mha *mha, const vkmha_run *run,
             if (t[o] && vkmha__tensors_overlap(t[o], t[i]))
                 return vkmha__fail(ctx, INVALID, "%s: %s shares memory with %s", ctx->call,
                                    names[o], names[i]);
-    if ((st = vkmha__tensor_mask(ctx, io->mask, f.B, mha->d.n_head, f.Lq, f.Lk, &f.mask)))
+    if ((st = vkmha__tensor_mask(ctx, io->mask, f.B, mha->d.n_head, f.Lq, f.as.len_k,
+                                 &f.mask)))
         return st;
-    return ctx->ops->mha_forward(mha, run, &f, arg);
+    cache_causal(&f);
+    if (!(st = ctx->ops->mha_forward(mha, run, &f, arg)))
+        vkmha__kv_commit(&f);
+    return st;
 }
 
 VKMHA_API vkmha_status vkmha_mha_forward_tensor(vkmha_mha *mha, const vkmha_mha_tensors *io)

@@ -183,6 +183,89 @@ static void round_to(uint32_t dtype, float *p, uint64_t n)
     }
 }
 
+/* ---- KV caches: the tensors' host memory --------------------------------- */
+
+/* Byte offset of (entry e, kv head h, position t) in a cache tensor of head
+ * dim `dim`. */
+static size_t cache_at(const vkmha_kv_cache *c, uint32_t e, uint32_t h, uint32_t t,
+                       uint32_t dim)
+{
+    return ((((size_t)e * c->n_kv_head + h) * c->d.capacity + t) * dim) *
+           vkmha__dtype_size(c->d.dtype);
+}
+
+static vkmha_status kv_create(vkmha_kv_cache *c)
+{
+    (void)c;
+    return VKMHA_SUCCESS;
+}
+
+static void kv_free(vkmha_kv_cache *c)
+{
+    (void)c;
+}
+
+static vkmha_status kv_clear(vkmha_kv_cache *c, uint32_t first, uint32_t count, uint32_t from)
+{
+    const uint32_t dims[2] = {c->d_k, c->d_v};
+    uint8_t *mem[2] = {tensor_host(c->d.keys), tensor_host(c->d.values)};
+    for (int i = 0; i < 2; i++)
+        for (uint32_t e = first; e < first + count; e++)
+            for (uint32_t h = 0; h < c->n_kv_head; h++)
+                memset(mem[i] + cache_at(c, e, h, from, dims[i]), 0,
+                       cache_at(c, 0, 0, c->d.capacity - from, dims[i]));
+    return VKMHA_SUCCESS;
+}
+
+static vkmha_status kv_reorder(vkmha_kv_cache *c, const uint32_t *src)
+{
+    vkmha_context *ctx = c->mha->ctx;
+    vkmha_tensor *t[2] = {c->d.keys, c->d.values};
+    const uint32_t dims[2] = {c->d_k, c->d_v};
+    for (int i = 0; i < 2; i++) {
+        const size_t entry = cache_at(c, 1, 0, 0, dims[i]); /* bytes per entry */
+        uint8_t *mem = tensor_host(t[i]), *tmp = vkmha__alloc(ctx, entry * c->d.batch);
+        if (!tmp)
+            return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
+                               ctx->call);
+        for (uint32_t e = 0; e < c->d.batch; e++)
+            memcpy(tmp + e * entry, mem + src[e] * entry, entry);
+        memcpy(mem, tmp, entry * c->d.batch);
+        vkmha__free(ctx, tmp);
+    }
+    return VKMHA_SUCCESS;
+}
+
+/* Stores the new positions of projection p ([B][Lk][Hkv][dim], fp32 values of
+ * the activations' dtype) into cache tensor t after each entry's old
+ * length, in the cache's dtype (rounded to it as the device stores them). */
+static void cache_append(const mha_fwd *f, vkmha_tensor *t, uint32_t dim, const float *p)
+{
+    const vkmha_kv_cache *c = f->cache;
+    const uint32_t hkv = c->n_kv_head;
+    uint8_t *mem = tensor_host(t);
+    for (uint32_t b = 0; b < f->B; b++)
+        for (uint32_t s = 0; s < f->Lk; s++)
+            for (uint32_t h = 0; h < hkv; h++)
+                vkmha__convert(VKMHA_DTYPE_F32, p + (((size_t)b * f->Lk + s) * hkv + h) * dim,
+                               c->d.dtype, mem + cache_at(c, f->entry + b, h, f->old[b] + s, dim),
+                               dim);
+}
+
+/* The call's entries of cache tensor t as fp32 split heads [B][Hkv][len_k][dim]
+ * (positions past an entry's length are zeros there). */
+static void cache_gather(const mha_fwd *f, const vkmha_tensor *t, uint32_t dim, float *out)
+{
+    const vkmha_kv_cache *c = f->cache;
+    const uint8_t *mem = tensor_host(t);
+    const uint32_t len = f->as.len_k;
+    for (uint32_t b = 0; b < f->B; b++)
+        for (uint32_t h = 0; h < c->n_kv_head; h++)
+            vkmha__to_f32(c->d.dtype, mem + cache_at(c, f->entry + b, h, 0, dim),
+                          (size_t)len * dim,
+                          out + (((size_t)b * c->n_kv_head + h) * len) * dim);
+}
+
 /* The forward on host arrays p (query, key, value, out, attn_weights; NULL:
  * absent): fp32 with double accumulation, rounding each activation to the
  * activations' dtype where the Vulkan backend stores it (projections,
@@ -196,19 +279,22 @@ static vkmha_status forward(vkmha_mha *mha, const mha_fwd *f, void *const p[5],
     const uint32_t rq = f->B * f->Lq, rk = f->B * f->Lk;
     const size_t nq = (size_t)rq * H * d->d_k, nk = (size_t)rk * Hkv * d->d_k,
                  nv = (size_t)rk * Hkv * d->d_v, no = (size_t)rq * H * d->d_v;
+    /* The attention's keys and values: the projections, or a cache's. */
+    const size_t nkh = (size_t)f->B * Hkv * f->as.len_k * d->d_k,
+                 nvh = (size_t)f->B * Hkv * f->as.len_k * d->d_v;
     const size_t nin = (size_t)(f->n_query + f->n_key + f->n_value), nout = (size_t)f->n_out,
                  nw = p[4] ? (size_t)f->n_weights : 0;
     const bool typed = ad != VKMHA_DTYPE_F32;
     vkmha_status st = VKMHA_SUCCESS;
     /* One allocation: qp, kp, vp, qh, kh, vh, oh, om, and for 16-bit
      * activations fp32 copies of the inputs, the output and the weights. */
-    float *mem = vkmha__alloc(mha->ctx, (2 * (nq + nk + nv) + 2 * no +
+    float *mem = vkmha__alloc(mha->ctx, (2 * nq + nk + nv + nkh + nvh + 2 * no +
                                          (typed ? nin + nout + nw : 0)) * sizeof(float));
     if (!mem)
         return vkmha__fail(mha->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
                            "%s: out of host memory", mha->ctx->call);
-    float *qp = mem, *kp = qp + nq, *vp = kp + nk, *qh = vp + nv, *kh = qh + nq, *vh = kh + nk,
-          *oh = vh + nv, *om = oh + no;
+    float *qp = mem, *kp = qp + nq, *vp = kp + nk, *qh = vp + nv, *kh = qh + nq,
+          *vh = kh + nkh, *oh = vh + nvh, *om = oh + no;
     const float *query = p[0], *key = p[1], *value = p[2];
     float *out = p[3], *weights = p[4];
     if (typed) {
@@ -236,8 +322,17 @@ static vkmha_status forward(vkmha_mha *mha, const mha_fwd *f, void *const p[5],
     heads_shape hq = {f->B, f->Lq, H, d->d_k, 0}, hk = {f->B, f->Lk, Hkv, d->d_k, 0},
                 hv = {f->B, f->Lk, Hkv, d->d_v, 0}, ho = {f->B, f->Lq, H, d->d_v, 0};
     ref_split_heads(&hq, qp, qh);
-    ref_split_heads(&hk, kp, kh);
-    ref_split_heads(&hv, vp, vh);
+    if (!f->cache) {
+        ref_split_heads(&hk, kp, kh);
+        ref_split_heads(&hv, vp, vh);
+    } else {
+        if (f->append) {
+            cache_append(f, f->cache->d.keys, d->d_k, kp);
+            cache_append(f, f->cache->d.values, d->d_v, vp);
+        }
+        cache_gather(f, f->cache->d.keys, d->d_k, kh);
+        cache_gather(f, f->cache->d.values, d->d_v, vh);
+    }
     const attn_shape as = f->as;
     if ((st = ref_attention(mha->ctx, &as, qh, kh, vh, mask, oh, weights))) {
         vkmha__fail(mha->ctx, st, "%s: out of host memory", mha->ctx->call);
@@ -335,6 +430,11 @@ const vkmha_backend_ops vkmha__reference_ops = {
     .mha_weights = mha_weights,
     .mha_free = mha_free,
     .mha_forward = mha_forward,
+    .kv_size = sizeof(vkmha_kv_cache),
+    .kv_create = kv_create,
+    .kv_free = kv_free,
+    .kv_clear = kv_clear,
+    .kv_reorder = kv_reorder,
     .submission_wait = submission_wait,
     .submission_poll = submission_poll,
     .submission_free = submission_free,

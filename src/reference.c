@@ -54,7 +54,7 @@ void ref_matmul(const mm_shape *s, const float *a, const float *b, const float *
 /* ------------------------------------------------------------------------ */
 
 bool ref_is_masked(const mask_r *mask, uint32_t b, uint32_t i, uint32_t j,
-                   uint32_t len_q, uint32_t len_k)
+                   uint32_t len_q, uint32_t len_k, uint32_t len_b)
 {
     if (!mask)
         return false;
@@ -64,7 +64,10 @@ bool ref_is_masked(const mask_r *mask, uint32_t b, uint32_t i, uint32_t j,
     if ((mask->kinds & VKMHA_MASK_FULL) &&
         mask->full[((uint64_t)b * len_q + i) * len_k + j] == 0)
         return true;
-    if ((mask->kinds & VKMHA_MASK_CAUSAL) && j > i)
+    /* Query i sees keys j <= i + offset, the offset shifted by the keys the
+     * entry lacks (a KV cache's entries). */
+    if ((mask->kinds & VKMHA_MASK_CAUSAL) &&
+        (int64_t)j > (int64_t)i + (int32_t)mask->causal_offset + (int64_t)len_b - len_k)
         return true;
     return false;
 }
@@ -81,11 +84,12 @@ double ref_bias(const mask_r *mask, uint32_t b, uint32_t h, uint32_t i, uint32_t
 }
 
 /* The score of (b, h, i, j) entering the softmax: the scaled dot product plus
- * the bias, then -1e9 if masked (set, not added: masked_fill semantics). */
+ * the bias, then -1e9 if masked (set, not added: masked_fill semantics).
+ * len_b: the keys of batch entry b (len_k but in a KV cache). */
 static double score(const mask_r *mask, uint32_t b, uint32_t h, uint32_t i, uint32_t j,
-                    uint32_t len_q, uint32_t len_k, double scaled)
+                    uint32_t len_q, uint32_t len_k, uint32_t len_b, double scaled)
 {
-    if (ref_is_masked(mask, b, i, j, len_q, len_k))
+    if (ref_is_masked(mask, b, i, j, len_q, len_k, len_b))
         return VKMHA_MASKED_SCORE;
     return scaled + ref_bias(mask, b, h, i, j, len_q, len_k);
 }
@@ -137,7 +141,7 @@ vkmha_status ref_softmax(const vkmha_context *ctx, const sm_shape *s, const floa
                     (((uint64_t)b * s->heads + h) * s->len_q + i) * s->len_k;
                 /* Read the whole row before writing any of it: y may be x. */
                 for (uint32_t j = 0; j < s->len_k; j++) {
-                    row[j] = score(mask, b, h, i, j, s->len_q, s->len_k,
+                    row[j] = score(mask, b, h, i, j, s->len_q, s->len_k, s->len_k,
                                    (double)s->scale * (double)x[base + j]);
                 }
                 softmax_row(row, s->len_k);
@@ -198,23 +202,25 @@ vkmha_status ref_attention(const vkmha_context *ctx, const attn_shape *s, const 
             float *wh = weights
                             ? weights + ((uint64_t)b * s->heads + h) * s->len_q * s->len_k
                             : NULL;
+            /* A KV cache entry's keys past its length do not exist. */
+            const uint32_t len_b = s->lengths ? s->lengths[b] : s->len_k;
             for (uint32_t i = 0; i < s->len_q; i++) {
                 const float *qi = qh + (uint64_t)i * s->d_k;
-                for (uint32_t j = 0; j < s->len_k; j++) {
+                for (uint32_t j = 0; j < len_b; j++) {
                     const float *kj = kh + (uint64_t)j * s->d_k;
                     double dot = 0.0;
                     for (uint32_t d = 0; d < s->d_k; d++)
                         dot += (double)qi[d] * (double)kj[d];
-                    p[j] = score(mask, b, h, i, j, s->len_q, s->len_k,
+                    p[j] = score(mask, b, h, i, j, s->len_q, s->len_k, len_b,
                                  (double)s->scale * dot);
                 }
-                softmax_row(p, s->len_k);
+                softmax_row(p, len_b);
                 if (wh)
                     for (uint32_t j = 0; j < s->len_k; j++)
-                        wh[(uint64_t)i * s->len_k + j] = (float)p[j];
+                        wh[(uint64_t)i * s->len_k + j] = j < len_b ? (float)p[j] : 0.0f;
                 for (uint32_t d = 0; d < s->d_v; d++) {
                     double acc = 0.0;
-                    for (uint32_t j = 0; j < s->len_k; j++)
+                    for (uint32_t j = 0; j < len_b; j++)
                         acc += p[j] * (double)vh[(uint64_t)j * s->d_v + d];
                     oh[(uint64_t)i * s->d_v + d] = (float)acc;
                 }

@@ -33,6 +33,8 @@ struct flash_push {
     uint32_t bias_sb, bias_sh;
     uint32_t kv_first, kv_count;
     uint32_t group_base;
+    uint32_t causal_offset; /* mask_hides in shaders/mask.glsl */
+    uint32_t kv_b0;         /* vk_attn_plan.kv_b0 */
 };
 VK_PUSH_BLOCK(flash_push);
 _Static_assert((32u << (VK_FLASH_CLASSES - 1)) <= 0xffff, "flash_push.dims packs 16-bit head dims");
@@ -237,9 +239,18 @@ static vkmha_status record_scores(vk_state *vk, vk_site *site, const vk_attn_pla
     return vk_record_matmul(vk, site, &a);
 }
 
+/* k or v from the plan's first cache entry (kv_b0), for the unfused path's
+ * matmuls (the fused shaders take kv_b0 itself). */
+static vk_view entry_view(const vk_attn_plan *plan, const vk_view *all)
+{
+    vk_view e = *all;
+    e.offset += (VkDeviceSize)plan->kv_b0 * all->stride[0] * vkmha__dtype_size(all->dtype);
+    return e;
+}
+
 static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const vk_attn_plan *plan,
-                                   const mask_r *mask, const vk_view *q, const vk_view *k,
-                                   const vk_view *v, const vk_view *out)
+                                   const mask_r *mask, const vk_view *q, const vk_view *k_all,
+                                   const vk_view *v_all, const vk_view *out)
 {
     vkmha_status st;
     const attn_shape *s = &plan->s;
@@ -249,16 +260,18 @@ static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const vk_attn_
      * the 16-bit weights at the end, so that the output and the weights are
      * each rounded once, as on the fused path. */
     const uint32_t dt_w = plan->scores.dtype;
+    const vk_view k = entry_view(plan, k_all), v = entry_view(plan, v_all);
     const vk_view scores = dt_w == VKMHA_DTYPE_F32
                                ? plan->scores
                                : vk_view_of(&vk->slots[SLOT_SCORES], VKMHA_DTYPE_F32);
-    if ((st = record_scores(vk, &sites[0], plan, q, k, &scores)))
+    if ((st = record_scores(vk, &sites[0], plan, q, &k, &scores)))
         return st;
     vk_barrier(vk);
 
     /* The scale is already applied: the softmax adds the bias and masks. */
-    vk_softmax_args sm = {.scores = scores, .batch = s->batch, .heads = s->heads,
-                          .len_q = s->len_q, .len_k = s->len_k, .scale = 1.0f};
+    vk_softmax_args sm = {.scores = scores, .lengths = plan->lengths, .batch = s->batch,
+                          .heads = s->heads, .len_q = s->len_q, .len_k = s->len_k,
+                          .scale = 1.0f};
     vk_mask_args(plan->masks, mask, &sm);
     if ((st = vk_record_softmax(vk, &sites[1], &sm)))
         return st;
@@ -266,7 +279,7 @@ static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const vk_attn_
 
     /* out[b][h] (Lq x d_v) = p[b][h] (Lq x Lk) * v[b][h / g] (Lk x d_v) */
     const vk_matmul_args pv = {
-        .a = scores_view(s, &scores), .b = *v, .c = *out, .m = s->len_q, .n = s->d_v,
+        .a = scores_view(s, &scores), .b = v, .c = *out, .m = s->len_q, .n = s->d_v,
         .k = s->len_k, .trans_b = false, .alpha = 1.0f, .batch_outer = s->batch,
         .batch_inner = s->heads, .b_div = s->heads / s->kv_heads};
     if ((st = vk_record_matmul(vk, &sites[2], &pv)) || dt_w == VKMHA_DTYPE_F32)
@@ -300,24 +313,27 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
         .v_sb = (uint32_t)v->stride[0], .v_sh = (uint32_t)v->stride[1],
         .v_ld = (uint32_t)v->stride[2], .o_sb = (uint32_t)out->stride[0],
         .o_sh = (uint32_t)out->stride[1], .o_ld = (uint32_t)out->stride[2],
-        .flags = mask->kinds, .scale = s->scale, .kv_count = plan->chunk};
+        .flags = mask->kinds, .scale = s->scale, .kv_count = plan->chunk,
+        .causal_offset = mask->causal_offset, .kv_b0 = plan->kv_b0};
+    const uint32_t kinds = mask->kinds | (plan->lengths.buf ? VK_MASK_LENGTHS : 0);
     vk_bias_strides(mask, s->len_q, s->len_k, &p.bias_sb, &p.bias_sh);
     vk_softmax_args m = {0};
     vk_mask_args(plan->masks, mask, &m);
     const vk_view partial_o = vk_view_of(&vk->slots[SLOT_PARTIAL_O], VKMHA_DTYPE_F32),
                   partial_ml = vk_view_of(&vk->slots[SLOT_PARTIAL_ML], VKMHA_DTYPE_F32),
                   stats = vk_view_of(&vk->slots[SLOT_STATS], VKMHA_DTYPE_F32);
-    const vk_view bufs[8] = {*q, *k, *v, m.masks[0], m.masks[1], m.masks[2],
-                             split ? partial_o : *out, split ? partial_ml : stats};
+    const vk_view bufs[9] = {*q, *k, *v, m.masks[0], m.masks[1], m.masks[2],
+                             split ? partial_o : *out, split ? partial_ml : stats,
+                             plan->lengths};
     const vk_pipe pipe = (vk_pipe)((plan->cpu_kernel ? PIPE_FLASH_CPU : PIPE_FLASH) + plan->cls);
     vk_site *main_site = &sites[plan->cpu_kernel ? 6 : 3];
     vk_site *weights_site = &sites[plan->cpu_kernel ? 7 : 5];
     for (uint32_t c = 0; c < plan->chunks; c++) {
         p.kv_first = c * plan->chunk;
-        p.flags = mask->kinds | (c ? MODE_RESUME : 0) | (split ? MODE_PARTIAL : 0);
+        p.flags = kinds | (c ? MODE_RESUME : 0) | (split ? MODE_PARTIAL : 0);
         if (c)
             vk_barrier(vk);
-        if ((st = vk_dispatch_groups(vk, main_site, pipe, bufs, 8, &p, sizeof p,
+        if ((st = vk_dispatch_groups(vk, main_site, pipe, bufs, 9, &p, sizeof p,
                                      offsetof(struct flash_push, group_base), groups)))
             return st;
     }
@@ -338,13 +354,13 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
 
     if (plan->weights) {
         /* Over the same ranges and chunks, from the final statistics. */
-        const vk_view wb[8] = {*q, *k, *v, m.masks[0], m.masks[1], m.masks[2], plan->scores,
-                               stats};
-        p.flags = mask->kinds | MODE_WEIGHTS;
+        const vk_view wb[9] = {*q, *k, *v, m.masks[0], m.masks[1], m.masks[2], plan->scores,
+                               stats, plan->lengths};
+        p.flags = kinds | MODE_WEIGHTS;
         for (uint32_t c = 0; c < plan->chunks; c++) {
             p.kv_first = c * plan->chunk;
             vk_barrier(vk);
-            if ((st = vk_dispatch_groups(vk, weights_site, pipe, wb, 8, &p, sizeof p,
+            if ((st = vk_dispatch_groups(vk, weights_site, pipe, wb, 9, &p, sizeof p,
                                          offsetof(struct flash_push, group_base), groups)))
                 return st;
         }

@@ -161,6 +161,19 @@ static void record_pass(vk_state *vk, const vk_pass *p)
     const VkPipelineLayout layout = vk->pipe_layouts[p->kind];
     if (p->barrier)
         barrier_if_dirty(vk);
+    if (p->op != PASS_DISPATCH) {
+        const struct vk_pass_xfer *x = &p->xfer;
+        if (p->op == PASS_COPY) {
+            const VkBufferCopy region = {x->src_off, x->dst_off, x->size};
+            vk->vkd.vkCmdCopyBuffer(vk->cmd, x->src, x->dst, 1, &region);
+        } else if (p->op == PASS_ZERO) {
+            vk->vkd.vkCmdFillBuffer(vk->cmd, x->dst, x->dst_off, x->size, 0);
+        } else {
+            vk->vkd.vkCmdUpdateBuffer(vk->cmd, x->dst, x->dst_off, x->size, x->data);
+        }
+        vk->dirty_transfer = true;
+        return;
+    }
     if (vk->push_descriptors) {
         VkWriteDescriptorSet writes[VK_MAX_BINDINGS];
         for (uint32_t i = 0; i < p->n_writes; i++) {
@@ -395,6 +408,50 @@ void vk_barrier(vk_state *vk)
     vk->plan.barrier_next = true;
 }
 
+/* Adds a transfer pass. */
+static vkmha_status plan_transfer(vk_state *vk, vk_pass_op op, const struct vk_pass_xfer *x)
+{
+    vk_plan *pl = &vk->plan;
+    vkmha_status st = plan_grow(vk, (void **)&pl->passes, pl->n_passes, &pl->cap_passes,
+                                sizeof *pl->passes);
+    if (st || !x->size)
+        return st;
+    pl->passes[pl->n_passes++] = (vk_pass){.op = op, .xfer = *x, .barrier = pl->barrier_next};
+    pl->barrier_next = false;
+    return VKMHA_SUCCESS;
+}
+
+vkmha_status vk_copy(vk_state *vk, const vk_buffer *src, VkDeviceSize src_off,
+                     const vk_buffer *dst, VkDeviceSize dst_off, VkDeviceSize bytes)
+{
+    return plan_transfer(vk, PASS_COPY,
+                         &(struct vk_pass_xfer){.src = src->buf, .dst = dst->buf,
+                                                .src_off = src->offset + src_off,
+                                                .dst_off = dst->offset + dst_off,
+                                                .size = bytes});
+}
+
+vkmha_status vk_zero(vk_state *vk, const vk_buffer *dst)
+{
+    /* Buffers are whole 32-bit words (vk_buffer_create). */
+    return plan_transfer(vk, PASS_ZERO,
+                         &(struct vk_pass_xfer){.dst = dst->buf, .dst_off = dst->offset,
+                                                .size = dst->size});
+}
+
+vkmha_status vk_update(vk_state *vk, const vk_buffer *dst, VkDeviceSize offset,
+                       const void *data, VkDeviceSize bytes)
+{
+    const VkDeviceSize at = dst->offset + offset;
+    if (at % 4 || bytes % 4 || bytes > 65536)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
+                           "%s: internal error: an update of %llu bytes at %llu",
+                           vk->ctx->call, (unsigned long long)bytes, (unsigned long long)at);
+    return plan_transfer(vk, PASS_UPDATE,
+                         &(struct vk_pass_xfer){.dst = dst->buf, .dst_off = at, .size = bytes,
+                                                .data = data});
+}
+
 vkmha_status vk_download(vk_state *vk, const vk_buffer *src, void *dst, size_t len, size_t n1,
                          size_t stride1, size_t n2, size_t stride2)
 {
@@ -457,10 +514,17 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_vie
      * (VK_DT_MISALIGNED; shaders/typed.glsl). */
     const VkDeviceSize align = vk->min_storage_offset_align;
     uint32_t misalign[2] = {0, 0}, dtypes = vk_view_dtypes(bufs, n_bufs);
-    for (uint32_t i = 0; i < n_bufs && i < VK_MAX_BINDINGS; i++)
-        if (bufs[i].buf && bufs[i].buf->buf)
-            misalign[i / 4] |= (uint32_t)((bufs[i].buf->offset + bufs[i].offset) % align)
-                               << (8 * (i % 4));
+    for (uint32_t i = 0; i < n_bufs && i < VK_MAX_BINDINGS; i++) {
+        if (!bufs[i].buf || !bufs[i].buf->buf)
+            continue;
+        const uint32_t mis = (uint32_t)((bufs[i].buf->offset + bufs[i].offset) % align);
+        if (i < VK_MISALIGN_SLOTS)
+            misalign[i / 4] |= mis << (8 * (i % 4));
+        else if (mis)
+            return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
+                               "%s: internal error: dispatch buffer %u is misaligned",
+                               vk->ctx->call, i);
+    }
     if (misalign[0] | misalign[1])
         dtypes |= VK_DT_MISALIGNED;
     VkPipeline pipeline;

@@ -11,6 +11,7 @@ struct heads_push {
     uint32_t total, len, heads, head_dim, split;
     uint32_t group_base;
     uint32_t texel; /* shaders/heads_cpu.comp only */
+    uint32_t y_sb, y_sh; /* split: y's strides per batch entry and head */
 };
 VK_PUSH_BLOCK(heads_push);
 
@@ -22,6 +23,15 @@ vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, 
                            .head_dim = s->head_dim, .split = split ? 1u : 0u,
                            .texel = vk->row_texel &&
                                     vk_texel_ok((const vk_view *const[]){&x}, 1, true)};
+    /* A split into a strided y (rows of a head contiguous), else dense. */
+    const uint64_t plane = (uint64_t)s->len * s->head_dim;
+    const uint64_t sh = y.stride[1] ? y.stride[1] : plane,
+                   sb = y.stride[0] ? y.stride[0] : s->heads * plane;
+    if (sb > UINT32_MAX || sh > UINT32_MAX)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: a head stride of more than 2^32 - 1 elements", vk->ctx->call);
+    p.y_sb = (uint32_t)sb;
+    p.y_sh = (uint32_t)sh;
     const vk_view bufs[2] = {x, y};
     if (vk->cpu_rows_wg && s->head_dim <= VK_CPU_ROW_MAX) { /* a row per invocation */
         uint64_t rows = total / s->head_dim;

@@ -153,14 +153,23 @@ typedef struct vk_flash_config {
  * so the pipeline reads the misalign push words (shaders/typed.glsl). */
 #define VK_DT_MISALIGNED (1u << 31)
 
-/* Bindings of a site, at most: KIND_FLASH has 8 (q, k, v, 3 masks, out,
- * statistics), and so has KIND_FLASH_CPU (q, k, v as vec4 texel buffers).
+/* Bindings of a site, at most: KIND_FLASH has 9 (q, k, v, 3 masks, out,
+ * statistics, key lengths), and so has KIND_FLASH_CPU (q, k, v as vec4
+ * texel buffers).
  * KIND_MATMUL has 4 (A, B, bias, C), or 6 with matmul_texel: A and B as vec4
  * texel buffers, bias, C, then A and B again as storage buffers (for shapes
- * whose strides rule out vec4 reads). With matmul_texel the softmax (7),
+ * whose strides rule out vec4 reads). With matmul_texel the softmax (8),
  * heads (3), LayerNorm (8) and the split-K combine (6) add texel views of
  * their inputs. */
-#define VK_MAX_BINDINGS 8
+#define VK_MAX_BINDINGS 9
+/* vk_dispatch's misalign words hold a byte for each of the first
+ * VK_MISALIGN_SLOTS buffers; later ones (a shader's key lengths) must start
+ * on a descriptor boundary. */
+#define VK_MISALIGN_SLOTS 8
+
+/* Not a vkmha_mask_kind: shaders/mask.glsl's MASK_LENGTHS (the dispatch
+ * binds each batch entry's key length). */
+#define VK_MASK_LENGTHS 16u
 
 /* A descriptor set bound to one dispatch site; rewritten only when a buffer
  * behind it was recreated. A site is used at most once per command buffer. */
@@ -228,9 +237,22 @@ typedef struct vk_plan_download {
     VkDeviceSize from_off;
 } vk_plan_download;
 
+/* What a pass records: a dispatch, or a transfer command (vk_copy,
+ * vk_update, vk_zero). */
+typedef enum vk_pass_op { PASS_DISPATCH, PASS_COPY, PASS_UPDATE, PASS_ZERO } vk_pass_op;
+
 /* One dispatch, resolved: its pipeline was created and its descriptors
  * chosen when it was planned (vk_dispatch), so running it cannot fail. */
 typedef struct vk_pass {
+    vk_pass_op op;
+    /* PASS_COPY: size bytes from src at src_off to dst at dst_off;
+     * PASS_UPDATE: size bytes of data (read when the plan runs) to dst;
+     * PASS_ZERO: zeros over size bytes of dst at dst_off. */
+    struct vk_pass_xfer {
+        VkBuffer src, dst;
+        VkDeviceSize src_off, dst_off, size;
+        const void *data;
+    } xfer;
     VkPipeline pipeline;
     vk_kind kind;
     VkDescriptorSet set; /* without push descriptors: the site's, written */
@@ -530,6 +552,18 @@ vkmha_status vk_download(vk_state *vk, const vk_buffer *src, void *dst, size_t l
                          size_t stride1, size_t n2, size_t stride2);
 /* Orders the next pass after the writes of every step before it. */
 void vk_barrier(vk_state *vk);
+/* Adds a device copy of `bytes` from src at byte src_off to dst at dst_off
+ * (offsets past each buffer's start; any alignment). */
+vkmha_status vk_copy(vk_state *vk, const vk_buffer *src, VkDeviceSize src_off,
+                     const vk_buffer *dst, VkDeviceSize dst_off, VkDeviceSize bytes);
+/* Adds vkCmdUpdateBuffer of `bytes` (a multiple of 4, at most 65536) from
+ * host memory data (read by vk_exec_end) into dst at byte offset (a
+ * multiple of 4): small data in the command buffer itself, ordered with the
+ * passes, for data that differs between recordings of one buffer. */
+vkmha_status vk_update(vk_state *vk, const vk_buffer *dst, VkDeviceSize offset,
+                       const void *data, VkDeviceSize bytes);
+/* Adds zeros over the whole of buffer dst (vkCmdFillBuffer). */
+vkmha_status vk_zero(vk_state *vk, const vk_buffer *dst);
 /* Adds a dispatch of groups (x, y, z) of `pipe` with the views bufs[0 ..
  * n_bufs) bound through `site` (an absent view binds the dummy) and
  * push_size bytes of push constants. The pipeline is specialized for the
@@ -675,6 +709,7 @@ typedef struct vk_softmax_args {
     vk_view scores; /* the output; also the input when input is absent */
     vk_view input;
     vk_view masks[3]; /* key padding, full, bias (absent where the kind is) */
+    vk_view lengths;  /* uint32 key length per batch entry, or absent */
     uint32_t batch, heads, len_q, len_k;
     float scale;
     const mask_r *mask; /* kinds and bias broadcast */
@@ -682,7 +717,9 @@ typedef struct vk_softmax_args {
 vkmha_status vk_record_softmax(vk_state *vk, vk_site *site, const vk_softmax_args *a);
 
 /* x [batch][len][heads * head_dim] -> y [batch][heads][len][head_dim]
- * (split), or back; dense views. */
+ * (split), or back; dense views, except that a split's y may have strides
+ * per batch entry and head (stride[0], stride[1]; 0: dense) with each
+ * head's rows contiguous (a KV cache's entries). */
 vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, bool split,
                              vk_view x, vk_view y);
 
@@ -711,6 +748,11 @@ typedef struct vk_attn_plan {
     uint32_t chunk, chunks; /* keys per dispatch and dispatches, per range */
     vk_view scores;   /* scores / weights: the caller's tensor or SLOT_SCORES */
     vk_view masks[3]; /* key padding, full, bias: the mask slots or tensors */
+    /* A KV cache's (absent otherwise): each batch entry's key length
+     * (uint32 [batch], at a descriptor boundary), and the cache entry of
+     * batch entry 0: k and v are views of the whole cache. */
+    vk_view lengths;
+    uint32_t kv_b0;
 } vk_attn_plan;
 /* Predicted microseconds of a call of shape s on the fused path (one kernel,
  * with block_q query rows per workgroup, plus the weights pass if asked)
@@ -819,6 +861,24 @@ typedef struct vk_mha {
     vk_buffer dev[WEIGHT_COUNT]; /* in m.d.storage_dtype; buf null where absent */
     vk_site_pool sites;
 } vk_mha;
+/* A KV cache on the Vulkan backend (src/vk_kv_cache.c): the key lengths a
+ * forward's attention reads (written into the command buffer by each
+ * forward: vk_update), a buffer of zeros as long as one (entry, head) run
+ * of the longer head dim (what kv_clear copies from: copies take any
+ * alignment), and two heads sites per entry for the appends (one dispatch
+ * per run of entries of equal length). */
+typedef struct vk_kv {
+    vkmha_kv_cache c;
+    vk_buffer lens, zeros;
+    vk_site_pool sites;
+} vk_kv;
+vkmha_status vk_kv_create(vkmha_kv_cache *c);
+void vk_kv_free(vkmha_kv_cache *c);
+vkmha_status vk_kv_clear(vkmha_kv_cache *c, uint32_t first, uint32_t count, uint32_t from);
+vkmha_status vk_kv_reorder(vkmha_kv_cache *c, const uint32_t *src);
+/* A cache tensor (keys, or values with v) as split heads of every entry. */
+vk_view vk_kv_view(const vkmha_kv_cache *c, bool v);
+
 vkmha_status vk_mha_weights(vkmha_mha *mha, const void *const src[WEIGHT_COUNT],
                             const uint32_t dt[WEIGHT_COUNT], const uint64_t n[WEIGHT_COUNT]);
 void vk_mha_free(vkmha_mha *mha);

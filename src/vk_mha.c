@@ -105,19 +105,55 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, bool weight
     const uint64_t rq = (uint64_t)f->B * f->Lq, rk = (uint64_t)f->B * f->Lk, es = f->es;
     const uint32_t ad = f->ad;
     vkmha_status st;
+    /* The attention's keys and values: the projections, or a cache's. */
+    const vk_view kv[2] = {f->cache ? vk_kv_view(f->cache, false)
+                                    : vk_view_of(&vk->slots[SLOT_K_PROJ], ad),
+                           f->cache ? vk_kv_view(f->cache, true)
+                                    : vk_view_of(&vk->slots[SLOT_V_PROJ], ad)};
     if ((st = vk_slot_ensure(vk, SLOT_Q_PROJ, rq * H * d->d_k * es)) ||
         (st = vk_slot_ensure(vk, SLOT_K_PROJ, rk * Hkv * d->d_k * es)) ||
         (st = vk_slot_ensure(vk, SLOT_V_PROJ, rk * Hkv * d->d_v * es)) ||
         (st = vk_attention_prepare(
              vk, &f->as, weights, weights_view,
-             (const vk_view[4]){vk_view_of(&vk->slots[SLOT_Q_PROJ], ad),
-                                vk_view_of(&vk->slots[SLOT_K_PROJ], ad),
-                                vk_view_of(&vk->slots[SLOT_V_PROJ], ad), {0}},
+             (const vk_view[4]){vk_view_of(&vk->slots[SLOT_Q_PROJ], ad), kv[0], kv[1], {0}},
              plan)) ||
         (!concat_in_place(d, plan) &&
          (st = vk_slot_ensure(vk, SLOT_O_HEADS, rq * H * d->d_v * es))))
         return st;
+    if (f->cache) {
+        plan->lengths = vk_view_of(&((vk_kv *)f->cache)->lens, VKMHA_DTYPE_F32);
+        plan->kv_b0 = f->entry;
+    }
     return VKMHA_SUCCESS;
+}
+
+/* Appends the new keys and values (the projections, [B][Lk][Hkv][dim]) to
+ * the cache after each entry's old length: a copy into split heads per run
+ * of entries of one length (one for a batch in step), converting to the
+ * cache's dtype; then the lengths the attention reads. */
+static vkmha_status record_append(vk_state *vk, const mha_fwd *f)
+{
+    vkmha_kv_cache *c = f->cache;
+    vk_kv *kv = (vk_kv *)c;
+    vkmha_status st;
+    for (uint32_t b0 = 0, b1; b0 < f->B && f->append; b0 = b1) {
+        for (b1 = b0 + 1; b1 < f->B && f->old[b1] == f->old[b0];)
+            b1++;
+        for (int i = 0; i < 2; i++) {
+            const uint32_t dim = i ? c->d_v : c->d_k;
+            const heads_shape s = {.batch = b1 - b0, .len = f->Lk, .heads = c->n_kv_head,
+                                   .head_dim = dim};
+            vk_view x = vk_view_of(&vk->slots[i ? SLOT_V_PROJ : SLOT_K_PROJ], f->ad);
+            x.offset = (VkDeviceSize)b0 * f->Lk * c->n_kv_head * dim * f->es;
+            vk_view y = vk_kv_view(c, i == 1);
+            y.offset = ((f->entry + b0) * y.stride[0] + (uint64_t)f->old[b0] * dim) *
+                       vkmha__dtype_size(c->d.dtype);
+            if ((st = vk_record_heads(vk, &kv->sites.sites[2 * (f->entry + b0) + i], &s, true,
+                                      x, y)))
+                return st;
+        }
+    }
+    return vk_update(vk, &kv->lens, 0, f->lengths, 4ull * f->B);
 }
 
 /* Records the forward (after the inputs are on the device). */
@@ -147,14 +183,21 @@ static vkmha_status record_forward(vkmha_mha *mha, const mha_fwd *f, vk_attn_pla
     vk_matmul_args pv = projection_args(b->value, &w[W_V], &w[B_V], proj_v, rk, Hkv * d->d_v,
                                         d->vdim, sd);
     if ((st = vk_record_matmul(vk, &site[SITE_PROJ_Q], &pq)) ||
-        (st = vk_record_matmul(vk, &site[SITE_PROJ_K], &pk)) ||
-        (st = vk_record_matmul(vk, &site[SITE_PROJ_V], &pv)))
+        (f->append && ((st = vk_record_matmul(vk, &site[SITE_PROJ_K], &pk)) ||
+                       (st = vk_record_matmul(vk, &site[SITE_PROJ_V], &pv)))))
         return st;
     vk_barrier(vk);
+    if (f->cache) { /* the attention reads the cache */
+        if ((st = record_append(vk, f)))
+            return st;
+        vk_barrier(vk);
+    }
 
     const vk_view vq = vk_view_merged(&vk->slots[SLOT_Q_PROJ], H, f->Lq, d->d_k, ad),
-                  vkv = vk_view_merged(&vk->slots[SLOT_K_PROJ], Hkv, f->Lk, d->d_k, ad),
-                  vv = vk_view_merged(&vk->slots[SLOT_V_PROJ], Hkv, f->Lk, d->d_v, ad),
+                  vkv = f->cache ? vk_kv_view(f->cache, false)
+                                 : vk_view_merged(&vk->slots[SLOT_K_PROJ], Hkv, f->Lk, d->d_k, ad),
+                  vv = f->cache ? vk_kv_view(f->cache, true)
+                                : vk_view_merged(&vk->slots[SLOT_V_PROJ], Hkv, f->Lk, d->d_v, ad),
                   vo = vk_view_merged(concat, H, f->Lq, d->d_v, ad);
     if ((st = vk_record_attention(vk, &site[SITE_ATTENTION], plan, &f->mask.m, &vq, &vkv, &vv,
                                   &vo)))
@@ -231,7 +274,8 @@ static vkmha_status forward_host(vkmha_mha *mha, const mha_fwd *f, const vkmha_a
     vk_mask_slots(vk, b.masks);
     const forward_op op = {mha, f, &plan, &b};
     const size_t no = (size_t)(f->n_out * es), nw = (size_t)(f->n_weights * es);
-    vk_host_call call = {.mask = &f->mask.m, .batch = f->B, .len_q = f->Lq, .len_k = f->Lk,
+    vk_host_call call = {.mask = &f->mask.m, .batch = f->B, .len_q = f->Lq,
+                         .len_k = f->as.len_k,
                          .down = {{&vk->slots[SLOT_OUT], out, no, 1, no, 1, no},
                                   {plan.scores.buf, attn_weights, nw, 1, nw, 1, nw}},
                          .record = record_op, .arg = &op};

@@ -66,12 +66,12 @@ static const struct kind_def {
     uint32_t bindings, n_texel, texel[MAX_TEXEL_BINDINGS];
 } kind_defs[KIND_COUNT] = {
     [KIND_MATMUL] = {"matmul", 4, 0, {0}},
-    [KIND_SOFTMAX] = {"softmax", 5, 2, {4, 2}},
+    [KIND_SOFTMAX] = {"softmax", 6, 2, {4, 2}},
     [KIND_HEADS] = {"heads", 2, 1, {0}},
     [KIND_LAYERNORM] = {"layernorm", 4, 4, {3, 0, 1, 2}},
-    [KIND_FLASH] = {"attention", 8, 0, {0}},
+    [KIND_FLASH] = {"attention", 9, 0, {0}},
     [KIND_FLASH_COMBINE] = {"attention", 4, 2, {0, 1}},
-    [KIND_FLASH_CPU] = {"attention", 8, 0, {0}},
+    [KIND_FLASH_CPU] = {"attention", 9, 0, {0}},
 };
 
 /* The pipelines: each with its role's name (vkmha_kernel_info.name), its

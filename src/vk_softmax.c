@@ -13,6 +13,7 @@ struct softmax_push {
     uint32_t bias_sb, bias_sh;
     uint32_t group_base;
     uint32_t texel; /* shaders/softmax_cpu.comp only */
+    uint32_t causal_offset;
 };
 VK_PUSH_BLOCK(softmax_push);
 
@@ -25,21 +26,23 @@ vkmha_status vk_record_softmax(vk_state *vk, vk_site *site, const vk_softmax_arg
 {
     const mask_r *m = a->mask;
     uint64_t rows = (uint64_t)a->batch * a->heads * a->len_q;
-    const vk_view bufs[5] = {a->masks[0], a->masks[1], a->masks[2], a->scores,
-                             a->input.buf ? a->input : a->scores};
+    const vk_view bufs[6] = {a->masks[0], a->masks[1], a->masks[2], a->scores,
+                             a->input.buf ? a->input : a->scores, a->lengths};
     /* Texel reads need vec4 views of the input and of the bias, if any
      * (wrapped tensors have none). */
     bool texel = vk->row_texel && vk_texel_ok((const vk_view *const[]){&bufs[4]}, 1, false) &&
                  (!bufs[2].buf || vk_texel_view(&bufs[2], false));
     struct softmax_push p = {.rows = (uint32_t)rows, .len_q = a->len_q, .len_k = a->len_k,
-                             .heads = a->heads, .flags = m->kinds, .scale = a->scale,
-                             .texel = texel};
+                             .heads = a->heads,
+                             .flags = m->kinds | (a->lengths.buf ? VK_MASK_LENGTHS : 0),
+                             .scale = a->scale, .texel = texel,
+                             .causal_offset = m->causal_offset};
     vk_bias_strides(m, a->len_q, a->len_k, &p.bias_sb, &p.bias_sh);
     if (vk->cpu_rows_wg && a->len_k <= VK_CPU_ROW_MAX) /* a row per invocation */
-        return vk_dispatch_groups(vk, site, PIPE_SOFTMAX_CPU, bufs, 5, &p, sizeof p,
+        return vk_dispatch_groups(vk, site, PIPE_SOFTMAX_CPU, bufs, 6, &p, sizeof p,
                                   offsetof(struct softmax_push, group_base),
                                   (rows + vk->cpu_rows_wg - 1) / vk->cpu_rows_wg);
-    return vk_dispatch_groups(vk, site, PIPE_SOFTMAX, bufs, 5, &p, sizeof p,
+    return vk_dispatch_groups(vk, site, PIPE_SOFTMAX, bufs, 6, &p, sizeof p,
                               offsetof(struct softmax_push, group_base), rows);
 }
 

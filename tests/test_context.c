@@ -602,7 +602,7 @@ static void limit_cases(vkmha_context *gpu, vkmha_context *ref, t_rng *rng)
     vkmha_mha *mha = NULL;
     st = vkmha_mha_create(gpu, &md, &mha);
     float *x = t_random(rng, (size_t)len * heads, -1, 1), *y = t_alloc((size_t)len * heads);
-    vkmha_mha_io io = {1, len, 0, x, x, x, NULL, y, NULL, VKMHA_ATTENTION_PATH_UNFUSED, 0, 0};
+    vkmha_mha_io io = {1, len, 0, x, x, x, NULL, y, NULL, VKMHA_ATTENTION_PATH_UNFUSED, 0, 0, NULL, 0};
     if (st == VKMHA_SUCCESS)
         st = vkmha_mha_forward(mha, &io);
     msg = vkmha_context_last_error(gpu);

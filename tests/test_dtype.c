@@ -193,7 +193,7 @@ static void softmax_host(vkmha_context *ref, vkmha_context *gpu, const char *tag
     float *fx = t_random(&rng, n, lo, hi);
     void *x = t_to_dt(dt, fx, n), *want = calloc(n + 2, 2), *got = calloc(n + 2, 2);
     vkmha_softmax_desc d = {batch, heads, len_q, len_k, scale, dt};
-    vkmha_mask mask = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0};
+    vkmha_mask mask = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0, 0};
     bool ok = true;
     T_EXPECT_STATUS(vkmha_softmax(ref, &d, x, &mask, want), VKMHA_SUCCESS, ok);
     T_EXPECT_STATUS(vkmha_softmax(gpu, &d, x, &mask, got), VKMHA_SUCCESS, ok);
@@ -247,7 +247,7 @@ static void attention_host(vkmha_context *ref, vkmha_context *gpu, const char *t
     void *q = t_to_dt(dt, fq, n.q), *k = t_to_dt(dt, fk, n.k), *v = t_to_dt(dt, fv, n.v);
     void *out[2] = {calloc(n.out + 2, 2), calloc(n.out + 2, 2)},
          *w[2] = {calloc(n.weights + 2, 2), calloc(n.weights + 2, 2)};
-    vkmha_mask mask = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0};
+    vkmha_mask mask = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0, 0};
     bool ok = true;
     T_EXPECT_STATUS(vkmha_attention(ref, &d, q, k, v, &mask, out[0], w[0]), VKMHA_SUCCESS, ok);
     T_EXPECT_STATUS(vkmha_attention(gpu, &d, q, k, v, &mask, out[1], w[1]), VKMHA_SUCCESS, ok);

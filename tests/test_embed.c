@@ -121,14 +121,14 @@ static void tensor_ops(vkmha_context *ctx, const char *be, t_rng *r)
     const size_t ns = (size_t)SB * SH * SQ * SK;
     float *x = t_random(r, ns, -3, 3), *y = t_alloc(ns);
     uint8_t *kp = t_random_mask(r, SB * SK, 0.3);
-    vkmha_mask m = {VKMHA_MASK_KEY_PADDING | VKMHA_MASK_CAUSAL, kp, NULL, NULL, 0, 0};
+    vkmha_mask m = {VKMHA_MASK_KEY_PADDING | VKMHA_MASK_CAUSAL, kp, NULL, NULL, 0, 0, 0};
     vkmha_softmax_desc sd = {SB, SH, SQ, SK, 0.7f, 0};
     ok = vkmha_softmax(ctx, &sd, x, &m, y) == VKMHA_SUCCESS;
     vkmha_tensor *tx = tensor_from(ctx, x, SB * SH, SQ, SK), *ty = tensor(ctx, VKMHA_DTYPE_F32, 1,
                                                                           (uint32_t)ns, 0, 0, 0);
     vkmha_tensor *tkp = tensor(ctx, VKMHA_DTYPE_U8, 2, SB, SK, 0, 0);
     ok = vkmha_tensor_upload(tkp, 0, kp, SB * SK) == VKMHA_SUCCESS && ok;
-    vkmha_tensor_mask tm = {m.kinds, tkp, NULL, NULL, 0, 0};
+    vkmha_tensor_mask tm = {m.kinds, tkp, NULL, NULL, 0, 0, 0};
     ok = vkmha_softmax_tensor(ctx, &sd, tx, &tm, ty) == VKMHA_SUCCESS && ok;
     got = download(ty);
     snprintf(name, sizeof name, "%s: vkmha_softmax_tensor (y != x, U8 key-padding tensor + causal) equals vkmha_softmax", be);
@@ -163,13 +163,13 @@ static void tensor_ops(vkmha_context *ctx, const char *be, t_rng *r)
                  no = 2 * 4 * 9 * 6, nw = 2 * 4 * 9 * 14, nb = 4 * 9 * 14;
     float *q = t_random(r, nq, -1, 1), *k = t_random(r, nk, -1, 1), *v = t_random(r, nv, -1, 1),
           *bb = t_random(r, nb, -1, 1), *o = t_alloc(no), *wts = t_alloc(nw);
-    vkmha_mask am = {VKMHA_MASK_BIAS, NULL, NULL, bb, 1, 0};
+    vkmha_mask am = {VKMHA_MASK_BIAS, NULL, NULL, bb, 1, 0, 0};
     ok = vkmha_attention(ctx, &ad, q, k, v, &am, o, wts) == VKMHA_SUCCESS;
     vkmha_tensor *tq = tensor_from(ctx, q, 8, 9, 8), *tk = tensor_from(ctx, k, 4, 14, 8),
                  *tv = tensor_from(ctx, v, 4, 14, 6), *tbb = tensor_from(ctx, bb, 4, 9, 14),
                  *to = tensor(ctx, VKMHA_DTYPE_F32, 1, (uint32_t)no, 0, 0, 0),
                  *tw = tensor(ctx, VKMHA_DTYPE_F32, 1, (uint32_t)nw, 0, 0, 0);
-    vkmha_tensor_mask atm = {VKMHA_MASK_BIAS, NULL, NULL, tbb, 1, 0};
+    vkmha_tensor_mask atm = {VKMHA_MASK_BIAS, NULL, NULL, tbb, 1, 0, 0};
     ok = vkmha_attention_tensor(ctx, &ad, tq, tk, tv, &atm, to, tw) == VKMHA_SUCCESS && ok;
     got = download(to);
     float *gw = download(tw);
@@ -208,13 +208,13 @@ static void tensor_layer(vkmha_context *ctx, const char *be, const layer_data *l
         return;
     }
     float *want = t_alloc(N_ACT);
-    vkmha_mha_io io = {B, L, 0, ld->x, ld->x, ld->x, NULL, want, NULL, 0, 0, 0};
+    vkmha_mha_io io = {B, L, 0, ld->x, ld->x, ld->x, NULL, want, NULL, 0, 0, 0, NULL, 0};
     bool ok = vkmha_mha_forward(mha, &io) == VKMHA_SUCCESS;
     vkmha_tensor *tx = tensor_from(ctx, ld->x, B, L, D);
     vkmha_tensor *out[4];
     for (int i = 0; i < 4; i++)
         out[i] = tensor(ctx, VKMHA_DTYPE_F32, 3, B, L, D, 0);
-    vkmha_mha_tensors tio = {B, L, 0, tx, tx, tx, NULL, out[0], NULL, 0, 0};
+    vkmha_mha_tensors tio = {B, L, 0, tx, tx, tx, NULL, out[0], NULL, 0, 0, NULL, 0};
     ok = vkmha_mha_forward_tensor(mha, &tio) == VKMHA_SUCCESS && ok;
     float *got = download(out[0]);
     snprintf(name, sizeof name, "%s: vkmha_mha_forward_tensor equals vkmha_mha_forward (post-norm, self-attention)", be);
@@ -248,12 +248,12 @@ static void tensor_layer(vkmha_context *ctx, const char *be, const layer_data *l
     /* Two layers chained on the device: out[1] = layer(layer(x)), with no
      * host round trip, equals the host-array calls one after the other. */
     float *mid = t_alloc(N_ACT), *two = t_alloc(N_ACT);
-    vkmha_mha_io io1 = {B, L, 0, ld->x, ld->x, ld->x, NULL, mid, NULL, 0, 0, 0},
-                 io2 = {B, L, 0, mid, mid, mid, NULL, two, NULL, 0, 0, 0};
+    vkmha_mha_io io1 = {B, L, 0, ld->x, ld->x, ld->x, NULL, mid, NULL, 0, 0, 0, NULL, 0},
+                 io2 = {B, L, 0, mid, mid, mid, NULL, two, NULL, 0, 0, 0, NULL, 0};
     ok = vkmha_mha_forward(mha, &io1) == VKMHA_SUCCESS &&
          vkmha_mha_forward(mha, &io2) == VKMHA_SUCCESS;
-    vkmha_mha_tensors t1 = {B, L, 0, tx, tx, tx, NULL, out[0], NULL, 0, 0},
-                      t2 = {B, L, 0, out[0], out[0], out[0], NULL, out[1], NULL, 0, 0};
+    vkmha_mha_tensors t1 = {B, L, 0, tx, tx, tx, NULL, out[0], NULL, 0, 0, NULL, 0},
+                      t2 = {B, L, 0, out[0], out[0], out[0], NULL, out[1], NULL, 0, 0, NULL, 0};
     ok = vkmha_mha_forward_tensor(mha, &t1) == VKMHA_SUCCESS &&
          vkmha_mha_forward_tensor(mha, &t2) == VKMHA_SUCCESS && ok;
     got = download(out[1]);
@@ -287,14 +287,14 @@ static vkmha_status alloc_run(vkmha_backend backend, t_counting *c, const layer_
     float *out = t_alloc(N_ACT);
     vkmha_tensor *tx = NULL, *to = NULL;
     vkmha_tensor_desc td = {VKMHA_DTYPE_F32, 3, {B, L, D, 0}};
-    vkmha_mha_io io = {B, L, 0, ld->x, ld->x, ld->x, NULL, out, NULL, 0, 0, 0};
+    vkmha_mha_io io = {B, L, 0, ld->x, ld->x, ld->x, NULL, out, NULL, 0, 0, 0, NULL, 0};
     vkmha_status first = VKMHA_SUCCESS;
     if ((st = vkmha_mha_create(ctx, &md, &mha)) || (st = vkmha_mha_forward(mha, &io)) ||
         (st = vkmha_tensor_create(ctx, &td, &tx)) || (st = vkmha_tensor_create(ctx, &td, &to)) ||
         (st = vkmha_tensor_upload(tx, 0, ld->x, N_ACT * 4))) {
         first = st;
     } else {
-        vkmha_mha_tensors tio = {B, L, 0, tx, tx, tx, NULL, to, NULL, 0, 0};
+        vkmha_mha_tensors tio = {B, L, 0, tx, tx, tx, NULL, to, NULL, 0, 0, NULL, 0};
         first = vkmha_mha_forward_tensor(mha, &tio);
     }
     /* Usable after the failure: finish the work with allocations allowed. */
@@ -468,7 +468,7 @@ static void no_push_descriptors(const layer_data *ld)
     vkmha_mha_create(ctx, &md, &mha);
     vkmha_tensor *tx = tensor_from(ctx, ld->x, B, L, D), *to = tensor(ctx, VKMHA_DTYPE_F32, 3,
                                                                         B, L, D, 0);
-    vkmha_mha_tensors tio = {B, L, 0, tx, tx, tx, NULL, to, NULL, 0, 0};
+    vkmha_mha_tensors tio = {B, L, 0, tx, tx, tx, NULL, to, NULL, 0, 0, NULL, 0};
     t_report(!info.push_descriptors, "VKMHA_NO_PUSH_DESCRIPTORS=1 turns push descriptors off");
     expect(ctx, vkmha_mha_record(mha, (VkCommandBuffer)(uintptr_t)8, &tio),
            VKMHA_ERROR_UNSUPPORTED, "VK_KHR_push_descriptor",
@@ -493,7 +493,7 @@ static void trim(vkmha_context *ctx, const layer_data *ld, const float *want)
     vkmha_mha_desc md = layer_desc(ld);
     vkmha_mha *mha = NULL;
     float *out = t_alloc(N_ACT);
-    vkmha_mha_io io = {B, L, 0, ld->x, ld->x, ld->x, NULL, out, NULL, 0, 0, 0};
+    vkmha_mha_io io = {B, L, 0, ld->x, ld->x, ld->x, NULL, out, NULL, 0, 0, 0, NULL, 0};
     vkmha_context_info before, after;
     bool ok = vkmha_mha_create(ctx, &md, &mha) == VKMHA_SUCCESS &&
               vkmha_mha_forward(mha, &io) == VKMHA_SUCCESS &&
@@ -547,7 +547,7 @@ static void own_device_custom_loader(const layer_data *ld, const float *want)
     vkmha_mha *mha = NULL;
     float *out = t_alloc(N_ACT);
     vkmha_mha_desc md = layer_desc(ld);
-    vkmha_mha_io io = {B, L, 0, ld->x, ld->x, ld->x, NULL, out, NULL, 0, 0, 0};
+    vkmha_mha_io io = {B, L, 0, ld->x, ld->x, ld->x, NULL, out, NULL, 0, 0, 0, NULL, 0};
     bool ok = st == VKMHA_SUCCESS && vkmha_context_get_info(ctx, &info) == VKMHA_SUCCESS &&
               vkmha_mha_create(ctx, &md, &mha) == VKMHA_SUCCESS &&
               vkmha_mha_forward(mha, &io) == VKMHA_SUCCESS;
@@ -577,7 +577,7 @@ int main(void)
     float *want = t_alloc(N_ACT);
     vkmha_mha_desc md = layer_desc(&ld);
     vkmha_mha *layer = NULL;
-    vkmha_mha_io io = {B, L, 0, ld.x, ld.x, ld.x, NULL, want, NULL, 0, 0, 0};
+    vkmha_mha_io io = {B, L, 0, ld.x, ld.x, ld.x, NULL, want, NULL, 0, 0, 0, NULL, 0};
     if (vkmha_mha_create(ref, &md, &layer) || vkmha_mha_forward(layer, &io)) {
         printf("Bail out! reference layer\n");
         return 1;

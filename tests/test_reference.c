@@ -265,11 +265,11 @@ static void case_mask_set_not_added(void)
     for (uint32_t b = 0; b < 2; b++)
         for (uint32_t i = 0; i < 2; i++)
             for (uint32_t j = 0; j < 3; j++) {
-                if (ref_is_masked(&all, b, i, j, 2, 3) != expect[b][i][j]) {
+                if (ref_is_masked(&all, b, i, j, 2, 3, 3) != expect[b][i][j]) {
                     t_diag("%s: ref_is_masked(b=%u, i=%u, j=%u) wrong", name, b, i, j);
                     ok = false;
                 }
-                if (ref_is_masked(NULL, b, i, j, 2, 3)) {
+                if (ref_is_masked(NULL, b, i, j, 2, 3, 3)) {
                     t_diag("%s: NULL mask masks (b=%u, i=%u, j=%u)", name, b, i, j);
                     ok = false;
                 }

@@ -208,8 +208,9 @@ int main(int argc, char **argv)
         k16 = v16 = q16;
     }
     d.storage_dtype = dtype;
-    vkmha_mha_io io = {batch, len, len_k, q16, k16, v16, mask.kinds ? &mask : NULL,
-                       o16, NULL, path, 0, dtype};
+    vkmha_mha_io io = {.batch = batch, .len_q = len, .len_k = len_k, .query = q16,
+                       .key = k16, .value = v16, .mask = mask.kinds ? &mask : NULL,
+                       .out = o16, .attention_path = path, .dtype = dtype};
 
     printf("vkmha-demo: batch %u, len_q %u, len_k %u, d_model %u, %u heads (%u kv), mask %s%s%s, "
            "attention path %s, %s\n",

@@ -1,0 +1,322 @@
+/* KV caches (vkmha_kv_cache_*), backend-neutral: the keys and values are
+ * two tensors of the layer's context, the lengths live on the host, and the
+ * backends (kv_* entries of vkmha_backend_ops) zero, reorder and, in a
+ * forward, append to the tensors. The forward's checks are here too
+ * (vkmha__kv_resolve), called by src/mha.c. */
+#include "internal.h"
+
+#define INVALID VKMHA_ERROR_INVALID_ARGUMENT
+
+/* The shaders compute causal limits in 32-bit signed arithmetic over
+ * positions (shaders/mask.glsl), so positions stay below 2^30. */
+#define MAX_CAPACITY (1u << 30)
+
+static const char *const tensor_names[2] = {"desc->keys", "desc->values"};
+
+/* Elements of the keys (which 0) or values (1) tensor. */
+static bool tensor_elements(const vkmha_mha_desc *d, uint32_t batch, uint32_t capacity,
+                            int which, uint64_t *n)
+{
+    uint64_t rows;
+    return vkmha__mul_u64((uint64_t)batch * d->n_kv_head, capacity, &rows) &&
+           vkmha__mul_u64(rows, which ? d->d_v : d->d_k, n);
+}
+
+/* The cache's tensors: the application's (checked), or new ones. */
+static vkmha_status cache_tensors(vkmha_kv_cache *c, const vkmha_kv_cache_desc *desc)
+{
+    vkmha_context *ctx = c->mha->ctx;
+    vkmha_tensor *t[2] = {desc->keys, desc->values};
+    vkmha_status st;
+    if (!t[0] != !t[1])
+        return vkmha__fail(ctx, INVALID, "%s: desc->%s is NULL but desc->%s is not (give both "
+                           "tensors or neither)",
+                           ctx->call, t[0] ? "values" : "keys", t[0] ? "keys" : "values");
+    for (int i = 0; i < 2; i++) {
+        uint64_t n;
+        if (!tensor_elements(&c->mha->d, c->d.batch, c->d.capacity, i, &n) ||
+            (st = vkmha__check_count(ctx, ctx->call, tensor_names[i], n,
+                                     vkmha__dtype_size(c->d.dtype), &(uint64_t){0})))
+            return st ? st
+                      : vkmha__fail(ctx, INVALID, "%s: the cache's %s overflow 64 bits",
+                                    ctx->call, i ? "values" : "keys");
+        if (t[i]) {
+            vkmha_arg a;
+            if ((st = vkmha__tensor_arg(ctx, tensor_names[i], t[i], false, n, &a)))
+                return st;
+            if (a.dtype != c->d.dtype)
+                return vkmha__fail(ctx, INVALID, "%s: %s has dtype %u, desc->dtype is %u",
+                                   ctx->call, tensor_names[i], a.dtype, c->d.dtype);
+            continue;
+        }
+        const vkmha_tensor_desc td = {c->d.dtype, 4,
+                                      {c->d.batch, c->mha->d.n_kv_head, c->d.capacity,
+                                       i ? c->mha->d.d_v : c->mha->d.d_k}};
+        if ((st = vkmha__tensor_new(ctx, &td, &t[i])))
+            return st;
+        if ((st = ctx->ops->tensor_alloc(t[i]))) {
+            vkmha_tensor_destroy(t[i]);
+            return st;
+        }
+        c->own = true;
+        (i ? &c->d.values : &c->d.keys)[0] = t[i];
+    }
+    c->d.keys = t[0];
+    c->d.values = t[1];
+    if (t[0] == t[1] || vkmha__tensors_overlap(t[0], t[1]))
+        return vkmha__fail(ctx, INVALID, "%s: desc->keys and desc->values share memory",
+                           ctx->call);
+    return VKMHA_SUCCESS;
+}
+
+VKMHA_API vkmha_status vkmha_kv_cache_create(vkmha_mha *mha, const vkmha_kv_cache_desc *desc,
+                                             vkmha_kv_cache **out)
+{
+    if (out)
+        *out = NULL;
+    if (!mha)
+        return INVALID;
+    vkmha_context *ctx = mha->ctx;
+    vkmha__begin_call(ctx, "vkmha_kv_cache_create");
+    vkmha_status st;
+    if (!out)
+        return vkmha__fail(ctx, INVALID, "%s: out is NULL", ctx->call);
+    if (!desc)
+        return vkmha__fail(ctx, INVALID, "%s: desc is NULL", ctx->call);
+    if (desc->capacity == 0)
+        return vkmha__fail(ctx, INVALID, "%s: desc->capacity is 0 (must be >= 1)", ctx->call);
+    if (desc->capacity > MAX_CAPACITY)
+        return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: desc->capacity (%u) is above 2^30 positions", ctx->call,
+                           desc->capacity);
+    if ((st = vkmha__check_dtype(ctx, "desc->dtype", desc->dtype)))
+        return st;
+    vkmha_kv_cache *c = vkmha__calloc(ctx, 1, ctx->ops->kv_size);
+    const uint32_t batch = desc->batch ? desc->batch : 1;
+    if (c) {
+        c->lengths = vkmha__calloc(ctx, batch, sizeof *c->lengths);
+        c->call_lengths = vkmha__calloc(ctx, batch, sizeof *c->call_lengths);
+    }
+    if (!c || !c->lengths || !c->call_lengths) {
+        if (c) {
+            vkmha__free(ctx, c->lengths);
+            vkmha__free(ctx, c->call_lengths);
+        }
+        vkmha__free(ctx, c);
+        return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
+                           ctx->call);
+    }
+    c->mha = mha;
+    c->d = *desc;
+    c->d.batch = batch;
+    c->d.keys = c->d.values = NULL;
+    c->n_kv_head = mha->d.n_kv_head;
+    c->d_k = mha->d.d_k;
+    c->d_v = mha->d.d_v;
+    bool created = false;
+    if (!(st = cache_tensors(c, desc)) && !(st = ctx->ops->kv_create(c))) {
+        created = true;
+        st = ctx->ops->kv_clear(c, 0, batch, 0);
+    }
+    if (st) {
+        if (created)
+            ctx->ops->kv_free(c);
+        if (c->own) {
+            vkmha_tensor_destroy(c->d.keys);
+            vkmha_tensor_destroy(c->d.values);
+        }
+        vkmha__free(ctx, c->lengths);
+        vkmha__free(ctx, c->call_lengths);
+        vkmha__free(ctx, c);
+        return st;
+    }
+    *out = c;
+    return VKMHA_SUCCESS;
+}
+
+VKMHA_API void vkmha_kv_cache_destroy(vkmha_kv_cache *c)
+{
+    if (!c)
+        return;
+    vkmha_context *ctx = c->mha->ctx;
+    ctx->ops->kv_free(c);
+    if (c->own) {
+        vkmha_tensor_destroy(c->d.keys);
+        vkmha_tensor_destroy(c->d.values);
+    }
+    vkmha__free(ctx, c->lengths);
+    vkmha__free(ctx, c->call_lengths);
+    vkmha__free(ctx, c);
+}
+
+VKMHA_API vkmha_status vkmha_kv_cache_get_desc(const vkmha_kv_cache *c, vkmha_kv_cache_desc *out)
+{
+    if (!c)
+        return INVALID;
+    if (!out) {
+        vkmha__begin_call(c->mha->ctx, "vkmha_kv_cache_get_desc");
+        return vkmha__fail(c->mha->ctx, INVALID, "vkmha_kv_cache_get_desc: out is NULL");
+    }
+    *out = c->d;
+    return VKMHA_SUCCESS;
+}
+
+VKMHA_API uint64_t vkmha_kv_cache_bytes(const vkmha_kv_cache *c)
+{
+    if (!c)
+        return 0;
+    const uint64_t rows = (uint64_t)c->d.batch * c->n_kv_head * c->d.capacity;
+    return rows * (c->d_k + c->d_v) * vkmha__dtype_size(c->d.dtype) + 4ull * c->d.batch;
+}
+
+/* Starts a public call on cache c; INVALID (named) for a NULL cache. */
+static vkmha_status begin(vkmha_kv_cache *c, const char *fn)
+{
+    if (!c)
+        return INVALID;
+    vkmha__begin_call(c->mha->ctx, fn);
+    return VKMHA_SUCCESS;
+}
+
+/* Checks entries first .. first + count - 1 of c. */
+static vkmha_status check_range(vkmha_kv_cache *c, const char *first_name, uint32_t first,
+                                uint32_t count, const char *count_name)
+{
+    vkmha_context *ctx = c->mha->ctx;
+    if (first >= c->d.batch || count > c->d.batch - first)
+        return vkmha__fail(ctx, INVALID,
+                           "%s: %s (%u) + %s (%u) exceeds the cache's %u entries", ctx->call,
+                           first_name, first, count_name, count, c->d.batch);
+    return VKMHA_SUCCESS;
+}
+
+VKMHA_API vkmha_status vkmha_kv_cache_get_lengths(const vkmha_kv_cache *cache, uint32_t first,
+                                                  uint32_t count, uint32_t *lengths)
+{
+    vkmha_kv_cache *c = (vkmha_kv_cache *)(uintptr_t)cache;
+    vkmha_status st;
+    if ((st = begin(c, "vkmha_kv_cache_get_lengths")) ||
+        (count && (st = check_range(c, "first", first, count, "count"))))
+        return st;
+    if (!lengths && count)
+        return vkmha__fail(c->mha->ctx, INVALID, "%s: lengths is NULL", c->mha->ctx->call);
+    for (uint32_t i = 0; i < count; i++)
+        lengths[i] = c->lengths[first + i];
+    return VKMHA_SUCCESS;
+}
+
+VKMHA_API vkmha_status vkmha_kv_cache_reset(vkmha_kv_cache *c)
+{
+    vkmha_status st;
+    if ((st = begin(c, "vkmha_kv_cache_reset")) ||
+        (st = c->mha->ctx->ops->kv_clear(c, 0, c->d.batch, 0)))
+        return st;
+    for (uint32_t e = 0; e < c->d.batch; e++)
+        c->lengths[e] = 0;
+    return VKMHA_SUCCESS;
+}
+
+VKMHA_API vkmha_status vkmha_kv_cache_truncate(vkmha_kv_cache *c, uint32_t entry,
+                                               uint32_t length)
+{
+    vkmha_status st;
+    if ((st = begin(c, "vkmha_kv_cache_truncate")))
+        return st;
+    vkmha_context *ctx = c->mha->ctx;
+    const bool all = entry == VKMHA_ALL_ENTRIES;
+    if (!all && (st = check_range(c, "entry", entry, 1, "1")))
+        return st;
+    const uint32_t first = all ? 0 : entry, count = all ? c->d.batch : 1;
+    for (uint32_t e = first; e < first + count; e++)
+        if (length > c->lengths[e])
+            return vkmha__fail(ctx, INVALID,
+                               "%s: length (%u) is above entry %u's length (%u): truncate "
+                               "only shortens",
+                               ctx->call, length, e, c->lengths[e]);
+    if ((st = ctx->ops->kv_clear(c, first, count, length)))
+        return st;
+    for (uint32_t e = first; e < first + count; e++)
+        c->lengths[e] = length;
+    return VKMHA_SUCCESS;
+}
+
+VKMHA_API vkmha_status vkmha_kv_cache_reorder(vkmha_kv_cache *c, const uint32_t *src)
+{
+    vkmha_status st;
+    if ((st = begin(c, "vkmha_kv_cache_reorder")))
+        return st;
+    vkmha_context *ctx = c->mha->ctx;
+    if (!src)
+        return vkmha__fail(ctx, INVALID, "%s: src is NULL", ctx->call);
+    for (uint32_t e = 0; e < c->d.batch; e++)
+        if (src[e] >= c->d.batch)
+            return vkmha__fail(ctx, INVALID, "%s: src[%u] (%u) is not an entry (the cache has %u)",
+                               ctx->call, e, src[e], c->d.batch);
+    if ((st = ctx->ops->kv_reorder(c, src)))
+        return st;
+    for (uint32_t e = 0; e < c->d.batch; e++)
+        c->call_lengths[e] = c->lengths[src[e]];
+    for (uint32_t e = 0; e < c->d.batch; e++)
+        c->lengths[e] = c->call_lengths[e];
+    return VKMHA_SUCCESS;
+}
+
+VKMHA_API vkmha_status vkmha_kv_cache_get_tensors(vkmha_kv_cache *c, vkmha_tensor **keys,
+                                                  vkmha_tensor **values)
+{
+    if (!c)
+        return INVALID;
+    if (keys)
+        *keys = c->d.keys;
+    if (values)
+        *values = c->d.values;
+    return VKMHA_SUCCESS;
+}
+
+/* ---- the forward ---------------------------------------------------------- */
+
+vkmha_status vkmha__kv_resolve(vkmha_mha *mha, vkmha_kv_cache *c, uint32_t entry,
+                               uint32_t len_q, uint32_t len_k, bool append, mha_fwd *f)
+{
+    vkmha_context *ctx = mha->ctx;
+    const char *fn = ctx->call;
+    vkmha_status st;
+    if (c->mha != mha)
+        return vkmha__fail(ctx, INVALID, "%s: io->kv_cache belongs to another layer", fn);
+    if ((st = check_range(c, "io->kv_entry", entry, f->B, "io->batch")))
+        return st;
+    uint32_t most = 0;
+    for (uint32_t b = 0; b < f->B; b++) {
+        const uint32_t e = entry + b, old = c->lengths[e];
+        if (append && len_k > c->d.capacity - old)
+            return vkmha__fail(ctx, INVALID,
+                               "%s: io->kv_cache entry %u holds %u of its %u positions: "
+                               "appending %u (io->len_k) would pass its capacity",
+                               fn, e, old, c->d.capacity, len_k);
+        if (!append && old == 0)
+            return vkmha__fail(ctx, INVALID,
+                               "%s: io->kv_cache entry %u is empty and io->key, io->value are "
+                               "NULL: nothing to attend to (give them to fill it)",
+                               fn, e);
+        const uint32_t len = old + (append ? len_k : 0);
+        c->call_lengths[b] = len;
+        most = len > most ? len : most;
+    }
+    (void)len_q;
+    f->cache = c;
+    f->entry = entry;
+    f->append = append;
+    f->old = &c->lengths[entry];
+    f->lengths = c->call_lengths;
+    f->Lk = append ? len_k : 0;
+    f->as.len_k = most;
+    return VKMHA_SUCCESS;
+}
+
+void vkmha__kv_commit(const mha_fwd *f)
+{
+    if (!f->cache)
+        return;
+    for (uint32_t b = 0; b < f->B; b++)
+        f->cache->lengths[f->entry + b] = f->lengths[b];
+}

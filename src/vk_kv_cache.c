@@ -1,0 +1,95 @@
+/* KV caches on the Vulkan backend (entries of vkmha_backend_ops; the
+ * appends happen in the forward, src/vk_mha.c): the lengths buffer, zeroing
+ * by copies from a buffer of zeros, and reordering through a temporary
+ * copy, each run as one command buffer. */
+#include "vk_internal.h"
+
+/* Bytes of one (entry, head) run of a cache tensor of head dim `dim`. */
+static VkDeviceSize run_bytes(const vkmha_kv_cache *c, uint32_t dim)
+{
+    return (VkDeviceSize)c->d.capacity * dim * vkmha__dtype_size(c->d.dtype);
+}
+
+vk_view vk_kv_view(const vkmha_kv_cache *c, bool v)
+{
+    const uint32_t dim = v ? c->d_v : c->d_k;
+    return vk_view_split(vk_tensor_buf(v ? c->d.values : c->d.keys), c->n_kv_head,
+                         c->d.capacity, dim, c->d.dtype);
+}
+
+vkmha_status vk_kv_create(vkmha_kv_cache *c)
+{
+    vk_state *vk = c->mha->ctx->vk;
+    vk_kv *kv = (vk_kv *)c;
+    const uint32_t dim = c->d_k > c->d_v ? c->d_k : c->d_v;
+    vk_kind *kinds = vkmha__calloc(c->mha->ctx, 2 * (size_t)c->d.batch, sizeof *kinds);
+    vkmha_status st;
+    if (!kinds)
+        return vkmha__fail(c->mha->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                           "%s: out of host memory", c->mha->ctx->call);
+    for (uint32_t i = 0; i < 2 * c->d.batch; i++)
+        kinds[i] = KIND_HEADS;
+    st = vk_buffer_create(vk, 4ull * c->d.batch, false, false, "a KV cache's lengths",
+                          &kv->lens);
+    if (!st)
+        st = vk_buffer_create(vk, run_bytes(c, dim), false, false, "a KV cache's zeros",
+                              &kv->zeros);
+    if (!st)
+        st = vk_site_pool_create(vk, kinds, 2 * c->d.batch, &kv->sites);
+    vkmha__free(c->mha->ctx, kinds);
+    if (!st && !(st = vk_exec_begin(vk, MODE_SYNC, VK_NULL_HANDLE, NULL)))
+        st = vk_exec_end(vk, vk_zero(vk, &kv->zeros), NULL);
+    return st;
+}
+
+void vk_kv_free(vkmha_kv_cache *c)
+{
+    vk_state *vk = c->mha->ctx->vk;
+    vk_kv *kv = (vk_kv *)c;
+    vk_buffer_destroy(vk, &kv->lens);
+    vk_buffer_destroy(vk, &kv->zeros);
+    vk_site_pool_destroy(vk, &kv->sites);
+}
+
+vkmha_status vk_kv_clear(vkmha_kv_cache *c, uint32_t first, uint32_t count, uint32_t from)
+{
+    vk_state *vk = c->mha->ctx->vk;
+    const vk_kv *kv = (const vk_kv *)c;
+    vkmha_status st;
+    if ((st = vk_exec_begin(vk, MODE_SYNC, VK_NULL_HANDLE, NULL)))
+        return st;
+    for (int i = 0; i < 2 && !st; i++) {
+        const vk_view t = vk_kv_view(c, i == 1);
+        const VkDeviceSize es = vkmha__dtype_size(c->d.dtype);
+        for (uint32_t e = first; e < first + count && !st; e++)
+            for (uint32_t h = 0; h < c->n_kv_head && !st; h++)
+                st = vk_copy(vk, &kv->zeros, 0, t.buf,
+                             (e * t.stride[0] + h * t.stride[1] + (VkDeviceSize)from * t.stride[2]) * es,
+                             (VkDeviceSize)(c->d.capacity - from) * t.stride[2] * es);
+    }
+    return vk_exec_end(vk, st, NULL);
+}
+
+vkmha_status vk_kv_reorder(vkmha_kv_cache *c, const uint32_t *src)
+{
+    vk_state *vk = c->mha->ctx->vk;
+    vk_buffer tmp = {0};
+    vkmha_status st = VKMHA_SUCCESS;
+    for (int i = 0; i < 2 && !st; i++) {
+        const vk_view t = vk_kv_view(c, i == 1);
+        const VkDeviceSize entry = t.stride[0] * vkmha__dtype_size(c->d.dtype);
+        if ((st = vk_buffer_create(vk, entry * c->d.batch, false, false,
+                                   "a KV cache reorder's copy", &tmp)))
+            break;
+        if (!(st = vk_exec_begin(vk, MODE_SYNC, VK_NULL_HANDLE, NULL))) {
+            for (uint32_t e = 0; e < c->d.batch && !st; e++)
+                st = vk_copy(vk, t.buf, src[e] * entry, &tmp, e * entry, entry);
+            vk_barrier(vk);
+            if (!st)
+                st = vk_copy(vk, &tmp, 0, t.buf, 0, entry * c->d.batch);
+            st = vk_exec_end(vk, st, NULL);
+        }
+        vk_buffer_destroy(vk, &tmp);
+    }
+    return st;
+}

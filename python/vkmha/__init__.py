@@ -278,10 +278,11 @@ class Context(_vkmha.Context):
         return _out(c, a, dt)
 
     def softmax(self, x, scale=1.0, key_padding=None, full=None, causal=False, bias=None,
-                dtype=None):
+                dtype=None, causal_offset=0):
         """softmax over the last axis of x [batch][heads][len_q][len_k] (or
         fewer leading dims) with vkmha's masks (uint8 / bool, 0 = masked;
-        bias fp32)."""
+        bias fp32; causal: query i sees keys j <= i + causal_offset, so
+        causal_offset = len_k - len_q aligns it bottom-right)."""
         (X,), dt, tm = self._inputs(dtype, (x, "x"))
         shape4 = (1,) * (4 - len(X.shape)) + tuple(X.shape)
         y = self._new(tm, tuple(X.shape), dt)
@@ -289,7 +290,7 @@ class Context(_vkmha.Context):
         super().softmax(X, y, shape4[2], shape4[3], batch=shape4[0], heads=shape4[1],
                         scale=scale, key_padding=_mask_in(key_padding, "key_padding"),
                         full=_mask_in(full, "full"), causal=causal, bias=bias_a,
-                        dtype=dt, **_bias_dims(bias_a))
+                        dtype=dt, causal_offset=causal_offset, **_bias_dims(bias_a))
         return _out(y, x, dt)
 
     def split_heads(self, x, heads, dtype=None):
@@ -311,10 +312,12 @@ class Context(_vkmha.Context):
         return _out(y, x, dt)
 
     def attention(self, q, k, v, scale=0.0, need_weights=False, path="auto", kv_splits=0,
-                  key_padding=None, full=None, causal=False, bias=None, dtype=None):
+                  key_padding=None, full=None, causal=False, bias=None, dtype=None,
+                  causal_offset=0):
         """Scaled dot-product attention on split heads: q [batch][H][len_q][d_k],
         k [batch][Hkv][len_k][d_k], v [batch][Hkv][len_k][d_v] ->
-        out [batch][H][len_q][d_v] (and weights [batch][H][len_q][len_k])."""
+        out [batch][H][len_q][d_v] (and weights [batch][H][len_q][len_k]);
+        causal_offset as in softmax."""
         (Q, K, V), dt, tm = self._inputs(dtype, (q, "q"), (k, "k"), (v, "v"))
         b, h, lq, dk = Q.shape
         hkv, lk, dv = K.shape[1], K.shape[2], V.shape[3]
@@ -325,7 +328,7 @@ class Context(_vkmha.Context):
                           weights=w, path=_path(path), kv_splits=kv_splits,
                           key_padding=_mask_in(key_padding, "key_padding"),
                           full=_mask_in(full, "full"), causal=causal, bias=bias_a,
-                          dtype=dt, **_bias_dims(bias_a))
+                          dtype=dt, causal_offset=causal_offset, **_bias_dims(bias_a))
         return (_out(out, q, dt), _out(w, q, dt)) if need_weights else _out(out, q, dt)
 
 
@@ -412,45 +415,95 @@ class MHA(_vkmha.MHA):
         super().__init__(context, d_model, n_head, *ws, weight_dtype=wdt, storage_dtype=sdt,
                          **kw)
 
+    def kv_cache(self, capacity, batch=1, dtype="f32"):
+        """A KVCache of this layer: `batch` entries of `capacity` positions
+        (vkmha_kv_cache_create)."""
+        return KVCache(self, capacity, batch=batch, dtype=dtype)
+
     def __call__(self, query, key=None, value=None, need_weights=False, path="auto",
                  kv_splits=0, key_padding=None, full=None, causal=False, bias=None,
-                 dtype=None):
+                 dtype=None, kv_cache=None, kv_entry=0, causal_offset=0):
         """out [batch][len_q][d_model] (and attn_weights [batch][H][len_q][len_k]
         when need_weights) for query [batch][len_q][d_model], key
         [batch][len_k][kdim] and value [batch][len_k][vdim] (None: query), of
         the dtype `dtype` (default query's; key and value are converted to
         it), which the layer's activations use too; or Tensors of one float
-        dtype (then returns the output Tensors, of that dtype)."""
-        key = query if key is None else key
-        value = key if value is None else value
+        dtype (then returns the output Tensors, of that dtype).
+        With kv_cache (a KVCache of this layer; entries kv_entry ..
+        kv_entry + batch - 1): key and value (None: query) are projected and
+        appended, then the queries attend over each entry's positions, the
+        causal mask aligned to each entry's end; kv_cache with key=False
+        appends nothing (a cross-attention's later steps). Masks and weights
+        then have the longest entry's length as their key axis."""
+        if kv_cache is not None and key is False:
+            key = value = None
+        else:
+            key = query if key is None else key
+            value = key if value is None else value
         d = self.desc
+        if kv_cache is not None:
+            lengths = kv_cache.lengths()[kv_entry:kv_entry + len(query)]
+            new = 0 if key is None else key.shape[1]
+            cache_lk = max(lengths, default=0) + new
+        extra = {"kv_cache": kv_cache, "kv_entry": kv_entry, "causal_offset": causal_offset}
         if isinstance(query, _vkmha.Tensor):
             b, lq = query.shape[0], query.shape[1]
-            lk = key.shape[1]
+            lk = key.shape[1] if key is not None else 0
+            wk = cache_lk if kv_cache is not None else lk
             ctx = query.context
             out = ctx.tensor(shape=(b, lq, d["d_model"]), dtype=query.dtype)
-            w = ctx.tensor(shape=(b, d["n_head"], lq, lk), dtype=query.dtype) \
+            w = ctx.tensor(shape=(b, d["n_head"], lq, wk), dtype=query.dtype) \
                 if need_weights else None
             kw = {}
             if bias is not None:
                 kw = {"bias_batch": bias.shape[0], "bias_heads": bias.shape[1]}
             self.forward(query, key, value, out, lq, lk, batch=b, attn_weights=w,
                          path=_path(path), kv_splits=kv_splits, key_padding=key_padding,
-                         full=full, causal=causal, bias=bias, **kw)
+                         full=full, causal=causal, bias=bias, **kw, **extra)
             return (out, w) if need_weights else out
         Q, dt = _typed(query, "query", _dtype(dtype))
-        K = Q if key is query else _typed(key, "key", dt)[0]
-        V = K if value is key else (Q if value is query else _typed(value, "value", dt)[0])
-        b, lq, lk = Q.shape[0], Q.shape[1], K.shape[1]
+        if key is None:
+            K = V = None
+        else:
+            K = Q if key is query else _typed(key, "key", dt)[0]
+            V = K if value is key else (Q if value is query else _typed(value, "value", dt)[0])
+        b, lq = Q.shape[0], Q.shape[1]
+        lk = K.shape[1] if K is not None else 0
+        wk = cache_lk if kv_cache is not None else lk
         out = _np.empty((b, lq, d["d_model"]), DTYPES[dt])
-        w = _np.empty((b, d["n_head"], lq, lk), DTYPES[dt]) if need_weights else None
+        w = _np.empty((b, d["n_head"], lq, wk), DTYPES[dt]) if need_weights else None
         bias_a = _f32(bias, "bias")
         self.forward(Q, K, V, out, lq, lk, batch=b, attn_weights=w, path=_path(path),
                      kv_splits=kv_splits, key_padding=_u8(key_padding, "key_padding"),
                      full=_u8(full, "full"), causal=causal, bias=bias_a, dtype=dt,
-                     **_bias_dims(bias_a))
+                     **_bias_dims(bias_a), **extra)
         return (_like(out, query, dt), _like(w, query, dt)) if need_weights \
             else _like(out, query, dt)
+
+
+class KVCache(_vkmha.KVCache):
+    """A layer's cache of projected keys and values (vkmha_kv_cache): `batch`
+    entries of `capacity` positions in `dtype`; pass it to the layer's call
+    as kv_cache=. Made by MHA.kv_cache(capacity, batch, dtype)."""
+
+    def __init__(self, mha, capacity, batch=1, dtype="f32"):
+        super().__init__(mha, capacity, batch, _dtype(dtype))
+        d = mha.desc
+        self._dims = (d["d_k"], d["d_v"])
+
+    def keys(self):
+        """The keys [batch][n_kv_head][capacity][d_k] as a numpy array (zeros
+        past each entry's length; bf16 as uint16 bits)."""
+        return self._array(False)
+
+    def values(self):
+        """The values [batch][n_kv_head][capacity][d_v], as keys()."""
+        return self._array(True)
+
+    def _array(self, values):
+        d = self.desc
+        raw = _np.frombuffer(self._read(values), DTYPES[d["dtype"]])
+        return raw.reshape(d["batch"], -1, d["capacity"], self._dims[values])
 
 
 class MultiheadAttention:

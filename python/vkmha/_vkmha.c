@@ -83,7 +83,7 @@ typedef struct ContextObject {
     Py_ssize_t children; /* live MHA and Tensor objects */
 } ContextObject;
 
-static PyTypeObject ContextType, MHAType, TensorType;
+static PyTypeObject ContextType, MHAType, TensorType, KVCacheType;
 
 static PyObject *context_fail(ContextObject *c, vkmha_status st)
 {
@@ -482,7 +482,7 @@ static uint64_t prod(int n, ...)
 typedef struct mask_args {
     PyObject *key_padding, *full, *bias;
     int causal;
-    Py_ssize_t bias_batch, bias_heads;
+    Py_ssize_t bias_batch, bias_heads, causal_offset;
 } mask_args;
 
 /* Fills a vkmha_mask (host mode) or vkmha_tensor_mask; returns whether there
@@ -491,8 +491,9 @@ static int mask_get(const mask_args *m, uint32_t B, uint32_t H, uint32_t Lq, uin
                     bool tensor_mode, ContextObject *ctx, arg margs[3], vkmha_mask *hm,
                     vkmha_tensor_mask *tm, bool *present)
 {
-    uint32_t bb, bh;
-    if (to_u32(m->bias_batch, "bias_batch", &bb) || to_u32(m->bias_heads, "bias_heads", &bh))
+    uint32_t bb, bh, co;
+    if (to_u32(m->bias_batch, "bias_batch", &bb) || to_u32(m->bias_heads, "bias_heads", &bh) ||
+        to_u32(m->causal_offset, "causal_offset", &co))
         return -1;
     if (arg_get(m->key_padding, "key_padding", VKMHA_DTYPE_U8, false, PROD2(B, Lk), tensor_mode,
                 ctx, &margs[0]) ||
@@ -516,14 +517,16 @@ static int mask_get(const mask_args *m, uint32_t B, uint32_t H, uint32_t Lq, uin
     tm->bias = margs[2].t;
     hm->bias_batch = tm->bias_batch = bb;
     hm->bias_heads = tm->bias_heads = bh;
-    *present = kinds != 0;
+    hm->causal_offset = tm->causal_offset = co;
+    *present = kinds != 0 || co != 0;
     return 0;
 }
 
-#define MASK_KWLIST "key_padding", "full", "causal", "bias", "bias_batch", "bias_heads"
-#define MASK_FORMAT "OOpOnn"
+#define MASK_KWLIST                                                                        \
+    "key_padding", "full", "causal", "bias", "bias_batch", "bias_heads", "causal_offset"
+#define MASK_FORMAT "OOpOnnn"
 #define MASK_REFS(m) &(m).key_padding, &(m).full, &(m).causal, &(m).bias, &(m).bias_batch, \
-                     &(m).bias_heads
+                     &(m).bias_heads, &(m).causal_offset
 
 /* ---- ops -------------------------------------------------------------------- */
 
@@ -875,6 +878,27 @@ typedef struct MHAObject {
     vkmha_mha_desc d; /* resolved (vkmha_mha_get_desc) */
 } MHAObject;
 
+/* A KV cache; holds its layer (and so the context) alive. */
+typedef struct KVCacheObject {
+    PyObject_HEAD
+    MHAObject *mha;
+    vkmha_kv_cache *cache;
+} KVCacheObject;
+
+/* The key axis of a forward on entries entry .. entry + B - 1 appending
+ * `append` positions: their longest length after it (0 if the range is bad:
+ * vkmha's own checks then name it). */
+static uint32_t cache_len_kv(vkmha_kv_cache *c, uint32_t entry, uint32_t B, uint32_t append)
+{
+    uint32_t most = 0, len;
+    for (uint32_t b = 0; b < B; b++) {
+        if (vkmha_kv_cache_get_lengths(c, entry + b, 1, &len))
+            return 0;
+        most = len + append > most ? len + append : most;
+    }
+    return most;
+}
+
 static int mha_adopt(MHAObject *self, ContextObject *ctx, vkmha_mha *mha)
 {
     vkmha_status st = vkmha_mha_get_desc(mha, &self->d);
@@ -1043,22 +1067,37 @@ static PyObject *mha_desc(MHAObject *self, void *unused)
 static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"query", "key", "value", "out", "len_q", "len_k", "batch",
-                             "attn_weights", "path", "kv_splits", MASK_KWLIST, "dtype", NULL};
-    PyObject *q_o, *k_o, *v_o, *out_o, *w_o = Py_None;
-    Py_ssize_t lq, lk, batch = 1, kv_splits = 0;
+                             "attn_weights", "path", "kv_splits", MASK_KWLIST, "dtype",
+                             "kv_cache", "kv_entry", NULL};
+    PyObject *q_o, *k_o, *v_o, *out_o, *w_o = Py_None, *cache_o = Py_None;
+    Py_ssize_t lq, lk, batch = 1, kv_splits = 0, kv_entry = 0;
     int path = 0, dt = VKMHA_DTYPE_F32;
     mask_args m = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOnn|nOin" MASK_FORMAT "i", kwlist, &q_o, &k_o,
-                                     &v_o, &out_o, &lq, &lk, &batch, &w_o, &path, &kv_splits,
-                                     MASK_REFS(m), &dt) ||
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOnn|nOin" MASK_FORMAT "iOn", kwlist, &q_o,
+                                     &k_o, &v_o, &out_o, &lq, &lk, &batch, &w_o, &path,
+                                     &kv_splits, MASK_REFS(m), &dt, &cache_o, &kv_entry) ||
         live(self->mha, "MHA") || check_open(self->ctx) || check_dtype(dt, "dtype", false))
         return NULL;
     const vkmha_mha_desc *d = &self->d;
-    uint32_t Lq, Lk, B, splits;
+    uint32_t Lq, Lk, B, splits, entry;
     if (to_u32(lq, "len_q", &Lq) || to_u32(lk, "len_k", &Lk) || to_u32(batch, "batch", &B) ||
-        to_u32(kv_splits, "kv_splits", &splits))
+        to_u32(kv_splits, "kv_splits", &splits) || to_u32(kv_entry, "kv_entry", &entry))
         return NULL;
-    const uint32_t Bn = B ? B : 1, Lkn = Lk ? Lk : Lq;
+    vkmha_kv_cache *cache = NULL;
+    if (cache_o != Py_None) {
+        if (!PyObject_TypeCheck(cache_o, &KVCacheType)) {
+            PyErr_SetString(PyExc_TypeError, "kv_cache: a vkmha KVCache is needed");
+            return NULL;
+        }
+        if (live(cache = ((KVCacheObject *)cache_o)->cache, "KVCache"))
+            return NULL;
+    }
+    const uint32_t Bn = B ? B : 1;
+    /* The attention's key axis: with a cache, its longest entry after the
+     * append (vkmha checks the entries; a bad range sizes nothing here). */
+    uint32_t Lkn = Lk ? Lk : Lq;
+    if (cache)
+        Lkn = cache_len_kv(cache, entry, Bn, k_o != Py_None ? Lkn : 0);
     bool tm = is_tensor(q_o), present;
     arg a[8];
     memset(a, 0, sizeof a);
@@ -1067,8 +1106,10 @@ static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)
     vkmha_status st;
     const uint32_t adt = (uint32_t)dt;
     if (arg_get(q_o, "query", adt, false, PROD3(Bn, Lq, d->d_model), tm, self->ctx, &a[0]) ||
-        arg_get(k_o, "key", adt, false, PROD3(Bn, Lkn, d->kdim), tm, self->ctx, &a[1]) ||
-        arg_get(v_o, "value", adt, false, PROD3(Bn, Lkn, d->vdim), tm, self->ctx, &a[2]) ||
+        arg_get(k_o, "key", adt, false, PROD3(Bn, Lk ? Lk : Lq, d->kdim), tm, self->ctx,
+                &a[1]) ||
+        arg_get(v_o, "value", adt, false, PROD3(Bn, Lk ? Lk : Lq, d->vdim), tm, self->ctx,
+                &a[2]) ||
         arg_get(out_o, "out", adt, true, PROD3(Bn, Lq, d->d_model), tm, self->ctx, &a[3]) ||
         arg_get(w_o, "attn_weights", adt, true, PROD4(Bn, d->n_head, Lq, Lkn), tm, self->ctx,
                 &a[4]) ||
@@ -1087,6 +1128,7 @@ static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)
         io.out = a[3].member, io.attn_weights = a[4].member;                       \
         io.attention_path = (vkmha_attention_path)path;                            \
         io.kv_splits = splits;                                                     \
+        io.kv_cache = cache, io.kv_entry = entry;                                  \
     } while (0)
     /* vkmha_mha_tensors has no dtype: its tensors carry theirs. */
     if (tm) {
@@ -1104,6 +1146,154 @@ static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)
     if (st)
         return context_fail(self->ctx, st);
     Py_RETURN_NONE;
+}
+
+/* ---- KV caches ---------------------------------------------------------------- */
+
+static int kv_init(KVCacheObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"mha", "capacity", "batch", "dtype", NULL};
+    MHAObject *mha;
+    Py_ssize_t cap, batch = 1;
+    int dt = VKMHA_DTYPE_F32;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!n|ni", kwlist, &MHAType, &mha, &cap, &batch,
+                                     &dt) ||
+        live(mha->mha, "MHA") || check_open(mha->ctx) || check_dtype(dt, "dtype", false))
+        return -1;
+    if (self->cache) {
+        PyErr_SetString(PyExc_RuntimeError, "vkmha: KVCache.__init__ called twice");
+        return -1;
+    }
+    vkmha_kv_cache_desc d;
+    memset(&d, 0, sizeof d);
+    if (to_u32(cap, "capacity", &d.capacity) || to_u32(batch, "batch", &d.batch))
+        return -1;
+    d.dtype = (uint32_t)dt;
+    vkmha_status st = vkmha_kv_cache_create(mha->mha, &d, &self->cache);
+    if (st) {
+        context_fail(mha->ctx, st);
+        return -1;
+    }
+    Py_INCREF(mha);
+    self->mha = mha;
+    return 0;
+}
+
+static void kv_dealloc(KVCacheObject *self)
+{
+    vkmha_kv_cache_destroy(self->cache);
+    Py_CLEAR(self->mha);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *kv_fail(KVCacheObject *self, vkmha_status st)
+{
+    return context_fail(self->mha->ctx, st);
+}
+
+static PyObject *kv_lengths(KVCacheObject *self, PyObject *unused)
+{
+    (void)unused;
+    vkmha_kv_cache_desc d;
+    if (live(self->cache, "KVCache"))
+        return NULL;
+    vkmha_kv_cache_get_desc(self->cache, &d);
+    PyObject *list = PyList_New(d.batch);
+    for (uint32_t e = 0; list && e < d.batch; e++) {
+        uint32_t len = 0;
+        vkmha_kv_cache_get_lengths(self->cache, e, 1, &len);
+        PyList_SET_ITEM(list, e, PyLong_FromUnsignedLong(len));
+    }
+    return list;
+}
+
+static PyObject *kv_reset(KVCacheObject *self, PyObject *unused)
+{
+    (void)unused;
+    vkmha_status st;
+    if (live(self->cache, "KVCache"))
+        return NULL;
+    if ((st = vkmha_kv_cache_reset(self->cache)))
+        return kv_fail(self, st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *kv_truncate(KVCacheObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"length", "entry", NULL};
+    Py_ssize_t length, entry = -1;
+    uint32_t len, e = VKMHA_ALL_ENTRIES;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "n|n", kwlist, &length, &entry) ||
+        live(self->cache, "KVCache") || to_u32(length, "length", &len) ||
+        (entry != -1 && to_u32(entry, "entry", &e)))
+        return NULL;
+    vkmha_status st = vkmha_kv_cache_truncate(self->cache, e, len);
+    if (st)
+        return kv_fail(self, st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *kv_reorder(KVCacheObject *self, PyObject *arg)
+{
+    vkmha_kv_cache_desc d;
+    if (live(self->cache, "KVCache"))
+        return NULL;
+    vkmha_kv_cache_get_desc(self->cache, &d);
+    PyObject *seq = PySequence_Fast(arg, "reorder: a sequence of entry indices is needed");
+    if (!seq)
+        return NULL;
+    if ((uint64_t)PySequence_Fast_GET_SIZE(seq) != d.batch) {
+        Py_DECREF(seq);
+        return invalid("reorder: %zd indices for a cache of %u entries",
+                       PySequence_Fast_GET_SIZE(seq), d.batch);
+    }
+    uint32_t *src = PyMem_Malloc(sizeof *src * d.batch);
+    int bad = !src;
+    for (uint32_t e = 0; !bad && e < d.batch; e++) {
+        Py_ssize_t v = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(seq, e));
+        bad = (v == -1 && PyErr_Occurred()) || to_u32(v, "src", &src[e]);
+    }
+    Py_DECREF(seq);
+    vkmha_status st = bad ? VKMHA_SUCCESS : vkmha_kv_cache_reorder(self->cache, src);
+    PyMem_Free(src);
+    if (bad)
+        return src ? NULL : PyErr_NoMemory();
+    if (st)
+        return kv_fail(self, st);
+    Py_RETURN_NONE;
+}
+
+/* _read(values): the keys (False) or values (True) tensor's bytes. */
+static PyObject *kv_read(KVCacheObject *self, PyObject *arg)
+{
+    vkmha_tensor *t[2];
+    if (live(self->cache, "KVCache"))
+        return NULL;
+    vkmha_kv_cache_get_tensors(self->cache, &t[0], &t[1]);
+    const int which = PyObject_IsTrue(arg);
+    if (which < 0)
+        return NULL;
+    const uint64_t n = vkmha_tensor_bytes(t[which]);
+    PyObject *b = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n);
+    if (!b)
+        return NULL;
+    vkmha_status st = vkmha_tensor_download(t[which], 0, PyBytes_AS_STRING(b), n);
+    if (st) {
+        Py_DECREF(b);
+        return kv_fail(self, st);
+    }
+    return b;
+}
+
+static PyObject *kv_desc(KVCacheObject *self, void *unused)
+{
+    (void)unused;
+    vkmha_kv_cache_desc d;
+    if (live(self->cache, "KVCache"))
+        return NULL;
+    vkmha_kv_cache_get_desc(self->cache, &d);
+    return Py_BuildValue("{sIsIsIsK}", "batch", d.batch, "capacity", d.capacity, "dtype",
+                         d.dtype, "bytes", (unsigned long long)vkmha_kv_cache_bytes(self->cache));
 }
 
 /* ---- types and module -------------------------------------------------------- */
@@ -1187,6 +1377,25 @@ static PyGetSetDef mha_getset[] = {
 
 static PyTypeObject MHAType = TYPE(MHA, MHAObject, "MHA(context, d_model, n_head, w_q, w_k, w_v, w_o, ...): a vkmha_mha.",
     mha_init, mha_dealloc, mha_methods, mha_getset);
+
+static PyMethodDef kv_methods[] = {
+    {"lengths", (PyCFunction)kv_lengths, METH_NOARGS, "vkmha_kv_cache_get_lengths of every entry."},
+    {"reset", (PyCFunction)kv_reset, METH_NOARGS, "vkmha_kv_cache_reset."},
+    {"truncate", (PyCFunction)(void (*)(void))kv_truncate, METH_VARARGS | METH_KEYWORDS,
+     "truncate(length, entry=-1): vkmha_kv_cache_truncate (-1: every entry)."},
+    {"reorder", (PyCFunction)kv_reorder, METH_O, "reorder(src): vkmha_kv_cache_reorder."},
+    {"_read", (PyCFunction)kv_read, METH_O, "_read(values): the keys' or values' bytes."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef kv_getset[] = {
+    {"desc", (getter)kv_desc, NULL, "batch, capacity, dtype and bytes, as a dict", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject KVCacheType = TYPE(KVCache, KVCacheObject,
+    "KVCache(mha, capacity, batch=1, dtype=DTYPE_F32): a vkmha_kv_cache.",
+    kv_init, kv_dealloc, kv_methods, kv_getset);
 
 static PyObject *status_string(PyObject *mod, PyObject *arg)
 {
@@ -1276,7 +1485,7 @@ static const struct {
     CONSTANT(OP_N), CONSTANT(OP_T), CONSTANT(ATTENTION_PATH_AUTO), CONSTANT(ATTENTION_PATH_FUSED),
     CONSTANT(ATTENTION_PATH_UNFUSED), CONSTANT(DTYPE_F32), CONSTANT(DTYPE_U8), CONSTANT(DTYPE_F16), CONSTANT(DTYPE_BF16),
     CONSTANT(BROADCAST), CONSTANT(MAX_DIMS), CONSTANT(MAX_KV_SPLITS), CONSTANT(VERSION_NUMBER),
-    CONSTANT(KERNEL_MAX_PARAMS),
+    CONSTANT(KERNEL_MAX_PARAMS), CONSTANT(ALL_ENTRIES),
 };
 
 PyMODINIT_FUNC PyInit__vkmha(void)
@@ -1284,9 +1493,9 @@ PyMODINIT_FUNC PyInit__vkmha(void)
     PyObject *m = PyModule_Create(&module_def);
     if (!m)
         return NULL;
-    PyTypeObject *types[3] = {&ContextType, &TensorType, &MHAType};
-    const char *type_names[3] = {"Context", "Tensor", "MHA"};
-    for (int i = 0; i < 3; i++) {
+    PyTypeObject *types[4] = {&ContextType, &TensorType, &MHAType, &KVCacheType};
+    const char *type_names[4] = {"Context", "Tensor", "MHA", "KVCache"};
+    for (int i = 0; i < 4; i++) {
         if (PyType_Ready(types[i]) < 0)
             goto fail;
         Py_INCREF(types[i]);

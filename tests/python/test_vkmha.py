@@ -998,6 +998,77 @@ class TestErrors(unittest.TestCase):
             ctx.close()
 
 
+class TestKVCache(unittest.TestCase):
+    """A decoder through vkmha's KV cache, token by token and in chunks,
+    against torch.nn.MultiheadAttention's causal forward over the whole
+    sequence; cross-attention reuse; the cache's operations."""
+
+    def layer(self, backend):
+        mha = torch.nn.MultiheadAttention(20, 4, batch_first=True).eval()
+        return mha, vkmha.from_torch(mha, context(backend))
+
+    def test_decode_matches_causal_forward(self):
+        for backend in BACKENDS:
+            mha, attn = self.layer(backend)
+            x = torch.randn(2, 13, 20)
+            causal = torch.triu(torch.ones(13, 13, dtype=torch.bool), 1)
+            with torch.no_grad():
+                want = mha(x, x, x, attn_mask=causal, need_weights=False)[0].numpy()
+            for chunks in ((5,) + (1,) * 8, (4, 4, 5)):
+                cache = attn.layer.kv_cache(16, batch=2)
+                got, t = [], 0
+                for n in chunks:
+                    xs = x[:, t:t + n].numpy()
+                    got.append(attn.layer(xs, kv_cache=cache, causal=True))
+                    t += n
+                self.assertEqual(cache.lengths(), [13, 13])
+                assert_close(self, np.concatenate(got, 1), want,
+                             "%s, chunks %s" % (backend, chunks))
+
+    def test_cross_attention_reuses_encoder(self):
+        for backend in BACKENDS:
+            _, attn = self.layer(backend)
+            enc = np.random.rand(2, 7, 20).astype(np.float32)
+            cache = attn.layer.kv_cache(7, batch=2, dtype="f16")
+            for step in range(3):
+                q = np.random.rand(2, 1, 20).astype(np.float32)
+                want = attn.layer(q, enc, enc)
+                got = attn.layer(q, enc if step == 0 else False, kv_cache=cache)
+                assert_close(self, got, want, "%s step %d" % (backend, step), atol=3e-3)
+            self.assertEqual(cache.lengths(), [7, 7])
+            self.assertEqual(cache.keys().shape, (2, 4, 7, 5))
+
+    def test_operations_and_errors(self):
+        _, attn = self.layer("vulkan")
+        cache = attn.layer.kv_cache(4, batch=2)
+        x = np.random.rand(2, 3, 20).astype(np.float32)
+        attn.layer(x, kv_cache=cache)
+        cache.truncate(1, entry=1)
+        self.assertEqual(cache.lengths(), [3, 1])
+        self.assertTrue(np.all(cache.values()[1, :, 1:] == 0))
+        cache.reorder([1, 1])
+        self.assertEqual(cache.lengths(), [1, 1])
+        with self.assertRaises(vkmha.InvalidArgumentError) as e:
+            attn.layer(np.random.rand(2, 4, 20).astype(np.float32), kv_cache=cache)
+        self.assertIn("capacity", str(e.exception))
+        self.assertEqual(cache.lengths(), [1, 1])
+        cache.reset()
+        self.assertEqual(cache.lengths(), [0, 0])
+        self.assertEqual(cache.desc["bytes"], 2 * 4 * 4 * (5 + 5) * 4 + 8)
+
+    def test_causal_offset_op(self):
+        ctx = context("vulkan")
+        q = np.random.rand(1, 2, 3, 8).astype(np.float32)
+        k = np.random.rand(1, 2, 7, 8).astype(np.float32)
+        got = ctx.attention(q, k, k, causal=True, causal_offset=4)
+        # Query i sees keys j <= i + 4 (torch's causal_lower_right for 3 x 7).
+        hidden = ~torch.ones(3, 7, dtype=torch.bool).tril(4)
+        tq, tk = torch.from_numpy(q).double(), torch.from_numpy(k).double()
+        s = (tq @ tk.transpose(-1, -2) / math.sqrt(8)).masked_fill(hidden, float("-inf"))
+        want = torch.softmax(s, -1) @ tk
+        assert_close(self, got, want, "bottom-right causal attention")
+
+
 class TestZValidation(unittest.TestCase):
     """Last: the validation layer sent nothing over the whole run."""
 

@@ -227,6 +227,8 @@ static const vkmha_mask *mask_field(reader *r, vkmha_mask *m, uint32_t batch, ui
     *flags = u8(r); /* which arrays are given, independently of the kinds */
     m->bias_batch = u8(r) & 3;
     m->bias_heads = u8(r) & 3;
+    if (b & 0x40) /* perhaps without VKMHA_MASK_CAUSAL, perhaps past len_k */
+        m->causal_offset = b & 0x80 ? u32raw(r) : u8(r);
     uint64_t n;
     const uint32_t bb = m->bias_batch ? m->bias_batch : batch;
     const uint32_t bh = m->bias_heads ? m->bias_heads : heads;
@@ -440,11 +442,36 @@ static void fuzz_layer(reader *r, pool *pl, uint8_t ptrs)
     vkmha_mha_desc got;
     check(g_ref, vkmha_mha_get_desc(mha, (opt & 0x80) ? NULL : &got), FITS);
 
+    /* Perhaps a KV cache of fuzzed batch, capacity and dtype (tiny: its
+     * tensors are allocated), and its operations. */
+    vkmha_kv_cache *cache = NULL;
+    if (opt & 0x40) {
+        vkmha_kv_cache_desc cd = {.batch = u8(r) & 7, .capacity = u8(r) & 31};
+        uint64_t ces;
+        sizer cs = {FITS};
+        cd.dtype = dtype_field(r, &cs, &ces);
+        check(g_ref, vkmha_kv_cache_create(mha, &cd, &cache), cs.worst);
+        uint32_t src[8];
+        for (int i = 0; i < 8; i++)
+            src[i] = u8(r) & 7;
+        const uint8_t op = u8(r);
+        if (cache && (op & 1))
+            check(g_ref, vkmha_kv_cache_truncate(cache, op & 2 ? VKMHA_ALL_ENTRIES : u8(r) & 7,
+                                                 u8(r) & 31),
+                  FITS);
+        if (cache && (op & 4))
+            check(g_ref, vkmha_kv_cache_reorder(cache, src), FITS);
+    }
+
     /* Forwards on the layer. */
     const int keep = pl->n; /* the weights */
     for (int f = 0; f < 2 && r->n; f++, pool_free(pl, keep)) {
         vkmha_mha_io io = {0};
         io.batch = size_field(r), io.len_q = size_field(r), io.len_k = size_field(r);
+        if (cache) {
+            io.kv_cache = cache;
+            io.kv_entry = u8(r) & 7;
+        }
         io.attention_path = (vkmha_attention_path)(u8(r) % 4);
         io.kv_splits = size_field(r);
         uint8_t io_ptrs = u8(r);
@@ -455,11 +482,24 @@ static void fuzz_layer(reader *r, pool *pl, uint8_t ptrs)
         need(&fs, mul4(&nq, B, io.len_q, d.d_model, 1), nq, ies);
         need(&fs, mul4(&nk, B, Lk, kdim, 1), nk, ies);
         need(&fs, mul4(&nv, B, Lk, vdim, 1), nv, ies);
+        /* With a cache the attention's key axis is its longest entry after
+         * the append (key and value absent: no append); a bad entry range
+         * is refused before any array is read. */
+        uint64_t Lkv = Lk;
+        const bool no_append = cache && (io_ptrs & 128);
+        if (cache) {
+            uint32_t len = 0;
+            Lkv = 0;
+            for (uint64_t b = 0; b < B && B <= 8; b++)
+                if (vkmha_kv_cache_get_lengths(cache, io.kv_entry + (uint32_t)b, 1, &len) ==
+                    VKMHA_SUCCESS)
+                    Lkv = len + (no_append ? 0 : Lk) > Lkv ? len + (no_append ? 0 : Lk) : Lkv;
+        }
         if (io_ptrs & 32)
-            need(&fs, mul4(&nw, B, H, io.len_q, Lk), nw, ies);
+            need(&fs, mul4(&nw, B, H, io.len_q, Lkv), nw, ies);
         vkmha_mask m;
         uint8_t mf = 0;
-        io.mask = mask_field(r, &m, (uint32_t)B, d.n_head, io.len_q, (uint32_t)Lk, &fs, &mf);
+        io.mask = mask_field(r, &m, (uint32_t)B, d.n_head, io.len_q, (uint32_t)Lkv, &fs, &mf);
         /* Rows beyond 2^32 are refused before any array is read. */
         if (B * io.len_q > UINT32_MAX || B * Lk > UINT32_MAX)
             fs.worst = UNADDRESSABLE;
@@ -475,14 +515,17 @@ static void fuzz_layer(reader *r, pool *pl, uint8_t ptrs)
         if (fs.worst == TOO_LARGE)
             continue;
         if (io.mask)
-            mask_arrays(pl, &m, mf, fs.worst, (uint32_t)B, d.n_head, io.len_q, (uint32_t)Lk, r);
+            mask_arrays(pl, &m, mf, fs.worst, (uint32_t)B, d.n_head, io.len_q, (uint32_t)Lkv, r);
         io.query = array(pl, io_ptrs & 1, fs.worst, nq, ies, r);
         io.key = (io_ptrs & 64) ? io.query : array(pl, io_ptrs & 2, fs.worst, nk, ies, r);
         io.value = (io_ptrs & 64) ? io.query : array(pl, io_ptrs & 4, fs.worst, nv, ies, r);
         io.out = array(pl, io_ptrs & 8, fs.worst, nq, ies, r);
         io.attn_weights = array(pl, io_ptrs & 32, fs.worst, nw, ies, r);
+        if (no_append)
+            io.key = io.value = NULL;
         check(g_ref, vkmha_mha_forward(mha, (io_ptrs & 16) ? NULL : &io), fs.worst);
     }
+    vkmha_kv_cache_destroy(cache);
     vkmha_mha_destroy(mha);
 }
 

@@ -78,7 +78,7 @@ extern "C" {
 #endif
 
 #define VKMHA_VERSION_MAJOR 0
-#define VKMHA_VERSION_MINOR 4
+#define VKMHA_VERSION_MINOR 5
 #define VKMHA_VERSION_PATCH 0
 #define VKMHA_VERSION_NUMBER \
     (VKMHA_VERSION_MAJOR * 10000 + VKMHA_VERSION_MINOR * 100 + VKMHA_VERSION_PATCH)
@@ -883,6 +883,13 @@ VKMHA_API vkmha_status vkmha_kv_cache_reset(vkmha_kv_cache *cache);
 #define VKMHA_ALL_ENTRIES UINT32_MAX
 VKMHA_API vkmha_status vkmha_kv_cache_truncate(vkmha_kv_cache *cache, uint32_t entry,
                                                uint32_t length);
+/* Entry `entry` (VKMHA_ALL_ENTRIES: every entry) holds `length` positions
+ * (at most the capacity) from now on: shorter as vkmha_kv_cache_truncate,
+ * longer taking the keys and values the cache's tensors hold at the added
+ * positions, e.g. a prefix the application computed or saved and wrote
+ * into them itself (zeros unless written). */
+VKMHA_API vkmha_status vkmha_kv_cache_set_length(vkmha_kv_cache *cache, uint32_t entry,
+                                                 uint32_t length);
 /* Entry e takes what entry src[e] held before the call (keys, values and
  * length), for every e < batch: a permutation, or copies of one entry into
  * several (beam search). */

@@ -338,6 +338,22 @@ static void ops_case(vkmha_context *ctx, const char *ctx_name, t_rng *rng)
     float *k4 = cache_read(c, false, &n);
     for (size_t i = 0; ok && i < n; i++)
         ok = k4[i] == 0.0f;
+    /* set_length: keys written into the tensor become entry 1's first 3
+     * positions; a forward without an append attends over them. */
+    vkmha_tensor *tk;
+    vkmha_kv_cache_get_tensors(c, &tk, NULL);
+    uint16_t ones[3 * D_K];
+    for (size_t i = 0; i < 3 * D_K; i++)
+        ones[i] = 0x3c00; /* 1.0 in fp16 */
+    ok = ok && !vkmha_tensor_upload(tk, (size_t)KV_HEADS * CAP * D_K * 2, ones, sizeof ones) &&
+         !vkmha_kv_cache_set_length(c, 1, 3) && !vkmha_kv_cache_get_lengths(c, 1, 1, len) &&
+         len[0] == 3 && vkmha_kv_cache_set_length(c, 1, CAP + 1) == VKMHA_ERROR_INVALID_ARGUMENT;
+    io.kv_entry = 1, io.len_q = 1, io.key = io.value = NULL;
+    ok = ok && !vkmha_mha_forward(m, &io);
+    float *k5 = cache_read(c, false, &n);
+    for (size_t i = 0; ok && i < n; i++)
+        ok = k5[i] == (i >= KV_HEADS * run && i < KV_HEADS * run + 3 * D_K ? 1.0f : 0.0f);
+    free(k5);
     t_report(ok, "%s", name);
     free(k0), free(v0), free(k1), free(k2), free(v3), free(k4), free(x), free(o);
     vkmha_kv_cache_destroy(c);

@@ -1218,7 +1218,8 @@ static PyObject *kv_reset(KVCacheObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-static PyObject *kv_truncate(KVCacheObject *self, PyObject *args, PyObject *kw)
+/* truncate / set_length (set) (length, entry=-1): an entry, -1 every entry. */
+static PyObject *kv_length_op(KVCacheObject *self, PyObject *args, PyObject *kw, bool set)
 {
     static char *kwlist[] = {"length", "entry", NULL};
     Py_ssize_t length, entry = -1;
@@ -1227,10 +1228,21 @@ static PyObject *kv_truncate(KVCacheObject *self, PyObject *args, PyObject *kw)
         live(self->cache, "KVCache") || to_u32(length, "length", &len) ||
         (entry != -1 && to_u32(entry, "entry", &e)))
         return NULL;
-    vkmha_status st = vkmha_kv_cache_truncate(self->cache, e, len);
+    vkmha_status st = set ? vkmha_kv_cache_set_length(self->cache, e, len)
+                          : vkmha_kv_cache_truncate(self->cache, e, len);
     if (st)
         return kv_fail(self, st);
     Py_RETURN_NONE;
+}
+
+static PyObject *kv_truncate(KVCacheObject *self, PyObject *args, PyObject *kw)
+{
+    return kv_length_op(self, args, kw, false);
+}
+
+static PyObject *kv_set_length(KVCacheObject *self, PyObject *args, PyObject *kw)
+{
+    return kv_length_op(self, args, kw, true);
 }
 
 static PyObject *kv_reorder(KVCacheObject *self, PyObject *arg)
@@ -1383,6 +1395,8 @@ static PyMethodDef kv_methods[] = {
     {"reset", (PyCFunction)kv_reset, METH_NOARGS, "vkmha_kv_cache_reset."},
     {"truncate", (PyCFunction)(void (*)(void))kv_truncate, METH_VARARGS | METH_KEYWORDS,
      "truncate(length, entry=-1): vkmha_kv_cache_truncate (-1: every entry)."},
+    {"set_length", (PyCFunction)(void (*)(void))kv_set_length, METH_VARARGS | METH_KEYWORDS,
+     "set_length(length, entry=-1): vkmha_kv_cache_set_length (-1: every entry)."},
     {"reorder", (PyCFunction)kv_reorder, METH_O, "reorder(src): vkmha_kv_cache_reorder."},
     {"_read", (PyCFunction)kv_read, METH_O, "_read(values): the keys' or values' bytes."},
     {NULL, NULL, 0, NULL},

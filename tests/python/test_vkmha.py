@@ -1052,6 +1052,8 @@ class TestKVCache(unittest.TestCase):
             attn.layer(np.random.rand(2, 4, 20).astype(np.float32), kv_cache=cache)
         self.assertIn("capacity", str(e.exception))
         self.assertEqual(cache.lengths(), [1, 1])
+        cache.set_length(2)
+        self.assertEqual(cache.lengths(), [2, 2])
         cache.reset()
         self.assertEqual(cache.lengths(), [0, 0])
         self.assertEqual(cache.desc["bytes"], 2 * 4 * 4 * (5 + 5) * 4 + 8)

@@ -1,0 +1,290 @@
+/* vkmha-bench-decode: decode tokens per second of one MHA layer with a KV
+ * cache, against the same layer without a cache and against PyTorch's cached
+ * decode (bench/torch_decode.py), measured in the same run.
+ *
+ * A step generates one token of one sequence: its query attends over the
+ * CONTEXT positions already cached plus its own (causal), as a decoder's
+ * self-attention does.
+ *   vkmha, cache:    vkmha_mha_forward with io.kv_cache: projects the new
+ *                    token only, appends its key and value, attends over
+ *                    the cache; the cache is filled to CONTEXT positions
+ *                    beforehand (its tensors written, vkmha_kv_cache_set_length)
+ *                    and cut back to CONTEXT after each timed step.
+ *   vkmha, no cache: vkmha_mha_forward with the query and a key / value input
+ *                    of all CONTEXT + 1 positions: every step projects the
+ *                    whole prefix again (what a cache saves).
+ *   torch, cache:    PyTorch fp32 on the CPU, a loop that concatenates the
+ *                    cached keys and values (torch_decode.py).
+ * Models: small (d_model 512, 8 heads) and large (d_model 4096, 32 query heads
+ * over 8 key/value heads: each step reads 168 MB of fp32 weights). vkmha's
+ * dtype is that of the weights and the cache (activations fp32). Each row:
+ * median ms per step over --steps steps (after one warm-up), tokens per second,
+ * the device time per step (VKMHA_CONTEXT_PROFILE: the rest of a step is the
+ * host's: its uploads, recording, submission and waiting), and the device
+ * bytes a cached token takes (n_kv_head * (d_k + d_v) * the dtype's size). */
+#include "bench_util.h"
+
+#include <vkmha.h>
+
+#ifndef VKMHA_TORCH_DECODE
+#define VKMHA_TORCH_DECODE "bench/torch_decode.py"
+#endif
+
+typedef struct model {
+    const char *name;
+    uint32_t d_model, heads, kv_heads;
+} model;
+
+static const model models[] = {{"small", 512, 8, 8}, {"large", 4096, 32, 8}};
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static float rnd(void)
+{
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((rng >> 40) & 0xffffff) / 16777216.0f - 0.5f;
+}
+
+static float *random_array(size_t n, float scale)
+{
+    float *p = malloc(n * sizeof *p);
+    if (!p) {
+        fprintf(stderr, "vkmha-bench-decode: out of memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < n; i++)
+        p[i] = rnd() * scale;
+    return p;
+}
+
+static void check(vkmha_context *ctx, vkmha_status st, const char *what)
+{
+    if (st == VKMHA_SUCCESS)
+        return;
+    fprintf(stderr, "vkmha-bench-decode: %s: %s: %s\n", what, vkmha_status_string(st),
+            vkmha_context_last_error(ctx));
+    exit(1);
+}
+
+typedef struct timing {
+    double med, min, max, gpu; /* ms per step; gpu: device ms (median), 0 if none */
+} timing;
+
+/* Times `steps` calls of vkmha_mha_forward(io) after one warm-up; with a
+ * cache, each call appends one position, cut back to `context` after it
+ * (untimed). */
+static timing time_steps(vkmha_context *ctx, vkmha_mha *m, const vkmha_mha_io *io,
+                         vkmha_kv_cache *cache, uint32_t context, uint32_t steps)
+{
+    double *w = malloc(2 * (size_t)steps * sizeof *w), *g = w + steps;
+    uint32_t n_gpu = 0;
+    timing t = {0};
+    for (uint32_t i = 0; i <= steps; i++) {
+        double t0 = now_ms();
+        check(ctx, vkmha_mha_forward(m, io), "a decode step");
+        const double dt = now_ms() - t0;
+        vkmha_context_info info;
+        if (i > 0) {
+            w[i - 1] = dt;
+            if (vkmha_context_get_info(ctx, &info) == VKMHA_SUCCESS && info.gpu_timing &&
+                info.last_gpu_time_ns)
+                g[n_gpu++] = info.last_gpu_time_ns / 1e6;
+        }
+        if (cache)
+            check(ctx, vkmha_kv_cache_set_length(cache, VKMHA_ALL_ENTRIES, context),
+                  "vkmha_kv_cache_set_length");
+    }
+    qsort(w, steps, sizeof *w, cmp_double);
+    t.med = w[steps / 2], t.min = w[0], t.max = w[steps - 1];
+    if (n_gpu == steps) {
+        qsort(g, steps, sizeof *g, cmp_double);
+        t.gpu = g[steps / 2];
+    }
+    free(w);
+    return t;
+}
+
+/* The torch peer's step for (model, context), or false when absent. */
+static bool torch_step(const char *python, const char *script, const model *md,
+                       uint32_t context, uint32_t steps, uint32_t threads, timing *t)
+{
+    char cmd[1024], line[256];
+    snprintf(cmd, sizeof cmd, "'%s' '%s' %u %u %u %u %u %u", python, script, md->d_model,
+             md->heads, md->kv_heads, context, steps, threads);
+    FILE *py = popen(cmd, "r");
+    bool ok = false;
+    while (py && fgets(line, sizeof line, py))
+        ok = sscanf(line, "%lf %lf %lf", &t->med, &t->min, &t->max) == 3;
+    if (!py || pclose(py) != 0)
+        ok = false;
+    t->gpu = 0;
+    return ok;
+}
+
+static FILE *csv;
+
+static void row(const model *md, const char *dtype, uint32_t context, const char *impl,
+                const timing *t, double torch_ms, uint64_t token_bytes)
+{
+    printf("%-5s %-4s %6u  %-15s %10.3f %10.1f %10.3f %9s %8llu\n", md->name, dtype, context,
+           impl, t->med, 1e3 / t->med, t->gpu, "", (unsigned long long)token_bytes);
+    if (torch_ms > 0)
+        printf("%58s%.2fx the torch peer's tokens/s\n", "", torch_ms / t->med);
+    if (csv)
+        fprintf(csv, "%s,%u,%u,%u,%s,%u,%s,%.4f,%.4f,%.4f,%.4f,%.2f,%.4f,%llu\n", md->name,
+                md->d_model, md->heads, md->kv_heads, dtype, context, impl, t->med, t->min,
+                t->max, t->gpu, 1e3 / t->med, torch_ms > 0 ? torch_ms / t->med : 0,
+                (unsigned long long)token_bytes);
+}
+
+int main(int argc, char **argv)
+{
+    static const char *const model_names[] = {"small", "large", NULL};
+    static const char *const dtype_names[] = {"f32", "f16", NULL};
+    static const char *const context_names[] = {"512", "2048", "8192", NULL};
+    const char *model_arg[2], *dtype_arg[2], *context_arg[3];
+    size_t n_models = 0, n_dtypes = 0, n_contexts = 0;
+    uint32_t steps = 9, threads = 2, no_cache_max = 2048;
+    const char *csv_path = NULL, *python = "/usr/bin/python3", *script = VKMHA_TORCH_DECODE;
+    bool no_torch = false, verbose = false;
+    const cli_opt opts[] = {
+        CLI_CHOICES("--model", "NAME", model_arg, n_models, model_names,
+                    "small (d_model 512, 8 heads) or large (4096, 32 over 8 key/value heads); "
+                    "repeatable (default: both)"),
+        CLI_CHOICES("--dtype", "NAME", dtype_arg, n_dtypes, dtype_names,
+                    "vkmha's weights and cache: f32 or f16; repeatable (default: both)"),
+        CLI_CHOICES("--context", "N", context_arg, n_contexts, context_names,
+                    "cached positions before the step; repeatable (default: all)"),
+        CLI_U32("--steps", "N", steps, 1, 1000, "timed steps per row (default 9)"),
+        CLI_U32("--no-cache-max", "N", no_cache_max, 0, 0,
+                "time vkmha without a cache up to this context (default 2048)"),
+        CLI_U32("--threads", "N", threads, 1, 1024, "the torch peer's threads (default 2)"),
+        CLI_FLAG("--no-torch", no_torch, "skip the torch peer"),
+        CLI_STR("--python", "PATH", python, "the python with torch (default /usr/bin/python3)"),
+        CLI_STR("--csv", "FILE", csv_path, "also write the rows as CSV"),
+        CLI_FLAG("--verbose", verbose, "vkmha's debug messages on stderr"),
+    };
+    CLI_PARSE("vkmha-bench-decode",
+              "Decode tokens per second with a KV cache, against no cache and PyTorch.", opts,
+              argc, argv);
+    if (!n_models)
+        model_arg[n_models++] = "small", model_arg[n_models++] = "large";
+    if (!n_dtypes)
+        dtype_arg[n_dtypes++] = "f32", dtype_arg[n_dtypes++] = "f16";
+    if (!n_contexts)
+        for (const char *const *c = context_names; *c; c++)
+            context_arg[n_contexts++] = *c;
+    if (csv_path && !(csv = fopen(csv_path, "w"))) {
+        perror(csv_path);
+        return 1;
+    }
+    if (csv)
+        fprintf(csv, "model,d_model,heads,kv_heads,dtype,context,impl,ms_med,ms_min,ms_max,"
+                     "device_ms,tokens_per_s,vs_torch,cache_bytes_per_token\n");
+
+    vkmha_context_desc cd = {.backend = VKMHA_BACKEND_VULKAN, .flags = VKMHA_CONTEXT_PROFILE};
+    if (verbose) {
+        cd.log = cli_log_stderr;
+        cd.log_level = VKMHA_LOG_DEBUG;
+    }
+    vkmha_context *ctx = NULL;
+    check(NULL, vkmha_context_create(&cd, &ctx), "vkmha_context_create");
+    vkmha_context_info info;
+    check(ctx, vkmha_context_get_info(ctx, &info), "vkmha_context_get_info");
+    time_t now = time(NULL);
+    char date[32];
+    strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
+    printf("vkmha-bench-decode %s: %s (%s), %u steps per row, torch peer %u threads\n", date,
+           info.device.name, info.device.driver_info, steps, threads);
+    printf("%-5s %-4s %6s  %-15s %10s %10s %10s %9s %8s\n", "model", "dt", "ctx", "impl",
+           "ms/step", "tokens/s", "device ms", "", "B/token");
+
+    for (size_t mi = 0; mi < n_models; mi++) {
+        const model *md = &models[strcmp(model_arg[mi], "small") == 0 ? 0 : 1];
+        const uint32_t D = md->d_model, H = md->heads, Hkv = md->kv_heads, d = D / H;
+        float *w[4] = {random_array((size_t)H * d * D, 1.0f / sqrtf((float)D)),
+                       random_array((size_t)Hkv * d * D, 1.0f / sqrtf((float)D)),
+                       random_array((size_t)Hkv * d * D, 1.0f / sqrtf((float)D)),
+                       random_array((size_t)D * H * d, 1.0f / sqrtf((float)(H * d)))};
+        uint32_t max_ctx = 0;
+        for (size_t c = 0; c < n_contexts; c++) {
+            uint32_t v = (uint32_t)atoi(context_arg[c]);
+            max_ctx = v > max_ctx ? v : max_ctx;
+        }
+        /* The positions of the no-cache rows: a prefix and the new token. */
+        const uint32_t prefix = max_ctx < no_cache_max ? max_ctx : no_cache_max;
+        float *seq = random_array((size_t)(prefix + 1) * D, 1.0f), *out = malloc(D * 4);
+        for (size_t c = 0; c < n_contexts; c++) {
+            const uint32_t C = (uint32_t)atoi(context_arg[c]);
+            timing tt = {0};
+            const bool have_torch =
+                !no_torch && torch_step(python, script, md, C, steps, threads, &tt);
+            if (have_torch) {
+                printf("%-5s %-4s %6u  %-15s %10.3f %10.1f %10s %9s %8llu\n", md->name, "f32",
+                       C, "torch, cache", tt.med, 1e3 / tt.med, "-", "",
+                       (unsigned long long)Hkv * 2 * d * 4);
+                if (csv)
+                    fprintf(csv, "%s,%u,%u,%u,f32,%u,torch cache,%.4f,%.4f,%.4f,0,%.2f,1,%llu\n",
+                            md->name, D, H, Hkv, C, tt.med, tt.min, tt.max, 1e3 / tt.med,
+                            (unsigned long long)Hkv * 2 * d * 4);
+            } else {
+                printf("%-5s %-4s %6u  %-15s %10s\n", md->name, "f32", C, "torch, cache",
+                       no_torch ? "skipped" : "absent");
+            }
+            for (size_t di = 0; di < n_dtypes; di++) {
+                const uint32_t dt =
+                    strcmp(dtype_arg[di], "f16") == 0 ? VKMHA_DTYPE_F16 : VKMHA_DTYPE_F32;
+                const uint64_t es = dt == VKMHA_DTYPE_F32 ? 4 : 2;
+                vkmha_mha_desc ld = {.d_model = D, .n_head = H, .n_kv_head = Hkv,
+                                     .w_q = w[0], .w_k = w[1], .w_v = w[2], .w_o = w[3],
+                                     .storage_dtype = dt};
+                vkmha_mha *m = NULL;
+                check(ctx, vkmha_mha_create(ctx, &ld, &m), "vkmha_mha_create");
+                /* The cache, filled with C positions of random keys and values. */
+                vkmha_kv_cache *cache = NULL;
+                const vkmha_kv_cache_desc kd = {.capacity = C + 1, .dtype = dt};
+                check(ctx, vkmha_kv_cache_create(m, &kd, &cache), "vkmha_kv_cache_create");
+                vkmha_tensor *kv[2];
+                vkmha_kv_cache_get_tensors(cache, &kv[0], &kv[1]);
+                for (int i = 0; i < 2; i++) {
+                    const uint64_t bytes = vkmha_tensor_bytes(kv[i]);
+                    uint8_t *fill = malloc(bytes);
+                    for (uint64_t b = 0; fill && b < bytes; b += 2) { /* small fp16 / fp32 bits */
+                        fill[b] = (uint8_t)(rng >> 13), fill[b + 1] = 0x30 | (rnd() > 0 ? 0x80 : 0);
+                        rng = rng * 6364136223846793005ull + 1;
+                    }
+                    check(ctx, fill ? vkmha_tensor_upload(kv[i], 0, fill, bytes)
+                                    : VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                          "filling the cache");
+                    free(fill);
+                }
+                check(ctx, vkmha_kv_cache_set_length(cache, VKMHA_ALL_ENTRIES, C),
+                      "vkmha_kv_cache_set_length");
+                const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
+                vkmha_mha_io io = {.len_q = 1, .query = seq, .key = seq, .value = seq,
+                                   .mask = &causal, .out = out, .kv_cache = cache};
+                const uint64_t token_bytes = (uint64_t)Hkv * 2 * d * es;
+                timing t = time_steps(ctx, m, &io, cache, C, steps);
+                row(md, dtype_arg[di], C, "vkmha, cache", &t, have_torch ? tt.med : 0,
+                    token_bytes);
+                vkmha_kv_cache_destroy(cache);
+                if (C <= no_cache_max) {
+                    /* The last of C + 1 positions attends over all of them. */
+                    vkmha_mha_io nc = {.len_q = 1, .len_k = C + 1, .query = seq + (size_t)C * D,
+                                       .key = seq, .value = seq, .out = out};
+                    timing tn = time_steps(ctx, m, &nc, NULL, C, steps < 3 ? steps : 3);
+                    row(md, dtype_arg[di], C, "vkmha, no cache", &tn, have_torch ? tt.med : 0, 0);
+                    printf("%58s%.1fx faster with the cache\n", "", tn.med / t.med);
+                }
+                vkmha_mha_destroy(m);
+            }
+        }
+        for (int i = 0; i < 4; i++)
+            free(w[i]);
+        free(seq), free(out);
+    }
+    vkmha_context_destroy(ctx);
+    if (csv)
+        fclose(csv);
+    return 0;
+}

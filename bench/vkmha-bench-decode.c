@@ -17,12 +17,13 @@
  *                    cached keys and values (torch_decode.py).
  * Models: small (d_model 512, 8 heads) and large (d_model 4096, 32 query heads
  * over 8 key/value heads: each step reads 168 MB of fp32 weights). vkmha's
- * dtype is that of the weights and the cache (activations fp32). Each row:
+ * dtype is that of the weights, the cache and the activations. Each row:
  * median ms per step over --steps steps (after one warm-up), tokens per second,
  * the device time per step (VKMHA_CONTEXT_PROFILE: the rest of a step is the
  * host's: its uploads, recording, submission and waiting), and the device
  * bytes a cached token takes (n_kv_head * (d_k + d_v) * the dtype's size). */
 #include "bench_util.h"
+#include "half.h" /* src/half.c: the inputs in 16 bits */
 
 #include <vkmha.h>
 
@@ -261,8 +262,13 @@ int main(int argc, char **argv)
                 check(ctx, vkmha_kv_cache_set_length(cache, VKMHA_ALL_ENTRIES, C),
                       "vkmha_kv_cache_set_length");
                 const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
-                vkmha_mha_io io = {.len_q = 1, .query = seq, .key = seq, .value = seq,
-                                   .mask = &causal, .out = out, .kv_cache = cache};
+                void *x = malloc((size_t)(prefix + 1) * D * es);
+                if (!x)
+                    check(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "the inputs");
+                vkmha__from_f32(dt, seq, (size_t)(prefix + 1) * D, x);
+                vkmha_mha_io io = {.len_q = 1, .query = x, .key = x, .value = x,
+                                   .mask = &causal, .out = out, .kv_cache = cache,
+                                   .dtype = dt};
                 const uint64_t token_bytes = (uint64_t)Hkv * 2 * d * es;
                 timing t = time_steps(ctx, m, &io, cache, C, steps);
                 row(md, dtype_arg[di], C, "vkmha, cache", &t, have_torch ? tt.med : 0,
@@ -270,13 +276,15 @@ int main(int argc, char **argv)
                 vkmha_kv_cache_destroy(cache);
                 if (C <= no_cache_max) {
                     /* The last of C + 1 positions attends over all of them. */
-                    vkmha_mha_io nc = {.len_q = 1, .len_k = C + 1, .query = seq + (size_t)C * D,
-                                       .key = seq, .value = seq, .out = out};
+                    vkmha_mha_io nc = {.len_q = 1, .len_k = C + 1,
+                                       .query = (uint8_t *)x + (size_t)C * D * es, .key = x,
+                                       .value = x, .out = out, .dtype = dt};
                     timing tn = time_steps(ctx, m, &nc, NULL, C, steps < 3 ? steps : 3);
                     row(md, dtype_arg[di], C, "vkmha, no cache", &tn, have_torch ? tt.med : 0, 0);
                     printf("%58s%.1fx faster with the cache\n", "", tn.med / t.med);
                 }
                 vkmha_mha_destroy(m);
+                free(x);
             }
         }
         for (int i = 0; i < 4; i++)

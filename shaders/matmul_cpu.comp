@@ -17,6 +17,11 @@
 //     does 4 * TM * TN fma.
 // Rows beyond M and columns beyond N are clamped for loads (so that control
 // flow stays uniform) and skipped on store.
+// With LANE_COLS (matrices of a few rows: a decode step's projections) the
+// lanes spread over columns instead: each invocation owns TN consecutive
+// columns col0 .. col0+TN-1 of its own and the workgroup's TM rows, so that
+// no lane repeats another's row; A's fetches are then the same for every
+// lane and B's are gathers (one row of B per column).
 // With VEC the host guarantees 16-byte alignment of every row start, K % 4 ==
 // 0 and, when B is not transposed, N % 4 == 0 (then TN % 4 == 0 too); without
 // it every load is a scalar read of the storage-buffer bindings.
@@ -30,6 +35,8 @@ layout(constant_id = 0) const uint WG = 64; // invocations; the tile is WG * TM 
 layout(constant_id = 1) const uint TM = 1;  // rows per invocation
 layout(constant_id = 2) const uint TN = 8;  // columns per workgroup (and invocation)
 layout(constant_id = 3) const bool VEC = false;
+layout(constant_id = 4) const bool LANE_COLS = false;
+const uint RSTEP = LANE_COLS ? 1u : WG; // between an invocation's rows
 
 // Mirrors struct matmul_push in src/vk_matmul.c.
 layout(push_constant) uniform Push {
@@ -91,14 +98,17 @@ void main()
     const uint offa = zo * p.sa_outer + zi * p.sa_inner;
     const uint offb = zo * p.sb_outer + (zi / p.b_div) * p.sb_inner;
     const uint offc = zo * p.sc_outer + zi * p.sc_inner;
-    const uint row0 = (gl_WorkGroupID.y + p.y_base) * (WG * TM) + gl_LocalInvocationID.x;
-    const uint col0 = (gl_WorkGroupID.x + p.x_base) * TN;
+    const uint lane = gl_LocalInvocationID.x;
+    const uint row0 = LANE_COLS ? (gl_WorkGroupID.y + p.y_base) * TM
+                                : (gl_WorkGroupID.y + p.y_base) * (WG * TM) + lane;
+    const uint col0 = LANE_COLS ? ((gl_WorkGroupID.x + p.x_base) * WG + lane) * TN
+                                : (gl_WorkGroupID.x + p.x_base) * TN;
     const bool trans_b = (p.flags & FLAG_TRANS_B) != 0u;
 
     // Row starts of A (per lane, clamped into the matrix).
     uint arow[TM];
     for (uint t = 0u; t < TM; t++)
-        arow[t] = offa + min(row0 + t * WG, p.M - 1u) * p.lda;
+        arow[t] = offa + min(row0 + t * RSTEP, p.M - 1u) * p.lda;
 
     float acc[TM * TN];
     for (uint i = 0u; i < TM * TN; i++)
@@ -162,8 +172,8 @@ void main()
 
     const bool has_bias = (p.flags & FLAG_BIAS) != 0u;
     for (uint t = 0u; t < TM; t++) {
-        const uint r = row0 + t * WG;
-        if (r >= p.M)
+        const uint r = row0 + t * RSTEP;
+        if (r >= p.M || col0 >= p.N)
             continue;
         const uint c_row = offc + r * p.ldc + col0;
         // Whole aligned vec4s where the row allows (one store of 4 outputs,

@@ -96,6 +96,9 @@ typedef enum vk_pipe {
     PIPE_MATMUL_LARGE_VEC,
     PIPE_MATMUL_SMALL,
     PIPE_MATMUL_SMALL_VEC,
+    /* matrices of at most VK_GEMV_ROWS rows on CPU devices (vk_state.tile_gemv) */
+    PIPE_MATMUL_GEMV,
+    PIPE_MATMUL_GEMV_VEC,
     PIPE_SOFTMAX,
     PIPE_HEADS,
     PIPE_LAYERNORM,
@@ -110,6 +113,9 @@ typedef enum vk_pipe {
     PIPE_LAYERNORM_CPU,
     PIPE_COUNT
 } vk_pipe;
+
+/* The most rows of A that take PIPE_MATMUL_GEMV (a decode step's batch). */
+#define VK_GEMV_ROWS 4u
 
 /* The longest row a CPU-shaped row kernel walks in one invocation: llvmpipe
  * ends any loop after 65535 iterations, and longer rows have work enough for
@@ -378,6 +384,10 @@ struct vk_state {
     /* Tuning, from the device limits (src/vk_pipeline.c). */
     bool use_subgroup;
     vkmha_tile_config tile_large, tile_small;
+    /* CPU devices: shaders/matmul_cpu.comp with LANE_COLS for A of at most
+     * VK_GEMV_ROWS rows (tm rows per workgroup, workgroup_size lanes of tn
+     * columns: bn columns); workgroup_size 0 elsewhere. */
+    vkmha_tile_config tile_gemv;
     /* The register matmul variant reads A and B through texel buffers:
      * lavapipe fetches a texel for all SIMD lanes at once, where a storage
      * buffer read costs a branchy per-lane loop (docs/PERFORMANCE.md). The

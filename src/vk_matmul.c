@@ -44,7 +44,9 @@ vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args 
     uint64_t large_tiles = (((uint64_t)a->m + large->bm - 1) / large->bm) *
                            (((uint64_t)a->n + large->bn - 1) / large->bn) * batch;
     bool use_small = large_tiles < SMALL_TILE_THRESHOLD;
-    const vkmha_tile_config *t = use_small ? small : large;
+    /* A few rows on a CPU device: lanes over columns (vk_state.tile_gemv). */
+    const bool gemv = vk->tile_gemv.workgroup_size && a->m <= VK_GEMV_ROWS;
+    const vkmha_tile_config *t = gemv ? &vk->tile_gemv : use_small ? small : large;
 
     /* vec4 loads need every row start 16-byte aligned and whole vec4s along
      * the contiguous axis of A and of B. */
@@ -57,8 +59,9 @@ vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args 
      * tensors and bf16 have none). */
     if (vk->matmul_texel && !vk_texel_ok((const vk_view *const[]){&a->a, &a->b}, 2, true))
         vec = false;
-    vk_pipe pipe = use_small ? (vec ? PIPE_MATMUL_SMALL_VEC : PIPE_MATMUL_SMALL)
-                             : (vec ? PIPE_MATMUL_LARGE_VEC : PIPE_MATMUL_LARGE);
+    vk_pipe pipe = gemv        ? (vec ? PIPE_MATMUL_GEMV_VEC : PIPE_MATMUL_GEMV)
+                   : use_small ? (vec ? PIPE_MATMUL_SMALL_VEC : PIPE_MATMUL_SMALL)
+                               : (vec ? PIPE_MATMUL_LARGE_VEC : PIPE_MATMUL_LARGE);
 
     struct matmul_push p = {
         .m = a->m, .n = a->n, .k = a->k,

@@ -90,6 +90,8 @@ static const struct pipe_def {
     [PIPE_MATMUL_LARGE_VEC] = {"matmul_large_vec", KIND_MATMUL, 0x3},
     [PIPE_MATMUL_SMALL] = {"matmul_small", KIND_MATMUL, 0x3},
     [PIPE_MATMUL_SMALL_VEC] = {"matmul_small_vec", KIND_MATMUL, 0x3},
+    [PIPE_MATMUL_GEMV] = {"matmul_gemv", KIND_MATMUL, 0x3},
+    [PIPE_MATMUL_GEMV_VEC] = {"matmul_gemv_vec", KIND_MATMUL, 0x3},
     [PIPE_SOFTMAX] = {"softmax", KIND_SOFTMAX, 0},
     [PIPE_HEADS] = {"heads", KIND_HEADS, 0},
     [PIPE_LAYERNORM] = {"layernorm", KIND_LAYERNORM, 0},
@@ -357,6 +359,17 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override)
                    &vk->tile_small))
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "vkmha_context_create: no matmul tile fits this device's limits");
+    /* CPU devices, unless a tile was forced: lanes over columns for A of a
+     * few rows. A workgroup of 8 lanes of 4 columns each, one row: measured
+     * on lavapipe at 1 x 4096 x 4096 (a decode step's projection) against
+     * the small tile's lanes over rows, which then all repeat row 0. */
+    vk->tile_gemv = (vkmha_tile_config){0};
+    if (cpu && !have &&
+        vk->tile_small.variant == VKMHA_MATMUL_VARIANT_REGISTER &&
+        vk->info.max_workgroup_invocations >= 8 && vk->info.max_workgroup_size[0] >= 8)
+        vk->tile_gemv = (vkmha_tile_config){.bm = 1, .bn = 32, .bk = 4, .tm = 1, .tn = 4,
+                                            .workgroup_size = 8,
+                                            .variant = VKMHA_MATMUL_VARIANT_REGISTER};
     /* The register variant reads A and B as vec4 texel buffers (every
      * device supports R32G32B32A32_SFLOAT uniform texel buffers); a buffer of
      * maxStorageBufferRange bytes must fit maxTexelBufferElements texels. */
@@ -470,8 +483,9 @@ vk_kind vk_pipe_kind(vk_pipe pipe)
     {#name, vkmha_spv_##name, vkmha_spv_##name##_n16, sizeof(vkmha_spv_##name),              \
      sizeof(vkmha_spv_##name##_n16), {__VA_ARGS__}}
 static const spv_code matmul = SPV(matmul, "WG", "BM", "BN", "BK", "TM", "TN", "VEC");
-static const spv_code matmul_cpu[2] = {SPV(matmul_cpu, "WG", "TM", "TN", "VEC"),
-                                       SPV(matmul_cpu_u16, "WG", "TM", "TN", "VEC")};
+static const spv_code matmul_cpu[2] = {
+    SPV(matmul_cpu, "WG", "TM", "TN", "VEC", "LANE_COLS"),
+    SPV(matmul_cpu_u16, "WG", "TM", "TN", "VEC", "LANE_COLS")};
 static const spv_code heads = SPV(heads, "WG");
 static const spv_code flash = SPV(flash, "WG", "BR", "BC", "D4", "SR", "SC");
 static const spv_code flash_combine[2] = {SPV(flash_combine, "WG", "EPI"),
@@ -540,16 +554,23 @@ static const spv_code *pipe_spec(const vk_state *vk, vk_pipe pipe, uint32_t dtyp
     case PIPE_MATMUL_LARGE:
     case PIPE_MATMUL_LARGE_VEC:
     case PIPE_MATMUL_SMALL:
-    case PIPE_MATMUL_SMALL_VEC: {
+    case PIPE_MATMUL_SMALL_VEC:
+    case PIPE_MATMUL_GEMV:
+    case PIPE_MATMUL_GEMV_VEC: {
         bool large = pipe == PIPE_MATMUL_LARGE || pipe == PIPE_MATMUL_LARGE_VEC;
-        bool vec = pipe == PIPE_MATMUL_LARGE_VEC || pipe == PIPE_MATMUL_SMALL_VEC;
-        const vkmha_tile_config *t = large ? &vk->tile_large : &vk->tile_small;
+        bool gemv = pipe == PIPE_MATMUL_GEMV || pipe == PIPE_MATMUL_GEMV_VEC;
+        bool vec = pipe == PIPE_MATMUL_LARGE_VEC || pipe == PIPE_MATMUL_SMALL_VEC ||
+                   pipe == PIPE_MATMUL_GEMV_VEC;
+        const vkmha_tile_config *t = gemv ? &vk->tile_gemv
+                                     : large ? &vk->tile_large
+                                             : &vk->tile_small;
         if (t->variant == VKMHA_MATMUL_VARIANT_REGISTER) {
             spec[0] = t->workgroup_size; /* 0 WG */
             spec[1] = t->tm;             /* 1 TM */
             spec[2] = t->tn;             /* 2 TN */
             spec[3] = vec;               /* 3 VEC */
-            *n_spec = 4;
+            spec[4] = gemv;              /* 4 LANE_COLS */
+            *n_spec = 5;
             return &matmul_cpu[u16];
         }
         spec[0] = t->workgroup_size; /* 0 WG */
@@ -692,6 +713,8 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, uint32_t dtypes, VkPipe
  * on other devices. */
 static bool pipe_available(const vk_state *vk, vk_pipe pipe)
 {
+    if (pipe == PIPE_MATMUL_GEMV || pipe == PIPE_MATMUL_GEMV_VEC)
+        return vk->tile_gemv.workgroup_size != 0;
     if (pipe >= PIPE_SOFTMAX_CPU)
         return vk->cpu_rows_wg != 0; /* CPU-shaped row kernels: CPU devices only */
     if (pipe >= PIPE_FLASH_CPU)

@@ -113,6 +113,14 @@ int main(void)
         {1, 129, 75, 300, T, true, 0, 0, 0, 0, 0, 0},
         {1, 300, 17, 3, N, false, 0, 0, 0, 0, 0, 0},
         {1, 1, 300, 129, T, true, 0, 0, 0, 0, 0, 0},   /* a single row (decode) */
+        /* A few rows (lanes over columns on CPU devices: matmul_gemv): vec4
+         * and scalar loads, N not a multiple of the 32 columns of a tile. */
+        {1, 1, 100, 64, T, true, 0, 0, 0, 0, 0, 0},
+        {1, 3, 37, 64, T, true, 0, 0, 0, 0, 0, 0},
+        {1, 4, 70, 32, N, true, 0, 0, 0, 0, 0, 0},
+        {1, 2, 45, 13, T, true, 0, 0, 0, 0, 0, 0},
+        {3, 4, 33, 20, T, false, 0, 0, 0, 0, 0, BC},   /* batched rows over shared weights */
+        {2, 1, 9, 11, N, true, 0, 3, 5, 7, 0, 0},      /* padded rows */
         {1, 300, 1, 75, N, false, 0, 0, 0, 0, 0, 0},   /* a single column */
         {1, 64, 64, 64, N, true, 0, 0, 0, 0, 0, 0},    /* aligned: vec4 loads */
         {1, 64, 64, 64, T, true, 2.0f, 0, 0, 0, 0, 0}, /* aligned, transposed */

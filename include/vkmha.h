@@ -870,7 +870,8 @@ VKMHA_API void vkmha_kv_cache_destroy(vkmha_kv_cache *cache);
 VKMHA_API vkmha_status vkmha_kv_cache_get_desc(const vkmha_kv_cache *cache,
                                                vkmha_kv_cache_desc *out);
 /* Device bytes of the keys and values: batch * n_kv_head * capacity *
- * (d_k + d_v) * the dtype's size (plus 4 bytes per entry for the lengths). */
+ * (d_k + d_v) * the dtype's size, plus 4 bytes per entry for the lengths
+ * (and, on the Vulkan backend, a buffer of at most 64 KiB of zeros). */
 VKMHA_API uint64_t vkmha_kv_cache_bytes(const vkmha_kv_cache *cache);
 /* The lengths of entries first .. first + count - 1 into lengths[count]. */
 VKMHA_API vkmha_status vkmha_kv_cache_get_lengths(const vkmha_kv_cache *cache, uint32_t first,

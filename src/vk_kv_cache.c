@@ -4,6 +4,10 @@
  * copy, each run as one command buffer. */
 #include "vk_internal.h"
 
+/* Bytes of the buffer of zeros that kv_clear copies from, at most: longer
+ * runs take several copies. */
+#define ZEROS_BYTES 65536u
+
 /* Bytes of one (entry, head) run of a cache tensor of head dim `dim`. */
 static VkDeviceSize run_bytes(const vkmha_kv_cache *c, uint32_t dim)
 {
@@ -31,9 +35,10 @@ vkmha_status vk_kv_create(vkmha_kv_cache *c)
         kinds[i] = KIND_HEADS;
     st = vk_buffer_create(vk, 4ull * c->d.batch, false, false, "a KV cache's lengths",
                           &kv->lens);
+    const VkDeviceSize run = run_bytes(c, dim);
     if (!st)
-        st = vk_buffer_create(vk, run_bytes(c, dim), false, false, "a KV cache's zeros",
-                              &kv->zeros);
+        st = vk_buffer_create(vk, run < ZEROS_BYTES ? run : ZEROS_BYTES, false, false,
+                              "a KV cache's zeros", &kv->zeros);
     if (!st)
         st = vk_site_pool_create(vk, kinds, 2 * c->d.batch, &kv->sites);
     vkmha__free(c->mha->ctx, kinds);
@@ -62,10 +67,14 @@ vkmha_status vk_kv_clear(vkmha_kv_cache *c, uint32_t first, uint32_t count, uint
         const vk_view t = vk_kv_view(c, i == 1);
         const VkDeviceSize es = vkmha__dtype_size(c->d.dtype);
         for (uint32_t e = first; e < first + count && !st; e++)
-            for (uint32_t h = 0; h < c->n_kv_head && !st; h++)
-                st = vk_copy(vk, &kv->zeros, 0, t.buf,
-                             (e * t.stride[0] + h * t.stride[1] + (VkDeviceSize)from * t.stride[2]) * es,
-                             (VkDeviceSize)(c->d.capacity - from) * t.stride[2] * es);
+            for (uint32_t h = 0; h < c->n_kv_head && !st; h++) {
+                VkDeviceSize at = (e * t.stride[0] + h * t.stride[1] +
+                                   (VkDeviceSize)from * t.stride[2]) * es;
+                const VkDeviceSize end = at + (VkDeviceSize)(c->d.capacity - from) * t.stride[2] * es;
+                for (; at < end && !st; at += kv->zeros.size)
+                    st = vk_copy(vk, &kv->zeros, 0, t.buf, at,
+                                 end - at < kv->zeros.size ? end - at : kv->zeros.size);
+            }
     }
     return vk_exec_end(vk, st, NULL);
 }

@@ -94,6 +94,11 @@ layout(binding = 8) readonly buffer Lengths { uint lens[]; }; // with MASK_LENGT
 const uint MODE_RESUME = 0x100u;
 const uint MODE_PARTIAL = 0x200u;
 const uint MODE_WEIGHTS = 0x400u;
+// Lanes over keys (a block of at most TM queries, as a decode step's one):
+// every lane takes all of the block's rows and its own part of the range's
+// keys, and writes its partial state as range split * WG + lane, which the
+// split-K combine merges (the host sets MODE_PARTIAL with it).
+const uint MODE_LANE_KEYS = 0x800u;
 
 void main()
 {
@@ -101,6 +106,7 @@ void main()
     if (g >= p.groups)
         return;
     const uint lane = gl_LocalInvocationIndex;
+    const bool lane_keys = (p.flags & MODE_LANE_KEYS) != 0u;
     const uint split = g % P_SPLITS;
     uint rest = g / P_SPLITS;
     const uint qb = rest % p.q_blocks;
@@ -108,8 +114,9 @@ void main()
     const uint h = rest % p.heads;
     const uint b = rest / p.heads;
     const uint hk = h / p.group;
-    const uint i0 = qb * BR;
-    const uint rows = min(BR, p.len_q - i0);
+    const uint block = lane_keys ? TM : BR; // query rows per workgroup
+    const uint i0 = qb * block;
+    const uint rows = min(block, p.len_q - i0);
     const uint dk4 = P_DK / 4u, dv4 = P_DV / 4u;
     // Texel (vec4) indices of head h's rows.
     const uint q_base = (b * p.q_sb + h * p.q_sh) / 4u, q_ld = p.q_ld / 4u;
@@ -120,12 +127,20 @@ void main()
     const bool weights_mode = (p.flags & MODE_WEIGHTS) != 0u;
     const uint j_begin = split * p.split_len + p.kv_first;
     // The weights pass visits keys past len_b too: it writes their zeros.
-    const uint j_end = min(split * p.split_len + min(p.kv_first + p.kv_count, p.split_len),
-                           weights_mode ? p.len_k : len_b);
+    const uint range_end = min(split * p.split_len + min(p.kv_first + p.kv_count, p.split_len),
+                               weights_mode ? p.len_k : len_b);
+    // This lane's keys: the whole range, or with lane_keys its WG-th of it
+    // in whole steps of BK (an empty range stays empty).
+    const uint per = lane_keys ? ((range_end > j_begin ? range_end - j_begin : 0u) +
+                                  WG * BK - 1u) / (WG * BK) * BK
+                               : 0u;
+    const uint j_first = lane_keys ? min(j_begin + lane * per, range_end) : j_begin;
+    const uint j_end = lane_keys ? min(j_first + per, range_end) : range_end;
     const uint bias_base = b * p.bias_sb + h * p.bias_sh;
     const uint rows_total = (p.groups / (P_SPLITS * p.q_blocks)) * p.len_q;
     const uint row_base = (b * p.heads + h) * p.len_q + i0;
-    const uint part = split * rows_total + row_base;
+    const uint psplit = lane_keys ? split * WG + lane : split; // partial state's range
+    const uint part = psplit * rows_total + row_base;
     const bool resume = (p.flags & MODE_RESUME) != 0u;
 
     // This lane's rows (clamped into the block for loads) and their state.
@@ -138,8 +153,9 @@ void main()
     vec4 acc[TM * D4];
     float m[TM], l[TM];
     [[unroll]] for (uint u = 0u; u < TM; u++) {
-        live[u] = lane + u * WG < rows;
-        r[u] = min(lane + u * WG, rows - 1u);
+        const uint ru = lane_keys ? u : lane + u * WG;
+        live[u] = ru < rows;
+        r[u] = min(ru, rows - 1u);
         const uint sidx = part + r[u];
         m[u] = resume ? ml[2u * sidx] : neg_inf();
         l[u] = resume ? ml[2u * sidx + 1u] : 0.0;
@@ -150,7 +166,7 @@ void main()
         }
     }
 
-    for (uint j0 = j_begin; j0 < j_end; j0 += BK) {
+    for (uint j0 = j_first; j0 < j_end; j0 += BK) {
         // Scores of keys j0 .. j0 + BK - 1 (-inf past j_end).
         float s[TM * BK];
         [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
@@ -236,14 +252,14 @@ void main()
             continue;
         const uint row = row_base + r[u];
         const bool partial = (p.flags & MODE_PARTIAL) != 0u;
-        const uint base = partial ? (split * rows_total + row) * dv4
+        const uint base = partial ? (psplit * rows_total + row) * dv4
                                   : (b * p.o_sb + h * p.o_sh + (i0 + r[u]) * p.o_ld) / 4u;
         // l = 0: every score was -inf, acc is 0 (or 0 * NaN / Inf values).
         const float inv = partial || l[u] == 0.0 ? 1.0 : 1.0 / l[u];
         [[unroll]] for (uint c4 = 0u; c4 < D4; c4++)
             if (c4 < dv4)
                 st4_o(base + c4, acc[u * D4 + c4] * inv);
-        const uint idx = 2u * (split * rows_total + row);
+        const uint idx = 2u * (psplit * rows_total + row);
         ml[idx] = m[u];
         ml[idx + 1u] = l[u];
     }

@@ -51,7 +51,7 @@ VK_PUSH_BLOCK(combine_push);
 #define MIN_SPLIT_BLOCKS 4
 
 /* shaders/flash*.comp modes. */
-enum { MODE_RESUME = 0x100, MODE_PARTIAL = 0x200, MODE_WEIGHTS = 0x400 };
+enum { MODE_RESUME = 0x100, MODE_PARTIAL = 0x200, MODE_WEIGHTS = 0x400, MODE_LANE_KEYS = 0x800 };
 
 /* Keys one fused dispatch visits per range on CPU devices: lavapipe ends
  * any loop nest after 65535 iterations (silently: the rest of the keys would
@@ -175,21 +175,26 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     }
 
     const vk_flash_config *f = cpu_kernel ? &vk->flash_cpu[cls] : &vk->flash[cls];
-    plan->q_blocks = (uint32_t)div_up(s->len_q, f->block_q);
+    /* A block of queries that one lane holds (a decode step's): the lanes
+     * take parts of the keys instead (shaders/flash_cpu.comp). */
+    plan->lane_keys = cpu_kernel && s->len_q <= f->tm;
+    const uint32_t lanes = plan->lane_keys ? f->workgroup_size : 1;
+    plan->q_blocks = (uint32_t)div_up(s->len_q, plan->lane_keys ? f->tm : f->block_q);
     const uint64_t groups = rows / s->len_q * plan->q_blocks;
     uint64_t splits = s->kv_splits;
     if (splits == 0) {
         /* Too few workgroups to fill the device (decode-like shapes): split
          * the keys, keeping a few key blocks per range. */
         splits = groups < vk->flash_fill_groups ? div_up(vk->flash_fill_groups, groups) : 1;
-        uint64_t most = div_up(s->len_k, (uint64_t)MIN_SPLIT_BLOCKS * f->block_k);
+        uint64_t most = div_up(s->len_k, (uint64_t)MIN_SPLIT_BLOCKS * f->block_k * lanes);
         splits = splits < most ? splits : most;
         /* Fewer splits where the partial outputs (splits x the output)
          * would exceed the buffer limits: the split is only for speed. */
         const uint64_t cap = vk->info.max_storage_buffer_range < vk->info.max_allocation_size
                                  ? vk->info.max_storage_buffer_range
                                  : vk->info.max_allocation_size;
-        const uint64_t per_split = rows * (s->d_v > 2 ? s->d_v : 2) * 4; /* O, or (m, l) */
+        const uint64_t per_split =
+            rows * (s->d_v > 2 ? s->d_v : 2) * 4 * lanes; /* O, or (m, l) */
         if (splits > 1 && splits * per_split > cap)
             splits = cap / per_split > 1 ? cap / per_split : 1;
         plan->split_len = (uint32_t)(div_up(div_up(s->len_k, splits), f->block_k) * f->block_k);
@@ -197,23 +202,27 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
         plan->split_len = (uint32_t)div_up(s->len_k, splits);
     }
     plan->splits = (uint32_t)div_up(s->len_k, plan->split_len);
+    plan->partial_splits = plan->splits * lanes;
     plan->chunk = cpu_kernel ? CPU_KERNEL_KEYS_PER_DISPATCH
                   : vk->info.type == VKMHA_DEVICE_TYPE_CPU ? CPU_MAX_KEYS_PER_DISPATCH
                                                            : plan->split_len;
     plan->chunks = (uint32_t)div_up(plan->split_len, plan->chunk);
     vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
-               "%s: fused attention (%s kernel), blocks of %u queries x %u keys, "
+               "%s: fused attention (%s kernel%s), blocks of %u queries x %u keys, "
                "%llu workgroups, %u key ranges of %u, %u dispatches each%s",
-               vk->ctx->call, cpu_kernel ? "CPU-shaped" : "shared-memory", f->block_q,
-               f->block_k,
+               vk->ctx->call, cpu_kernel ? "CPU-shaped" : "shared-memory",
+               plan->lane_keys ? ", lanes over keys" : "",
+               plan->lane_keys ? f->tm : f->block_q, f->block_k,
                (unsigned long long)(groups * plan->splits), plan->splits, plan->split_len,
                plan->chunks, model);
 
     if ((st = vk_slot_ensure(vk, SLOT_STATS, rows * 2 * 4)))
         return st;
-    if ((plan->splits > 1 || plan->chunks > 1) &&
-        ((st = vk_slot_ensure(vk, SLOT_PARTIAL_O, plan->splits * rows * s->d_v * 4)) ||
-         (st = vk_slot_ensure(vk, SLOT_PARTIAL_ML, plan->splits * rows * 2 * 4))))
+    if ((plan->partial_splits > 1 || plan->chunks > 1) &&
+        ((st = vk_slot_ensure(vk, SLOT_PARTIAL_O,
+                              (uint64_t)plan->partial_splits * rows * s->d_v * 4)) ||
+         (st = vk_slot_ensure(vk, SLOT_PARTIAL_ML,
+                              (uint64_t)plan->partial_splits * rows * 2 * 4))))
         return st;
     return VKMHA_SUCCESS;
 }
@@ -301,7 +310,8 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
     if ((st = vk_check_strides(vk, (const vk_view *const[]){q, k, v, out}, 4, "a tensor")))
         return st;
 
-    const bool split = plan->splits > 1 || plan->chunks > 1; /* through the partials */
+    /* through the partials */
+    const bool split = plan->partial_splits > 1 || plan->chunks > 1;
     const uint64_t groups = rows / s->len_q * plan->q_blocks * plan->splits;
     struct flash_push p = {
         .groups = (uint32_t)groups, .len_q = s->len_q, .len_k = s->len_k, .heads = s->heads,
@@ -315,7 +325,8 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
         .o_sh = (uint32_t)out->stride[1], .o_ld = (uint32_t)out->stride[2],
         .flags = mask->kinds, .scale = s->scale, .kv_count = plan->chunk,
         .causal_offset = mask->causal_offset, .kv_b0 = plan->kv_b0};
-    const uint32_t kinds = mask->kinds | (plan->lengths.buf ? VK_MASK_LENGTHS : 0);
+    const uint32_t kinds = mask->kinds | (plan->lengths.buf ? VK_MASK_LENGTHS : 0) |
+                           (plan->lane_keys ? MODE_LANE_KEYS : 0);
     vk_bias_strides(mask, s->len_q, s->len_k, &p.bias_sb, &p.bias_sh);
     vk_softmax_args m = {0};
     vk_mask_args(plan->masks, mask, &m);
@@ -341,7 +352,7 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
     if (split) {
         vk_barrier(vk);
         struct combine_push c = {.rows = (uint32_t)rows, .len_q = s->len_q, .heads = s->heads,
-                                 .d_v = s->d_v, .splits = plan->splits,
+                                 .d_v = s->d_v, .splits = plan->partial_splits,
                                  .o_sb = (uint32_t)out->stride[0],
                                  .o_sh = (uint32_t)out->stride[1],
                                  .o_ld = (uint32_t)out->stride[2]};

@@ -756,6 +756,10 @@ typedef struct vk_attn_plan {
     uint32_t cls;    /* fused: head-dim class, index into vk->flash */
     uint32_t q_blocks, splits, split_len;
     uint32_t chunk, chunks; /* keys per dispatch and dispatches, per range */
+    /* fused, CPU-shaped kernel, at most its tm queries: lanes over keys
+     * (each range's partial state is lanes ranges: partial_splits) */
+    bool lane_keys;
+    uint32_t partial_splits; /* ranges of partial state: splits (x lanes) */
     vk_view scores;   /* scores / weights: the caller's tensor or SLOT_SCORES */
     vk_view masks[3]; /* key padding, full, bias: the mask slots or tensors */
     /* A KV cache's (absent otherwise): each batch entry's key length

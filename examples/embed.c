@@ -16,10 +16,11 @@
  *     barrier           compute write -> host read
  *
  * then submits it itself and checks both outputs against vkmha's reference
- * backend run on the host. Then two more frames: the ops recorded the same
- * way (split heads, attention, merge heads, matmul, softmax), and a frame
+ * backend run on the host. Then more frames: the ops recorded the same
+ * way (split heads, attention, merge heads, matmul, softmax), a frame
  * recorded while a larger call on vkmha's own queue outgrows the scratch
- * buffers it uses (they are retired until vkmha_context_trim). Along the way
+ * buffers it uses (they are retired until vkmha_context_trim), and a
+ * decoder's steps, one token per frame, through a KV cache. Along the way
  * it proves what an engine relies on: vkmha used the engine's loader (a
  * vkGetInstanceProcAddr that wraps vkQueueSubmit), called the queue lock
  * around each of its submits, sent every Vulkan allocation through the
@@ -751,6 +752,53 @@ int main(void)
         free(r_m);
         free(r_p);
         free(r_s);
+    }
+
+    /* 5d. A decoder in the engine's frames: a KV cache of the layer, one
+     * token per frame recorded with vkmha_mha_record (the cache's length
+     * advances when the step is recorded), against the reference layer's
+     * cached steps on the host. */
+    {
+        enum { STEPS = 4 };
+        vkmha_kv_cache *cache = NULL, *rcache = NULL;
+        const vkmha_kv_cache_desc kd = {1, STEPS, VKMHA_DTYPE_F32, NULL, NULL};
+        VKMHA_CHECK(vkmha_kv_cache_create(mha, &kd, &cache));
+        VKMHA_CHECK(vkmha_kv_cache_create(ref, &kd, &rcache));
+        vkmha_tensor_desc tok = {VKMHA_DTYPE_F32, 3, {1, 1, D, 0}};
+        vkmha_tensor *tx, *ty;
+        VKMHA_CHECK(vkmha_tensor_create(ctx, &tok, &tx));
+        VKMHA_CHECK(vkmha_tensor_create(ctx, &tok, &ty));
+        const vkmha_tensor_mask t_causal = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0, 0};
+        const vkmha_mask r_causal = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0, 0};
+        float *got = malloc(D * sizeof(float)), *want_s = malloc(D * sizeof(float));
+        bool ok = got && want_s;
+        for (uint32_t s = 0; ok && s < STEPS; s++) {
+            const float *x = doubled + (size_t)s * D; /* the next token */
+            VKMHA_CHECK(vkmha_tensor_upload(tx, 0, x, D * sizeof(float)));
+            VK_CHECK(vkResetCommandPool(e.device, e.cmd_pool, 0));
+            VK_CHECK(vkBeginCommandBuffer(e.cmd, &bi));
+            vkmha_mha_tensors step = {1, 1, 0, tx, tx, tx, &t_causal, ty, NULL, 0, 0, cache, 0};
+            VKMHA_CHECK(vkmha_mha_record(mha, e.cmd, &step));
+            VK_CHECK(vkEndCommandBuffer(e.cmd));
+            queue_lock(NULL);
+            VK_CHECK(vkQueueSubmit(e.queue, 1, &si, e.fence));
+            queue_unlock(NULL);
+            VK_CHECK(vkWaitForFences(e.device, 1, &e.fence, VK_TRUE, UINT64_MAX));
+            VK_CHECK(vkResetFences(e.device, 1, &e.fence));
+            VKMHA_CHECK(vkmha_tensor_download(ty, 0, got, D * sizeof(float)));
+            vkmha_mha_io r_step = {1, 1, 0, x, x, x, &r_causal, want_s, NULL, 0, 0, 0, rcache, 0};
+            VKMHA_CHECK(vkmha_mha_forward(ref, &r_step));
+            ok = close_to(got, want_s, D, 1e-5, 1e-4, "decode step");
+        }
+        check(ok, "a decoder step per frame (vkmha_mha_record with a KV cache) matches the "
+                  "reference's cached steps (%d steps, atol 1e-5, rtol 1e-4)",
+              STEPS);
+        free(got);
+        free(want_s);
+        vkmha_tensor_destroy(tx);
+        vkmha_tensor_destroy(ty);
+        vkmha_kv_cache_destroy(cache);
+        vkmha_kv_cache_destroy(rcache);
     }
 
     /* Control: the engine overwriting vkmha's output without the "after"

@@ -18,7 +18,7 @@
  * Models: small (d_model 512, 8 heads) and large (d_model 4096, 32 query heads
  * over 8 key/value heads: each step reads 168 MB of fp32 weights). vkmha's
  * dtype is that of the weights, the cache and the activations. Each row:
- * median ms per step over --steps steps (after one warm-up), tokens per second,
+ * median ms per step over --reps steps (after one warm-up), tokens per second,
  * the device time per step (VKMHA_CONTEXT_PROFILE: the rest of a step is the
  * host's: its uploads, recording, submission and waiting), and the device
  * bytes a cached token takes (n_kv_head * (d_k + d_v) * the dtype's size). */
@@ -156,7 +156,7 @@ int main(int argc, char **argv)
                     "vkmha's weights and cache: f32 or f16; repeatable (default: both)"),
         CLI_CHOICES("--context", "N", context_arg, n_contexts, context_names,
                     "cached positions before the step; repeatable (default: all)"),
-        CLI_U32("--steps", "N", steps, 1, 1000, "timed steps per row (default 9)"),
+        CLI_U32("--reps", "N", steps, 1, 1000, "timed steps per row (default 9)"),
         CLI_U32("--no-cache-max", "N", no_cache_max, 0, 0,
                 "time vkmha without a cache up to this context (default 2048)"),
         CLI_U32("--threads", "N", threads, 1, 1024, "the torch peer's threads (default 2)"),

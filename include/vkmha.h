@@ -763,6 +763,25 @@ typedef struct vkmha_mha_desc {
      * at creation, rounding to nearest even. The reference backend keeps
      * them as stored the same way. */
     uint32_t storage_dtype VKMHA_ZERO;
+    /* A head shard, for tensor parallelism (both 0: the whole layer): the
+     * layer computes query heads [head_begin, head_end) of the layer the
+     * weights above describe (n_head, n_kv_head and every weight stay the
+     * whole layer's, so that every shard loads the same checkpoint), and its
+     * part of the output projection,
+     *     out = Concat_{h in [head_begin, head_end)}(head_h) W_o[:, head_begin * d_v :
+     *                                                         head_end * d_v]^T,
+     * without b_o and without the post-norm: an engine sums the shards'
+     * outputs (an all-reduce), then adds b_o and applies the LayerNorm to
+     * query + the sum. Both must be multiples of n_head / n_kv_head (a shard
+     * holds whole key/value heads), head_begin < head_end <= n_head. b_o,
+     * post_norm, norm_gamma and norm_beta are accepted and left to the
+     * engine. The shard keeps only its rows of w_q, w_k, w_v (and biases)
+     * and its columns of w_o; vkmha_mha_get_desc then describes what it
+     * computes: n_head head_end - head_begin, its key/value heads, no b_o,
+     * no post-norm, head_begin and head_end as given. Its attn_weights are
+     * its heads' [batch][head_end - head_begin][len_q][len_k]; a KV cache
+     * of the shard holds its key/value heads. */
+    uint32_t head_begin VKMHA_ZERO, head_end VKMHA_ZERO;
 } vkmha_mha_desc;
 
 /* Creates the layer and copies its weights to the device, once. The context
@@ -971,6 +990,8 @@ typedef struct vkmha_safetensors_desc {
     /* As vkmha_mha_desc.storage_dtype: how the layer keeps the weights on
      * the device, F32 (0, default), F16 or BF16, whatever the file's dtypes. */
     uint32_t storage_dtype VKMHA_ZERO;
+    /* As vkmha_mha_desc: a head shard of the file's layer (both 0: all). */
+    uint32_t head_begin VKMHA_ZERO, head_end VKMHA_ZERO;
 } vkmha_safetensors_desc;
 
 /* Creates a layer (as vkmha_mha_create) from the tensors of a safetensors

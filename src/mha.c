@@ -22,6 +22,7 @@
 #include "internal.h"
 
 #include <math.h>
+#include <string.h>
 
 #define INVALID VKMHA_ERROR_INVALID_ARGUMENT
 
@@ -94,6 +95,55 @@ static vkmha_status check_desc(vkmha_context *ctx, const vkmha_mha_desc *in,
     for (int i = 0; i < W_O + 1; i++)
         if ((st = vkmha__check_count(ctx, fn, names[i], sizes[i], 4, &bytes)))
             return st;
+    if (d->head_begin || d->head_end) {
+        const uint32_t g = d->n_head / d->n_kv_head;
+        if (d->head_begin >= d->head_end || d->head_end > d->n_head)
+            return vkmha__fail(ctx, INVALID,
+                               "%s: desc->head_begin (%u) and desc->head_end (%u) are not a "
+                               "range of heads: a shard needs head_begin < head_end <= "
+                               "n_head (%u)",
+                               fn, d->head_begin, d->head_end, d->n_head);
+        if (d->head_begin % g || d->head_end % g)
+            return vkmha__fail(ctx, INVALID,
+                               "%s: desc->%s (%u) is not a multiple of n_head / n_kv_head "
+                               "(%u): a shard holds whole key/value heads",
+                               fn, d->head_begin % g ? "head_begin" : "head_end",
+                               d->head_begin % g ? d->head_begin : d->head_end, g);
+    }
+    return VKMHA_SUCCESS;
+}
+
+/* A head shard (d->head_begin, head_end of the whole layer's resolved desc
+ * d) as the smaller layer it computes: its rows of the projections (whole
+ * rows: pointers into the caller's weights), its columns of w_o (a copy in
+ * *w_o, freed by the caller), no b_o and no post-norm. */
+static vkmha_status shard_desc(const vkmha_context *ctx, vkmha_mha_desc *d, void **w_o)
+{
+    const uint32_t g = d->n_head / d->n_kv_head, h0 = d->head_begin, h1 = d->head_end;
+    const uint32_t kv0 = h0 / g;
+    const size_t es = vkmha__dtype_size(d->weight_dtype);
+    const size_t col0 = (size_t)h0 * d->d_v * es, cols = (size_t)(h1 - h0) * d->d_v * es,
+                 row = (size_t)d->n_head * d->d_v * es; /* bytes of a row of w_o */
+    uint8_t *o = vkmha__alloc(ctx, cols * d->d_model);
+    if (!o)
+        return VKMHA_ERROR_OUT_OF_HOST_MEMORY;
+    for (uint32_t r = 0; r < d->d_model; r++)
+        memcpy(o + r * cols, (const uint8_t *)d->w_o + r * row + col0, cols);
+    *w_o = o;
+#define AT(p, elems) ((p) ? (const void *)((const uint8_t *)(p) + (size_t)(elems) * es) : NULL)
+    d->w_q = AT(d->w_q, (size_t)h0 * d->d_k * d->d_model);
+    d->b_q = AT(d->b_q, (size_t)h0 * d->d_k);
+    d->w_k = AT(d->w_k, (size_t)kv0 * d->d_k * d->kdim);
+    d->b_k = AT(d->b_k, (size_t)kv0 * d->d_k);
+    d->w_v = AT(d->w_v, (size_t)kv0 * d->d_v * d->vdim);
+    d->b_v = AT(d->b_v, (size_t)kv0 * d->d_v);
+#undef AT
+    d->w_o = o;
+    d->n_head = h1 - h0;
+    d->n_kv_head = (h1 - h0) / g;
+    d->b_o = NULL;
+    d->post_norm = false;
+    d->norm_gamma = d->norm_beta = NULL;
     return VKMHA_SUCCESS;
 }
 
@@ -153,6 +203,7 @@ vkmha_status vkmha__mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc, v
     const void *src[WEIGHT_COUNT];
     uint32_t dt[WEIGHT_COUNT];
     float *ones = NULL;
+    void *w_o = NULL;
     if (!out)
         return vkmha__fail(ctx, INVALID, "%s: out is NULL", ctx->call);
     *out = NULL;
@@ -163,6 +214,10 @@ vkmha_status vkmha__mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc, v
     mha->ctx = ctx;
     if ((st = check_desc(ctx, desc, &mha->d)))
         goto fail;
+    if ((mha->d.head_begin || mha->d.head_end) && (st = shard_desc(ctx, &mha->d, &w_o))) {
+        vkmha__fail(ctx, st, "%s: out of host memory", ctx->call);
+        goto fail;
+    }
     weight_sizes(&mha->d, n);
     if ((st = gather_weights(ctx, &mha->d, n, src, dt, &ones))) {
         vkmha__fail(ctx, st, "%s: out of host memory", ctx->call);
@@ -171,6 +226,7 @@ vkmha_status vkmha__mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc, v
     if ((st = ctx->ops->mha_weights(mha, src, dt, n)))
         goto fail;
     vkmha__free(ctx, ones);
+    vkmha__free(ctx, w_o);
     /* The layer keeps its own copies: the caller's pointers are not kept. */
     mha->d.w_q = mha->d.w_k = mha->d.w_v = mha->d.w_o = NULL;
     mha->d.b_q = mha->d.b_k = mha->d.b_v = mha->d.b_o = NULL;
@@ -179,6 +235,7 @@ vkmha_status vkmha__mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc, v
     return VKMHA_SUCCESS;
 fail:
     vkmha__free(ctx, ones);
+    vkmha__free(ctx, w_o);
     vkmha_mha_destroy(mha);
     return st;
 }

@@ -174,6 +174,8 @@ VKMHA_API vkmha_status vkmha_mha_create_from_safetensors(vkmha_context *ctx,
      * keeps its bits. */
     md.weight_dtype = VKMHA_DTYPE_F32;
     md.storage_dtype = desc->storage_dtype;
+    md.head_begin = desc->head_begin;
+    md.head_end = desc->head_end;
     st = vkmha__mha_create(ctx, &md, out); /* messages keep this function's name */
 done:
     for (int i = 0; i < ST_WEIGHT_COUNT; i++)

@@ -393,17 +393,24 @@ class MHA(_vkmha.MHA):
     MHA(context, d_model, n_head, w_q, w_k, w_v, w_o, n_kv_head=0, d_k=0,
     d_v=0, kdim=0, vdim=0, scale=0, b_q=None, b_k=None, b_v=None, b_o=None,
     post_norm=False, norm_gamma=None, norm_beta=None, norm_eps=0,
-    weight_dtype=None, storage_dtype=None), weights in torch.nn.Linear layout,
+    weight_dtype=None, storage_dtype=None, heads=None), weights in
+    torch.nn.Linear layout,
     all of one dtype: weight_dtype, default w_q's (float32, float16,
     bfloat16; the others are converted to it). storage_dtype: the dtype the
     layer keeps its weights in on the device, default weight_dtype (a 16-bit
     one halves their memory; vkmha_mha_desc.storage_dtype).
+    heads=(h0, h1): a head shard for tensor parallelism (the whole layer's
+    weights; the layer computes heads h0 .. h1 - 1 and their part of the
+    output projection, without b_o and the post-norm, for an all-reduce;
+    vkmha_mha_desc.head_begin / head_end).
     MHA.from_safetensors(context, n_head, path=... or data=..., prefix=...)
     loads them from a safetensors file. For PyTorch's conventions, see
     from_torch and MultiheadAttention. desc: vkmha_mha_get_desc as a dict."""
 
     def __init__(self, context, d_model, n_head, w_q, w_k, w_v, w_o, weight_dtype=None,
-                 storage_dtype=None, **kw):
+                 storage_dtype=None, heads=None, **kw):
+        if heads is not None:
+            kw["head_begin"], kw["head_end"] = (int(h) for h in heads)
         ws, wdt = [], _dtype(weight_dtype)
         for x, name in ((w_q, "w_q"), (w_k, "w_k"), (w_v, "w_v"), (w_o, "w_o")):
             a, wdt = _typed(x, name, wdt)
@@ -609,13 +616,16 @@ def _torch_masks(key_padding_mask, attn_mask, b, h, lq, lk):
     return kw
 
 
-def from_torch(module, context=None, storage_dtype=None):
+def from_torch(module, context=None, storage_dtype=None, heads=None):
     """A MultiheadAttention computing module's forward on vkmha (context:
     a Context, default a new Vulkan one). Reads the module's weights once:
     packed (in_proj_weight) or separate (q/k/v_proj_weight, kdim / vdim)
     in-projections, with or without biases; batch_first either way; in the
     module's dtype (float32, float16, bfloat16), kept on the device in
     storage_dtype (default the module's dtype).
+    heads=(h0, h1): a head shard (see MHA): the call returns the shard's
+    partial output (out_proj.bias not added) and its heads' weights; a 3-D
+    attn_mask must then hold the shard's heads.
     add_bias_kv and add_zero_attn raise NotImplementedError."""
     import torch
     if not isinstance(module, torch.nn.MultiheadAttention):
@@ -641,18 +651,22 @@ def from_torch(module, context=None, storage_dtype=None):
         if module.out_proj.bias is not None:
             biases["b_o"] = module.out_proj.bias.detach().cpu()
         layer = MHA(ctx, E, H, w_q, w_k, w_v, module.out_proj.weight.detach().cpu(),
-                    kdim=module.kdim, vdim=module.vdim, storage_dtype=storage_dtype, **biases)
-    return MultiheadAttention(layer, H, bool(module.batch_first), E)
+                    kdim=module.kdim, vdim=module.vdim, storage_dtype=storage_dtype,
+                    heads=heads, **biases)
+    return MultiheadAttention(layer, layer.desc["n_head"], bool(module.batch_first), E)
 
 
 def load_safetensors(path_or_bytes, n_head, context=None, prefix=None, storage_dtype=None,
-                     **kw):
+                     heads=None, **kw):
     """An MHA from a safetensors file (a path, or the file's bytes):
     vkmha_mha_create_from_safetensors, see include/vkmha.h for the names it
     looks for under prefix. storage_dtype: the dtype the layer keeps the
     weights in, whatever the file's (_F32, _F16, _BF16 tensors, may be mixed),
-    default _F32. kw: n_kv_head, scale, post_norm, norm_prefix, norm_eps."""
+    default _F32. heads=(h0, h1): a head shard (see MHA). kw: n_kv_head,
+    scale, post_norm, norm_prefix, norm_eps."""
     ctx = Context() if context is None else context
+    if heads is not None:
+        kw["head_begin"], kw["head_end"] = (int(h) for h in heads)
     kw["storage_dtype"] = _dtype(storage_dtype) or _F32
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
         return MHA.from_safetensors(ctx, n_head, data=path_or_bytes, prefix=prefix, **kw)

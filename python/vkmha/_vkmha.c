@@ -919,17 +919,18 @@ static int mha_init(MHAObject *self, PyObject *args, PyObject *kw)
     static char *kwlist[] = {"context", "d_model", "n_head", "w_q", "w_k", "w_v", "w_o",
                              "n_kv_head", "d_k", "d_v", "kdim", "vdim", "scale", "b_q", "b_k",
                              "b_v", "b_o", "post_norm", "norm_gamma", "norm_beta", "norm_eps",
-                             "weight_dtype", "storage_dtype", NULL};
+                             "weight_dtype", "storage_dtype", "head_begin", "head_end", NULL};
     ContextObject *ctx;
-    Py_ssize_t dm, nh, nkv = 0, dk = 0, dv = 0, kdim = 0, vdim = 0;
+    Py_ssize_t dm, nh, nkv = 0, dk = 0, dv = 0, kdim = 0, vdim = 0, h0 = 0, h1 = 0;
     PyObject *w[4], *b[4] = {Py_None, Py_None, Py_None, Py_None}, *gamma = Py_None,
                     *beta = Py_None;
     float scale = 0.0f, eps = 0.0f;
     int post_norm = 0, wdt = VKMHA_DTYPE_F32, sdt = VKMHA_DTYPE_F32;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!nnOOOO|nnnnnfOOOOpOOfii", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!nnOOOO|nnnnnfOOOOpOOfiinn", kwlist,
                                      &ContextType, &ctx, &dm, &nh, &w[0], &w[1], &w[2], &w[3],
                                      &nkv, &dk, &dv, &kdim, &vdim, &scale, &b[0], &b[1], &b[2],
-                                     &b[3], &post_norm, &gamma, &beta, &eps, &wdt, &sdt) ||
+                                     &b[3], &post_norm, &gamma, &beta, &eps, &wdt, &sdt, &h0,
+                                     &h1) ||
         check_open(ctx) || check_dtype(wdt, "weight_dtype", false) ||
         check_dtype(sdt, "storage_dtype", false))
         return -1;
@@ -942,7 +943,8 @@ static int mha_init(MHAObject *self, PyObject *args, PyObject *kw)
     if (to_u32(dm, "d_model", &d.d_model) || to_u32(nh, "n_head", &d.n_head) ||
         to_u32(nkv, "n_kv_head", &d.n_kv_head) || to_u32(dk, "d_k", &d.d_k) ||
         to_u32(dv, "d_v", &d.d_v) || to_u32(kdim, "kdim", &d.kdim) ||
-        to_u32(vdim, "vdim", &d.vdim))
+        to_u32(vdim, "vdim", &d.vdim) || to_u32(h0, "head_begin", &d.head_begin) ||
+        to_u32(h1, "head_end", &d.head_end))
         return -1;
     d.scale = scale;
     d.post_norm = post_norm != 0;
@@ -985,21 +987,22 @@ static PyObject *mha_from_safetensors(PyObject *cls, PyObject *args, PyObject *k
 {
     static char *kwlist[] = {"context", "n_head", "path", "data", "prefix", "n_kv_head",
                              "scale", "post_norm", "norm_prefix", "norm_eps", "storage_dtype",
-                             NULL};
+                             "head_begin", "head_end", NULL};
     ContextObject *ctx;
-    Py_ssize_t nh, nkv = 0;
+    Py_ssize_t nh, nkv = 0, h0 = 0, h1 = 0;
     PyObject *path = Py_None, *data = Py_None;
     const char *prefix = NULL, *norm_prefix = NULL;
     float scale = 0.0f, eps = 0.0f;
     int post_norm = 0, sdt = VKMHA_DTYPE_F32;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!n|OOznfpzfi", kwlist, &ContextType, &ctx, &nh,
-                                     &path, &data, &prefix, &nkv, &scale, &post_norm,
-                                     &norm_prefix, &eps, &sdt) ||
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!n|OOznfpzfinn", kwlist, &ContextType, &ctx,
+                                     &nh, &path, &data, &prefix, &nkv, &scale, &post_norm,
+                                     &norm_prefix, &eps, &sdt, &h0, &h1) ||
         check_open(ctx) || check_dtype(sdt, "storage_dtype", false))
         return NULL;
     vkmha_safetensors_desc sd;
     memset(&sd, 0, sizeof sd);
-    if (to_u32(nh, "n_head", &sd.n_head) || to_u32(nkv, "n_kv_head", &sd.n_kv_head))
+    if (to_u32(nh, "n_head", &sd.n_head) || to_u32(nkv, "n_kv_head", &sd.n_kv_head) ||
+        to_u32(h0, "head_begin", &sd.head_begin) || to_u32(h1, "head_end", &sd.head_end))
         return NULL;
     sd.prefix = prefix;
     sd.scale = scale;
@@ -1056,12 +1059,13 @@ static PyObject *mha_desc(MHAObject *self, void *unused)
     const vkmha_mha_desc *d = &self->d;
     if (live(self->mha, "MHA"))
         return NULL;
-    return Py_BuildValue("{sIsIsIsIsIsIsIsfsOsfsIsI}", "d_model", d->d_model, "n_head",
+    return Py_BuildValue("{sIsIsIsIsIsIsIsfsOsfsIsIsIsI}", "d_model", d->d_model, "n_head",
                          d->n_head, "n_kv_head", d->n_kv_head, "d_k", d->d_k, "d_v", d->d_v,
                          "kdim", d->kdim, "vdim", d->vdim, "scale", (double)d->scale,
                          "post_norm", d->post_norm ? Py_True : Py_False, "norm_eps",
                          (double)d->norm_eps, "weight_dtype", d->weight_dtype,
-                         "storage_dtype", d->storage_dtype);
+                         "storage_dtype", d->storage_dtype, "head_begin", d->head_begin,
+                         "head_end", d->head_end);
 }
 
 static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)

@@ -5,6 +5,7 @@
  * (kdim != d_model) and masks; a cached decode step per shard sums to the
  * whole layer's; every bad range is refused with its field's name. */
 #include "util.h"
+#include "half.h"
 
 /* d_model 24, 8 query heads over 4 key/value heads, d_k 6, d_v 5, kdim 20. */
 enum { D = 24, H = 8, HKV = 4, DK = 6, DV = 5, KD = 20, B = 2, LQ = 5, LK = 7 };
@@ -34,12 +35,26 @@ static void layer_make(layer *l, t_rng *r)
     l->d.post_norm = true;
 }
 
-/* y = LayerNorm(x + s) with the layer's gamma, beta and eps, per row (as
- * the layer's post-norm; double accumulation). */
+/* The layer's values of n parameters: rounded to its storage dtype. */
+static void stored(const vkmha_mha_desc *d, const float *p, size_t n, float *out)
+{
+    uint16_t h[D];
+    for (size_t i = 0; i < n; i++)
+        out[i] = p[i];
+    if (d->storage_dtype != VKMHA_DTYPE_F32) {
+        vkmha__from_f32(d->storage_dtype, p, n, h);
+        vkmha__to_f32(d->storage_dtype, h, n, out);
+    }
+}
+
+/* y = LayerNorm(x + s) with the layer's gamma, beta (as it stores them) and
+ * eps, per row (as the layer's post-norm; double accumulation). */
 static void post_norm(const vkmha_mha_desc *d, const float *x, const float *s, float *y,
                       uint32_t rows)
 {
-    const float *g = d->norm_gamma, *b = d->norm_beta;
+    float g[D], b[D];
+    stored(d, d->norm_gamma, D, g);
+    stored(d, d->norm_beta, D, b);
     for (uint32_t r = 0; r < rows; r++) {
         double t[D], mean = 0, var = 0;
         for (int c = 0; c < D; c++)
@@ -91,8 +106,10 @@ static void sum_case(vkmha_context *ctx, const char *ctx_name, t_rng *rng, uint3
             sum[i] += part[i];
         vkmha_mha_destroy(m);
     }
-    /* + b_o, then the post-norm the engine applies. */
-    const float *b_o = l.d.b_o;
+    /* + b_o, then the post-norm the engine applies (with the parameters as
+     * the whole layer stores them). */
+    float b_o[D];
+    stored(&l.d, l.d.b_o, D, b_o);
     for (size_t i = 0; i < B * LQ * D; i++)
         sum[i] += b_o[i % D];
     post_norm(&l.d, q, sum, got, B * LQ);

@@ -402,6 +402,10 @@ static void fuzz_layer(reader *r, pool *pl, uint8_t ptrs)
     d.norm_eps = scalar_field(r);
     uint8_t opt = u8(r);
     d.post_norm = opt & 1;
+    if (opt & 0x20) { /* a head shard, perhaps a bad range */
+        d.head_begin = u8(r) & 15;
+        d.head_end = u8(r) & 15;
+    }
     /* The documented weight shapes (defaults as the header gives them; a
      * d_model not divisible by n_head leaves d_k 0, which the library
      * rejects, and sizes nothing here). */

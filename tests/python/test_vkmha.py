@@ -1071,6 +1071,30 @@ class TestKVCache(unittest.TestCase):
         assert_close(self, got, want, "bottom-right causal attention")
 
 
+class TestShards(unittest.TestCase):
+    """Head shards (heads=(h0, h1)) on from_torch, MHA and load_safetensors:
+    the shards' outputs sum, with out_proj.bias, to the whole module's."""
+
+    def test_shards_sum_to_the_layer(self):
+        for backend in BACKENDS:
+            mha = torch.nn.MultiheadAttention(20, 4, batch_first=True).eval()
+            x = torch.randn(2, 7, 20)
+            with torch.no_grad():
+                want = mha(x, x, x, need_weights=False)[0]
+            parts = [vkmha.from_torch(mha, context(backend), heads=(h, h + 2))(
+                x, x, x, need_weights=False)[0] for h in (0, 2)]
+            got = parts[0] + parts[1] + mha.out_proj.bias.detach()
+            assert_close(self, got, want, "%s: 2 shards" % backend)
+            self.assertEqual(vkmha.from_torch(mha, context(backend), heads=(2, 4)).layer
+                             .desc["n_head"], 2)
+
+    def test_bad_range_names_the_field(self):
+        mha = torch.nn.MultiheadAttention(20, 4, batch_first=True).eval()
+        with self.assertRaises(vkmha.InvalidArgumentError) as e:
+            vkmha.from_torch(mha, context("vulkan"), heads=(3, 2))
+        self.assertIn("head_begin", str(e.exception))
+
+
 class TestZValidation(unittest.TestCase):
     """Last: the validation layer sent nothing over the whole run."""
 

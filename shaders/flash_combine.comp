@@ -44,8 +44,8 @@ layout(binding = 1) readonly buffer PartialML { float pml[]; }; // [split][row][
 TYPED_OUT(2, 2, o) // of any float dtype (shaders/typed.glsl)
 layout(binding = 3) writeonly buffer Stats { float ml[]; };     // [row][2]
 #if CPU
-layout(binding = 4) uniform samplerBuffer po_t;  // PartialO as vec4s
-layout(binding = 5) uniform samplerBuffer pml_t; // PartialML as vec4s: 2 ranges each
+layout(binding = 4) uniform textureBuffer po_t;  // PartialO as vec4s
+layout(binding = 5) uniform textureBuffer pml_t; // PartialML as vec4s: 2 ranges each
 #endif
 
 // The max of the row's range maxima, and the value exp subtracts (never -inf).

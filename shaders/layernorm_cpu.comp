@@ -37,10 +37,10 @@ TYPED_IN(1, 1, gamma) // [cols]
 TYPED_IN(2, 2, beta)  // [cols]
 TYPED_IO(3, 3, y)     // [rows][cols]
 // Their fp32 or fp16 vec4 views:
-layout(binding = 4) uniform samplerBuffer y_t;
-layout(binding = 5) uniform samplerBuffer res_t;
-layout(binding = 6) uniform samplerBuffer gamma_t;
-layout(binding = 7) uniform samplerBuffer beta_t;
+layout(binding = 4) uniform textureBuffer y_t;
+layout(binding = 5) uniform textureBuffer res_t;
+layout(binding = 6) uniform textureBuffer gamma_t;
+layout(binding = 7) uniform textureBuffer beta_t;
 
 // y + residual at vec4 i, through the texel views or from the storage buffers.
 vec4 sum4_at(bool texel, uint i)

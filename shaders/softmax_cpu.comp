@@ -62,8 +62,8 @@ layout(binding = 2) readonly buffer Bias4 { vec4 bias4[]; };
 TYPED_IO(3, 3, s)   // the output (and the input in place)
 TYPED_IN(4, 4, xin) // the input
 layout(binding = 5) readonly buffer Lengths { uint lens[]; }; // with MASK_LENGTHS
-layout(binding = 6) uniform samplerBuffer xin_t; // the input's fp32 or fp16 vec4 view
-layout(binding = 7) uniform samplerBuffer bias_t;
+layout(binding = 6) uniform textureBuffer xin_t; // the input's fp32 or fp16 vec4 view
+layout(binding = 7) uniform textureBuffer bias_t;
 
 #define MASK_SLOT 0u
 #include "mask.glsl"

@@ -29,10 +29,11 @@
 // PUSH_MISALIGN: the host fills it for every dispatch). Element accesses add
 // them; a vec4 access whose elements are not 4-aligned in the binding reads
 // or writes the four elements one by one.
-// Include this first: it may enable an extension.
+// Include this first: it enables extensions.
 #if NATIVE16
 #extension GL_EXT_shader_16bit_storage : require
 #endif
+#extension GL_EXT_samplerless_texture_functions : require
 
 #include "dtype.glsl"
 
@@ -182,16 +183,22 @@ uint dt_encode(uint dt, float v)
     }
 
 // Texel bindings of the CPU-shaped kernels: 4 elements per texel, read as
-// one load for all SIMD lanes. fp32 data through R32G32B32A32_SFLOAT views
-// (samplerBuffer). 16-bit data (fp16 or bf16, of dtype slot S) in the
-// TEXEL_U16 build variant: usamplerBuffer over R32G32_UINT views (two plain
+// one load for all SIMD lanes. Uniform texel buffers declared as
+// textureBuffer and read with texelFetch without a sampler
+// (GL_EXT_samplerless_texture_functions): an OpTypeImage of Dim Buffer
+// fetched directly, valid in every SPIR-V version (a samplerBuffer is an
+// OpTypeSampledImage of Dim Buffer, which SPIR-V 1.6 removed and which a
+// validator for a Vulkan 1.3 device reports). fp32 data through
+// R32G32B32A32_SFLOAT views (textureBuffer). 16-bit data (fp16 or bf16, of
+// dtype slot S) in the TEXEL_U16 build variant: utextureBuffer over
+// R32G32_UINT views (two plain
 // words per texel: on lavapipe a 16-bit texel format costs a per-element
 // conversion in the fetch), widened here: fp16 with unpackHalf2x16, bf16 by
 // shifts. (Other shaders read fp16 texels through R16G16B16A16_SFLOAT
 // views.) Declare with `uniform TEXEL_BUFFER name;`, read with
 // TEXEL_FETCH(name, index, S).
 #if defined(TEXEL_U16) && TEXEL_U16
-#define TEXEL_BUFFER usamplerBuffer
+#define TEXEL_BUFFER utextureBuffer
 #define TEXEL_FETCH(t, i, S) texel16(texelFetch(t, int(i)).xy, DTYPE(S))
 vec4 texel16(uvec2 w, uint dt)
 {
@@ -200,7 +207,7 @@ vec4 texel16(uvec2 w, uint dt)
     return uintBitsToFloat(uvec4(w.x << 16, w.x & 0xffff0000u, w.y << 16, w.y & 0xffff0000u));
 }
 #else
-#define TEXEL_BUFFER samplerBuffer
+#define TEXEL_BUFFER textureBuffer
 #define TEXEL_FETCH(t, i, S) texelFetch(t, int(i))
 #endif
 

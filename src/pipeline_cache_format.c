@@ -65,7 +65,9 @@ void vk_pipeline_cache_header(const vk_cache_identity *id, const void *data, siz
     put64(out + VK_CACHE_OFF_CHECKSUM, vk_pipeline_cache_checksum(data, data_size));
 }
 
-#if defined(__GNUC__)
+#if defined(__MINGW32__)
+__attribute__((format(gnu_printf, 3, 4)))
+#elif defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
 #endif
 static vkmha_status reject(char *why, size_t cap, const char *fmt, ...);

@@ -120,7 +120,11 @@ bool vkmha__mul_u64(uint64_t a, uint64_t b, uint64_t *out)
 
 const char *vkmha__error_text(int err, char *buf, size_t cap)
 {
+#if defined(_WIN32)
+    if (strerror_s(buf, cap, err) != 0) /* the C runtime's thread-safe form */
+#else
     if (strerror_r(err, buf, cap) != 0)
+#endif
         snprintf(buf, cap, "error %d", err);
     return buf;
 }

@@ -16,37 +16,9 @@
 #pragma GCC diagnostic pop
 #endif
 
-#if defined(_WIN32)
-#include <windows.h>
-static INIT_ONCE loader_once = INIT_ONCE_STATIC_INIT;
-static VkResult loader_result = VK_ERROR_INITIALIZATION_FAILED;
-static BOOL CALLBACK loader_init_once(PINIT_ONCE once, PVOID param, PVOID *context)
-{
-    (void)once;
-    (void)param;
-    (void)context;
-    loader_result = volkInitialize();
-    return TRUE;
-}
-VkResult vk_loader_init(void)
-{
-    InitOnceExecuteOnce(&loader_once, loader_init_once, NULL, NULL);
-    return loader_result;
-}
-#else
-#include <pthread.h>
-static pthread_once_t loader_once = PTHREAD_ONCE_INIT;
-static VkResult loader_result = VK_ERROR_INITIALIZATION_FAILED;
-static void loader_init_once(void)
-{
-    loader_result = volkInitialize();
-}
-VkResult vk_loader_init(void)
-{
-    pthread_once(&loader_once, loader_init_once);
-    return loader_result;
-}
-#endif
+/* vk_loader_init is in src/vk_loader_init.c: on Windows it needs windows.h,
+ * whose FARPROC volk.c declares again (differently) when compiled for
+ * Windows, so the two cannot share a file. */
 
 void vk_load_global_table(PFN_vkGetInstanceProcAddr gipa, vk_global_table *t)
 {

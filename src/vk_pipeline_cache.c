@@ -14,6 +14,33 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#if defined(_WIN32)
+#include <io.h>
+#include <windows.h>
+/* The file's data on the disk (fsync), and an atomic replacement of `to`
+ * (rename, which on Windows refuses an existing destination). */
+static int flush_to_disk(FILE *f)
+{
+    return _commit(_fileno(f));
+}
+static int replace_file(const char *from, const char *to)
+{
+    if (MoveFileExA(from, to, MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH))
+        return 0;
+    errno = GetLastError() == ERROR_ACCESS_DENIED ? EACCES : EIO;
+    return -1;
+}
+#else
+static int flush_to_disk(FILE *f)
+{
+    return fsync(fileno(f));
+}
+static int replace_file(const char *from, const char *to)
+{
+    return rename(from, to);
+}
+#endif
+
 /* Larger files are not read: a driver's cache of vkmha's few pipelines is
  * kilobytes to a few megabytes. */
 #define MAX_FILE_BYTES (256u << 20)
@@ -255,7 +282,7 @@ static bool write_file(const char *tmp, const void *bytes, size_t n)
     FILE *f = fopen(tmp, "wb");
     if (!f)
         return false;
-    bool ok = fwrite(bytes, 1, n, f) == n && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    bool ok = fwrite(bytes, 1, n, f) == n && fflush(f) == 0 && flush_to_disk(f) == 0;
     int err = errno;
     if (fclose(f) != 0 && ok) {
         ok = false;
@@ -310,7 +337,7 @@ VKMHA_API vkmha_status vkmha_context_save_pipeline_cache(vkmha_context *ctx, con
                          vkmha__error_text(errno, err, sizeof err));
         goto done;
     }
-    if (rename(tmp, path) != 0) {
+    if (replace_file(tmp, path) != 0) {
         st = vkmha__fail(ctx, VKMHA_ERROR_INVALID_ARGUMENT,
                          "%s: cannot rename %s to path (%s): %s", fn, tmp, path,
                          vkmha__error_text(errno, err, sizeof err));

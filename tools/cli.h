@@ -87,7 +87,9 @@ static inline void cli_help(const cli_spec *s, FILE *f)
 }
 
 /* A usage error: the message, a pointer to --help, exit status 2. */
-#if defined(__GNUC__)
+#if defined(__MINGW32__)
+__attribute__((format(gnu_printf, 2, 3), noreturn))
+#elif defined(__GNUC__)
 __attribute__((format(printf, 2, 3), noreturn))
 #endif
 static inline void cli_fail(const cli_spec *s, const char *fmt, ...)

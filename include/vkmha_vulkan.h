@@ -55,11 +55,16 @@
  *   command buffers completed (vkmha_context_destroy waits for the device
  *   and frees everything).
  *
- * Recording needs push descriptors (VK_KHR_push_descriptor, enabled on the
- * borrowed device and listed in enabled_device_extensions);
- * vkmha_context_info.push_descriptors tells. Without them a record call
- * returns VKMHA_ERROR_UNSUPPORTED and the tensor calls (vkmha_*_tensor,
- * vkmha_mha_submit) remain.
+ * Descriptors: with push descriptors (VK_KHR_push_descriptor, enabled on the
+ * borrowed device and listed in enabled_device_extensions;
+ * vkmha_context_info.push_descriptors tells) they go into your command
+ * buffer. Without them (many mobile drivers) each recorded dispatch gets a
+ * descriptor set of its own, which stays valid like the retired scratch:
+ * until vkmha_context_trim, which you call once the command buffers you
+ * recorded have completed (vkmha_context_destroy frees them too). A
+ * long-running engine without push descriptors should trim every so often
+ * (say once per frame, after that frame's fence): the sets accumulate
+ * until then (one per dispatch; a layer's forward records about 6-10).
  */
 #ifndef VKMHA_VULKAN_H
 #define VKMHA_VULKAN_H

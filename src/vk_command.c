@@ -67,14 +67,6 @@ vkmha_status vk_exec_begin(vk_state *vk, vk_mode mode, VkCommandBuffer cmd,
     if ((st = vk_check_lost(vk)))
         return st;
     if (mode == MODE_RECORD) {
-        if (!vk->push_descriptors)
-            return vkmha__fail(
-                vk->ctx, VKMHA_ERROR_UNSUPPORTED,
-                "%s: recording into the application's command buffer needs "
-                "VK_KHR_push_descriptor, which this context does not use (not "
-                "supported, not listed in desc->vulkan->enabled_device_extensions, "
-                "or VKMHA_NO_PUSH_DESCRIPTORS is set)",
-                vk->ctx->call);
         vk->cmd = cmd;
         vk->recorded = true; /* the scratch buffers are referenced from now on */
     } else if (mode == MODE_SUBMIT) {
@@ -533,6 +525,15 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_vie
         (st = plan_grow(vk, (void **)&pl->passes, pl->n_passes, &pl->cap_passes,
                         sizeof *pl->passes)))
         return st;
+    /* Without push descriptors a recorded dispatch gets a set of its own,
+     * kept until vkmha_context_trim: the site's set may be rewritten by a
+     * later call while the application's command buffer is pending. */
+    vk_site recorded;
+    if (!vk->push_descriptors && vk->mode == MODE_RECORD) {
+        if ((st = vk_recorded_site(vk, kind, &recorded)))
+            return st;
+        site = &recorded;
+    }
     /* Sites are allocated with their kind by vk_site_pool_create. */
     if (site->kind != kind)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,

@@ -816,6 +816,7 @@ void vk_destroy(vk_state *vk)
             vk_submission_free(vk, vk->subs[vk->n_subs - 1]);
         vkmha__free(vk->ctx, vk->subs);
         vk_release_retired(vk);
+        vk_release_recorded_sets(vk);
         for (int i = 0; i < SLOT_COUNT; i++)
             vk_buffer_destroy(vk, &vk->slots[i]);
         vk_buffer_destroy(vk, &vk->dummy);
@@ -925,6 +926,7 @@ static vkmha_status ctx_trim(vkmha_context *ctx)
     if ((st = vk_wait_submissions(vk)))
         return st;
     vk_release_retired(vk);
+    vk_release_recorded_sets(vk);
     for (int i = 0; i < SLOT_COUNT; i++)
         vk_buffer_destroy(vk, &vk->slots[i]);
     vk_buffer_destroy(vk, &vk->upload);
@@ -940,7 +942,7 @@ const vkmha_backend_ops vk_backend_ops = {
     .kernels = vk_kernels,
     .pipeline_cache = vk_pipeline_cache_get,
     .pipeline_cache_path = vk_pipeline_cache_path,
-    .no_commands = NULL, /* vk_record_begin checks for push descriptors */
+    .no_commands = NULL, /* records with push descriptors or with sets of its own */
     .matmul = vk_op_matmul,
     .softmax = vk_op_softmax,
     .heads = vk_op_heads,

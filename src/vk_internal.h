@@ -444,6 +444,12 @@ struct vk_state {
     bool recorded;
     vk_buffer *retired;
     uint32_t n_retired, cap_retired;
+    /* Without push descriptors, the descriptor sets of dispatches recorded
+     * into the application's command buffers: a set each, from these pools,
+     * kept until vkmha_context_trim (the same contract as the retired
+     * scratch). The last pool is the one that still has room. */
+    VkDescriptorPool *rec_pools;
+    uint32_t n_rec_pools;
     /* vkmha_mha_submit's submissions not yet known to be complete. */
     struct vkmha_submission **subs;
     uint32_t n_subs, cap_subs;
@@ -695,6 +701,11 @@ vk_kind vk_pipe_kind(vk_pipe pipe);
 /* Creates `count` sites, site i for shaders of kinds[i]. */
 vkmha_status vk_site_pool_create(vk_state *vk, const vk_kind *kinds, uint32_t count,
                                  vk_site_pool *out);
+/* A descriptor set of `kind` for one recorded dispatch (no push descriptors),
+ * as a site whose bindings are all to be written; kept until
+ * vk_release_recorded_sets (vkmha_context_trim, vkmha_context_destroy). */
+vkmha_status vk_recorded_site(vk_state *vk, vk_kind kind, vk_site *out);
+void vk_release_recorded_sets(vk_state *vk);
 void vk_site_pool_destroy(vk_state *vk, vk_site_pool *p);
 
 /* ---- recording of each op (no uploads, no submit), one file per op ------- */

@@ -821,6 +821,61 @@ vkmha_status vk_pipeline_statistics(vk_state *vk, vk_pipe pipe, uint32_t dtypes,
     return VKMHA_SUCCESS;
 }
 
+/* Sets per pool of recorded dispatches' descriptor sets. */
+#define RECORDED_SETS_PER_POOL 64
+
+/* A descriptor pool for `count` sets of any kind. */
+static VkResult create_set_pool(vk_state *vk, uint32_t count, VkDescriptorPool *out)
+{
+    VkDescriptorPoolSize sizes[2] = {
+        {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, count * VK_MAX_BINDINGS},
+        {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, count * MAX_TEXEL_BINDINGS}};
+    VkDescriptorPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+    pi.maxSets = count;
+    pi.poolSizeCount = 2; /* texel buffers: the register matmul and flash_cpu.comp */
+    pi.pPoolSizes = sizes;
+    return vk->vkd.vkCreateDescriptorPool(vk->device, &pi, vk->vkalloc, out);
+}
+
+vkmha_status vk_recorded_site(vk_state *vk, vk_kind kind, vk_site *out)
+{
+    memset(out, 0xff, sizeof *out); /* no binding cached: every one is written */
+    out->kind = kind;
+    VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+    ai.descriptorSetCount = 1;
+    ai.pSetLayouts = &vk->set_layouts[kind];
+    VkResult r = VK_ERROR_OUT_OF_POOL_MEMORY;
+    if (vk->n_rec_pools) {
+        ai.descriptorPool = vk->rec_pools[vk->n_rec_pools - 1];
+        r = vk->vkd.vkAllocateDescriptorSets(vk->device, &ai, &out->set);
+    }
+    if (r == VK_ERROR_OUT_OF_POOL_MEMORY || r == VK_ERROR_FRAGMENTED_POOL) {
+        /* The last pool is full: a new one. */
+        VkDescriptorPool *p = vkmha__realloc(vk->ctx, vk->rec_pools,
+                                             vk->n_rec_pools * sizeof *p,
+                                             (vk->n_rec_pools + 1) * sizeof *p);
+        if (!p)
+            return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                               "%s: out of host memory", vk->ctx->call);
+        vk->rec_pools = p;
+        if ((r = create_set_pool(vk, RECORDED_SETS_PER_POOL, &p[vk->n_rec_pools])) !=
+            VK_SUCCESS)
+            return vk_fail(vk, r, "vkCreateDescriptorPool");
+        ai.descriptorPool = p[vk->n_rec_pools++];
+        r = vk->vkd.vkAllocateDescriptorSets(vk->device, &ai, &out->set);
+    }
+    return r == VK_SUCCESS ? VKMHA_SUCCESS : vk_fail(vk, r, "vkAllocateDescriptorSets");
+}
+
+void vk_release_recorded_sets(vk_state *vk)
+{
+    for (uint32_t i = 0; i < vk->n_rec_pools; i++)
+        vk->vkd.vkDestroyDescriptorPool(vk->device, vk->rec_pools[i], vk->vkalloc);
+    vkmha__free(vk->ctx, vk->rec_pools);
+    vk->rec_pools = NULL;
+    vk->n_rec_pools = 0;
+}
+
 vkmha_status vk_site_pool_create(vk_state *vk, const vk_kind *kinds, uint32_t count,
                                  vk_site_pool *out)
 {
@@ -837,14 +892,7 @@ vkmha_status vk_site_pool_create(vk_state *vk, const vk_kind *kinds, uint32_t co
         *out = p;
         return VKMHA_SUCCESS;
     }
-    VkDescriptorPoolSize sizes[2] = {
-        {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, count * VK_MAX_BINDINGS},
-        {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, count * MAX_TEXEL_BINDINGS}};
-    VkDescriptorPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-    pi.maxSets = count;
-    pi.poolSizeCount = 2; /* texel buffers: the register matmul and flash_cpu.comp */
-    pi.pPoolSizes = sizes;
-    if ((r = vk->vkd.vkCreateDescriptorPool(vk->device, &pi, vk->vkalloc, &p.pool)) != VK_SUCCESS) {
+    if ((r = create_set_pool(vk, count, &p.pool)) != VK_SUCCESS) {
         vkmha__free(vk->ctx, p.sites);
         return vk_fail(vk, r, "vkCreateDescriptorPool");
     }

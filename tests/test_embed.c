@@ -469,10 +469,8 @@ static void no_push_descriptors(const layer_data *ld)
     vkmha_tensor *tx = tensor_from(ctx, ld->x, B, L, D), *to = tensor(ctx, VKMHA_DTYPE_F32, 3,
                                                                         B, L, D, 0);
     vkmha_mha_tensors tio = {B, L, 0, tx, tx, tx, NULL, to, NULL, 0, 0, NULL, 0};
+    /* Recording without them: examples/embed.c run as example_embed_no_push. */
     t_report(!info.push_descriptors, "VKMHA_NO_PUSH_DESCRIPTORS=1 turns push descriptors off");
-    expect(ctx, vkmha_mha_record(mha, (VkCommandBuffer)(uintptr_t)8, &tio),
-           VKMHA_ERROR_UNSUPPORTED, "VK_KHR_push_descriptor",
-           "vkmha_mha_record without push descriptors");
     /* Submissions still work on descriptor sets (they wait for each other). */
     vkmha_submission *s1 = NULL, *s2 = NULL;
     bool ok = vkmha_mha_submit(mha, &tio, &s1) == VKMHA_SUCCESS &&

@@ -289,7 +289,33 @@ typedef struct vkmha_debug_options {
      * (vkmha_context_get_kernels lists it as not available; those heads run
      * unfused). */
     uint32_t max_shared_memory VKMHA_ZERO;
+    /* Lower maxComputeWorkGroupInvocations and maxComputeWorkGroupSize
+     * (0 = the device's own), like the limits above: every workgroup vkmha
+     * dispatches is chosen within them. */
+    uint32_t max_workgroup_invocations VKMHA_ZERO;
+    uint32_t max_workgroup_size[3] VKMHA_ZERO;
+    /* Record descriptors into sets even where the device has
+     * VK_KHR_push_descriptor (as the environment variable
+     * VKMHA_NO_PUSH_DESCRIPTORS=1 does). */
+    bool no_push_descriptors VKMHA_ZERO;
+    /* A named profile of lowered limits, applied before the fields above
+     * (vkmha_debug_profile); the environment variable VKMHA_PROFILE=mobile
+     * applies VKMHA_DEBUG_PROFILE_MOBILE to every context the process
+     * creates, which is how the test suite runs whole under it. */
+    uint32_t profile VKMHA_ZERO;
 } vkmha_debug_options;
+
+typedef enum vkmha_debug_profile {
+    VKMHA_DEBUG_PROFILE_NONE = 0,
+    /* A typical phone GPU, each limit lowered to it where the device's is
+     * higher: 16 KiB of shared memory, 128 invocations per workgroup (128 in
+     * each dimension), no subgroup arithmetic (as
+     * VKMHA_CONTEXT_NO_SUBGROUP_OPS), no 16-bit storage (no_native_16bit),
+     * no push descriptors, maxStorageBufferRange 128 MiB and
+     * maxMemoryAllocationSize 256 MiB. vkmha_context_get_info reports the
+     * lowered limits. */
+    VKMHA_DEBUG_PROFILE_MOBILE = 1,
+} vkmha_debug_profile;
 
 typedef struct vkmha_context_desc {
     uint32_t backend VKMHA_ZERO; /* vkmha_backend; 0: VKMHA_BACKEND_VULKAN */

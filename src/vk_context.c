@@ -611,7 +611,7 @@ static vkmha_status create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
     /* The environment can turn push descriptors off (a driver workaround,
      * and how the test suite covers the descriptor-set path). */
     const char *no_push = getenv("VKMHA_NO_PUSH_DESCRIPTORS");
-    if (no_push && *no_push && strcmp(no_push, "0") != 0)
+    if ((no_push && *no_push && strcmp(no_push, "0") != 0) || vk->debug_no_push)
         vk->push_descriptors = false;
     if (vk->push_descriptors && !vk->vkd.vkCmdPushDescriptorSetKHR)
         vk->push_descriptors = false;
@@ -708,16 +708,67 @@ static vkmha_status lower_limit(vk_state *vk, const char *name, uint64_t want, u
     return VKMHA_SUCCESS;
 }
 
-/* desc->debug: lowers the limits in vk->info (which every size and
- * dispatch check reads) and arms the device-allocation failures. */
-static vkmha_status apply_debug(vk_state *vk, const vkmha_debug_options *d)
+/* The lowered limits of a vkmha_debug_profile, each applied where the
+ * device's own is higher; false for an unknown profile. */
+static bool apply_profile(vk_state *vk, uint32_t profile, uint32_t *flags)
+{
+    vkmha_device_info *info = &vk->info;
+    if (profile == VKMHA_DEBUG_PROFILE_NONE)
+        return true;
+    if (profile != VKMHA_DEBUG_PROFILE_MOBILE)
+        return false;
+#define LOWER(field, v) (field) = (field) < (v) ? (field) : (v)
+    LOWER(info->max_shared_memory, 16384u);
+    LOWER(info->max_workgroup_invocations, 128u);
+    for (int i = 0; i < 3; i++)
+        LOWER(info->max_workgroup_size[i], 128u);
+    LOWER(info->max_storage_buffer_range, 128ull << 20);
+    LOWER(info->max_allocation_size, 256ull << 20);
+#undef LOWER
+    *flags |= VKMHA_CONTEXT_NO_SUBGROUP_OPS;
+    vk->no_native16 = true;
+    vk->debug_no_push = true;
+    return true;
+}
+
+/* desc->debug and VKMHA_PROFILE: lowers the limits in vk->info (which
+ * every size and dispatch check reads) and arms the device-allocation
+ * failures; *flags gains the profile's context flags. */
+static vkmha_status apply_debug(vk_state *vk, const vkmha_debug_options *d, uint32_t *flags)
 {
     static const char *const counts[3] = {"max_workgroup_count[0]", "max_workgroup_count[1]",
                                           "max_workgroup_count[2]"};
+    static const char *const sizes[3] = {"max_workgroup_size[0]", "max_workgroup_size[1]",
+                                         "max_workgroup_size[2]"};
     vkmha_device_info *info = &vk->info;
     vkmha_status st;
+    const char *env = getenv("VKMHA_PROFILE");
+    if (env && *env && strcmp(env, "none") != 0) {
+        if (strcmp(env, "mobile") != 0)
+            return vkmha__fail(vk->ctx, VKMHA_ERROR_INVALID_ARGUMENT,
+                               "vkmha_context_create: the environment variable VKMHA_PROFILE "
+                               "is \"%s\": mobile or none",
+                               env);
+        apply_profile(vk, VKMHA_DEBUG_PROFILE_MOBILE, flags);
+    }
     if (!d)
         return VKMHA_SUCCESS;
+    if (!apply_profile(vk, d->profile, flags))
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_INVALID_ARGUMENT,
+                           "vkmha_context_create: desc->debug->profile (%u) is not a "
+                           "vkmha_debug_profile",
+                           d->profile);
+    vk->debug_no_push |= d->no_push_descriptors;
+    uint64_t inv = info->max_workgroup_invocations;
+    if ((st = lower_limit(vk, "max_workgroup_invocations", d->max_workgroup_invocations, &inv)))
+        return st;
+    info->max_workgroup_invocations = (uint32_t)inv;
+    for (int i = 0; i < 3; i++) {
+        uint64_t size = info->max_workgroup_size[i];
+        if ((st = lower_limit(vk, sizes[i], d->max_workgroup_size[i], &size)))
+            return st;
+        info->max_workgroup_size[i] = (uint32_t)size;
+    }
     for (int i = 0; i < 3; i++) {
         uint64_t count = info->max_workgroup_count[i];
         if ((st = lower_limit(vk, counts[i], d->max_workgroup_count[i], &count)))
@@ -738,7 +789,7 @@ static vkmha_status apply_debug(vk_state *vk, const vkmha_debug_options *d)
                            "vkmha_context_create: desc->debug->fused_kernel (%d) is not a "
                            "vkmha_fused_kernel",
                            (int)d->fused_kernel);
-    vk->no_native16 = d->no_native_16bit;
+    vk->no_native16 |= d->no_native_16bit;
     vk->flash_gpu_blocks = d->fused_kernel == VKMHA_FUSED_KERNEL_SHARED_GPU_BLOCKS;
     vk->fused_kernel = vk->flash_gpu_blocks ? VKMHA_FUSED_KERNEL_SHARED : d->fused_kernel;
     if (d->fail_device_allocation_at) {
@@ -777,9 +828,10 @@ vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc, bool 
         st = borrow_device(vk, ext);
     else if (!(st = create_instance(vk, ctx, desc->enable_validation)))
         st = pick_device(vk, desc);
-    if (st || (st = apply_debug(vk, desc->debug)) || (st = create_device(vk, ext)))
+    uint32_t flags = desc->flags;
+    if (st || (st = apply_debug(vk, desc->debug, &flags)) || (st = create_device(vk, ext)))
         return st; /* the caller destroys the partial state */
-    vk->use_subgroup = vk->info.subgroup_arithmetic && !(desc->flags & VKMHA_CONTEXT_NO_SUBGROUP_OPS);
+    vk->use_subgroup = vk->info.subgroup_arithmetic && !(flags & VKMHA_CONTEXT_NO_SUBGROUP_OPS);
     if (compile_only) { /* the same choices, then pipelines only: no memory, no cache */
         if ((st = vk_pipelines_init(vk, desc->matmul_tile)))
             return st;

@@ -450,6 +450,8 @@ struct vk_state {
      * scratch). The last pool is the one that still has room. */
     VkDescriptorPool *rec_pools;
     uint32_t n_rec_pools;
+    /* desc->debug->no_push_descriptors or its profile's. */
+    bool debug_no_push;
     /* vkmha_mha_submit's submissions not yet known to be complete. */
     struct vkmha_submission **subs;
     uint32_t n_subs, cap_subs;

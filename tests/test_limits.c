@@ -475,6 +475,58 @@ int main(void)
 
     shared_memory_cases(ref, &rng);
 
+    /* The mobile profile: every limit it names lowered (where the device's
+     * is higher), every kernel within them, the ops and the layer right. */
+    vkmha_debug_options mobile = {.profile = VKMHA_DEBUG_PROFILE_MOBILE};
+    gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &mobile, NULL, NULL);
+    vkmha_context_get_info(gpu, &info);
+    const vkmha_device_info *di = &info.device;
+    bool ok = di->max_shared_memory <= 16384 && di->max_workgroup_invocations <= 128 &&
+              di->max_workgroup_size[0] <= 128 && di->max_workgroup_size[1] <= 128 &&
+              di->max_workgroup_size[2] <= 128 && di->max_storage_buffer_range <= (128u << 20) &&
+              di->max_allocation_size <= (256u << 20) && !info.push_descriptors &&
+              !info.subgroup_ops_used && !info.native_16bit_storage;
+    vkmha_kernel_info kernels[64];
+    uint32_t n_kernels = 64;
+    ok = ok && vkmha_context_get_kernels(gpu, &n_kernels, kernels) == VKMHA_SUCCESS;
+    for (uint32_t i = 0; ok && i < n_kernels && i < 64; i++)
+        if (kernels[i].available && (kernels[i].workgroup_size > 128 ||
+                                     kernels[i].shared_bytes > 16384)) {
+            t_diag("mobile profile: kernel %s: %u invocations, %u shared bytes",
+                   kernels[i].name, kernels[i].workgroup_size, kernels[i].shared_bytes);
+            ok = false;
+        }
+    t_report(ok, "the mobile profile: shared memory %u, %u invocations (%u x %u x %u), "
+                 "storage range %llu, allocations %llu, no push descriptors, no subgroup "
+                 "arithmetic, no 16-bit storage; every kernel within them",
+             di->max_shared_memory, di->max_workgroup_invocations, di->max_workgroup_size[0],
+             di->max_workgroup_size[1], di->max_workgroup_size[2],
+             (unsigned long long)di->max_storage_buffer_range,
+             (unsigned long long)di->max_allocation_size);
+    matmul_case(ref, gpu, &rng, 5, 129, 75, 17, VKMHA_OP_T, false);
+    softmax_case(ref, gpu, &rng, 37, 75);
+    heads_case(ref, gpu, &rng, true);
+    attention_case(ref, gpu, &rng, &gqa,
+                   VKMHA_MASK_KEY_PADDING | VKMHA_MASK_CAUSAL | VKMHA_MASK_BIAS, true);
+    attention_case(ref, gpu, &rng, &decode, VKMHA_MASK_KEY_PADDING, false);
+    layer_case(ref, gpu, &rng);
+    t_report_validation(gpu);
+    vkmha_context_destroy(gpu);
+    const struct {
+        vkmha_debug_options d;
+        const char *word;
+    } bad[] = {{{.profile = 7}, "profile"}, {{.max_workgroup_invocations = UINT32_MAX}, "max_workgroup_invocations"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        vkmha_context_desc cd = {.backend = VKMHA_BACKEND_VULKAN, .debug = &bad[i].d};
+        vkmha_context *c = NULL;
+        vkmha_status st = vkmha_context_create(&cd, &c);
+        t_report(st == VKMHA_ERROR_INVALID_ARGUMENT && !c &&
+                     strstr(vkmha_context_last_error(NULL), bad[i].word),
+                 "desc->debug with a bad %s: %s (%s)", bad[i].word, vkmha_status_string(st),
+                 vkmha_context_last_error(NULL));
+        vkmha_context_destroy(c);
+    }
+
     vkmha_context_destroy(ref);
     return t_finish();
 }

@@ -152,6 +152,9 @@ static vkmha_status record_append(vk_state *vk, const mha_fwd *f)
                                       x, y)))
                 return st;
         }
+        /* The next run writes the same buffers (packed 16-bit elements are
+         * read-modify-written a word at a time). */
+        vk_barrier(vk);
     }
     return vk_update(vk, &kv->lens, 0, f->lengths, 4ull * f->B);
 }

@@ -203,7 +203,38 @@ typedef enum vkmha_context_flags {
      * of on first use, so that no later call pays for shader compilation
      * (an engine does this at load time, not in the middle of a frame). */
     VKMHA_CONTEXT_EAGER_PIPELINES = 1u << 2,
+    /* Vulkan: skip the self-check of context creation (vkmha_path). */
+    VKMHA_CONTEXT_NO_SELF_CHECK = 1u << 3,
 } vkmha_context_flags;
+
+/* The code paths a Vulkan context checks when it is created: each runs once
+ * on a small canary input (the fused attention of each head-dim class with
+ * its key splits on each of its kernels, the reductions with subgroup
+ * arithmetic, 16-bit storage, the matmul for few rows) and is compared with
+ * the reference backend. A path that disagrees is disabled for that context
+ * with a VKMHA_LOG_WARN message naming it and the error, and the context
+ * takes the path's fallback (in parentheses); vkmha_context_info.
+ * disabled_paths tells. The environment variable VKMHA_DISABLE_PATHS (a
+ * comma-separated list of the names below, e.g. "fused_d64,subgroup")
+ * disables paths without checking, to work around a driver. */
+typedef enum vkmha_path {
+    VKMHA_PATH_FUSED_D32 = 1u << 0,  /* "fused_d32": workgroup-shared fused attention,
+                                        head dims <= 32 (the CPU-shaped kernel, or unfused) */
+    VKMHA_PATH_FUSED_D64 = 1u << 1,  /* "fused_d64" */
+    VKMHA_PATH_FUSED_D128 = 1u << 2, /* "fused_d128" */
+    VKMHA_PATH_FUSED_D256 = 1u << 3, /* "fused_d256" */
+    VKMHA_PATH_FUSED_CPU_D32 = 1u << 4, /* "fused_cpu_d32": the CPU-shaped fused kernel
+                                           (the workgroup-shared one, or unfused) */
+    VKMHA_PATH_FUSED_CPU_D64 = 1u << 5,  /* "fused_cpu_d64" */
+    VKMHA_PATH_FUSED_CPU_D128 = 1u << 6, /* "fused_cpu_d128" */
+    VKMHA_PATH_FUSED_CPU_D256 = 1u << 7, /* "fused_cpu_d256" */
+    VKMHA_PATH_SUBGROUP = 1u << 8,       /* "subgroup": reductions with subgroup
+                                            arithmetic (shared memory only) */
+    VKMHA_PATH_NATIVE_16BIT = 1u << 9,   /* "native16": 16-bit storage (two values
+                                            packed per 32-bit word) */
+    VKMHA_PATH_MATMUL_GEMV = 1u << 10,   /* "gemv": the matmul for A of a few rows
+                                            (the small-tile matmul) */
+} vkmha_path;
 
 /* How a matmul is computed on the device: an input only, for
  * vkmha_context_desc.matmul_tile (and the environment variable
@@ -303,6 +334,11 @@ typedef struct vkmha_debug_options {
      * applies VKMHA_DEBUG_PROFILE_MOBILE to every context the process
      * creates, which is how the test suite runs whole under it. */
     uint32_t profile VKMHA_ZERO;
+    /* vkmha_path bits the self-check finds wrong as if their results were
+     * off (it adds 1 to an element of each such path's canary output), so
+     * that tests see each fallback taken; bit 31: the unfused attention,
+     * which has no fallback (the creation fails). */
+    uint32_t self_check_break VKMHA_ZERO;
 } vkmha_debug_options;
 
 typedef enum vkmha_debug_profile {
@@ -454,6 +490,11 @@ typedef struct vkmha_context_info {
      * 32-bit word. Both compute the same results. false for the reference
      * backend. */
     bool native_16bit_storage VKMHA_ZERO;
+    /* Vulkan: the vkmha_path bits this context does not use (its
+     * self-check found them wrong, or VKMHA_DISABLE_PATHS named them), and
+     * what the self-check took, in microseconds (0: skipped). */
+    uint32_t disabled_paths VKMHA_ZERO;
+    uint32_t self_check_us VKMHA_ZERO;
 } vkmha_context_info;
 
 /* Creates a context. On failure *out is NULL, and the reason is both sent to

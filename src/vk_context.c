@@ -847,6 +847,14 @@ vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc, bool 
         return st;
     if ((st = vk_buffer_create(vk, 16, false, false, "placeholder", &vk->dummy)))
         return st;
+    /* The self-check's canaries run through the ops' own entry points. */
+    const char *call = ctx->call;
+    ctx->call = "vkmha_context_create";
+    st = vk_self_check(vk, !(desc->flags & VKMHA_CONTEXT_NO_SELF_CHECK),
+                       desc->debug ? desc->debug->self_check_break : 0);
+    ctx->call = call;
+    if (st)
+        return st;
     if ((desc->flags & VKMHA_CONTEXT_EAGER_PIPELINES) && (st = vk_pipelines_create_all(vk)))
         return st;
     return VKMHA_SUCCESS;
@@ -956,6 +964,8 @@ static void ctx_info(const vkmha_context *ctx, vkmha_context_info *out)
     out->last_gpu_time_ns = vk->last_gpu_time_ns;
     out->external_device = vk->external;
     out->push_descriptors = vk->push_descriptors;
+    out->disabled_paths = vk->disabled_paths;
+    out->self_check_us = vk->self_check_us;
     out->pipeline_cache_loaded = vk->pipeline_cache_loaded;
     out->pipeline_cache_bytes = vk->pipeline_cache_bytes;
     out->pipelines_created = vk->pipelines_created;

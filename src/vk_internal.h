@@ -452,6 +452,8 @@ struct vk_state {
     uint32_t n_rec_pools;
     /* desc->debug->no_push_descriptors or its profile's. */
     bool debug_no_push;
+    /* vkmha_path bits not used (src/vk_selfcheck.c), and the check's time. */
+    uint32_t disabled_paths, self_check_us;
     /* vkmha_mha_submit's submissions not yet known to be complete. */
     struct vkmha_submission **subs;
     uint32_t n_subs, cap_subs;
@@ -708,6 +710,12 @@ vkmha_status vk_site_pool_create(vk_state *vk, const vk_kind *kinds, uint32_t co
  * vk_release_recorded_sets (vkmha_context_trim, vkmha_context_destroy). */
 vkmha_status vk_recorded_site(vk_state *vk, vk_kind kind, vk_site *out);
 void vk_release_recorded_sets(vk_state *vk);
+/* Destroys the pipelines built so far (they are built again on first use):
+ * after a change of the code they would be built from. */
+void vk_pipelines_forget(vk_state *vk);
+/* src/vk_selfcheck.c: VKMHA_DISABLE_PATHS, then (run) the canaries of every
+ * path the context would use; breaks: desc->debug->self_check_break. */
+vkmha_status vk_self_check(vk_state *vk, bool run, uint32_t breaks);
 void vk_site_pool_destroy(vk_state *vk, vk_site_pool *p);
 
 /* ---- recording of each op (no uploads, no submit), one file per op ------- */

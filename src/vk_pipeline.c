@@ -452,6 +452,19 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override)
     return VKMHA_SUCCESS;
 }
 
+void vk_pipelines_forget(vk_state *vk)
+{
+    for (int i = 0; i < PIPE_COUNT; i++)
+        if (vk->pipes[i]) {
+            vk->vkd.vkDestroyPipeline(vk->device, vk->pipes[i], vk->vkalloc);
+            vk->pipes[i] = VK_NULL_HANDLE;
+        }
+    for (uint32_t i = 0; i < vk->n_typed_pipes; i++)
+        if (vk->typed_pipes[i].pipeline)
+            vk->vkd.vkDestroyPipeline(vk->device, vk->typed_pipes[i].pipeline, vk->vkalloc);
+    vk->n_typed_pipes = 0;
+}
+
 void vk_pipelines_destroy(vk_state *vk)
 {
     vk_site_pool_destroy(vk, &vk->op_sites);

@@ -254,6 +254,9 @@ static vkmha_status create(vkmha_context_desc d, log_capture *cap, vkmha_context
     d.log = capture;
     d.log_user = cap;
     d.log_level = VKMHA_LOG_INFO; /* what became of the cache */
+    /* Which pipelines a call builds is what these cases count: none built
+     * by the self-check before it (test_selfcheck.c tests that). */
+    d.flags |= VKMHA_CONTEXT_NO_SELF_CHECK;
     vkmha_status st = vkmha_context_create(&d, out);
     t_pin_libraries(); /* sanitizer builds: keep the driver and layer mapped */
     return st;

@@ -440,7 +440,10 @@ static inline vkmha_context *t_context_ex(vkmha_backend backend, uint32_t flags,
     vkmha_context *ctx = NULL;
     desc.backend = backend;
     desc.enable_validation = backend == VKMHA_BACKEND_VULKAN;
-    desc.flags = flags;
+    /* The self-check of creation has tests of its own (test_selfcheck.c):
+     * on lavapipe it builds every pipeline of the context at once (about a
+     * second), which the suite's hundreds of contexts need not repeat. */
+    desc.flags = flags | VKMHA_CONTEXT_NO_SELF_CHECK;
     desc.debug = debug;
     desc.log = log ? log : t_log;
     desc.log_user = log_user;

@@ -239,6 +239,8 @@ static PyObject *context_info(ContextObject *self, PyObject *unused)
         put(d, "device_index", PyLong_FromUnsignedLong(info.device_index)) ||
         put(d, "validation_enabled", PyBool_FromLong(info.validation_enabled)) ||
         put(d, "validation_messages", PyLong_FromUnsignedLongLong(info.validation_messages)) ||
+        put(d, "disabled_paths", PyLong_FromUnsignedLong(info.disabled_paths)) ||
+        put(d, "self_check_us", PyLong_FromUnsignedLong(info.self_check_us)) ||
         put(d, "subgroup_ops_used", PyBool_FromLong(info.subgroup_ops_used)) ||
         put(d, "device_memory_bytes", PyLong_FromUnsignedLongLong(info.device_memory_bytes)) ||
         put(d, "device_memory_peak_bytes",
@@ -1503,7 +1505,12 @@ static const struct {
     CONSTANT(OP_N), CONSTANT(OP_T), CONSTANT(ATTENTION_PATH_AUTO), CONSTANT(ATTENTION_PATH_FUSED),
     CONSTANT(ATTENTION_PATH_UNFUSED), CONSTANT(DTYPE_F32), CONSTANT(DTYPE_U8), CONSTANT(DTYPE_F16), CONSTANT(DTYPE_BF16),
     CONSTANT(BROADCAST), CONSTANT(MAX_DIMS), CONSTANT(MAX_KV_SPLITS), CONSTANT(VERSION_NUMBER),
-    CONSTANT(KERNEL_MAX_PARAMS), CONSTANT(ALL_ENTRIES),
+    CONSTANT(KERNEL_MAX_PARAMS), CONSTANT(ALL_ENTRIES), CONSTANT(CONTEXT_NO_SELF_CHECK),
+    CONSTANT(PATH_FUSED_D32), CONSTANT(PATH_FUSED_D64), CONSTANT(PATH_FUSED_D128),
+    CONSTANT(PATH_FUSED_D256), CONSTANT(PATH_FUSED_CPU_D32), CONSTANT(PATH_FUSED_CPU_D64),
+    CONSTANT(PATH_FUSED_CPU_D128), CONSTANT(PATH_FUSED_CPU_D256), CONSTANT(PATH_SUBGROUP),
+    CONSTANT(PATH_NATIVE_16BIT), CONSTANT(PATH_MATMUL_GEMV), CONSTANT(DEBUG_PROFILE_NONE),
+    CONSTANT(DEBUG_PROFILE_MOBILE),
 };
 
 PyMODINIT_FUNC PyInit__vkmha(void)

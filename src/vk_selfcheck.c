@@ -1,0 +1,257 @@
+/* The self-check of context creation (vkmha_path): each code path the
+ * context would use runs once on a small canary input, through the same
+ * host-array entry points as the public ops, and is compared with the
+ * reference backend's functions (src/reference.c). A path that disagrees
+ * is disabled (its fallback taken: another fused kernel or the unfused
+ * path, shared-memory reductions, packed 16-bit data, the small-tile
+ * matmul) with a warning; a wrong unfused attention, for which nothing is
+ * left, fails the creation. VKMHA_DISABLE_PATHS disables paths unchecked. */
+#include "vk_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const struct {
+    uint32_t bit;
+    const char *name, *what, *fallback;
+} paths[] = {
+    {VKMHA_PATH_FUSED_D32, "fused_d32", "the workgroup-shared fused attention for head dims up to 32",
+     "those heads take the other fused kernel or the unfused path"},
+    {VKMHA_PATH_FUSED_D64, "fused_d64", "the workgroup-shared fused attention for head dims up to 64",
+     "those heads take the other fused kernel or the unfused path"},
+    {VKMHA_PATH_FUSED_D128, "fused_d128",
+     "the workgroup-shared fused attention for head dims up to 128",
+     "those heads take the other fused kernel or the unfused path"},
+    {VKMHA_PATH_FUSED_D256, "fused_d256",
+     "the workgroup-shared fused attention for head dims up to 256",
+     "those heads take the other fused kernel or the unfused path"},
+    {VKMHA_PATH_FUSED_CPU_D32, "fused_cpu_d32", "the CPU-shaped fused attention for head dims up to 32",
+     "those heads take the other fused kernel or the unfused path"},
+    {VKMHA_PATH_FUSED_CPU_D64, "fused_cpu_d64", "the CPU-shaped fused attention for head dims up to 64",
+     "those heads take the other fused kernel or the unfused path"},
+    {VKMHA_PATH_FUSED_CPU_D128, "fused_cpu_d128",
+     "the CPU-shaped fused attention for head dims up to 128",
+     "those heads take the other fused kernel or the unfused path"},
+    {VKMHA_PATH_FUSED_CPU_D256, "fused_cpu_d256",
+     "the CPU-shaped fused attention for head dims up to 256",
+     "those heads take the other fused kernel or the unfused path"},
+    {VKMHA_PATH_SUBGROUP, "subgroup", "the reductions with subgroup arithmetic",
+     "they reduce through shared memory only"},
+    {VKMHA_PATH_NATIVE_16BIT, "native16", "16-bit storage", "16-bit data is packed two per word"},
+    {VKMHA_PATH_MATMUL_GEMV, "gemv", "the matmul for a few rows", "it takes the small tiles"},
+};
+
+/* Takes path `bit`'s fallback. */
+static void disable(vk_state *vk, uint32_t bit)
+{
+    for (int c = 0; c < VK_FLASH_CLASSES; c++) {
+        if (bit == (uint32_t)VKMHA_PATH_FUSED_D32 << c)
+            vk->flash[c] = (vk_flash_config){0};
+        if (bit == (uint32_t)VKMHA_PATH_FUSED_CPU_D32 << c)
+            vk->flash_cpu[c] = (vk_flash_config){0};
+    }
+    if (bit == VKMHA_PATH_SUBGROUP)
+        vk->use_subgroup = false;
+    if (bit == VKMHA_PATH_NATIVE_16BIT)
+        vk->native16 = false;
+    if (bit == VKMHA_PATH_MATMUL_GEMV)
+        vk->tile_gemv = (vkmha_tile_config){0};
+    vk->disabled_paths |= bit;
+}
+
+static uint32_t path_of_name(const char *s, size_t n)
+{
+    for (size_t i = 0; i < VKMHA_ARRAY_LEN(paths); i++)
+        if (strlen(paths[i].name) == n && strncmp(paths[i].name, s, n) == 0)
+            return paths[i].bit;
+    return 0;
+}
+
+static size_t path_index(uint32_t bit)
+{
+    size_t i = 0;
+    while (i < VKMHA_ARRAY_LEN(paths) && paths[i].bit != bit)
+        i++;
+    return i;
+}
+
+/* Deterministic canary values in [-1, 1], multiples of 1/8 (exact in fp16). */
+static void fill(float *p, size_t n, uint32_t seed)
+{
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        p[i] = (float)((int)(seed >> 24) % 17 - 8) / 8.0f;
+    }
+}
+
+/* Compares a path's result with the reference: true if every element is
+ * within 1e-3 + 1e-3 |ref| (tol scales it); the worst in *diff, *at. */
+static bool agrees(const float *got, const float *want, size_t n, double tol, double *diff,
+                   size_t *at)
+{
+    *diff = 0;
+    *at = 0;
+    bool ok = true;
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)got[i] - (double)want[i]);
+        if (!(d <= tol * (1e-3 + 1e-3 * fabs((double)want[i])))) {
+            ok = false;
+            if (!(d <= *diff)) {
+                *diff = d;
+                *at = i;
+            }
+        }
+    }
+    return ok;
+}
+
+/* The verdict on path `bit` (0: the unfused attention, which has no
+ * fallback): disables it with a warning, or fails. */
+static vkmha_status judge(vk_state *vk, uint32_t bit, float *got, const float *want, size_t n,
+                          double tol, uint32_t breaks)
+{
+    double diff;
+    size_t at;
+    if ((bit ? bit : 1u << 31) & breaks)
+        got[0] += 1.0f; /* desc->debug->self_check_break (bit 31: the unfused path) */
+    if (agrees(got, want, n, tol, &diff, &at))
+        return VKMHA_SUCCESS;
+    if (!bit)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "vkmha_context_create: self-check: the unfused attention (matmul, "
+                           "softmax, matmul) disagrees with the reference backend (|diff| %g "
+                           "at element %zu): no attention path is left on this device",
+                           diff, at);
+    const size_t i = path_index(bit);
+    vkmha__log(vk->ctx, VKMHA_LOG_WARN, VKMHA_SUCCESS,
+               "vkmha_context_create: self-check: %s (\"%s\") disagrees with the reference "
+               "backend (|diff| %g at element %zu): disabled for this context; %s",
+               paths[i].what, paths[i].name, diff, at, paths[i].fallback);
+    disable(vk, bit);
+    return VKMHA_SUCCESS;
+}
+
+enum { B = 1, H = 2, HKV = 1, LQ = 3, LK = 21, DMAX = 252 };
+
+/* One attention canary: head dims d, the given path and kernel. */
+static vkmha_status attention_canary(vk_state *vk, uint32_t d, vkmha_attention_path path,
+                                     vkmha_fused_kernel kernel, uint32_t bit, float *mem,
+                                     uint32_t breaks)
+{
+    float *q = mem, *k = q + H * LQ * DMAX, *v = k + HKV * LK * DMAX, *o = v + HKV * LK * DMAX,
+          *r = o + H * LQ * DMAX;
+    fill(q, H * LQ * d, 1 + d), fill(k, HKV * LK * d, 2 + d), fill(v, HKV * LK * d, 3 + d);
+    const attn_shape s = {.batch = B, .heads = H, .kv_heads = HKV, .len_q = LQ, .len_k = LK,
+                          .d_k = d, .d_v = d, .scale = 1.0f / sqrtf((float)d), .path = path,
+                          .kv_splits = path == VKMHA_ATTENTION_PATH_FUSED ? 3 : 0};
+    const mask_r mask = {.kinds = VKMHA_MASK_CAUSAL, .causal_offset = LK - LQ};
+    const vkmha_fused_kernel saved = vk->fused_kernel;
+    vk->fused_kernel = kernel;
+    vkmha_status st = vk_attention(vk, &s, q, k, v, &mask, o, NULL);
+    vk->fused_kernel = saved;
+    if (st)
+        return st;
+    if ((st = ref_attention(vk->ctx, &s, q, k, v, &mask, r, NULL)))
+        return vkmha__fail(vk->ctx, st, "vkmha_context_create: out of host memory");
+    return judge(vk, bit, o, r, H * LQ * d, 1.0, breaks);
+}
+
+vkmha_status vk_self_check(vk_state *vk, bool run, uint32_t breaks)
+{
+    vkmha_context *ctx = vk->ctx;
+    const char *env = getenv("VKMHA_DISABLE_PATHS");
+    for (const char *s = env; s && *s;) {
+        const size_t n = strcspn(s, ",");
+        const uint32_t bit = path_of_name(s, n);
+        if (!bit && n)
+            return vkmha__fail(ctx, VKMHA_ERROR_INVALID_ARGUMENT,
+                               "vkmha_context_create: VKMHA_DISABLE_PATHS names \"%.*s\", not a "
+                               "path (fused_d32 ... fused_d256, fused_cpu_d32 ... "
+                               "fused_cpu_d256, subgroup, native16, gemv)",
+                               (int)n, s);
+        if (bit) {
+            vkmha__log(ctx, VKMHA_LOG_INFO, VKMHA_SUCCESS,
+                       "vkmha_context_create: %s disabled by VKMHA_DISABLE_PATHS", 
+                       paths[path_index(bit)].what);
+            disable(vk, bit);
+        }
+        s += n + (s[n] == ',');
+    }
+    if (!run)
+        return VKMHA_SUCCESS;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const uint32_t before16 = vk->native16, subgroup = vk->use_subgroup;
+    float *mem = vkmha__alloc(ctx, (size_t)(2 * H * LQ + 2 * HKV * LK + H * LQ) * DMAX *
+                                       sizeof(float) + 3 * 16400 * sizeof(float));
+    if (!mem)
+        return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                           "vkmha_context_create: out of host memory");
+    vkmha_status st = VKMHA_SUCCESS;
+    /* The unfused path: what every other one falls back to. */
+    st = attention_canary(vk, 28, VKMHA_ATTENTION_PATH_UNFUSED, VKMHA_FUSED_KERNEL_AUTO, 0, mem,
+                          breaks);
+    /* Each fused head-dim class on each of its kernels, with key splits. */
+    for (int c = 0; c < VK_FLASH_CLASSES && !st; c++) {
+        const uint32_t d = (32u << c) - 4;
+        if (vk->flash[c].block_q)
+            st = attention_canary(vk, d, VKMHA_ATTENTION_PATH_FUSED, VKMHA_FUSED_KERNEL_SHARED,
+                                  VKMHA_PATH_FUSED_D32 << c, mem, breaks);
+        if (!st && vk->flash_cpu[c].workgroup_size)
+            st = attention_canary(vk, d, VKMHA_ATTENTION_PATH_FUSED, VKMHA_FUSED_KERNEL_REGISTER,
+                                  VKMHA_PATH_FUSED_CPU_D32 << c, mem, breaks);
+    }
+    /* The reductions' subgroup variant: a row too long for CPU devices'
+     * row-per-invocation kernel takes the workgroup-per-row one. */
+    if (!st && vk->use_subgroup) {
+        const uint32_t n = VK_CPU_ROW_MAX + 7;
+        float *x = mem, *y = x + n, *r = y + n;
+        fill(x, n, 77);
+        const sm_shape s = {.batch = 1, .heads = 1, .len_q = 1, .len_k = n, .scale = 1.0f};
+        const mask_r none = {0};
+        if (!(st = vk_softmax(vk, &s, x, &none, y))) {
+            if (ref_softmax(ctx, &s, x, &none, r))
+                st = vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                                 "vkmha_context_create: out of host memory");
+            else
+                st = judge(vk, VKMHA_PATH_SUBGROUP, y, r, n, 1.0, breaks);
+        }
+    }
+    /* 16-bit storage and the few-rows matmul: C = A B^T, fp16 or fp32. */
+    const bool check16 = vk->native16, gemv = vk->tile_gemv.workgroup_size != 0;
+    for (int pass = 0; pass < 2 && !st; pass++) {
+        if (pass == 0 ? !check16 : !gemv)
+            continue;
+        const uint32_t m = pass == 0 ? 9 : 2, n = 37, k = 20;
+        const uint32_t dt = pass == 0 ? VKMHA_DTYPE_F16 : VKMHA_DTYPE_F32;
+        float *a = mem, *b = a + m * k, *c = b + n * k, *r = c + m * n;
+        uint16_t *h = (uint16_t *)(r + m * n);
+        fill(a, m * k, 5), fill(b, n * k, 6);
+        mm_shape s = vkmha__projection(m, n, k);
+        s.extent_a = (uint64_t)m * k, s.extent_b = (uint64_t)n * k, s.extent_c = (uint64_t)m * n;
+        s.dtype = dt;
+        ref_matmul(&s, a, b, NULL, r);
+        if (dt == VKMHA_DTYPE_F16) { /* inputs and output in fp16 (exact values) */
+            uint16_t *ha = h, *hb = ha + m * k, *hc = hb + n * k;
+            vkmha__from_f32(dt, a, m * k, ha), vkmha__from_f32(dt, b, n * k, hb);
+            if (!(st = vk_matmul(vk, &s, ha, hb, NULL, hc)))
+                vkmha__to_f32(dt, hc, m * n, c);
+        } else {
+            st = vk_matmul(vk, &s, a, b, NULL, c);
+        }
+        if (!st)
+            st = judge(vk, pass == 0 ? VKMHA_PATH_NATIVE_16BIT : VKMHA_PATH_MATMUL_GEMV, c, r,
+                       m * n, pass == 0 ? 10.0 : 1.0, breaks);
+    }
+    vkmha__free(ctx, mem);
+    /* Pipelines built before a fallback changed their code: built anew. */
+    if (!st && (vk->native16 != before16 || vk->use_subgroup != subgroup))
+        vk_pipelines_forget(vk);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    vk->self_check_us = (uint32_t)((t1.tv_sec - t0.tv_sec) * 1000000 +
+                                   (t1.tv_nsec - t0.tv_nsec) / 1000);
+    return st;
+}

@@ -1,0 +1,199 @@
+/* The self-check of context creation (vkmha_path): on by default, each path
+ * the context uses made wrong on purpose (desc->debug->self_check_break) is
+ * disabled with a warning naming it, and the ops then take its fallback and
+ * still match the reference; VKMHA_DISABLE_PATHS disables paths unchecked
+ * and refuses an unknown name; a wrong unfused attention fails the
+ * creation; VKMHA_CONTEXT_NO_SELF_CHECK skips it. Prints the check's cost. */
+#include "util.h"
+
+#include "half.h"
+
+static const struct {
+    uint32_t bit;
+    const char *name, *kernel; /* the kernel list's row it needs (NULL: see main) */
+} paths[] = {
+    {VKMHA_PATH_FUSED_D32, "fused_d32", "flash_d32"},
+    {VKMHA_PATH_FUSED_D64, "fused_d64", "flash_d64"},
+    {VKMHA_PATH_FUSED_D128, "fused_d128", "flash_d128"},
+    {VKMHA_PATH_FUSED_D256, "fused_d256", "flash_d256"},
+    {VKMHA_PATH_FUSED_CPU_D32, "fused_cpu_d32", "flash_cpu_d32"},
+    {VKMHA_PATH_FUSED_CPU_D64, "fused_cpu_d64", "flash_cpu_d64"},
+    {VKMHA_PATH_FUSED_CPU_D128, "fused_cpu_d128", "flash_cpu_d128"},
+    {VKMHA_PATH_FUSED_CPU_D256, "fused_cpu_d256", "flash_cpu_d256"},
+    {VKMHA_PATH_SUBGROUP, "subgroup", NULL},
+    {VKMHA_PATH_NATIVE_16BIT, "native16", NULL},
+    {VKMHA_PATH_MATMUL_GEMV, "gemv", "matmul_gemv"},
+};
+
+/* The WARN messages a context sent. */
+typedef struct warnings {
+    char text[4096];
+} warnings;
+
+static void keep_warnings(void *user, vkmha_log_level level, vkmha_status status,
+                          const char *msg)
+{
+    warnings *w = user;
+    if (level == VKMHA_LOG_WARN && strlen(w->text) + strlen(msg) + 2 < sizeof w->text) {
+        strcat(w->text, msg);
+        strcat(w->text, "\n");
+    }
+    t_log(NULL, level, status, msg);
+}
+
+static vkmha_context *create(uint32_t flags, uint32_t breaks, warnings *w, vkmha_status *st)
+{
+    vkmha_debug_options dbg = {.self_check_break = breaks};
+    vkmha_context_desc d = {.backend = VKMHA_BACKEND_VULKAN, .enable_validation = true,
+                            .flags = flags, .debug = &dbg, .log = keep_warnings, .log_user = w,
+                            .log_level = VKMHA_LOG_DEBUG};
+    vkmha_context *ctx = NULL;
+    memset(w, 0, sizeof *w);
+    *st = vkmha_context_create(&d, &ctx);
+    return ctx;
+}
+
+/* Whether the context uses path p (before any check disabled it). */
+static bool in_use(const vkmha_context_info *info, const vkmha_kernel_info *k, uint32_t n,
+                   size_t p)
+{
+    if (paths[p].bit == VKMHA_PATH_SUBGROUP)
+        return info->subgroup_ops_used;
+    if (paths[p].bit == VKMHA_PATH_NATIVE_16BIT)
+        return info->native_16bit_storage;
+    for (uint32_t i = 0; i < n; i++)
+        if (!strcmp(k[i].name, paths[p].kernel))
+            return k[i].available;
+    return false;
+}
+
+/* The ops that run each path, against the reference: attention at head
+ * dims 20, 60, 120, 250 (one per class, default path), a long softmax row,
+ * an fp16 matmul and a matmul of 2 rows. */
+static bool ops_right(vkmha_context *gpu, vkmha_context *ref, t_rng *rng, const char *tag)
+{
+    bool ok = true;
+    static const uint32_t dims[4] = {20, 60, 120, 250};
+    for (int c = 0; c < 4 && ok; c++) {
+        const vkmha_attention_desc d = {.batch = 1, .heads = 2, .kv_heads = 1, .len_q = 5,
+                                        .len_k = 40, .d_k = dims[c], .d_v = dims[c]};
+        const t_attention_sizes n = t_attention_size(&d);
+        float *q = t_random(rng, n.q, -1, 1), *k = t_random(rng, n.k, -1, 1),
+              *v = t_random(rng, n.v, -1, 1), *o = t_alloc(n.out), *r = t_alloc(n.out);
+        const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
+        ok = !vkmha_attention(gpu, &d, q, k, v, &causal, o, NULL) &&
+             !vkmha_attention(ref, &d, q, k, v, &causal, r, NULL) &&
+             t_close(tag, "attention", o, r, n.out, 1e-5, 1e-4);
+        free(q), free(k), free(v), free(o), free(r);
+    }
+    const uint32_t n = 16400;
+    float *x = t_random(rng, n, -4, 4), *y = t_alloc(n), *yr = t_alloc(n);
+    const vkmha_softmax_desc sd = {.len_q = 1, .len_k = n};
+    ok = ok && !vkmha_softmax(gpu, &sd, x, NULL, y) && !vkmha_softmax(ref, &sd, x, NULL, yr) &&
+         t_close(tag, "softmax", y, yr, n, 1e-7, 1e-4);
+    free(x), free(y), free(yr);
+    for (int h = 0; h < 2 && ok; h++) {
+        const uint32_t m = h ? 11 : 2, nn = 37, kk = 20;
+        const vkmha_matmul_desc md = {.m = m, .n = nn, .k = kk, .op_b = VKMHA_OP_T,
+                                      .dtype = h ? VKMHA_DTYPE_F16 : VKMHA_DTYPE_F32};
+        float *a = t_random(rng, m * kk, -1, 1), *b = t_random(rng, nn * kk, -1, 1);
+        float *c = t_alloc(m * nn), *cr = t_alloc(m * nn);
+        uint16_t *ha = malloc(m * kk * 2), *hb = malloc(nn * kk * 2), *hc = malloc(m * nn * 2),
+                 *hr = malloc(m * nn * 2);
+        if (h) {
+            vkmha__from_f32(VKMHA_DTYPE_F16, a, m * kk, ha);
+            vkmha__from_f32(VKMHA_DTYPE_F16, b, nn * kk, hb);
+            ok = !vkmha_matmul(gpu, &md, ha, hb, NULL, hc) &&
+                 !vkmha_matmul(ref, &md, ha, hb, NULL, hr);
+            vkmha__to_f32(VKMHA_DTYPE_F16, hc, m * nn, c);
+            vkmha__to_f32(VKMHA_DTYPE_F16, hr, m * nn, cr);
+        } else {
+            ok = !vkmha_matmul(gpu, &md, a, b, NULL, c) && !vkmha_matmul(ref, &md, a, b, NULL, cr);
+        }
+        ok = ok && t_close(tag, h ? "fp16 matmul" : "matmul of 2 rows", c, cr, m * nn,
+                           h ? 2e-3 : 1e-5, h ? 2e-3 : 1e-4);
+        free(a), free(b), free(c), free(cr), free(ha), free(hb), free(hc), free(hr);
+    }
+    return ok;
+}
+
+int main(void)
+{
+    t_rng rng = {0x5e1fc4ec};
+    vkmha_context *ref = t_context(VKMHA_BACKEND_REFERENCE, 0);
+    warnings w;
+    vkmha_status st;
+
+    /* On by default: every path in use checked, none disabled, its cost. */
+    vkmha_context *gpu = create(0, 0, &w, &st);
+    vkmha_context_info info;
+    vkmha_kernel_info kernels[64];
+    uint32_t n_kernels = 64;
+    bool ok = gpu && !vkmha_context_get_info(gpu, &info) &&
+              !vkmha_context_get_kernels(gpu, &n_kernels, kernels);
+    if (!ok) {
+        printf("Bail out! cannot create a Vulkan context: %s\n", vkmha_context_last_error(NULL));
+        return 1;
+    }
+    t_report(info.self_check_us > 0 && info.disabled_paths == 0 && w.text[0] == '\0',
+             "the self-check ran at creation (%u us on %s) and found every path right",
+             info.self_check_us, info.device.name);
+    t_report(ops_right(gpu, ref, &rng, "checked context"), "the checked context computes right");
+    t_report_validation(gpu);
+    const vkmha_context_info base = info;
+    vkmha_context_destroy(gpu);
+
+    /* Each path in use, made wrong: disabled with a warning naming it, and
+     * the ops still right through its fallback. */
+    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
+        if (!in_use(&base, kernels, n_kernels, p)) {
+            t_report(true, "path %s: not used on this device (nothing to check)", paths[p].name);
+            continue;
+        }
+        gpu = create(0, paths[p].bit, &w, &st);
+        char tag[64];
+        snprintf(tag, sizeof tag, "%s broken", paths[p].name);
+        ok = gpu && !vkmha_context_get_info(gpu, &info) && info.disabled_paths == paths[p].bit &&
+             t_has_word(w.text, paths[p].name) && strstr(w.text, "disabled");
+        if (!ok)
+            t_diag("%s: %s, disabled_paths 0x%x, warnings: %s", tag, vkmha_status_string(st),
+                   gpu ? info.disabled_paths : 0, w.text);
+        ok = ok && ops_right(gpu, ref, &rng, tag);
+        if (gpu && paths[p].bit == VKMHA_PATH_SUBGROUP)
+            ok = ok && !info.subgroup_ops_used;
+        if (gpu && paths[p].bit == VKMHA_PATH_NATIVE_16BIT)
+            ok = ok && !info.native_16bit_storage;
+        t_report(ok, "path %s made wrong: disabled with a warning naming it, the ops right "
+                     "through its fallback",
+                 paths[p].name);
+        if (gpu)
+            t_report_validation(gpu);
+        vkmha_context_destroy(gpu);
+    }
+
+    /* VKMHA_DISABLE_PATHS: unchecked, and a bad name refused. */
+    setenv("VKMHA_DISABLE_PATHS", "subgroup,fused_cpu_d64", 1);
+    gpu = create(VKMHA_CONTEXT_NO_SELF_CHECK, 0, &w, &st);
+    ok = gpu && !vkmha_context_get_info(gpu, &info) &&
+         info.disabled_paths == (VKMHA_PATH_SUBGROUP | VKMHA_PATH_FUSED_CPU_D64) &&
+         !info.subgroup_ops_used && info.self_check_us == 0 && ops_right(gpu, ref, &rng, "env");
+    t_report(ok, "VKMHA_DISABLE_PATHS=subgroup,fused_cpu_d64 disables both (unchecked; "
+                 "VKMHA_CONTEXT_NO_SELF_CHECK skips the check)");
+    vkmha_context_destroy(gpu);
+    setenv("VKMHA_DISABLE_PATHS", "subgroup,warp_drive", 1);
+    gpu = create(0, 0, &w, &st);
+    t_report(!gpu && st == VKMHA_ERROR_INVALID_ARGUMENT &&
+                 strstr(vkmha_context_last_error(NULL), "warp_drive"),
+             "VKMHA_DISABLE_PATHS with an unknown name: %s (%s)", vkmha_status_string(st),
+             vkmha_context_last_error(NULL));
+    unsetenv("VKMHA_DISABLE_PATHS");
+
+    /* No path left: a wrong unfused attention fails the creation. */
+    gpu = create(0, 1u << 31, &w, &st);
+    t_report(!gpu && st == VKMHA_ERROR_UNSUPPORTED &&
+                 strstr(vkmha_context_last_error(NULL), "no attention path"),
+             "a wrong unfused attention fails the creation: %s (%s)", vkmha_status_string(st),
+             vkmha_context_last_error(NULL));
+    vkmha_context_destroy(ref);
+    return t_finish();
+}

@@ -415,6 +415,20 @@ static void engine_destroy(engine *e)
     vkDestroyInstance(e->instance, NULL);
 }
 
+/* Submits the engine's command buffer under the queue lock (vkmha submits
+ * on the same queue) and waits for its fence. */
+static void engine_submit_wait(engine *e)
+{
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &e->cmd;
+    queue_lock(NULL);
+    VK_CHECK(vkQueueSubmit(e->queue, 1, &si, e->fence));
+    queue_unlock(NULL);
+    VK_CHECK(vkWaitForFences(e->device, 1, &e->fence, VK_TRUE, UINT64_MAX));
+    VK_CHECK(vkResetFences(e->device, 1, &e->fence));
+}
+
 /* Records the engine's shader over `count` floats at byte `offset`. */
 static void engine_scale(engine *e, VkDeviceSize offset, uint32_t count, float mul, float add)
 {
@@ -615,14 +629,7 @@ int main(void)
                    VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
     VK_CHECK(vkEndCommandBuffer(e.cmd));
     const int vkmha_submits = submits_locked;
-    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, NULL, 0};
-    si.commandBufferCount = 1;
-    si.pCommandBuffers = &e.cmd;
-    queue_lock(NULL);
-    VK_CHECK(vkQueueSubmit(e.queue, 1, &si, e.fence));
-    queue_unlock(NULL);
-    VK_CHECK(vkWaitForFences(e.device, 1, &e.fence, VK_TRUE, UINT64_MAX));
-    VK_CHECK(vkResetFences(e.device, 1, &e.fence));
+    engine_submit_wait(&e);
 
     /* 5. The same math on vkmha's reference backend, on the host. */
     vkmha_context *ref_ctx = NULL;
@@ -680,11 +687,7 @@ int main(void)
     VKMHA_CHECK(vkmha_tensor_upload(big_in, 0, big, 4 * bytes));
     vkmha_mha_tensors big_io = {4 * B, L, 0, big_in, big_in, big_in, NULL, big_out, NULL, 0, 0, NULL, 0};
     VKMHA_CHECK(vkmha_mha_forward_tensor(mha, &big_io));
-    queue_lock(NULL);
-    VK_CHECK(vkQueueSubmit(e.queue, 1, &si, e.fence));
-    queue_unlock(NULL);
-    VK_CHECK(vkWaitForFences(e.device, 1, &e.fence, VK_TRUE, UINT64_MAX));
-    VK_CHECK(vkResetFences(e.device, 1, &e.fence));
+    engine_submit_wait(&e);
     VKMHA_CHECK(vkmha_tensor_download(big_out, 3 * bytes, big, bytes));
     vkmha_context_info grown, trimmed;
     VKMHA_CHECK(vkmha_context_get_info(ctx, &grown));
@@ -734,11 +737,7 @@ int main(void)
         VKMHA_CHECK(vkmha_matmul_record(ctx, e.cmd, &mmd, merged, wt, NULL, proj));
         VKMHA_CHECK(vkmha_softmax_record(ctx, e.cmd, &sd, proj, NULL, soft));
         VK_CHECK(vkEndCommandBuffer(e.cmd));
-        queue_lock(NULL);
-        VK_CHECK(vkQueueSubmit(e.queue, 1, &si, e.fence));
-        queue_unlock(NULL);
-        VK_CHECK(vkWaitForFences(e.device, 1, &e.fence, VK_TRUE, UINT64_MAX));
-        VK_CHECK(vkResetFences(e.device, 1, &e.fence));
+        engine_submit_wait(&e);
         /* vkmha_tensor_download orders itself after earlier work on the queue. */
         float *got = malloc(bytes), *r_h = malloc(bytes), *r_att = malloc(bytes),
               *r_m = malloc(bytes), *r_p = malloc(bytes), *r_s = malloc(bytes);
@@ -789,11 +788,7 @@ int main(void)
             vkmha_mha_tensors step = {1, 1, 0, tx, tx, tx, &t_causal, ty, NULL, 0, 0, cache, 0};
             VKMHA_CHECK(vkmha_mha_record(mha, e.cmd, &step));
             VK_CHECK(vkEndCommandBuffer(e.cmd));
-            queue_lock(NULL);
-            VK_CHECK(vkQueueSubmit(e.queue, 1, &si, e.fence));
-            queue_unlock(NULL);
-            VK_CHECK(vkWaitForFences(e.device, 1, &e.fence, VK_TRUE, UINT64_MAX));
-            VK_CHECK(vkResetFences(e.device, 1, &e.fence));
+            engine_submit_wait(&e);
             VKMHA_CHECK(vkmha_tensor_download(ty, 0, got, D * sizeof(float)));
             vkmha_mha_io r_step = {1, 1, 0, x, x, x, &r_causal, want_s, NULL, 0, 0, 0, rcache, 0};
             VKMHA_CHECK(vkmha_mha_forward(ref, &r_step));

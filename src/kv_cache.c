@@ -216,18 +216,23 @@ VKMHA_API vkmha_status vkmha_kv_cache_reset(vkmha_kv_cache *c)
     return VKMHA_SUCCESS;
 }
 
-VKMHA_API vkmha_status vkmha_kv_cache_truncate(vkmha_kv_cache *c, uint32_t entry,
-                                               uint32_t length)
+/* Entry `entry` (VKMHA_ALL_ENTRIES: every one) holds `length` positions,
+ * zeros past them; shorten_only: a length above an entry's is refused. */
+static vkmha_status set_length(vkmha_kv_cache *c, const char *fn, uint32_t entry,
+                               uint32_t length, bool shorten_only)
 {
     vkmha_status st;
-    if ((st = begin(c, "vkmha_kv_cache_truncate")))
+    if ((st = begin(c, fn)))
         return st;
     vkmha_context *ctx = c->mha->ctx;
     const bool all = entry == VKMHA_ALL_ENTRIES;
     if (!all && (st = check_range(c, "entry", entry, 1, "1")))
         return st;
+    if (length > c->d.capacity)
+        return vkmha__fail(ctx, INVALID, "%s: length (%u) is above the capacity (%u)",
+                           ctx->call, length, c->d.capacity);
     const uint32_t first = all ? 0 : entry, count = all ? c->d.batch : 1;
-    for (uint32_t e = first; e < first + count; e++)
+    for (uint32_t e = first; shorten_only && e < first + count; e++)
         if (length > c->lengths[e])
             return vkmha__fail(ctx, INVALID,
                                "%s: length (%u) is above entry %u's length (%u): truncate "
@@ -240,25 +245,16 @@ VKMHA_API vkmha_status vkmha_kv_cache_truncate(vkmha_kv_cache *c, uint32_t entry
     return VKMHA_SUCCESS;
 }
 
+VKMHA_API vkmha_status vkmha_kv_cache_truncate(vkmha_kv_cache *c, uint32_t entry,
+                                               uint32_t length)
+{
+    return set_length(c, "vkmha_kv_cache_truncate", entry, length, true);
+}
+
 VKMHA_API vkmha_status vkmha_kv_cache_set_length(vkmha_kv_cache *c, uint32_t entry,
                                                  uint32_t length)
 {
-    vkmha_status st;
-    if ((st = begin(c, "vkmha_kv_cache_set_length")))
-        return st;
-    vkmha_context *ctx = c->mha->ctx;
-    const bool all = entry == VKMHA_ALL_ENTRIES;
-    if (!all && (st = check_range(c, "entry", entry, 1, "1")))
-        return st;
-    if (length > c->d.capacity)
-        return vkmha__fail(ctx, INVALID, "%s: length (%u) is above the capacity (%u)",
-                           ctx->call, length, c->d.capacity);
-    const uint32_t first = all ? 0 : entry, count = all ? c->d.batch : 1;
-    if ((st = ctx->ops->kv_clear(c, first, count, length)))
-        return st;
-    for (uint32_t e = first; e < first + count; e++)
-        c->lengths[e] = length;
-    return VKMHA_SUCCESS;
+    return set_length(c, "vkmha_kv_cache_set_length", entry, length, false);
 }
 
 VKMHA_API vkmha_status vkmha_kv_cache_reorder(vkmha_kv_cache *c, const uint32_t *src)

@@ -50,6 +50,7 @@ static vkmha_context *create(uint32_t flags, uint32_t breaks, warnings *w, vkmha
     vkmha_context *ctx = NULL;
     memset(w, 0, sizeof *w);
     *st = vkmha_context_create(&d, &ctx);
+    t_pin_libraries(); /* sanitizer builds: keep the driver and layer mapped */
     return ctx;
 }
 

@@ -320,6 +320,10 @@ void vkmha__begin_call(vkmha_context *ctx, const char *fn);
 bool vkmha__mul_u64(uint64_t a, uint64_t b, uint64_t *out);
 /* The system's text for errno value err, in buf (thread-safe). */
 const char *vkmha__error_text(int err, char *buf, size_t cap);
+#ifdef _WIN32
+/* The same for a Windows error code (GetLastError()). */
+const char *vkmha__win_error_text(unsigned long err, char *buf, size_t cap);
+#endif
 
 /* src/mha.c: vkmha_mha_create without starting a public call (messages
  * name ctx->call: the loader's, for vkmha_mha_create_from_safetensors). */

@@ -15,6 +15,9 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#else
+#define WIN32_LEAN_AND_MEAN
+#include <windows.h>
 #endif
 
 #define INVALID VKMHA_ERROR_INVALID_ARGUMENT
@@ -22,7 +25,7 @@
 typedef struct mapping {
     const void *bytes;
     size_t size;
-    void *owned; /* what to unmap (or free without mmap) */
+    void *owned; /* the mapping to unmap (NULL for an empty file) */
 } mapping;
 
 /* Maps `path` read-only; on failure a message naming the path and the
@@ -63,23 +66,45 @@ static vkmha_status map_file(vkmha_context *ctx, const char *fn, const char *pat
     close(fd);
     return VKMHA_SUCCESS;
 #else
-    /* No mmap: one read into host memory. */
-    FILE *f = fopen(path, "rb");
-    long n;
-    if (!f)
+    /* CreateFileMapping + MapViewOfFile: the read-only mapping, as mmap. The
+     * view stays valid after both handles are closed. The path is in the
+     * process's ANSI code page (CreateFileA). */
+    HANDLE file = CreateFileA(path, GENERIC_READ, FILE_SHARE_READ, NULL, OPEN_EXISTING,
+                              FILE_ATTRIBUTE_NORMAL, NULL);
+    if (file == INVALID_HANDLE_VALUE)
         return vkmha__fail(ctx, INVALID, "%s: cannot open desc->path (%s): %s", fn, path,
-                           vkmha__error_text(errno, err, sizeof err));
-    if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        fclose(f);
-        return vkmha__fail(ctx, INVALID, "%s: cannot read desc->path (%s)", fn, path);
+                           vkmha__win_error_text(GetLastError(), err, sizeof err));
+    LARGE_INTEGER size;
+    if (GetFileType(file) != FILE_TYPE_DISK || !GetFileSizeEx(file, &size)) {
+        CloseHandle(file);
+        return vkmha__fail(ctx, INVALID, "%s: desc->path (%s) is not a regular file", fn, path);
     }
-    if (!(m->owned = vkmha__alloc(ctx, (size_t)n))) {
-        fclose(f);
-        return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory", fn);
+    if ((uint64_t)size.QuadPart > SIZE_MAX) {
+        CloseHandle(file);
+        return vkmha__fail(ctx, INVALID, "%s: desc->path (%s) is too large to map", fn, path);
     }
-    m->size = fread(m->owned, 1, (size_t)n, f);
-    m->bytes = m->owned;
-    fclose(f);
+    m->size = (size_t)size.QuadPart;
+    /* An empty file cannot be mapped (and needs no mapping): the parser
+     * refuses it with its own message, as on POSIX. */
+    if (m->size > 0) {
+        HANDLE section = CreateFileMappingA(file, NULL, PAGE_READONLY, 0, 0, NULL);
+        void *p = section ? MapViewOfFile(section, FILE_MAP_READ, 0, 0, 0) : NULL;
+        DWORD e = GetLastError();
+        if (section)
+            CloseHandle(section);
+        if (!p) {
+            CloseHandle(file);
+            m->size = 0;
+            return vkmha__fail(ctx,
+                               e == ERROR_NOT_ENOUGH_MEMORY || e == ERROR_COMMITMENT_LIMIT
+                                   ? VKMHA_ERROR_OUT_OF_HOST_MEMORY
+                                   : INVALID,
+                               "%s: cannot map desc->path (%s): %s", fn, path,
+                               vkmha__win_error_text(e, err, sizeof err));
+        }
+        m->bytes = m->owned = p;
+    }
+    CloseHandle(file);
     return VKMHA_SUCCESS;
 #endif
 }
@@ -91,7 +116,9 @@ static void unmap_file(vkmha_context *ctx, mapping *m)
     if (m->owned)
         munmap(m->owned, m->size);
 #else
-    vkmha__free(ctx, m->owned);
+    (void)ctx;
+    if (m->owned)
+        UnmapViewOfFile(m->owned);
 #endif
     memset(m, 0, sizeof *m);
 }

@@ -1,6 +1,11 @@
 /* Status names, the per-context last error, and logging. */
 #include "internal.h"
 
+#ifdef _WIN32
+#define WIN32_LEAN_AND_MEAN
+#include <windows.h>
+#endif
+
 #include <stdio.h>
 #include <string.h>
 
@@ -128,3 +133,16 @@ const char *vkmha__error_text(int err, char *buf, size_t cap)
         snprintf(buf, cap, "error %d", err);
     return buf;
 }
+
+#ifdef _WIN32
+const char *vkmha__win_error_text(unsigned long err, char *buf, size_t cap)
+{
+    DWORD n = FormatMessageA(FORMAT_MESSAGE_FROM_SYSTEM | FORMAT_MESSAGE_IGNORE_INSERTS, NULL,
+                             (DWORD)err, 0, buf, (DWORD)cap, NULL);
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == '.'))
+        buf[--n] = '\0';
+    if (n == 0)
+        snprintf(buf, cap, "Windows error %lu", err);
+    return buf;
+}
+#endif

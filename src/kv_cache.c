@@ -69,6 +69,21 @@ static vkmha_status cache_tensors(vkmha_kv_cache *c, const vkmha_kv_cache_desc *
     return VKMHA_SUCCESS;
 }
 
+/* Frees c and what it holds; backend: its backend state exists. */
+static void cache_free(vkmha_kv_cache *c, bool backend)
+{
+    vkmha_context *ctx = c->mha->ctx;
+    if (backend)
+        ctx->ops->kv_free(c);
+    if (c->own) {
+        vkmha_tensor_destroy(c->d.keys);
+        vkmha_tensor_destroy(c->d.values);
+    }
+    vkmha__free(ctx, c->lengths);
+    vkmha__free(ctx, c->call_lengths);
+    vkmha__free(ctx, c);
+}
+
 VKMHA_API vkmha_status vkmha_kv_cache_create(vkmha_mha *mha, const vkmha_kv_cache_desc *desc,
                                              vkmha_kv_cache **out)
 {
@@ -119,15 +134,7 @@ VKMHA_API vkmha_status vkmha_kv_cache_create(vkmha_mha *mha, const vkmha_kv_cach
         st = ctx->ops->kv_clear(c, 0, batch, 0);
     }
     if (st) {
-        if (created)
-            ctx->ops->kv_free(c);
-        if (c->own) {
-            vkmha_tensor_destroy(c->d.keys);
-            vkmha_tensor_destroy(c->d.values);
-        }
-        vkmha__free(ctx, c->lengths);
-        vkmha__free(ctx, c->call_lengths);
-        vkmha__free(ctx, c);
+        cache_free(c, created);
         return st;
     }
     *out = c;
@@ -136,17 +143,8 @@ VKMHA_API vkmha_status vkmha_kv_cache_create(vkmha_mha *mha, const vkmha_kv_cach
 
 VKMHA_API void vkmha_kv_cache_destroy(vkmha_kv_cache *c)
 {
-    if (!c)
-        return;
-    vkmha_context *ctx = c->mha->ctx;
-    ctx->ops->kv_free(c);
-    if (c->own) {
-        vkmha_tensor_destroy(c->d.keys);
-        vkmha_tensor_destroy(c->d.values);
-    }
-    vkmha__free(ctx, c->lengths);
-    vkmha__free(ctx, c->call_lengths);
-    vkmha__free(ctx, c);
+    if (c)
+        cache_free(c, true);
 }
 
 VKMHA_API vkmha_status vkmha_kv_cache_get_desc(const vkmha_kv_cache *c, vkmha_kv_cache_desc *out)

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-static const struct {
+static const struct path_info {
     uint32_t bit;
     const char *name, *what, *fallback;
 } paths[] = {
@@ -62,12 +62,13 @@ static void disable(vk_state *vk, uint32_t bit)
     vk->disabled_paths |= bit;
 }
 
-static uint32_t path_of_name(const char *s, size_t n)
+/* The entry named by the `n` characters at `s`, or NULL. */
+static const struct path_info *path_named(const char *s, size_t n)
 {
     for (size_t i = 0; i < VKMHA_ARRAY_LEN(paths); i++)
         if (strlen(paths[i].name) == n && strncmp(paths[i].name, s, n) == 0)
-            return paths[i].bit;
-    return 0;
+            return &paths[i];
+    return NULL;
 }
 
 static size_t path_index(uint32_t bit)
@@ -165,18 +166,17 @@ vkmha_status vk_self_check(vk_state *vk, bool run, uint32_t breaks)
     const char *env = getenv("VKMHA_DISABLE_PATHS");
     for (const char *s = env; s && *s;) {
         const size_t n = strcspn(s, ",");
-        const uint32_t bit = path_of_name(s, n);
-        if (!bit && n)
+        const struct path_info *p = path_named(s, n);
+        if (!p && n)
             return vkmha__fail(ctx, VKMHA_ERROR_INVALID_ARGUMENT,
                                "vkmha_context_create: VKMHA_DISABLE_PATHS names \"%.*s\", not a "
                                "path (fused_d32 ... fused_d256, fused_cpu_d32 ... "
                                "fused_cpu_d256, subgroup, native16, gemv)",
                                (int)n, s);
-        if (bit) {
+        if (p) {
             vkmha__log(ctx, VKMHA_LOG_INFO, VKMHA_SUCCESS,
-                       "vkmha_context_create: %s disabled by VKMHA_DISABLE_PATHS", 
-                       paths[path_index(bit)].what);
-            disable(vk, bit);
+                       "vkmha_context_create: %s disabled by VKMHA_DISABLE_PATHS", p->what);
+            disable(vk, p->bit);
         }
         s += n + (s[n] == ',');
     }

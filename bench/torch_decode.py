@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch peer of vkmha-bench-decode: one cached decode step of an MHA layer
-on the CPU, the way an inference loop in PyTorch writes it.
+on the CPU (or the GPU named by VKMHA_TORCH_DEVICE, bench/torch_peer.py), the
+way an inference loop in PyTorch writes it.
 
     python3 bench/torch_decode.py D_MODEL HEADS KV_HEADS CONTEXT STEPS THREADS
 
@@ -21,14 +22,10 @@ absent).
 """
 import math
 import sys
-import time
 
-try:
-    import torch
-    import torch.nn.functional as F
-except ImportError as e:  # the peer is absent, not broken
-    print(f"torch peer absent: {e}", file=sys.stderr)
-    sys.exit(3)
+from torch_peer import DEVICE, now, torch
+
+F = torch.nn.functional
 
 
 def main():
@@ -38,7 +35,7 @@ def main():
     g = torch.Generator().manual_seed(1)
 
     def rand(*shape, scale=1.0):
-        return torch.randn(*shape, generator=g) * scale
+        return (torch.randn(*shape, generator=g) * scale).to(DEVICE)
 
     w_q = rand(heads * d, d_model, scale=d_model ** -0.5)
     w_k = rand(kv_heads * d, d_model, scale=d_model ** -0.5)
@@ -62,9 +59,9 @@ def main():
         for _ in range(2):
             step(keys, values)
         for _ in range(max(1, steps)):
-            t0 = time.perf_counter()
+            t0 = now()
             step(keys, values)
-            times.append((time.perf_counter() - t0) * 1e3)
+            times.append((now() - t0) * 1e3)
     times.sort()
     print(f"{times[len(times) // 2]:.4f} {times[0]:.4f} {times[-1]:.4f}", flush=True)
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""PyTorch peer of vkmha-bench: torch.nn.MultiheadAttention on the CPU.
+"""PyTorch peer of vkmha-bench: torch.nn.MultiheadAttention on the CPU (or
+the GPU named by VKMHA_TORCH_DEVICE, bench/torch_peer.py).
 
     python3 bench/torch_mha.py DIR THREADS REPS
 
@@ -21,24 +22,18 @@ absent).
 """
 import os
 import sys
-import time
 
-try:
-    import numpy as np
-    import torch
-except ImportError as e:  # the peer is absent, not broken
-    print(f"torch peer absent: {e}", file=sys.stderr)
-    sys.exit(3)
+from torch_peer import DEVICE, describe, now, np, to_numpy, torch
 
 
 def load(path, shape):
-    return torch.from_numpy(np.fromfile(path, dtype="<f4").reshape(shape))
+    return torch.from_numpy(np.fromfile(path, dtype="<f4").reshape(shape)).to(DEVICE)
 
 
 def main():
     d, threads, reps = sys.argv[1], int(sys.argv[2]), max(1, int(sys.argv[3]))
     torch.set_num_threads(threads)
-    print(f"# torch {torch.__version__}, {torch.get_num_threads()} threads", flush=True)
+    print(describe(threads), flush=True)
     with open(os.path.join(d, "manifest.txt")) as f:
         shapes = [line.split() for line in f if line.strip()]
     for sid, d_model, heads, batch, length in shapes:
@@ -47,7 +42,7 @@ def main():
         w = [load(os.path.join(sd, n + ".f32"), (d_model, d_model))
              for n in ("w_q", "w_k", "w_v", "w_o")]
         x = load(os.path.join(sd, "x.f32"), (batch, length, d_model))
-        mha = torch.nn.MultiheadAttention(d_model, heads, batch_first=True)
+        mha = torch.nn.MultiheadAttention(d_model, heads, batch_first=True).to(DEVICE)
         mha.eval()
         with torch.no_grad():
             mha.in_proj_weight.copy_(torch.cat(w[:3], 0))
@@ -59,10 +54,10 @@ def main():
             for _ in range(2):  # warm-up (the first call also starts threads)
                 out, _ = mha(x, x, x, need_weights=False)
             for _ in range(reps):
-                t0 = time.perf_counter()
+                t0 = now()
                 out, _ = mha(x, x, x, need_weights=False)
-                times.append((time.perf_counter() - t0) * 1e3)
-        out.contiguous().numpy().astype("<f4").tofile(os.path.join(sd, "out.f32"))
+                times.append((now() - t0) * 1e3)
+        to_numpy(out).astype("<f4").tofile(os.path.join(sd, "out.f32"))
         times.sort()
         print(f"{sid} {times[len(times) // 2]:.4f} {times[0]:.4f} {times[-1]:.4f}", flush=True)
 

@@ -127,18 +127,20 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
         vi.buffer = b.buf;
         vi.format = VK_FORMAT_R32G32B32A32_SFLOAT;
         vi.range = VK_WHOLE_SIZE;
-        /* Slots never exceed maxStorageBufferRange, which matmul_texel
-         * requires to be within maxTexelBufferElements texels. */
-        if ((r = vk->vkd.vkCreateBufferView(vk->device, &vi, vk->vkalloc, &b.view4)) != VK_SUCCESS) {
+        /* A view covers the whole buffer, so only buffers within
+         * maxTexelBufferElements texels get one (16-byte texels here, 8
+         * for fp16); the others are read as storage buffers. */
+        const bool fits4 = size / 16 <= vk->max_texel_elements,
+                   fits2 = size / 8 <= vk->max_texel_elements;
+        if (fits4 &&
+            (r = vk->vkd.vkCreateBufferView(vk->device, &vi, vk->vkalloc, &b.view4)) != VK_SUCCESS) {
             vk_buffer_destroy(vk, &b);
             return vk_fail(vk, r, "vkCreateBufferView");
         }
-        /* fp16 texels are 8 bytes; texel16 requires maxTexelBufferElements *
-         * 8 >= maxStorageBufferRange. */
         vi.format = VK_FORMAT_R16G16B16A16_SFLOAT;
         VkBufferViewCreateInfo vu = vi;
         vu.format = VK_FORMAT_R32G32_UINT;
-        if (vk->texel16 &&
+        if (vk->texel16 && fits2 &&
             ((r = vk->vkd.vkCreateBufferView(vk->device, &vi, vk->vkalloc, &b.view4h)) !=
                  VK_SUCCESS ||
              (r = vk->vkd.vkCreateBufferView(vk->device, &vu, vk->vkalloc, &b.view4u)) !=

@@ -370,14 +370,13 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override)
         vk->tile_gemv = (vkmha_tile_config){.bm = 1, .bn = 32, .bk = 4, .tm = 1, .tn = 4,
                                             .workgroup_size = 8,
                                             .variant = VKMHA_MATMUL_VARIANT_REGISTER};
-    /* The register variant reads A and B as vec4 texel buffers (every
-     * device supports R32G32B32A32_SFLOAT uniform texel buffers); a buffer of
-     * maxStorageBufferRange bytes must fit maxTexelBufferElements texels. */
+    /* The register variant reads A and B as vec4 texel buffers where it can
+     * (every device supports R32G32B32A32_SFLOAT uniform texel buffers):
+     * buffers get their views when they fit maxTexelBufferElements texels
+     * (vk_buffer_create), and operands without a view (wrapped tensors,
+     * bf16, buffers past the limit: NVIDIA's 2^27 texels are 2 GiB of vec4s
+     * against a 4 GiB maxStorageBufferRange) take the storage-buffer reads. */
     if (vk->tile_large.variant == VKMHA_MATMUL_VARIANT_REGISTER) {
-        if ((uint64_t)vk->max_texel_elements * 16 < vk->info.max_storage_buffer_range)
-            return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
-                               "vkmha_context_create: the register matmul variant needs "
-                               "maxTexelBufferElements * 16 >= maxStorageBufferRange");
         vk->matmul_texel = true;
         /* fp16 as vec4 texels (R16G16B16A16_SFLOAT, required of every
          * device for uniform texel buffers; checked anyway). */
@@ -385,8 +384,7 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override)
         vk->vki.GetPhysicalDeviceFormatProperties(vk->phys, VK_FORMAT_R16G16B16A16_SFLOAT, &fh);
         vk->vki.GetPhysicalDeviceFormatProperties(vk->phys, VK_FORMAT_R32G32_UINT, &fu);
         vk->texel16 = (fh.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) &&
-                      (fu.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) &&
-                      (uint64_t)vk->max_texel_elements * 8 >= vk->info.max_storage_buffer_range;
+                      (fu.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT);
     }
     vk->reduce_wg = pick_workgroup(&vk->info, 128);
     vk->elementwise_wg = pick_workgroup(&vk->info, 256);

@@ -364,12 +364,13 @@ static void over_allocation_case(void)
     d.w_q = d.w_k = d.w_v = d.w_o = w;
     const uint64_t per_layer = 4 * (uint64_t)nw * sizeof(float);
     const uint64_t heap = info.device.device_local_memory;
-    enum { MAX_LAYERS = 64 };
-    vkmha_mha *layers[MAX_LAYERS];
-    int n = 0;
+    /* One more than the heap can hold (an 80 GiB GPU: 320 layers). */
+    const size_t max_layers = (size_t)(heap / per_layer) + 2;
+    vkmha_mha **layers = calloc(max_layers, sizeof *layers);
+    size_t n = 0;
     vkmha_status st = VKMHA_SUCCESS;
-    bool ok = w != NULL && heap / per_layer < MAX_LAYERS;
-    while (ok && n < MAX_LAYERS) {
+    bool ok = w != NULL && layers != NULL;
+    while (ok && n < max_layers) {
         vkmha_mha *m = NULL;
         st = vkmha_mha_create(gpu, &d, &m);
         if (st != VKMHA_SUCCESS)
@@ -381,13 +382,14 @@ static void over_allocation_case(void)
     ok = ok && st == VKMHA_ERROR_OUT_OF_DEVICE_MEMORY &&
          strncmp(msg, "vkmha_mha_create: ", 18) == 0 && strstr(msg, "heap") &&
          info.device_memory_bytes <= heap && info.device_memory_bytes + per_layer > heap;
-    t_diag("%d layers of %llu MiB fit the %llu MiB heap; then: %s", n,
+    t_diag("%zu layers of %llu MiB fit the %llu MiB heap; then: %s", n,
            (unsigned long long)(per_layer >> 20), (unsigned long long)(heap >> 20), msg);
     t_report(ok, "layers beyond the device-local heap: VKMHA_ERROR_OUT_OF_DEVICE_MEMORY "
                  "naming the heap, never more than the heap held (%llu MiB)",
              (unsigned long long)(info.device_memory_bytes >> 20));
-    for (int i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++)
         vkmha_mha_destroy(layers[i]);
+    free(layers);
     free(w);
 
     /* The context still works: the scenario's forward. */

@@ -122,11 +122,13 @@ static void auto_split_case(vkmha_context *ref, t_rng *rng)
     const char *p = strstr(plan, "workgroups, ");
     t_report(p && sscanf(p, "workgroups, %u key ranges", &ranges) == 1 && ranges > 1,
              "decode shape (Lq 1, Lk 4096, 8 heads) splits the keys: \"%s\"", plan);
-    const attn_case prefill = {2, 8, 0, 256, 256, 64, 64, 0, 0, 0, false, false, false};
+    /* Enough query blocks for any device: 256 workgroups of 64 queries
+     * fill a GPU (vk_state.flash_fill_groups); L 256 split on an H100. */
+    const attn_case prefill = {2, 8, 0, 1024, 1024, 64, 64, 0, 0, 0, false, false, false};
     run_case(ref, gpu, "auto split-K", rng, &prefill, &run);
     p = strstr(plan, "workgroups, ");
     t_report(p && sscanf(p, "workgroups, %u key ranges", &ranges) == 1 && ranges == 1,
-             "long query sequence (B 2, L 256, 8 heads) does not: \"%s\"", plan);
+             "long query sequence (B 2, L 1024, 8 heads) does not: \"%s\"", plan);
     t_report_validation(gpu);
     vkmha_context_destroy(gpu);
 }

@@ -236,6 +236,11 @@ typedef enum vkmha_path {
                                             (the small-tile matmul) */
 } vkmha_path;
 
+/* The name of one vkmha_path bit ("fused_d64"), as VKMHA_DISABLE_PATHS and
+ * the self-check's warnings spell it; NULL for anything but a single bit of
+ * the enum. E.g. to list vkmha_context_info.disabled_paths. */
+VKMHA_API const char *vkmha_path_name(uint32_t path);
+
 /* How a matmul is computed on the device: an input only, for
  * vkmha_context_desc.matmul_tile (and the environment variable
  * VKMHA_MATMUL_TILE). What a context chose is information:

@@ -62,6 +62,14 @@ static void disable(vk_state *vk, uint32_t bit)
     vk->disabled_paths |= bit;
 }
 
+VKMHA_API const char *vkmha_path_name(uint32_t path)
+{
+    for (size_t i = 0; i < VKMHA_ARRAY_LEN(paths); i++)
+        if (paths[i].bit == path)
+            return paths[i].name;
+    return NULL;
+}
+
 /* The entry named by the `n` characters at `s`, or NULL. */
 static const struct path_info *path_named(const char *s, size_t n)
 {

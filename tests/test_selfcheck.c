@@ -144,6 +144,14 @@ int main(void)
     const vkmha_context_info base = info;
     vkmha_context_destroy(gpu);
 
+    /* vkmha_path_name: each bit's name, NULL for anything else. */
+    ok = vkmha_path_name(0) == NULL && vkmha_path_name(VKMHA_PATH_SUBGROUP | 1u) == NULL &&
+         vkmha_path_name(1u << 31) == NULL;
+    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++)
+        ok = ok && vkmha_path_name(paths[p].bit) &&
+             strcmp(vkmha_path_name(paths[p].bit), paths[p].name) == 0;
+    t_report(ok, "vkmha_path_name names each path as VKMHA_DISABLE_PATHS does, NULL otherwise");
+
     /* Each path in use, made wrong: disabled with a warning naming it, and
      * the ops still right through its fallback. */
     for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {

@@ -143,6 +143,15 @@ int main(int argc, char **argv)
            getenv("VKMHA_MATMUL_TILE") ? "VKMHA_MATMUL_TILE" : "device type and limits");
     printf("  %-25s %llu bytes\n", "device memory held",
            (unsigned long long)info.device_memory_bytes);
+    if (info.self_check_us)
+        printf("  %-25s %.1f ms\n", "self-check", info.self_check_us / 1000.0);
+    else
+        printf("  %-25s %s\n", "self-check", "skipped");
+    printf("  %-25s", "disabled paths");
+    for (uint32_t i = 0; i < 32; i++)
+        if (info.disabled_paths & (1u << i))
+            printf(" %s", vkmha_path_name(1u << i));
+    printf("%s\n", info.disabled_paths ? "" : " none");
     print_kernels(ctx);
     vkmha_context_destroy(ctx);
     return 0;

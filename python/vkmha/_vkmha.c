@@ -222,6 +222,23 @@ static PyObject *device_dict(const vkmha_device_info *di)
     return d;
 }
 
+/* The names of the vkmha_path bits in `paths` (vkmha_path_name), as a list. */
+static PyObject *path_names(uint32_t paths)
+{
+    PyObject *list = PyList_New(0);
+    for (uint32_t i = 0; list && i < 32; i++) {
+        const char *name = vkmha_path_name(paths & (1u << i));
+        if (!name)
+            continue;
+        PyObject *str = PyUnicode_FromString(name);
+        const int bad = !str || PyList_Append(list, str);
+        Py_XDECREF(str);
+        if (bad)
+            Py_CLEAR(list);
+    }
+    return list;
+}
+
 static PyObject *context_info(ContextObject *self, PyObject *unused)
 {
     (void)unused;
@@ -240,6 +257,7 @@ static PyObject *context_info(ContextObject *self, PyObject *unused)
         put(d, "validation_enabled", PyBool_FromLong(info.validation_enabled)) ||
         put(d, "validation_messages", PyLong_FromUnsignedLongLong(info.validation_messages)) ||
         put(d, "disabled_paths", PyLong_FromUnsignedLong(info.disabled_paths)) ||
+        put(d, "disabled_path_names", path_names(info.disabled_paths)) ||
         put(d, "self_check_us", PyLong_FromUnsignedLong(info.self_check_us)) ||
         put(d, "subgroup_ops_used", PyBool_FromLong(info.subgroup_ops_used)) ||
         put(d, "device_memory_bytes", PyLong_FromUnsignedLongLong(info.device_memory_bytes)) ||

@@ -946,6 +946,27 @@ class TestErrors(unittest.TestCase):
         self.assertIsInstance(info["native_16bit_storage"], bool)
         self.assertFalse(context("reference").info()["native_16bit_storage"])
         self.assertGreaterEqual(len(vkmha.enumerate_devices()), 1)
+        self.assertEqual(info["disabled_path_names"], [])
+
+    def test_disabled_path_names(self):
+        # VKMHA_DISABLE_PATHS (read at creation): the bits and their names.
+        old = os.environ.get("VKMHA_DISABLE_PATHS")
+        os.environ["VKMHA_DISABLE_PATHS"] = "gemv,subgroup"
+        try:
+            ctx = vkmha.Context("vulkan", validation=True)
+        finally:
+            if old is None:
+                del os.environ["VKMHA_DISABLE_PATHS"]
+            else:
+                os.environ["VKMHA_DISABLE_PATHS"] = old
+        try:
+            info = ctx.info()
+            self.assertEqual(info["disabled_paths"],
+                             vkmha.PATH_SUBGROUP | vkmha.PATH_MATMUL_GEMV)
+            self.assertEqual(info["disabled_path_names"], ["subgroup", "gemv"])
+            self.assertFalse(info["subgroup_ops_used"])
+        finally:
+            ctx.close()
 
     def test_kernels(self):
         kernels = context("vulkan").kernels()

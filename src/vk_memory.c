@@ -51,7 +51,7 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
 {
     VkResult r;
     vk_buffer b = {0};
-    char msg[160];
+    char msg[320];
     uint32_t type = !staging ? vk->mt_work : download ? vk->mt_download : vk->mt_upload;
     bool mapped = staging || vk->work_mapped;
 
@@ -94,8 +94,13 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
     VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
     ai.allocationSize = req.size;
     ai.memoryTypeIndex = type;
-    snprintf(msg, sizeof msg, "vkAllocateMemory (%s, %llu bytes)", what,
-             (unsigned long long)req.size);
+    /* The heap too: a driver may run out before the heap's size (the
+     * memory other processes and the driver hold). */
+    snprintf(msg, sizeof msg,
+             "vkAllocateMemory (%s, %llu bytes; the context holds %llu of the %llu bytes of "
+             "memory heap %u)",
+             what, (unsigned long long)req.size, (unsigned long long)vk->heap_bytes[heap],
+             (unsigned long long)heap_size, heap);
     /* vkmha_debug_options: fail this allocation as the device would. */
     const uint64_t n = ++vk->alloc_calls;
     if (n >= vk->fail_alloc_first && n <= vk->fail_alloc_last)

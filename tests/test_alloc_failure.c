@@ -381,7 +381,10 @@ static void over_allocation_case(void)
     vkmha_context_get_info(gpu, &info);
     ok = ok && st == VKMHA_ERROR_OUT_OF_DEVICE_MEMORY &&
          strncmp(msg, "vkmha_mha_create: ", 18) == 0 && strstr(msg, "heap") &&
-         info.device_memory_bytes <= heap && info.device_memory_bytes + per_layer > heap;
+         info.device_memory_bytes <= heap &&
+         /* vkmha's own check stops at the heap; a GPU's driver (which holds
+          * some of it) may refuse first: an H100 after 316 of 318 layers. */
+         (info.device_memory_bytes + per_layer > heap || strstr(msg, "vkAllocateMemory"));
     t_diag("%zu layers of %llu MiB fit the %llu MiB heap; then: %s", n,
            (unsigned long long)(per_layer >> 20), (unsigned long long)(heap >> 20), msg);
     t_report(ok, "layers beyond the device-local heap: VKMHA_ERROR_OUT_OF_DEVICE_MEMORY "
@@ -404,9 +407,12 @@ static void over_allocation_case(void)
              "the context works after the over-allocation: %s", vkmha_status_string(st));
     vkmha_mha_destroy(m);
     vkmha_context_get_info(gpu, &info);
-    t_report(info.device_memory_bytes < 64u << 20,
-             "the layers' memory is freed (%llu bytes held)",
-             (unsigned long long)info.device_memory_bytes);
+    /* Scratch stays (staging grown for the weights on a discrete GPU, until
+     * vkmha_context_trim); the layers' own memory goes. */
+    t_report(info.device_memory_bytes - info.scratch_bytes < 64u << 20,
+             "the layers' memory is freed (%llu bytes held, %llu of them scratch)",
+             (unsigned long long)info.device_memory_bytes,
+             (unsigned long long)info.scratch_bytes);
     t_report_validation(gpu);
     vkmha_context_destroy(gpu);
 }

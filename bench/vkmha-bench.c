@@ -84,23 +84,25 @@ static void die(const char *what)
     exit(1);
 }
 
+/* Appends a row. Growing `rows` moves it: a pointer into it (a row, or a
+ * string of one passed here) is only good until the next add_row. */
 static row *add_row(const char *op, const char *impl, const char *path, const char *shape)
 {
+    row made = {0};
+    snprintf(made.op, sizeof made.op, "%s", op);
+    snprintf(made.impl, sizeof made.impl, "%s", impl);
+    snprintf(made.path, sizeof made.path, "%s", path);
+    snprintf(made.shape, sizeof made.shape, "%s", shape);
+    made.gpu_med = made.peak_mib = made.max_abs_diff = -1;
+    made.status = "ok";
     if (n_rows == cap_rows) {
         cap_rows = cap_rows ? 2 * cap_rows : 64;
         rows = realloc(rows, cap_rows * sizeof *rows);
         if (!rows)
             die("out of memory");
     }
-    row *r = &rows[n_rows++];
-    memset(r, 0, sizeof *r);
-    snprintf(r->op, sizeof r->op, "%s", op);
-    snprintf(r->impl, sizeof r->impl, "%s", impl);
-    snprintf(r->path, sizeof r->path, "%s", path);
-    snprintf(r->shape, sizeof r->shape, "%s", shape);
-    r->gpu_med = r->peak_mib = r->max_abs_diff = -1;
-    r->status = "ok";
-    return r;
+    rows[n_rows] = made;
+    return &rows[n_rows++];
 }
 
 static double rate(const row *r)
@@ -518,10 +520,10 @@ static void torch_peer(const opts *o, mha_shape *shapes, size_t n)
         if (sscanf(line, "%zu %lf %lf %lf", &id, &med, &mn, &mx) != 4 || id >= n)
             continue;
         mha_shape *s = &shapes[id];
-        row *vr = &rows[s->vk_row];
-        row *r = add_row("mha", "torch", "-", vr->shape);
+        const double flops = rows[s->vk_row].flops;
+        row *r = add_row("mha", "torch", "-", rows[s->vk_row].shape);
         r->batch = s->batch, r->len = s->len, r->d_model = s->d_model, r->heads = s->heads;
-        r->flops = vr->flops;
+        r->flops = flops;
         r->wall_med = med, r->wall_min = mn, r->wall_max = mx;
         size_t no = (size_t)s->batch * s->len * s->d_model;
         float *t_out = zeros(no);
@@ -753,8 +755,10 @@ static void bench_dtypes(const opts *o)
                 c->io.out = c->out;
                 ok = ok && vkmha_mha_create(c->ctx, &d, &c->mha) == VKMHA_SUCCESS;
             }
-            rs[di] = r, args[di] = c, ctxs[di] = c->ctx;
+            args[di] = c, ctxs[di] = c->ctx;
         }
+        for (int di = 0; di < 3; di++) /* added last, so they stay put */
+            rs[di] = &rows[first + di];
         if (!ok || time_interleaved(rs, dt_run, args, ctxs, 3, o->reps))
             for (int di = 0; di < 3; di++)
                 rs[di]->status = "error";

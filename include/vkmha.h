@@ -695,7 +695,13 @@ typedef struct vkmha_matmul_desc {
  *    op T: B[b] is n x k, (j, p) at b[b * stride_b + j * ldb + p]
  * bias: [n] added to every row, or NULL
  * c: (i, j) at c[b * stride_c + i * ldc + j]; must not overlap a, b or bias.
- * Elements of C between rows (ldc > n) are left untouched. */
+ * Elements of C between rows (ldc > n) are left untouched.
+ * Vulkan: one product (batch 1) whose a, b or c is larger than the device's
+ * maxStorageBufferRange runs in windows of it (rows of A and C; with op T,
+ * rows of B, i.e. columns of C), up to maxMemoryAllocationSize per array;
+ * b past the range with op N, or a batched array past it, is
+ * VKMHA_ERROR_UNSUPPORTED. The tensor form takes tensors, which stay within
+ * the range. */
 VKMHA_API vkmha_status vkmha_matmul(vkmha_context *ctx, const vkmha_matmul_desc *desc,
                                     const void *a, const void *b, const void *bias,
                                     void *c);
@@ -816,7 +822,10 @@ typedef struct vkmha_mha_desc {
     float scale VKMHA_ZERO;         /* 0 means 1 / sqrt(d_k) */
     /* Weights, torch.nn.Linear layout, all required:
      *   w_q [H * d_k][d_model], w_k [Hkv * d_k][kdim],
-     *   w_v [Hkv * d_v][vdim],  w_o [d_model][H * d_v] */
+     *   w_v [Hkv * d_v][vdim],  w_o [d_model][H * d_v]
+     * Vulkan: each may exceed maxStorageBufferRange (a d_model 8192 layer on
+     * a 128 MiB range), up to maxMemoryAllocationSize: the projections bind
+     * windows of it (vkmha_matmul). */
     const void *w_q VKMHA_ZERO, *w_k VKMHA_ZERO, *w_v VKMHA_ZERO, *w_o VKMHA_ZERO;
     /* Optional biases (NULL: none): b_q [H * d_k], b_k [Hkv * d_k],
      * b_v [Hkv * d_v], b_o [d_model]. */

@@ -81,6 +81,7 @@ vkmha_status vk_exec_begin(vk_state *vk, vk_mode mode, VkCommandBuffer cmd,
     }
     vk->mode = mode;
     vk->planning = true;
+    vk->window_next = 0;
     vk->plan.n_up = vk->plan.n_passes = vk->plan.n_down = 0;
     vk->plan.barrier_next = false;
     return VKMHA_SUCCESS;
@@ -588,8 +589,13 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_vie
         struct vk_pass_binding *w = &p->writes[n_writes];
         *w = (struct vk_pass_binding){.binding = i, .type = type, .view = view};
         if (!texel) {
-            const VkDeviceSize start = b->offset + at, mis = start % align;
-            w->info = (VkDescriptorBufferInfo){b->buf, start - mis, mis + b->size - at};
+            /* To the buffer's end, at most maxStorageBufferRange: a buffer
+             * past the range is bound in windows its users stay within
+             * (vk_record_matmul). */
+            const VkDeviceSize start = b->offset + at, mis = start % align,
+                               range = mis + b->size - at,
+                               most = vk->info.max_storage_buffer_range;
+            w->info = (VkDescriptorBufferInfo){b->buf, start - mis, range < most ? range : most};
         }
         writes[n_writes] = (VkWriteDescriptorSet){
             .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,

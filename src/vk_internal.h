@@ -430,6 +430,12 @@ struct vk_state {
     } *typed_pipes;
     uint32_t n_typed_pipes, cap_typed_pipes;
     vk_site_pool op_sites;
+    /* Sites for the windows of matmuls past maxStorageBufferRange after the
+     * first (vk_record_matmul; each window binds other offsets), grown
+     * outside plans by vk_window_sites_ensure; a plan takes them in order
+     * from window_next (0 at vk_exec_begin). */
+    vk_site_pool window_sites;
+    uint32_t window_next;
 
     vk_buffer slots[SLOT_COUNT];
     vk_buffer dummy; /* bound where an optional tensor is absent */
@@ -522,6 +528,10 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
                               const char *what, vk_buffer *out);
 void vk_buffer_destroy(vk_state *vk, vk_buffer *b);
 vkmha_status vk_slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size);
+/* The same for a slot only bound in windows of at most maxStorageBufferRange
+ * (a matmul's operands, vk_record_matmul): it may be larger, up to
+ * maxMemoryAllocationSize. */
+vkmha_status vk_slot_ensure_windowed(vk_state *vk, vk_slot slot, VkDeviceSize size);
 /* Bytes of the scratch buffers: slots, staging and retired buffers. */
 uint64_t vk_scratch_bytes(const vk_state *vk);
 /* Frees scratch buffers, largest first, until at most `budget` bytes are
@@ -534,6 +544,8 @@ vkmha_status vk_staging_ensure_unmapped(vk_state *vk, VkDeviceSize upload,
 /* Checks a tensor of `bytes` against maxStorageBufferRange and the allocation
  * limit; UNSUPPORTED with a message naming `what` otherwise. */
 vkmha_status vk_check_size(vk_state *vk, uint64_t bytes, const char *what);
+/* Only the maxMemoryAllocationSize part of vk_check_size. */
+vkmha_status vk_check_alloc(vk_state *vk, uint64_t bytes, const char *what);
 
 /* ---- the executor (src/vk_command.c, src/vk_submission.c) --------------- */
 /* Every call on the device is planned, then run, by one executor:
@@ -730,7 +742,19 @@ typedef struct vk_matmul_args {
     float alpha;
     uint32_t batch_outer, batch_inner, b_div;
 } vk_matmul_args;
+/* Records C = alpha A op(B) + bias. Operands past maxStorageBufferRange
+ * (one product only) are bound in windows: B over its rows with op T (the
+ * output's columns), A and C over rows; each window after the first takes
+ * the next site of vk->window_sites (vk_window_sites_ensure before the plan,
+ * for all of its matmuls). B past the range with op N, or a batched operand
+ * past it: UNSUPPORTED. */
 vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args *a);
+/* How many windows vk_record_matmul binds for `a` (1: none needed);
+ * UNSUPPORTED naming the operand when it cannot. */
+vkmha_status vk_matmul_windows(vk_state *vk, const vk_matmul_args *a, uint64_t *count);
+/* Grows vk->window_sites to at least `extra` sites (the windows after
+ * each matmul's first, summed over a plan); outside a plan. */
+vkmha_status vk_window_sites_ensure(vk_state *vk, uint64_t extra);
 /* The args of a public matmul (s) on dense views a, b, bias (absent or not)
  * and c: s's strides go into them. */
 vk_matmul_args vk_matmul_args_of(const mm_shape *s, vk_view a, vk_view b, vk_view bias,

@@ -32,7 +32,8 @@ static bool all_aligned4(const uint64_t *v, size_t n)
     return true;
 }
 
-vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args *a)
+/* One product whose operands each fit a descriptor. */
+static vkmha_status record_block(vk_state *vk, vk_site *site, const vk_matmul_args *a)
 {
     vkmha_status st =
         vk_check_strides(vk, (const vk_view *const[]){&a->a, &a->b, &a->c}, 3, "a matmul");
@@ -113,6 +114,138 @@ vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args 
     return VKMHA_SUCCESS;
 }
 
+/* ---- windows past maxStorageBufferRange ---------------------------------- */
+
+/* Bytes from a matrix's first element to past its last. */
+static uint64_t span(uint64_t rows, uint64_t cols, uint64_t ld, uint32_t dtype)
+{
+    return rows ? ((rows - 1) * ld + cols) * vkmha__dtype_size(dtype) : 0;
+}
+
+/* Whether `bytes` of view v fit one descriptor, with the bytes its start is
+ * past the descriptor's offset (vk_dispatch). */
+static bool fits(const vk_state *vk, const vk_view *v, uint64_t bytes)
+{
+    const uint64_t mis = v->buf ? (v->buf->offset + v->offset) % vk->min_storage_offset_align : 0;
+    return mis + bytes <= vk->info.max_storage_buffer_range;
+}
+
+/* The most rows of `cols` elements at stride ld within `bytes`. */
+static uint64_t rows_within(uint64_t bytes, uint64_t cols, uint64_t ld, uint32_t dtype)
+{
+    const uint64_t elems = bytes / vkmha__dtype_size(dtype);
+    return elems < cols ? 0 : (elems - cols) / (ld ? ld : 1) + 1;
+}
+
+/* Window sizes: mc rows of A and C by nc columns of C (rows of B with op
+ * T), multiples of 16 where they split, so that window starts keep the
+ * vec4 alignment of the whole; *count windows. */
+static vkmha_status plan_windows(vk_state *vk, const vk_matmul_args *a, uint64_t *mc,
+                                 uint64_t *nc, uint64_t *count)
+{
+    const uint64_t lda = a->a.stride[2], ldb = a->b.stride[2], ldc = a->c.stride[2];
+    const uint64_t m = a->m, n = a->n, k = a->k, batch = (uint64_t)a->batch_outer * a->batch_inner;
+    /* A window starts up to minStorageBufferOffsetAlignment - 1 bytes past
+     * its descriptor's offset (vk_dispatch). */
+    const uint64_t range = vk->info.max_storage_buffer_range,
+                   most = range - (range > vk->min_storage_offset_align
+                                       ? vk->min_storage_offset_align : 0);
+    const uint64_t ba = span(m, k, lda, a->a.dtype),
+                   bb = a->trans_b ? span(n, k, ldb, a->b.dtype) : span(k, n, ldb, a->b.dtype),
+                   bc = span(m, n, ldc, a->c.dtype),
+                   bbias = a->bias.buf ? n * vkmha__dtype_size(a->bias.dtype) : 0;
+    *mc = m, *nc = n, *count = 1;
+    if (fits(vk, &a->a, ba) && fits(vk, &a->b, bb) && fits(vk, &a->c, bc) &&
+        fits(vk, &a->bias, bbias))
+        return VKMHA_SUCCESS;
+    const char *what = ba > most ? "a" : bb > most ? "b" : bc > most ? "c" : "bias";
+    if (batch > 1)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: %s of a batched matmul is beyond maxStorageBufferRange (%llu "
+                           "bytes); only single products are split",
+                           vk->ctx->call, what, (unsigned long long)range);
+    if (bb > most && !a->trans_b)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                    "%s: b of %llu bytes is beyond maxStorageBufferRange (%llu bytes): with "
+                    "op T (b as [n][k], torch.nn.Linear's layout) it is split over its rows, "
+                    "with op N it must fit",
+                    vk->ctx->call, (unsigned long long)bb, (unsigned long long)range);
+    uint64_t cols = n;
+    if (a->trans_b && bb > most)
+        cols = rows_within(most, k, ldb, a->b.dtype);
+    const uint64_t c_cols = most / vkmha__dtype_size(a->c.dtype);
+    cols = cols < c_cols ? cols : c_cols;
+    if (cols < n && cols >= 16)
+        cols -= cols % 16;
+    uint64_t rows = rows_within(most, k, lda, a->a.dtype);
+    const uint64_t c_rows = rows_within(most, cols, ldc, a->c.dtype);
+    rows = rows < c_rows ? rows : c_rows;
+    if (rows < m && rows >= 16)
+        rows -= rows % 16;
+    if (!rows || !cols)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: one row of %s is beyond maxStorageBufferRange (%llu bytes)",
+                           vk->ctx->call, !cols && a->trans_b ? "b" : rows ? "c" : "a",
+                           (unsigned long long)range);
+    *mc = rows < m ? rows : m, *nc = cols < n ? cols : n;
+    *count = ((m + *mc - 1) / *mc) * ((n + *nc - 1) / *nc);
+    return VKMHA_SUCCESS;
+}
+
+vkmha_status vk_matmul_windows(vk_state *vk, const vk_matmul_args *a, uint64_t *count)
+{
+    uint64_t mc, nc;
+    return plan_windows(vk, a, &mc, &nc, count);
+}
+
+vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args *a)
+{
+    uint64_t mc, nc, windows;
+    vkmha_status st = plan_windows(vk, a, &mc, &nc, &windows);
+    if (st)
+        return st;
+    if (windows == 1)
+        return record_block(vk, site, a);
+    /* Each window binds other offsets: a descriptor set of its own unless
+     * pushed (or recorded: vk_dispatch gives each one its own). */
+    const uint64_t first_site = vk->window_next;
+    if (first_site + windows - 1 > vk->window_sites.count)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
+                           "%s: internal error: %llu matmul windows, %u window sites from %llu",
+                           vk->ctx->call, (unsigned long long)windows, vk->window_sites.count,
+                           (unsigned long long)first_site);
+    vk->window_next += (uint32_t)(windows - 1);
+    vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+               "%s: matmul of %u x %u x %u split into %llu windows of %llu x %llu "
+               "(maxStorageBufferRange %llu bytes)",
+               vk->ctx->call, a->m, a->n, a->k, (unsigned long long)windows,
+               (unsigned long long)mc, (unsigned long long)nc,
+               (unsigned long long)vk->info.max_storage_buffer_range);
+    const uint64_t ea = vkmha__dtype_size(a->a.dtype), eb = vkmha__dtype_size(a->b.dtype),
+                   ec = vkmha__dtype_size(a->c.dtype), ebias = vkmha__dtype_size(a->bias.dtype);
+    uint64_t w = 0;
+    for (uint64_t m0 = 0; m0 < a->m; m0 += mc)
+        for (uint64_t n0 = 0; n0 < a->n; n0 += nc, w++) {
+            vk_matmul_args part = *a;
+            part.m = (uint32_t)(a->m - m0 < mc ? a->m - m0 : mc);
+            part.n = (uint32_t)(a->n - n0 < nc ? a->n - n0 : nc);
+            part.a.offset += m0 * a->a.stride[2] * ea;
+            part.b.offset += (a->trans_b ? n0 * a->b.stride[2] : n0) * eb;
+            part.c.offset += (m0 * a->c.stride[2] + n0) * ec;
+            if (part.bias.buf)
+                part.bias.offset += n0 * ebias;
+            /* The windows write disjoint elements of C, but their bound
+             * ranges overlap (rows interleave). */
+            if (w)
+                vk_barrier(vk);
+            st = record_block(vk, w ? &vk->window_sites.sites[first_site + w - 1] : site,
+                              &part);
+            if (st)
+                return st;
+        }
+    return VKMHA_SUCCESS;
+}
+
 vk_matmul_args vk_matmul_args_of(const mm_shape *s, vk_view a, vk_view b, vk_view bias,
                                  vk_view c)
 {
@@ -136,17 +269,24 @@ vkmha_status vk_matmul(vk_state *vk, const mm_shape *s, const void *a, const voi
     const uint64_t es = vkmha__dtype_size(s->dtype);
     const uint64_t ba = s->extent_a * es, bb = s->extent_b * es, bc = s->extent_c * es,
                    bbias = bias ? (uint64_t)s->n * es : 0;
-    /* Sizes first, so that a message names the caller's tensor. */
-    if ((st = vk_check_size(vk, ba, "a")) || (st = vk_check_size(vk, bb, "b")) ||
-        (st = vk_check_size(vk, bc, "c")) ||
-        (st = vk_slot_ensure(vk, SLOT_Q_IN, ba)) || (st = vk_slot_ensure(vk, SLOT_K_IN, bb)) ||
-        (bias && (st = vk_slot_ensure(vk, SLOT_AUX, bbias))) ||
-        (st = vk_slot_ensure(vk, SLOT_OUT, bc)))
-        return st;
     const uint32_t dt = s->dtype;
     const vk_matmul_args args = vk_matmul_args_of(
         s, vk_view_of(&vk->slots[SLOT_Q_IN], dt), vk_view_of(&vk->slots[SLOT_K_IN], dt),
         vk_view_of(bias ? &vk->slots[SLOT_AUX] : NULL, dt), vk_view_of(&vk->slots[SLOT_OUT], dt));
+    /* One product: operands past maxStorageBufferRange are bound in windows
+     * (vk_record_matmul); batched ones must fit. Sizes first, so that a
+     * message names the caller's tensor. */
+    const bool one = s->batch <= 1;
+    vkmha_status (*check)(vk_state *, uint64_t, const char *) = one ? vk_check_alloc : vk_check_size;
+    vkmha_status (*slot)(vk_state *, vk_slot, VkDeviceSize) =
+        one ? vk_slot_ensure_windowed : vk_slot_ensure;
+    uint64_t windows;
+    if ((st = check(vk, ba, "a")) || (st = check(vk, bb, "b")) || (st = check(vk, bc, "c")) ||
+        (st = vk_matmul_windows(vk, &args, &windows)) ||
+        (st = vk_window_sites_ensure(vk, windows - 1)) || (st = slot(vk, SLOT_Q_IN, ba)) ||
+        (st = slot(vk, SLOT_K_IN, bb)) || (bias && (st = slot(vk, SLOT_AUX, bbias))) ||
+        (st = slot(vk, SLOT_OUT, bc)))
+        return st;
     const vk_host_call call = {
         .up = {{&vk->slots[SLOT_Q_IN], a, ba}, {&vk->slots[SLOT_K_IN], b, bb},
                {&vk->slots[SLOT_AUX], bias, bbias}},

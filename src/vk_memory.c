@@ -10,6 +10,18 @@ static const char *call_name(const vk_state *vk)
     return vk->ctx->call ? vk->ctx->call : "vkmha";
 }
 
+vkmha_status vk_check_alloc(vk_state *vk, uint64_t bytes, const char *what)
+{
+    const vkmha_device_info *d = &vk->info;
+    if (bytes > d->max_allocation_size)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: %s needs %llu bytes, more than this device's "
+                           "maxMemoryAllocationSize (%llu bytes)",
+                           call_name(vk), what, (unsigned long long)bytes,
+                           (unsigned long long)d->max_allocation_size);
+    return VKMHA_SUCCESS;
+}
+
 vkmha_status vk_check_size(vk_state *vk, uint64_t bytes, const char *what)
 {
     const vkmha_device_info *d = &vk->info;
@@ -19,13 +31,7 @@ vkmha_status vk_check_size(vk_state *vk, uint64_t bytes, const char *what)
                            "maxStorageBufferRange (%llu bytes)",
                            call_name(vk), what, (unsigned long long)bytes,
                            (unsigned long long)d->max_storage_buffer_range);
-    if (bytes > d->max_allocation_size)
-        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
-                           "%s: %s needs %llu bytes, more than this device's "
-                           "maxMemoryAllocationSize (%llu bytes)",
-                           call_name(vk), what, (unsigned long long)bytes,
-                           (unsigned long long)d->max_allocation_size);
-    return VKMHA_SUCCESS;
+    return vk_check_alloc(vk, bytes, what);
 }
 
 void vk_buffer_destroy(vk_state *vk, vk_buffer *b)
@@ -202,19 +208,23 @@ void vk_release_retired(vk_state *vk)
 }
 
 /* Rounds a growing buffer up so that slowly growing shapes do not reallocate
- * every call, without exceeding what the device accepts. */
-static VkDeviceSize grow_size(const vk_state *vk, VkDeviceSize size)
+ * every call, without exceeding what the device accepts (the storage range
+ * too, unless the buffer is only bound in windows). */
+static VkDeviceSize grow_size(const vk_state *vk, VkDeviceSize size, bool windowed)
 {
     const VkDeviceSize step = 64 * 1024;
     VkDeviceSize rounded = (size + step - 1) / step * step;
-    VkDeviceSize cap = vk->info.max_storage_buffer_range < vk->info.max_allocation_size
+    VkDeviceSize cap = vk->info.max_storage_buffer_range < vk->info.max_allocation_size &&
+                               !windowed
                            ? vk->info.max_storage_buffer_range
                            : vk->info.max_allocation_size;
     return rounded > cap ? (size > cap ? size : cap) : rounded;
 }
 
+/* windowed: the buffer may exceed maxStorageBufferRange (its users bind
+ * windows of it: vk_record_matmul). */
 static vkmha_status ensure(vk_state *vk, vk_buffer *b, VkDeviceSize size, bool staging,
-                           bool download, const char *what)
+                           bool download, bool windowed, const char *what)
 {
     vkmha_status st;
     if (size == 0)
@@ -226,14 +236,15 @@ static vkmha_status ensure(vk_state *vk, vk_buffer *b, VkDeviceSize size, bool s
         return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
                            "%s: internal error: the %s grows while a call is planned",
                            vk->ctx->call, what);
-    if (!staging && (st = vk_check_size(vk, size, what)))
+    if (!staging && (st = windowed ? vk_check_alloc(vk, size, what)
+                                   : vk_check_size(vk, size, what)))
         return st;
     if ((st = vk_retire(vk, b)))
         return st;
-    return vk_buffer_create(vk, grow_size(vk, size), staging, download, what, b);
+    return vk_buffer_create(vk, grow_size(vk, size, windowed), staging, download, what, b);
 }
 
-vkmha_status vk_slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size)
+static vkmha_status slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size, bool windowed)
 {
     static const char *const names[SLOT_COUNT] = {
         [SLOT_Q_IN] = "query input",
@@ -257,7 +268,17 @@ vkmha_status vk_slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size)
         [SLOT_OUT] = "output",
         [SLOT_WEIGHTS] = "attention weights"};
     _Static_assert(SLOT_WEIGHTS + 1 == SLOT_COUNT, "every slot has a name");
-    return ensure(vk, &vk->slots[slot], size, false, false, names[slot]);
+    return ensure(vk, &vk->slots[slot], size, false, false, windowed, names[slot]);
+}
+
+vkmha_status vk_slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size)
+{
+    return slot_ensure(vk, slot, size, false);
+}
+
+vkmha_status vk_slot_ensure_windowed(vk_state *vk, vk_slot slot, VkDeviceSize size)
+{
+    return slot_ensure(vk, slot, size, true);
 }
 
 uint64_t vk_scratch_bytes(const vk_state *vk)
@@ -289,9 +310,9 @@ vkmha_status vk_staging_ensure_unmapped(vk_state *vk, VkDeviceSize upload,
                                         VkDeviceSize download)
 {
     vkmha_status st;
-    if (upload && (st = ensure(vk, &vk->upload, upload, true, false, "upload staging")))
+    if (upload && (st = ensure(vk, &vk->upload, upload, true, false, false, "upload staging")))
         return st;
-    if (download && (st = ensure(vk, &vk->download, download, true, true, "download staging")))
+    if (download && (st = ensure(vk, &vk->download, download, true, true, false, "download staging")))
         return st;
     return VKMHA_SUCCESS;
 }

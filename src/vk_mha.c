@@ -42,7 +42,11 @@ vkmha_status vk_mha_weights(vkmha_mha *mha, const void *const src[WEIGHT_COUNT],
             continue;
         char name[64];
         snprintf(name, sizeof name, "desc->%s", what[i]);
-        if ((st = vk_check_size(vk, n[i] * es, name)) ||
+        /* The projection weights may exceed maxStorageBufferRange: their
+         * matmuls bind them in windows (vk_record_matmul). */
+        const bool matrix = i == W_Q || i == W_K || i == W_V || i == W_O;
+        if ((st = matrix ? vk_check_alloc(vk, n[i] * es, name)
+                         : vk_check_size(vk, n[i] * es, name)) ||
             (st = vk_buffer_create(vk, n[i] * es, false, false, name, &vm->dev[i])))
             return st;
     }
@@ -119,6 +123,26 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, bool weight
              plan)) ||
         (!concat_in_place(d, plan) &&
          (st = vk_slot_ensure(vk, SLOT_O_HEADS, rq * H * d->d_v * es))))
+        return st;
+    /* Weights past maxStorageBufferRange: the projections' windows take
+     * sites of their own (vk_record_matmul). */
+    const vk_buffer *w = ((vk_mha *)mha)->dev;
+    const uint32_t sd = d->storage_dtype, outs[4] = {H * d->d_k, Hkv * d->d_k, Hkv * d->d_v,
+                                                      d->d_model};
+    const uint32_t ins[4] = {d->d_model, d->kdim, d->vdim, H * d->d_v};
+    const uint64_t rows[4] = {rq, rk, rk, rq};
+    uint64_t extra = 0;
+    for (int i = 0; i < 4; i++) {
+        uint64_t windows;
+        const vk_view x = vk_view_of(&vk->slots[SLOT_Q_IN], ad),
+                      y = vk_view_of(&vk->slots[SLOT_Q_PROJ], ad);
+        const vk_matmul_args pa = projection_args(x, &w[W_Q + i], &w[B_Q + i], y,
+                                                  (uint32_t)rows[i], outs[i], ins[i], sd);
+        if ((st = vk_matmul_windows(vk, &pa, &windows)))
+            return st;
+        extra += windows - 1;
+    }
+    if ((st = vk_window_sites_ensure(vk, extra)))
         return st;
     if (f->cache) {
         plan->lengths = vk_view_of(&((vk_kv *)f->cache)->lens, VKMHA_DTYPE_F32);

@@ -463,9 +463,38 @@ void vk_pipelines_forget(vk_state *vk)
     vk->n_typed_pipes = 0;
 }
 
+vkmha_status vk_window_sites_ensure(vk_state *vk, uint64_t extra)
+{
+    if (extra <= vk->window_sites.count)
+        return VKMHA_SUCCESS;
+    if (extra > 4096)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: matmuls of %llu windows of maxStorageBufferRange", vk->ctx->call,
+                           (unsigned long long)extra + 1);
+    vk_kind *kinds = vkmha__alloc(vk->ctx, (size_t)extra * sizeof *kinds);
+    if (!kinds)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
+                           vk->ctx->call);
+    for (uint64_t i = 0; i < extra; i++)
+        kinds[i] = KIND_MATMUL;
+    vk_site_pool grown;
+    vkmha_status st = vk_site_pool_create(vk, kinds, (uint32_t)extra, &grown);
+    vkmha__free(vk->ctx, kinds);
+    /* No plan refers to the old sets (outside plans); a pending submission
+     * may, without push descriptors (as vk_exec_begin waits for). */
+    if (!st && !vk->push_descriptors && vk->window_sites.count && (st = vk_wait_submissions(vk)))
+        vk_site_pool_destroy(vk, &grown);
+    if (st)
+        return st;
+    vk_site_pool_destroy(vk, &vk->window_sites);
+    vk->window_sites = grown;
+    return VKMHA_SUCCESS;
+}
+
 void vk_pipelines_destroy(vk_state *vk)
 {
     vk_site_pool_destroy(vk, &vk->op_sites);
+    vk_site_pool_destroy(vk, &vk->window_sites);
     for (int i = 0; i < PIPE_COUNT; i++)
         if (vk->pipes[i])
             vk->vkd.vkDestroyPipeline(vk->device, vk->pipes[i], vk->vkalloc);

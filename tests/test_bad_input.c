@@ -28,8 +28,10 @@
 #include <stddef.h>
 #include <sys/mman.h>
 
-/* The maxStorageBufferRange the rows are written for. */
+/* The maxStorageBufferRange and maxMemoryAllocationSize the rows are written
+ * for (lavapipe's). */
 #define RANGE (UINT64_C(128) << 20)
+#define ALLOCATION (UINT64_C(2) << 30)
 
 #define SENTINEL 12345.0f
 #define POOL (1u << 16) /* floats in the input and output pools */
@@ -160,12 +162,12 @@ static const row rows[] = {
     {"matmul c overlaps b", F_MATMUL, BOTH, INVALID, "c", "overlap",
      {OUT(b, 3)}},
     {"matmul m * k = 2^32 (32-bit product wraps to 0)", F_MATMUL, VK_ONLY, UNSUPP, "a",
-     "maxStorageBufferRange", {U32(mm.m, 1u << 16), U32(mm.k, 1u << 16)}},
+     "maxMemoryAllocationSize", {U32(mm.m, 1u << 16), U32(mm.k, 1u << 16)}},
     {"matmul m * n = 2^32 elements of c", F_MATMUL, VK_ONLY, UNSUPP, "c",
-     "maxStorageBufferRange", {U32(mm.m, 1u << 16), U32(mm.n, 1u << 16)}},
+     "maxMemoryAllocationSize", {U32(mm.m, 1u << 16), U32(mm.n, 1u << 16)}},
     {"matmul k = 2^30: one row of a is 4 GiB", F_MATMUL, VK_ONLY, UNSUPP, "a",
-     "maxStorageBufferRange", {U32(mm.k, 1u << 30), U32(mm.op_b, VKMHA_OP_T)}},
-    {"matmul lda = 2^32 - 1 with m 2", F_MATMUL, VK_ONLY, UNSUPP, "a", "maxStorageBufferRange",
+     "maxMemoryAllocationSize", {U32(mm.k, 1u << 30), U32(mm.op_b, VKMHA_OP_T)}},
+    {"matmul lda = 2^32 - 1 with m 2", F_MATMUL, VK_ONLY, UNSUPP, "a", "maxMemoryAllocationSize",
      {U32(mm.m, 2), U32(mm.lda, MAXU)}},
     {"matmul batch 2^32 - 1, A and B broadcast: c of 15 * 2^32 elements", F_MATMUL, VK_ONLY,
      UNSUPP, "c", "maxStorageBufferRange",
@@ -335,10 +337,10 @@ static const row rows[] = {
      {U32(md.d_model, MAXU), U32(md.n_head, 4), U32(md.n_kv_head, 1), U32(md.d_k, 1),
       U32(md.d_v, MAXU), U32(md.vdim, 1)}},
     {"mha_create w_q of 2^32 elements (d_model 2^16)", F_MHA_CREATE, VK_ONLY, UNSUPP,
-     "desc->w_q", "maxStorageBufferRange", {U32(md.d_model, 1u << 16), U32(md.n_head, 1),
+     "desc->w_q", "maxMemoryAllocationSize", {U32(md.d_model, 1u << 16), U32(md.n_head, 1),
                                             U32(md.n_kv_head, 1)}},
     {"mha_create kdim 2^32 - 1: w_k of 16 GiB", F_MHA_CREATE, VK_ONLY, UNSUPP, "desc->w_k",
-     "maxStorageBufferRange", {U32(md.kdim, MAXU)}},
+     "maxMemoryAllocationSize", {U32(md.kdim, MAXU)}},
 
     /* ---- the layer: NaN and Inf in weights and inputs (create + forward) ---- */
     {"layer NaN in w_q", F_LAYER, BOTH, OK, NULL, NULL, {POISON(IN_WQ + 17, NAN)}},
@@ -701,15 +703,20 @@ int main(void)
     t_rng rng = {1234};
     vkmha_context *ref = t_context(VKMHA_BACKEND_REFERENCE, 0);
     vkmha_context *gpu = t_context(VKMHA_BACKEND_VULKAN, 0);
-    /* The rows' "beyond maxStorageBufferRange" sizes are written for 128 MiB
-     * (lavapipe's): a device with more (4 GiB on NVIDIA) is lowered to it,
-     * else a row sized for a refusal would run and read past the host
-     * arrays. */
+    /* The rows' refusals are sized for a 128 MiB maxStorageBufferRange and a
+     * 2 GiB maxMemoryAllocationSize (lavapipe's): a device with more (4 GiB
+     * of range on NVIDIA) is lowered to them, else a row sized for a refusal
+     * would run and read past the host arrays. */
     vkmha_context_info info;
     if (gpu && vkmha_context_get_info(gpu, &info) == VKMHA_SUCCESS &&
-        info.device.max_storage_buffer_range > RANGE) {
+        (info.device.max_storage_buffer_range > RANGE ||
+         info.device.max_allocation_size > ALLOCATION)) {
+        vkmha_debug_options lowered = {0};
+        if (info.device.max_storage_buffer_range > RANGE)
+            lowered.max_storage_buffer_range = RANGE;
+        if (info.device.max_allocation_size > ALLOCATION)
+            lowered.max_allocation_size = ALLOCATION;
         vkmha_context_destroy(gpu);
-        const vkmha_debug_options lowered = {.max_storage_buffer_range = RANGE};
         gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &lowered, NULL, NULL);
     }
     g_in = t_random(&rng, POOL, -1, 1);

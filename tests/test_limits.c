@@ -233,14 +233,41 @@ static void report_refused(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,
 static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const char *limit)
 {
     char label[200];
+    /* Past maxStorageBufferRange a matmul binds windows of its operands
+     * (the log says "split into"); past maxMemoryAllocationSize nothing
+     * can hold them. */
+    const bool windows = strstr(limit, "Range") != NULL;
     /* Tensors of 80 KiB: above both lowered limits (64 and 32 KiB). */
     vkmha_matmul_desc md = {0};
     md.m = 160, md.n = 8, md.k = 128; /* a: 80 KiB */
     float *a = t_random(rng, 160 * 128, -1, 1), *b = t_random(rng, 8 * 128, -1, 1);
     float *c = sentinels(160 * 8);
-    snprintf(label, sizeof label, "matmul with a of 80 KiB [%s]", limit);
-    report_refused(ref, gpu, rng, vkmha_matmul(gpu, &md, a, b, NULL, c), "vkmha_matmul",
-                   "a needs", limit, untouched(c, 160 * 8), label);
+    if (windows) {
+        /* A over rows; B (op T: [n][k]) over its rows, C over both, with a
+         * bias; both at once; odd sizes; vec4 loads (k % 4 == 0). */
+        matmul_case(ref, gpu, rng, 1, 160, 8, 128, VKMHA_OP_N, false);
+        matmul_case(ref, gpu, rng, 1, 7, 161, 127, VKMHA_OP_T, false);
+        matmul_case(ref, gpu, rng, 1, 100, 120, 200, VKMHA_OP_T, false);
+        matmul_case(ref, gpu, rng, 1, 150, 3, 129, VKMHA_OP_N, false);
+        /* B past the range with op N: its windows would be strided. */
+        vkmha_matmul_desc mn = {0};
+        mn.m = 2, mn.n = 160, mn.k = 128, mn.op_b = VKMHA_OP_N;
+        float *bn = t_random(rng, 160 * 128, -1, 1), *cn = sentinels(2 * 160);
+        report_refused(ref, gpu, rng, vkmha_matmul(gpu, &mn, a, bn, NULL, cn), "vkmha_matmul",
+                       "b of", "op T", untouched(cn, 2 * 160),
+                       "matmul op N with b of 80 KiB [maxStorageBufferRange]");
+        /* A batched operand past the range. */
+        vkmha_matmul_desc mb = {0};
+        mb.batch = 2, mb.m = 80, mb.n = 8, mb.k = 128, mb.stride_b = VKMHA_BROADCAST;
+        report_refused(ref, gpu, rng, vkmha_matmul(gpu, &mb, a, b, NULL, c), "vkmha_matmul",
+                       "a needs", limit, untouched(c, 160 * 8),
+                       "batched matmul with a of 80 KiB [maxStorageBufferRange]");
+        free(bn), free(cn);
+    } else {
+        snprintf(label, sizeof label, "matmul with a of 80 KiB [%s]", limit);
+        report_refused(ref, gpu, rng, vkmha_matmul(gpu, &md, a, b, NULL, c), "vkmha_matmul",
+                       "a needs", limit, untouched(c, 160 * 8), label);
+    }
 
     vkmha_softmax_desc sd = {1, 1, 160, 128, 0, 0};
     float *y = sentinels(160 * 128);
@@ -284,10 +311,38 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
     vkmha_mha *mha = (vkmha_mha *)(uintptr_t)1;
     snprintf(label, sizeof label, "mha_create with w_q of 100 KiB [%s]", limit);
     st = vkmha_mha_create(gpu, &big.desc, &mha);
-    report_refused(ref, gpu, rng, st, "vkmha_mha_create", "desc->w_q", limit, mha == NULL,
-                   label);
-    if (st == VKMHA_SUCCESS)
-        vkmha_mha_destroy(mha);
+    if (windows) {
+        /* Weights past the range: every projection in windows, on both
+         * attention paths, against the reference. */
+        vkmha_mha *mr = NULL;
+        float *got_b = sentinels(big.n_out), *want_b = t_alloc(big.n_out);
+        const bool created = st == VKMHA_SUCCESS;
+        bool ok = created && !vkmha_mha_create(ref, &big.desc, &mr);
+        vkmha_mha_io io = big.io;
+        io.out = want_b;
+        ok = ok && !vkmha_mha_forward(mr, &io);
+        for (int path = 0; path < 2 && ok; path++) {
+            io.out = got_b;
+            io.attention_path = path ? VKMHA_ATTENTION_PATH_UNFUSED : VKMHA_ATTENTION_PATH_FUSED;
+            g_splits = 0;
+            st = vkmha_mha_forward(mha, &io);
+            if (st)
+                t_diag("%s", vkmha_context_last_error(gpu));
+            ok = !st && g_splits > 0 &&
+                 t_close(label, "out", got_b, want_b, big.n_out, T_LAYER_ATOL, T_LAYER_RTOL);
+        }
+        t_report(ok, "%s: created, its projections in windows, both paths match the reference",
+                 label);
+        if (created)
+            vkmha_mha_destroy(mha);
+        vkmha_mha_destroy(mr);
+        free(got_b), free(want_b);
+    } else {
+        report_refused(ref, gpu, rng, st, "vkmha_mha_create", "desc->w_q", limit, mha == NULL,
+                       label);
+        if (st == VKMHA_SUCCESS)
+            vkmha_mha_destroy(mha);
+    }
     t_layer_free(&big);
 
     t_layer l;
@@ -458,7 +513,7 @@ int main(void)
 
     /* maxStorageBufferRange 64 KiB, then maxMemoryAllocationSize 32 KiB. */
     vkmha_debug_options range = {.max_storage_buffer_range = 64 * 1024};
-    gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &range, NULL, NULL);
+    gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &range, count_splits, NULL);
     vkmha_context_get_info(gpu, &info);
     t_report(info.device.max_storage_buffer_range == 64 * 1024 &&
                  info.device.max_workgroup_count[0] >= 65535,

@@ -663,6 +663,15 @@ typedef struct vkmha_mask {
 /* ------------------------------------------------------------------------ */
 /* Ops on host arrays (both backends)                                       */
 /* ------------------------------------------------------------------------ */
+/* Vulkan: host arrays larger than one call can bind (maxStorageBufferRange
+ * or maxMemoryAllocationSize) are split: vkmha_softmax and vkmha_attention
+ * run as several calls of whole batch entries, else of heads (whole groups
+ * of query heads sharing a key/value head, else one), else of query rows of
+ * one head; a batched vkmha_matmul as calls of fewer products, one product
+ * in windows (below); vkmha_mha_forward as calls of whole batch entries.
+ * Results are those of one call. What does not fit even so (one row of keys,
+ * one head's keys, one entry of the layer, the unfused path's scores) is
+ * VKMHA_ERROR_UNSUPPORTED naming the array. */
 
 typedef enum vkmha_op {
     VKMHA_OP_N = 0, /* use B as given: B is [k][n] */

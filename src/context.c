@@ -149,12 +149,6 @@ static vkmha_arg host_arg(const void *p, uint32_t dtype)
     return (vkmha_arg){.host = p, .dtype = dtype};
 }
 
-/* A checked host-array mask as a backend's argument. */
-static vkmha_mask_arg host_mask(const mask_r *m)
-{
-    return (vkmha_mask_arg){.m = *m};
-}
-
 VKMHA_API vkmha_status vkmha_matmul(vkmha_context *ctx, const vkmha_matmul_desc *desc,
                                     const void *a, const void *b, const void *bias, void *c)
 {
@@ -165,9 +159,7 @@ VKMHA_API vkmha_status vkmha_matmul(vkmha_context *ctx, const vkmha_matmul_desc 
     vkmha__begin_call(ctx, "vkmha_matmul");
     if ((st = vkmha__check_matmul(ctx, desc, a, b, bias, c, &s)))
         return st;
-    const vkmha_arg aa = host_arg(a, s.dtype), ab = host_arg(b, s.dtype),
-                    abias = host_arg(bias, s.dtype), ac = host_arg(c, s.dtype);
-    return ctx->ops->matmul(ctx, &run_host, &s, &aa, &ab, &abias, &ac);
+    return vkmha__matmul_host(ctx, &run_host, &s, a, b, bias, c);
 }
 
 VKMHA_API vkmha_status vkmha_softmax(vkmha_context *ctx, const vkmha_softmax_desc *desc,
@@ -183,9 +175,7 @@ VKMHA_API vkmha_status vkmha_softmax(vkmha_context *ctx, const vkmha_softmax_des
         (st = vkmha__check_mask(ctx, "vkmha_softmax", mask, s.batch, s.heads, s.len_q, s.len_k,
                                 &m)))
         return st;
-    const vkmha_arg ax = host_arg(x, s.dtype), ay = host_arg(y, s.dtype);
-    const vkmha_mask_arg am = host_mask(&m);
-    return ctx->ops->softmax(ctx, &run_host, &s, &ax, &am, &ay);
+    return vkmha__softmax_host(ctx, &run_host, &s, x, &m, y);
 }
 
 static vkmha_status heads_op(vkmha_context *ctx, const char *fn, bool split,
@@ -228,9 +218,5 @@ VKMHA_API vkmha_status vkmha_attention(vkmha_context *ctx, const vkmha_attention
         (st = vkmha__check_mask(ctx, "vkmha_attention", mask, s.batch, s.heads, s.len_q,
                                 s.len_k, &m)))
         return st;
-    const vkmha_arg aq = host_arg(q, s.dtype), ak = host_arg(k, s.dtype),
-                    av = host_arg(v, s.dtype), ao = host_arg(out, s.dtype),
-                    aw = host_arg(weights, s.dtype);
-    const vkmha_mask_arg am = host_mask(&m);
-    return ctx->ops->attention(ctx, &run_host, &s, &aq, &ak, &av, &am, &ao, &aw);
+    return vkmha__attention_host(ctx, &run_host, &s, q, k, v, &m, out, weights);
 }

@@ -292,6 +292,21 @@ void vkmha__free(const vkmha_context *ctx, void *p);
 void *vkmha__alloc_with(const vkmha_allocator *a, size_t size);
 void vkmha__free_with(const vkmha_allocator *a, void *p);
 
+/* src/host_split.c: host-array calls whose arrays exceed what one call of
+ * the backend can bind (Vulkan: maxStorageBufferRange, maxMemoryAllocationSize)
+ * run as several calls that fit; otherwise one backend call. */
+vkmha_status vkmha__softmax_host(vkmha_context *ctx, const vkmha_run *run, const sm_shape *s,
+                                 const void *x, const mask_r *m, void *y);
+vkmha_status vkmha__attention_host(vkmha_context *ctx, const vkmha_run *run, const attn_shape *s,
+                                   const void *q, const void *k, const void *v, const mask_r *m,
+                                   void *out, void *weights);
+vkmha_status vkmha__matmul_host(vkmha_context *ctx, const vkmha_run *run, const mm_shape *s,
+                                const void *a, const void *b, const void *bias, void *c);
+/* The layer on host arrays, in calls of whole batch entries (each entry's
+ * cache entry, masks and arrays) when the whole does not fit. */
+vkmha_status vkmha__mha_forward_host(vkmha_mha *mha, const vkmha_run *run, const mha_fwd *f,
+                                     const vkmha_arg args[5]);
+
 /* src/status.c */
 /* Records `status` with a printf-style message as the context's last error,
  * forwards it to the logger, and returns status. ctx may be NULL. */

@@ -416,7 +416,7 @@ VKMHA_API vkmha_status vkmha_mha_forward(vkmha_mha *mha, const vkmha_mha_io *io)
                                {.host = io->value, .dtype = f.ad},
                                {.host = io->out, .dtype = f.ad},
                                {.host = io->attn_weights, .dtype = f.ad}};
-    if (!(st = mha->ctx->ops->mha_forward(mha, &run, &f, args)))
+    if (!(st = vkmha__mha_forward_host(mha, &run, &f, args)))
         vkmha__kv_commit(&f);
     return st;
 }

@@ -256,12 +256,9 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
         report_refused(ref, gpu, rng, vkmha_matmul(gpu, &mn, a, bn, NULL, cn), "vkmha_matmul",
                        "b of", "op T", untouched(cn, 2 * 160),
                        "matmul op N with b of 80 KiB [maxStorageBufferRange]");
-        /* A batched operand past the range. */
-        vkmha_matmul_desc mb = {0};
-        mb.batch = 2, mb.m = 80, mb.n = 8, mb.k = 128, mb.stride_b = VKMHA_BROADCAST;
-        report_refused(ref, gpu, rng, vkmha_matmul(gpu, &mb, a, b, NULL, c), "vkmha_matmul",
-                       "a needs", limit, untouched(c, 160 * 8),
-                       "batched matmul with a of 80 KiB [maxStorageBufferRange]");
+        /* Batched operands past the range: calls of fewer products. */
+        matmul_case(ref, gpu, rng, 2, 80, 8, 128, VKMHA_OP_N, true);
+        matmul_case(ref, gpu, rng, 5, 30, 40, 100, VKMHA_OP_T, false);
         free(bn), free(cn);
     } else {
         snprintf(label, sizeof label, "matmul with a of 80 KiB [%s]", limit);
@@ -269,15 +266,24 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
                        "a needs", limit, untouched(c, 160 * 8), label);
     }
 
-    vkmha_softmax_desc sd = {1, 1, 160, 128, 0, 0};
-    float *y = sentinels(160 * 128);
-    snprintf(label, sizeof label, "softmax with x of 80 KiB [%s]", limit);
-    report_refused(ref, gpu, rng, vkmha_softmax(gpu, &sd, a, NULL, y), "vkmha_softmax",
-                   "x needs", limit, untouched(y, 160 * 128), label);
+    /* Host arrays past the limit: the softmax and the attention run as
+     * several calls (whole batch entries, then heads, then query rows of one
+     * head; the log says "split into"), every mask kind, against the
+     * reference. */
+    softmax_case(ref, gpu, rng, 37, 75);  /* B 2 H 3: entries */
+    softmax_case(ref, gpu, rng, 300, 40); /* heads */
+    softmax_case(ref, gpu, rng, 600, 40); /* rows of one head, the causal mask moved */
+    const uint32_t kinds = VKMHA_MASK_KEY_PADDING | VKMHA_MASK_FULL | VKMHA_MASK_CAUSAL |
+                           VKMHA_MASK_BIAS;
+    const vkmha_attention_desc by_entry = {4, 2, 0, 64, 64, 16, 16, 0, 0, 0, 0},
+                               by_head = {1, 8, 2, 100, 50, 16, 12, 0, 0, 0, 0},
+                               by_row = {1, 1, 0, 500, 40, 16, 16, 0, 0, 0, 0};
+    attention_case(ref, gpu, rng, &by_entry, kinds, true); /* weights of 128 KiB */
+    attention_case(ref, gpu, rng, &by_head, kinds, true);  /* GQA: one query head a call */
+    attention_case(ref, gpu, rng, &by_row, kinds, true);
 
+    float *y = sentinels(160 * 128);
     vkmha_heads_desc hd = {1, 160, 4, 32, 0};
-    for (size_t i = 0; i < 160 * 128; i++)
-        y[i] = SENTINEL;
     snprintf(label, sizeof label, "split_heads with x of 80 KiB [%s]", limit);
     report_refused(ref, gpu, rng, vkmha_split_heads(gpu, &hd, a, y), "vkmha_split_heads",
                    "x needs", limit, untouched(y, 160 * 128), label);
@@ -292,10 +298,6 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
                    "vkmha_attention", "attention scores", limit, untouched(out, 2 * 64 * 16),
                    label);
     ad.path = VKMHA_ATTENTION_PATH_FUSED;
-    snprintf(label, sizeof label, "fused attention asked for weights of 128 KiB [%s]", limit);
-    report_refused(ref, gpu, rng, vkmha_attention(gpu, &ad, q, k, v, NULL, out, w),
-                   "vkmha_attention", "weights needs", limit,
-                   untouched(out, 2 * 64 * 16) && untouched(w, 2 * 64 * 256), label);
     vkmha_status st = vkmha_attention(gpu, &ad, q, k, v, NULL, out, NULL);
     vkmha_status rst = vkmha_attention(ref, &ad, q, k, v, NULL, want, NULL);
     t_report(!st && !rst && t_close("fused above the limit", "out", out, want, 2 * 64 * 16,
@@ -344,6 +346,35 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
             vkmha_mha_destroy(mha);
     }
     t_layer_free(&big);
+
+    /* The layer on inputs past the limit that one batch entry fits: calls of
+     * whole entries, each entry's key padding moving with it. */
+    {
+        t_layer e;
+        t_layer_make(&e, rng, 16, 2, 0, 3, 400, 0, VKMHA_MASK_KEY_PADDING | VKMHA_MASK_CAUSAL);
+        vkmha_mha *mg = NULL, *mr = NULL;
+        float *got_e = sentinels(e.n_out), *want_e = t_alloc(e.n_out);
+        vkmha_mha_io io = e.io;
+        io.attn_weights = NULL; /* [3][2][400][400]: one entry's would not fit */
+        bool ok = !vkmha_mha_create(gpu, &e.desc, &mg) && !vkmha_mha_create(ref, &e.desc, &mr);
+        io.out = want_e;
+        ok = ok && !vkmha_mha_forward(mr, &io);
+        io.out = got_e;
+        g_splits = 0;
+        st = ok ? vkmha_mha_forward(mg, &io) : VKMHA_ERROR_INVALID_ARGUMENT;
+        if (st)
+            t_diag("%s", vkmha_context_last_error(gpu));
+        t_report(ok && !st && g_splits > 0 &&
+                     t_close("layer by entries", "out", got_e, want_e, e.n_out, T_LAYER_ATOL,
+                             T_LAYER_RTOL),
+                 "mha forward B 3 L 400 d_model 16 (query of 75 KiB) in calls of batch entries "
+                 "[%s]: %s, matches the reference",
+                 limit, vkmha_status_string(st));
+        vkmha_mha_destroy(mg);
+        vkmha_mha_destroy(mr);
+        free(got_e), free(want_e);
+        t_layer_free(&e);
+    }
 
     t_layer l;
     t_layer_make(&l, rng, 16, 2, 0, 1, 640, 0, VKMHA_MASK_CAUSAL); /* query: 40 KiB */
@@ -524,7 +555,7 @@ int main(void)
     vkmha_context_destroy(gpu);
 
     vkmha_debug_options alloc = {.max_allocation_size = 32 * 1024};
-    gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &alloc, NULL, NULL);
+    gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &alloc, count_splits, NULL);
     vkmha_context_get_info(gpu, &info);
     t_report(info.device.max_allocation_size == 32 * 1024,
              "get_info reports maxMemoryAllocationSize %llu (lowered)",

@@ -10,28 +10,28 @@ static const char *call_name(const vk_state *vk)
     return vk->ctx->call ? vk->ctx->call : "vkmha";
 }
 
+/* UNSUPPORTED naming `what` when `bytes` exceed the device's `limit`. */
+static vkmha_status check_limit(vk_state *vk, uint64_t bytes, uint64_t limit,
+                                const char *limit_name, const char *what)
+{
+    if (bytes > limit)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: %s needs %llu bytes, more than this device's %s (%llu bytes)",
+                           call_name(vk), what, (unsigned long long)bytes, limit_name,
+                           (unsigned long long)limit);
+    return VKMHA_SUCCESS;
+}
+
 vkmha_status vk_check_alloc(vk_state *vk, uint64_t bytes, const char *what)
 {
-    const vkmha_device_info *d = &vk->info;
-    if (bytes > d->max_allocation_size)
-        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
-                           "%s: %s needs %llu bytes, more than this device's "
-                           "maxMemoryAllocationSize (%llu bytes)",
-                           call_name(vk), what, (unsigned long long)bytes,
-                           (unsigned long long)d->max_allocation_size);
-    return VKMHA_SUCCESS;
+    return check_limit(vk, bytes, vk->info.max_allocation_size, "maxMemoryAllocationSize", what);
 }
 
 vkmha_status vk_check_size(vk_state *vk, uint64_t bytes, const char *what)
 {
-    const vkmha_device_info *d = &vk->info;
-    if (bytes > d->max_storage_buffer_range)
-        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
-                           "%s: %s needs %llu bytes, more than this device's "
-                           "maxStorageBufferRange (%llu bytes)",
-                           call_name(vk), what, (unsigned long long)bytes,
-                           (unsigned long long)d->max_storage_buffer_range);
-    return vk_check_alloc(vk, bytes, what);
+    vkmha_status st = check_limit(vk, bytes, vk->info.max_storage_buffer_range,
+                                  "maxStorageBufferRange", what);
+    return st ? st : vk_check_alloc(vk, bytes, what);
 }
 
 void vk_buffer_destroy(vk_state *vk, vk_buffer *b)

@@ -39,6 +39,20 @@ BACKENDS = ("vulkan", "reference")
 CONTEXTS = {}
 
 
+def context_with_env(name, value):
+    """A Vulkan context created with environment variable `name` set to
+    `value` (read at creation), the environment restored after."""
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        return vkmha.Context("vulkan", validation=True)
+    finally:
+        if old is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = old
+
+
 def context(backend):
     """One context per backend for the whole run (validation on for Vulkan)."""
     if backend not in CONTEXTS:
@@ -950,15 +964,7 @@ class TestErrors(unittest.TestCase):
 
     def test_disabled_path_names(self):
         # VKMHA_DISABLE_PATHS (read at creation): the bits and their names.
-        old = os.environ.get("VKMHA_DISABLE_PATHS")
-        os.environ["VKMHA_DISABLE_PATHS"] = "gemv,subgroup"
-        try:
-            ctx = vkmha.Context("vulkan", validation=True)
-        finally:
-            if old is None:
-                del os.environ["VKMHA_DISABLE_PATHS"]
-            else:
-                os.environ["VKMHA_DISABLE_PATHS"] = old
+        ctx = context_with_env("VKMHA_DISABLE_PATHS", "gemv,subgroup")
         try:
             info = ctx.info()
             self.assertEqual(info["disabled_paths"],
@@ -986,15 +992,7 @@ class TestErrors(unittest.TestCase):
                 self.assertEqual((k["shader"], k["workgroup_size"], k["params"]), ("", 0, {}))
         self.assertEqual(context("reference").kernels(), [])
         # desc->matmul_tile through VKMHA_MATMUL_TILE: the tile shows up.
-        old = os.environ.get("VKMHA_MATMUL_TILE")
-        os.environ["VKMHA_MATMUL_TILE"] = "shared:16,16,8,4,4"
-        try:
-            ctx = vkmha.Context("vulkan", validation=True)
-        finally:
-            if old is None:
-                del os.environ["VKMHA_MATMUL_TILE"]
-            else:
-                os.environ["VKMHA_MATMUL_TILE"] = old
+        ctx = context_with_env("VKMHA_MATMUL_TILE", "shared:16,16,8,4,4")
         try:
             k = {k["name"]: k for k in ctx.kernels()}["matmul_small"]
             self.assertEqual(k["shader"], "matmul")

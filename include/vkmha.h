@@ -668,7 +668,8 @@ typedef struct vkmha_mask {
  * run as several calls of whole batch entries, else of heads (whole groups
  * of query heads sharing a key/value head, else one), else of query rows of
  * one head; a batched vkmha_matmul as calls of fewer products, one product
- * in windows (below); vkmha_mha_forward as calls of whole batch entries.
+ * in windows (below); vkmha_split_heads / vkmha_merge_heads and
+ * vkmha_mha_forward as calls of whole batch entries.
  * Results are those of one call. What does not fit even so (one row of keys,
  * one head's keys, one entry of the layer, the unfused path's scores) is
  * VKMHA_ERROR_UNSUPPORTED naming the array. */

@@ -143,12 +143,6 @@ VKMHA_API vkmha_status vkmha_context_trim(vkmha_context *ctx)
 
 static const vkmha_run run_host = {.form = FORM_HOST};
 
-/* A host array of dtype as a backend's argument (NULL: absent). */
-static vkmha_arg host_arg(const void *p, uint32_t dtype)
-{
-    return (vkmha_arg){.host = p, .dtype = dtype};
-}
-
 VKMHA_API vkmha_status vkmha_matmul(vkmha_context *ctx, const vkmha_matmul_desc *desc,
                                     const void *a, const void *b, const void *bias, void *c)
 {
@@ -188,8 +182,7 @@ static vkmha_status heads_op(vkmha_context *ctx, const char *fn, bool split,
     vkmha__begin_call(ctx, fn);
     if ((st = vkmha__check_heads(ctx, fn, desc, x, y, &s)))
         return st;
-    const vkmha_arg ax = host_arg(x, s.dtype), ay = host_arg(y, s.dtype);
-    return ctx->ops->heads(ctx, &run_host, &s, split, &ax, &ay);
+    return vkmha__heads_host(ctx, &run_host, &s, split, x, y);
 }
 
 VKMHA_API vkmha_status vkmha_split_heads(vkmha_context *ctx, const vkmha_heads_desc *desc,

@@ -2,8 +2,8 @@
  * (maxStorageBufferRange or maxMemoryAllocationSize): the softmax and the
  * attention are run as several calls of whole batch entries, then of heads
  * (groups of query heads sharing a key/value head), then of query rows of one
- * head, each of which fits; a batched matmul as several calls of whole batch
- * entries. Every part is an independent problem of the same op (the rows of a
+ * head, each of which fits; split / merge heads and a batched matmul as
+ * several calls of whole batch entries. Every part is an independent problem of the same op (the rows of a
  * softmax and the queries of an attention do not interact; a causal mask
  * moves with the first row: causal_offset + i0), so the results are those of
  * one call. What does not fit even as one row of one head (a row of keys, or
@@ -252,6 +252,35 @@ vkmha_status vkmha__attention_host(vkmha_context *ctx, const vkmha_run *run, con
     const attention_args a = {s, run, q, k, v, m, out, weights};
     return run_parts(ctx, s->batch, s->heads, s->len_q, s->heads / s->kv_heads, array_limit(ctx),
                      attention_bytes, s, m, weights != NULL, attention_part, &a);
+}
+
+/* ---- split and merge heads ---------------------------------------------- */
+
+vkmha_status vkmha__heads_host(vkmha_context *ctx, const vkmha_run *run, const heads_shape *s,
+                               bool split, const void *x, void *y)
+{
+    /* [batch][len][heads][d] and [batch][heads][len][d]: an entry is
+     * contiguous in both. */
+    const uint64_t limit = array_limit(ctx), es = vkmha__dtype_size(s->dtype),
+                   entry = (uint64_t)s->len * s->heads * s->head_dim * es;
+    const uint32_t nb = limit && entry <= limit ? (uint32_t)(limit / entry < s->batch
+                                                                 ? limit / entry
+                                                                 : s->batch)
+                                                : s->batch;
+    vkmha_status st = VKMHA_SUCCESS;
+    if (nb < s->batch)
+        vkmha__log(ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+                   "%s: arrays beyond this device's buffer range: split into calls of %u batch "
+                   "entries",
+                   ctx->call, nb);
+    for (uint32_t b0 = 0; b0 < s->batch && !st; b0 += nb) {
+        heads_shape ps = *s;
+        ps.batch = s->batch - b0 < nb ? s->batch - b0 : nb;
+        const vkmha_arg ax = {.host = (const char *)x + b0 * entry, .dtype = s->dtype},
+                        ay = {.host = (char *)y + b0 * entry, .dtype = s->dtype};
+        st = ctx->ops->heads(ctx, run, &ps, split, &ax, &ay);
+    }
+    return st;
 }
 
 /* ---- batched matmul ------------------------------------------------------ */

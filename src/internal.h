@@ -302,6 +302,8 @@ vkmha_status vkmha__attention_host(vkmha_context *ctx, const vkmha_run *run, con
                                    void *out, void *weights);
 vkmha_status vkmha__matmul_host(vkmha_context *ctx, const vkmha_run *run, const mm_shape *s,
                                 const void *a, const void *b, const void *bias, void *c);
+vkmha_status vkmha__heads_host(vkmha_context *ctx, const vkmha_run *run, const heads_shape *s,
+                               bool split, const void *x, void *y);
 /* The layer on host arrays, in calls of whole batch entries (each entry's
  * cache entry, masks and arrays) when the whole does not fit. */
 vkmha_status vkmha__mha_forward_host(vkmha_mha *mha, const vkmha_run *run, const mha_fwd *f,

@@ -282,6 +282,22 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
     attention_case(ref, gpu, rng, &by_head, kinds, true);  /* GQA: one query head a call */
     attention_case(ref, gpu, rng, &by_row, kinds, true);
 
+    /* Split and merge heads: calls of whole batch entries (4 of 25 KiB). */
+    for (int split = 1; split >= 0; split--) {
+        const vkmha_heads_desc hs = {4, 100, 4, 16, 0};
+        const size_t nh = (size_t)4 * 100 * 4 * 16;
+        float *xh = t_random(rng, nh, -1, 1), *want_h = t_alloc(nh), *got_h = sentinels(nh);
+        vkmha_status rsh = split ? vkmha_split_heads(ref, &hs, xh, want_h)
+                                 : vkmha_merge_heads(ref, &hs, xh, want_h);
+        g_splits = 0;
+        vkmha_status sh = split ? vkmha_split_heads(gpu, &hs, xh, got_h)
+                                : vkmha_merge_heads(gpu, &hs, xh, got_h);
+        t_report(!rsh && !sh && g_splits > 0 && t_close("heads", "y", got_h, want_h, nh, 0, 0),
+                 "%s_heads B 4 L 100 H 4 d 16 (100 KiB) in calls of batch entries [%s]: %s",
+                 split ? "split" : "merge", limit, vkmha_status_string(sh));
+        free(xh), free(want_h), free(got_h);
+    }
+
     float *y = sentinels(160 * 128);
     vkmha_heads_desc hd = {1, 160, 4, 32, 0};
     snprintf(label, sizeof label, "split_heads with x of 80 KiB [%s]", limit);

@@ -710,8 +710,8 @@ typedef struct vkmha_matmul_desc {
  * maxStorageBufferRange runs in windows of it (rows of A and C; with op T,
  * rows of B, i.e. columns of C), up to maxMemoryAllocationSize per array;
  * b past the range with op N, or a batched array past it, is
- * VKMHA_ERROR_UNSUPPORTED. The tensor form takes tensors, which stay within
- * the range. */
+ * VKMHA_ERROR_UNSUPPORTED. The tensor forms take tensors past the range the
+ * same way. */
 VKMHA_API vkmha_status vkmha_matmul(vkmha_context *ctx, const vkmha_matmul_desc *desc,
                                     const void *a, const void *b, const void *bias,
                                     void *c);
@@ -1129,7 +1129,10 @@ typedef struct vkmha_tensor_desc {
     uint32_t dims[VKMHA_MAX_DIMS] VKMHA_ZERO; /* outermost first, each >= 1 */
 } vkmha_tensor_desc;
 
-/* A new tensor of desc's shape; its contents are undefined until written. */
+/* A new tensor of desc's shape; its contents are undefined until written.
+ * Vulkan: up to maxMemoryAllocationSize. One larger than maxStorageBufferRange
+ * is taken by vkmha_matmul_tensor / vkmha_matmul_record (bound in windows)
+ * and refused by the other ops (VKMHA_ERROR_UNSUPPORTED naming it). */
 VKMHA_API vkmha_status vkmha_tensor_create(vkmha_context *ctx, const vkmha_tensor_desc *desc,
                                            vkmha_tensor **out);
 /* Frees the tensor's memory (a wrapped VkBuffer is left alone); NULL is a

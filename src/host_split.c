@@ -22,6 +22,14 @@ static uint64_t array_limit(vkmha_context *ctx)
                                                                 : d->max_allocation_size;
 }
 
+uint64_t vkmha__storage_range(vkmha_context *ctx)
+{
+    vkmha_context_info info;
+    if (ctx->backend != VKMHA_BACKEND_VULKAN || vkmha_context_get_info(ctx, &info))
+        return 0;
+    return info.device.max_storage_buffer_range;
+}
+
 /* A part of a [batch][heads][len_q][...] problem: nb batch entries from b0
  * (all heads, all rows), or nh heads from h0 of entry b0 (all rows), or ni
  * query rows from i0 of head h0 of entry b0. */

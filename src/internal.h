@@ -171,13 +171,16 @@ typedef struct vkmha_backend_ops {
 
     /* Tensors: the backend's struct (starting with a vkmha_tensor) is
      * tensor_size bytes. tensor_alloc gives a new tensor (desc, sizes set)
-     * its memory (vkmha__tensor_words) and sets mem / offset; tensor_wrap wraps a
+     * its memory (vkmha__tensor_words) and sets mem / offset (windowed: it may
+     * exceed the device's buffer range, as only vkmha_matmul_tensor binds
+     * such tensors, in windows; vkmha__check_tensor refuses them to the other
+     * ops); tensor_wrap wraps a
      * VkBuffer (vkmha_tensor_wrap's arguments, buffer as a 64-bit handle);
      * tensor_free frees what alloc or wrap made; tensor_copy copies `bytes`
      * from byte `offset` between host memory and t (host -> t when `up`)
      * and waits. */
     size_t tensor_size;
-    vkmha_status (*tensor_alloc)(vkmha_tensor *t);
+    vkmha_status (*tensor_alloc)(vkmha_tensor *t, bool windowed);
     vkmha_status (*tensor_wrap)(vkmha_context *ctx, const vkmha_tensor_desc *desc,
                                 uint64_t buffer, uint64_t offset, uint64_t size,
                                 vkmha_tensor **out);
@@ -302,6 +305,8 @@ vkmha_status vkmha__attention_host(vkmha_context *ctx, const vkmha_run *run, con
                                    void *out, void *weights);
 vkmha_status vkmha__matmul_host(vkmha_context *ctx, const vkmha_run *run, const mm_shape *s,
                                 const void *a, const void *b, const void *bias, void *c);
+/* The device's maxStorageBufferRange (0: no limit, the reference backend). */
+uint64_t vkmha__storage_range(vkmha_context *ctx);
 vkmha_status vkmha__heads_host(vkmha_context *ctx, const vkmha_run *run, const heads_shape *s,
                                bool split, const void *x, void *y);
 /* The layer on host arrays, in calls of whole batch entries (each entry's

@@ -59,13 +59,14 @@ vkmha_status vk_run_end(vk_state *vk, const vkmha_run *run, vkmha_status st)
 
 /* ---- tensors -------------------------------------------------------------- */
 
-vkmha_status vk_tensor_alloc(vkmha_tensor *t)
+vkmha_status vk_tensor_alloc(vkmha_tensor *t, bool windowed)
 {
     vk_state *vk = t->ctx->vk;
     vk_tensor *v = (vk_tensor *)t;
     const uint64_t alloc = vkmha__tensor_words(t);
     vkmha_status st;
-    if ((st = vk_check_size(vk, alloc, "desc->dims")) ||
+    if ((st = windowed ? vk_check_alloc(vk, alloc, "desc->dims")
+                       : vk_check_size(vk, alloc, "desc->dims")) ||
         (st = vk_buffer_create(vk, alloc, false, false, "tensor", &v->buf)))
         return st;
     t->mem = buffer_handle(v->buf.buf);
@@ -105,7 +106,9 @@ vkmha_status vk_tensor_wrap(vkmha_context *ctx, const vkmha_tensor_desc *desc, u
                            (unsigned long long)size, (unsigned long long)bytes,
                            (unsigned long long)span);
     }
-    if ((st = vk_check_size(vk, mis + span, "desc->dims"))) {
+    /* Past maxStorageBufferRange only vkmha_matmul_tensor takes it (in
+     * windows); the other ops refuse it (vkmha__check_tensor). */
+    if ((st = vk_check_alloc(vk, mis + span, "desc->dims"))) {
         vkmha_tensor_destroy(t);
         return st;
     }
@@ -168,10 +171,12 @@ vkmha_status vk_op_matmul(vkmha_context *ctx, const vkmha_run *run, const mm_sha
     vkmha_status st;
     if (run->form == FORM_HOST)
         return vk_matmul(vk, s, a->host, b->host, bias->host, out_host(c));
-    if ((st = vk_run_begin(vk, run)))
-        return st;
     const vk_matmul_args args = vk_matmul_args_of(s, vk_tensor_view(a), vk_tensor_view(b),
                                                   vk_tensor_view(bias), vk_tensor_view(c));
+    uint64_t windows; /* tensors past maxStorageBufferRange */
+    if ((st = vk_matmul_windows(vk, &args, &windows)) ||
+        (st = vk_window_sites_ensure(vk, windows - 1)) || (st = vk_run_begin(vk, run)))
+        return st;
     return vk_run_end(vk, run, vk_record_matmul(vk, &vk->op_sites.sites[OPSITE_MATMUL], &args));
 }
 

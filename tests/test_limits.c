@@ -256,6 +256,42 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
         report_refused(ref, gpu, rng, vkmha_matmul(gpu, &mn, a, bn, NULL, cn), "vkmha_matmul",
                        "b of", "op T", untouched(cn, 2 * 160),
                        "matmul op N with b of 80 KiB [maxStorageBufferRange]");
+        /* A tensor past the range: created; vkmha_matmul_tensor binds it in
+         * windows (b, op T: [n][k]); the other ops refuse it. */
+        {
+            const uint32_t n = 160, k = 128, m = 5; /* b: 80 KiB */
+            const vkmha_tensor_desc tb = {VKMHA_DTYPE_F32, 2, {n, k}},
+                                    ta = {VKMHA_DTYPE_F32, 2, {m, k}},
+                                    tc = {VKMHA_DTYPE_F32, 2, {m, n}};
+            vkmha_tensor *xa = NULL, *xb = NULL, *xc = NULL;
+            float *ha = t_random(rng, (size_t)m * k, -1, 1), *hb = t_random(rng, (size_t)n * k, -1, 1);
+            float *want_t = t_alloc((size_t)m * n), *got_t = sentinels((size_t)m * n);
+            vkmha_matmul_desc mt = {0};
+            mt.m = m, mt.n = n, mt.k = k, mt.op_b = VKMHA_OP_T;
+            vkmha_status st = vkmha_tensor_create(gpu, &tb, &xb);
+            bool ok = !st && !vkmha_tensor_create(gpu, &ta, &xa) &&
+                      !vkmha_tensor_create(gpu, &tc, &xc) &&
+                      !vkmha_tensor_upload(xa, 0, ha, (uint64_t)m * k * 4) &&
+                      !vkmha_tensor_upload(xb, 0, hb, (uint64_t)n * k * 4) &&
+                      !vkmha_matmul(ref, &mt, ha, hb, NULL, want_t);
+            g_splits = 0;
+            vkmha_status sm = ok ? vkmha_matmul_tensor(gpu, &mt, xa, xb, NULL, xc) : st;
+            ok = ok && !sm && !vkmha_tensor_download(xc, 0, got_t, (uint64_t)m * n * 4) &&
+                 g_splits > 0 &&
+                 t_close("tensor b of 80 KiB", "c", got_t, want_t, (size_t)m * n,
+                         2e-6 * sqrt((double)k), 1e-5);
+            if (!ok)
+                t_diag("%s", vkmha_context_last_error(gpu));
+            t_report(ok, "tensor b of 80 KiB past the range: created, vkmha_matmul_tensor in "
+                         "windows matches the reference: %s",
+                     vkmha_status_string(sm));
+            vkmha_softmax_desc sx = {1, 1, 160, 128, 0, 0};
+            report_refused(ref, gpu, rng, xb ? vkmha_softmax_tensor(gpu, &sx, xb, NULL, xb) : st,
+                           "vkmha_softmax_tensor", "x is a tensor", "maxStorageBufferRange",
+                           true, "vkmha_softmax_tensor with a tensor of 80 KiB [range]");
+            vkmha_tensor_destroy(xa), vkmha_tensor_destroy(xb), vkmha_tensor_destroy(xc);
+            free(ha), free(hb), free(want_t), free(got_t);
+        }
         /* Batched operands past the range: calls of fewer products. */
         matmul_case(ref, gpu, rng, 2, 80, 8, 128, VKMHA_OP_N, true);
         matmul_case(ref, gpu, rng, 5, 30, 40, 100, VKMHA_OP_T, false);

@@ -155,23 +155,24 @@ static vkmha_status plan_windows(vk_state *vk, const vk_matmul_args *a, uint64_t
                    bc = span(m, n, ldc, a->c.dtype),
                    bbias = a->bias.buf ? n * vkmha__dtype_size(a->bias.dtype) : 0;
     *mc = m, *nc = n, *count = 1;
-    if (fits(vk, &a->a, ba) && fits(vk, &a->b, bb) && fits(vk, &a->c, bc) &&
-        fits(vk, &a->bias, bbias))
+    const bool fit_a = fits(vk, &a->a, ba), fit_b = fits(vk, &a->b, bb),
+               fit_c = fits(vk, &a->c, bc);
+    if (fit_a && fit_b && fit_c && fits(vk, &a->bias, bbias))
         return VKMHA_SUCCESS;
-    const char *what = ba > most ? "a" : bb > most ? "b" : bc > most ? "c" : "bias";
+    const char *what = !fit_a ? "a" : !fit_b ? "b" : !fit_c ? "c" : "bias";
     if (batch > 1)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: %s of a batched matmul is beyond maxStorageBufferRange (%llu "
                            "bytes); only single products are split",
                            vk->ctx->call, what, (unsigned long long)range);
-    if (bb > most && !a->trans_b)
+    if (!fit_b && !a->trans_b) /* a window of it (any part of it fits if it does) */
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                     "%s: b of %llu bytes is beyond maxStorageBufferRange (%llu bytes): with "
                     "op T (b as [n][k], torch.nn.Linear's layout) it is split over its rows, "
                     "with op N it must fit",
                     vk->ctx->call, (unsigned long long)bb, (unsigned long long)range);
     uint64_t cols = n;
-    if (a->trans_b && bb > most)
+    if (a->trans_b && !fit_b)
         cols = rows_within(most, k, ldb, a->b.dtype);
     const uint64_t c_cols = most / vkmha__dtype_size(a->c.dtype);
     cols = cols < c_cols ? cols : c_cols;

@@ -67,6 +67,12 @@ static vkmha_status context_create(const vkmha_context_desc *desc, bool compile_
         vkmha__free(ctx, ctx);
         return st;
     }
+    if (ctx->backend == VKMHA_BACKEND_VULKAN) {
+        vkmha_context_info info = {0};
+        ctx->ops->info(ctx, &info);
+        ctx->storage_range = info.device.max_storage_buffer_range;
+        ctx->allocation_size = info.device.max_allocation_size;
+    }
     ctx->call = NULL;
     *out = ctx;
     return VKMHA_SUCCESS;

@@ -12,22 +12,9 @@
 #include "internal.h"
 
 /* The most bytes one array of a call may have on ctx's device; 0: no limit. */
-static uint64_t array_limit(vkmha_context *ctx)
+static uint64_t array_limit(const vkmha_context *ctx)
 {
-    vkmha_context_info info;
-    if (ctx->backend != VKMHA_BACKEND_VULKAN || vkmha_context_get_info(ctx, &info))
-        return 0;
-    const vkmha_device_info *d = &info.device;
-    return d->max_storage_buffer_range < d->max_allocation_size ? d->max_storage_buffer_range
-                                                                : d->max_allocation_size;
-}
-
-uint64_t vkmha__storage_range(vkmha_context *ctx)
-{
-    vkmha_context_info info;
-    if (ctx->backend != VKMHA_BACKEND_VULKAN || vkmha_context_get_info(ctx, &info))
-        return 0;
-    return info.device.max_storage_buffer_range;
+    return ctx->storage_range < ctx->allocation_size ? ctx->storage_range : ctx->allocation_size;
 }
 
 /* A part of a [batch][heads][len_q][...] problem: nb batch entries from b0

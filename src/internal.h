@@ -171,12 +171,11 @@ typedef struct vkmha_backend_ops {
 
     /* Tensors: the backend's struct (starting with a vkmha_tensor) is
      * tensor_size bytes. tensor_alloc gives a new tensor (desc, sizes set)
-     * its memory (vkmha__tensor_words) and sets mem / offset (windowed: it may
-     * exceed the device's buffer range, as only vkmha_matmul_tensor binds
-     * such tensors, in windows; vkmha__check_tensor refuses them to the other
-     * ops); tensor_wrap wraps a
-     * VkBuffer (vkmha_tensor_wrap's arguments, buffer as a 64-bit handle);
-     * tensor_free frees what alloc or wrap made; tensor_copy copies `bytes`
+     * its memory (vkmha__tensor_words) and sets mem / offset (windowed: it
+     * may exceed the device's buffer range, as only vkmha_matmul_tensor binds
+     * such tensors, in windows; src/tensor.c's check_tensor_in refuses them
+     * to the other ops); tensor_wrap wraps a VkBuffer (vkmha_tensor_wrap's
+     * arguments, buffer as a 64-bit handle); tensor_free frees what alloc or wrap made; tensor_copy copies `bytes`
      * from byte `offset` between host memory and t (host -> t when `up`)
      * and waits. */
     size_t tensor_size;
@@ -278,6 +277,11 @@ struct vkmha_context {
     bool tensor_call; /* its array arguments are tensors (src/tensor.c) */
     const vkmha_backend_ops *ops; /* the backend's, chosen at creation */
     vk_state *vk; /* NULL for the reference backend */
+    /* The most bytes one binding holds (maxStorageBufferRange) and one
+     * allocation (maxMemoryAllocationSize), as the context believes them
+     * (debug options lowered); 0 for the reference backend: no limit. Set
+     * once at creation for the host-side splitting (src/host_split.c). */
+    uint64_t storage_range, allocation_size;
     /* Live tensors, to tell a tensor of this context from a stale or foreign
      * pointer without dereferencing it (src/tensor.c). */
     vkmha_tensor **tensors;
@@ -305,8 +309,6 @@ vkmha_status vkmha__attention_host(vkmha_context *ctx, const vkmha_run *run, con
                                    void *out, void *weights);
 vkmha_status vkmha__matmul_host(vkmha_context *ctx, const vkmha_run *run, const mm_shape *s,
                                 const void *a, const void *b, const void *bias, void *c);
-/* The device's maxStorageBufferRange (0: no limit, the reference backend). */
-uint64_t vkmha__storage_range(vkmha_context *ctx);
 vkmha_status vkmha__heads_host(vkmha_context *ctx, const vkmha_run *run, const heads_shape *s,
                                bool split, const void *x, void *y);
 /* The layer on host arrays, in calls of whole batch entries (each entry's

@@ -82,7 +82,7 @@ static vkmha_status check_tensor_in(vkmha_context *ctx, const char *name, const 
                            (unsigned long long)t->elements, (unsigned long long)need);
     /* Bound from up to 255 bytes below its offset (the descriptor alignment,
      * at most 256). */
-    const uint64_t range = windows ? 0 : vkmha__storage_range(ctx);
+    const uint64_t range = windows ? 0 : ctx->storage_range;
     if (range && t->offset % 256 + t->bytes > range)
         return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: %s is a tensor of %llu bytes, more than this device's "

@@ -107,7 +107,7 @@ vkmha_status vk_tensor_wrap(vkmha_context *ctx, const vkmha_tensor_desc *desc, u
                            (unsigned long long)span);
     }
     /* Past maxStorageBufferRange only vkmha_matmul_tensor takes it (in
-     * windows); the other ops refuse it (vkmha__check_tensor). */
+     * windows); the other ops refuse it (src/tensor.c, check_tensor_in). */
     if ((st = vk_check_alloc(vk, mis + span, "desc->dims"))) {
         vkmha_tensor_destroy(t);
         return st;

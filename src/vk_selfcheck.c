@@ -62,12 +62,19 @@ static void disable(vk_state *vk, uint32_t bit)
     vk->disabled_paths |= bit;
 }
 
-VKMHA_API const char *vkmha_path_name(uint32_t path)
+/* The entry of path `bit`, or NULL. */
+static const struct path_info *path_of_bit(uint32_t bit)
 {
     for (size_t i = 0; i < VKMHA_ARRAY_LEN(paths); i++)
-        if (paths[i].bit == path)
-            return paths[i].name;
+        if (paths[i].bit == bit)
+            return &paths[i];
     return NULL;
+}
+
+VKMHA_API const char *vkmha_path_name(uint32_t path)
+{
+    const struct path_info *p = path_of_bit(path);
+    return p ? p->name : NULL;
 }
 
 /* The entry named by the `n` characters at `s`, or NULL. */
@@ -77,14 +84,6 @@ static const struct path_info *path_named(const char *s, size_t n)
         if (strlen(paths[i].name) == n && strncmp(paths[i].name, s, n) == 0)
             return &paths[i];
     return NULL;
-}
-
-static size_t path_index(uint32_t bit)
-{
-    size_t i = 0;
-    while (i < VKMHA_ARRAY_LEN(paths) && paths[i].bit != bit)
-        i++;
-    return i;
 }
 
 /* Deterministic canary values in [-1, 1], multiples of 1/8 (exact in fp16). */
@@ -134,11 +133,15 @@ static vkmha_status judge(vk_state *vk, uint32_t bit, float *got, const float *w
                            "softmax, matmul) disagrees with the reference backend (|diff| %g "
                            "at element %zu): no attention path is left on this device",
                            diff, at);
-    const size_t i = path_index(bit);
+    const struct path_info *p = path_of_bit(bit);
+    if (!p)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
+                           "vkmha_context_create: internal error: self-check path bit 0x%x",
+                           bit);
     vkmha__log(vk->ctx, VKMHA_LOG_WARN, VKMHA_SUCCESS,
                "vkmha_context_create: self-check: %s (\"%s\") disagrees with the reference "
                "backend (|diff| %g at element %zu): disabled for this context; %s",
-               paths[i].what, paths[i].name, diff, at, paths[i].fallback);
+               p->what, p->name, diff, at, p->fallback);
     disable(vk, bit);
     return VKMHA_SUCCESS;
 }

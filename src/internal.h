@@ -175,9 +175,9 @@ typedef struct vkmha_backend_ops {
      * may exceed the device's buffer range, as only vkmha_matmul_tensor binds
      * such tensors, in windows; src/tensor.c's check_tensor_in refuses them
      * to the other ops); tensor_wrap wraps a VkBuffer (vkmha_tensor_wrap's
-     * arguments, buffer as a 64-bit handle); tensor_free frees what alloc or wrap made; tensor_copy copies `bytes`
-     * from byte `offset` between host memory and t (host -> t when `up`)
-     * and waits. */
+     * arguments, buffer as a 64-bit handle); tensor_free frees what alloc or
+     * wrap made; tensor_copy copies `bytes` from byte `offset` between host
+     * memory and t (host -> t when `up`) and waits. */
     size_t tensor_size;
     vkmha_status (*tensor_alloc)(vkmha_tensor *t, bool windowed);
     vkmha_status (*tensor_wrap)(vkmha_context *ctx, const vkmha_tensor_desc *desc,

@@ -745,13 +745,14 @@ typedef struct vk_matmul_args {
 /* Records C = alpha A op(B) + bias. Operands past maxStorageBufferRange
  * (one product only) are bound in windows: B over its rows with op T (the
  * output's columns), A and C over rows; each window after the first takes
- * the next site of vk->window_sites (vk_window_sites_ensure before the plan,
- * for all of its matmuls). B past the range with op N, or a batched operand
- * past it: UNSUPPORTED. */
+ * the next site of vk->window_sites (vk_matmul_prepare before the plan, for
+ * all of its matmuls). B past the range with op N, or a batched operand past
+ * it: UNSUPPORTED. */
 vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args *a);
-/* How many windows vk_record_matmul binds for `a` (1: none needed);
- * UNSUPPORTED naming the operand when it cannot. */
-vkmha_status vk_matmul_windows(vk_state *vk, const vk_matmul_args *a, uint64_t *count);
+/* Before a plan that records the n matmuls a[0 .. n - 1]: the window sites
+ * their windows take (vk_window_sites_ensure); UNSUPPORTED naming the
+ * operand of one that cannot be windowed. */
+vkmha_status vk_matmul_prepare(vk_state *vk, const vk_matmul_args *a, uint32_t n);
 /* Grows vk->window_sites to at least `extra` sites (the windows after
  * each matmul's first, summed over a plan); outside a plan. */
 vkmha_status vk_window_sites_ensure(vk_state *vk, uint64_t extra);

@@ -193,10 +193,17 @@ static vkmha_status plan_windows(vk_state *vk, const vk_matmul_args *a, uint64_t
     return VKMHA_SUCCESS;
 }
 
-vkmha_status vk_matmul_windows(vk_state *vk, const vk_matmul_args *a, uint64_t *count)
+vkmha_status vk_matmul_prepare(vk_state *vk, const vk_matmul_args *a, uint32_t n)
 {
-    uint64_t mc, nc;
-    return plan_windows(vk, a, &mc, &nc, count);
+    uint64_t extra = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t mc, nc, windows;
+        vkmha_status st = plan_windows(vk, &a[i], &mc, &nc, &windows);
+        if (st)
+            return st;
+        extra += windows - 1;
+    }
+    return vk_window_sites_ensure(vk, extra);
 }
 
 vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args *a)
@@ -281,10 +288,9 @@ vkmha_status vk_matmul(vk_state *vk, const mm_shape *s, const void *a, const voi
     vkmha_status (*check)(vk_state *, uint64_t, const char *) = one ? vk_check_alloc : vk_check_size;
     vkmha_status (*slot)(vk_state *, vk_slot, VkDeviceSize) =
         one ? vk_slot_ensure_windowed : vk_slot_ensure;
-    uint64_t windows;
     if ((st = check(vk, ba, "a")) || (st = check(vk, bb, "b")) || (st = check(vk, bc, "c")) ||
-        (st = vk_matmul_windows(vk, &args, &windows)) ||
-        (st = vk_window_sites_ensure(vk, windows - 1)) || (st = slot(vk, SLOT_Q_IN, ba)) ||
+        (st = vk_matmul_prepare(vk, &args, 1)) ||
+        (st = slot(vk, SLOT_Q_IN, ba)) ||
         (st = slot(vk, SLOT_K_IN, bb)) || (bias && (st = slot(vk, SLOT_AUX, bbias))) ||
         (st = slot(vk, SLOT_OUT, bc)))
         return st;

@@ -131,18 +131,13 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, bool weight
                                                       d->d_model};
     const uint32_t ins[4] = {d->d_model, d->kdim, d->vdim, H * d->d_v};
     const uint64_t rows[4] = {rq, rk, rk, rq};
-    uint64_t extra = 0;
-    for (int i = 0; i < 4; i++) {
-        uint64_t windows;
-        const vk_view x = vk_view_of(&vk->slots[SLOT_Q_IN], ad),
-                      y = vk_view_of(&vk->slots[SLOT_Q_PROJ], ad);
-        const vk_matmul_args pa = projection_args(x, &w[W_Q + i], &w[B_Q + i], y,
-                                                  (uint32_t)rows[i], outs[i], ins[i], sd);
-        if ((st = vk_matmul_windows(vk, &pa, &windows)))
-            return st;
-        extra += windows - 1;
-    }
-    if ((st = vk_window_sites_ensure(vk, extra)))
+    const vk_view x = vk_view_of(&vk->slots[SLOT_Q_IN], ad),
+                  y = vk_view_of(&vk->slots[SLOT_Q_PROJ], ad);
+    vk_matmul_args proj[4];
+    for (int i = 0; i < 4; i++)
+        proj[i] = projection_args(x, &w[W_Q + i], &w[B_Q + i], y, (uint32_t)rows[i], outs[i],
+                                  ins[i], sd);
+    if ((st = vk_matmul_prepare(vk, proj, 4)))
         return st;
     if (f->cache) {
         plan->lengths = vk_view_of(&((vk_kv *)f->cache)->lens, VKMHA_DTYPE_F32);

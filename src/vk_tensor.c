@@ -173,9 +173,9 @@ vkmha_status vk_op_matmul(vkmha_context *ctx, const vkmha_run *run, const mm_sha
         return vk_matmul(vk, s, a->host, b->host, bias->host, out_host(c));
     const vk_matmul_args args = vk_matmul_args_of(s, vk_tensor_view(a), vk_tensor_view(b),
                                                   vk_tensor_view(bias), vk_tensor_view(c));
-    uint64_t windows; /* tensors past maxStorageBufferRange */
-    if ((st = vk_matmul_windows(vk, &args, &windows)) ||
-        (st = vk_window_sites_ensure(vk, windows - 1)) || (st = vk_run_begin(vk, run)))
+    /* tensors past maxStorageBufferRange */
+    if ((st = vk_matmul_prepare(vk, &args, 1)) ||
+        (st = vk_run_begin(vk, run)))
         return st;
     return vk_run_end(vk, run, vk_record_matmul(vk, &vk->op_sites.sites[OPSITE_MATMUL], &args));
 }

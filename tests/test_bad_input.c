@@ -697,23 +697,11 @@ int main(void)
 {
     t_rng rng = {1234};
     vkmha_context *ref = t_context(VKMHA_BACKEND_REFERENCE, 0);
-    vkmha_context *gpu = t_context(VKMHA_BACKEND_VULKAN, 0);
     /* The rows' refusals are sized for a 128 MiB maxStorageBufferRange and a
      * 2 GiB maxMemoryAllocationSize (lavapipe's): a device with more (4 GiB
      * of range on NVIDIA) is lowered to them, else a row sized for a refusal
      * would run and read past the host arrays. */
-    vkmha_context_info info;
-    if (gpu && vkmha_context_get_info(gpu, &info) == VKMHA_SUCCESS &&
-        (info.device.max_storage_buffer_range > RANGE ||
-         info.device.max_allocation_size > ALLOCATION)) {
-        vkmha_debug_options lowered = {0};
-        if (info.device.max_storage_buffer_range > RANGE)
-            lowered.max_storage_buffer_range = RANGE;
-        if (info.device.max_allocation_size > ALLOCATION)
-            lowered.max_allocation_size = ALLOCATION;
-        vkmha_context_destroy(gpu);
-        gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &lowered, NULL, NULL);
-    }
+    vkmha_context *gpu = t_context_limited(RANGE, ALLOCATION, NULL, NULL);
     g_in = t_random(&rng, POOL, -1, 1);
     g_out = t_alloc(POOL);
     g_w = t_alloc(POOL);

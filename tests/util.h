@@ -466,6 +466,29 @@ static inline vkmha_context *t_context_ex(vkmha_backend backend, uint32_t flags,
     return ctx;
 }
 
+/* A Vulkan context that believes at most `range` bytes of
+ * maxStorageBufferRange and `allocation` of maxMemoryAllocationSize (0: the
+ * device's): lowered through vkmha_debug_options where the device has more,
+ * so that a test sized for those limits (lavapipe's) runs alike on any
+ * device. */
+static inline vkmha_context *t_context_limited(uint64_t range, uint64_t allocation,
+                                               vkmha_log_fn log, void *log_user)
+{
+    vkmha_context *gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, NULL, log, log_user);
+    vkmha_context_info info;
+    if (vkmha_context_get_info(gpu, &info) != VKMHA_SUCCESS)
+        return gpu;
+    vkmha_debug_options lowered = {0};
+    if (range && info.device.max_storage_buffer_range > range)
+        lowered.max_storage_buffer_range = range;
+    if (allocation && info.device.max_allocation_size > allocation)
+        lowered.max_allocation_size = allocation;
+    if (!lowered.max_storage_buffer_range && !lowered.max_allocation_size)
+        return gpu;
+    vkmha_context_destroy(gpu);
+    return t_context_ex(VKMHA_BACKEND_VULKAN, 0, &lowered, log, log_user);
+}
+
 static inline vkmha_context *t_context(vkmha_backend backend, uint32_t flags)
 {
     return t_context_ex(backend, flags, NULL, NULL, NULL);

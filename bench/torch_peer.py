@@ -4,7 +4,7 @@ the device the peer runs on, and a clock that waits for that device.
 
 VKMHA_TORCH_DEVICE names the device (default cpu): cuda on a machine whose GPU
 vkmha is measured on makes PyTorch on the same GPU the peer. Weights and
-inputs are moved there; out() brings a result back to host memory."""
+inputs are moved there; to_numpy() brings a result back to host memory."""
 import os
 import sys
 import time

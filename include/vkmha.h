@@ -205,6 +205,17 @@ typedef enum vkmha_context_flags {
     VKMHA_CONTEXT_EAGER_PIPELINES = 1u << 2,
     /* Vulkan: skip the self-check of context creation (vkmha_path). */
     VKMHA_CONTEXT_NO_SELF_CHECK = 1u << 3,
+    /* Vulkan: create pipelines on the calling thread only. By default the
+     * pipelines a call needs that do not exist yet (the self-check's, a
+     * first forward's, EAGER_PIPELINES's) are created together on up to 16
+     * threads that vkmha starts and joins within that call (one per CPU;
+     * the environment variable VKMHA_PIPELINE_THREADS=N lowers it for a
+     * process). They call only vkCreateShaderModule,
+     * vkCreateComputePipelines and vkDestroyShaderModule, which Vulkan lets
+     * threads call at once on one device and pipeline cache. A context
+     * whose vkmha_vulkan_desc has allocation_callbacks creates on the
+     * calling thread only, as with this flag. */
+    VKMHA_CONTEXT_SINGLE_THREAD = 1u << 4,
 } vkmha_context_flags;
 
 /* The code paths a Vulkan context checks when it is created: each runs once

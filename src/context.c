@@ -12,7 +12,8 @@ static vkmha_status context_create(const vkmha_context_desc *desc, bool compile_
 {
     static const vkmha_context_desc defaults = {0};
     const uint32_t known_flags = VKMHA_CONTEXT_NO_SUBGROUP_OPS | VKMHA_CONTEXT_PROFILE |
-                                 VKMHA_CONTEXT_EAGER_PIPELINES | VKMHA_CONTEXT_NO_SELF_CHECK;
+                                 VKMHA_CONTEXT_EAGER_PIPELINES | VKMHA_CONTEXT_NO_SELF_CHECK |
+                                 VKMHA_CONTEXT_SINGLE_THREAD;
     vkmha_status st;
     vkmha__set_creation_error("");
     if (!desc)

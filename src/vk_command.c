@@ -332,10 +332,33 @@ static vkmha_status sync_submit(vk_state *vk)
     return VKMHA_SUCCESS;
 }
 
+/* The plan's pipelines that did not exist when it was made: created
+ * together (vk_pipelines_build), then set in its passes. */
+static vkmha_status plan_pipelines(vk_state *vk)
+{
+    vk_plan *pl = &vk->plan;
+    vkmha_status st;
+    if (vk->n_want && (st = vk_pipelines_build(vk)))
+        return st;
+    for (uint32_t i = 0; i < pl->n_passes; i++) {
+        vk_pass *p = &pl->passes[i];
+        if (p->op == PASS_DISPATCH && !p->pipeline &&
+            !(p->pipeline = vk_pipeline_find(vk, p->pipe, p->dtypes)))
+            return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
+                               "%s: internal error: pipeline %d not created", vk->ctx->call,
+                               (int)p->pipe);
+    }
+    return VKMHA_SUCCESS;
+}
+
 vkmha_status vk_exec_end(vk_state *vk, vkmha_status st, struct vkmha_submission **sub)
 {
     const vk_mode mode = vk->mode;
-    if (!st && !(st = plan_start(vk))) {
+    if (!st && vk->gather) { /* the self-check's first pass: pipelines wanted only */
+        plan_abandon(vk);
+        return VKMHA_SUCCESS;
+    }
+    if (!st && !(st = plan_pipelines(vk)) && !(st = plan_start(vk))) {
         plan_record(vk);
         vk->planning = false;
         vk->mode = MODE_SYNC;
@@ -520,9 +543,11 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_vie
     }
     if (misalign[0] | misalign[1])
         dtypes |= VK_DT_MISALIGNED;
-    VkPipeline pipeline;
+    /* A pipeline that does not exist yet is created with the plan's others
+     * (vk_exec_end), on several threads. */
+    const VkPipeline pipeline = vk_pipeline_find(vk, pipe, dtypes);
     vkmha_status st;
-    if ((st = vk_pipeline_get(vk, pipe, dtypes, &pipeline)) ||
+    if ((!pipeline && (st = vk_pipeline_want(vk, pipe, dtypes))) ||
         (st = plan_grow(vk, (void **)&pl->passes, pl->n_passes, &pl->cap_passes,
                         sizeof *pl->passes)))
         return st;
@@ -545,7 +570,8 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_vie
                            "%s: internal error: %u bytes of push constants", vk->ctx->call,
                            push_size);
     vk_pass *p = &pl->passes[pl->n_passes];
-    *p = (vk_pass){.pipeline = pipeline, .kind = kind, .set = site->set,
+    *p = (vk_pass){.pipeline = pipeline, .pipe = pipe, .dtypes = dtypes, .kind = kind,
+                   .set = site->set,
                    .push_size = push_size, .groups = {gx, gy, gz},
                    .barrier = pl->barrier_next};
     memcpy(p->push, push, push_size);

@@ -842,6 +842,7 @@ vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc, bool 
         return st;
     if ((desc->flags & VKMHA_CONTEXT_PROFILE) && (st = create_timestamps(vk)))
         return st;
+    vk->single_thread = (desc->flags & VKMHA_CONTEXT_SINGLE_THREAD) != 0;
     if ((st = vk_pipeline_cache_init(vk, desc)) ||
         (st = vk_pipelines_init(vk, desc->matmul_tile)))
         return st;

@@ -114,6 +114,15 @@ typedef enum vk_pipe {
     PIPE_COUNT
 } vk_pipe;
 
+/* A pipeline by role and specialization (vk_state.want). */
+typedef struct vk_pipe_key {
+    vk_pipe pipe;
+    uint32_t dtypes;
+} vk_pipe_key;
+
+/* The most threads that create pipelines at once (vk_pipelines_build). */
+#define VK_BUILD_THREADS_MAX 16
+
 /* The most rows of A that take PIPE_MATMUL_GEMV (a decode step's batch). */
 #define VK_GEMV_ROWS 4u
 
@@ -259,7 +268,9 @@ typedef struct vk_pass {
         VkDeviceSize src_off, dst_off, size;
         const void *data;
     } xfer;
-    VkPipeline pipeline;
+    VkPipeline pipeline; /* null until vk_exec_end when it did not exist yet */
+    vk_pipe pipe;
+    uint32_t dtypes;
     vk_kind kind;
     VkDescriptorSet set; /* without push descriptors: the site's, written */
     uint32_t n_writes;   /* with push descriptors: the bindings to push */
@@ -356,6 +367,8 @@ struct vk_state {
     struct VolkDeviceTable vkd; /* this device's functions */
     /* vkmha__context_create_compile_only: pipelines only, nothing runs. */
     bool compile_only;
+    /* VKMHA_CONTEXT_SINGLE_THREAD: pipelines on the calling thread only. */
+    bool single_thread;
     uint32_t queue_family;
     VkQueue queue;
     VkCommandPool cmd_pool;
@@ -429,6 +442,14 @@ struct vk_state {
         VkPipeline pipeline;
     } *typed_pipes;
     uint32_t n_typed_pipes, cap_typed_pipes;
+    /* Pipelines the plans since the last vk_pipelines_build dispatch and
+     * that do not exist yet (vk_pipeline_want): created together, on
+     * several threads, before a plan is recorded (vk_exec_end). */
+    vk_pipe_key *want;
+    uint32_t n_want, cap_want;
+    /* The self-check's first pass: plans are made (their pipelines wanted)
+     * and dropped, nothing runs (vk_exec_end). */
+    bool gather;
     vk_site_pool op_sites;
     /* Sites for the windows of matmuls past maxStorageBufferRange after the
      * first (vk_record_matmul; each window binds other offsets), grown
@@ -668,6 +689,15 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override);
 void vk_pipelines_destroy(vk_state *vk);
 /* The pipeline of `pipe` specialized for `dtypes` (VK_DT), created on first use. */
 vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, uint32_t dtypes, VkPipeline *out);
+/* The pipeline of (pipe, dtypes) if it exists, else null. */
+VkPipeline vk_pipeline_find(const vk_state *vk, vk_pipe pipe, uint32_t dtypes);
+/* Adds (pipe, dtypes) to vk->want (once). */
+vkmha_status vk_pipeline_want(vk_state *vk, vk_pipe pipe, uint32_t dtypes);
+/* Creates the pipelines of vk->want that do not exist, on up to
+ * VK_BUILD_THREADS_MAX threads (one per CPU; VKMHA_PIPELINE_THREADS lowers
+ * it; the calling thread only with VKMHA_CONTEXT_SINGLE_THREAD or
+ * application VkAllocationCallbacks), and empties it. */
+vkmha_status vk_pipelines_build(vk_state *vk);
 /* The texel view of v for reading its data as vec4s in a shader's float
  * variant (fp32: view4, fp16: view4h) or its TEXEL_U16 variant (16-bit
  * data: view4u); null where there is none (bf16 in the float variant, fp32

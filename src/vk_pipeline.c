@@ -504,6 +504,9 @@ void vk_pipelines_destroy(vk_state *vk)
     vkmha__free(vk->ctx, vk->typed_pipes);
     vk->typed_pipes = NULL;
     vk->n_typed_pipes = vk->cap_typed_pipes = 0;
+    vkmha__free(vk->ctx, vk->want);
+    vk->want = NULL;
+    vk->n_want = vk->cap_want = 0;
     for (int k = 0; k < KIND_COUNT; k++) {
         if (vk->pipe_layouts[k])
             vk->vkd.vkDestroyPipelineLayout(vk->device, vk->pipe_layouts[k], vk->vkalloc);
@@ -697,16 +700,12 @@ static VkPipeline *pipe_slot(vk_state *vk, vk_pipe pipe, uint32_t dtypes)
     return &t->pipeline;
 }
 
-vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, uint32_t dtypes, VkPipeline *out)
+/* Creates the pipeline of (pipe, dtypes) into *out; touches nothing of vk
+ * but the device, so that several threads may run it at once
+ * (vk_pipelines_build). *what: the call that failed. */
+static VkResult create_pipeline(const vk_state *vk, vk_pipe pipe, uint32_t dtypes,
+                                VkPipeline *out, const char **what)
 {
-    VkPipeline *slot = pipe_slot(vk, pipe, dtypes);
-    if (!slot)
-        return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
-                           vk->ctx->call);
-    if (*slot) {
-        *out = *slot;
-        return VKMHA_SUCCESS;
-    }
     uint32_t spec[VK_MAX_SPEC + 1];
     uint32_t n_spec;
     const spv_code *code = pipe_spec(vk, pipe, dtypes, spec, &n_spec);
@@ -723,9 +722,10 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, uint32_t dtypes, VkPipe
     mi.codeSize = vk->native16 ? code->size16 : code->size;
     mi.pCode = vk->native16 ? code->code16 : code->code;
     VkShaderModule module;
+    *what = "vkCreateShaderModule";
     VkResult r = vk->vkd.vkCreateShaderModule(vk->device, &mi, vk->vkalloc, &module);
     if (r != VK_SUCCESS)
-        return vk_fail(vk, r, "vkCreateShaderModule");
+        return r;
     VkComputePipelineCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
     ci.stage = (VkPipelineShaderStageCreateInfo){.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
     ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
@@ -736,16 +736,199 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, uint32_t dtypes, VkPipe
      * back (vk_pipeline_statistics). */
     ci.flags = vk->compile_only ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0;
     ci.layout = vk->pipe_layouts[vk_pipe_kind(pipe)];
+    *what = "vkCreateComputePipelines";
     r = vk->vkd.vkCreateComputePipelines(vk->device, vk->pipeline_cache, 1, &ci, vk->vkalloc,
-                                         slot);
+                                         out);
     vk->vkd.vkDestroyShaderModule(vk->device, module, vk->vkalloc);
-    if (r != VK_SUCCESS) {
-        *slot = VK_NULL_HANDLE;
-        return vk_fail(vk, r, "vkCreateComputePipelines");
+    if (r != VK_SUCCESS)
+        *out = VK_NULL_HANDLE;
+    return r;
+}
+
+vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, uint32_t dtypes, VkPipeline *out)
+{
+    VkPipeline *slot = pipe_slot(vk, pipe, dtypes);
+    if (!slot)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
+                           vk->ctx->call);
+    if (!*slot) {
+        const char *what;
+        const VkResult r = create_pipeline(vk, pipe, dtypes, slot, &what);
+        if (r != VK_SUCCESS)
+            return vk_fail(vk, r, what);
+        vk->pipelines_created++;
     }
-    vk->pipelines_created++;
     *out = *slot;
     return VKMHA_SUCCESS;
+}
+
+VkPipeline vk_pipeline_find(const vk_state *vk, vk_pipe pipe, uint32_t dtypes)
+{
+    if (dtypes == 0)
+        return vk->pipes[pipe];
+    for (uint32_t i = 0; i < vk->n_typed_pipes; i++)
+        if (vk->typed_pipes[i].pipe == pipe && vk->typed_pipes[i].dtypes == dtypes)
+            return vk->typed_pipes[i].pipeline;
+    return VK_NULL_HANDLE;
+}
+
+vkmha_status vk_pipeline_want(vk_state *vk, vk_pipe pipe, uint32_t dtypes)
+{
+    for (uint32_t i = 0; i < vk->n_want; i++)
+        if (vk->want[i].pipe == pipe && vk->want[i].dtypes == dtypes)
+            return VKMHA_SUCCESS;
+    if (vk->n_want == vk->cap_want) {
+        const uint32_t cap = vk->cap_want ? 2 * vk->cap_want : 16;
+        void *p = vkmha__realloc(vk->ctx, vk->want, vk->n_want * sizeof *vk->want,
+                                 cap * sizeof *vk->want);
+        if (!p)
+            return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                               "%s: out of host memory", vk->ctx->call);
+        vk->want = p;
+        vk->cap_want = cap;
+    }
+    vk->want[vk->n_want++] = (vk_pipe_key){pipe, dtypes};
+    return VKMHA_SUCCESS;
+}
+
+/* ---- creating pipelines on several threads -------------------------------- */
+
+/* One thread's share of vk_pipelines_build: jobs first, first + step, ... */
+typedef struct build_share {
+    const vk_state *vk;
+    const vk_pipe_key *keys;
+    VkPipeline *const *slots;
+    VkResult *results;
+    const char **whats;
+    uint32_t n, first, step;
+} build_share;
+
+static void build_jobs(const build_share *b)
+{
+    for (uint32_t i = b->first; i < b->n; i += b->step)
+        b->results[i] =
+            create_pipeline(b->vk, b->keys[i].pipe, b->keys[i].dtypes, b->slots[i], &b->whats[i]);
+}
+
+#if defined(_WIN32)
+#include <windows.h>
+typedef HANDLE build_thread;
+static DWORD WINAPI build_main(LPVOID arg)
+{
+    build_jobs(arg);
+    return 0;
+}
+static bool build_start(build_thread *t, build_share *b)
+{
+    *t = CreateThread(NULL, 0, build_main, b, 0, NULL);
+    return *t != NULL;
+}
+static void build_join(build_thread t)
+{
+    WaitForSingleObject(t, INFINITE);
+    CloseHandle(t);
+}
+static uint32_t cpu_count(void)
+{
+    SYSTEM_INFO si;
+    GetSystemInfo(&si);
+    return si.dwNumberOfProcessors;
+}
+#else
+#include <pthread.h>
+#include <unistd.h>
+typedef pthread_t build_thread;
+static void *build_main(void *arg)
+{
+    build_jobs(arg);
+    return NULL;
+}
+static bool build_start(build_thread *t, build_share *b)
+{
+    return pthread_create(t, NULL, build_main, b) == 0;
+}
+static void build_join(build_thread t)
+{
+    pthread_join(t, NULL);
+}
+static uint32_t cpu_count(void)
+{
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (uint32_t)n : 1;
+}
+#endif
+
+/* Threads for creating n pipelines: one per CPU up to VK_BUILD_THREADS_MAX
+ * (VKMHA_PIPELINE_THREADS lowers it; 1: the calling thread only); the
+ * calling thread alone with VKMHA_CONTEXT_SINGLE_THREAD or when the
+ * application passed VkAllocationCallbacks (vkmha calls them on the thread
+ * of the vkmha call only). */
+static uint32_t build_threads(const vk_state *vk, uint32_t n)
+{
+    if (vk->single_thread || vk->vkalloc || n < 2)
+        return 1;
+    uint32_t t = cpu_count();
+    const char *env = getenv("VKMHA_PIPELINE_THREADS");
+    if (env && *env) {
+        const long e = strtol(env, NULL, 10);
+        t = e >= 1 && (uint64_t)e < t ? (uint32_t)e : t;
+    }
+    t = t < VK_BUILD_THREADS_MAX ? t : VK_BUILD_THREADS_MAX;
+    return t < n ? t : n;
+}
+
+vkmha_status vk_pipelines_build(vk_state *vk)
+{
+    const uint32_t n_want = vk->n_want;
+    vk->n_want = 0;
+    /* The slots first (adding typed ones may move the others), then the
+     * missing ones' pointers. */
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < n_want; i++) {
+        const VkPipeline *slot = pipe_slot(vk, vk->want[i].pipe, vk->want[i].dtypes);
+        if (!slot)
+            return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                               "%s: out of host memory", vk->ctx->call);
+        if (!*slot)
+            vk->want[n++] = vk->want[i];
+    }
+    if (!n)
+        return VKMHA_SUCCESS;
+    VkPipeline **slots = vkmha__alloc(vk->ctx, n * (sizeof *slots + sizeof(VkResult) +
+                                                    sizeof(const char *)));
+    if (!slots)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
+                           vk->ctx->call);
+    const char **whats = (const char **)(slots + n);
+    VkResult *results = (VkResult *)(whats + n);
+    for (uint32_t i = 0; i < n; i++)
+        slots[i] = pipe_slot(vk, vk->want[i].pipe, vk->want[i].dtypes);
+    const uint32_t threads = build_threads(vk, n);
+    build_share shares[VK_BUILD_THREADS_MAX];
+    build_thread ids[VK_BUILD_THREADS_MAX];
+    bool started[VK_BUILD_THREADS_MAX] = {false};
+    for (uint32_t t = 0; t < threads; t++)
+        shares[t] = (build_share){vk, vk->want, slots, results, whats, n, t, threads};
+    /* Shares 1.. on threads of their own, share 0 (and any share whose
+     * thread did not start) here. */
+    for (uint32_t t = 1; t < threads; t++)
+        started[t] = build_start(&ids[t], &shares[t]);
+    build_jobs(&shares[0]);
+    for (uint32_t t = 1; t < threads; t++) {
+        if (started[t])
+            build_join(ids[t]);
+        else
+            build_jobs(&shares[t]);
+    }
+    vkmha_status st = VKMHA_SUCCESS;
+    for (uint32_t i = 0; i < n; i++) {
+        if (results[i] == VK_SUCCESS)
+            vk->pipelines_created++;
+        else if (!st)
+            st = vk_fail(vk, results[i], whats[i]);
+    }
+    vkmha__free(vk->ctx, slots);
+    return st;
 }
 
 /* false for a fused attention class that did not fit the device's limits
@@ -765,13 +948,11 @@ static bool pipe_available(const vk_state *vk, vk_pipe pipe)
 
 vkmha_status vk_pipelines_create_all(vk_state *vk)
 {
-    for (int p = 0; p < PIPE_COUNT; p++) {
-        VkPipeline pipe;
-        vkmha_status st;
-        if (pipe_available(vk, (vk_pipe)p) && (st = vk_pipeline_get(vk, (vk_pipe)p, 0, &pipe)))
+    vkmha_status st;
+    for (int p = 0; p < PIPE_COUNT; p++)
+        if (pipe_available(vk, (vk_pipe)p) && (st = vk_pipeline_want(vk, (vk_pipe)p, 0)))
             return st;
-    }
-    return VKMHA_SUCCESS;
+    return vk_pipelines_build(vk);
 }
 
 void vk_pipe_info_get(const vk_state *vk, vk_pipe pipe, vk_pipe_info *out)

@@ -123,6 +123,8 @@ static vkmha_status judge(vk_state *vk, uint32_t bit, float *got, const float *w
 {
     double diff;
     size_t at;
+    if (vk->gather) /* the first pass: nothing ran */
+        return VKMHA_SUCCESS;
     if ((bit ? bit : 1u << 31) & breaks)
         got[0] += 1.0f; /* desc->debug->self_check_break (bit 31: the unfused path) */
     if (agrees(got, want, n, tol, &diff, &at))
@@ -164,47 +166,22 @@ static vkmha_status attention_canary(vk_state *vk, uint32_t d, vkmha_attention_p
     vk->fused_kernel = kernel;
     vkmha_status st = vk_attention(vk, &s, q, k, v, &mask, o, NULL);
     vk->fused_kernel = saved;
-    if (st)
+    if (st || vk->gather)
         return st;
     if ((st = ref_attention(vk->ctx, &s, q, k, v, &mask, r, NULL)))
         return vkmha__fail(vk->ctx, st, "vkmha_context_create: out of host memory");
     return judge(vk, bit, o, r, H * LQ * d, 1.0, breaks);
 }
 
-vkmha_status vk_self_check(vk_state *vk, bool run, uint32_t breaks)
+/* Runs every canary once, judging each path (vk->gather: plans only, so
+ * that their pipelines are created together before the judged pass). mem:
+ * scratch for the canaries' arrays. */
+static vkmha_status run_canaries(vk_state *vk, float *mem, uint32_t breaks)
 {
     vkmha_context *ctx = vk->ctx;
-    const char *env = getenv("VKMHA_DISABLE_PATHS");
-    for (const char *s = env; s && *s;) {
-        const size_t n = strcspn(s, ",");
-        const struct path_info *p = path_named(s, n);
-        if (!p && n)
-            return vkmha__fail(ctx, VKMHA_ERROR_INVALID_ARGUMENT,
-                               "vkmha_context_create: VKMHA_DISABLE_PATHS names \"%.*s\", not a "
-                               "path (fused_d32 ... fused_d256, fused_cpu_d32 ... "
-                               "fused_cpu_d256, subgroup, native16, gemv)",
-                               (int)n, s);
-        if (p) {
-            vkmha__log(ctx, VKMHA_LOG_INFO, VKMHA_SUCCESS,
-                       "vkmha_context_create: %s disabled by VKMHA_DISABLE_PATHS", p->what);
-            disable(vk, p->bit);
-        }
-        s += n + (s[n] == ',');
-    }
-    if (!run)
-        return VKMHA_SUCCESS;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    const uint32_t before16 = vk->native16, subgroup = vk->use_subgroup;
-    float *mem = vkmha__alloc(ctx, (size_t)(2 * H * LQ + 2 * HKV * LK + H * LQ) * DMAX *
-                                       sizeof(float) + 3 * 16400 * sizeof(float));
-    if (!mem)
-        return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                           "vkmha_context_create: out of host memory");
-    vkmha_status st = VKMHA_SUCCESS;
     /* The unfused path: what every other one falls back to. */
-    st = attention_canary(vk, 28, VKMHA_ATTENTION_PATH_UNFUSED, VKMHA_FUSED_KERNEL_AUTO, 0, mem,
-                          breaks);
+    vkmha_status st = attention_canary(vk, 28, VKMHA_ATTENTION_PATH_UNFUSED,
+                                       VKMHA_FUSED_KERNEL_AUTO, 0, mem, breaks);
     /* Each fused head-dim class on each of its kernels, with key splits. */
     for (int c = 0; c < VK_FLASH_CLASSES && !st; c++) {
         const uint32_t d = (32u << c) - 4;
@@ -257,12 +234,70 @@ vkmha_status vk_self_check(vk_state *vk, bool run, uint32_t breaks)
             st = judge(vk, pass == 0 ? VKMHA_PATH_NATIVE_16BIT : VKMHA_PATH_MATMUL_GEMV, c, r,
                        m * n, pass == 0 ? 10.0 : 1.0, breaks);
     }
+    return st;
+}
+
+static double elapsed_ms(const struct timespec *a, const struct timespec *b)
+{
+    return (double)(b->tv_sec - a->tv_sec) * 1e3 + (double)(b->tv_nsec - a->tv_nsec) / 1e6;
+}
+
+vkmha_status vk_self_check(vk_state *vk, bool run, uint32_t breaks)
+{
+    vkmha_context *ctx = vk->ctx;
+    const char *env = getenv("VKMHA_DISABLE_PATHS");
+    for (const char *s = env; s && *s;) {
+        const size_t n = strcspn(s, ",");
+        const struct path_info *p = path_named(s, n);
+        if (!p && n)
+            return vkmha__fail(ctx, VKMHA_ERROR_INVALID_ARGUMENT,
+                               "vkmha_context_create: VKMHA_DISABLE_PATHS names \"%.*s\", not a "
+                               "path (fused_d32 ... fused_d256, fused_cpu_d32 ... "
+                               "fused_cpu_d256, subgroup, native16, gemv)",
+                               (int)n, s);
+        if (p) {
+            vkmha__log(ctx, VKMHA_LOG_INFO, VKMHA_SUCCESS,
+                       "vkmha_context_create: %s disabled by VKMHA_DISABLE_PATHS", p->what);
+            disable(vk, p->bit);
+        }
+        s += n + (s[n] == ',');
+    }
+    if (!run)
+        return VKMHA_SUCCESS;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const uint32_t before16 = vk->native16, subgroup = vk->use_subgroup;
+    const size_t mem_bytes = (size_t)(2 * H * LQ + 2 * HKV * LK + H * LQ) * DMAX * sizeof(float) +
+                             3 * 16400 * sizeof(float);
+    float *mem = vkmha__alloc(ctx, mem_bytes);
+    if (!mem)
+        return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                           "vkmha_context_create: out of host memory");
+    /* Two passes: the first only plans (vk->gather), so that the pipelines
+     * of every canary are created together, on several threads. */
+    memset(mem, 0, mem_bytes);
+    vk->gather = true;
+    vkmha_status st = run_canaries(vk, mem, breaks);
+    vk->gather = false;
+    const uint32_t created = vk->pipelines_created;
+    struct timespec ta, tb;
+    clock_gettime(CLOCK_MONOTONIC, &ta);
+    if (!st)
+        st = vk_pipelines_build(vk);
+    const uint32_t built = vk->pipelines_created;
+    clock_gettime(CLOCK_MONOTONIC, &tb);
+    if (!st)
+        st = run_canaries(vk, mem, breaks);
+    /* Read by tests/test_selfcheck.c: the judged pass creates nothing. */
+    vkmha__log(ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+               "vkmha_context_create: self-check: %u pipelines created together in %.1f ms, "
+               "%u while judging",
+               built - created, elapsed_ms(&ta, &tb), vk->pipelines_created - built);
     vkmha__free(ctx, mem);
     /* Pipelines built before a fallback changed their code: built anew. */
     if (!st && (vk->native16 != before16 || vk->use_subgroup != subgroup))
         vk_pipelines_forget(vk);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    vk->self_check_us = (uint32_t)((t1.tv_sec - t0.tv_sec) * 1000000 +
-                                   (t1.tv_nsec - t0.tv_nsec) / 1000);
+    vk->self_check_us = (uint32_t)(elapsed_ms(&t0, &t1) * 1e3);
     return st;
 }

@@ -3,7 +3,9 @@
  * disabled with a warning naming it, and the ops then take its fallback and
  * still match the reference; VKMHA_DISABLE_PATHS disables paths unchecked
  * and refuses an unknown name; a wrong unfused attention fails the
- * creation; VKMHA_CONTEXT_NO_SELF_CHECK skips it. Prints the check's cost. */
+ * creation; VKMHA_CONTEXT_NO_SELF_CHECK skips it. Its pipelines are created
+ * together (on several threads unless VKMHA_PIPELINE_THREADS=1 or
+ * VKMHA_CONTEXT_SINGLE_THREAD) before the judged pass, which creates none. Prints the check's cost. */
 #include "util.h"
 
 #include "half.h"
@@ -25,9 +27,11 @@ static const struct {
     {VKMHA_PATH_MATMUL_GEMV, "gemv", "matmul_gemv"},
 };
 
-/* The WARN messages a context sent. */
+/* The WARN messages a context sent, and the self-check's account of its
+ * pipelines (a DEBUG message). */
 typedef struct warnings {
     char text[4096];
+    char pipelines[256];
 } warnings;
 
 static void keep_warnings(void *user, vkmha_log_level level, vkmha_status status,
@@ -38,6 +42,8 @@ static void keep_warnings(void *user, vkmha_log_level level, vkmha_status status
         strcat(w->text, msg);
         strcat(w->text, "\n");
     }
+    if (strstr(msg, "pipelines created together"))
+        snprintf(w->pipelines, sizeof w->pipelines, "%s", msg);
     t_log(NULL, level, status, msg);
 }
 
@@ -143,6 +149,34 @@ int main(void)
     t_report_validation(gpu);
     const vkmha_context_info base = info;
     vkmha_context_destroy(gpu);
+
+    /* Its pipelines: created together before the judged pass, which creates
+     * none; the same on the calling thread alone (VKMHA_PIPELINE_THREADS=1,
+     * VKMHA_CONTEXT_SINGLE_THREAD). */
+    static const char *const how[3] = {"", " with VKMHA_PIPELINE_THREADS=1",
+                                       " with VKMHA_CONTEXT_SINGLE_THREAD"};
+    uint32_t first = 0;
+    for (int mode = 0; mode < 3; mode++) {
+        if (mode == 1)
+            setenv("VKMHA_PIPELINE_THREADS", "1", 1);
+        gpu = create(mode == 2 ? VKMHA_CONTEXT_SINGLE_THREAD : 0, 0, &w, &st);
+        unsigned together = 0, judging = 1;
+        double ms = 0;
+        const char *at = strstr(w.pipelines, "self-check: ");
+        ok = gpu && !vkmha_context_get_info(gpu, &info) && at &&
+             sscanf(at, "self-check: %u pipelines created together in %lf ms, %u while judging",
+                    &together, &ms, &judging) == 3 &&
+             together >= 3 && judging == 0 && info.pipelines_created == together &&
+             (!mode || together == first) && info.disabled_paths == 0 &&
+             ops_right(gpu, ref, &rng, how[mode][0] ? how[mode] : "threads");
+        if (!mode)
+            first = together;
+        t_report(ok, "self-check%s: %u pipelines created together in %.1f ms before the judged "
+                     "pass, %u while judging",
+                 how[mode], together, ms, judging);
+        vkmha_context_destroy(gpu);
+        unsetenv("VKMHA_PIPELINE_THREADS");
+    }
 
     /* vkmha_path_name: each bit's name, NULL for anything else. */
     ok = vkmha_path_name(0) == NULL && vkmha_path_name(VKMHA_PATH_SUBGROUP | 1u) == NULL &&

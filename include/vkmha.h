@@ -680,10 +680,13 @@ typedef struct vkmha_mask {
  * of query heads sharing a key/value head, else one), else of query rows of
  * one head; a batched vkmha_matmul as calls of fewer products, one product
  * in windows (below); vkmha_split_heads / vkmha_merge_heads and
- * vkmha_mha_forward as calls of whole batch entries.
- * Results are those of one call. What does not fit even so (one row of keys,
- * one head's keys, one entry of the layer, the unfused path's scores) is
- * VKMHA_ERROR_UNSUPPORTED naming the array. */
+ * vkmha_mha_forward as calls of whole batch entries. The tensor forms do the
+ * same with tensors larger than maxStorageBufferRange (each part bound from
+ * where it starts), mask tensors moved with their parts; vkmha_mha_submit,
+ * whose one submission cannot hold several calls, refuses a layer that
+ * would need them. Results are those of one call. What does not fit even so
+ * (one row of keys, one head's keys, one entry of the layer, the unfused
+ * path's scores) is VKMHA_ERROR_UNSUPPORTED naming the array. */
 
 typedef enum vkmha_op {
     VKMHA_OP_N = 0, /* use B as given: B is [k][n] */
@@ -720,9 +723,9 @@ typedef struct vkmha_matmul_desc {
  * Vulkan: one product (batch 1) whose a, b or c is larger than the device's
  * maxStorageBufferRange runs in windows of it (rows of A and C; with op T,
  * rows of B, i.e. columns of C), up to maxMemoryAllocationSize per array;
- * b past the range with op N, or a batched array past it, is
- * VKMHA_ERROR_UNSUPPORTED. The tensor forms take tensors past the range the
- * same way. */
+ * b past the range with op N is VKMHA_ERROR_UNSUPPORTED; a batched array
+ * past it runs as calls of fewer products. The tensor forms take tensors
+ * past the range the same way. */
 VKMHA_API vkmha_status vkmha_matmul(vkmha_context *ctx, const vkmha_matmul_desc *desc,
                                     const void *a, const void *b, const void *bias,
                                     void *c);
@@ -1142,8 +1145,10 @@ typedef struct vkmha_tensor_desc {
 
 /* A new tensor of desc's shape; its contents are undefined until written.
  * Vulkan: up to maxMemoryAllocationSize. One larger than maxStorageBufferRange
- * is taken by vkmha_matmul_tensor / vkmha_matmul_record (bound in windows)
- * and refused by the other ops (VKMHA_ERROR_UNSUPPORTED naming it). */
+ * is taken by every op and the layer, which run in parts that fit (see "Ops
+ * on host arrays" above; the matmul in windows), except by a KV cache
+ * (vkmha_kv_cache_desc's tensors must fit one binding) and by
+ * vkmha_mha_submit when the layer would run in parts. */
 VKMHA_API vkmha_status vkmha_tensor_create(vkmha_context *ctx, const vkmha_tensor_desc *desc,
                                            vkmha_tensor **out);
 /* Frees the tensor's memory (a wrapped VkBuffer is left alone); NULL is a

@@ -160,23 +160,26 @@ VKMHA_API vkmha_status vkmha_matmul(vkmha_context *ctx, const vkmha_matmul_desc 
     vkmha__begin_call(ctx, "vkmha_matmul");
     if ((st = vkmha__check_matmul(ctx, desc, a, b, bias, c, &s)))
         return st;
-    return vkmha__matmul_host(ctx, &run_host, &s, a, b, bias, c);
+    const vkmha_arg aa = {.host = a, .dtype = s.dtype}, ab = {.host = b, .dtype = s.dtype},
+                    abias = {.host = bias, .dtype = s.dtype}, ac = {.host = c, .dtype = s.dtype};
+    return vkmha__matmul_split(ctx, &run_host, &s, &aa, &ab, &abias, &ac);
 }
 
 VKMHA_API vkmha_status vkmha_softmax(vkmha_context *ctx, const vkmha_softmax_desc *desc,
                                      const void *x, const vkmha_mask *mask, void *y)
 {
     sm_shape s;
-    mask_r m;
+    vkmha_mask_arg m = {0};
     vkmha_status st;
     if (!ctx)
         return VKMHA_ERROR_INVALID_ARGUMENT;
     vkmha__begin_call(ctx, "vkmha_softmax");
     if ((st = vkmha__check_softmax(ctx, desc, x, y, &s)) ||
         (st = vkmha__check_mask(ctx, "vkmha_softmax", mask, s.batch, s.heads, s.len_q, s.len_k,
-                                &m)))
+                                &m.m)))
         return st;
-    return vkmha__softmax_host(ctx, &run_host, &s, x, &m, y);
+    const vkmha_arg ax = {.host = x, .dtype = s.dtype}, ay = {.host = y, .dtype = s.dtype};
+    return vkmha__softmax_split(ctx, &run_host, &s, &ax, &m, &ay);
 }
 
 static vkmha_status heads_op(vkmha_context *ctx, const char *fn, bool split,
@@ -189,7 +192,8 @@ static vkmha_status heads_op(vkmha_context *ctx, const char *fn, bool split,
     vkmha__begin_call(ctx, fn);
     if ((st = vkmha__check_heads(ctx, fn, desc, x, y, &s)))
         return st;
-    return vkmha__heads_host(ctx, &run_host, &s, split, x, y);
+    const vkmha_arg ax = {.host = x, .dtype = s.dtype}, ay = {.host = y, .dtype = s.dtype};
+    return vkmha__heads_split(ctx, &run_host, &s, split, &ax, &ay);
 }
 
 VKMHA_API vkmha_status vkmha_split_heads(vkmha_context *ctx, const vkmha_heads_desc *desc,
@@ -209,14 +213,18 @@ VKMHA_API vkmha_status vkmha_attention(vkmha_context *ctx, const vkmha_attention
                                        const vkmha_mask *mask, void *out, void *weights)
 {
     attn_shape s;
-    mask_r m;
+    vkmha_mask_arg m = {0};
     vkmha_status st;
     if (!ctx)
         return VKMHA_ERROR_INVALID_ARGUMENT;
     vkmha__begin_call(ctx, "vkmha_attention");
     if ((st = vkmha__check_attention(ctx, desc, q, k, v, out, weights, &s)) ||
         (st = vkmha__check_mask(ctx, "vkmha_attention", mask, s.batch, s.heads, s.len_q,
-                                s.len_k, &m)))
+                                s.len_k, &m.m)))
         return st;
-    return vkmha__attention_host(ctx, &run_host, &s, q, k, v, &m, out, weights);
+    const uint32_t dt = s.dtype;
+    const vkmha_arg aq = {.host = q, .dtype = dt}, ak = {.host = k, .dtype = dt},
+                    av = {.host = v, .dtype = dt}, ao = {.host = out, .dtype = dt},
+                    aw = {.host = weights, .dtype = dt};
+    return vkmha__attention_split(ctx, &run_host, &s, &aq, &ak, &av, &m, &ao, &aw);
 }

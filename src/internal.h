@@ -97,6 +97,9 @@ typedef struct vkmha_arg {
     const void *host;
     const vkmha_tensor *tensor;
     uint32_t dtype;
+    /* A tensor's bytes before the argument's first element (0 but for a
+     * part of a split call, src/split.c). */
+    uint64_t at;
 } vkmha_arg;
 
 /* A checked mask: `m` as a host-array mask and, for tensors, the tensors of
@@ -105,6 +108,7 @@ typedef struct vkmha_arg {
 typedef struct vkmha_mask_arg {
     mask_r m;
     const vkmha_tensor *t[3];
+    uint64_t at[3]; /* as vkmha_arg.at, of each tensor */
 } vkmha_mask_arg;
 
 /* The layer's forward, resolved (src/mha.c), for the backends. */
@@ -280,7 +284,7 @@ struct vkmha_context {
     /* The most bytes one binding holds (maxStorageBufferRange) and one
      * allocation (maxMemoryAllocationSize), as the context believes them
      * (debug options lowered); 0 for the reference backend: no limit. Set
-     * once at creation for the host-side splitting (src/host_split.c). */
+     * once at creation for splitting calls (src/split.c). */
     uint64_t storage_range, allocation_size;
     /* Live tensors, to tell a tensor of this context from a stale or foreign
      * pointer without dereferencing it (src/tensor.c). */
@@ -299,22 +303,27 @@ void vkmha__free(const vkmha_context *ctx, void *p);
 void *vkmha__alloc_with(const vkmha_allocator *a, size_t size);
 void vkmha__free_with(const vkmha_allocator *a, void *p);
 
-/* src/host_split.c: host-array calls whose arrays exceed what one call of
- * the backend can bind (Vulkan: maxStorageBufferRange, maxMemoryAllocationSize)
- * run as several calls that fit; otherwise one backend call. */
-vkmha_status vkmha__softmax_host(vkmha_context *ctx, const vkmha_run *run, const sm_shape *s,
-                                 const void *x, const mask_r *m, void *y);
-vkmha_status vkmha__attention_host(vkmha_context *ctx, const vkmha_run *run, const attn_shape *s,
-                                   const void *q, const void *k, const void *v, const mask_r *m,
-                                   void *out, void *weights);
-vkmha_status vkmha__matmul_host(vkmha_context *ctx, const vkmha_run *run, const mm_shape *s,
-                                const void *a, const void *b, const void *bias, void *c);
-vkmha_status vkmha__heads_host(vkmha_context *ctx, const vkmha_run *run, const heads_shape *s,
-                               bool split, const void *x, void *y);
-/* The layer on host arrays, in calls of whole batch entries (each entry's
- * cache entry, masks and arrays) when the whole does not fit. */
-vkmha_status vkmha__mha_forward_host(vkmha_mha *mha, const vkmha_run *run, const mha_fwd *f,
-                                     const vkmha_arg args[5]);
+/* src/split.c: calls (host arrays or tensors) whose arrays exceed what one
+ * call of the backend can bind (Vulkan: maxStorageBufferRange,
+ * maxMemoryAllocationSize) run as several calls that fit; otherwise one
+ * backend call. A tensor that no part fits is refused here, naming it. */
+vkmha_status vkmha__softmax_split(vkmha_context *ctx, const vkmha_run *run, const sm_shape *s,
+                                  const vkmha_arg *x, const vkmha_mask_arg *m,
+                                  const vkmha_arg *y);
+vkmha_status vkmha__attention_split(vkmha_context *ctx, const vkmha_run *run,
+                                    const attn_shape *s, const vkmha_arg *q, const vkmha_arg *k,
+                                    const vkmha_arg *v, const vkmha_mask_arg *m,
+                                    const vkmha_arg *out, const vkmha_arg *weights);
+vkmha_status vkmha__matmul_split(vkmha_context *ctx, const vkmha_run *run, const mm_shape *s,
+                                 const vkmha_arg *a, const vkmha_arg *b, const vkmha_arg *bias,
+                                 const vkmha_arg *c);
+vkmha_status vkmha__heads_split(vkmha_context *ctx, const vkmha_run *run, const heads_shape *s,
+                                bool split, const vkmha_arg *x, const vkmha_arg *y);
+/* The layer, in calls of whole batch entries (each entry's cache entry,
+ * masks and arrays) when the whole does not fit; FORM_SUBMIT, which one
+ * submission must hold, refuses that. */
+vkmha_status vkmha__mha_forward_split(vkmha_mha *mha, const vkmha_run *run, const mha_fwd *f,
+                                      const vkmha_arg args[5]);
 
 /* src/status.c */
 /* Records `status` with a printf-style message as the context's last error,
@@ -386,11 +395,12 @@ vkmha_status vkmha__attention_tensors(vkmha_context *ctx, const vkmha_run *run,
                                       const vkmha_tensor *k, const vkmha_tensor *v,
                                       const vkmha_tensor_mask *mask, vkmha_tensor *out,
                                       vkmha_tensor *weights);
-/* For the layer: checks tensor argument `name` (live in ctx, F32, F16 or
- * BF16, at least `elements`; a NULL tensor passes when optional) and gives
- * it as a backend's argument. */
+/* For the layer and the KV cache: checks tensor argument `name` (live in
+ * ctx, F32, F16 or BF16, at least `elements`, within the device's
+ * maxStorageBufferRange unless the call runs in parts; a NULL tensor passes
+ * when optional) and gives it as a backend's argument. */
 vkmha_status vkmha__tensor_arg(vkmha_context *ctx, const char *name, const vkmha_tensor *t,
-                               bool optional, uint64_t elements, vkmha_arg *out);
+                               bool optional, uint64_t elements, bool parts, vkmha_arg *out);
 /* Checks a mask of tensors. */
 vkmha_status vkmha__tensor_mask(vkmha_context *ctx, const vkmha_tensor_mask *tm,
                                 uint32_t batch, uint32_t heads, uint32_t len_q,

@@ -42,7 +42,7 @@ static vkmha_status cache_tensors(vkmha_kv_cache *c, const vkmha_kv_cache_desc *
                                     ctx->call, i ? "values" : "keys");
         if (t[i]) {
             vkmha_arg a;
-            if ((st = vkmha__tensor_arg(ctx, tensor_names[i], t[i], false, n, &a)))
+            if ((st = vkmha__tensor_arg(ctx, tensor_names[i], t[i], false, n, false, &a)))
                 return st;
             if (a.dtype != c->d.dtype)
                 return vkmha__fail(ctx, INVALID, "%s: %s has dtype %u, desc->dtype is %u",

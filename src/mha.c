@@ -388,6 +388,7 @@ static vkmha_status check_io(vkmha_mha *mha, const vkmha_mha_io *io, mha_fwd *f)
     if ((st = check_args(mha, &a, f)))
         return st;
     f->mask.t[0] = f->mask.t[1] = f->mask.t[2] = NULL; /* host arrays */
+    f->mask.at[0] = f->mask.at[1] = f->mask.at[2] = 0;
     if ((st = vkmha__check_mask(ctx, ctx->call, io->mask, f->B, mha->d.n_head, f->Lq,
                                 f->as.len_k, &f->mask.m)))
         return st;
@@ -416,7 +417,7 @@ VKMHA_API vkmha_status vkmha_mha_forward(vkmha_mha *mha, const vkmha_mha_io *io)
                                {.host = io->value, .dtype = f.ad},
                                {.host = io->out, .dtype = f.ad},
                                {.host = io->attn_weights, .dtype = f.ad}};
-    if (!(st = vkmha__mha_forward_host(mha, &run, &f, args)))
+    if (!(st = vkmha__mha_forward_split(mha, &run, &f, args)))
         vkmha__kv_commit(&f);
     return st;
 }
@@ -439,7 +440,7 @@ vkmha_status vkmha__mha_forward_tensors(vkmha_mha *mha, const vkmha_run *run,
     const char *const *names = vkmha__mha_io_names;
     const vkmha_tensor *const t[5] = {io->query, io->key, io->value, io->out,
                                       io->attn_weights};
-    if (io->query && (st = vkmha__tensor_arg(ctx, names[0], t[0], false, 0, &arg[0])))
+    if (io->query && (st = vkmha__tensor_arg(ctx, names[0], t[0], false, 0, true, &arg[0])))
         return st;
     const fwd_args a = {.batch = io->batch, .len_q = io->len_q, .len_k = io->len_k,
                         .query = io->query, .key = io->key, .value = io->value, .out = io->out,
@@ -452,7 +453,7 @@ vkmha_status vkmha__mha_forward_tensors(vkmha_mha *mha, const vkmha_run *run,
     const uint64_t n[5] = {f.n_query, f.n_key, f.n_value, f.n_out, f.n_weights};
     for (int i = 0; i < 5; i++) {
         const bool optional = i == 4 || ((i == 1 || i == 2) && !f.append);
-        if ((st = vkmha__tensor_arg(ctx, names[i], t[i], optional, n[i], &arg[i])))
+        if ((st = vkmha__tensor_arg(ctx, names[i], t[i], optional, n[i], true, &arg[i])))
             return st;
         if (t[i] && arg[i].dtype != f.ad)
             return vkmha__fail(ctx, INVALID,
@@ -469,7 +470,7 @@ vkmha_status vkmha__mha_forward_tensors(vkmha_mha *mha, const vkmha_run *run,
                                  &f.mask)))
         return st;
     cache_causal(&f);
-    if (!(st = ctx->ops->mha_forward(mha, run, &f, arg)))
+    if (!(st = vkmha__mha_forward_split(mha, run, &f, arg)))
         vkmha__kv_commit(&f);
     return st;
 }

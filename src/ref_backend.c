@@ -30,7 +30,7 @@ static void *tensor_host(const vkmha_tensor *t)
 /* An argument's array: the host array, or the tensor's memory (NULL: absent). */
 static void *arg_host(const vkmha_arg *a)
 {
-    return a->tensor ? tensor_host(a->tensor) : (void *)(uintptr_t)a->host;
+    return a->tensor ? (uint8_t *)tensor_host(a->tensor) + a->at : (void *)(uintptr_t)a->host;
 }
 
 /* A mask's arrays: the host arrays, or the tensors' memory. */
@@ -38,11 +38,11 @@ static mask_r mask_host(const vkmha_mask_arg *m)
 {
     mask_r r = m->m;
     if (m->t[0])
-        r.key_padding = tensor_host(m->t[0]);
+        r.key_padding = (const uint8_t *)tensor_host(m->t[0]) + m->at[0];
     if (m->t[1])
-        r.full = tensor_host(m->t[1]);
+        r.full = (const uint8_t *)tensor_host(m->t[1]) + m->at[1];
     if (m->t[2])
-        r.bias = tensor_host(m->t[2]);
+        r.bias = (const float *)(const void *)((const uint8_t *)tensor_host(m->t[2]) + m->at[2]);
     return r;
 }
 

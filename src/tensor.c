@@ -86,17 +86,18 @@ static vkmha_status check_tensor_in(vkmha_context *ctx, const char *name, const 
     if (range && t->offset % 256 + t->bytes > range)
         return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: %s is a tensor of %llu bytes, more than this device's "
-                           "maxStorageBufferRange (%llu bytes) lets one binding hold; only "
-                           "vkmha_matmul_tensor / vkmha_matmul_record take such tensors",
+                           "maxStorageBufferRange (%llu bytes) lets one binding hold",
                            ctx->call, name, (unsigned long long)t->bytes,
                            (unsigned long long)range);
     return VKMHA_SUCCESS;
 }
 
+/* check_tensor_in for an op that runs in parts (src/split.c), which binds
+ * any size of tensor in parts and refuses one that no part fits. */
 static vkmha_status check_tensor(vkmha_context *ctx, const char *name, const vkmha_tensor *t,
                                  bool optional, uint32_t dtype, uint64_t need)
 {
-    return check_tensor_in(ctx, name, t, optional, dtype, need, false);
+    return check_tensor_in(ctx, name, t, optional, dtype, need, true);
 }
 
 /* Whether two tensors share memory (the same range of one buffer, or of
@@ -281,6 +282,7 @@ static vkmha_status resolve_mask(vkmha_context *ctx, const vkmha_tensor_mask *tm
     static const uint8_t stand_in; /* a non-NULL pointer for a tensor's array */
     mask_r *m = &out->m;
     out->t[0] = out->t[1] = out->t[2] = NULL;
+    out->at[0] = out->at[1] = out->at[2] = 0;
     if (!tm)
         return vkmha__check_mask(ctx, ctx->call, NULL, batch, heads, len_q, len_k, m);
     const vkmha_tensor *const t[3] = {tm->key_padding, tm->full, tm->bias};
@@ -363,7 +365,7 @@ vkmha_status vkmha__matmul_tensors(vkmha_context *ctx, const vkmha_run *run,
                              (const char *const[]){"a", "b", "bias"}, 3)))
         return st;
     const vkmha_arg aa = arg_of(a), ab = arg_of(b), abias = arg_of(bias), ac = arg_of(c);
-    return ctx->ops->matmul(ctx, run, &s, &aa, &ab, &abias, &ac);
+    return vkmha__matmul_split(ctx, run, &s, &aa, &ab, &abias, &ac);
 }
 
 vkmha_status vkmha__softmax_tensors(vkmha_context *ctx, const vkmha_run *run,
@@ -387,7 +389,7 @@ vkmha_status vkmha__softmax_tensors(vkmha_context *ctx, const vkmha_run *run,
         return vkmha__fail(ctx, INVALID, "%s: y shares memory with x without being x",
                            ctx->call);
     const vkmha_arg ax = arg_of(x), ay = arg_of(y);
-    return ctx->ops->softmax(ctx, run, &s, &ax, &m, &ay);
+    return vkmha__softmax_split(ctx, run, &s, &ax, &m, &ay);
 }
 
 vkmha_status vkmha__heads_tensors(vkmha_context *ctx, const vkmha_run *run, bool split,
@@ -409,7 +411,7 @@ vkmha_status vkmha__heads_tensors(vkmha_context *ctx, const vkmha_run *run, bool
                              (const char *const[]){"x"}, 1)))
         return st;
     const vkmha_arg ax = arg_of(x), ay = arg_of(y);
-    return ctx->ops->heads(ctx, run, &s, split, &ax, &ay);
+    return vkmha__heads_split(ctx, run, &s, split, &ax, &ay);
 }
 
 vkmha_status vkmha__attention_tensors(vkmha_context *ctx, const vkmha_run *run,
@@ -447,7 +449,7 @@ vkmha_status vkmha__attention_tensors(vkmha_context *ctx, const vkmha_run *run,
         return st;
     const vkmha_arg aq = arg_of(q), ak = arg_of(k), av = arg_of(v), ao = arg_of(out),
                     aw = arg_of(weights);
-    return ctx->ops->attention(ctx, run, &s, &aq, &ak, &av, &m, &ao, &aw);
+    return vkmha__attention_split(ctx, run, &s, &aq, &ak, &av, &m, &ao, &aw);
 }
 
 /* ---- the public entry points (the record forms: src/vk_tensor.c) ---------- */
@@ -496,9 +498,10 @@ VKMHA_API vkmha_status vkmha_attention_tensor(vkmha_context *ctx,
 /* ---- for the layer (src/mha.c) -------------------------------------------- */
 
 vkmha_status vkmha__tensor_arg(vkmha_context *ctx, const char *name, const vkmha_tensor *t,
-                               bool optional, uint64_t elements, vkmha_arg *out)
+                               bool optional, uint64_t elements, bool parts, vkmha_arg *out)
 {
-    vkmha_status st = check_tensor(ctx, name, t, optional, DTYPE_FLOAT, elements);
+    vkmha_status st =
+        check_tensor_in(ctx, name, t, optional, DTYPE_FLOAT, elements, parts);
     if (st)
         return st;
     *out = arg_of(t);

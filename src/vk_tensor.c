@@ -36,13 +36,25 @@ vk_buffer *vk_tensor_buf(const vkmha_tensor *t)
 
 vk_view vk_tensor_view(const vkmha_arg *a)
 {
-    return vk_view_of(vk_tensor_buf(a->tensor), a->dtype);
+    vk_view v = vk_view_of(vk_tensor_buf(a->tensor), a->dtype);
+    v.offset += a->at;
+    return v;
+}
+
+/* vk_view_split of a tensor argument. */
+static vk_view tensor_view_split(const vkmha_arg *a, uint32_t heads, uint32_t len, uint32_t d)
+{
+    vk_view v = vk_view_split(vk_tensor_buf(a->tensor), heads, len, d, a->dtype);
+    v.offset += a->at;
+    return v;
 }
 
 void vk_tensor_masks(const vkmha_mask_arg *m, vk_view views[3])
 {
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3; i++) {
         views[i] = vk_view_of(vk_tensor_buf(m->t[i]), m->t[i] ? m->t[i]->desc.dtype : 0);
+        views[i].offset += m->at[i];
+    }
 }
 
 vkmha_status vk_run_begin(vk_state *vk, const vkmha_run *run)
@@ -222,14 +234,10 @@ vkmha_status vk_op_attention(vkmha_context *ctx, const vkmha_run *run, const att
     if (run->form == FORM_HOST)
         return vk_attention(vk, s, q->host, k->host, v->host, &mask->m, out_host(out),
                             out_host(weights));
-    const vk_view vq = vk_view_split(vk_tensor_buf(q->tensor), s->heads, s->len_q, s->d_k,
-                                     q->dtype),
-                  vkv = vk_view_split(vk_tensor_buf(k->tensor), s->kv_heads, s->len_k, s->d_k,
-                                      k->dtype),
-                  vv = vk_view_split(vk_tensor_buf(v->tensor), s->kv_heads, s->len_k, s->d_v,
-                                     v->dtype),
-                  vo = vk_view_split(vk_tensor_buf(out->tensor), s->heads, s->len_q, s->d_v,
-                                     out->dtype),
+    const vk_view vq = tensor_view_split(q, s->heads, s->len_q, s->d_k),
+                  vkv = tensor_view_split(k, s->kv_heads, s->len_k, s->d_k),
+                  vv = tensor_view_split(v, s->kv_heads, s->len_k, s->d_v),
+                  vo = tensor_view_split(out, s->heads, s->len_q, s->d_v),
                   vw = vk_tensor_view(weights);
     vk_attn_plan plan;
     if ((st = vk_attention_prepare(vk, s, weights->tensor != NULL,

@@ -5,10 +5,13 @@
  *     split their grids into several dispatches (the debug log must say so
  *     for each call, else the case fails) and still match the reference
  *     backend element by element on odd shapes, on every attention path;
- *   - maxStorageBufferRange lowered to 64 KiB: a tensor above it is
- *     VKMHA_ERROR_UNSUPPORTED with a message naming it (outputs untouched,
- *     the context still works), while fused attention, whose extra memory is
- *     O(len_q), runs shapes whose score matrix is above the limit;
+ *   - maxStorageBufferRange lowered to 64 KiB: arrays and tensors above it
+ *     run in parts (a matmul in windows, the other ops and the layer in
+ *     calls of entries, heads or rows, masks moved with them) and match the
+ *     reference; what no part fits is VKMHA_ERROR_UNSUPPORTED with a
+ *     message naming it (outputs untouched, the context still works), while
+ *     fused attention, whose extra memory is O(len_q), runs shapes whose
+ *     score matrix is above the limit;
  *   - maxMemoryAllocationSize lowered to 32 KiB: the same, named after that
  *     limit;
  *   - maxComputeSharedMemorySize lowered to 8 KiB: the fused attention's d256
@@ -230,6 +233,198 @@ static void report_refused(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,
     t_report(ok && works, "%s: UNSUPPORTED naming %s, then the context works", label, tensor);
 }
 
+/* ---- tensors past the range ----------------------------------------------- */
+
+/* A rank-1 tensor of n elements of dt on gpu, holding src (NULL: unset);
+ * NULL on failure (reported). */
+static vkmha_tensor *put(vkmha_context *gpu, vkmha_dtype dt, size_t n, const void *src)
+{
+    const vkmha_tensor_desc d = {dt, 1, {(uint32_t)n}};
+    vkmha_tensor *t = NULL;
+    const uint64_t bytes = (uint64_t)n * (dt == VKMHA_DTYPE_U8 ? 1 : 4);
+    if (vkmha_tensor_create(gpu, &d, &t) || (src && vkmha_tensor_upload(t, 0, src, bytes))) {
+        t_diag("tensor of %zu elements: %s", n, vkmha_context_last_error(gpu));
+        vkmha_tensor_destroy(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* The fp32 tensor t's n elements, downloaded (sentinels if that failed). */
+static float *get(vkmha_tensor *t, size_t n)
+{
+    float *p = sentinels(n);
+    if (t && vkmha_tensor_download(t, 0, p, (uint64_t)n * 4))
+        t_diag("download: %s", vkmha_status_string(VKMHA_ERROR_INVALID_ARGUMENT));
+    return p;
+}
+
+/* t_mask m as tensors (*tm); false if one could not be made. */
+static bool put_mask(vkmha_context *gpu, const t_mask *m, size_t n_kp, size_t n_full,
+                     size_t n_bias, vkmha_tensor_mask *tm, vkmha_tensor *t[3])
+{
+    memset(tm, 0, sizeof *tm);
+    t[0] = m->kp ? put(gpu, VKMHA_DTYPE_U8, n_kp, m->kp) : NULL;
+    t[1] = m->full ? put(gpu, VKMHA_DTYPE_U8, n_full, m->full) : NULL;
+    t[2] = m->bias ? put(gpu, VKMHA_DTYPE_F32, n_bias, m->bias) : NULL;
+    *tm = (vkmha_tensor_mask){m->m.kinds,       t[0], t[1], t[2], m->m.bias_batch,
+                              m->m.bias_heads, m->m.causal_offset};
+    return (!m->kp || t[0]) && (!m->full || t[1]) && (!m->bias || t[2]);
+}
+
+/* The tensor forms of the ops that run in parts, on tensors past the lowered
+ * 64 KiB range, masks as tensors past it too: each matches the reference on
+ * host arrays and the log says the call was split; a softmax row past the
+ * range is refused naming x, and vkmha_mha_submit, which one submission
+ * must hold, refuses a layer that would run in parts. */
+static void tensor_range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
+{
+    const uint32_t kinds = VKMHA_MASK_KEY_PADDING | VKMHA_MASK_FULL | VKMHA_MASK_CAUSAL |
+                           VKMHA_MASK_BIAS;
+    /* Softmax: B 1 H 2 (one head a call, the per-head bias moved by head)
+     * and B 1 H 1 (rows of one head, the causal mask and the full mask
+     * moved by row). */
+    static const uint32_t sm[2][4] = {{1, 2, 160, 64}, {1, 1, 400, 64}};
+    for (int c = 0; c < 2; c++) {
+        const vkmha_softmax_desc d = {sm[c][0], sm[c][1], sm[c][2], sm[c][3], 0.5f, 0};
+        const size_t n = (size_t)d.batch * d.heads * d.len_q * d.len_k;
+        float *x = t_random(rng, n, -4, 4), *want = t_alloc(n);
+        t_mask m;
+        t_mask_make(&m, rng, kinds, d.batch, d.heads, d.len_q, d.len_k, 0, 0, false);
+        vkmha_tensor *tx = put(gpu, VKMHA_DTYPE_F32, n, x), *ty = put(gpu, VKMHA_DTYPE_F32, n, NULL),
+                     *tm[3];
+        vkmha_tensor_mask mask;
+        bool ok = put_mask(gpu, &m, (size_t)d.batch * d.len_k, n / d.heads, n, &mask, tm) &&
+                  tx && ty && !vkmha_softmax(ref, &d, x, &m.m, want);
+        g_splits = 0;
+        const vkmha_status st = ok ? vkmha_softmax_tensor(gpu, &d, tx, &mask, ty) : VKMHA_ERROR_INVALID_ARGUMENT;
+        float *got = get(ty, n);
+        char name[120];
+        snprintf(name, sizeof name,
+                 "vkmha_softmax_tensor B %u H %u Lq %u Lk %u (%zu KiB), every mask kind as "
+                 "tensors [range]",
+                 d.batch, d.heads, d.len_q, d.len_k, n * 4 / 1024);
+        report_split(name, gpu, st, ok && !st && t_close(name, "y", got, want, n, 1e-6, 1e-5));
+        vkmha_tensor_destroy(tx), vkmha_tensor_destroy(ty);
+        for (int i = 0; i < 3; i++)
+            vkmha_tensor_destroy(tm[i]);
+        free(x), free(want), free(got);
+        t_mask_free(&m);
+    }
+
+    /* Attention, GQA: one query head a call (q, out of 50 KiB; weights and
+     * the per-head bias of 156 KiB), on both paths. */
+    {
+        const vkmha_attention_desc s = {1, 8, 2, 100, 50, 16, 12, 0, 0, 0, 0};
+        const t_attention_sizes n = t_attention_size(&s);
+        float *q = t_random(rng, n.q, -1, 1), *k = t_random(rng, n.k, -1, 1),
+              *v = t_random(rng, n.v, -1, 1), *want = t_alloc(n.out),
+              *want_w = t_alloc(n.weights);
+        t_mask m;
+        t_mask_make(&m, rng, kinds, s.batch, s.heads, s.len_q, s.len_k, 0, 0, false);
+        vkmha_tensor *tq = put(gpu, VKMHA_DTYPE_F32, n.q, q), *tk = put(gpu, VKMHA_DTYPE_F32, n.k, k),
+                     *tv = put(gpu, VKMHA_DTYPE_F32, n.v, v),
+                     *to = put(gpu, VKMHA_DTYPE_F32, n.out, NULL),
+                     *tw = put(gpu, VKMHA_DTYPE_F32, n.weights, NULL), *tm[3];
+        vkmha_tensor_mask mask;
+        bool ok = put_mask(gpu, &m, (size_t)s.len_k, (size_t)s.len_q * s.len_k, n.weights,
+                           &mask, tm) &&
+                  tq && tk && tv && to && tw && !vkmha_attention(ref, &s, q, k, v, &m.m, want, want_w);
+        for (int path = 0; path < 2; path++) {
+            vkmha_attention_desc d = s;
+            d.path = path ? VKMHA_ATTENTION_PATH_UNFUSED : VKMHA_ATTENTION_PATH_FUSED;
+            g_splits = 0;
+            const vkmha_status st =
+                ok ? vkmha_attention_tensor(gpu, &d, tq, tk, tv, &mask, to, tw) : VKMHA_ERROR_INVALID_ARGUMENT;
+            float *got = get(to, n.out), *got_w = get(tw, n.weights);
+            char name[160];
+            snprintf(name, sizeof name,
+                     "vkmha_attention_tensor B 1 H 8 Hkv 2 Lq 100 Lk 50, weights of 156 KiB, "
+                     "every mask kind as tensors [range, %s]",
+                     path ? "unfused" : "fused");
+            report_split(name, gpu, st,
+                         ok && !st &&
+                             t_close(name, "weights", got_w, want_w, n.weights, 1e-6, 1e-5) &&
+                             t_close(name, "out", got, want, n.out, 2e-6 * sqrt(50.0), 1e-5));
+            free(got), free(got_w);
+        }
+        vkmha_tensor_destroy(tq), vkmha_tensor_destroy(tk), vkmha_tensor_destroy(tv);
+        vkmha_tensor_destroy(to), vkmha_tensor_destroy(tw);
+        for (int i = 0; i < 3; i++)
+            vkmha_tensor_destroy(tm[i]);
+        free(q), free(k), free(v), free(want), free(want_w);
+        t_mask_free(&m);
+    }
+
+    /* Split heads: calls of whole batch entries (4 of 25 KiB). */
+    {
+        const vkmha_heads_desc hs = {4, 100, 4, 16, 0};
+        const size_t n = (size_t)4 * 100 * 4 * 16;
+        float *x = t_random(rng, n, -1, 1), *want = t_alloc(n);
+        vkmha_tensor *tx = put(gpu, VKMHA_DTYPE_F32, n, x), *ty = put(gpu, VKMHA_DTYPE_F32, n, NULL);
+        const bool ok = tx && ty && !vkmha_split_heads(ref, &hs, x, want);
+        g_splits = 0;
+        const vkmha_status st = ok ? vkmha_split_heads_tensor(gpu, &hs, tx, ty) : VKMHA_ERROR_INVALID_ARGUMENT;
+        float *got = get(ty, n);
+        report_split("vkmha_split_heads_tensor B 4 L 100 H 4 d 16 (100 KiB) [range]", gpu, st,
+                     ok && !st && t_close("split heads tensor", "y", got, want, n, 0, 0));
+        vkmha_tensor_destroy(tx), vkmha_tensor_destroy(ty);
+        free(x), free(want), free(got);
+    }
+
+    /* The layer: calls of whole batch entries, the key padding tensor moved
+     * with each; vkmha_mha_submit refuses it. */
+    {
+        t_layer e;
+        t_layer_make(&e, rng, 16, 2, 0, 3, 400, 0, VKMHA_MASK_KEY_PADDING | VKMHA_MASK_CAUSAL);
+        vkmha_mha *mg = NULL, *mr = NULL;
+        float *want = t_alloc(e.n_out);
+        vkmha_mha_io io = e.io;
+        io.out = want;
+        vkmha_tensor *tq = put(gpu, VKMHA_DTYPE_F32, e.n_out, e.io.query),
+                     *to = put(gpu, VKMHA_DTYPE_F32, e.n_out, NULL), *tm[3];
+        vkmha_tensor_mask mask;
+        bool ok = put_mask(gpu, &e.mask, 3 * 400, 0, 0, &mask, tm) && tq && to &&
+                  !vkmha_mha_create(gpu, &e.desc, &mg) && !vkmha_mha_create(ref, &e.desc, &mr) &&
+                  !vkmha_mha_forward(mr, &io);
+        const vkmha_mha_tensors tio = {.batch = 3, .len_q = 400, .query = tq, .key = tq,
+                                       .value = tq, .mask = &mask, .out = to};
+        g_splits = 0;
+        const vkmha_status st = ok ? vkmha_mha_forward_tensor(mg, &tio) : VKMHA_ERROR_INVALID_ARGUMENT;
+        float *got = get(to, e.n_out);
+        report_split("vkmha_mha_forward_tensor B 3 L 400 d_model 16 (query of 75 KiB) [range]",
+                     gpu, st,
+                     ok && !st &&
+                         t_close("layer tensor", "out", got, want, e.n_out, T_LAYER_ATOL,
+                                 T_LAYER_RTOL));
+        vkmha_submission *sub = (vkmha_submission *)(uintptr_t)1;
+        const vkmha_status sst =
+            mg ? vkmha_mha_submit(mg, &tio, &sub) : VKMHA_ERROR_INVALID_ARGUMENT;
+        report_refused(ref, gpu, rng, sst, "vkmha_mha_submit", "vkmha_mha_forward_tensor",
+                       "maxStorageBufferRange", sub == NULL,
+                       "vkmha_mha_submit of the same layer [range]");
+        vkmha_mha_destroy(mg), vkmha_mha_destroy(mr);
+        vkmha_tensor_destroy(tq), vkmha_tensor_destroy(to);
+        for (int i = 0; i < 3; i++)
+            vkmha_tensor_destroy(tm[i]);
+        free(want), free(got);
+        t_layer_free(&e);
+    }
+
+    /* One row of 20000 keys (78 KiB): no part fits; refused naming x. */
+    {
+        const vkmha_softmax_desc d = {1, 1, 2, 20000, 1.0f, 0};
+        vkmha_tensor *tx = put(gpu, VKMHA_DTYPE_F32, 40000, NULL),
+                     *ty = put(gpu, VKMHA_DTYPE_F32, 40000, NULL);
+        report_refused(ref, gpu, rng,
+                       tx && ty ? vkmha_softmax_tensor(gpu, &d, tx, NULL, ty)
+                                : VKMHA_ERROR_INVALID_ARGUMENT,
+                       "vkmha_softmax_tensor", "x is a tensor", "maxStorageBufferRange", true,
+                       "vkmha_softmax_tensor with a row of 78 KiB [range]");
+        vkmha_tensor_destroy(tx), vkmha_tensor_destroy(ty);
+    }
+}
+
 static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const char *limit)
 {
     char label[200];
@@ -257,7 +452,7 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
                        "b of", "op T", untouched(cn, 2 * 160),
                        "matmul op N with b of 80 KiB [maxStorageBufferRange]");
         /* A tensor past the range: created; vkmha_matmul_tensor binds it in
-         * windows (b, op T: [n][k]); the other ops refuse it. */
+         * windows (b, op T: [n][k]). */
         {
             const uint32_t n = 160, k = 128, m = 5; /* b: 80 KiB */
             const vkmha_tensor_desc tb = {VKMHA_DTYPE_F32, 2, {n, k}},
@@ -285,16 +480,13 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
             t_report(ok, "tensor b of 80 KiB past the range: created, vkmha_matmul_tensor in "
                          "windows matches the reference: %s",
                      vkmha_status_string(sm));
-            vkmha_softmax_desc sx = {1, 1, 160, 128, 0, 0};
-            report_refused(ref, gpu, rng, xb ? vkmha_softmax_tensor(gpu, &sx, xb, NULL, xb) : st,
-                           "vkmha_softmax_tensor", "x is a tensor", "maxStorageBufferRange",
-                           true, "vkmha_softmax_tensor with a tensor of 80 KiB [range]");
             vkmha_tensor_destroy(xa), vkmha_tensor_destroy(xb), vkmha_tensor_destroy(xc);
             free(ha), free(hb), free(want_t), free(got_t);
         }
         /* Batched operands past the range: calls of fewer products. */
         matmul_case(ref, gpu, rng, 2, 80, 8, 128, VKMHA_OP_N, true);
         matmul_case(ref, gpu, rng, 5, 30, 40, 100, VKMHA_OP_T, false);
+        tensor_range_cases(ref, gpu, rng);
         free(bn), free(cn);
     } else {
         snprintf(label, sizeof label, "matmul with a of 80 KiB [%s]", limit);

@@ -684,9 +684,11 @@ typedef struct vkmha_mask {
  * same with tensors larger than maxStorageBufferRange (each part bound from
  * where it starts), mask tensors moved with their parts; vkmha_mha_submit,
  * whose one submission cannot hold several calls, refuses a layer that
- * would need them. Results are those of one call. What does not fit even so
- * (one row of keys, one head's keys, one entry of the layer, the unfused
- * path's scores) is VKMHA_ERROR_UNSUPPORTED naming the array. */
+ * would need them. The parts are sized so that the unfused path's scores
+ * fit too when that path is asked for. Results are those of one call. What
+ * does not fit even so (one row of keys, one head's keys, one entry of the
+ * layer or its unfused scores) is VKMHA_ERROR_UNSUPPORTED naming the
+ * array. */
 
 typedef enum vkmha_op {
     VKMHA_OP_N = 0, /* use B as given: B is [k][n] */
@@ -722,10 +724,12 @@ typedef struct vkmha_matmul_desc {
  * Elements of C between rows (ldc > n) are left untouched.
  * Vulkan: one product (batch 1) whose a, b or c is larger than the device's
  * maxStorageBufferRange runs in windows of it (rows of A and C; with op T,
- * rows of B, i.e. columns of C), up to maxMemoryAllocationSize per array;
- * b past the range with op N is VKMHA_ERROR_UNSUPPORTED; a batched array
- * past it runs as calls of fewer products. The tensor forms take tensors
- * past the range the same way. */
+ * rows of B, i.e. columns of C); host arrays larger than
+ * maxMemoryAllocationSize (each is copied into one allocation) run as calls
+ * of blocks of the same rows and columns. b past either limit with op N is
+ * VKMHA_ERROR_UNSUPPORTED; a batched array past them runs as calls of fewer
+ * products. The tensor forms take tensors past the range the same way (a
+ * tensor is at most maxMemoryAllocationSize). */
 VKMHA_API vkmha_status vkmha_matmul(vkmha_context *ctx, const vkmha_matmul_desc *desc,
                                     const void *a, const void *b, const void *bias,
                                     void *c);
@@ -985,7 +989,12 @@ typedef struct vkmha_kv_cache_desc {
     vkmha_tensor *keys VKMHA_ZERO, *values VKMHA_ZERO;
 } vkmha_kv_cache_desc;
 
-/* A cache for `mha` with every entry empty (length 0). */
+/* A cache for `mha` with every entry empty (length 0).
+ * Vulkan: the keys and values may each exceed maxStorageBufferRange (up to
+ * maxMemoryAllocationSize): a forward binds them from its first entry and
+ * runs as calls of the entries that fit. One entry's keys or values
+ * (n_kv_head * capacity * head dim * the dtype's size) must fit the range:
+ * otherwise VKMHA_ERROR_UNSUPPORTED naming desc->capacity. */
 VKMHA_API vkmha_status vkmha_kv_cache_create(vkmha_mha *mha, const vkmha_kv_cache_desc *desc,
                                              vkmha_kv_cache **out);
 /* NULL is a no-op. Work recorded or submitted that uses it must have completed. */
@@ -1145,10 +1154,10 @@ typedef struct vkmha_tensor_desc {
 
 /* A new tensor of desc's shape; its contents are undefined until written.
  * Vulkan: up to maxMemoryAllocationSize. One larger than maxStorageBufferRange
- * is taken by every op and the layer, which run in parts that fit (see "Ops
- * on host arrays" above; the matmul in windows), except by a KV cache
- * (vkmha_kv_cache_desc's tensors must fit one binding) and by
- * vkmha_mha_submit when the layer would run in parts. */
+ * is taken by every op, the layer and a KV cache, which run in parts that
+ * fit (see "Ops on host arrays" above; the matmul in windows; a KV cache's
+ * entries: vkmha_kv_cache_create), except by vkmha_mha_submit when the
+ * layer would run in parts. */
 VKMHA_API vkmha_status vkmha_tensor_create(vkmha_context *ctx, const vkmha_tensor_desc *desc,
                                            vkmha_tensor **out);
 /* Frees the tensor's memory (a wrapped VkBuffer is left alone); NULL is a

@@ -265,11 +265,12 @@ static uint32_t part_kv_heads(const attn_shape *s, const part *p)
     return p->nh == s->heads ? s->kv_heads : p->nh >= group ? p->nh / group : 1;
 }
 
-/* The bytes of a part's arrays: q, k, v, out, weights, then the masks and
- * the fused path's fp32 partial outputs: one per key range asked for, or
- * the output's size (several key chunks a range); vk_attention.c. */
+/* The bytes of a part's arrays: q, k, v, out, weights, then the masks, the
+ * fused path's fp32 partial outputs (one per key range asked for, or the
+ * output's size: several key chunks a range) and the unfused path's fp32
+ * scores when that path is asked for (vk_attention.c). */
 static void attention_sizes(const attn_shape *s, const mask_r *m, const part *p, bool weights,
-                            uint64_t sizes[7])
+                            uint64_t sizes[8])
 {
     const uint64_t es = vkmha__dtype_size(s->dtype), rows = (uint64_t)p->nb * p->nh * p->ni,
                    kvh = (uint64_t)p->nb * part_kv_heads(s, p);
@@ -281,13 +282,14 @@ static void attention_sizes(const attn_shape *s, const mask_r *m, const part *p,
     sizes[4] = weights ? rows * s->len_k * es : 0;
     sizes[5] = mask_bytes(m, s->len_k, p);
     sizes[6] = splits * rows * (s->d_v > 2 ? s->d_v : 2) * 4;
+    sizes[7] = s->path == VKMHA_ATTENTION_PATH_UNFUSED ? rows * s->len_k * 4 : 0;
 }
 
 static uint64_t attention_bytes(const void *shape, const mask_r *m, const part *p, bool weights)
 {
-    uint64_t sizes[7], most = 0;
+    uint64_t sizes[8], most = 0;
     attention_sizes(shape, m, p, weights, sizes);
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < 8; i++)
         most = sizes[i] > most ? sizes[i] : most;
     return most;
 }
@@ -305,7 +307,7 @@ static vkmha_status attention_part(vkmha_context *ctx, const void *args, const p
                     av = arg_at(a->v, kv * s->d_v * es), ao = arg_at(a->out, row * s->d_v * es),
                     aw = arg_at(a->weights, row * s->len_k * es);
     const vkmha_mask_arg am = part_mask(a->m, s->len_q, s->len_k, p);
-    uint64_t sizes[7];
+    uint64_t sizes[8];
     attention_sizes(s, &a->m->m, p, aw.tensor != NULL, sizes);
     vkmha_status st = check_parts(ctx, (const char *const[]){"q", "k", "v", "out", "weights"},
                                   (const vkmha_arg *const[]){&aq, &ak, &av, &ao, &aw}, sizes, 5);
@@ -355,7 +357,72 @@ vkmha_status vkmha__heads_split(vkmha_context *ctx, const vkmha_run *run, const 
     return st;
 }
 
-/* ---- batched matmul ------------------------------------------------------ */
+/* ---- matmul ---------------------------------------------------------------- */
+
+/* The most rows of `cols` elements at stride ld within `elems` elements. */
+static uint64_t rows_within(uint64_t elems, uint64_t cols, uint64_t ld)
+{
+    return elems < cols ? 0 : (elems - cols) / (ld ? ld : 1) + 1;
+}
+
+/* One product on host arrays larger than maxMemoryAllocationSize (each is
+ * copied into one allocation): calls of blocks of rows of A and C and, with
+ * op T, of columns of C (rows of B) whose parts each fit it (a multiple of
+ * 16 where it splits); windows past maxStorageBufferRange are the
+ * backend's. B past it with op N (strided columns), or not one row fitting,
+ * goes to the backend whole, which refuses it naming the array. */
+static vkmha_status matmul_blocks(vkmha_context *ctx, const vkmha_run *run, const mm_shape *s,
+                                  const vkmha_arg *a, const vkmha_arg *b, const vkmha_arg *bias,
+                                  const vkmha_arg *c)
+{
+    const uint64_t es = vkmha__dtype_size(s->dtype), most = ctx->allocation_size / es;
+    uint64_t nc = s->n, mc = s->m;
+    if (s->trans_b && s->extent_b > most)
+        nc = rows_within(most, s->k, s->ldb);
+    if (nc < s->n && nc >= 16)
+        nc -= nc % 16;
+    const uint64_t rows_a = rows_within(most, s->k, s->lda), rows_c = rows_within(most, nc, s->ldc);
+    mc = rows_a < mc ? rows_a : mc;
+    mc = rows_c < mc ? rows_c : mc;
+    if (mc < s->m && mc >= 16)
+        mc -= mc % 16;
+    if (!mc || !nc || (!s->trans_b && s->extent_b > most))
+        return ctx->ops->matmul(ctx, run, s, a, b, bias, c);
+    vkmha__log(ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+               "%s: arrays beyond this device's maxMemoryAllocationSize: split into calls of "
+               "%llu x %llu blocks of C",
+               ctx->call, (unsigned long long)mc, (unsigned long long)nc);
+    vkmha_status st = VKMHA_SUCCESS;
+    for (uint64_t m0 = 0; m0 < s->m && !st; m0 += mc)
+        for (uint64_t n0 = 0; n0 < s->n && !st; n0 += nc) {
+            mm_shape ps = *s;
+            ps.m = (uint32_t)(s->m - m0 < mc ? s->m - m0 : mc);
+            ps.n = (uint32_t)(s->n - n0 < nc ? s->n - n0 : nc);
+            ps.extent_a = (uint64_t)(ps.m - 1) * s->lda + s->k;
+            ps.extent_b = s->trans_b ? (uint64_t)(ps.n - 1) * s->ldb + s->k : s->extent_b;
+            ps.extent_c = (uint64_t)(ps.m - 1) * s->ldc + ps.n;
+            ps.sa = ps.sb = ps.sc = 0; /* one product: no batch strides */
+            const vkmha_arg pa = arg_at(a, m0 * s->lda * es),
+                            pb = arg_at(b, s->trans_b ? n0 * s->ldb * es : 0),
+                            pbias = arg_at(bias, n0 * es),
+                            pc = arg_at(c, (m0 * s->ldc + n0) * es);
+            st = ctx->ops->matmul(ctx, run, &ps, &pa, &pb, &pbias, &pc);
+        }
+    return st;
+}
+
+
+/* The backend's matmul, or one product's blocks (matmul_blocks). */
+static vkmha_status matmul_call(vkmha_context *ctx, const vkmha_run *run, const mm_shape *s,
+                                const vkmha_arg *a, const vkmha_arg *b, const vkmha_arg *bias,
+                                const vkmha_arg *c)
+{
+    const uint64_t es = vkmha__dtype_size(s->dtype), most = ctx->allocation_size;
+    if (s->batch == 1 && run->form == FORM_HOST && most &&
+        (s->extent_a * es > most || s->extent_b * es > most || s->extent_c * es > most))
+        return matmul_blocks(ctx, run, s, a, b, bias, c);
+    return ctx->ops->matmul(ctx, run, s, a, b, bias, c);
+}
 
 vkmha_status vkmha__matmul_split(vkmha_context *ctx, const vkmha_run *run, const mm_shape *s,
                                  const vkmha_arg *a, const vkmha_arg *b, const vkmha_arg *bias,
@@ -373,7 +440,7 @@ vkmha_status vkmha__matmul_split(vkmha_context *ctx, const vkmha_run *run, const
             ((nb - 1) * s->sc + one_c) * es > limit))
         nb = nb / 2 > 1 ? nb / 2 : 1;
     if (nb == s->batch)
-        return ctx->ops->matmul(ctx, run, s, a, b, bias, c);
+        return matmul_call(ctx, run, s, a, b, bias, c);
     vkmha__log(ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
                "%s: arrays beyond this device's buffer range: split into calls of %u products",
                ctx->call, nb);
@@ -386,7 +453,7 @@ vkmha_status vkmha__matmul_split(vkmha_context *ctx, const vkmha_run *run, const
         ps.extent_c = (ps.batch - 1) * s->sc + one_c;
         const vkmha_arg aa = arg_at(a, b0 * s->sa * es), ab = arg_at(b, b0 * s->sb * es),
                         ac = arg_at(c, b0 * s->sc * es);
-        st = ctx->ops->matmul(ctx, run, &ps, &aa, &ab, bias, &ac);
+        st = matmul_call(ctx, run, &ps, &aa, &ab, bias, &ac);
     }
     return st;
 }
@@ -402,19 +469,25 @@ vkmha_status vkmha__mha_forward_split(vkmha_mha *mha, const vkmha_run *run, cons
                    L = f->as.len_k, H = d->n_head, Hkv = d->n_kv_head;
     const uint64_t splits = f->as.kv_splits > 1 ? f->as.kv_splits : 1;
     const bool weights = args[4].host || args[4].tensor;
+    const uint64_t dim = d->d_k > d->d_v ? d->d_k : d->d_v;
     /* One batch entry's arrays: the inputs and output and the attention
      * weights (also the caller's arguments: io[]), the projections and the
-     * concat of the heads, the fused path's fp32 partial outputs, and the
-     * masks. */
-    const uint64_t per[9] = {Lq * d->d_model * es, Lk * d->kdim * es, Lk * d->vdim * es,
-                             Lq * d->d_model * es, weights ? H * Lq * L * es : 0,
-                             Lq * H * (d->d_k > d->d_v ? d->d_k : d->d_v) * es,
-                             Lk * Hkv * (d->d_k > d->d_v ? d->d_k : d->d_v) * es,
-                             splits * Lq * H * (d->d_v > 2 ? d->d_v : 2) * 4,
-                             mask_bytes(&f->mask.m, (uint32_t)L,
-                                        &(part){0, 1, 0, (uint32_t)H, 0, (uint32_t)Lq})};
+     * concat of the heads, the fused path's fp32 partial outputs, the masks,
+     * a KV cache's entry (bound from the call's first entry when the cache
+     * is past the range: vk_mha.c), and the unfused path's fp32 scores when
+     * that path is asked for. */
+    const uint64_t per[11] = {Lq * d->d_model * es, Lk * d->kdim * es, Lk * d->vdim * es,
+                              Lq * d->d_model * es, weights ? H * Lq * L * es : 0,
+                              Lq * H * dim * es, Lk * Hkv * dim * es,
+                              splits * Lq * H * (d->d_v > 2 ? d->d_v : 2) * 4,
+                              mask_bytes(&f->mask.m, (uint32_t)L,
+                                         &(part){0, 1, 0, (uint32_t)H, 0, (uint32_t)Lq}),
+                              f->cache ? Hkv * f->cache->d.capacity * dim *
+                                             vkmha__dtype_size(f->cache->d.dtype)
+                                       : 0,
+                              f->as.path == VKMHA_ATTENTION_PATH_UNFUSED ? H * Lq * L * 4 : 0};
     uint64_t entry = 0;
-    for (int i = 0; i < 9; i++)
+    for (int i = 0; i < 11; i++)
         entry = per[i] > entry ? per[i] : entry;
     uint32_t nb = limit && entry ? (uint32_t)(limit / entry < f->B ? limit / entry : f->B) : f->B;
     if (!limit || entry * f->B <= limit || nb == 0) /* fits, or not one entry does */

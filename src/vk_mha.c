@@ -98,6 +98,28 @@ static bool concat_in_place(const vkmha_mha_desc *d, const vk_attn_plan *plan)
     return d->d_k == d->d_v && !(plan->fused && plan->weights);
 }
 
+/* The entry of f's cache its views start from: 0 when the cache fits one
+ * binding (bound whole, the call's entries from vk_attn_plan.kv_b0, which
+ * keeps texel views), else the call's first (a cache past
+ * maxStorageBufferRange: src/split.c runs calls of entries that fit). */
+static uint32_t cache_first(const vk_state *vk, const mha_fwd *f)
+{
+    const vkmha_tensor *t[2] = {f->cache->d.keys, f->cache->d.values};
+    for (int i = 0; i < 2; i++)
+        if (t[i]->offset % vk->min_storage_offset_align + t[i]->bytes >
+            vk->info.max_storage_buffer_range)
+            return f->entry;
+    return 0;
+}
+
+/* A cache tensor (keys, or values with v) from entry `first` on. */
+static vk_view cache_view(const mha_fwd *f, bool v, uint32_t first)
+{
+    vk_view t = vk_kv_view(f->cache, v);
+    t.offset += (VkDeviceSize)first * t.stride[0] * vkmha__dtype_size(t.dtype);
+    return t;
+}
+
 /* Everything a forward needs besides its inputs and output, before
  * recording: projection, concat and attention scratch. */
 static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, bool weights,
@@ -110,9 +132,25 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, bool weight
     const uint32_t ad = f->ad;
     vkmha_status st;
     /* The attention's keys and values: the projections, or a cache's. */
-    const vk_view kv[2] = {f->cache ? vk_kv_view(f->cache, false)
+    const uint32_t first = f->cache ? cache_first(vk, f) : 0;
+    for (int i = 0; i < 2 && f->cache; i++) {
+        /* From its first entry the call's entries must fit one binding
+         * (src/split.c sizes the calls so). */
+        const vk_view t = cache_view(f, i == 1, first);
+        const uint64_t span = (t.buf->offset + t.offset) % vk->min_storage_offset_align +
+                              (uint64_t)(f->entry - first + f->B) * t.stride[0] *
+                                  vkmha__dtype_size(t.dtype);
+        if (span > vk->info.max_storage_buffer_range)
+            return vkmha__fail(mha->ctx, VKMHA_ERROR_UNSUPPORTED,
+                               "%s: io->kv_cache: %u entries of it (%llu bytes) are more than "
+                               "this device's maxStorageBufferRange (%llu bytes) lets one "
+                               "binding hold",
+                               mha->ctx->call, f->B, (unsigned long long)span,
+                               (unsigned long long)vk->info.max_storage_buffer_range);
+    }
+    const vk_view kv[2] = {f->cache ? cache_view(f, false, first)
                                     : vk_view_of(&vk->slots[SLOT_K_PROJ], ad),
-                           f->cache ? vk_kv_view(f->cache, true)
+                           f->cache ? cache_view(f, true, first)
                                     : vk_view_of(&vk->slots[SLOT_V_PROJ], ad)};
     if ((st = vk_slot_ensure(vk, SLOT_Q_PROJ, rq * H * d->d_k * es)) ||
         (st = vk_slot_ensure(vk, SLOT_K_PROJ, rk * Hkv * d->d_k * es)) ||
@@ -141,7 +179,7 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, bool weight
         return st;
     if (f->cache) {
         plan->lengths = vk_view_of(&((vk_kv *)f->cache)->lens, VKMHA_DTYPE_F32);
-        plan->kv_b0 = f->entry;
+        plan->kv_b0 = f->entry - first;
     }
     return VKMHA_SUCCESS;
 }
@@ -154,6 +192,7 @@ static vkmha_status record_append(vk_state *vk, const mha_fwd *f)
 {
     vkmha_kv_cache *c = f->cache;
     vk_kv *kv = (vk_kv *)c;
+    const uint32_t first = cache_first(vk, f);
     vkmha_status st;
     for (uint32_t b0 = 0, b1; b0 < f->B && f->append; b0 = b1) {
         for (b1 = b0 + 1; b1 < f->B && f->old[b1] == f->old[b0];)
@@ -164,9 +203,9 @@ static vkmha_status record_append(vk_state *vk, const mha_fwd *f)
                                    .head_dim = dim};
             vk_view x = vk_view_of(&vk->slots[i ? SLOT_V_PROJ : SLOT_K_PROJ], f->ad);
             x.offset = (VkDeviceSize)b0 * f->Lk * c->n_kv_head * dim * f->es;
-            vk_view y = vk_kv_view(c, i == 1);
-            y.offset = ((f->entry + b0) * y.stride[0] + (uint64_t)f->old[b0] * dim) *
-                       vkmha__dtype_size(c->d.dtype);
+            vk_view y = cache_view(f, i == 1, first);
+            y.offset += ((f->entry - first + b0) * y.stride[0] + (uint64_t)f->old[b0] * dim) *
+                        vkmha__dtype_size(c->d.dtype);
             if ((st = vk_record_heads(vk, &kv->sites.sites[2 * (f->entry + b0) + i], &s, true,
                                       x, y)))
                 return st;
@@ -216,9 +255,9 @@ static vkmha_status record_forward(vkmha_mha *mha, const mha_fwd *f, vk_attn_pla
     }
 
     const vk_view vq = vk_view_merged(&vk->slots[SLOT_Q_PROJ], H, f->Lq, d->d_k, ad),
-                  vkv = f->cache ? vk_kv_view(f->cache, false)
+                  vkv = f->cache ? cache_view(f, false, cache_first(vk, f))
                                  : vk_view_merged(&vk->slots[SLOT_K_PROJ], Hkv, f->Lk, d->d_k, ad),
-                  vv = f->cache ? vk_kv_view(f->cache, true)
+                  vv = f->cache ? cache_view(f, true, cache_first(vk, f))
                                 : vk_view_merged(&vk->slots[SLOT_V_PROJ], Hkv, f->Lk, d->d_v, ad),
                   vo = vk_view_merged(concat, H, f->Lq, d->d_v, ad);
     if ((st = vk_record_attention(vk, &site[SITE_ATTENTION], plan, &f->mask.m, &vq, &vkv, &vv,

@@ -114,7 +114,7 @@ typedef struct row {
     vkmha_status want; /* VKMHA_SUCCESS: NaN / Inf rows, compared */
     const char *arg;   /* the word the message must contain */
     const char *extra; /* and this substring, or NULL */
-    change changes[8];
+    change changes[10];
 } row;
 
 #define INVALID VKMHA_ERROR_INVALID_ARGUMENT
@@ -161,14 +161,17 @@ static const row rows[] = {
     {"matmul op_b -1", F_MATMUL, BOTH, INVALID, "desc->op_b", NULL, {U32(mm.op_b, MAXU)}},
     {"matmul c overlaps b", F_MATMUL, BOTH, INVALID, "c", "overlap",
      {OUT(b, 3)}},
-    {"matmul m * k = 2^32 (32-bit product wraps to 0)", F_MATMUL, VK_ONLY, UNSUPP, "a",
-     "maxMemoryAllocationSize", {U32(mm.m, 1u << 16), U32(mm.k, 1u << 16)}},
-    {"matmul m * n = 2^32 elements of c", F_MATMUL, VK_ONLY, UNSUPP, "c",
-     "maxMemoryAllocationSize", {U32(mm.m, 1u << 16), U32(mm.n, 1u << 16)}},
+    /* A product whose a or c (or b with op T) is past maxMemoryAllocationSize
+     * runs as calls of blocks of rows and columns (test_limits), which would
+     * read these rows' small arrays: only what no block fits is refused. */
+    {"matmul k * n = 2^32 elements of b with op N (32-bit product wraps to 0)", F_MATMUL,
+     VK_ONLY, UNSUPP, "b", "maxMemoryAllocationSize",
+     {U32(mm.k, 1u << 16), U32(mm.n, 1u << 16), U32(mm.op_b, VKMHA_OP_N)}},
     {"matmul k = 2^30: one row of a is 4 GiB", F_MATMUL, VK_ONLY, UNSUPP, "a",
      "maxMemoryAllocationSize", {U32(mm.k, 1u << 30), U32(mm.op_b, VKMHA_OP_T)}},
-    {"matmul lda = 2^32 - 1 with m 2", F_MATMUL, VK_ONLY, UNSUPP, "a", "maxMemoryAllocationSize",
-     {U32(mm.m, 2), U32(mm.lda, MAXU)}},
+    {"matmul ldb = 2^32 - 1 with k 2 and op N: b of 2^33 elements", F_MATMUL, VK_ONLY, UNSUPP,
+     "b", "maxMemoryAllocationSize",
+     {U32(mm.k, 2), U32(mm.ldb, MAXU), U32(mm.op_b, VKMHA_OP_N)}},
     /* Batched arrays past the range run as calls of fewer products, and host
      * arrays past it of the softmax, the attention and the layer as calls of
      * entries, heads or rows (test_limits): the rows below that stay refusals
@@ -266,10 +269,13 @@ static const row rows[] = {
      "maxStorageBufferRange", {U32(at.batch, 1), U32(at.heads, 1), U32(at.kv_heads, 1),
                                U32(at.len_q, 1), U32(at.len_k, 1u << 26), U32(at.d_k, 1),
                                U32(at.d_v, 1), NUL(weights)}},
-    {"attention unfused, scores of 256 MiB", F_ATTENTION, VK_ONLY, UNSUPP, "attention scores",
-     "maxStorageBufferRange", {U32(at.batch, 1), U32(at.heads, 1), U32(at.kv_heads, 1),
-                               U32(at.len_q, 8192), U32(at.len_k, 8192), U32(at.path, UNFUSED),
-                               NUL(weights)}},
+    /* The unfused path runs in calls of rows whose scores fit: only a row
+     * of scores past the range is refused (fp16 keys of 96 MiB, d_k 1). */
+    {"attention unfused, one row of scores of 192 MiB", F_ATTENTION, VK_ONLY, UNSUPP,
+     "attention scores", "maxStorageBufferRange",
+     {U32(at.dtype, VKMHA_DTYPE_F16), U32(at.batch, 1), U32(at.heads, 1), U32(at.kv_heads, 1),
+      U32(at.len_q, 1), U32(at.len_k, 3u << 24), U32(at.d_k, 1), U32(at.d_v, 1),
+      U32(at.path, UNFUSED), NUL(weights)}},
     {"attention weights overlaps k", F_ATTENTION, BOTH, INVALID, "weights", "overlap",
      {OUT(k, 50), OUT(weights, 0), OUT(out, 20000)}},
     {"attention out overlaps v", F_ATTENTION, BOTH, INVALID, "out", "overlap",
@@ -450,7 +456,7 @@ typedef struct poisoned {
 static int apply(args *a, const row *r, poisoned p[8])
 {
     int n = 0;
-    for (int i = 0; i < 8 && r->changes[i].type != T_END; i++) {
+    for (int i = 0; i < 10 && r->changes[i].type != T_END; i++) {
         const change *c = &r->changes[i];
         char *f = (char *)a + c->off;
         switch (c->type) {

@@ -425,18 +425,77 @@ static void tensor_range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rn
     }
 }
 
+/* A KV cache past the 64 KiB range (6 entries of 19 KiB of keys): a
+ * prefill of 150 tokens (80 unfused, whose scores of one entry must fit),
+ * then three steps of one token, for every entry in one call, on the fused
+ * and the unfused path, each against the reference
+ * (the calls run as calls of entries, the cache bound from each one's first
+ * entry); a cache one of whose entries is past the range is refused at
+ * creation naming desc->capacity. */
+static void kv_cache_range_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
+{
+    enum { B = 6, P = 150, STEPS = 3, CAP = 300 };
+    t_layer l;
+    t_layer_make(&l, rng, 16, 2, 0, B, P + STEPS, 0, 0); /* inputs of all P + STEPS tokens */
+    const size_t row = 16, seq = (size_t)(P + STEPS) * row;
+    vkmha_mha *mg = NULL, *mr = NULL;
+    bool ok = !vkmha_mha_create(gpu, &l.desc, &mg) && !vkmha_mha_create(ref, &l.desc, &mr);
+    for (int path = 0; path < 2 && ok; path++) {
+        vkmha_kv_cache *cg = NULL, *cr = NULL;
+        const vkmha_kv_cache_desc cd = {.batch = B, .capacity = CAP};
+        ok = !vkmha_kv_cache_create(mg, &cd, &cg) && !vkmha_kv_cache_create(mr, &cd, &cr);
+        const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
+        float *x = t_alloc((size_t)B * P * row), *want = t_alloc((size_t)B * P * row),
+              *got = sentinels((size_t)B * P * row);
+        g_splits = 0;
+        const uint32_t prefill = path ? 80 : P;
+        for (uint32_t t0 = 0, n = prefill; ok && t0 < prefill + STEPS; t0 += n, n = 1) {
+            for (uint32_t b = 0; b < B; b++) /* tokens t0 .. t0 + n - 1 of each sequence */
+                memcpy(x + (size_t)b * n * row, l.io.query + b * seq + (size_t)t0 * row,
+                       (size_t)n * row * 4);
+            vkmha_mha_io io = {.batch = B, .len_q = n, .query = x, .key = x, .value = x,
+                               .mask = &causal, .attention_path = path
+                                                                     ? VKMHA_ATTENTION_PATH_UNFUSED
+                                                                     : VKMHA_ATTENTION_PATH_FUSED};
+            io.out = want, io.kv_cache = cr;
+            vkmha_status rst = vkmha_mha_forward(mr, &io);
+            io.out = got, io.kv_cache = cg;
+            vkmha_status st = vkmha_mha_forward(mg, &io);
+            if (st)
+                t_diag("KV cache past the range, tokens %u..: %s", t0,
+                       vkmha_context_last_error(gpu));
+            ok = !rst && !st &&
+                 t_close("KV cache past the range", "out", got, want, (size_t)B * n * row,
+                         T_LAYER_ATOL, T_LAYER_RTOL);
+        }
+        t_report(ok && g_splits > 0,
+                 "KV cache of %u entries x %u positions past the range (%u KiB of keys): a "
+                 "prefill of %u and %u steps of every entry match the reference [range, %s], "
+                 "%d calls split",
+                 B, CAP, B * 2 * CAP * 8 * 4 / 1024, prefill, STEPS, path ? "unfused" : "fused",
+                 g_splits);
+        vkmha_kv_cache_destroy(cg), vkmha_kv_cache_destroy(cr);
+        free(x), free(want), free(got);
+    }
+    vkmha_kv_cache *big = (vkmha_kv_cache *)(uintptr_t)1;
+    const vkmha_kv_cache_desc bd = {.batch = 1, .capacity = 1100}; /* 69 KiB an entry */
+    const vkmha_status st = mg ? vkmha_kv_cache_create(mg, &bd, &big) : VKMHA_ERROR_INVALID_ARGUMENT;
+    report_refused(ref, gpu, rng, st, "vkmha_kv_cache_create", "desc->capacity",
+                   "maxStorageBufferRange", big == NULL,
+                   "a KV cache whose one entry is past the range [range]");
+    vkmha_mha_destroy(mg), vkmha_mha_destroy(mr);
+    t_layer_free(&l);
+}
+
 static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const char *limit)
 {
     char label[200];
-    /* Past maxStorageBufferRange a matmul binds windows of its operands
-     * (the log says "split into"); past maxMemoryAllocationSize nothing
-     * can hold them. */
+    /* Past maxStorageBufferRange a matmul binds windows of its operands;
+     * past maxMemoryAllocationSize one product runs as calls of blocks (the
+     * log says "split into" for both). */
     const bool windows = strstr(limit, "Range") != NULL;
-    /* Tensors of 80 KiB: above both lowered limits (64 and 32 KiB). */
-    vkmha_matmul_desc md = {0};
-    md.m = 160, md.n = 8, md.k = 128; /* a: 80 KiB */
+    /* Arrays of 80 KiB: above both lowered limits (64 and 32 KiB). */
     float *a = t_random(rng, 160 * 128, -1, 1), *b = t_random(rng, 8 * 128, -1, 1);
-    float *c = sentinels(160 * 8);
     if (windows) {
         /* A over rows; B (op T: [n][k]) over its rows, C over both, with a
          * bias; both at once; odd sizes; vec4 loads (k % 4 == 0). */
@@ -487,11 +546,24 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
         matmul_case(ref, gpu, rng, 2, 80, 8, 128, VKMHA_OP_N, true);
         matmul_case(ref, gpu, rng, 5, 30, 40, 100, VKMHA_OP_T, false);
         tensor_range_cases(ref, gpu, rng);
+        kv_cache_range_case(ref, gpu, rng);
         free(bn), free(cn);
     } else {
-        snprintf(label, sizeof label, "matmul with a of 80 KiB [%s]", limit);
-        report_refused(ref, gpu, rng, vkmha_matmul(gpu, &md, a, b, NULL, c), "vkmha_matmul",
-                       "a needs", limit, untouched(c, 160 * 8), label);
+        /* Host arrays past maxMemoryAllocationSize (each is copied into one
+         * allocation): calls of blocks of rows of A and C and, with op T,
+         * columns of C (rows of B), with a bias; batched, per product. */
+        matmul_case(ref, gpu, rng, 1, 160, 8, 128, VKMHA_OP_N, false);
+        matmul_case(ref, gpu, rng, 1, 7, 161, 127, VKMHA_OP_T, false);
+        matmul_case(ref, gpu, rng, 1, 100, 120, 200, VKMHA_OP_T, false);
+        matmul_case(ref, gpu, rng, 3, 90, 70, 130, VKMHA_OP_T, false);
+        /* B past it with op N: its blocks would be strided. */
+        vkmha_matmul_desc mn = {0};
+        mn.m = 2, mn.n = 160, mn.k = 128, mn.op_b = VKMHA_OP_N;
+        float *bn = t_random(rng, 160 * 128, -1, 1), *cn = sentinels(2 * 160);
+        snprintf(label, sizeof label, "matmul op N with b of 80 KiB [%s]", limit);
+        report_refused(ref, gpu, rng, vkmha_matmul(gpu, &mn, a, bn, NULL, cn), "vkmha_matmul",
+                       "b needs", limit, untouched(cn, 2 * 160), label);
+        free(bn), free(cn);
     }
 
     /* Host arrays past the limit: the softmax and the attention run as
@@ -537,13 +609,19 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
     float *q = t_random(rng, 2 * 64 * 16, -1, 1), *k = t_random(rng, 2 * 256 * 16, -1, 1),
           *v = t_random(rng, 2 * 256 * 16, -1, 1);
     float *out = sentinels(2 * 64 * 16), *w = sentinels(2 * 64 * 256), *want = t_alloc(2 * 64 * 16);
+    /* The unfused path asked for: calls whose scores fit (one head, 64
+     * KiB), against the reference. */
     snprintf(label, sizeof label, "unfused attention with scores of 128 KiB [%s]", limit);
-    report_refused(ref, gpu, rng, vkmha_attention(gpu, &ad, q, k, v, NULL, out, NULL),
-                   "vkmha_attention", "attention scores", limit, untouched(out, 2 * 64 * 16),
-                   label);
-    ad.path = VKMHA_ATTENTION_PATH_FUSED;
-    vkmha_status st = vkmha_attention(gpu, &ad, q, k, v, NULL, out, NULL);
     vkmha_status rst = vkmha_attention(ref, &ad, q, k, v, NULL, want, NULL);
+    g_splits = 0;
+    vkmha_status st = vkmha_attention(gpu, &ad, q, k, v, NULL, out, NULL);
+    report_split(label, gpu, st,
+                 !st && !rst &&
+                     t_close(label, "out", out, want, 2 * 64 * 16, 2e-6 * 16, 1e-5));
+    ad.path = VKMHA_ATTENTION_PATH_FUSED;
+    for (size_t i = 0; i < 2 * 64 * 16; i++)
+        out[i] = SENTINEL;
+    st = vkmha_attention(gpu, &ad, q, k, v, NULL, out, NULL);
     t_report(!st && !rst && t_close("fused above the limit", "out", out, want, 2 * 64 * 16,
                                     2e-6 * 16, 1e-5),
              "fused attention with scores of 128 KiB above the limit runs and matches the "
@@ -660,7 +738,7 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
     vkmha_mha_destroy(mr);
     free(got), free(want_l);
     t_layer_free(&l);
-    free(a), free(b), free(c), free(y), free(q), free(k), free(v), free(out), free(w),
+    free(a), free(b), free(y), free(q), free(k), free(v), free(out), free(w),
         free(want);
 }
 

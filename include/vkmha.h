@@ -724,12 +724,14 @@ typedef struct vkmha_matmul_desc {
  * Elements of C between rows (ldc > n) are left untouched.
  * Vulkan: one product (batch 1) whose a, b or c is larger than the device's
  * maxStorageBufferRange runs in windows of it (rows of A and C; with op T,
- * rows of B, i.e. columns of C); host arrays larger than
+ * rows of B, i.e. columns of C; with op N, rows of B, i.e. ranges of k whose
+ * products are summed: in C when it is F32, else in fp32 sums that the last
+ * range adds, so that C is rounded once); host arrays larger than
  * maxMemoryAllocationSize (each is copied into one allocation) run as calls
- * of blocks of the same rows and columns. b past either limit with op N is
- * VKMHA_ERROR_UNSUPPORTED; a batched array past them runs as calls of fewer
- * products. The tensor forms take tensors past the range the same way (a
- * tensor is at most maxMemoryAllocationSize). */
+ * of blocks of rows and, with op T, columns. b past maxMemoryAllocationSize
+ * with op N is VKMHA_ERROR_UNSUPPORTED; a batched array past the limits runs
+ * as calls of fewer products. The tensor forms take tensors past the range
+ * the same way (a tensor is at most maxMemoryAllocationSize). */
 VKMHA_API vkmha_status vkmha_matmul(vkmha_context *ctx, const vkmha_matmul_desc *desc,
                                     const void *a, const void *b, const void *bias,
                                     void *c);

@@ -1,5 +1,5 @@
 #version 450
-// Tiled, batched matmul:  C[z] = alpha * A[z] * op(B[z]) + bias
+// Tiled, batched matmul:  C[z] = alpha * A[z] * op(B[z]) + bias (+ C[z]: ACCUMULATE)
 //   A[z] (i, p) at a[offa + i * lda + p]                    M x K
 //   op(B)(p, j) at b[offb + p * ldb + j]        (TRANS_B off: B is K x N)
 //             or b[offb + j * ldb + p]          (TRANS_B on:  B is N x K)
@@ -42,16 +42,28 @@ layout(push_constant) uniform Push {
     float alpha;
     uint flags;  // FLAG_* below
     uint x_base, y_base; // first column and row tile of this dispatch
+    uint ld_add; // ADDEND: the bias binding's row stride
 } p;
 
 const uint FLAG_TRANS_B = 1u;
 const uint FLAG_BIAS = 2u;
+// Ranges of k of a product past maxStorageBufferRange, as variants (bits 30
+// and 29 of DTYPES: src/vk_internal.h): C += ..., or (16-bit C) the bias
+// binding is the fp32 sum of the ranges before, [M][N] at ld_add.
+const bool ACCUMULATE = ((DTYPES >> 30) & 1u) != 0u;
+const bool ADDEND = ((DTYPES >> 29) & 1u) != 0u;
 
 // Each of any float dtype (shaders/typed.glsl); vec4 reads with VEC.
 TYPED_IN(0, 0, a)
 TYPED_IN(1, 1, b)
-TYPED_IN(2, 2, bias) // [N]
-TYPED_OUT(3, 3, c)
+TYPED_IN(2, 2, bias) // [N], or [M][ld_add] (ADDEND)
+TYPED_IO(3, 3, c)
+
+// What is added to output (r, col) of this dispatch besides the product.
+float bias_at(uint r, uint col)
+{
+    return ADDEND ? ld_bias(r * p.ld_add + col) : ld_bias(col);
+}
 
 const uint WM = BM / TM; // invocations along M
 const uint WN = BN / TN; // invocations along N
@@ -164,9 +176,10 @@ void main()
             continue;
         for (uint j = 0u; j < TN; j++) {
             const uint col = col0 + j * WN + tx;
+            const uint at = offc + r * p.ldc + col;
             if (col < p.N)
-                st_c(offc + r * p.ldc + col,
-                     p.alpha * acc[i * TN + j] + (has_bias ? ld_bias(col) : 0.0));
+                st_c(at, p.alpha * acc[i * TN + j] + (has_bias ? bias_at(r, col) : 0.0) +
+                             (ACCUMULATE ? ld_c(at) : 0.0));
         }
     }
 }

@@ -1,5 +1,6 @@
 #version 450
 // Batched matmul shaped for CPU devices (lavapipe):  C[z] = alpha * A[z] * op(B[z]) + bias
+// (+ C[z]: ACCUMULATE)
 // The same operation, layouts and push constants as matmul.comp.
 //
 // A CPU Vulkan driver (lavapipe) runs the invocations of a workgroup as the
@@ -51,10 +52,16 @@ layout(push_constant) uniform Push {
     float alpha;
     uint flags;
     uint x_base, y_base; // first column and row tile of this dispatch
+    uint ld_add; // ADDEND: the bias binding's row stride
 } p;
 
 const uint FLAG_TRANS_B = 1u;
 const uint FLAG_BIAS = 2u;
+// Ranges of k of a product past maxStorageBufferRange, as variants (bits 30
+// and 29 of DTYPES: src/vk_internal.h): C += ..., or (16-bit C) the bias
+// binding is the fp32 sum of the ranges before, [M][N] at ld_add.
+const bool ACCUMULATE = ((DTYPES >> 30) & 1u) != 0u;
+const bool ADDEND = ((DTYPES >> 29) & 1u) != 0u;
 
 // A and B twice: as vec4 texel buffers (a CPU driver fetches a texel for all
 // lanes at once, without the per-lane loop of a storage-buffer read; 16-bit
@@ -63,10 +70,16 @@ const uint FLAG_BIAS = 2u;
 // dtype slots are the host's buffer indices: A and B are 0 and 1).
 layout(binding = 0) uniform TEXEL_BUFFER A4;
 layout(binding = 1) uniform TEXEL_BUFFER B4;
-TYPED_IN(2, 2, bias) // [N]
-TYPED_OUT(3, 3, c)
+TYPED_IN(2, 2, bias) // [N], or [M][ld_add] (ADDEND)
+TYPED_IO(3, 3, c)
 TYPED_IN(4, 0, a)
 TYPED_IN(5, 1, b)
+
+// What is added to output (r, col) of this dispatch besides the product.
+float bias_at(uint r, uint col)
+{
+    return ADDEND ? ld_bias(r * p.ld_add + col) : ld_bias(col);
+}
 
 vec4 a4(uint i) { return TEXEL_FETCH(A4, i, 0u); }
 vec4 b4(uint i) { return TEXEL_FETCH(B4, i, 1u); }
@@ -183,8 +196,10 @@ void main()
                 vec4 v = p.alpha * vec4(acc[t * TN + 4u * q], acc[t * TN + 4u * q + 1u],
                                         acc[t * TN + 4u * q + 2u], acc[t * TN + 4u * q + 3u]);
                 if (has_bias)
-                    v += vec4(ld_bias(col0 + 4u * q), ld_bias(col0 + 4u * q + 1u),
-                              ld_bias(col0 + 4u * q + 2u), ld_bias(col0 + 4u * q + 3u));
+                    v += vec4(bias_at(r, col0 + 4u * q), bias_at(r, col0 + 4u * q + 1u),
+                              bias_at(r, col0 + 4u * q + 2u), bias_at(r, col0 + 4u * q + 3u));
+                if (ACCUMULATE)
+                    v += ld4_c(c_row / 4u + q);
                 st4_c(c_row / 4u + q, v);
             }
             continue;
@@ -192,7 +207,8 @@ void main()
         for (uint j = 0u; j < TN; j++) {
             const uint col = col0 + j;
             if (col < p.N)
-                st_c(c_row + j, p.alpha * acc[t * TN + j] + (has_bias ? ld_bias(col) : 0.0));
+                st_c(c_row + j, p.alpha * acc[t * TN + j] + (has_bias ? bias_at(r, col) : 0.0) +
+                                    (ACCUMULATE ? ld_c(c_row + j) : 0.0));
         }
     }
 }

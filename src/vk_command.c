@@ -517,8 +517,8 @@ uint32_t vk_view_dtypes(const vk_view bufs[], uint32_t n)
 }
 
 vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_view bufs[],
-                         uint32_t n_bufs, const void *push, uint32_t push_size, uint32_t gx,
-                         uint32_t gy, uint32_t gz)
+                         uint32_t n_bufs, uint32_t variant, const void *push,
+                         uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz)
 {
     vk_plan *pl = &vk->plan;
     const vk_kind kind = vk_pipe_kind(pipe);
@@ -529,7 +529,7 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_vie
      * which only the pipeline variant for misaligned dispatches reads
      * (VK_DT_MISALIGNED; shaders/typed.glsl). */
     const VkDeviceSize align = vk->min_storage_offset_align;
-    uint32_t misalign[2] = {0, 0}, dtypes = vk_view_dtypes(bufs, n_bufs);
+    uint32_t misalign[2] = {0, 0}, dtypes = vk_view_dtypes(bufs, n_bufs) | variant;
     for (uint32_t i = 0; i < n_bufs && i < VK_MAX_BINDINGS; i++) {
         if (!bufs[i].buf || !bufs[i].buf->buf)
             continue;
@@ -677,7 +677,7 @@ vkmha_status vk_dispatch_groups(vk_state *vk, vk_site *site, vk_pipe pipe, const
         memcpy(copy + base_offset, &base, sizeof base);
         if (done)
             vk_barrier(vk);
-        vkmha_status st = vk_dispatch(vk, site, pipe, bufs, n_bufs, copy, push_size,
+        vkmha_status st = vk_dispatch(vk, site, pipe, bufs, n_bufs, 0, copy, push_size,
                                       (uint32_t)gx, (uint32_t)gy, (uint32_t)gz);
         if (st)
             return st;

@@ -74,6 +74,7 @@ typedef enum vk_slot {
     SLOT_O_HEADS, /* attention output [B][H][Lq][d_v] */
     SLOT_OUT,     /* op and layer outputs */
     SLOT_WEIGHTS, /* attention weights of a 16-bit dtype (host arrays) */
+    SLOT_MM_ACC,  /* fp32 sums of a 16-bit matmul's ranges of k (vk_record_matmul) */
     SLOT_COUNT
 } vk_slot;
 
@@ -167,6 +168,12 @@ typedef struct vk_flash_config {
  * past its descriptor's aligned offset (a tensor wrapped at such an offset),
  * so the pipeline reads the misalign push words (shaders/typed.glsl). */
 #define VK_DT_MISALIGNED (1u << 31)
+/* Bits 30 and 29: the matmul variants for ranges of k past
+ * maxStorageBufferRange (vk_record_matmul; shaders/matmul.comp): C += ..., or
+ * the bias binding is an fp32 [m][n] addend. Specialized, so that the plain
+ * matmul's code is untouched by them. */
+#define VK_DT_ACCUMULATE (1u << 30)
+#define VK_DT_ADDEND (1u << 29)
 
 /* Bindings of a site, at most: KIND_FLASH has 9 (q, k, v, 3 masks, out,
  * statistics, key lengths), and so has KIND_FLASH_CPU (q, k, v as vec4
@@ -620,11 +627,12 @@ vkmha_status vk_zero(vk_state *vk, const vk_buffer *dst);
 /* Adds a dispatch of groups (x, y, z) of `pipe` with the views bufs[0 ..
  * n_bufs) bound through `site` (an absent view binds the dummy) and
  * push_size bytes of push constants. The pipeline is specialized for the
- * views' dtypes (vk_view_dtypes) and, where a view starts past an aligned
- * offset, for reading the misalign words. */
+ * views' dtypes (vk_view_dtypes), the shader's `variant` bits of DTYPES
+ * (VK_DT_ACCUMULATE, VK_DT_ADDEND; 0: none) and, where a view starts past an
+ * aligned offset, for reading the misalign words. */
 vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_view bufs[],
-                         uint32_t n_bufs, const void *push, uint32_t push_size, uint32_t gx,
-                         uint32_t gy, uint32_t gz);
+                         uint32_t n_bufs, uint32_t variant, const void *push,
+                         uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz);
 /* UNSUPPORTED, naming `what` ("a matmul"), when a stride of views v[0 .. n)
  * exceeds the shaders' 32-bit indices. */
 vkmha_status vk_check_strides(vk_state *vk, const vk_view *const v[], uint32_t n,
@@ -771,13 +779,17 @@ typedef struct vk_matmul_args {
     bool trans_b;
     float alpha;
     uint32_t batch_outer, batch_inner, b_div;
+    bool accumulate; /* C += alpha A op(B) (+ bias) */
+    bool addend;     /* bias is an fp32 [m][n] at its stride[2] (vk_record_matmul) */
 } vk_matmul_args;
 /* Records C = alpha A op(B) + bias. Operands past maxStorageBufferRange
  * (one product only) are bound in windows: B over its rows with op T (the
- * output's columns), A and C over rows; each window after the first takes
+ * output's columns), over its rows with op N (ranges of k, accumulated into
+ * C, or for a 16-bit C into fp32 sums in SLOT_MM_ACC that the last range
+ * adds: one rounding), A and C over rows; each window after the first takes
  * the next site of vk->window_sites (vk_matmul_prepare before the plan, for
- * all of its matmuls). B past the range with op N, or a batched operand past
- * it: UNSUPPORTED. */
+ * all of its matmuls, sizes SLOT_MM_ACC). A batched operand past it:
+ * UNSUPPORTED. */
 vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args *a);
 /* Before a plan that records the n matmuls a[0 .. n - 1]: the window sites
  * their windows take (vk_window_sites_ensure); UNSUPPORTED naming the

@@ -16,6 +16,7 @@ struct matmul_push {
     float alpha;
     uint32_t flags;
     uint32_t x_base, y_base;
+    uint32_t ld_add;
 };
 VK_PUSH_BLOCK(matmul_push);
 
@@ -73,7 +74,10 @@ static vkmha_status record_block(vk_state *vk, vk_site *site, const vk_matmul_ar
         .sb_outer = (uint32_t)a->b.stride[0], .sb_inner = (uint32_t)a->b.stride[1],
         .sc_outer = (uint32_t)a->c.stride[0], .sc_inner = (uint32_t)a->c.stride[1],
         .alpha = a->alpha,
-        .flags = (a->trans_b ? FLAG_TRANS_B : 0u) | (a->bias.buf ? FLAG_BIAS : 0u)};
+        .flags = (a->trans_b ? FLAG_TRANS_B : 0u) | (a->bias.buf ? FLAG_BIAS : 0u),
+        .ld_add = a->addend ? (uint32_t)a->bias.stride[2] : 0u};
+    const uint32_t variant = (a->accumulate ? VK_DT_ACCUMULATE : 0u) |
+                             (a->addend ? VK_DT_ADDEND : 0u);
     const vk_view bufs[4] = {a->a, a->b, a->bias, a->c};
     /* Tiles: x over columns, y over rows, z over the batch; one dispatch per
      * block of at most maxComputeWorkGroupCount tiles in each, a barrier
@@ -107,7 +111,8 @@ static vkmha_status record_block(vk_state *vk, vk_site *site, const vk_matmul_ar
                 if (!first)
                     vk_barrier(vk);
                 first = false;
-                st = vk_dispatch(vk, site, pipe, bufs, 4, &p, sizeof p, g[0], g[1], g[2]);
+                st = vk_dispatch(vk, site, pipe, bufs, 4, variant, &p, sizeof p, g[0], g[1],
+                                 g[2]);
                 if (st)
                     return st;
             }
@@ -138,10 +143,11 @@ static uint64_t rows_within(uint64_t bytes, uint64_t cols, uint64_t ld, uint32_t
 }
 
 /* Window sizes: mc rows of A and C by nc columns of C (rows of B with op
- * T), multiples of 16 where they split, so that window starts keep the
- * vec4 alignment of the whole; *count windows. */
+ * T) by kc of k (rows of B with op N, accumulated into C), multiples of 16
+ * where they split, so that window starts keep the vec4 alignment of the
+ * whole; *count windows. */
 static vkmha_status plan_windows(vk_state *vk, const vk_matmul_args *a, uint64_t *mc,
-                                 uint64_t *nc, uint64_t *count)
+                                 uint64_t *nc, uint64_t *kc, uint64_t *count)
 {
     const uint64_t lda = a->a.stride[2], ldb = a->b.stride[2], ldc = a->c.stride[2];
     const uint64_t m = a->m, n = a->n, k = a->k, batch = (uint64_t)a->batch_outer * a->batch_inner;
@@ -154,7 +160,7 @@ static vkmha_status plan_windows(vk_state *vk, const vk_matmul_args *a, uint64_t
                    bb = a->trans_b ? span(n, k, ldb, a->b.dtype) : span(k, n, ldb, a->b.dtype),
                    bc = span(m, n, ldc, a->c.dtype),
                    bbias = a->bias.buf ? n * vkmha__dtype_size(a->bias.dtype) : 0;
-    *mc = m, *nc = n, *count = 1;
+    *mc = m, *nc = n, *kc = k, *count = 1;
     const bool fit_a = fits(vk, &a->a, ba), fit_b = fits(vk, &a->b, bb),
                fit_c = fits(vk, &a->c, bc);
     if (fit_a && fit_b && fit_c && fits(vk, &a->bias, bbias))
@@ -165,12 +171,6 @@ static vkmha_status plan_windows(vk_state *vk, const vk_matmul_args *a, uint64_t
                            "%s: %s of a batched matmul is beyond maxStorageBufferRange (%llu "
                            "bytes); only single products are split",
                            vk->ctx->call, what, (unsigned long long)range);
-    if (!fit_b && !a->trans_b) /* a window of it (any part of it fits if it does) */
-        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
-                    "%s: b of %llu bytes is beyond maxStorageBufferRange (%llu bytes): with "
-                    "op T (b as [n][k], torch.nn.Linear's layout) it is split over its rows, "
-                    "with op N it must fit",
-                    vk->ctx->call, (unsigned long long)bb, (unsigned long long)range);
     uint64_t cols = n;
     if (a->trans_b && !fit_b)
         cols = rows_within(most, k, ldb, a->b.dtype);
@@ -178,38 +178,59 @@ static vkmha_status plan_windows(vk_state *vk, const vk_matmul_args *a, uint64_t
     cols = cols < c_cols ? cols : c_cols;
     if (cols < n && cols >= 16)
         cols -= cols % 16;
-    uint64_t rows = rows_within(most, k, lda, a->a.dtype);
-    const uint64_t c_rows = rows_within(most, cols, ldc, a->c.dtype);
+    /* With op N, B's windows are ranges of its rows (of k): any part of it
+     * fits if it does. */
+    uint64_t depth = k;
+    if (!a->trans_b && !fit_b && cols)
+        depth = rows_within(most, cols < n ? cols : n, ldb, a->b.dtype);
+    if (depth < k && depth >= 16)
+        depth -= depth % 16;
+    uint64_t rows = rows_within(most, depth, lda, a->a.dtype);
+    uint64_t c_rows = rows_within(most, cols, ldc, a->c.dtype);
+    if (depth < k && a->c.dtype != VKMHA_DTYPE_F32) { /* the fp32 sums, dense */
+        const uint64_t acc_rows = rows_within(most, cols, cols, VKMHA_DTYPE_F32);
+        c_rows = acc_rows < c_rows ? acc_rows : c_rows;
+    }
     rows = rows < c_rows ? rows : c_rows;
     if (rows < m && rows >= 16)
         rows -= rows % 16;
-    if (!rows || !cols)
+    if (!rows || !cols || !depth)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: one row of %s is beyond maxStorageBufferRange (%llu bytes)",
-                           vk->ctx->call, !cols && a->trans_b ? "b" : rows ? "c" : "a",
+                           vk->ctx->call, !cols && a->trans_b ? "b" : !depth ? "b" : rows ? "c" : "a",
                            (unsigned long long)range);
-    *mc = rows < m ? rows : m, *nc = cols < n ? cols : n;
-    *count = ((m + *mc - 1) / *mc) * ((n + *nc - 1) / *nc);
+    *mc = rows < m ? rows : m, *nc = cols < n ? cols : n, *kc = depth < k ? depth : k;
+    *count = ((m + *mc - 1) / *mc) * ((n + *nc - 1) / *nc) * ((k + *kc - 1) / *kc);
     return VKMHA_SUCCESS;
+}
+
+/* Whether a window plan sums ranges of k in SLOT_MM_ACC (a 16-bit C). */
+static bool sums_in_acc(const vk_matmul_args *a, uint64_t kc)
+{
+    return kc < a->k && a->c.dtype != VKMHA_DTYPE_F32;
 }
 
 vkmha_status vk_matmul_prepare(vk_state *vk, const vk_matmul_args *a, uint32_t n)
 {
-    uint64_t extra = 0;
+    uint64_t extra = 0, acc = 0;
+    vkmha_status st;
     for (uint32_t i = 0; i < n; i++) {
-        uint64_t mc, nc, windows;
-        vkmha_status st = plan_windows(vk, &a[i], &mc, &nc, &windows);
-        if (st)
+        uint64_t mc, nc, kc, windows;
+        if ((st = plan_windows(vk, &a[i], &mc, &nc, &kc, &windows)))
             return st;
         extra += windows - 1;
+        if (sums_in_acc(&a[i], kc) && mc * nc * 4 > acc)
+            acc = mc * nc * 4;
     }
+    if (acc && (st = vk_slot_ensure(vk, SLOT_MM_ACC, acc)))
+        return st;
     return vk_window_sites_ensure(vk, extra);
 }
 
 vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args *a)
 {
-    uint64_t mc, nc, windows;
-    vkmha_status st = plan_windows(vk, a, &mc, &nc, &windows);
+    uint64_t mc, nc, kc, windows;
+    vkmha_status st = plan_windows(vk, a, &mc, &nc, &kc, &windows);
     if (st)
         return st;
     if (windows == 1)
@@ -224,33 +245,58 @@ vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args 
                            (unsigned long long)first_site);
     vk->window_next += (uint32_t)(windows - 1);
     vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
-               "%s: matmul of %u x %u x %u split into %llu windows of %llu x %llu "
+               "%s: matmul of %u x %u x %u split into %llu windows of %llu x %llu x %llu "
                "(maxStorageBufferRange %llu bytes)",
                vk->ctx->call, a->m, a->n, a->k, (unsigned long long)windows,
-               (unsigned long long)mc, (unsigned long long)nc,
+               (unsigned long long)mc, (unsigned long long)nc, (unsigned long long)kc,
                (unsigned long long)vk->info.max_storage_buffer_range);
     const uint64_t ea = vkmha__dtype_size(a->a.dtype), eb = vkmha__dtype_size(a->b.dtype),
                    ec = vkmha__dtype_size(a->c.dtype), ebias = vkmha__dtype_size(a->bias.dtype);
+    /* A 16-bit C's window summed in fp32 over the ranges of k: [mc][nc]. */
+    const bool acc = sums_in_acc(a, kc);
+    vk_view acc_view = vk_view_of(&vk->slots[SLOT_MM_ACC], VKMHA_DTYPE_F32);
+    acc_view.stride[2] = nc;
+    if (acc && vk->slots[SLOT_MM_ACC].size < mc * nc * 4)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
+                           "%s: internal error: matmul sums of %llu bytes unprepared",
+                           vk->ctx->call, (unsigned long long)(mc * nc * 4));
     uint64_t w = 0;
     for (uint64_t m0 = 0; m0 < a->m; m0 += mc)
-        for (uint64_t n0 = 0; n0 < a->n; n0 += nc, w++) {
-            vk_matmul_args part = *a;
-            part.m = (uint32_t)(a->m - m0 < mc ? a->m - m0 : mc);
-            part.n = (uint32_t)(a->n - n0 < nc ? a->n - n0 : nc);
-            part.a.offset += m0 * a->a.stride[2] * ea;
-            part.b.offset += (a->trans_b ? n0 * a->b.stride[2] : n0) * eb;
-            part.c.offset += (m0 * a->c.stride[2] + n0) * ec;
-            if (part.bias.buf)
-                part.bias.offset += n0 * ebias;
-            /* The windows write disjoint elements of C, but their bound
-             * ranges overlap (rows interleave). */
-            if (w)
-                vk_barrier(vk);
-            st = record_block(vk, w ? &vk->window_sites.sites[first_site + w - 1] : site,
-                              &part);
-            if (st)
-                return st;
-        }
+        for (uint64_t n0 = 0; n0 < a->n; n0 += nc)
+            for (uint64_t k0 = 0; k0 < a->k; k0 += kc, w++) {
+                vk_matmul_args part = *a;
+                part.m = (uint32_t)(a->m - m0 < mc ? a->m - m0 : mc);
+                part.n = (uint32_t)(a->n - n0 < nc ? a->n - n0 : nc);
+                part.k = (uint32_t)(a->k - k0 < kc ? a->k - k0 : kc);
+                part.a.offset += (m0 * a->a.stride[2] + k0) * ea;
+                part.b.offset += (a->trans_b ? n0 * a->b.stride[2] + k0
+                                             : k0 * a->b.stride[2] + n0) * eb;
+                part.c.offset += (m0 * a->c.stride[2] + n0) * ec;
+                if (part.bias.buf)
+                    part.bias.offset += n0 * ebias;
+                /* Ranges of k after the first add to what the ones before
+                 * summed (the first adds the bias): in C, or for a 16-bit
+                 * C in fp32 sums that the last range reads as its addend. */
+                const bool last = k0 + kc >= a->k;
+                part.accumulate = a->accumulate || (k0 > 0 && !(acc && last));
+                if (k0 > 0)
+                    part.bias = (vk_view){0};
+                if (acc && !last)
+                    part.c = acc_view;
+                if (acc && last) {
+                    part.bias = acc_view;
+                    part.addend = true;
+                }
+                /* The windows write disjoint elements of C, or add to what
+                 * the one before wrote, and their bound ranges overlap
+                 * (rows interleave). */
+                if (w)
+                    vk_barrier(vk);
+                st = record_block(vk, w ? &vk->window_sites.sites[first_site + w - 1] : site,
+                                  &part);
+                if (st)
+                    return st;
+            }
     return VKMHA_SUCCESS;
 }
 

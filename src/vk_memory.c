@@ -266,8 +266,9 @@ static vkmha_status slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size, b
         [SLOT_PARTIAL_ML] = "split-K partial statistics",
         [SLOT_O_HEADS] = "attention output",
         [SLOT_OUT] = "output",
-        [SLOT_WEIGHTS] = "attention weights"};
-    _Static_assert(SLOT_WEIGHTS + 1 == SLOT_COUNT, "every slot has a name");
+        [SLOT_WEIGHTS] = "attention weights",
+        [SLOT_MM_ACC] = "matmul sums over ranges of k"};
+    _Static_assert(SLOT_MM_ACC + 1 == SLOT_COUNT, "every slot has a name");
     return ensure(vk, &vk->slots[slot], size, false, false, windowed, names[slot]);
 }
 

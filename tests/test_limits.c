@@ -22,6 +22,7 @@
  * |ref|, attention outputs 2e-6 sqrt(len_k) + 1e-5 |ref|, heads exact, the
  * layer T_LAYER_ATOL + T_LAYER_RTOL |ref|. */
 #include "util.h"
+#include "util_dtype.h"
 
 #define SENTINEL 12345.0f
 
@@ -51,6 +52,30 @@ static void report_split(const char *name, vkmha_context *gpu, vkmha_status st, 
         t_diag("%s: no pass was split into several dispatches", name);
     t_report(ok, "%s: matches the reference, %d passes split", name, g_splits);
     g_splits = 0;
+}
+
+/* A matmul of 16-bit arrays (dt), against the reference on the same
+ * arrays: 2 ulp of the output's dtype (ranges of k past the range add to C
+ * in its dtype: one rounding more per range). */
+static void matmul_16bit_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, uint32_t dt,
+                              uint32_t m, uint32_t n, uint32_t k, vkmha_op op)
+{
+    char name[160];
+    snprintf(name, sizeof name, "matmul %s m %u n %u k %u op %s",
+             dt == VKMHA_DTYPE_F16 ? "fp16" : "bf16", m, n, k, op == VKMHA_OP_T ? "T" : "N");
+    vkmha_matmul_desc d = {0};
+    d.m = m, d.n = n, d.k = k, d.op_b = op, d.dtype = dt;
+    float *a = t_random(rng, (size_t)m * k, -1, 1), *b = t_random(rng, (size_t)n * k, -1, 1);
+    void *ha = t_to_dt(dt, a, (size_t)m * k), *hb = t_to_dt(dt, b, (size_t)n * k),
+         *hw = malloc((size_t)m * n * 2), *hg = malloc((size_t)m * n * 2);
+    vkmha_status rst = vkmha_matmul(ref, &d, ha, hb, NULL, hw);
+    g_splits = 0;
+    vkmha_status st = vkmha_matmul(gpu, &d, ha, hb, NULL, hg);
+    float *want = t_from_dt(dt, hw, (size_t)m * n), *got = t_from_dt(dt, hg, (size_t)m * n);
+    const double ulp = dt == VKMHA_DTYPE_F16 ? 1.0 / 1024 : 1.0 / 128;
+    report_split(name, gpu, st,
+                 !rst && !st && t_close(name, "c", got, want, (size_t)m * n, 1e-3, 2 * ulp));
+    free(a), free(b), free(ha), free(hb), free(hw), free(hg), free(want), free(got);
 }
 
 static void matmul_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, uint32_t batch,
@@ -503,13 +528,14 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
         matmul_case(ref, gpu, rng, 1, 7, 161, 127, VKMHA_OP_T, false);
         matmul_case(ref, gpu, rng, 1, 100, 120, 200, VKMHA_OP_T, false);
         matmul_case(ref, gpu, rng, 1, 150, 3, 129, VKMHA_OP_N, false);
-        /* B past the range with op N: its windows would be strided. */
-        vkmha_matmul_desc mn = {0};
-        mn.m = 2, mn.n = 160, mn.k = 128, mn.op_b = VKMHA_OP_N;
-        float *bn = t_random(rng, 160 * 128, -1, 1), *cn = sentinels(2 * 160);
-        report_refused(ref, gpu, rng, vkmha_matmul(gpu, &mn, a, bn, NULL, cn), "vkmha_matmul",
-                       "b of", "op T", untouched(cn, 2 * 160),
-                       "matmul op N with b of 80 KiB [maxStorageBufferRange]");
+        /* B past the range with op N: ranges of k (rows of B), each added
+         * to C by the next; with A and C past it too; odd sizes; a row of
+         * a few (the few-rows matmul on CPU devices). */
+        matmul_case(ref, gpu, rng, 1, 2, 160, 128, VKMHA_OP_N, false);
+        matmul_case(ref, gpu, rng, 1, 150, 140, 131, VKMHA_OP_N, false);
+        matmul_case(ref, gpu, rng, 1, 33, 301, 70, VKMHA_OP_N, false);
+        matmul_16bit_case(ref, gpu, rng, VKMHA_DTYPE_F16, 21, 301, 150, VKMHA_OP_N);
+        matmul_16bit_case(ref, gpu, rng, VKMHA_DTYPE_BF16, 21, 301, 150, VKMHA_OP_N);
         /* A tensor past the range: created; vkmha_matmul_tensor binds it in
          * windows (b, op T: [n][k]). */
         {
@@ -547,7 +573,6 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
         matmul_case(ref, gpu, rng, 5, 30, 40, 100, VKMHA_OP_T, false);
         tensor_range_cases(ref, gpu, rng);
         kv_cache_range_case(ref, gpu, rng);
-        free(bn), free(cn);
     } else {
         /* Host arrays past maxMemoryAllocationSize (each is copied into one
          * allocation): calls of blocks of rows of A and C and, with op T,

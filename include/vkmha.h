@@ -680,15 +680,19 @@ typedef struct vkmha_mask {
  * of query heads sharing a key/value head, else one), else of query rows of
  * one head; a batched vkmha_matmul as calls of fewer products, one product
  * in windows (below); vkmha_split_heads / vkmha_merge_heads and
- * vkmha_mha_forward as calls of whole batch entries. The tensor forms do the
+ * vkmha_mha_forward as calls of whole batch entries, and the layer's entry
+ * that does not fit as calls of its query rows, each with all of the
+ * entry's keys (not with a KV cache, attention weights or a per-head bias,
+ * whose heads interleave the rows; the key and value inputs are bound in
+ * windows by their projections and may exceed the range). The tensor forms do the
  * same with tensors larger than maxStorageBufferRange (each part bound from
  * where it starts), mask tensors moved with their parts; vkmha_mha_submit,
  * whose one submission cannot hold several calls, refuses a layer that
  * would need them. The parts are sized so that the unfused path's scores
  * fit too when that path is asked for. Results are those of one call. What
- * does not fit even so (one row of keys, one head's keys, one entry of the
- * layer or its unfused scores) is VKMHA_ERROR_UNSUPPORTED naming the
- * array. */
+ * does not fit even so (one row of keys, one head's keys and values, one
+ * entry of split / merge heads, the layer's key projections of one entry)
+ * is VKMHA_ERROR_UNSUPPORTED naming the array. */
 
 typedef enum vkmha_op {
     VKMHA_OP_N = 0, /* use B as given: B is [k][n] */

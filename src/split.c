@@ -460,6 +460,41 @@ vkmha_status vkmha__matmul_split(vkmha_context *ctx, const vkmha_run *run, const
 
 /* ---- the layer ----------------------------------------------------------- */
 
+/* The layer's call of n entries from b0 and ni query rows from i0 (all of
+ * an entry's rows, or rows of one entry): its shape, masks, cache entries
+ * and arguments; per[]: each argument's bytes per entry. */
+static vkmha_status layer_part(vkmha_mha *mha, const vkmha_run *run, const mha_fwd *f,
+                               const vkmha_arg args[5], const uint64_t per[5], uint32_t b0,
+                               uint32_t n, uint32_t i0, uint32_t ni)
+{
+    vkmha_context *ctx = mha->ctx;
+    const vkmha_mha_desc *d = &mha->d;
+    const uint64_t row = (uint64_t)d->d_model * f->es, H = d->n_head, L = f->as.len_k;
+    mha_fwd p = *f;
+    p.B = p.as.batch = n;
+    p.Lq = p.as.len_q = ni;
+    p.n_query = p.n_out = (uint64_t)n * ni * d->d_model;
+    p.n_key = (uint64_t)n * f->Lk * d->kdim;
+    p.n_value = (uint64_t)n * f->Lk * d->vdim;
+    p.n_weights = n * H * ni * L;
+    p.mask = part_mask(&f->mask, f->Lq, (uint32_t)L, &(part){b0, n, 0, (uint32_t)H, i0, ni});
+    p.entry = f->entry + b0;
+    p.old = f->old ? f->old + b0 : NULL;
+    p.lengths = f->lengths ? f->lengths + b0 : NULL;
+    p.as.lengths = f->as.lengths ? f->as.lengths + b0 : NULL;
+    const uint64_t q_at = ((uint64_t)b0 * f->Lq + i0) * row;
+    const vkmha_arg a[5] = {arg_at(&args[0], q_at), arg_at(&args[1], b0 * per[1]),
+                            arg_at(&args[2], b0 * per[2]), arg_at(&args[3], q_at),
+                            arg_at(&args[4], b0 * per[4])};
+    /* The key and value inputs are read only by their projections, which
+     * bind them in windows (vk_mha.c). */
+    const uint64_t bytes[5] = {n * ni * row, 0, 0, n * ni * row, n * per[4]};
+    vkmha_status st = check_parts(ctx, vkmha__mha_io_names,
+                                  (const vkmha_arg *const[]){&a[0], &a[1], &a[2], &a[3], &a[4]},
+                                  bytes, 5);
+    return st ? st : ctx->ops->mha_forward(mha, run, &p, a);
+}
+
 vkmha_status vkmha__mha_forward_split(vkmha_mha *mha, const vkmha_run *run, const mha_fwd *f,
                                       const vkmha_arg args[5])
 {
@@ -468,14 +503,16 @@ vkmha_status vkmha__mha_forward_split(vkmha_mha *mha, const vkmha_run *run, cons
     const uint64_t limit = array_limit(ctx, run), es = f->es, Lq = f->Lq, Lk = f->Lk,
                    L = f->as.len_k, H = d->n_head, Hkv = d->n_kv_head;
     const uint64_t splits = f->as.kv_splits > 1 ? f->as.kv_splits : 1;
-    const bool weights = args[4].host || args[4].tensor;
+    const bool weights = args[4].host || args[4].tensor,
+               unfused = f->as.path == VKMHA_ATTENTION_PATH_UNFUSED;
     const uint64_t dim = d->d_k > d->d_v ? d->d_k : d->d_v;
-    /* One batch entry's arrays: the inputs and output and the attention
-     * weights (also the caller's arguments: io[]), the projections and the
-     * concat of the heads, the fused path's fp32 partial outputs, the masks,
-     * a KV cache's entry (bound from the call's first entry when the cache
-     * is past the range: vk_mha.c), and the unfused path's fp32 scores when
-     * that path is asked for. */
+    /* One batch entry's arguments (io[]), then its other arrays: the
+     * projections and the concat of the heads, the fused path's fp32
+     * partial outputs, the masks, a KV cache's entry (bound from the call's
+     * first entry when the cache is past the range: vk_mha.c), and the
+     * unfused path's fp32 scores when that path is asked for. The key and
+     * value inputs are bound in windows: only the copies of host arrays must
+     * fit an allocation. */
     const uint64_t per[11] = {Lq * d->d_model * es, Lk * d->kdim * es, Lk * d->vdim * es,
                               Lq * d->d_model * es, weights ? H * Lq * L * es : 0,
                               Lq * H * dim * es, Lk * Hkv * dim * es,
@@ -485,53 +522,59 @@ vkmha_status vkmha__mha_forward_split(vkmha_mha *mha, const vkmha_run *run, cons
                               f->cache ? Hkv * f->cache->d.capacity * dim *
                                              vkmha__dtype_size(f->cache->d.dtype)
                                        : 0,
-                              f->as.path == VKMHA_ATTENTION_PATH_UNFUSED ? H * Lq * L * 4 : 0};
+                              unfused ? H * Lq * L * 4 : 0};
     uint64_t entry = 0;
     for (int i = 0; i < 11; i++)
-        entry = per[i] > entry ? per[i] : entry;
-    uint32_t nb = limit && entry ? (uint32_t)(limit / entry < f->B ? limit / entry : f->B) : f->B;
-    if (!limit || entry * f->B <= limit || nb == 0) /* fits, or not one entry does */
+        if (i != 1 && i != 2)
+            entry = per[i] > entry ? per[i] : entry;
+    const uint64_t kv_in = per[1] > per[2] ? per[1] : per[2],
+                   alloc = run->form == FORM_HOST ? ctx->allocation_size : 0;
+    uint64_t nb = limit && entry ? limit / entry : f->B;
+    if (alloc && kv_in && alloc / kv_in < nb)
+        nb = alloc / kv_in;
+    nb = nb < f->B ? nb : f->B;
+    uint32_t ni = (uint32_t)Lq;
+    if (nb == 0 && !f->cache && !weights && !(f->mask.m.bias && f->mask.m.bias_heads > 1) &&
+        (!alloc || kv_in <= alloc) && per[6] <= limit && (!f->mask.m.key_padding || L <= limit)) {
+        /* Not one entry: rows of its queries (each row's query and output,
+         * projection and concat, partial outputs, scores, mask rows), all
+         * of its keys each time. */
+        const uint64_t per_row[6] = {d->d_model * es, H * dim * es,
+                                     splits * H * (d->d_v > 2 ? d->d_v : 2) * 4,
+                                     unfused ? H * L * 4 : 0, f->mask.m.full ? L : 0,
+                                     f->mask.m.bias ? L * 4 : 0};
+        uint64_t most = Lq;
+        for (int i = 0; i < 6; i++)
+            if (per_row[i] && limit / per_row[i] < most)
+                most = limit / per_row[i];
+        if (most) {
+            nb = 1;
+            ni = (uint32_t)most;
+        }
+    }
+    if (!limit || nb == 0) /* fits, or not one row does: the backend names it */
         nb = f->B;
-    if (nb < f->B && run->form == FORM_SUBMIT)
+    const bool whole = nb == f->B && ni == Lq;
+    if (!whole && run->form == FORM_SUBMIT)
         return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: the call's arrays are beyond what one binding holds on this "
                            "device (maxStorageBufferRange %llu bytes) and would run as calls "
-                           "of %u batch entries, which one submission cannot hold: use "
+                           "of %s, which one submission cannot hold: use "
                            "vkmha_mha_forward_tensor or vkmha_mha_record",
-                           ctx->call, (unsigned long long)ctx->storage_range, nb);
-    if (nb < f->B)
+                           ctx->call, (unsigned long long)ctx->storage_range,
+                           ni < Lq ? "query rows" : "batch entries");
+    if (!whole)
         vkmha__log(ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
-                   "%s: arrays beyond this device's buffer range: split into calls of %u batch "
-                   "entries",
-                   ctx->call, nb);
+                   "%s: arrays beyond this device's buffer range: split into calls of %llu "
+                   "batch entries of %u query rows",
+                   ctx->call, (unsigned long long)nb, ni);
     vkmha_status st = VKMHA_SUCCESS;
-    for (uint32_t b0 = 0; b0 < f->B && !st; b0 += nb) {
-        const uint32_t n = f->B - b0 < nb ? f->B - b0 : nb;
-        mha_fwd p = *f;
-        vkmha_arg a[5];
-        const vkmha_arg *pa[5];
-        uint64_t bytes[5];
-        for (int i = 0; i < 5; i++) {
-            a[i] = arg_at(&args[i], b0 * per[i]);
-            pa[i] = &a[i];
-            bytes[i] = n * per[i];
+    for (uint32_t b0 = 0; b0 < f->B && !st; b0 += (uint32_t)nb)
+        for (uint32_t i0 = 0; i0 < Lq && !st; i0 += ni) {
+            const uint32_t n = (uint32_t)(f->B - b0 < nb ? f->B - b0 : nb);
+            st = whole ? layer_part(mha, run, f, args, per, 0, f->B, 0, (uint32_t)Lq)
+                       : layer_part(mha, run, f, args, per, b0, n, i0,
+                                    (uint32_t)(Lq - i0 < ni ? Lq - i0 : ni));
         }
-        if ((st = check_parts(ctx, vkmha__mha_io_names, pa, bytes, 5)))
-            break;
-        if (nb < f->B) {
-            p.B = p.as.batch = n;
-            p.n_query = p.n_out = n * Lq * d->d_model;
-            p.n_key = n * Lk * d->kdim;
-            p.n_value = n * Lk * d->vdim;
-            p.n_weights = n * H * Lq * L;
-            p.mask = part_mask(&f->mask, (uint32_t)Lq, (uint32_t)L,
-                               &(part){b0, n, 0, (uint32_t)H, 0, (uint32_t)Lq});
-            p.entry = f->entry + b0;
-            p.old = f->old ? f->old + b0 : NULL;
-            p.lengths = f->lengths ? f->lengths + b0 : NULL;
-            p.as.lengths = f->as.lengths ? f->as.lengths + b0 : NULL;
-        }
-        st = ctx->ops->mha_forward(mha, run, &p, a);
-    }
     return st;
 }

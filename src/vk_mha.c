@@ -308,16 +308,23 @@ static vkmha_status forward_host(vkmha_mha *mha, const mha_fwd *f, const vkmha_a
     for (int i = 1; i < 3; i++)
         in_slot[i] = input_slot(ins[i], in_n[i], ins, in_n, in_slot, i, in_slot[i]);
 
-    /* Sizes first, so that a message names the caller's tensor. */
+    /* Sizes first, so that a message names the caller's tensor. The key
+     * and value inputs are read only by their projections, which bind them
+     * in windows past maxStorageBufferRange (the query is also the
+     * post-norm's residual). */
     const uint64_t io_n[5] = {f->n_query, f->n_key, f->n_value, f->n_out,
                               attn_weights ? f->n_weights : 0};
-    for (int i = 0; i < 5; i++)
-        if ((st = vk_check_size(vk, io_n[i] * es, vkmha__mha_io_names[i])))
+    for (int i = 0; i < 5; i++) {
+        const bool windowed = (i == 1 || i == 2) && in_slot[i] != SLOT_Q_IN;
+        if ((st = (windowed ? vk_check_alloc : vk_check_size)(vk, io_n[i] * es,
+                                                              vkmha__mha_io_names[i])))
             return st;
+    }
     for (int i = 0; i < 3; i++) {
         if (in_slot[i] != (vk_slot)(SLOT_Q_IN + i))
             continue;
-        if ((st = vk_slot_ensure(vk, in_slot[i], in_n[i] * es)))
+        if ((st = (i ? vk_slot_ensure_windowed : vk_slot_ensure)(vk, in_slot[i],
+                                                                 in_n[i] * es)))
             return st;
     }
     /* 16-bit weights are written in SLOT_WEIGHTS, as into a weights tensor. */

@@ -512,6 +512,58 @@ static void kv_cache_range_case(vkmha_context *ref, vkmha_context *gpu, t_rng *r
     t_layer_free(&l);
 }
 
+/* One entry of the layer past the 64 KiB range (self-attention of 1300
+ * tokens of d_model 16, 2 heads over 1: query, key and output of 81 KiB,
+ * key projections of 41 KiB): calls of query rows, each with all of the
+ * entry's keys (their projections bind the key and value inputs in
+ * windows), with key padding, a full mask, the causal
+ * mask and a bias shared by the heads moved with the rows, fused and
+ * unfused, against the reference. With per-head bias or attention weights,
+ * whose heads interleave the rows, it stays refused naming io->query. */
+static void layer_rows_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
+{
+    const uint32_t L = 1300, kinds = VKMHA_MASK_KEY_PADDING | VKMHA_MASK_FULL |
+                                     VKMHA_MASK_CAUSAL | VKMHA_MASK_BIAS;
+    t_layer e;
+    t_layer_make(&e, rng, 16, 2, 1, 1, L, 0, 0); /* GQA: key projections of 41 KiB */
+    t_mask m;
+    e.io.mask = t_mask_make(&m, rng, kinds, 1, 2, L, L, 0, 1, false); /* bias_heads 1 */
+    vkmha_mha *mg = NULL, *mr = NULL;
+    float *want = t_alloc(e.n_out), *got = sentinels(e.n_out);
+    bool ok = !vkmha_mha_create(gpu, &e.desc, &mg) && !vkmha_mha_create(ref, &e.desc, &mr);
+    for (int path = 0; path < 2 && ok; path++) {
+        vkmha_mha_io io = e.io;
+        io.attention_path = path ? VKMHA_ATTENTION_PATH_UNFUSED : VKMHA_ATTENTION_PATH_FUSED;
+        io.out = want;
+        vkmha_status rst = vkmha_mha_forward(mr, &io);
+        io.out = got;
+        g_splits = 0;
+        vkmha_status st = vkmha_mha_forward(mg, &io);
+        char name[200];
+        snprintf(name, sizeof name,
+                 "mha forward of one entry of 1300 tokens, d_model 16, GQA (81 KiB) in calls "
+                 "of query rows, every mask kind [range, %s]",
+                 path ? "unfused" : "fused");
+        report_split(name, gpu, st,
+                     !rst && !st &&
+                         t_close(name, "out", got, want, e.n_out, T_LAYER_ATOL, T_LAYER_RTOL));
+    }
+    t_mask_free(&m);
+    e.io.mask = t_mask_make(&m, rng, kinds, 1, 2, L, L, 0, 0, false); /* per head */
+    vkmha_mha_io io = e.io;
+    io.out = got;
+    for (size_t i = 0; i < e.n_out; i++)
+        got[i] = SENTINEL;
+    report_refused(ref, gpu, rng, mg ? vkmha_mha_forward(mg, &io) : VKMHA_ERROR_INVALID_ARGUMENT,
+                   "vkmha_mha_forward", "io->query", "maxStorageBufferRange",
+                   untouched(got, e.n_out),
+                   "mha forward of that entry with a bias per head [range]");
+    vkmha_mha_destroy(mg), vkmha_mha_destroy(mr);
+    free(want), free(got);
+    t_mask_free(&m);
+    t_layer_free(&e);
+}
+
 static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const char *limit)
 {
     char label[200];
@@ -573,6 +625,7 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
         matmul_case(ref, gpu, rng, 5, 30, 40, 100, VKMHA_OP_T, false);
         tensor_range_cases(ref, gpu, rng);
         kv_cache_range_case(ref, gpu, rng);
+        layer_rows_case(ref, gpu, rng);
     } else {
         /* Host arrays past maxMemoryAllocationSize (each is copied into one
          * allocation): calls of blocks of rows of A and C and, with op T,
@@ -740,18 +793,24 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
                            "io->query", limit, untouched(got, l.n_out), label);
             io.len_q = 320; /* 20 KiB */
         }
-        io.attention_path = VKMHA_ATTENTION_PATH_UNFUSED; /* scores: 2 x Lq^2 x 4 bytes */
-        snprintf(label, sizeof label, "unfused mha forward with scores above the limit [%s]",
-                 limit);
-        for (size_t i = 0; i < l.n_out; i++)
-            got[i] = SENTINEL;
-        report_refused(ref, gpu, rng, vkmha_mha_forward(mg, &io), "vkmha_mha_forward",
-                       "attention scores", limit, untouched(got, l.n_out), label);
-        io.attention_path = VKMHA_ATTENTION_PATH_AUTO;
-        st = vkmha_mha_forward(mg, &io);
+        /* The unfused path's scores (2 x Lq^2 x 4 bytes) past the limit:
+         * calls of query rows whose scores fit. */
+        io.attention_path = VKMHA_ATTENTION_PATH_UNFUSED;
         io.out = want_l;
         rst = vkmha_mha_forward(mr, &io);
+        io.out = got;
+        snprintf(label, sizeof label, "unfused mha forward with scores above the limit [%s]",
+                 limit);
         size_t n = (size_t)io.len_q * 16;
+        g_splits = 0;
+        st = vkmha_mha_forward(mg, &io);
+        report_split(label, gpu, st,
+                     !st && !rst &&
+                         t_close(label, "out", got, want_l, n, T_LAYER_ATOL, T_LAYER_RTOL));
+        io.attention_path = VKMHA_ATTENTION_PATH_AUTO;
+        for (size_t i = 0; i < l.n_out; i++)
+            got[i] = SENTINEL;
+        st = vkmha_mha_forward(mg, &io);
         if (st)
             t_diag("%s", vkmha_context_last_error(gpu));
         t_report(!st && !rst && t_close("fused layer above the limit", "out", got, want_l, n,

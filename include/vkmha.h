@@ -679,7 +679,9 @@ typedef struct vkmha_mask {
  * run as several calls of whole batch entries, else of heads (whole groups
  * of query heads sharing a key/value head, else one), else of query rows of
  * one head; a batched vkmha_matmul as calls of fewer products, one product
- * in windows (below); vkmha_split_heads / vkmha_merge_heads and
+ * in windows (below); vkmha_split_heads / vkmha_merge_heads as calls of
+ * whole batch entries, or of blocks of rows and heads of one entry (each
+ * block few rows of one layout and few heads of the other);
  * vkmha_mha_forward as calls of whole batch entries, and the layer's entry
  * that does not fit as calls of its query rows, each with all of the
  * entry's keys (not with a KV cache, attention weights or a per-head bias,
@@ -691,8 +693,8 @@ typedef struct vkmha_mask {
  * would need them. The parts are sized so that the unfused path's scores
  * fit too when that path is asked for. Results are those of one call. What
  * does not fit even so (one row of keys, one head's keys and values, one
- * entry of split / merge heads, the layer's key projections of one entry)
- * is VKMHA_ERROR_UNSUPPORTED naming the array. */
+ * head's rows of split / merge heads, the layer's key projections of one
+ * entry) is VKMHA_ERROR_UNSUPPORTED naming the array. */
 
 typedef enum vkmha_op {
     VKMHA_OP_N = 0, /* use B as given: B is [k][n] */

@@ -2,8 +2,10 @@
 // Head reshaping, one invocation per output element:
 //   split: x [batch][len][heads * head_dim] -> y [batch][heads][len][head_dim]
 //   merge: x [batch][heads][len][head_dim]  -> y [batch][len][heads * head_dim]
-// A split's y may be strided per batch entry and head (y_sb, y_sh; rows of a
-// head stay contiguous): a KV cache entry's [heads][capacity][head_dim].
+// Each side has element strides per batch entry, head and row (head_dim
+// elements stay contiguous), set by the host: a KV cache entry's
+// [heads][capacity][head_dim], or a block of rows and heads of a larger
+// array (src/split.c).
 
 #extension GL_GOOGLE_include_directive : require
 #include "typed.glsl"
@@ -22,7 +24,8 @@ layout(push_constant) uniform Push {
     uint split; // 1: split, 0: merge
     uint group_base; // first workgroup of this dispatch
     uint texel_unused; // heads_cpu.comp's texel (the blocks are one C struct)
-    uint y_sb, y_sh; // split: y's element strides per batch entry and head
+    uint x_sb, x_sh, x_sl; // x's element strides per batch entry, head, row
+    uint y_sb, y_sh, y_sl; // y's
 } p;
 
 TYPED_IN(0, 0, x)
@@ -46,8 +49,5 @@ void main()
         l = t % p.len;
     }
     const uint b = t / (p.split != 0u ? p.heads : p.len);
-    const uint src = p.split != 0u ? ((b * p.len + l) * p.heads + h) * p.head_dim + d
-                                   : ((b * p.heads + h) * p.len + l) * p.head_dim + d;
-    const uint dst = p.split != 0u ? b * p.y_sb + h * p.y_sh + l * p.head_dim + d : idx;
-    st_y(dst, ld_x(src));
+    st_y(b * p.y_sb + h * p.y_sh + l * p.y_sl + d, ld_x(b * p.x_sb + h * p.x_sh + l * p.x_sl + d));
 }

@@ -28,7 +28,8 @@ layout(push_constant) uniform Push {
     uint split; // 1: split, 0: merge
     uint group_base; // first workgroup of this dispatch
     uint texel;      // 1: binding 2 is x's vec4 view (this variant only)
-    uint y_sb, y_sh; // split: y's element strides per batch entry and head
+    uint x_sb, x_sh, x_sl; // x's element strides per batch entry, head, row
+    uint y_sb, y_sh, y_sl; // y's
 } p;
 
 TYPED_IN(0, 0, x)
@@ -40,27 +41,33 @@ void main()
     const uint r = linear_group(p.group_base) * WG + gl_LocalInvocationIndex; // row of y
     if (r >= p.total / p.head_dim)
         return;
-    uint src; // row of x
-    uint dst = r * p.head_dim; // first element of y's row
+    uint b, h, l;
     if (p.split != 0u) { // r = (b * heads + h) * len + l
-        const uint l = r % p.len, bh = r / p.len;
-        src = ((bh / p.heads) * p.len + l) * p.heads + bh % p.heads;
-        dst = (bh / p.heads) * p.y_sb + (bh % p.heads) * p.y_sh + l * p.head_dim;
+        l = r % p.len;
+        const uint bh = r / p.len;
+        h = bh % p.heads;
+        b = bh / p.heads;
     } else {             // r = (b * len + l) * heads + h
-        const uint h = r % p.heads, bl = r / p.heads;
-        src = ((bl / p.len) * p.heads + h) * p.len + bl % p.len;
+        h = r % p.heads;
+        const uint bl = r / p.heads;
+        l = bl % p.len;
+        b = bl / p.len;
     }
+    // The first elements of the rows (multiples of 4 when head_dim is: the
+    // strides are multiples of head_dim).
+    const uint src = b * p.x_sb + h * p.x_sh + l * p.x_sl,
+               dst = b * p.y_sb + h * p.y_sh + l * p.y_sl;
     if ((p.head_dim & 3u) == 0u) {
         const uint n4 = p.head_dim >> 2;
         if (p.texel != 0u) {
             for (uint c = 0; c < n4; c++)
-                st4_y((dst >> 2) + c, TEXEL_FETCH(x_t, src * n4 + c, 0u));
+                st4_y((dst >> 2) + c, TEXEL_FETCH(x_t, (src >> 2) + c, 0u));
         } else {
             for (uint c = 0; c < n4; c++)
-                st4_y((dst >> 2) + c, ld4_x(src * n4 + c));
+                st4_y((dst >> 2) + c, ld4_x((src >> 2) + c));
         }
     } else {
         for (uint c = 0; c < p.head_dim; c++)
-            st_y(dst + c, ld_x(src * p.head_dim + c));
+            st_y(dst + c, ld_x(src + c));
     }
 }

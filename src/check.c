@@ -275,7 +275,7 @@ vkmha_status vkmha__check_heads(vkmha_context *ctx, const char *fn,
 {
     vkmha_status st;
     uint64_t n, bytes, es;
-    heads_shape s;
+    heads_shape s = {0};
     if (!desc)
         return vkmha__fail(ctx, INVALID, "%s: desc is NULL", fn);
     if (!x || !y)

@@ -47,6 +47,9 @@ typedef struct sm_shape {
 typedef struct heads_shape {
     uint32_t batch, len, heads, head_dim;
     uint32_t dtype; /* host arrays: desc->dtype */
+    /* A block of rows and heads of a larger array of one batch entry (its
+     * len and heads; 0: none): src/split.c, the Vulkan backend only. */
+    uint32_t full_len, full_heads;
 } heads_shape;
 
 typedef struct attn_shape {

@@ -320,8 +320,10 @@ static vkmha_status forward(vkmha_mha *mha, const mha_fwd *f, void *const p[5],
     round_to(ad, kp, nk);
     round_to(ad, vp, nv);
 
-    heads_shape hq = {f->B, f->Lq, H, d->d_k, 0}, hk = {f->B, f->Lk, Hkv, d->d_k, 0},
-                hv = {f->B, f->Lk, Hkv, d->d_v, 0}, ho = {f->B, f->Lq, H, d->d_v, 0};
+    heads_shape hq = {f->B, f->Lq, H, d->d_k, 0, 0, 0},
+                hk = {f->B, f->Lk, Hkv, d->d_k, 0, 0, 0},
+                hv = {f->B, f->Lk, Hkv, d->d_v, 0, 0, 0},
+                ho = {f->B, f->Lq, H, d->d_v, 0, 0, 0};
     ref_split_heads(&hq, qp, qh);
     if (!f->cache) {
         ref_split_heads(&hk, kp, kh);

@@ -327,6 +327,71 @@ vkmha_status vkmha__attention_split(vkmha_context *ctx, const vkmha_run *run,
 
 /* ---- split and merge heads ---------------------------------------------- */
 
+/* The bytes a block of n rows and nh heads spans in [len][heads][d] ("rows",
+ * the split's x and the merge's y) and [heads][len][d] of one entry. */
+static uint64_t rows_span(const heads_shape *s, uint64_t n, uint64_t nh, uint64_t es)
+{
+    return ((n - 1) * s->heads + nh) * s->head_dim * es;
+}
+
+static uint64_t heads_span(const heads_shape *s, uint64_t n, uint64_t nh, uint64_t es)
+{
+    return ((nh - 1) * s->len + n) * s->head_dim * es;
+}
+
+/* One entry that does not fit: blocks of rows and heads (a transpose: each
+ * block spans few rows of one layout and few heads of the other), bound at
+ * the full array's strides (heads_shape.full_len, full_heads). */
+static vkmha_status heads_blocks(vkmha_context *ctx, const vkmha_run *run, const heads_shape *s,
+                                 bool split, const vkmha_arg *x, const vkmha_arg *y,
+                                 uint64_t limit)
+{
+    const uint64_t es = vkmha__dtype_size(s->dtype), plane = (uint64_t)s->len * s->head_dim * es;
+    /* Heads whose rows all fit; none for an entry of 2^32 elements or more,
+     * whose strides the shaders' 32-bit element indices cannot take. */
+    uint64_t nh = (uint64_t)s->len * s->heads * s->head_dim > UINT32_MAX ? 0 : limit / plane;
+    nh = nh < s->heads ? nh : s->heads;
+    uint64_t n = 0;
+    if (nh && limit / (s->head_dim * es) >= nh)
+        n = (limit / (s->head_dim * es) - nh) / s->heads + 1;
+    n = n < s->len ? n : s->len;
+    if (!nh || !n) { /* not one head's rows (or 2^32 elements): refused naming the array */
+        const uint64_t all = (uint64_t)s->batch * s->len * s->heads * s->head_dim * es;
+        vkmha_status st = check_parts(ctx, (const char *const[]){"x", "y"},
+                                      (const vkmha_arg *const[]){x, y},
+                                      (const uint64_t[]){all, all}, 2);
+        return st ? st : ctx->ops->heads(ctx, run, s, split, x, y);
+    }
+    vkmha__log(ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+               "%s: arrays beyond this device's buffer range: split into calls of blocks of "
+               "%llu rows x %llu heads",
+               ctx->call, (unsigned long long)n, (unsigned long long)nh);
+    vkmha_status st = VKMHA_SUCCESS;
+    for (uint32_t b = 0; b < s->batch && !st; b++)
+        for (uint64_t h0 = 0; h0 < s->heads && !st; h0 += nh)
+            for (uint64_t l0 = 0; l0 < s->len && !st; l0 += n) {
+                heads_shape ps = *s;
+                ps.batch = 1;
+                ps.len = (uint32_t)(s->len - l0 < n ? s->len - l0 : n);
+                ps.heads = (uint32_t)(s->heads - h0 < nh ? s->heads - h0 : nh);
+                ps.full_len = s->len, ps.full_heads = s->heads;
+                const uint64_t entry = (uint64_t)s->len * s->heads * s->head_dim * es,
+                               at_rows = b * entry + (l0 * s->heads + h0) * s->head_dim * es,
+                               at_heads = b * entry + (h0 * s->len + l0) * s->head_dim * es,
+                               span_rows = rows_span(s, ps.len, ps.heads, es),
+                               span_heads = heads_span(s, ps.len, ps.heads, es);
+                const vkmha_arg ax = arg_at(x, split ? at_rows : at_heads),
+                                ay = arg_at(y, split ? at_heads : at_rows);
+                if (!(st = check_parts(ctx, (const char *const[]){"x", "y"},
+                                       (const vkmha_arg *const[]){&ax, &ay},
+                                       (const uint64_t[]){split ? span_rows : span_heads,
+                                                          split ? span_heads : span_rows},
+                                       2)))
+                    st = ctx->ops->heads(ctx, run, &ps, split, &ax, &ay);
+            }
+    return st;
+}
+
 vkmha_status vkmha__heads_split(vkmha_context *ctx, const vkmha_run *run, const heads_shape *s,
                                 bool split, const vkmha_arg *x, const vkmha_arg *y)
 {
@@ -334,10 +399,10 @@ vkmha_status vkmha__heads_split(vkmha_context *ctx, const vkmha_run *run, const 
      * contiguous in both. */
     const uint64_t limit = array_limit(ctx, run), es = vkmha__dtype_size(s->dtype),
                    entry = (uint64_t)s->len * s->heads * s->head_dim * es;
-    const uint32_t nb = limit && entry <= limit ? (uint32_t)(limit / entry < s->batch
-                                                                 ? limit / entry
-                                                                 : s->batch)
-                                                : s->batch;
+    if (limit && entry > limit)
+        return heads_blocks(ctx, run, s, split, x, y, limit);
+    const uint32_t nb = limit ? (uint32_t)(limit / entry < s->batch ? limit / entry : s->batch)
+                              : s->batch;
     vkmha_status st = VKMHA_SUCCESS;
     if (nb < s->batch)
         vkmha__log(ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,

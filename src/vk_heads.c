@@ -11,7 +11,7 @@ struct heads_push {
     uint32_t total, len, heads, head_dim, split;
     uint32_t group_base;
     uint32_t texel; /* shaders/heads_cpu.comp only */
-    uint32_t y_sb, y_sh; /* split: y's strides per batch entry and head */
+    uint32_t x_sb, x_sh, x_sl, y_sb, y_sh, y_sl; /* per batch entry, head, row */
 };
 VK_PUSH_BLOCK(heads_push);
 
@@ -23,15 +23,24 @@ vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, 
                            .head_dim = s->head_dim, .split = split ? 1u : 0u,
                            .texel = vk->row_texel &&
                                     vk_texel_ok((const vk_view *const[]){&x}, 1, true)};
-    /* A split into a strided y (rows of a head contiguous), else dense. */
-    const uint64_t plane = (uint64_t)s->len * s->head_dim;
-    const uint64_t sh = y.stride[1] ? y.stride[1] : plane,
-                   sb = y.stride[0] ? y.stride[0] : s->heads * plane;
-    if (sb > UINT32_MAX || sh > UINT32_MAX)
-        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
-                           "%s: a head stride of more than 2^32 - 1 elements", vk->ctx->call);
-    p.y_sb = (uint32_t)sb;
-    p.y_sh = (uint32_t)sh;
+    /* Strides (batch entry, head, row) of [len][heads][d] ("rows") and
+     * [heads][len][d] ("heads") arrays of the full shape (a block of a
+     * larger array: src/split.c); a split into a strided y (a KV cache's)
+     * takes y's batch and head strides. */
+    const uint64_t d = s->head_dim, fl = s->full_len ? s->full_len : s->len,
+                   fh = s->full_heads ? s->full_heads : s->heads;
+    const uint64_t rows[3] = {fl * fh * d, d, fh * d}, heads[3] = {fh * fl * d, fl * d, d};
+    uint64_t xs[3], ys[3];
+    for (int i = 0; i < 3; i++) {
+        xs[i] = split ? rows[i] : heads[i];
+        ys[i] = split ? (i < 2 && y.stride[i] ? y.stride[i] : heads[i]) : rows[i];
+        if (xs[i] > UINT32_MAX || ys[i] > UINT32_MAX)
+            return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                               "%s: a head stride of more than 2^32 - 1 elements",
+                               vk->ctx->call);
+    }
+    p.x_sb = (uint32_t)xs[0], p.x_sh = (uint32_t)xs[1], p.x_sl = (uint32_t)xs[2];
+    p.y_sb = (uint32_t)ys[0], p.y_sh = (uint32_t)ys[1], p.y_sl = (uint32_t)ys[2];
     const vk_view bufs[2] = {x, y};
     if (vk->cpu_rows_wg && s->head_dim <= VK_CPU_ROW_MAX) { /* a row per invocation */
         uint64_t rows = total / s->head_dim;
@@ -61,14 +70,30 @@ vkmha_status vk_heads(vk_state *vk, const heads_shape *s, bool split, const void
                       void *y)
 {
     vkmha_status st;
-    const size_t bytes = (size_t)s->batch * s->len * s->heads * s->head_dim *
-                         vkmha__dtype_size(s->dtype);
-    if ((st = vk_check_size(vk, bytes, "x")) || (st = vk_slot_ensure(vk, SLOT_Q_IN, bytes)) ||
-        (st = vk_slot_ensure(vk, SLOT_OUT, bytes)))
+    /* In bytes: a row of head_dim, and the strides of both layouts of the
+     * full shape (a block of a larger array: s->full_len, full_heads). */
+    const uint64_t es = vkmha__dtype_size(s->dtype), d = s->head_dim * es,
+                   fl = s->full_len ? s->full_len : s->len,
+                   fh = s->full_heads ? s->full_heads : s->heads;
+    /* x: its span, uploaded whole; y: runs of a head's rows (split) or of a
+     * row's heads (merge), downloaded at their strides. */
+    const uint64_t rows_b = fl * fh * d, rows_l = fh * d, heads_b = fh * fl * d, heads_h = fl * d;
+    const uint64_t x_span = split ? (s->batch - 1) * rows_b + (s->len - 1) * rows_l + s->heads * d
+                                  : (s->batch - 1) * heads_b + (s->heads - 1) * heads_h +
+                                        s->len * d,
+                   y_span = split ? (s->batch - 1) * heads_b + (s->heads - 1) * heads_h +
+                                        s->len * d
+                                  : (s->batch - 1) * rows_b + (s->len - 1) * rows_l + s->heads * d;
+    if ((st = vk_check_size(vk, x_span, "x")) || (st = vk_check_size(vk, y_span, "y")) ||
+        (st = vk_slot_ensure(vk, SLOT_Q_IN, x_span)) || (st = vk_slot_ensure(vk, SLOT_OUT, y_span)))
         return st;
     const heads_op op = {s, split};
-    const vk_host_call call = {.up = {{&vk->slots[SLOT_Q_IN], x, bytes}},
-                               .down = {{&vk->slots[SLOT_OUT], y, bytes, 1, bytes, 1, bytes}},
-                               .record = record_op, .arg = &op};
+    const vk_host_call call = {
+        .up = {{&vk->slots[SLOT_Q_IN], x, x_span}},
+        .down = {split ? (vk_host_download){&vk->slots[SLOT_OUT], y, s->len * d, s->heads,
+                                            heads_h, s->batch, heads_b}
+                       : (vk_host_download){&vk->slots[SLOT_OUT], y, s->heads * d, s->len,
+                                            rows_l, s->batch, rows_b}},
+        .record = record_op, .arg = &op};
     return vk_run_host(vk, &call);
 }

@@ -120,10 +120,12 @@ static vk_view cache_view(const mha_fwd *f, bool v, uint32_t first)
     return t;
 }
 
-/* Everything a forward needs besides its inputs and output, before
- * recording: projection, concat and attention scratch. */
-static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, bool weights,
-                                   const vk_view *weights_view, vk_attn_plan *plan)
+/* Everything a forward needs besides its inputs and output (b), before
+ * recording: projection, concat and attention scratch, and the window sites
+ * of the projections past maxStorageBufferRange. */
+static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, const fwd_bufs *b,
+                                   bool weights, const vk_view *weights_view,
+                                   vk_attn_plan *plan)
 {
     vk_state *vk = mha->ctx->vk;
     const vkmha_mha_desc *d = &mha->d;
@@ -162,19 +164,25 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, bool weight
         (!concat_in_place(d, plan) &&
          (st = vk_slot_ensure(vk, SLOT_O_HEADS, rq * H * d->d_v * es))))
         return st;
-    /* Weights past maxStorageBufferRange: the projections' windows take
-     * sites of their own (vk_record_matmul). */
+    /* Operands past maxStorageBufferRange (weights, the key and value
+     * inputs, a tensor output): the projections' windows take sites of
+     * their own (vk_record_matmul), planned on the views they will bind. */
     const vk_buffer *w = ((vk_mha *)mha)->dev;
     const uint32_t sd = d->storage_dtype, outs[4] = {H * d->d_k, Hkv * d->d_k, Hkv * d->d_v,
                                                       d->d_model};
     const uint32_t ins[4] = {d->d_model, d->kdim, d->vdim, H * d->d_v};
     const uint64_t rows[4] = {rq, rk, rk, rq};
-    const vk_view x = vk_view_of(&vk->slots[SLOT_Q_IN], ad),
-                  y = vk_view_of(&vk->slots[SLOT_Q_PROJ], ad);
+    const vk_view x[4] = {b->query, b->key, b->value,
+                          vk_view_of(&vk->slots[concat_in_place(d, plan) ? SLOT_Q_PROJ
+                                                                          : SLOT_O_HEADS],
+                                     ad)},
+                  y[4] = {vk_view_of(&vk->slots[SLOT_Q_PROJ], ad),
+                          vk_view_of(&vk->slots[SLOT_K_PROJ], ad),
+                          vk_view_of(&vk->slots[SLOT_V_PROJ], ad), b->out};
     vk_matmul_args proj[4];
     for (int i = 0; i < 4; i++)
-        proj[i] = projection_args(x, &w[W_Q + i], &w[B_Q + i], y, (uint32_t)rows[i], outs[i],
-                                  ins[i], sd);
+        proj[i] = projection_args(x[i], &w[W_Q + i], &w[B_Q + i], y[i], (uint32_t)rows[i],
+                                  outs[i], ins[i], sd);
     if ((st = vk_matmul_prepare(vk, proj, 4)))
         return st;
     if (f->cache) {
@@ -330,16 +338,16 @@ static vkmha_status forward_host(vkmha_mha *mha, const mha_fwd *f, const vkmha_a
     /* 16-bit weights are written in SLOT_WEIGHTS, as into a weights tensor. */
     const bool wbuf = attn_weights && f->ad != VKMHA_DTYPE_F32;
     const vk_view wview = vk_view_of(&vk->slots[SLOT_WEIGHTS], f->ad);
-    vk_attn_plan plan;
-    if ((wbuf && (st = vk_slot_ensure(vk, SLOT_WEIGHTS, f->n_weights * es))) ||
-        (st = prepare_vulkan(mha, f, attn_weights != NULL, wbuf ? &wview : NULL, &plan)) ||
-        (st = vk_slot_ensure(vk, SLOT_OUT, f->n_out * es)))
-        return st;
     fwd_bufs b = {.query = vk_view_of(&vk->slots[in_slot[0]], f->ad),
                   .key = vk_view_of(&vk->slots[in_slot[1]], f->ad),
                   .value = vk_view_of(&vk->slots[in_slot[2]], f->ad),
                   .out = vk_view_of(&vk->slots[SLOT_OUT], f->ad)};
     vk_mask_slots(vk, b.masks);
+    vk_attn_plan plan;
+    if ((wbuf && (st = vk_slot_ensure(vk, SLOT_WEIGHTS, f->n_weights * es))) ||
+        (st = vk_slot_ensure(vk, SLOT_OUT, f->n_out * es)) ||
+        (st = prepare_vulkan(mha, f, &b, attn_weights != NULL, wbuf ? &wview : NULL, &plan)))
+        return st;
     const forward_op op = {mha, f, &plan, &b};
     const size_t no = (size_t)(f->n_out * es), nw = (size_t)(f->n_weights * es);
     vk_host_call call = {.mask = &f->mask.m, .batch = f->B, .len_q = f->Lq,
@@ -374,7 +382,7 @@ vkmha_status vk_mha_forward(vkmha_mha *mha, const vkmha_run *run, const mha_fwd 
     const vk_view weights = vk_tensor_view(&io[4]);
     vk_tensor_masks(&f->mask, b.masks);
     vk_attn_plan plan;
-    if ((st = prepare_vulkan(mha, f, weights.buf != NULL, weights.buf ? &weights : NULL,
+    if ((st = prepare_vulkan(mha, f, &b, weights.buf != NULL, weights.buf ? &weights : NULL,
                              &plan)) ||
         (st = vk_run_begin(vk, run)))
         return st;

@@ -396,6 +396,21 @@ static void tensor_range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rn
         vkmha_tensor_destroy(tx), vkmha_tensor_destroy(ty);
         free(x), free(want), free(got);
     }
+    /* Merge heads of one entry of 88 KiB: blocks of rows and heads. */
+    {
+        const vkmha_heads_desc hs = {1, 161, 5, 28, 0};
+        const size_t n = (size_t)161 * 5 * 28;
+        float *x = t_random(rng, n, -1, 1), *want = t_alloc(n);
+        vkmha_tensor *tx = put(gpu, VKMHA_DTYPE_F32, n, x), *ty = put(gpu, VKMHA_DTYPE_F32, n, NULL);
+        const bool ok = tx && ty && !vkmha_merge_heads(ref, &hs, x, want);
+        g_splits = 0;
+        const vkmha_status st = ok ? vkmha_merge_heads_tensor(gpu, &hs, tx, ty) : VKMHA_ERROR_INVALID_ARGUMENT;
+        float *got = get(ty, n);
+        report_split("vkmha_merge_heads_tensor B 1 L 161 H 5 d 28 (88 KiB) in blocks [range]", gpu,
+                     st, ok && !st && t_close("merge heads tensor", "y", got, want, n, 0, 0));
+        vkmha_tensor_destroy(tx), vkmha_tensor_destroy(ty);
+        free(x), free(want), free(got);
+    }
 
     /* The layer: calls of whole batch entries, the key padding tensor moved
      * with each; vkmha_mha_submit refuses it. */
@@ -676,11 +691,32 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
         free(xh), free(want_h), free(got_h);
     }
 
-    float *y = sentinels(160 * 128);
-    vkmha_heads_desc hd = {1, 160, 4, 32, 0};
-    snprintf(label, sizeof label, "split_heads with x of 80 KiB [%s]", limit);
-    report_refused(ref, gpu, rng, vkmha_split_heads(gpu, &hd, a, y), "vkmha_split_heads",
-                   "x needs", limit, untouched(y, 160 * 128), label);
+    /* One entry past the limit: blocks of rows and heads (a transpose),
+     * exact; one head's rows past it (600 x 32 floats: 75 KiB) refused. */
+    for (int c = 0; c < 4; c++) {
+        const bool split = c % 2 == 0;
+        const uint32_t dim = c < 2 ? 28 : 32; /* element by element, and vec4 rows */
+        const vkmha_heads_desc hb = {2, 161, 5, dim, 0}; /* 88 and 101 KiB an entry */
+        const size_t nh = (size_t)2 * 161 * 5 * dim;
+        float *xh = t_random(rng, nh, -1, 1), *want_h = t_alloc(nh), *got_h = sentinels(nh);
+        vkmha_status rsh = split ? vkmha_split_heads(ref, &hb, xh, want_h)
+                                 : vkmha_merge_heads(ref, &hb, xh, want_h);
+        g_splits = 0;
+        vkmha_status sh = split ? vkmha_split_heads(gpu, &hb, xh, got_h)
+                                : vkmha_merge_heads(gpu, &hb, xh, got_h);
+        snprintf(label, sizeof label,
+                 "%s_heads B 2 L 161 H 5 d %u (%u KiB an entry) in blocks of rows and heads [%s]",
+                 split ? "split" : "merge", dim, 161 * 5 * dim * 4 / 1024, limit);
+        report_split(label, gpu, sh, !rsh && !sh && t_close(label, "y", got_h, want_h, nh, 0, 0));
+        free(xh), free(want_h), free(got_h);
+    }
+    float *y = sentinels(600 * 2 * 32);
+    float *x600 = t_random(rng, 600 * 2 * 32, -1, 1);
+    vkmha_heads_desc hd = {1, 600, 2, 32, 0};
+    snprintf(label, sizeof label, "split_heads with one head's rows of 75 KiB [%s]", limit);
+    report_refused(ref, gpu, rng, vkmha_split_heads(gpu, &hd, x600, y), "vkmha_split_heads",
+                   "x needs", limit, untouched(y, 600 * 2 * 32), label);
+    free(x600);
 
     /* Attention: q, k, v, out of 8 KiB, scores [1][2][64][256] of 128 KiB. */
     vkmha_attention_desc ad = {1, 2, 0, 64, 256, 16, 16, 0, VKMHA_ATTENTION_PATH_UNFUSED, 0, 0};

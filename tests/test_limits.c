@@ -125,16 +125,19 @@ static void softmax_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, uin
     t_mask_free(&tm);
 }
 
-static void heads_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, bool split)
+/* vkmha_split_heads / _merge_ (split) of shape d on host arrays, exact
+ * against the reference, the log saying it was split ("name" with
+ * "split" / "merge" for %s). */
+static void heads_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, bool split,
+                       const vkmha_heads_desc *d, const char *name_fmt)
 {
-    const char *name = split ? "split_heads B 2 L 37 H 3 d 24" : "merge_heads B 2 L 37 H 3 d 24";
-    vkmha_heads_desc d = {2, 37, 3, 24, 0};
-    size_t n = (size_t)2 * 37 * 3 * 24;
+    char name[200];
+    snprintf(name, sizeof name, name_fmt, split ? "split" : "merge");
+    const size_t n = (size_t)(d->batch ? d->batch : 1) * d->len * d->heads * d->head_dim;
     float *x = t_random(rng, n, -1, 1), *want = t_alloc(n), *got = t_alloc(n);
-    vkmha_status rst = split ? vkmha_split_heads(ref, &d, x, want)
-                             : vkmha_merge_heads(ref, &d, x, want);
+    vkmha_status rst = (split ? vkmha_split_heads : vkmha_merge_heads)(ref, d, x, want);
     g_splits = 0;
-    vkmha_status st = split ? vkmha_split_heads(gpu, &d, x, got) : vkmha_merge_heads(gpu, &d, x, got);
+    vkmha_status st = (split ? vkmha_split_heads : vkmha_merge_heads)(gpu, d, x, got);
     report_split(name, gpu, st, !rst && !st && t_close(name, "y", got, want, n, 0, 0));
     free(x), free(want), free(got);
 }
@@ -297,6 +300,26 @@ static bool put_mask(vkmha_context *gpu, const t_mask *m, size_t n_kp, size_t n_
     return (!m->kp || t[0]) && (!m->full || t[1]) && (!m->bias || t[2]);
 }
 
+/* vkmha_split_heads_tensor / _merge_ (split) of shape d on tensors, exact
+ * against the reference on host arrays, the log saying it was split. */
+static void heads_tensor_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, bool split,
+                              const vkmha_heads_desc *d, const char *name)
+{
+    const size_t n = (size_t)d->batch * d->len * d->heads * d->head_dim;
+    float *x = t_random(rng, n, -1, 1), *want = t_alloc(n);
+    vkmha_tensor *tx = put(gpu, VKMHA_DTYPE_F32, n, x), *ty = put(gpu, VKMHA_DTYPE_F32, n, NULL);
+    const bool ok = tx && ty &&
+                    !(split ? vkmha_split_heads : vkmha_merge_heads)(ref, d, x, want);
+    g_splits = 0;
+    const vkmha_status st =
+        ok ? (split ? vkmha_split_heads_tensor : vkmha_merge_heads_tensor)(gpu, d, tx, ty)
+           : VKMHA_ERROR_INVALID_ARGUMENT;
+    float *got = get(ty, n);
+    report_split(name, gpu, st, ok && !st && t_close(name, "y", got, want, n, 0, 0));
+    vkmha_tensor_destroy(tx), vkmha_tensor_destroy(ty);
+    free(x), free(want), free(got);
+}
+
 /* The tensor forms of the ops that run in parts, on tensors past the lowered
  * 64 KiB range, masks as tensors past it too: each matches the reference on
  * host arrays and the log says the call was split; a softmax row past the
@@ -381,36 +404,12 @@ static void tensor_range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rn
         t_mask_free(&m);
     }
 
-    /* Split heads: calls of whole batch entries (4 of 25 KiB). */
-    {
-        const vkmha_heads_desc hs = {4, 100, 4, 16, 0};
-        const size_t n = (size_t)4 * 100 * 4 * 16;
-        float *x = t_random(rng, n, -1, 1), *want = t_alloc(n);
-        vkmha_tensor *tx = put(gpu, VKMHA_DTYPE_F32, n, x), *ty = put(gpu, VKMHA_DTYPE_F32, n, NULL);
-        const bool ok = tx && ty && !vkmha_split_heads(ref, &hs, x, want);
-        g_splits = 0;
-        const vkmha_status st = ok ? vkmha_split_heads_tensor(gpu, &hs, tx, ty) : VKMHA_ERROR_INVALID_ARGUMENT;
-        float *got = get(ty, n);
-        report_split("vkmha_split_heads_tensor B 4 L 100 H 4 d 16 (100 KiB) [range]", gpu, st,
-                     ok && !st && t_close("split heads tensor", "y", got, want, n, 0, 0));
-        vkmha_tensor_destroy(tx), vkmha_tensor_destroy(ty);
-        free(x), free(want), free(got);
-    }
-    /* Merge heads of one entry of 88 KiB: blocks of rows and heads. */
-    {
-        const vkmha_heads_desc hs = {1, 161, 5, 28, 0};
-        const size_t n = (size_t)161 * 5 * 28;
-        float *x = t_random(rng, n, -1, 1), *want = t_alloc(n);
-        vkmha_tensor *tx = put(gpu, VKMHA_DTYPE_F32, n, x), *ty = put(gpu, VKMHA_DTYPE_F32, n, NULL);
-        const bool ok = tx && ty && !vkmha_merge_heads(ref, &hs, x, want);
-        g_splits = 0;
-        const vkmha_status st = ok ? vkmha_merge_heads_tensor(gpu, &hs, tx, ty) : VKMHA_ERROR_INVALID_ARGUMENT;
-        float *got = get(ty, n);
-        report_split("vkmha_merge_heads_tensor B 1 L 161 H 5 d 28 (88 KiB) in blocks [range]", gpu,
-                     st, ok && !st && t_close("merge heads tensor", "y", got, want, n, 0, 0));
-        vkmha_tensor_destroy(tx), vkmha_tensor_destroy(ty);
-        free(x), free(want), free(got);
-    }
+    /* Split heads: calls of whole batch entries (4 of 25 KiB); merge heads
+     * of one entry of 88 KiB: blocks of rows and heads. */
+    heads_tensor_case(ref, gpu, rng, true, &(vkmha_heads_desc){4, 100, 4, 16, 0},
+                      "vkmha_split_heads_tensor B 4 L 100 H 4 d 16 (100 KiB) [range]");
+    heads_tensor_case(ref, gpu, rng, false, &(vkmha_heads_desc){1, 161, 5, 28, 0},
+                      "vkmha_merge_heads_tensor B 1 L 161 H 5 d 28 (88 KiB) in blocks [range]");
 
     /* The layer: calls of whole batch entries, the key padding tensor moved
      * with each; vkmha_mha_submit refuses it. */
@@ -675,41 +674,21 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
     attention_case(ref, gpu, rng, &by_head, kinds, true);  /* GQA: one query head a call */
     attention_case(ref, gpu, rng, &by_row, kinds, true);
 
-    /* Split and merge heads: calls of whole batch entries (4 of 25 KiB). */
+    /* Split and merge heads: calls of whole batch entries (4 of 25 KiB);
+     * one entry past the limit: blocks of rows and heads (a transpose), d 28
+     * element by element and 32 in vec4 rows (88 and 101 KiB an entry). */
     for (int split = 1; split >= 0; split--) {
-        const vkmha_heads_desc hs = {4, 100, 4, 16, 0};
-        const size_t nh = (size_t)4 * 100 * 4 * 16;
-        float *xh = t_random(rng, nh, -1, 1), *want_h = t_alloc(nh), *got_h = sentinels(nh);
-        vkmha_status rsh = split ? vkmha_split_heads(ref, &hs, xh, want_h)
-                                 : vkmha_merge_heads(ref, &hs, xh, want_h);
-        g_splits = 0;
-        vkmha_status sh = split ? vkmha_split_heads(gpu, &hs, xh, got_h)
-                                : vkmha_merge_heads(gpu, &hs, xh, got_h);
-        t_report(!rsh && !sh && g_splits > 0 && t_close("heads", "y", got_h, want_h, nh, 0, 0),
-                 "%s_heads B 4 L 100 H 4 d 16 (100 KiB) in calls of batch entries [%s]: %s",
-                 split ? "split" : "merge", limit, vkmha_status_string(sh));
-        free(xh), free(want_h), free(got_h);
+        char fmt[160];
+        snprintf(fmt, sizeof fmt, "%%s_heads B 4 L 100 H 4 d 16 (100 KiB) in calls of batch "
+                                  "entries [%s]", limit);
+        heads_case(ref, gpu, rng, split, &(vkmha_heads_desc){4, 100, 4, 16, 0}, fmt);
+        for (uint32_t dim = 28; dim <= 32; dim += 4) {
+            snprintf(fmt, sizeof fmt, "%%s_heads B 2 L 161 H 5 d %u in blocks of rows and "
+                                      "heads [%s]", dim, limit);
+            heads_case(ref, gpu, rng, split, &(vkmha_heads_desc){2, 161, 5, dim, 0}, fmt);
+        }
     }
-
-    /* One entry past the limit: blocks of rows and heads (a transpose),
-     * exact; one head's rows past it (600 x 32 floats: 75 KiB) refused. */
-    for (int c = 0; c < 4; c++) {
-        const bool split = c % 2 == 0;
-        const uint32_t dim = c < 2 ? 28 : 32; /* element by element, and vec4 rows */
-        const vkmha_heads_desc hb = {2, 161, 5, dim, 0}; /* 88 and 101 KiB an entry */
-        const size_t nh = (size_t)2 * 161 * 5 * dim;
-        float *xh = t_random(rng, nh, -1, 1), *want_h = t_alloc(nh), *got_h = sentinels(nh);
-        vkmha_status rsh = split ? vkmha_split_heads(ref, &hb, xh, want_h)
-                                 : vkmha_merge_heads(ref, &hb, xh, want_h);
-        g_splits = 0;
-        vkmha_status sh = split ? vkmha_split_heads(gpu, &hb, xh, got_h)
-                                : vkmha_merge_heads(gpu, &hb, xh, got_h);
-        snprintf(label, sizeof label,
-                 "%s_heads B 2 L 161 H 5 d %u (%u KiB an entry) in blocks of rows and heads [%s]",
-                 split ? "split" : "merge", dim, 161 * 5 * dim * 4 / 1024, limit);
-        report_split(label, gpu, sh, !rsh && !sh && t_close(label, "y", got_h, want_h, nh, 0, 0));
-        free(xh), free(want_h), free(got_h);
-    }
+    /* One head's rows past it (600 x 32 floats: 75 KiB): refused. */
     float *y = sentinels(600 * 2 * 32);
     float *x600 = t_random(rng, 600 * 2 * 32, -1, 1);
     vkmha_heads_desc hd = {1, 600, 2, 32, 0};
@@ -970,8 +949,10 @@ int main(void)
     matmul_case(ref, gpu, &rng, 1, 300, 9, 3, VKMHA_OP_N, false);
     softmax_case(ref, gpu, &rng, 37, 75);
     softmax_case(ref, gpu, &rng, 37, 76);
-    heads_case(ref, gpu, &rng, true);
-    heads_case(ref, gpu, &rng, false);
+    heads_case(ref, gpu, &rng, true, &(vkmha_heads_desc){2, 37, 3, 24, 0},
+               "%s_heads B 2 L 37 H 3 d 24");
+    heads_case(ref, gpu, &rng, false, &(vkmha_heads_desc){2, 37, 3, 24, 0},
+               "%s_heads B 2 L 37 H 3 d 24");
     /* 130 queries: 3 blocks of a GPU's 64 per (batch, head), 24 workgroups
      * (37 fit the 12 lowered ones on an H100 without a split). */
     const vkmha_attention_desc gqa = {2, 4, 2, 130, 75, 16, 24, 0, 0, 0, 0};
@@ -1039,7 +1020,8 @@ int main(void)
     g_need_splits = false;
     matmul_case(ref, gpu, &rng, 5, 129, 75, 17, VKMHA_OP_T, false);
     softmax_case(ref, gpu, &rng, 37, 75);
-    heads_case(ref, gpu, &rng, true);
+    heads_case(ref, gpu, &rng, true, &(vkmha_heads_desc){2, 37, 3, 24, 0},
+               "%s_heads B 2 L 37 H 3 d 24");
     attention_case(ref, gpu, &rng, &gqa,
                    VKMHA_MASK_KEY_PADDING | VKMHA_MASK_CAUSAL | VKMHA_MASK_BIAS, true);
     attention_case(ref, gpu, &rng, &decode, VKMHA_MASK_KEY_PADDING, false);

@@ -179,9 +179,9 @@ typedef struct vkmha_backend_ops {
     /* Tensors: the backend's struct (starting with a vkmha_tensor) is
      * tensor_size bytes. tensor_alloc gives a new tensor (desc, sizes set)
      * its memory (vkmha__tensor_words) and sets mem / offset (windowed: it
-     * may exceed the device's buffer range, as only vkmha_matmul_tensor binds
-     * such tensors, in windows; src/tensor.c's check_tensor_in refuses them
-     * to the other ops); tensor_wrap wraps a VkBuffer (vkmha_tensor_wrap's
+     * may exceed the device's buffer range: the ops bind such tensors in
+     * windows or parts, src/split.c, and a KV cache from an entry);
+     * tensor_wrap wraps a VkBuffer (vkmha_tensor_wrap's
      * arguments, buffer as a 64-bit handle); tensor_free frees what alloc or
      * wrap made; tensor_copy copies `bytes` from byte `offset` between host
      * memory and t (host -> t when `up`) and waits. */
@@ -399,11 +399,10 @@ vkmha_status vkmha__attention_tensors(vkmha_context *ctx, const vkmha_run *run,
                                       const vkmha_tensor_mask *mask, vkmha_tensor *out,
                                       vkmha_tensor *weights);
 /* For the layer and the KV cache: checks tensor argument `name` (live in
- * ctx, F32, F16 or BF16, at least `elements`, within the device's
- * maxStorageBufferRange unless the call runs in parts; a NULL tensor passes
- * when optional) and gives it as a backend's argument. */
+ * ctx, F32, F16 or BF16, at least `elements`; a NULL tensor passes when
+ * optional) and gives it as a backend's argument. */
 vkmha_status vkmha__tensor_arg(vkmha_context *ctx, const char *name, const vkmha_tensor *t,
-                               bool optional, uint64_t elements, bool parts, vkmha_arg *out);
+                               bool optional, uint64_t elements, vkmha_arg *out);
 /* Checks a mask of tensors. */
 vkmha_status vkmha__tensor_mask(vkmha_context *ctx, const vkmha_tensor_mask *tm,
                                 uint32_t batch, uint32_t heads, uint32_t len_q,

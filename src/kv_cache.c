@@ -53,7 +53,7 @@ static vkmha_status cache_tensors(vkmha_kv_cache *c, const vkmha_kv_cache_desc *
                                (unsigned long long)ctx->storage_range);
         if (t[i]) {
             vkmha_arg a;
-            if ((st = vkmha__tensor_arg(ctx, tensor_names[i], t[i], false, n, true, &a)))
+            if ((st = vkmha__tensor_arg(ctx, tensor_names[i], t[i], false, n, &a)))
                 return st;
             if (a.dtype != c->d.dtype)
                 return vkmha__fail(ctx, INVALID, "%s: %s has dtype %u, desc->dtype is %u",

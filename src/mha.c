@@ -440,7 +440,7 @@ vkmha_status vkmha__mha_forward_tensors(vkmha_mha *mha, const vkmha_run *run,
     const char *const *names = vkmha__mha_io_names;
     const vkmha_tensor *const t[5] = {io->query, io->key, io->value, io->out,
                                       io->attn_weights};
-    if (io->query && (st = vkmha__tensor_arg(ctx, names[0], t[0], false, 0, true, &arg[0])))
+    if (io->query && (st = vkmha__tensor_arg(ctx, names[0], t[0], false, 0, &arg[0])))
         return st;
     const fwd_args a = {.batch = io->batch, .len_q = io->len_q, .len_k = io->len_k,
                         .query = io->query, .key = io->key, .value = io->value, .out = io->out,
@@ -453,7 +453,7 @@ vkmha_status vkmha__mha_forward_tensors(vkmha_mha *mha, const vkmha_run *run,
     const uint64_t n[5] = {f.n_query, f.n_key, f.n_value, f.n_out, f.n_weights};
     for (int i = 0; i < 5; i++) {
         const bool optional = i == 4 || ((i == 1 || i == 2) && !f.append);
-        if ((st = vkmha__tensor_arg(ctx, names[i], t[i], optional, n[i], true, &arg[i])))
+        if ((st = vkmha__tensor_arg(ctx, names[i], t[i], optional, n[i], &arg[i])))
             return st;
         if (t[i] && arg[i].dtype != f.ad)
             return vkmha__fail(ctx, INVALID,

@@ -59,11 +59,11 @@ static void remove_live(vkmha_context *ctx, const vkmha_tensor *t)
 }
 
 /* Checks tensor argument `name` of the call: live in ctx, of dtype, with at
- * least `need` elements, and within the device's maxStorageBufferRange unless
- * the op binds it in windows (vkmha_matmul_tensor). A NULL tensor passes when
- * optional. */
-static vkmha_status check_tensor_in(vkmha_context *ctx, const char *name, const vkmha_tensor *t,
-                                    bool optional, uint32_t dtype, uint64_t need, bool windows)
+ * least `need` elements. A NULL tensor passes when optional. Its size past
+ * maxStorageBufferRange is the op's to bind (windows or parts: src/split.c,
+ * which refuses what no part fits). */
+static vkmha_status check_tensor(vkmha_context *ctx, const char *name, const vkmha_tensor *t,
+                                 bool optional, uint32_t dtype, uint64_t need)
 {
     if (!t)
         return optional ? VKMHA_SUCCESS
@@ -80,24 +80,7 @@ static vkmha_status check_tensor_in(vkmha_context *ctx, const char *name, const 
         return vkmha__fail(ctx, INVALID,
                            "%s: %s holds %llu elements, the call needs %llu", ctx->call, name,
                            (unsigned long long)t->elements, (unsigned long long)need);
-    /* Bound from up to 255 bytes below its offset (the descriptor alignment,
-     * at most 256). */
-    const uint64_t range = windows ? 0 : ctx->storage_range;
-    if (range && t->offset % 256 + t->bytes > range)
-        return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
-                           "%s: %s is a tensor of %llu bytes, more than this device's "
-                           "maxStorageBufferRange (%llu bytes) lets one binding hold",
-                           ctx->call, name, (unsigned long long)t->bytes,
-                           (unsigned long long)range);
     return VKMHA_SUCCESS;
-}
-
-/* check_tensor_in for an op that runs in parts (src/split.c), which binds
- * any size of tensor in parts and refuses one that no part fits. */
-static vkmha_status check_tensor(vkmha_context *ctx, const char *name, const vkmha_tensor *t,
-                                 bool optional, uint32_t dtype, uint64_t need)
-{
-    return check_tensor_in(ctx, name, t, optional, dtype, need, true);
 }
 
 /* Whether two tensors share memory (the same range of one buffer, or of
@@ -357,10 +340,10 @@ vkmha_status vkmha__matmul_tensors(vkmha_context *ctx, const vkmha_run *run,
                                                           : "vkmha_matmul_tensor")) ||
         (st = vkmha__check_matmul(ctx, desc, host_of(a), host_of(b), host_of(bias),
                                   host_of(c), &s)) ||
-        (st = check_tensor_in(ctx, "a", a, false, DTYPE_FLOAT, s.extent_a, true)) ||
-        (st = check_tensor_in(ctx, "b", b, false, DTYPE_FLOAT, s.extent_b, true)) ||
-        (st = check_tensor_in(ctx, "bias", bias, true, DTYPE_FLOAT, s.n, true)) ||
-        (st = check_tensor_in(ctx, "c", c, false, DTYPE_FLOAT, s.extent_c, true)) ||
+        (st = check_tensor(ctx, "a", a, false, DTYPE_FLOAT, s.extent_a)) ||
+        (st = check_tensor(ctx, "b", b, false, DTYPE_FLOAT, s.extent_b)) ||
+        (st = check_tensor(ctx, "bias", bias, true, DTYPE_FLOAT, s.n)) ||
+        (st = check_tensor(ctx, "c", c, false, DTYPE_FLOAT, s.extent_c)) ||
         (st = check_disjoint(ctx, c, "c", (const vkmha_tensor *const[]){a, b, bias},
                              (const char *const[]){"a", "b", "bias"}, 3)))
         return st;
@@ -498,10 +481,9 @@ VKMHA_API vkmha_status vkmha_attention_tensor(vkmha_context *ctx,
 /* ---- for the layer (src/mha.c) -------------------------------------------- */
 
 vkmha_status vkmha__tensor_arg(vkmha_context *ctx, const char *name, const vkmha_tensor *t,
-                               bool optional, uint64_t elements, bool parts, vkmha_arg *out)
+                               bool optional, uint64_t elements, vkmha_arg *out)
 {
-    vkmha_status st =
-        check_tensor_in(ctx, name, t, optional, DTYPE_FLOAT, elements, parts);
+    vkmha_status st = check_tensor(ctx, name, t, optional, DTYPE_FLOAT, elements);
     if (st)
         return st;
     *out = arg_of(t);

@@ -118,8 +118,8 @@ vkmha_status vk_tensor_wrap(vkmha_context *ctx, const vkmha_tensor_desc *desc, u
                            (unsigned long long)size, (unsigned long long)bytes,
                            (unsigned long long)span);
     }
-    /* Past maxStorageBufferRange only vkmha_matmul_tensor takes it (in
-     * windows); the other ops refuse it (src/tensor.c, check_tensor_in). */
+    /* Past maxStorageBufferRange the ops bind it in windows or parts
+     * (src/split.c); up to maxMemoryAllocationSize. */
     if ((st = vk_check_alloc(vk, mis + span, "desc->dims"))) {
         vkmha_tensor_destroy(t);
         return st;

@@ -178,15 +178,15 @@ typedef struct vkmha_backend_ops {
 
     /* Tensors: the backend's struct (starting with a vkmha_tensor) is
      * tensor_size bytes. tensor_alloc gives a new tensor (desc, sizes set)
-     * its memory (vkmha__tensor_words) and sets mem / offset (windowed: it
-     * may exceed the device's buffer range: the ops bind such tensors in
-     * windows or parts, src/split.c, and a KV cache from an entry);
-     * tensor_wrap wraps a VkBuffer (vkmha_tensor_wrap's
+     * its memory (vkmha__tensor_words) and sets mem / offset (it may exceed
+     * the device's buffer range: the ops bind such tensors in windows or
+     * parts, src/split.c, and a KV cache from an entry); tensor_wrap wraps
+     * a VkBuffer (vkmha_tensor_wrap's
      * arguments, buffer as a 64-bit handle); tensor_free frees what alloc or
      * wrap made; tensor_copy copies `bytes` from byte `offset` between host
      * memory and t (host -> t when `up`) and waits. */
     size_t tensor_size;
-    vkmha_status (*tensor_alloc)(vkmha_tensor *t, bool windowed);
+    vkmha_status (*tensor_alloc)(vkmha_tensor *t);
     vkmha_status (*tensor_wrap)(vkmha_context *ctx, const vkmha_tensor_desc *desc,
                                 uint64_t buffer, uint64_t offset, uint64_t size,
                                 vkmha_tensor **out);
@@ -408,6 +408,21 @@ vkmha_status vkmha__tensor_mask(vkmha_context *ctx, const vkmha_tensor_mask *tm,
                                 uint32_t batch, uint32_t heads, uint32_t len_q,
                                 uint32_t len_k, vkmha_mask_arg *m);
 bool vkmha__tensors_overlap(const vkmha_tensor *a, const vkmha_tensor *b);
+/* Parts of an array too large for one binding (src/split.c, and the
+ * Vulkan matmul's windows): the most rows of `cols` elements at stride ld
+ * within `elems` elements (0: not one), and a part of n units of `total`
+ * made a multiple of 16 where it splits (parts after the first then keep
+ * the vec4 alignment of the whole). */
+static inline uint64_t vkmha__rows_within(uint64_t elems, uint64_t cols, uint64_t ld)
+{
+    return elems < cols ? 0 : (elems - cols) / (ld ? ld : 1) + 1;
+}
+
+static inline uint64_t vkmha__part16(uint64_t n, uint64_t total)
+{
+    return n < total && n >= 16 ? n - n % 16 : n;
+}
+
 /* Bytes a tensor's storage takes: whole 32-bit words (the shaders read U8
  * masks four bytes at a time). */
 static inline uint64_t vkmha__tensor_words(const vkmha_tensor *t)

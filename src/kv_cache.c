@@ -65,7 +65,7 @@ static vkmha_status cache_tensors(vkmha_kv_cache *c, const vkmha_kv_cache_desc *
                                        i ? c->mha->d.d_v : c->mha->d.d_k}};
         if ((st = vkmha__tensor_new(ctx, &td, &t[i])))
             return st;
-        if ((st = ctx->ops->tensor_alloc(t[i], true))) { /* bound from an entry */
+        if ((st = ctx->ops->tensor_alloc(t[i]))) {
             vkmha_tensor_destroy(t[i]);
             return st;
         }

@@ -116,9 +116,8 @@ static vkmha_status op_attention(vkmha_context *ctx, const vkmha_run *run,
 
 /* ---- tensors -------------------------------------------------------------- */
 
-static vkmha_status tensor_alloc(vkmha_tensor *t, bool windowed)
+static vkmha_status tensor_alloc(vkmha_tensor *t)
 {
-    (void)windowed; /* host memory: no buffer range */
     vkmha_context *ctx = t->ctx;
     ref_tensor *r = (ref_tensor *)t;
     if (!(r->host = vkmha__calloc(ctx, 1, (size_t)vkmha__tensor_words(t))))

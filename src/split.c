@@ -211,12 +211,17 @@ typedef struct softmax_args {
     const vkmha_arg *y;
 } softmax_args;
 
+/* Bytes of a part's rows of x (and of y). */
+static uint64_t softmax_rows_bytes(const sm_shape *s, const part *p)
+{
+    return (uint64_t)p->nb * p->nh * p->ni * s->len_k * vkmha__dtype_size(s->dtype);
+}
+
 static uint64_t softmax_bytes(const void *shape, const mask_r *m, const part *p, bool weights)
 {
-    const sm_shape *s = shape;
     (void)weights;
-    const uint64_t x = (uint64_t)p->nb * p->nh * p->ni * s->len_k * vkmha__dtype_size(s->dtype),
-                   mb = mask_bytes(m, s->len_k, p);
+    const sm_shape *s = shape;
+    const uint64_t x = softmax_rows_bytes(s, p), mb = mask_bytes(m, s->len_k, p);
     return x > mb ? x : mb;
 }
 
@@ -228,8 +233,7 @@ static vkmha_status softmax_part(vkmha_context *ctx, const void *args, const par
     ps.batch = p->nb, ps.heads = p->nh, ps.len_q = p->ni;
     const uint64_t at = (((uint64_t)p->b0 * s->heads + p->h0) * s->len_q + p->i0) * s->len_k *
                         vkmha__dtype_size(s->dtype),
-                   bytes = softmax_bytes(&ps, &(mask_r){0}, &(part){0, p->nb, 0, p->nh, 0, p->ni},
-                                         false);
+                   bytes = softmax_rows_bytes(s, p);
     const vkmha_arg ax = arg_at(a->x, at), ay = arg_at(a->y, at);
     const vkmha_mask_arg am = part_mask(a->m, s->len_q, s->len_k, p);
     vkmha_status st = check_parts(ctx, (const char *const[]){"x", "y"},
@@ -424,12 +428,6 @@ vkmha_status vkmha__heads_split(vkmha_context *ctx, const vkmha_run *run, const 
 
 /* ---- matmul ---------------------------------------------------------------- */
 
-/* The most rows of `cols` elements at stride ld within `elems` elements. */
-static uint64_t rows_within(uint64_t elems, uint64_t cols, uint64_t ld)
-{
-    return elems < cols ? 0 : (elems - cols) / (ld ? ld : 1) + 1;
-}
-
 /* One product on host arrays larger than maxMemoryAllocationSize (each is
  * copied into one allocation): calls of blocks of rows of A and C and, with
  * op T, of columns of C (rows of B) whose parts each fit it (a multiple of
@@ -443,14 +441,11 @@ static vkmha_status matmul_blocks(vkmha_context *ctx, const vkmha_run *run, cons
     const uint64_t es = vkmha__dtype_size(s->dtype), most = ctx->allocation_size / es;
     uint64_t nc = s->n, mc = s->m;
     if (s->trans_b && s->extent_b > most)
-        nc = rows_within(most, s->k, s->ldb);
-    if (nc < s->n && nc >= 16)
-        nc -= nc % 16;
-    const uint64_t rows_a = rows_within(most, s->k, s->lda), rows_c = rows_within(most, nc, s->ldc);
+        nc = vkmha__part16(vkmha__rows_within(most, s->k, s->ldb), s->n);
+    const uint64_t rows_a = vkmha__rows_within(most, s->k, s->lda),
+                   rows_c = vkmha__rows_within(most, nc, s->ldc);
     mc = rows_a < mc ? rows_a : mc;
-    mc = rows_c < mc ? rows_c : mc;
-    if (mc < s->m && mc >= 16)
-        mc -= mc % 16;
+    mc = vkmha__part16(rows_c < mc ? rows_c : mc, s->m);
     if (!mc || !nc || (!s->trans_b && s->extent_b > most))
         return ctx->ops->matmul(ctx, run, s, a, b, bias, c);
     vkmha__log(ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,

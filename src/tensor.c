@@ -175,7 +175,7 @@ VKMHA_API vkmha_status vkmha_tensor_create(vkmha_context *ctx, const vkmha_tenso
     vkmha__begin_call(ctx, "vkmha_tensor_create");
     if ((st = vkmha__tensor_new(ctx, desc, &t)))
         return st;
-    if ((st = ctx->ops->tensor_alloc(t, true))) {
+    if ((st = ctx->ops->tensor_alloc(t))) {
         vkmha_tensor_destroy(t);
         return st;
     }

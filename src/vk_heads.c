@@ -15,6 +15,24 @@ struct heads_push {
 };
 VK_PUSH_BLOCK(heads_push);
 
+/* Element strides (batch entry, head, row) of the [len][heads][d] ("rows")
+ * and [heads][len][d] ("heads") layouts of s's full shape (a block of a
+ * larger array: s->full_len, full_heads; src/split.c). */
+static void layout_strides(const heads_shape *s, uint64_t rows[3], uint64_t heads[3])
+{
+    const uint64_t d = s->head_dim, fl = s->full_len ? s->full_len : s->len,
+                   fh = s->full_heads ? s->full_heads : s->heads;
+    rows[0] = fl * fh * d, rows[1] = d, rows[2] = fh * d;
+    heads[0] = fh * fl * d, heads[1] = fl * d, heads[2] = d;
+}
+
+/* Elements from a block's first to past its last at `stride`. */
+static uint64_t span_at(const heads_shape *s, const uint64_t stride[3])
+{
+    return (uint64_t)(s->batch - 1) * stride[0] + (uint64_t)(s->heads - 1) * stride[1] +
+           (uint64_t)(s->len - 1) * stride[2] + s->head_dim;
+}
+
 vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, bool split,
                              vk_view x, vk_view y)
 {
@@ -23,14 +41,10 @@ vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, 
                            .head_dim = s->head_dim, .split = split ? 1u : 0u,
                            .texel = vk->row_texel &&
                                     vk_texel_ok((const vk_view *const[]){&x}, 1, true)};
-    /* Strides (batch entry, head, row) of [len][heads][d] ("rows") and
-     * [heads][len][d] ("heads") arrays of the full shape (a block of a
-     * larger array: src/split.c); a split into a strided y (a KV cache's)
-     * takes y's batch and head strides. */
-    const uint64_t d = s->head_dim, fl = s->full_len ? s->full_len : s->len,
-                   fh = s->full_heads ? s->full_heads : s->heads;
-    const uint64_t rows[3] = {fl * fh * d, d, fh * d}, heads[3] = {fh * fl * d, fl * d, d};
-    uint64_t xs[3], ys[3];
+    /* The layouts' strides; a split into a strided y (a KV cache's) takes
+     * y's batch and head strides. */
+    uint64_t rows[3], heads[3], xs[3], ys[3];
+    layout_strides(s, rows, heads);
     for (int i = 0; i < 3; i++) {
         xs[i] = split ? rows[i] : heads[i];
         ys[i] = split ? (i < 2 && y.stride[i] ? y.stride[i] : heads[i]) : rows[i];
@@ -70,30 +84,24 @@ vkmha_status vk_heads(vk_state *vk, const heads_shape *s, bool split, const void
                       void *y)
 {
     vkmha_status st;
-    /* In bytes: a row of head_dim, and the strides of both layouts of the
-     * full shape (a block of a larger array: s->full_len, full_heads). */
-    const uint64_t es = vkmha__dtype_size(s->dtype), d = s->head_dim * es,
-                   fl = s->full_len ? s->full_len : s->len,
-                   fh = s->full_heads ? s->full_heads : s->heads;
     /* x: its span, uploaded whole; y: runs of a head's rows (split) or of a
-     * row's heads (merge), downloaded at their strides. */
-    const uint64_t rows_b = fl * fh * d, rows_l = fh * d, heads_b = fh * fl * d, heads_h = fl * d;
-    const uint64_t x_span = split ? (s->batch - 1) * rows_b + (s->len - 1) * rows_l + s->heads * d
-                                  : (s->batch - 1) * heads_b + (s->heads - 1) * heads_h +
-                                        s->len * d,
-                   y_span = split ? (s->batch - 1) * heads_b + (s->heads - 1) * heads_h +
-                                        s->len * d
-                                  : (s->batch - 1) * rows_b + (s->len - 1) * rows_l + s->heads * d;
+     * row's heads (merge), downloaded at their strides. In bytes. */
+    const uint64_t es = vkmha__dtype_size(s->dtype);
+    uint64_t rows[3], heads[3];
+    layout_strides(s, rows, heads);
+    const uint64_t *xs = split ? rows : heads, *ys = split ? heads : rows;
+    const uint64_t x_span = span_at(s, xs) * es, y_span = span_at(s, ys) * es;
     if ((st = vk_check_size(vk, x_span, "x")) || (st = vk_check_size(vk, y_span, "y")) ||
         (st = vk_slot_ensure(vk, SLOT_Q_IN, x_span)) || (st = vk_slot_ensure(vk, SLOT_OUT, y_span)))
         return st;
     const heads_op op = {s, split};
+    const size_t d = (size_t)(s->head_dim * es);
     const vk_host_call call = {
         .up = {{&vk->slots[SLOT_Q_IN], x, x_span}},
         .down = {split ? (vk_host_download){&vk->slots[SLOT_OUT], y, s->len * d, s->heads,
-                                            heads_h, s->batch, heads_b}
+                                            heads[1] * es, s->batch, heads[0] * es}
                        : (vk_host_download){&vk->slots[SLOT_OUT], y, s->heads * d, s->len,
-                                            rows_l, s->batch, rows_b}},
+                                            rows[2] * es, s->batch, rows[0] * es}},
         .record = record_op, .arg = &op};
     return vk_run_host(vk, &call);
 }

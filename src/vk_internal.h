@@ -939,7 +939,7 @@ void vk_tensor_masks(const vkmha_mask_arg *m, vk_view views[3]);
  * FORM_RECORD: into run->cmd, FORM_SUBMIT: *run->sub). */
 vkmha_status vk_run_begin(vk_state *vk, const vkmha_run *run);
 vkmha_status vk_run_end(vk_state *vk, const vkmha_run *run, vkmha_status st);
-vkmha_status vk_tensor_alloc(vkmha_tensor *t, bool windowed);
+vkmha_status vk_tensor_alloc(vkmha_tensor *t);
 vkmha_status vk_tensor_wrap(vkmha_context *ctx, const vkmha_tensor_desc *desc, uint64_t handle,
                             uint64_t offset, uint64_t size, vkmha_tensor **out);
 void vk_tensor_free(vkmha_tensor *t);

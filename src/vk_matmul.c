@@ -135,11 +135,10 @@ static bool fits(const vk_state *vk, const vk_view *v, uint64_t bytes)
     return mis + bytes <= vk->info.max_storage_buffer_range;
 }
 
-/* The most rows of `cols` elements at stride ld within `bytes`. */
+/* The most rows of `cols` elements of dtype at stride ld within `bytes`. */
 static uint64_t rows_within(uint64_t bytes, uint64_t cols, uint64_t ld, uint32_t dtype)
 {
-    const uint64_t elems = bytes / vkmha__dtype_size(dtype);
-    return elems < cols ? 0 : (elems - cols) / (ld ? ld : 1) + 1;
+    return vkmha__rows_within(bytes / vkmha__dtype_size(dtype), cols, ld);
 }
 
 /* Window sizes: mc rows of A and C by nc columns of C (rows of B with op
@@ -175,29 +174,24 @@ static vkmha_status plan_windows(vk_state *vk, const vk_matmul_args *a, uint64_t
     if (a->trans_b && !fit_b)
         cols = rows_within(most, k, ldb, a->b.dtype);
     const uint64_t c_cols = most / vkmha__dtype_size(a->c.dtype);
-    cols = cols < c_cols ? cols : c_cols;
-    if (cols < n && cols >= 16)
-        cols -= cols % 16;
+    cols = vkmha__part16(cols < c_cols ? cols : c_cols, n);
     /* With op N, B's windows are ranges of its rows (of k): any part of it
      * fits if it does. */
     uint64_t depth = k;
     if (!a->trans_b && !fit_b && cols)
-        depth = rows_within(most, cols < n ? cols : n, ldb, a->b.dtype);
-    if (depth < k && depth >= 16)
-        depth -= depth % 16;
+        depth = vkmha__part16(rows_within(most, cols < n ? cols : n, ldb, a->b.dtype), k);
     uint64_t rows = rows_within(most, depth, lda, a->a.dtype);
     uint64_t c_rows = rows_within(most, cols, ldc, a->c.dtype);
     if (depth < k && a->c.dtype != VKMHA_DTYPE_F32) { /* the fp32 sums, dense */
         const uint64_t acc_rows = rows_within(most, cols, cols, VKMHA_DTYPE_F32);
         c_rows = acc_rows < c_rows ? acc_rows : c_rows;
     }
-    rows = rows < c_rows ? rows : c_rows;
-    if (rows < m && rows >= 16)
-        rows -= rows % 16;
+    rows = vkmha__part16(rows < c_rows ? rows : c_rows, m);
     if (!rows || !cols || !depth)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: one row of %s is beyond maxStorageBufferRange (%llu bytes)",
-                           vk->ctx->call, !cols && a->trans_b ? "b" : !depth ? "b" : rows ? "c" : "a",
+                           vk->ctx->call,
+                           (!cols && a->trans_b) || !depth ? "b" : rows ? "c" : "a",
                            (unsigned long long)range);
     *mc = rows < m ? rows : m, *nc = cols < n ? cols : n, *kc = depth < k ? depth : k;
     *count = ((m + *mc - 1) / *mc) * ((n + *nc - 1) / *nc) * ((k + *kc - 1) / *kc);

@@ -193,14 +193,14 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, const fwd_b
 }
 
 /* Appends the new keys and values (the projections, [B][Lk][Hkv][dim]) to
- * the cache after each entry's old length: a copy into split heads per run
- * of entries of one length (one for a batch in step), converting to the
- * cache's dtype; then the lengths the attention reads. */
-static vkmha_status record_append(vk_state *vk, const mha_fwd *f)
+ * the cache (bound from entry `first`: cache_first) after each entry's old
+ * length: a copy into split heads per run of entries of one length (one for
+ * a batch in step), converting to the cache's dtype; then the lengths the
+ * attention reads. */
+static vkmha_status record_append(vk_state *vk, const mha_fwd *f, uint32_t first)
 {
     vkmha_kv_cache *c = f->cache;
     vk_kv *kv = (vk_kv *)c;
-    const uint32_t first = cache_first(vk, f);
     vkmha_status st;
     for (uint32_t b0 = 0, b1; b0 < f->B && f->append; b0 = b1) {
         for (b1 = b0 + 1; b1 < f->B && f->old[b1] == f->old[b0];)
@@ -256,16 +256,18 @@ static vkmha_status record_forward(vkmha_mha *mha, const mha_fwd *f, vk_attn_pla
                        (st = vk_record_matmul(vk, &site[SITE_PROJ_V], &pv)))))
         return st;
     vk_barrier(vk);
+    /* The cache's views start at the entry prepare_vulkan chose. */
+    const uint32_t first = f->cache ? f->entry - plan->kv_b0 : 0;
     if (f->cache) { /* the attention reads the cache */
-        if ((st = record_append(vk, f)))
+        if ((st = record_append(vk, f, first)))
             return st;
         vk_barrier(vk);
     }
 
     const vk_view vq = vk_view_merged(&vk->slots[SLOT_Q_PROJ], H, f->Lq, d->d_k, ad),
-                  vkv = f->cache ? cache_view(f, false, cache_first(vk, f))
+                  vkv = f->cache ? cache_view(f, false, first)
                                  : vk_view_merged(&vk->slots[SLOT_K_PROJ], Hkv, f->Lk, d->d_k, ad),
-                  vv = f->cache ? cache_view(f, true, cache_first(vk, f))
+                  vv = f->cache ? cache_view(f, true, first)
                                 : vk_view_merged(&vk->slots[SLOT_V_PROJ], Hkv, f->Lk, d->d_v, ad),
                   vo = vk_view_merged(concat, H, f->Lq, d->d_v, ad);
     if ((st = vk_record_attention(vk, &site[SITE_ATTENTION], plan, &f->mask.m, &vq, &vkv, &vv,

@@ -675,16 +675,25 @@ static const spv_code *pipe_spec(const vk_state *vk, vk_pipe pipe, uint32_t dtyp
     }
 }
 
-/* Where the pipeline of (pipe, dtypes) is kept: vk->pipes for all-F32,
- * else an entry of vk->typed_pipes (added, null, when absent). NULL when out
- * of host memory. */
-static VkPipeline *pipe_slot(vk_state *vk, vk_pipe pipe, uint32_t dtypes)
+/* Where the pipeline of (pipe, dtypes) is kept, if anywhere: vk->pipes for
+ * all-F32, else its entry of vk->typed_pipes (NULL: none yet). */
+static VkPipeline *slot_of(const vk_state *vk, vk_pipe pipe, uint32_t dtypes)
 {
     if (dtypes == 0)
-        return &vk->pipes[pipe];
+        return (VkPipeline *)&vk->pipes[pipe];
     for (uint32_t i = 0; i < vk->n_typed_pipes; i++)
         if (vk->typed_pipes[i].pipe == pipe && vk->typed_pipes[i].dtypes == dtypes)
             return &vk->typed_pipes[i].pipeline;
+    return NULL;
+}
+
+/* slot_of, adding a null entry of vk->typed_pipes when absent. NULL when out
+ * of host memory. */
+static VkPipeline *pipe_slot(vk_state *vk, vk_pipe pipe, uint32_t dtypes)
+{
+    VkPipeline *slot = slot_of(vk, pipe, dtypes);
+    if (slot)
+        return slot;
     if (vk->n_typed_pipes == vk->cap_typed_pipes) {
         uint32_t cap = vk->cap_typed_pipes ? 2 * vk->cap_typed_pipes : 16;
         void *p = vkmha__realloc(vk->ctx, vk->typed_pipes,
@@ -764,12 +773,8 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, uint32_t dtypes, VkPipe
 
 VkPipeline vk_pipeline_find(const vk_state *vk, vk_pipe pipe, uint32_t dtypes)
 {
-    if (dtypes == 0)
-        return vk->pipes[pipe];
-    for (uint32_t i = 0; i < vk->n_typed_pipes; i++)
-        if (vk->typed_pipes[i].pipe == pipe && vk->typed_pipes[i].dtypes == dtypes)
-            return vk->typed_pipes[i].pipeline;
-    return VK_NULL_HANDLE;
+    const VkPipeline *slot = slot_of(vk, pipe, dtypes);
+    return slot ? *slot : VK_NULL_HANDLE;
 }
 
 vkmha_status vk_pipeline_want(vk_state *vk, vk_pipe pipe, uint32_t dtypes)

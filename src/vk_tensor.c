@@ -71,14 +71,14 @@ vkmha_status vk_run_end(vk_state *vk, const vkmha_run *run, vkmha_status st)
 
 /* ---- tensors -------------------------------------------------------------- */
 
-vkmha_status vk_tensor_alloc(vkmha_tensor *t, bool windowed)
+vkmha_status vk_tensor_alloc(vkmha_tensor *t)
 {
     vk_state *vk = t->ctx->vk;
     vk_tensor *v = (vk_tensor *)t;
     const uint64_t alloc = vkmha__tensor_words(t);
     vkmha_status st;
-    if ((st = windowed ? vk_check_alloc(vk, alloc, "desc->dims")
-                       : vk_check_size(vk, alloc, "desc->dims")) ||
+    /* Past maxStorageBufferRange the ops bind it in windows or parts. */
+    if ((st = vk_check_alloc(vk, alloc, "desc->dims")) ||
         (st = vk_buffer_create(vk, alloc, false, false, "tensor", &v->buf)))
         return st;
     t->mem = buffer_handle(v->buf.buf);

@@ -133,20 +133,38 @@ static vkmha_mask_arg part_mask(const vkmha_mask_arg *ma, uint32_t len_q, uint32
     return r;
 }
 
-/* Bytes of the masks of a part (uint8 masks, fp32 bias). */
+/* Bytes of each mask of a part (uint8 key padding and full mask, fp32
+ * bias; 0 where absent). */
+static void mask_sizes(const mask_r *m, uint32_t len_k, const part *p, uint64_t sizes[3])
+{
+    sizes[0] = m->key_padding ? (uint64_t)p->nb * len_k : 0;
+    sizes[1] = m->full ? (uint64_t)p->nb * p->ni * len_k : 0;
+    sizes[2] = m->bias ? (m->bias_batch > 1 ? p->nb : 1) *
+                             (uint64_t)(m->bias_heads > 1 ? p->nh : 1) * p->ni * len_k * 4
+                       : 0;
+}
+
+/* The largest of them. */
 static uint64_t mask_bytes(const mask_r *m, uint32_t len_k, const part *p)
 {
-    const uint64_t rows = (uint64_t)p->nb * p->ni;
-    uint64_t most = 0, b;
-    if (m->key_padding && (b = (uint64_t)p->nb * len_k) > most)
-        most = b;
-    if (m->full && (b = rows * len_k) > most)
-        most = b;
-    if (m->bias &&
-        (b = (m->bias_batch > 1 ? p->nb : 1) * (uint64_t)(m->bias_heads > 1 ? p->nh : 1) *
-             p->ni * len_k * 4) > most)
-        most = b;
+    uint64_t sizes[3], most = 0;
+    mask_sizes(m, len_k, p, sizes);
+    for (int i = 0; i < 3; i++)
+        most = sizes[i] > most ? sizes[i] : most;
     return most;
+}
+
+/* check_part for the mask tensors of part p (am: its mask, part_mask's). */
+static vkmha_status check_mask_parts(vkmha_context *ctx, const vkmha_mask_arg *am,
+                                     uint32_t len_k, const part *p)
+{
+    static const char *const names[3] = {"mask->key_padding", "mask->full", "mask->bias"};
+    uint64_t sizes[3];
+    mask_sizes(&am->m, len_k, p, sizes);
+    vkmha_status st = VKMHA_SUCCESS;
+    for (int i = 0; i < 3 && !st; i++)
+        st = check_part(ctx, names[i], am->t[i], am->at[i], sizes[i]);
+    return st;
 }
 
 /* Runs `run(part)` over the parts of a [batch][heads][len_q] problem that
@@ -239,6 +257,8 @@ static vkmha_status softmax_part(vkmha_context *ctx, const void *args, const par
     vkmha_status st = check_parts(ctx, (const char *const[]){"x", "y"},
                                   (const vkmha_arg *const[]){&ax, &ay},
                                   (const uint64_t[]){bytes, bytes}, 2);
+    if (!st)
+        st = check_mask_parts(ctx, &am, s->len_k, p);
     return st ? st : ctx->ops->softmax(ctx, a->run, &ps, &ax, &am, &ay);
 }
 
@@ -315,6 +335,8 @@ static vkmha_status attention_part(vkmha_context *ctx, const void *args, const p
     attention_sizes(s, &a->m->m, p, aw.tensor != NULL, sizes);
     vkmha_status st = check_parts(ctx, (const char *const[]){"q", "k", "v", "out", "weights"},
                                   (const vkmha_arg *const[]){&aq, &ak, &av, &ao, &aw}, sizes, 5);
+    if (!st)
+        st = check_mask_parts(ctx, &am, s->len_k, p);
     return st ? st : ctx->ops->attention(ctx, a->run, &ps, &aq, &ak, &av, &am, &ao, &aw);
 }
 
@@ -537,7 +559,8 @@ static vkmha_status layer_part(vkmha_mha *mha, const vkmha_run *run, const mha_f
     p.n_key = (uint64_t)n * f->Lk * d->kdim;
     p.n_value = (uint64_t)n * f->Lk * d->vdim;
     p.n_weights = n * H * ni * L;
-    p.mask = part_mask(&f->mask, f->Lq, (uint32_t)L, &(part){b0, n, 0, (uint32_t)H, i0, ni});
+    const part pm = {b0, n, 0, (uint32_t)H, i0, ni};
+    p.mask = part_mask(&f->mask, f->Lq, (uint32_t)L, &pm);
     p.entry = f->entry + b0;
     p.old = f->old ? f->old + b0 : NULL;
     p.lengths = f->lengths ? f->lengths + b0 : NULL;
@@ -552,6 +575,8 @@ static vkmha_status layer_part(vkmha_mha *mha, const vkmha_run *run, const mha_f
     vkmha_status st = check_parts(ctx, vkmha__mha_io_names,
                                   (const vkmha_arg *const[]){&a[0], &a[1], &a[2], &a[3], &a[4]},
                                   bytes, 5);
+    if (!st)
+        st = check_mask_parts(ctx, &p.mask, (uint32_t)L, &pm);
     return st ? st : ctx->ops->mha_forward(mha, run, &p, a);
 }
 

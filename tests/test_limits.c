@@ -450,6 +450,36 @@ static void tensor_range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rn
         t_layer_free(&e);
     }
 
+    /* A mask tensor that no part fits while the data does: the layer of one
+     * entry (its rows do not take a per-head bias) with a bias per head of
+     * 78 KiB. Refused naming mask->bias, the output untouched (bound whole
+     * it would be read past the range). */
+    {
+        t_layer e;
+        t_layer_make(&e, rng, 16, 2, 0, 1, 100, 0, VKMHA_MASK_BIAS);
+        const size_t nb = (size_t)2 * 100 * 100;
+        vkmha_mha *mg = NULL;
+        float *sent = sentinels(e.n_out);
+        vkmha_tensor *tq = put(gpu, VKMHA_DTYPE_F32, e.n_out, e.io.query),
+                     *to = put(gpu, VKMHA_DTYPE_F32, e.n_out, sent),
+                     *tb = put(gpu, VKMHA_DTYPE_F32, nb, e.mask.bias);
+        const vkmha_tensor_mask mask = {.kinds = VKMHA_MASK_BIAS, .bias = tb};
+        const vkmha_mha_tensors tio = {.batch = 1, .len_q = 100, .query = tq, .key = tq,
+                                       .value = tq, .mask = &mask, .out = to};
+        const vkmha_status st = tq && to && tb && !vkmha_mha_create(gpu, &e.desc, &mg)
+                                    ? vkmha_mha_forward_tensor(mg, &tio)
+                                    : VKMHA_ERROR_INVALID_ARGUMENT;
+        report_refused(ref, gpu, rng, st, "vkmha_mha_forward_tensor", "mask->bias",
+                       "maxStorageBufferRange", true,
+                       "vkmha_mha_forward_tensor with a per-head bias tensor of 78 KiB [range]");
+        float *got = get(to, e.n_out); /* after: a download clears the last error */
+        t_report(untouched(got, e.n_out), "the refused forward left its output untouched");
+        vkmha_mha_destroy(mg);
+        vkmha_tensor_destroy(tq), vkmha_tensor_destroy(to), vkmha_tensor_destroy(tb);
+        free(sent), free(got);
+        t_layer_free(&e);
+    }
+
     /* One row of 20000 keys (78 KiB): no part fits; refused naming x. */
     {
         const vkmha_softmax_desc d = {1, 1, 2, 20000, 1.0f, 0};

@@ -58,7 +58,8 @@ const uint OC = D4 / TX;
 // Mirrors struct flash_push in src/vk_attention.c.
 layout(push_constant) uniform Push {
     PUSH_MISALIGN   // shaders/typed.glsl
-    uint groups;    // workgroups: batch * heads * q_blocks * splits
+    uint groups;    // workgroups: batch * heads * q_blocks * splits (a window's
+                    // dispatch: the end of its range; it has one key range)
     uint len_q;
     uint len_k;
     uint heads;     // query heads
@@ -79,6 +80,7 @@ layout(push_constant) uniform Push {
     uint group_base; // first workgroup of this dispatch
     uint causal_offset; // see mask.glsl's mask_hides
     uint kv_b0;     // k and v hold batch entries from this one (a KV cache's)
+    uint kv_key0;   // k and v are bound from this key on (0, or a window's first)
 } p;
 
 // Fields the host packs or leaves out to keep the push block small.
@@ -182,8 +184,11 @@ void main()
     const uint rows = min(BR, p.len_q - i0);
     const uint dk4 = (P_DK + 3u) / 4u, dv4 = (P_DV + 3u) / 4u;
     const uint q_base = b * p.q_sb + h * p.q_sh;
-    const uint k_base = (b + p.kv_b0) * p.k_sb + hk * p.k_sh;
-    const uint v_base = (b + p.kv_b0) * p.v_sb + hk * p.v_sh;
+    // Key j of this head is at k_base + j * k_ld. Windows of keys past
+    // maxStorageBufferRange are bound from key kv_key0 of one head (the host
+    // zeroes its strides): the bases wrap around 2^32, the sums do not.
+    const uint k_base = (b + p.kv_b0) * p.k_sb + hk * p.k_sh - p.kv_key0 * p.k_ld;
+    const uint v_base = (b + p.kv_b0) * p.v_sb + hk * p.v_sh - p.kv_key0 * p.v_ld;
     // This entry's keys: len_b (a KV cache entry may hold fewer than len_k).
     const uint len_b = (p.flags & MASK_LENGTHS) != 0u ? min(lens[b], p.len_k) : p.len_k;
     const bool weights_mode = (p.flags & MODE_WEIGHTS) != 0u;

@@ -64,6 +64,7 @@ layout(push_constant) uniform Push {
     uint group_base;
     uint causal_offset; // see mask.glsl's mask_hides
     uint kv_b0;     // k and v hold batch entries from this one (a KV cache's)
+    uint kv_key0;   // always 0 here: key windows are shaders/flash.comp's
 } p;
 
 // Fields the host packs or leaves out to keep the push block small.

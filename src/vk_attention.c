@@ -10,6 +10,10 @@
  *   (max, sum) of every row is final: it recomputes each score with the same
  *   instructions and writes exp(score - max) / sum, the very softmax the
  *   output was made with. It reads q, so out must not overwrite q then.
+ *   Keys and values past maxStorageBufferRange (one head's, a KV cache's
+ *   entries, the layer's key projections) are bound in windows of keys of
+ *   one batch entry and key/value head at a time, chunk after chunk
+ *   through the partial state (dispatch_keys).
  * unfused: scores = scale * Q K^T (a batched matmul; grouped-query heads
  *   through the matmul's b_div), the masked softmax in place, then
  *   out = P V, all in fp32: in the caller's fp32 weights (which the scores
@@ -20,6 +24,7 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 /* Mirrors the push-constant block of shaders/flash.comp. */
 struct flash_push {
@@ -35,6 +40,7 @@ struct flash_push {
     uint32_t group_base;
     uint32_t causal_offset; /* mask_hides in shaders/mask.glsl */
     uint32_t kv_b0;         /* vk_attn_plan.kv_b0 */
+    uint32_t kv_key0;       /* the first key of a window (vk_attn_plan.window) */
 };
 VK_PUSH_BLOCK(flash_push);
 _Static_assert((32u << (VK_FLASH_CLASSES - 1)) <= 0xffff, "flash_push.dims packs 16-bit head dims");
@@ -102,11 +108,57 @@ static bool texel_io(const attn_shape *s, const vk_view qkvo[4])
     return !qkvo[3].buf || (qkvo[3].buf->offset + qkvo[3].offset) % 16 == 0;
 }
 
+/* Bytes from view t's first element (k or v, dim elements a key) to past
+ * the last key of the call's entries (from kv_b0) and key/value heads. */
+static uint64_t kv_span(const attn_shape *s, const vk_view *t, uint32_t kv_b0, uint32_t dim)
+{
+    const uint64_t last = ((uint64_t)kv_b0 + s->batch - 1) * t->stride[0] +
+                          (uint64_t)(s->kv_heads - 1) * t->stride[1] +
+                          (uint64_t)(s->len_k - 1) * t->stride[2] + dim;
+    return last * vkmha__dtype_size(t->dtype);
+}
+
+/* Whether `bytes` of view t fit one binding, with the bytes its start is past
+ * the descriptor's offset (vk_dispatch). */
+static bool kv_fits(const vk_state *vk, const vk_view *t, uint64_t bytes)
+{
+    const uint64_t mis = t->buf ? (t->buf->offset + t->offset) % vk->min_storage_offset_align : 0;
+    return mis + bytes <= vk->info.max_storage_buffer_range;
+}
+
+/* Keys of one head that one binding holds from any key (a window starts up
+ * to minStorageBufferOffsetAlignment - 1 bytes past its descriptor's
+ * offset), for k and v alike. */
+static uint64_t window_keys(const vk_state *vk, const attn_shape *s, const vk_view *k,
+                            const vk_view *v)
+{
+    const uint64_t range = vk->info.max_storage_buffer_range,
+                   most = range - (range > vk->min_storage_offset_align
+                                       ? vk->min_storage_offset_align : 0);
+    const uint64_t nk = vkmha__rows_within(most / vkmha__dtype_size(k->dtype), s->d_k,
+                                           k->stride[2]),
+                   nv = vkmha__rows_within(most / vkmha__dtype_size(v->dtype), s->d_v,
+                                           v->stride[2]);
+    return nk < nv ? nk : nv;
+}
+
 vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weights,
                                   const vk_view *weights_view, const vk_view qkvo[4],
-                                  vk_attn_plan *plan)
+                                  uint32_t kv_b0, vk_attn_plan *plan)
 {
     vkmha_status st;
+    /* k and v past maxStorageBufferRange: the fused path binds them in
+     * windows of keys (the shared-memory kernel: the CPU-shaped one reads
+     * texel views of whole buffers); the unfused path, whose matmuls are
+     * batched over heads, is refused. */
+    const bool windowed = !kv_fits(vk, &qkvo[1], kv_span(s, &qkvo[1], kv_b0, s->d_k)) ||
+                          !kv_fits(vk, &qkvo[2], kv_span(s, &qkvo[2], kv_b0, s->d_v));
+    const uint64_t win_keys = windowed ? window_keys(vk, s, &qkvo[1], &qkvo[2]) : 0;
+    if (windowed && !win_keys)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: k: one key row is more than maxStorageBufferRange (%llu bytes) "
+                           "lets one binding hold",
+                           vk->ctx->call, (unsigned long long)vk->info.max_storage_buffer_range);
     const uint32_t dim = s->d_k > s->d_v ? s->d_k : s->d_v;
     uint32_t cls = 0;
     while (cls < VK_FLASH_CLASSES && (32u << cls) < dim)
@@ -115,7 +167,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
      * wherever it can, the other only where it cannot), and unfused where
      * its scores fit a buffer. */
     const bool have_cpu = cls < VK_FLASH_CLASSES && vk->flash_cpu[cls].workgroup_size != 0 &&
-                          texel_io(s, qkvo);
+                          !windowed && texel_io(s, qkvo);
     const bool have_shared = cls < VK_FLASH_CLASSES && vk->flash[cls].block_q != 0;
     const bool cpu_ok = have_cpu && vk->fused_kernel != VKMHA_FUSED_KERNEL_SHARED;
     const bool shared_ok =
@@ -136,7 +188,15 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     const uint64_t rows = (uint64_t)s->batch * s->heads * s->len_q;
     const uint64_t score_bytes = rows * s->len_k * 4;
     const bool unfused_fits = score_bytes <= vk->info.max_storage_buffer_range &&
-                              score_bytes <= vk->info.max_allocation_size;
+                              score_bytes <= vk->info.max_allocation_size && !windowed;
+    if (windowed && (!fusable || s->path == VKMHA_ATTENTION_PATH_UNFUSED))
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: k and v are more than this device's maxStorageBufferRange "
+                           "(%llu bytes) lets one binding hold: only the fused path's "
+                           "shared-memory kernel reads them in windows, %s",
+                           vk->ctx->call, (unsigned long long)vk->info.max_storage_buffer_range,
+                           fusable ? "and the unfused path was asked for"
+                                   : "which has no blocks for these head dims on this device");
     const double t_cpu = cpu_ok ? vk_cost_fused(vk, s, true, weights, vk->flash_cpu[cls].block_q)
                                 : INFINITY;
     const double t_shared =
@@ -149,7 +209,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
                                     !(t_unfused < t_fused)));
     *plan = (vk_attn_plan){.s = *s, .fused = fused, .cpu_kernel = cpu_kernel,
                            .weights = weights, .cls = cls, .splits = 1, .split_len = s->len_k,
-                           .chunk = s->len_k, .chunks = 1};
+                           .chunk = s->len_k, .chunks = 1, .kv_b0 = kv_b0};
     char model[160] = "";
     if (s->path == VKMHA_ATTENTION_PATH_AUTO && vkmha__log_enabled(vk->ctx, VKMHA_LOG_DEBUG))
         snprintf(model, sizeof model,
@@ -181,7 +241,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     const uint32_t lanes = plan->lane_keys ? f->workgroup_size : 1;
     plan->q_blocks = (uint32_t)div_up(s->len_q, plan->lane_keys ? f->tm : f->block_q);
     const uint64_t groups = rows / s->len_q * plan->q_blocks;
-    uint64_t splits = s->kv_splits;
+    uint64_t splits = windowed ? 1 : s->kv_splits;
     if (splits == 0) {
         /* Too few workgroups to fill the device (decode-like shapes): split
          * the keys, keeping a few key blocks per range. */
@@ -206,7 +266,24 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     plan->chunk = cpu_kernel ? CPU_KERNEL_KEYS_PER_DISPATCH
                   : vk->info.type == VKMHA_DEVICE_TYPE_CPU ? CPU_MAX_KEYS_PER_DISPATCH
                                                            : plan->split_len;
+    if (windowed) {
+        /* Whole chunks a window, or one chunk of a window's keys. */
+        if (win_keys >= plan->chunk) {
+            plan->window = (uint32_t)(win_keys < s->len_k ? win_keys / plan->chunk * plan->chunk
+                                                          : s->len_k);
+        } else {
+            plan->window = (uint32_t)(win_keys >= f->block_k ? win_keys / f->block_k * f->block_k
+                                                             : win_keys);
+            plan->chunk = plan->window;
+        }
+    }
     plan->chunks = (uint32_t)div_up(plan->split_len, plan->chunk);
+    if (windowed)
+        vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+                   "%s: k and v beyond maxStorageBufferRange (%llu bytes): bound in windows "
+                   "of %u keys of one head",
+                   vk->ctx->call, (unsigned long long)vk->info.max_storage_buffer_range,
+                   plan->window);
     vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
                "%s: fused attention (%s kernel%s), blocks of %u queries x %u keys, "
                "%llu workgroups, %u key ranges of %u, %u dispatches each%s",
@@ -218,6 +295,15 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
 
     if ((st = vk_slot_ensure(vk, SLOT_STATS, rows * 2 * 4)))
         return st;
+    if (windowed) {
+        /* A site per window and (entry, key/value head), each pass (the
+         * output's, the weights'), after its first. */
+        const uint64_t pairs = (uint64_t)s->batch * s->kv_heads,
+                       passes = plan->weights ? 2 : 1;
+        if ((st = vk_window_sites_ensure(vk, KIND_FLASH,
+                                         passes * (div_up(s->len_k, plan->window) * pairs - 1))))
+            return st;
+    }
     if ((plan->partial_splits > 1 || plan->chunks > 1) &&
         ((st = vk_slot_ensure(vk, SLOT_PARTIAL_O,
                               (uint64_t)plan->partial_splits * rows * s->d_v * 4)) ||
@@ -300,6 +386,65 @@ static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const vk_attn_
     return vk_record_heads(vk, &sites[8], &copy, true, scores, plan->scores);
 }
 
+/* One pass of the fused kernel (p->flags: its mode; bufs: its bindings)
+ * over the plan's chunks of keys: dispatches of every workgroup, a chunk
+ * after another (each after a barrier; after the first, the main pass
+ * resumes from the partial state, `weights`: the weights pass does not).
+ * With windows (plan->window), each chunk's dispatches are one per batch
+ * entry and key/value head (the workgroups of its query heads), binding k
+ * and v from the chunk's window on (sites after the first from
+ * vk->window_sites[KIND_FLASH], one per window and pair). */
+static vkmha_status dispatch_keys(vk_state *vk, vk_site *site, const vk_attn_plan *plan,
+                                  vk_pipe pipe, const vk_view bufs[9], struct flash_push *p,
+                                  uint64_t groups, bool weights)
+{
+    const attn_shape *s = &plan->s;
+    const uint32_t flags = p->flags;
+    const uint64_t pairs = plan->window ? (uint64_t)s->batch * s->kv_heads : 1;
+    /* Workgroups of one pair: its query heads' blocks (one key range). */
+    const uint64_t per_pair = plan->window ? groups / pairs : groups;
+    vk_site *more = NULL;
+    if (plan->window) {
+        more = vk_window_sites_take(vk, KIND_FLASH, div_up(s->len_k, plan->window) * pairs - 1);
+        if (!more)
+            return VKMHA_ERROR_VULKAN;
+        /* The window's binding starts at the pair's key kv_key0. */
+        p->k_sb = p->k_sh = p->v_sb = p->v_sh = 0;
+    }
+    vk_view b[9];
+    memcpy(b, bufs, sizeof b);
+    vkmha_status st;
+    for (uint32_t c = 0; c < plan->chunks; c++) {
+        p->kv_first = c * plan->chunk;
+        p->flags = flags | (c && !weights ? MODE_RESUME : 0);
+        if (c)
+            vk_barrier(vk);
+        const uint64_t w = plan->window ? (uint64_t)p->kv_first / plan->window : 0;
+        for (uint64_t pair = 0; pair < pairs; pair++) {
+            const uint64_t first = pair * per_pair;
+            vk_site *at = site;
+            if (plan->window) {
+                const uint64_t bb = pair / s->kv_heads + plan->kv_b0, hk = pair % s->kv_heads,
+                               key0 = w * plan->window;
+                for (int i = 1; i < 3; i++)
+                    b[i].offset = bufs[i].offset +
+                                  (bb * bufs[i].stride[0] + hk * bufs[i].stride[1] +
+                                   key0 * bufs[i].stride[2]) *
+                                      vkmha__dtype_size(bufs[i].dtype);
+                p->kv_key0 = (uint32_t)key0;
+                p->groups = (uint32_t)(first + per_pair);
+                if (w || pair)
+                    at = &more[w * pairs + pair - 1];
+            }
+            if ((st = vk_dispatch_range(vk, at, pipe, b, 9, p, sizeof *p,
+                                        offsetof(struct flash_push, group_base), first,
+                                        first + per_pair)))
+                return st;
+        }
+    }
+    return VKMHA_SUCCESS;
+}
+
 static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_plan *plan,
                                  const mask_r *mask, const vk_view *q, const vk_view *k,
                                  const vk_view *v, const vk_view *out)
@@ -339,15 +484,9 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
     const vk_pipe pipe = (vk_pipe)((plan->cpu_kernel ? PIPE_FLASH_CPU : PIPE_FLASH) + plan->cls);
     vk_site *main_site = &sites[plan->cpu_kernel ? 6 : 3];
     vk_site *weights_site = &sites[plan->cpu_kernel ? 7 : 5];
-    for (uint32_t c = 0; c < plan->chunks; c++) {
-        p.kv_first = c * plan->chunk;
-        p.flags = kinds | (c ? MODE_RESUME : 0) | (split ? MODE_PARTIAL : 0);
-        if (c)
-            vk_barrier(vk);
-        if ((st = vk_dispatch_groups(vk, main_site, pipe, bufs, 9, &p, sizeof p,
-                                     offsetof(struct flash_push, group_base), groups)))
-            return st;
-    }
+    p.flags = kinds | (split ? MODE_PARTIAL : 0);
+    if ((st = dispatch_keys(vk, main_site, plan, pipe, bufs, &p, groups, false)))
+        return st;
 
     if (split) {
         vk_barrier(vk);
@@ -363,20 +502,14 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
             return st;
     }
 
-    if (plan->weights) {
-        /* Over the same ranges and chunks, from the final statistics. */
-        const vk_view wb[9] = {*q, *k, *v, m.masks[0], m.masks[1], m.masks[2], plan->scores,
-                               stats, plan->lengths};
-        p.flags = kinds | MODE_WEIGHTS;
-        for (uint32_t c = 0; c < plan->chunks; c++) {
-            p.kv_first = c * plan->chunk;
-            vk_barrier(vk);
-            if ((st = vk_dispatch_groups(vk, weights_site, pipe, wb, 9, &p, sizeof p,
-                                         offsetof(struct flash_push, group_base), groups)))
-                return st;
-        }
-    }
-    return VKMHA_SUCCESS;
+    if (!plan->weights)
+        return VKMHA_SUCCESS;
+    /* Over the same ranges and chunks, from the final statistics. */
+    const vk_view wb[9] = {*q, *k, *v, m.masks[0], m.masks[1], m.masks[2], plan->scores, stats,
+                           plan->lengths};
+    p.flags = kinds | MODE_WEIGHTS;
+    vk_barrier(vk);
+    return dispatch_keys(vk, weights_site, plan, pipe, wb, &p, groups, true);
 }
 
 vkmha_status vk_record_attention(vk_state *vk, vk_site sites[], const vk_attn_plan *plan,
@@ -416,12 +549,14 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const void *q, cons
     /* 16-bit weights are written in SLOT_WEIGHTS, as into a weights tensor. */
     const vk_view wview = vk_view_of(&vk->slots[SLOT_WEIGHTS], dt);
     const bool wbuf = weights && dt != VKMHA_DTYPE_F32;
-    if ((st = vk_check_size(vk, bq, "q")) || (st = vk_check_size(vk, bk, "k")) ||
-        (st = vk_check_size(vk, bv, "v")) || (st = vk_check_size(vk, bo, "out")) ||
+    /* k and v may exceed maxStorageBufferRange: the fused path binds them
+     * in windows (vk_attention_prepare refuses what it cannot). */
+    if ((st = vk_check_size(vk, bq, "q")) || (st = vk_check_alloc(vk, bk, "k")) ||
+        (st = vk_check_alloc(vk, bv, "v")) || (st = vk_check_size(vk, bo, "out")) ||
         (st = vk_check_size(vk, bw, "weights")) ||
         (st = vk_slot_ensure(vk, SLOT_Q_HEADS, bq)) ||
-        (st = vk_slot_ensure(vk, SLOT_K_HEADS, bk)) ||
-        (st = vk_slot_ensure(vk, SLOT_V_HEADS, bv)) ||
+        (st = vk_slot_ensure_windowed(vk, SLOT_K_HEADS, bk)) ||
+        (st = vk_slot_ensure_windowed(vk, SLOT_V_HEADS, bv)) ||
         (st = vk_slot_ensure(vk, SLOT_O_HEADS, bo)) ||
         (wbuf && (st = vk_slot_ensure(vk, SLOT_WEIGHTS, bw))))
         return st;
@@ -432,7 +567,7 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const void *q, cons
         vk_view_split(&vk->slots[SLOT_V_HEADS], s->kv_heads, s->len_k, s->d_v, dt),
         vk_view_split(&vk->slots[SLOT_O_HEADS], s->heads, s->len_q, s->d_v, dt)};
     if ((st = vk_attention_prepare(vk, s, weights != NULL, wbuf ? &wview : NULL,
-                                   (const vk_view[4]){op.q, op.k, op.v, {0}}, &plan)))
+                                   (const vk_view[4]){op.q, op.k, op.v, {0}}, 0, &plan)))
         return st;
     const vk_host_call call = {
         .up = {{&vk->slots[SLOT_Q_HEADS], q, bq},

@@ -81,7 +81,7 @@ vkmha_status vk_exec_begin(vk_state *vk, vk_mode mode, VkCommandBuffer cmd,
     }
     vk->mode = mode;
     vk->planning = true;
-    vk->window_next = 0;
+    memset(vk->window_next, 0, sizeof vk->window_next);
     vk->plan.n_up = vk->plan.n_passes = vk->plan.n_down = 0;
     vk->plan.barrier_next = false;
     return VKMHA_SUCCESS;
@@ -646,6 +646,14 @@ vkmha_status vk_dispatch_groups(vk_state *vk, vk_site *site, vk_pipe pipe, const
                                 uint32_t n_bufs, const void *push, uint32_t push_size,
                                 uint32_t base_offset, uint64_t groups)
 {
+    return vk_dispatch_range(vk, site, pipe, bufs, n_bufs, push, push_size, base_offset, 0,
+                             groups);
+}
+
+vkmha_status vk_dispatch_range(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_view bufs[],
+                               uint32_t n_bufs, const void *push, uint32_t push_size,
+                               uint32_t base_offset, uint64_t first, uint64_t groups)
+{
     const uint64_t mx = vk->info.max_workgroup_count[0], my = vk->info.max_workgroup_count[1],
                    mz = vk->info.max_workgroup_count[2];
     const uint64_t most = mx * my * mz; /* groups of one full grid */
@@ -656,14 +664,14 @@ vkmha_status vk_dispatch_groups(vk_state *vk, vk_site *site, vk_pipe pipe, const
                            "%s: %llu workgroups in one pass, more than 2^32 - 1",
                            vk->ctx->call, (unsigned long long)groups);
     memcpy(copy, push, push_size);
-    if (groups > most)
+    if (groups - first > most)
         vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
                    "%s: %llu workgroups split into %llu dispatches (maxComputeWorkGroupCount "
                    "%llu x %llu x %llu)",
-                   vk->ctx->call, (unsigned long long)groups,
-                   (unsigned long long)((groups + most - 1) / most), (unsigned long long)mx,
+                   vk->ctx->call, (unsigned long long)(groups - first),
+                   (unsigned long long)((groups - first + most - 1) / most), (unsigned long long)mx,
                    (unsigned long long)my, (unsigned long long)mz);
-    for (uint64_t done = 0; done < groups;) {
+    for (uint64_t done = first; done < groups;) {
         uint64_t left = groups - done, gx = mx, gy = my, gz = mz;
         if (left < most) {
             /* The last grid: only it may overshoot (past `groups`, which every
@@ -675,7 +683,7 @@ vkmha_status vk_dispatch_groups(vk_state *vk, vk_site *site, vk_pipe pipe, const
         }
         uint32_t base = (uint32_t)done;
         memcpy(copy + base_offset, &base, sizeof base);
-        if (done)
+        if (done > first)
             vk_barrier(vk);
         vkmha_status st = vk_dispatch(vk, site, pipe, bufs, n_bufs, 0, copy, push_size,
                                       (uint32_t)gx, (uint32_t)gy, (uint32_t)gz);

@@ -458,12 +458,13 @@ struct vk_state {
      * and dropped, nothing runs (vk_exec_end). */
     bool gather;
     vk_site_pool op_sites;
-    /* Sites for the windows of matmuls past maxStorageBufferRange after the
-     * first (vk_record_matmul; each window binds other offsets), grown
-     * outside plans by vk_window_sites_ensure; a plan takes them in order
-     * from window_next (0 at vk_exec_begin). */
-    vk_site_pool window_sites;
-    uint32_t window_next;
+    /* Sites of each kind for windows past maxStorageBufferRange after the
+     * first (vk_record_matmul's, KIND_MATMUL; the fused attention's,
+     * KIND_FLASH; each window binds other offsets), grown outside plans by
+     * vk_window_sites_ensure; a plan takes them in order from
+     * window_next[kind] (0 at vk_exec_begin). */
+    vk_site_pool window_sites[KIND_COUNT];
+    uint32_t window_next[KIND_COUNT];
 
     vk_buffer slots[SLOT_COUNT];
     vk_buffer dummy; /* bound where an optional tensor is absent */
@@ -647,6 +648,12 @@ uint32_t vk_view_dtypes(const vk_view bufs[], uint32_t n);
 vkmha_status vk_dispatch_groups(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_view bufs[],
                                 uint32_t n_bufs, const void *push, uint32_t push_size,
                                 uint32_t base_offset, uint64_t groups);
+/* The same for workgroups first .. groups - 1 only (groups numbered as in
+ * the whole grid): the shader's bound must then be `groups`, the range's
+ * end, since the last grid may overshoot it. */
+vkmha_status vk_dispatch_range(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_view bufs[],
+                               uint32_t n_bufs, const void *push, uint32_t push_size,
+                               uint32_t base_offset, uint64_t first, uint64_t groups);
 
 /* A call on host arrays, run by vk_run_host: its buffers are ensured by the
  * caller (sizes checked with the caller's names, slots grown, any plan made)
@@ -787,7 +794,7 @@ typedef struct vk_matmul_args {
  * output's columns), over its rows with op N (ranges of k, accumulated into
  * C, or for a 16-bit C into fp32 sums in SLOT_MM_ACC that the last range
  * adds: one rounding), A and C over rows; each window after the first takes
- * the next site of vk->window_sites (vk_matmul_prepare before the plan, for
+ * the next site of vk->window_sites[KIND_MATMUL] (vk_matmul_prepare before the plan, for
  * all of its matmuls, sizes SLOT_MM_ACC). A batched operand past it:
  * UNSUPPORTED. */
 vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args *a);
@@ -795,9 +802,13 @@ vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args 
  * their windows take (vk_window_sites_ensure); UNSUPPORTED naming the
  * operand of one that cannot be windowed. */
 vkmha_status vk_matmul_prepare(vk_state *vk, const vk_matmul_args *a, uint32_t n);
-/* Grows vk->window_sites to at least `extra` sites (the windows after
- * each matmul's first, summed over a plan); outside a plan. */
-vkmha_status vk_window_sites_ensure(vk_state *vk, uint64_t extra);
+/* Grows vk->window_sites[kind] to at least `extra` sites (the windows
+ * after each matmul's or attention pass's first, summed over a plan);
+ * outside a plan. */
+vkmha_status vk_window_sites_ensure(vk_state *vk, vk_kind kind, uint64_t extra);
+/* The next `n` sites of vk->window_sites[kind] for the plan being made;
+ * NULL (an internal error reported) when fewer were ensured. */
+vk_site *vk_window_sites_take(vk_state *vk, vk_kind kind, uint64_t n);
 /* The args of a public matmul (s) on dense views a, b, bias (absent or not)
  * and c: s's strides go into them. */
 vk_matmul_args vk_matmul_args_of(const mm_shape *s, vk_view a, vk_view b, vk_view bias,
@@ -844,6 +855,10 @@ typedef struct vk_attn_plan {
     uint32_t cls;    /* fused: head-dim class, index into vk->flash */
     uint32_t q_blocks, splits, split_len;
     uint32_t chunk, chunks; /* keys per dispatch and dispatches, per range */
+    /* fused, k or v past maxStorageBufferRange: they are bound in windows of
+     * `window` keys (a multiple of chunk, or one chunk) of one batch entry
+     * and key/value head at a time, one key range (splits 1); 0: whole */
+    uint32_t window;
     /* fused, CPU-shaped kernel, at most its tm queries: lanes over keys
      * (each range's partial state is lanes ranges: partial_splits) */
     bool lane_keys;
@@ -877,10 +892,13 @@ double vk_cost_unfused(const vk_state *vk, const attn_shape *s);
  * replaces them. UNSUPPORTED if the fused path was forced for head dims
  * above 256. qkvo: the views q, k, v and out will be read from and written
  * to (out absent: a slot), which decide whether the CPU-shaped kernel can
- * read them as vec4 texels. */
+ * read them as vec4 texels, and whether k and v (from entry kv_b0, the
+ * plan's) fit one binding or are bound in windows (plan->window: the fused
+ * path's, or one product's matmul windows on the unfused path; the window
+ * sites are ensured here). */
 vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weights,
                                   const vk_view *weights_view, const vk_view qkvo[4],
-                                  vk_attn_plan *plan);
+                                  uint32_t kv_b0, vk_attn_plan *plan);
 /* Records the attention of `plan` from q, k, v (+ masks in the mask slots)
  * into out, and the weights into SLOT_SCORES if planned. out may share q's
  * buffer when d_k == d_v and the views match (q is read before out is

@@ -218,7 +218,7 @@ vkmha_status vk_matmul_prepare(vk_state *vk, const vk_matmul_args *a, uint32_t n
     }
     if (acc && (st = vk_slot_ensure(vk, SLOT_MM_ACC, acc)))
         return st;
-    return vk_window_sites_ensure(vk, extra);
+    return vk_window_sites_ensure(vk, KIND_MATMUL, extra);
 }
 
 vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args *a)
@@ -231,13 +231,9 @@ vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args 
         return record_block(vk, site, a);
     /* Each window binds other offsets: a descriptor set of its own unless
      * pushed (or recorded: vk_dispatch gives each one its own). */
-    const uint64_t first_site = vk->window_next;
-    if (first_site + windows - 1 > vk->window_sites.count)
-        return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
-                           "%s: internal error: %llu matmul windows, %u window sites from %llu",
-                           vk->ctx->call, (unsigned long long)windows, vk->window_sites.count,
-                           (unsigned long long)first_site);
-    vk->window_next += (uint32_t)(windows - 1);
+    vk_site *more = vk_window_sites_take(vk, KIND_MATMUL, windows - 1);
+    if (!more)
+        return VKMHA_ERROR_VULKAN;
     vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
                "%s: matmul of %u x %u x %u split into %llu windows of %llu x %llu x %llu "
                "(maxStorageBufferRange %llu bytes)",
@@ -286,7 +282,7 @@ vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args 
                  * (rows interleave). */
                 if (w)
                     vk_barrier(vk);
-                st = record_block(vk, w ? &vk->window_sites.sites[first_site + w - 1] : site,
+                st = record_block(vk, w ? &more[w - 1] : site,
                                   &part);
                 if (st)
                     return st;

@@ -160,7 +160,7 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, const fwd_b
         (st = vk_attention_prepare(
              vk, &f->as, weights, weights_view,
              (const vk_view[4]){vk_view_of(&vk->slots[SLOT_Q_PROJ], ad), kv[0], kv[1], {0}},
-             plan)) ||
+             f->cache ? f->entry - first : 0, plan)) ||
         (!concat_in_place(d, plan) &&
          (st = vk_slot_ensure(vk, SLOT_O_HEADS, rq * H * d->d_v * es))))
         return st;
@@ -185,10 +185,8 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, const fwd_b
                                   outs[i], ins[i], sd);
     if ((st = vk_matmul_prepare(vk, proj, 4)))
         return st;
-    if (f->cache) {
+    if (f->cache)
         plan->lengths = vk_view_of(&((vk_kv *)f->cache)->lens, VKMHA_DTYPE_F32);
-        plan->kv_b0 = f->entry - first;
-    }
     return VKMHA_SUCCESS;
 }
 

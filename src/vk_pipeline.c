@@ -463,38 +463,54 @@ void vk_pipelines_forget(vk_state *vk)
     vk->n_typed_pipes = 0;
 }
 
-vkmha_status vk_window_sites_ensure(vk_state *vk, uint64_t extra)
+vkmha_status vk_window_sites_ensure(vk_state *vk, vk_kind kind, uint64_t extra)
 {
-    if (extra <= vk->window_sites.count)
+    vk_site_pool *pool = &vk->window_sites[kind];
+    if (extra <= pool->count)
         return VKMHA_SUCCESS;
     if (extra > 4096)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
-                           "%s: matmuls of %llu windows of maxStorageBufferRange", vk->ctx->call,
-                           (unsigned long long)extra + 1);
+                           "%s: %llu windows of maxStorageBufferRange in one call (at most 4097)",
+                           vk->ctx->call, (unsigned long long)extra + 1);
     vk_kind *kinds = vkmha__alloc(vk->ctx, (size_t)extra * sizeof *kinds);
     if (!kinds)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
                            vk->ctx->call);
     for (uint64_t i = 0; i < extra; i++)
-        kinds[i] = KIND_MATMUL;
+        kinds[i] = kind;
     vk_site_pool grown;
     vkmha_status st = vk_site_pool_create(vk, kinds, (uint32_t)extra, &grown);
     vkmha__free(vk->ctx, kinds);
     /* No plan refers to the old sets (outside plans); a pending submission
      * may, without push descriptors (as vk_exec_begin waits for). */
-    if (!st && !vk->push_descriptors && vk->window_sites.count && (st = vk_wait_submissions(vk)))
+    if (!st && !vk->push_descriptors && pool->count && (st = vk_wait_submissions(vk)))
         vk_site_pool_destroy(vk, &grown);
     if (st)
         return st;
-    vk_site_pool_destroy(vk, &vk->window_sites);
-    vk->window_sites = grown;
+    vk_site_pool_destroy(vk, pool);
+    *pool = grown;
     return VKMHA_SUCCESS;
+}
+
+vk_site *vk_window_sites_take(vk_state *vk, vk_kind kind, uint64_t n)
+{
+    const uint64_t first = vk->window_next[kind];
+    if (first + n > vk->window_sites[kind].count) {
+        vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
+                    "%s: internal error: %llu window sites wanted from %llu, %u ensured",
+                    vk->ctx->call, (unsigned long long)n, (unsigned long long)first,
+                    vk->window_sites[kind].count);
+        return NULL;
+    }
+    vk->window_next[kind] += (uint32_t)n;
+    return vk->window_sites[kind].sites + first;
 }
 
 void vk_pipelines_destroy(vk_state *vk)
 {
     vk_site_pool_destroy(vk, &vk->op_sites);
-    vk_site_pool_destroy(vk, &vk->window_sites);
+    for (int k = 0; k < KIND_COUNT; k++)
+        vk_site_pool_destroy(vk, &vk->window_sites[k]);
     for (int i = 0; i < PIPE_COUNT; i++)
         if (vk->pipes[i])
             vk->vkd.vkDestroyPipeline(vk->device, vk->pipes[i], vk->vkalloc);

@@ -242,7 +242,7 @@ vkmha_status vk_op_attention(vkmha_context *ctx, const vkmha_run *run, const att
     vk_attn_plan plan;
     if ((st = vk_attention_prepare(vk, s, weights->tensor != NULL,
                                    weights->tensor ? &vw : NULL,
-                                   (const vk_view[4]){vq, vkv, vv, vo}, &plan)) ||
+                                   (const vk_view[4]){vq, vkv, vv, vo}, 0, &plan)) ||
         (st = vk_run_begin(vk, run)))
         return st;
     vk_tensor_masks(mask, plan.masks);

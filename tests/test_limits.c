@@ -33,11 +33,16 @@ static int g_splits;
  * or only results (the mobile profile). */
 static bool g_need_splits = true;
 
+/* And the lines saying an attention's keys are bound in windows. */
+static int g_windows;
+
 static void count_splits(void *user, vkmha_log_level level, vkmha_status status,
                          const char *msg)
 {
     if (level == VKMHA_LOG_DEBUG && strstr(msg, " split into "))
         g_splits++;
+    if (level == VKMHA_LOG_DEBUG && strstr(msg, " bound in windows "))
+        g_windows++;
     t_log(user, level, status, msg);
 }
 
@@ -496,6 +501,131 @@ static void tensor_range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rn
     }
 }
 
+/* Attention whose one head's keys and values are past the 64 KiB range:
+ * the fused path binds them in windows of keys (the log says so), on host
+ * arrays (fp32 with GQA, every mask kind and the weights, by default and
+ * with key splits asked for, which windows ignore; fp16 with causal and key
+ * padding masks) and on tensors (masks and weights as tensors too, the call
+ * in parts of heads and rows for its bias and weights), each against the
+ * reference; the unfused path, which reads k and v whole, is refused
+ * naming them. Tolerances: test_attention.c's for fp32, 2 ulp for fp16
+ * (test_dtype.c's). */
+static void key_window_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
+{
+    const uint32_t kinds = VKMHA_MASK_KEY_PADDING | VKMHA_MASK_FULL | VKMHA_MASK_CAUSAL |
+                           VKMHA_MASK_BIAS;
+    /* One head's keys: 700 x 24 floats (66 KiB), values 700 x 28 (77 KiB). */
+    const vkmha_attention_desc s = {2, 4, 2, 37, 700, 24, 28, 0, 0, 0, 0};
+    const t_attention_sizes n = t_attention_size(&s);
+    float *q = t_random(rng, n.q, -1, 1), *k = t_random(rng, n.k, -1, 1),
+          *v = t_random(rng, n.v, -1, 1), *want = t_alloc(n.out), *got = t_alloc(n.out),
+          *want_w = t_alloc(n.weights), *got_w = t_alloc(n.weights);
+    t_mask tm;
+    const vkmha_mask *m = t_mask_make(&tm, rng, kinds, s.batch, s.heads, s.len_q, s.len_k, 0, 0,
+                                      false);
+    const bool rok = !vkmha_attention(ref, &s, q, k, v, m, want, want_w);
+    for (int r = 0; r < 2; r++) {
+        vkmha_attention_desc d = s;
+        d.path = t_attention_runs[r].path, d.kv_splits = t_attention_runs[r].kv_splits;
+        g_windows = 0;
+        const vkmha_status st = vkmha_attention(gpu, &d, q, k, v, m, got, got_w);
+        char name[200];
+        snprintf(name, sizeof name,
+                 "attention B 2 H 4 Hkv 2 Lq 37 Lk 700 dk 24 dv 28 (66 KiB of keys a head), "
+                 "every mask kind, weights [range, %s]",
+                 t_attention_runs[r].name);
+        if (st)
+            t_diag("%s: %s", name, vkmha_context_last_error(gpu));
+        t_report(rok && !st && g_windows > 0 &&
+                     t_close(name, "weights", got_w, want_w, n.weights, 1e-6, 1e-5) &&
+                     t_close(name, "out", got, want, n.out, 2e-6 * sqrt(700.0), 1e-5),
+                 "%s: keys in windows (%d plans), matches the reference", name, g_windows);
+    }
+    vkmha_attention_desc du = s;
+    du.path = VKMHA_ATTENTION_PATH_UNFUSED;
+    for (size_t i = 0; i < n.out; i++)
+        got[i] = SENTINEL;
+    report_refused(ref, gpu, rng, vkmha_attention(gpu, &du, q, k, v, m, got, NULL),
+                   "vkmha_attention", "k and v", "maxStorageBufferRange",
+                   untouched(got, n.out), "unfused attention with 66 KiB of keys a head [range]");
+    t_mask_free(&tm);
+    free(q), free(k), free(v), free(want), free(got), free(want_w), free(got_w);
+
+    /* fp16: one head's 1500 keys of 24 halves (70 KiB). */
+    {
+        const vkmha_attention_desc h = {1, 2, 1, 5, 1500, 24, 24, 0, 0, 0, VKMHA_DTYPE_F16};
+        const t_attention_sizes hn = t_attention_size(&h);
+        float *fq = t_random(rng, hn.q, -2, 2), *fk = t_random(rng, hn.k, -2, 2),
+              *fv = t_random(rng, hn.v, -1, 1);
+        void *hq = t_to_dt(h.dtype, fq, hn.q), *hk = t_to_dt(h.dtype, fk, hn.k),
+             *hv = t_to_dt(h.dtype, fv, hn.v);
+        void *out[2] = {calloc(hn.out, 2), calloc(hn.out, 2)},
+             *w[2] = {calloc(hn.weights, 2), calloc(hn.weights, 2)};
+        t_mask hm;
+        const vkmha_mask *mm = t_mask_make(&hm, rng, VKMHA_MASK_KEY_PADDING | VKMHA_MASK_CAUSAL,
+                                           h.batch, h.heads, h.len_q, h.len_k, 0, 0, false);
+        g_windows = 0;
+        const vkmha_status rst = vkmha_attention(ref, &h, hq, hk, hv, mm, out[0], w[0]),
+                           st = vkmha_attention(gpu, &h, hq, hk, hv, mm, out[1], w[1]);
+        const char *name = "attention fp16 B 1 H 2 Hkv 1 Lq 5 Lk 1500 dk 24 (70 KiB of keys a "
+                           "head), causal and key padding, weights [range]";
+        if (st)
+            t_diag("%s: %s", name, vkmha_context_last_error(gpu));
+        float *o[2] = {t_from_dt(h.dtype, out[0], hn.out), t_from_dt(h.dtype, out[1], hn.out)},
+              *ww[2] = {t_from_dt(h.dtype, w[0], hn.weights),
+                        t_from_dt(h.dtype, w[1], hn.weights)};
+        const double u = 1.0 / 1024; /* one fp16 ulp at 1 */
+        t_report(!rst && !st && g_windows > 0 &&
+                     t_close(name, "weights", ww[1], ww[0], hn.weights, 2 * u, 2 * u) &&
+                     t_close(name, "out", o[1], o[0], hn.out, 2 * u, 2 * u),
+                 "%s: keys in windows, matches the reference", name);
+        t_mask_free(&hm);
+        free(fq), free(fk), free(fv), free(hq), free(hk), free(hv);
+        for (int i = 0; i < 2; i++)
+            free(out[i]), free(w[i]), free(o[i]), free(ww[i]);
+    }
+
+    /* Tensors: k and v of 141 KiB (70 KiB a head), masks and weights as
+     * tensors. */
+    {
+        const vkmha_attention_desc t = {1, 2, 0, 20, 900, 20, 20, 0, 0, 0, 0};
+        const t_attention_sizes tn = t_attention_size(&t);
+        float *tq_h = t_random(rng, tn.q, -1, 1), *tk_h = t_random(rng, tn.k, -1, 1),
+              *tv_h = t_random(rng, tn.v, -1, 1), *twant = t_alloc(tn.out),
+              *twant_w = t_alloc(tn.weights);
+        t_mask mt;
+        t_mask_make(&mt, rng, kinds, t.batch, t.heads, t.len_q, t.len_k, 0, 0, false);
+        vkmha_tensor *tq = put(gpu, VKMHA_DTYPE_F32, tn.q, tq_h),
+                     *tk = put(gpu, VKMHA_DTYPE_F32, tn.k, tk_h),
+                     *tv = put(gpu, VKMHA_DTYPE_F32, tn.v, tv_h),
+                     *to = put(gpu, VKMHA_DTYPE_F32, tn.out, NULL),
+                     *tw = put(gpu, VKMHA_DTYPE_F32, tn.weights, NULL), *tmk[3];
+        vkmha_tensor_mask mask;
+        const bool ok = put_mask(gpu, &mt, (size_t)t.len_k, (size_t)t.len_q * t.len_k,
+                                 tn.weights, &mask, tmk) &&
+                        tq && tk && tv && to && tw &&
+                        !vkmha_attention(ref, &t, tq_h, tk_h, tv_h, &mt.m, twant, twant_w);
+        g_windows = 0;
+        const vkmha_status st = ok ? vkmha_attention_tensor(gpu, &t, tq, tk, tv, &mask, to, tw)
+                                   : VKMHA_ERROR_INVALID_ARGUMENT;
+        float *tgot = get(to, tn.out), *tgot_w = get(tw, tn.weights);
+        const char *name = "vkmha_attention_tensor B 1 H 2 Lq 20 Lk 900 d 20 (70 KiB of keys a "
+                           "head), every mask kind and the weights as tensors [range]";
+        if (st)
+            t_diag("%s: %s", name, vkmha_context_last_error(gpu));
+        t_report(ok && !st && g_windows > 0 &&
+                     t_close(name, "weights", tgot_w, twant_w, tn.weights, 1e-6, 1e-5) &&
+                     t_close(name, "out", tgot, twant, tn.out, 2e-6 * sqrt(900.0), 1e-5),
+                 "%s: keys in windows, matches the reference", name);
+        vkmha_tensor_destroy(tq), vkmha_tensor_destroy(tk), vkmha_tensor_destroy(tv);
+        vkmha_tensor_destroy(to), vkmha_tensor_destroy(tw);
+        for (int i = 0; i < 3; i++)
+            vkmha_tensor_destroy(tmk[i]);
+        t_mask_free(&mt);
+        free(tq_h), free(tk_h), free(tv_h), free(twant), free(twant_w), free(tgot), free(tgot_w);
+    }
+}
+
 /* A KV cache past the 64 KiB range (6 entries of 19 KiB of keys): a
  * prefill of 150 tokens (80 unfused, whose scores of one entry must fit),
  * then three steps of one token, for every entry in one call, on the fused
@@ -670,6 +800,7 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
         matmul_case(ref, gpu, rng, 2, 80, 8, 128, VKMHA_OP_N, true);
         matmul_case(ref, gpu, rng, 5, 30, 40, 100, VKMHA_OP_T, false);
         tensor_range_cases(ref, gpu, rng);
+        key_window_cases(ref, gpu, rng);
         kv_cache_range_case(ref, gpu, rng);
         layer_rows_case(ref, gpu, rng);
     } else {

@@ -633,19 +633,25 @@ vkmha_status vkmha__mha_forward_split(vkmha_mha *mha, const vkmha_run *run, cons
                                              vkmha__dtype_size(f->cache->d.dtype)
                                        : 0,
                               unfused ? H * Lq * L * 4 : 0};
+    /* The key and value projections (per[6]) too on the fused path, which
+     * reads them in windows: they must fit an allocation (a slot's). */
     uint64_t entry = 0;
     for (int i = 0; i < 11; i++)
-        if (i != 1 && i != 2)
+        if (i != 1 && i != 2 && (i != 6 || unfused))
             entry = per[i] > entry ? per[i] : entry;
     const uint64_t kv_in = per[1] > per[2] ? per[1] : per[2],
-                   alloc = run->form == FORM_HOST ? ctx->allocation_size : 0;
+                   alloc = run->form == FORM_HOST ? ctx->allocation_size : 0,
+                   kv_proj = unfused ? 0 : per[6];
     uint64_t nb = limit && entry ? limit / entry : f->B;
     if (alloc && kv_in && alloc / kv_in < nb)
         nb = alloc / kv_in;
+    if (limit && kv_proj && ctx->allocation_size / kv_proj < nb)
+        nb = ctx->allocation_size / kv_proj;
     nb = nb < f->B ? nb : f->B;
     uint32_t ni = (uint32_t)Lq;
     if (nb == 0 && !f->cache && !weights && !(f->mask.m.bias && f->mask.m.bias_heads > 1) &&
-        (!alloc || kv_in <= alloc) && per[6] <= limit && (!f->mask.m.key_padding || L <= limit)) {
+        (!alloc || kv_in <= alloc) && (unfused ? per[6] <= limit : per[6] <= ctx->allocation_size) &&
+        (!f->mask.m.key_padding || L <= limit)) {
         /* Not one entry: rows of its queries (each row's query and output,
          * projection and concat, partial outputs, scores, mask rows), all
          * of its keys each time. */

@@ -120,6 +120,18 @@ static vk_view cache_view(const mha_fwd *f, bool v, uint32_t first)
     return t;
 }
 
+/* The keys and values the attention reads: the cache's from entry `first`
+ * on, or the projections [B][Lk][Hkv * d] in place. */
+static void attention_kv(vk_state *vk, const vkmha_mha *mha, const mha_fwd *f, uint32_t first,
+                         vk_view kv[2])
+{
+    const vkmha_mha_desc *d = &mha->d;
+    kv[0] = f->cache ? cache_view(f, false, first)
+                     : vk_view_merged(&vk->slots[SLOT_K_PROJ], d->n_kv_head, f->Lk, d->d_k, f->ad);
+    kv[1] = f->cache ? cache_view(f, true, first)
+                     : vk_view_merged(&vk->slots[SLOT_V_PROJ], d->n_kv_head, f->Lk, d->d_v, f->ad);
+}
+
 /* Everything a forward needs besides its inputs and output (b), before
  * recording: projection, concat and attention scratch, and the window sites
  * of the projections past maxStorageBufferRange. */
@@ -150,13 +162,14 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, const fwd_b
                                mha->ctx->call, f->B, (unsigned long long)span,
                                (unsigned long long)vk->info.max_storage_buffer_range);
     }
-    const vk_view kv[2] = {f->cache ? cache_view(f, false, first)
-                                    : vk_view_of(&vk->slots[SLOT_K_PROJ], ad),
-                           f->cache ? cache_view(f, true, first)
-                                    : vk_view_of(&vk->slots[SLOT_V_PROJ], ad)};
+    vk_view kv[2];
+    attention_kv(vk, mha, f, first, kv);
+    /* The key and value projections may exceed maxStorageBufferRange: their
+     * matmuls write them in windows, the fused attention reads them in
+     * windows (the unfused path refuses them). */
     if ((st = vk_slot_ensure(vk, SLOT_Q_PROJ, rq * H * d->d_k * es)) ||
-        (st = vk_slot_ensure(vk, SLOT_K_PROJ, rk * Hkv * d->d_k * es)) ||
-        (st = vk_slot_ensure(vk, SLOT_V_PROJ, rk * Hkv * d->d_v * es)) ||
+        (st = vk_slot_ensure_windowed(vk, SLOT_K_PROJ, rk * Hkv * d->d_k * es)) ||
+        (st = vk_slot_ensure_windowed(vk, SLOT_V_PROJ, rk * Hkv * d->d_v * es)) ||
         (st = vk_attention_prepare(
              vk, &f->as, weights, weights_view,
              (const vk_view[4]){vk_view_of(&vk->slots[SLOT_Q_PROJ], ad), kv[0], kv[1], {0}},
@@ -262,14 +275,12 @@ static vkmha_status record_forward(vkmha_mha *mha, const mha_fwd *f, vk_attn_pla
         vk_barrier(vk);
     }
 
+    vk_view kv[2];
+    attention_kv(vk, mha, f, first, kv);
     const vk_view vq = vk_view_merged(&vk->slots[SLOT_Q_PROJ], H, f->Lq, d->d_k, ad),
-                  vkv = f->cache ? cache_view(f, false, first)
-                                 : vk_view_merged(&vk->slots[SLOT_K_PROJ], Hkv, f->Lk, d->d_k, ad),
-                  vv = f->cache ? cache_view(f, true, first)
-                                : vk_view_merged(&vk->slots[SLOT_V_PROJ], Hkv, f->Lk, d->d_v, ad),
                   vo = vk_view_merged(concat, H, f->Lq, d->d_v, ad);
-    if ((st = vk_record_attention(vk, &site[SITE_ATTENTION], plan, &f->mask.m, &vq, &vkv, &vv,
-                                  &vo)))
+    if ((st = vk_record_attention(vk, &site[SITE_ATTENTION], plan, &f->mask.m, &vq, &kv[0],
+                                  &kv[1], &vo)))
         return st;
     vk_barrier(vk);
 

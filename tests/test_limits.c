@@ -514,41 +514,54 @@ static void key_window_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
 {
     const uint32_t kinds = VKMHA_MASK_KEY_PADDING | VKMHA_MASK_FULL | VKMHA_MASK_CAUSAL |
                            VKMHA_MASK_BIAS;
-    /* One head's keys: 700 x 24 floats (66 KiB), values 700 x 28 (77 KiB). */
+    /* One head's keys: 700 x 24 floats (66 KiB), values 700 x 28 (77 KiB).
+     * With a bias per head and the weights the call runs in parts of rows
+     * of one head; without them in one call of 4 (entry, key/value head)
+     * pairs. */
     const vkmha_attention_desc s = {2, 4, 2, 37, 700, 24, 28, 0, 0, 0, 0};
     const t_attention_sizes n = t_attention_size(&s);
     float *q = t_random(rng, n.q, -1, 1), *k = t_random(rng, n.k, -1, 1),
           *v = t_random(rng, n.v, -1, 1), *want = t_alloc(n.out), *got = t_alloc(n.out),
           *want_w = t_alloc(n.weights), *got_w = t_alloc(n.weights);
-    t_mask tm;
-    const vkmha_mask *m = t_mask_make(&tm, rng, kinds, s.batch, s.heads, s.len_q, s.len_k, 0, 0,
-                                      false);
-    const bool rok = !vkmha_attention(ref, &s, q, k, v, m, want, want_w);
-    for (int r = 0; r < 2; r++) {
-        vkmha_attention_desc d = s;
-        d.path = t_attention_runs[r].path, d.kv_splits = t_attention_runs[r].kv_splits;
-        g_windows = 0;
-        const vkmha_status st = vkmha_attention(gpu, &d, q, k, v, m, got, got_w);
-        char name[200];
-        snprintf(name, sizeof name,
-                 "attention B 2 H 4 Hkv 2 Lq 37 Lk 700 dk 24 dv 28 (66 KiB of keys a head), "
-                 "every mask kind, weights [range, %s]",
-                 t_attention_runs[r].name);
-        if (st)
-            t_diag("%s: %s", name, vkmha_context_last_error(gpu));
-        t_report(rok && !st && g_windows > 0 &&
-                     t_close(name, "weights", got_w, want_w, n.weights, 1e-6, 1e-5) &&
-                     t_close(name, "out", got, want, n.out, 2e-6 * sqrt(700.0), 1e-5),
-                 "%s: keys in windows (%d plans), matches the reference", name, g_windows);
+    for (int cfg = 0; cfg < 2; cfg++) {
+        const bool weights = cfg == 0;
+        const uint32_t ck = weights ? kinds : kinds & ~(uint32_t)VKMHA_MASK_BIAS;
+        t_mask tm;
+        const vkmha_mask *m = t_mask_make(&tm, rng, ck, s.batch, s.heads, s.len_q, s.len_k, 0,
+                                          0, false);
+        const bool rok = !vkmha_attention(ref, &s, q, k, v, m, want, weights ? want_w : NULL);
+        for (int r = 0; r < 2; r++) {
+            vkmha_attention_desc d = s;
+            d.path = t_attention_runs[r].path, d.kv_splits = t_attention_runs[r].kv_splits;
+            g_windows = 0;
+            const vkmha_status st = vkmha_attention(gpu, &d, q, k, v, m, got,
+                                                    weights ? got_w : NULL);
+            char name[200], mname[64];
+            snprintf(name, sizeof name,
+                     "attention B 2 H 4 Hkv 2 Lq 37 Lk 700 dk 24 dv 28 (66 KiB of keys a head), "
+                     "mask %s%s [range, %s]",
+                     t_mask_name(ck, mname, sizeof mname), weights ? ", weights" : "",
+                     t_attention_runs[r].name);
+            if (st)
+                t_diag("%s: %s", name, vkmha_context_last_error(gpu));
+            t_report(rok && !st && g_windows > 0 &&
+                         (!weights ||
+                          t_close(name, "weights", got_w, want_w, n.weights, 1e-6, 1e-5)) &&
+                         t_close(name, "out", got, want, n.out, 2e-6 * sqrt(700.0), 1e-5),
+                     "%s: keys in windows (%d plans), matches the reference", name, g_windows);
+        }
+        if (!weights) {
+            vkmha_attention_desc du = s;
+            du.path = VKMHA_ATTENTION_PATH_UNFUSED;
+            for (size_t i = 0; i < n.out; i++)
+                got[i] = SENTINEL;
+            report_refused(ref, gpu, rng, vkmha_attention(gpu, &du, q, k, v, m, got, NULL),
+                           "vkmha_attention", "k and v", "maxStorageBufferRange",
+                           untouched(got, n.out),
+                           "unfused attention with 66 KiB of keys a head [range]");
+        }
+        t_mask_free(&tm);
     }
-    vkmha_attention_desc du = s;
-    du.path = VKMHA_ATTENTION_PATH_UNFUSED;
-    for (size_t i = 0; i < n.out; i++)
-        got[i] = SENTINEL;
-    report_refused(ref, gpu, rng, vkmha_attention(gpu, &du, q, k, v, m, got, NULL),
-                   "vkmha_attention", "k and v", "maxStorageBufferRange",
-                   untouched(got, n.out), "unfused attention with 66 KiB of keys a head [range]");
-    t_mask_free(&tm);
     free(q), free(k), free(v), free(want), free(got), free(want_w), free(got_w);
 
     /* fp16: one head's 1500 keys of 24 halves (70 KiB). */
@@ -624,6 +637,83 @@ static void key_window_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
         t_mask_free(&mt);
         free(tq_h), free(tk_h), free(tv_h), free(twant), free(twant_w), free(tgot), free(tgot_w);
     }
+}
+
+/* The layer whose key projections of one entry are past the 64 KiB range
+ * (cross-attention of 2 queries over 700 keys, d_model 32, 4 heads: 88 KiB
+ * of key projections an entry): they are written by their matmuls and read
+ * by the fused attention in windows, with every mask kind (a bias per
+ * head) and the attention weights, on host arrays and on tensors, against
+ * the reference; the unfused path, which reads them whole, is refused. */
+static void layer_keys_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
+{
+    const uint32_t kinds = VKMHA_MASK_KEY_PADDING | VKMHA_MASK_FULL | VKMHA_MASK_CAUSAL |
+                           VKMHA_MASK_BIAS;
+    enum { B = 2, LQ = 2, LK = 700, D = 32, H = 4 };
+    t_layer e;
+    t_layer_make(&e, rng, D, H, 0, B, LQ, LK, kinds);
+    vkmha_mha *mg = NULL, *mr = NULL;
+    float *want = t_alloc(e.n_out), *got = sentinels(e.n_out), *want_w = t_alloc(e.n_weights),
+          *got_w = t_alloc(e.n_weights);
+    vkmha_mha_io io = e.io;
+    io.out = want, io.attn_weights = want_w;
+    bool ok = !vkmha_mha_create(gpu, &e.desc, &mg) && !vkmha_mha_create(ref, &e.desc, &mr) &&
+              !vkmha_mha_forward(mr, &io);
+    if (!ok)
+        t_diag("layer of 88 KiB of key projections: creation or reference: %s / %s",
+               vkmha_context_last_error(gpu), vkmha_context_last_error(ref));
+    io.out = got, io.attn_weights = got_w;
+    io.attention_path = VKMHA_ATTENTION_PATH_FUSED;
+    g_windows = 0;
+    vkmha_status st = ok ? vkmha_mha_forward(mg, &io) : VKMHA_ERROR_INVALID_ARGUMENT;
+    const char *name = "mha forward B 2 Lq 2 Lk 700 d_model 32 H 4 (key projections of 88 KiB "
+                       "an entry), every mask kind, weights [range, fused]";
+    if (st)
+        t_diag("%s: %s", name, vkmha_context_last_error(gpu));
+    t_report(ok && !st && g_windows > 0 &&
+                 t_close(name, "attn_weights", got_w, want_w, e.n_weights, 1e-6, 1e-5) &&
+                 t_close(name, "out", got, want, e.n_out, T_LAYER_ATOL, T_LAYER_RTOL),
+             "%s: keys in windows, matches the reference", name);
+
+    /* The same on tensors, masks and weights as tensors. */
+    const size_t n_kv = (size_t)B * LK * D;
+    vkmha_tensor *tq = put(gpu, VKMHA_DTYPE_F32, e.n_out, e.io.query),
+                 *tk = put(gpu, VKMHA_DTYPE_F32, n_kv, e.io.key),
+                 *tv = put(gpu, VKMHA_DTYPE_F32, n_kv, e.io.value),
+                 *to = put(gpu, VKMHA_DTYPE_F32, e.n_out, NULL),
+                 *tw = put(gpu, VKMHA_DTYPE_F32, e.n_weights, NULL), *tm[3];
+    vkmha_tensor_mask mask;
+    const bool tok = ok && put_mask(gpu, &e.mask, (size_t)B * LK, (size_t)B * LQ * LK,
+                                    e.n_weights, &mask, tm) &&
+                     tq && tk && tv && to && tw;
+    const vkmha_mha_tensors tio = {.batch = B, .len_q = LQ, .len_k = LK, .query = tq, .key = tk,
+                                   .value = tv, .mask = &mask, .out = to, .attn_weights = tw};
+    g_windows = 0;
+    st = tok ? vkmha_mha_forward_tensor(mg, &tio) : VKMHA_ERROR_INVALID_ARGUMENT;
+    float *tgot = get(to, e.n_out), *tgot_w = get(tw, e.n_weights);
+    name = "vkmha_mha_forward_tensor of that layer, masks and weights as tensors [range]";
+    if (st)
+        t_diag("%s: %s", name, vkmha_context_last_error(gpu));
+    t_report(tok && !st && g_windows > 0 &&
+                 t_close(name, "attn_weights", tgot_w, want_w, e.n_weights, 1e-6, 1e-5) &&
+                 t_close(name, "out", tgot, want, e.n_out, T_LAYER_ATOL, T_LAYER_RTOL),
+             "%s: keys in windows, matches the reference", name);
+    vkmha_tensor_destroy(tq), vkmha_tensor_destroy(tk), vkmha_tensor_destroy(tv);
+    vkmha_tensor_destroy(to), vkmha_tensor_destroy(tw);
+    for (int i = 0; tok && i < 3; i++)
+        vkmha_tensor_destroy(tm[i]);
+    free(tgot), free(tgot_w);
+
+    io.attention_path = VKMHA_ATTENTION_PATH_UNFUSED;
+    io.attn_weights = NULL;
+    for (size_t i = 0; i < e.n_out; i++)
+        got[i] = SENTINEL;
+    report_refused(ref, gpu, rng, mg ? vkmha_mha_forward(mg, &io) : VKMHA_ERROR_INVALID_ARGUMENT,
+                   "vkmha_mha_forward", "k and v", "maxStorageBufferRange",
+                   untouched(got, e.n_out), "the same layer on the unfused path [range]");
+    vkmha_mha_destroy(mg), vkmha_mha_destroy(mr);
+    free(want), free(got), free(want_w), free(got_w);
+    t_layer_free(&e);
 }
 
 /* A KV cache past the 64 KiB range (6 entries of 19 KiB of keys): a
@@ -801,6 +891,7 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
         matmul_case(ref, gpu, rng, 5, 30, 40, 100, VKMHA_OP_T, false);
         tensor_range_cases(ref, gpu, rng);
         key_window_cases(ref, gpu, rng);
+        layer_keys_case(ref, gpu, rng);
         kv_cache_range_case(ref, gpu, rng);
         layer_rows_case(ref, gpu, rng);
     } else {

@@ -40,17 +40,6 @@ static vkmha_status cache_tensors(vkmha_kv_cache *c, const vkmha_kv_cache_desc *
             return st ? st
                       : vkmha__fail(ctx, INVALID, "%s: the cache's %s overflow 64 bits",
                                     ctx->call, i ? "values" : "keys");
-        /* A forward binds the cache from its first entry (vk_mha.c) and runs
-         * in calls of entries that fit (src/split.c): one entry must fit a
-         * binding, from up to 255 bytes below it. */
-        const uint64_t entry = n / c->d.batch * vkmha__dtype_size(c->d.dtype);
-        if (ctx->storage_range && entry + 255 > ctx->storage_range)
-            return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
-                               "%s: one entry's %s (n_kv_head x desc->capacity x head dim: %llu "
-                               "bytes) is more than this device's maxStorageBufferRange (%llu "
-                               "bytes) lets one binding hold; lower desc->capacity",
-                               ctx->call, i ? "values" : "keys", (unsigned long long)entry,
-                               (unsigned long long)ctx->storage_range);
         if (t[i]) {
             vkmha_arg a;
             if ((st = vkmha__tensor_arg(ctx, tensor_names[i], t[i], false, n, &a)))

@@ -619,7 +619,8 @@ vkmha_status vkmha__mha_forward_split(vkmha_mha *mha, const vkmha_run *run, cons
     /* One batch entry's arguments (io[]), then its other arrays: the
      * projections and the concat of the heads, the fused path's fp32
      * partial outputs, the masks, a KV cache's entry (bound from the call's
-     * first entry when the cache is past the range: vk_mha.c), and the
+     * first entry when the cache is past the range, in windows where the
+     * call's entries are: vk_mha.c), and the
      * unfused path's fp32 scores when that path is asked for. The key and
      * value inputs are bound in windows: only the copies of host arrays must
      * fit an allocation. */
@@ -633,11 +634,12 @@ vkmha_status vkmha__mha_forward_split(vkmha_mha *mha, const vkmha_run *run, cons
                                              vkmha__dtype_size(f->cache->d.dtype)
                                        : 0,
                               unfused ? H * Lq * L * 4 : 0};
-    /* The key and value projections (per[6]) too on the fused path, which
-     * reads them in windows: they must fit an allocation (a slot's). */
+    /* The key and value projections (per[6]) and a cache's entries (per[9])
+     * too on the fused path, which reads them in windows: the projections
+     * must fit an allocation (a slot's). */
     uint64_t entry = 0;
     for (int i = 0; i < 11; i++)
-        if (i != 1 && i != 2 && (i != 6 || unfused))
+        if (i != 1 && i != 2 && ((i != 6 && i != 9) || unfused))
             entry = per[i] > entry ? per[i] : entry;
     const uint64_t kv_in = per[1] > per[2] ? per[1] : per[2],
                    alloc = run->form == FORM_HOST ? ctx->allocation_size : 0,

@@ -554,9 +554,12 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const void *q, cons
     const vk_view wview = vk_view_of(&vk->slots[SLOT_WEIGHTS], dt);
     const bool wbuf = weights && dt != VKMHA_DTYPE_F32;
     /* k and v may exceed maxStorageBufferRange: the fused path binds them
-     * in windows (vk_attention_prepare refuses what it cannot). */
-    if ((st = vk_check_size(vk, bq, "q")) || (st = vk_check_alloc(vk, bk, "k")) ||
-        (st = vk_check_alloc(vk, bv, "v")) || (st = vk_check_size(vk, bo, "out")) ||
+     * in windows (vk_attention_prepare refuses what it cannot); the unfused
+     * path reads them whole. */
+    vkmha_status (*check_kv)(vk_state *, uint64_t, const char *) =
+        s->path == VKMHA_ATTENTION_PATH_UNFUSED ? vk_check_size : vk_check_alloc;
+    if ((st = vk_check_size(vk, bq, "q")) || (st = check_kv(vk, bk, "k")) ||
+        (st = check_kv(vk, bv, "v")) || (st = vk_check_size(vk, bo, "out")) ||
         (st = vk_check_size(vk, bw, "weights")) ||
         (st = vk_slot_ensure(vk, SLOT_Q_HEADS, bq)) ||
         (st = vk_slot_ensure_windowed(vk, SLOT_K_HEADS, bk)) ||

@@ -33,6 +33,19 @@ static uint64_t span_at(const heads_shape *s, const uint64_t stride[3])
            (uint64_t)(s->len - 1) * stride[2] + s->head_dim;
 }
 
+/* x's and y's element strides (batch entry, head, row): the layouts', a
+ * split into a strided y (a KV cache's) with y's batch and head strides. */
+static void io_strides(const heads_shape *s, bool split, const vk_view *y, uint64_t xs[3],
+                       uint64_t ys[3])
+{
+    uint64_t rows[3], heads[3];
+    layout_strides(s, rows, heads);
+    for (int i = 0; i < 3; i++) {
+        xs[i] = split ? rows[i] : heads[i];
+        ys[i] = split ? (i < 2 && y->stride[i] ? y->stride[i] : heads[i]) : rows[i];
+    }
+}
+
 vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, bool split,
                              vk_view x, vk_view y)
 {
@@ -41,13 +54,9 @@ vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, 
                            .head_dim = s->head_dim, .split = split ? 1u : 0u,
                            .texel = vk->row_texel &&
                                     vk_texel_ok((const vk_view *const[]){&x}, 1, true)};
-    /* The layouts' strides; a split into a strided y (a KV cache's) takes
-     * y's batch and head strides. */
-    uint64_t rows[3], heads[3], xs[3], ys[3];
-    layout_strides(s, rows, heads);
+    uint64_t xs[3], ys[3];
+    io_strides(s, split, &y, xs, ys);
     for (int i = 0; i < 3; i++) {
-        xs[i] = split ? rows[i] : heads[i];
-        ys[i] = split ? (i < 2 && y.stride[i] ? y.stride[i] : heads[i]) : rows[i];
         if (xs[i] > UINT32_MAX || ys[i] > UINT32_MAX)
             return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                                "%s: a head stride of more than 2^32 - 1 elements",
@@ -65,6 +74,112 @@ vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, 
     return vk_dispatch_groups(vk, site, PIPE_HEADS, bufs, 2, &p, sizeof p,
                               offsetof(struct heads_push, group_base),
                               (total + vk->elementwise_wg - 1) / vk->elementwise_wg);
+}
+
+/* ---- blocks past maxStorageBufferRange ------------------------------------ */
+
+/* Blocks of nb entries x nh heads x nl rows of s whose spans of x and y
+ * (io_strides) each fit one binding from any start: whole entries, else
+ * heads of one entry with all their rows, else rows of one head; count
+ * blocks in all, 0 when not one row fits. */
+typedef struct heads_blocks {
+    uint64_t nb, nh, nl, count;
+} heads_blocks;
+
+static heads_blocks plan_blocks(const vk_state *vk, const heads_shape *s, bool split,
+                                const vk_view *x, const vk_view *y)
+{
+    const uint64_t range = vk->info.max_storage_buffer_range,
+                   bytes = range - (range > vk->min_storage_offset_align
+                                        ? vk->min_storage_offset_align : 0),
+                   most_x = bytes / vkmha__dtype_size(x->dtype),
+                   most_y = bytes / vkmha__dtype_size(y->dtype);
+    uint64_t xs[3], ys[3];
+    io_strides(s, split, y, xs, ys);
+    /* Units of each level (entries, heads, rows) with the levels below whole
+     * or one, the largest n that fits: spans grow with n. */
+    const uint64_t total[3] = {s->batch, s->heads, s->len};
+    uint64_t n[3] = {s->batch, s->heads, s->len};
+    for (int level = 0; level < 3; level++) {
+        uint64_t lo = 0, hi = total[level];
+        while (lo < hi) {
+            const uint64_t mid = lo + (hi - lo + 1) / 2;
+            n[level] = mid;
+            const uint64_t sx = (n[0] - 1) * xs[0] + (n[1] - 1) * xs[1] + (n[2] - 1) * xs[2] +
+                                s->head_dim,
+                           sy = (n[0] - 1) * ys[0] + (n[1] - 1) * ys[1] + (n[2] - 1) * ys[2] +
+                                s->head_dim;
+            if (sx <= most_x && sy <= most_y)
+                lo = mid;
+            else
+                hi = mid - 1;
+        }
+        n[level] = lo;
+        if (lo || level == 2)
+            break;
+        n[level] = 1; /* one unit of this level, fewer of the next */
+    }
+    heads_blocks b = {n[0], n[1], n[2], 0};
+    if (n[2])
+        b.count = ((s->batch + n[0] - 1) / n[0]) * ((s->heads + n[1] - 1) / n[1]) *
+                  ((s->len + n[2] - 1) / n[2]);
+    return b;
+}
+
+uint64_t vk_heads_blocks(const vk_state *vk, const heads_shape *s, bool split, const vk_view *x,
+                         const vk_view *y)
+{
+    return plan_blocks(vk, s, split, x, y).count;
+}
+
+vkmha_status vk_record_heads_blocks(vk_state *vk, vk_site *site, const heads_shape *s,
+                                    bool split, vk_view x, vk_view y)
+{
+    const heads_blocks b = plan_blocks(vk, s, split, &x, &y);
+    if (b.count == 1)
+        return vk_record_heads(vk, site, s, split, x, y);
+    if (!b.count)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: one row of %u elements is more than maxStorageBufferRange "
+                           "(%llu bytes) lets one binding hold",
+                           vk->ctx->call, s->head_dim,
+                           (unsigned long long)vk->info.max_storage_buffer_range);
+    vk_site *more = vk_window_sites_take(vk, KIND_HEADS, b.count - 1);
+    if (!more)
+        return VKMHA_ERROR_VULKAN;
+    vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+               "%s: heads of %u x %u x %u beyond maxStorageBufferRange (%llu bytes): %llu "
+               "blocks of %llu x %llu x %llu bound in windows",
+               vk->ctx->call, s->batch, s->heads, s->len,
+               (unsigned long long)vk->info.max_storage_buffer_range,
+               (unsigned long long)b.count, (unsigned long long)b.nb, (unsigned long long)b.nh,
+               (unsigned long long)b.nl);
+    uint64_t xs[3], ys[3];
+    io_strides(s, split, &y, xs, ys);
+    const uint64_t ex = vkmha__dtype_size(x.dtype), ey = vkmha__dtype_size(y.dtype);
+    uint64_t i = 0;
+    vkmha_status st = VKMHA_SUCCESS;
+    for (uint64_t b0 = 0; b0 < s->batch && !st; b0 += b.nb)
+        for (uint64_t h0 = 0; h0 < s->heads && !st; h0 += b.nh)
+            for (uint64_t l0 = 0; l0 < s->len && !st; l0 += b.nl, i++) {
+                /* A block at the whole's strides (full_len, full_heads; y's
+                 * own), bound from its first element. */
+                heads_shape bs = *s;
+                bs.batch = (uint32_t)(s->batch - b0 < b.nb ? s->batch - b0 : b.nb);
+                bs.heads = (uint32_t)(s->heads - h0 < b.nh ? s->heads - h0 : b.nh);
+                bs.len = (uint32_t)(s->len - l0 < b.nl ? s->len - l0 : b.nl);
+                bs.full_len = s->full_len ? s->full_len : s->len;
+                bs.full_heads = s->full_heads ? s->full_heads : s->heads;
+                vk_view bx = x, by = y;
+                bx.offset += (b0 * xs[0] + h0 * xs[1] + l0 * xs[2]) * ex;
+                by.offset += (b0 * ys[0] + h0 * ys[1] + l0 * ys[2]) * ey;
+                /* They write the same buffer (disjoint elements, overlapping
+                 * bindings). */
+                if (i)
+                    vk_barrier(vk);
+                st = vk_record_heads(vk, i ? &more[i - 1] : site, &bs, split, bx, by);
+            }
+    return st;
 }
 
 typedef struct heads_op {

@@ -831,6 +831,15 @@ vkmha_status vk_record_softmax(vk_state *vk, vk_site *site, const vk_softmax_arg
  * head's rows contiguous (a KV cache's entries). */
 vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, bool split,
                              vk_view x, vk_view y);
+/* vk_record_heads in blocks (whole entries, heads of one entry, rows of one
+ * head) whose spans of x and y each fit one binding, when they do not as a
+ * whole; the blocks after the first take sites of vk->window_sites[KIND_HEADS]
+ * (vk_heads_blocks - 1 of them, ensured before the plan). */
+vkmha_status vk_record_heads_blocks(vk_state *vk, vk_site *site, const heads_shape *s,
+                                    bool split, vk_view x, vk_view y);
+/* The blocks it records (1: whole; 0: not one row fits). */
+uint64_t vk_heads_blocks(const vk_state *vk, const heads_shape *s, bool split, const vk_view *x,
+                         const vk_view *y);
 
 /* y = LayerNorm(y + residual) over rows of cols, in place (residual absent
  * or not); dense views. */

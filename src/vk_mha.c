@@ -120,6 +120,32 @@ static vk_view cache_view(const mha_fwd *f, bool v, uint32_t first)
     return t;
 }
 
+/* The append of entries b0 .. b1 - 1 (one run of equal old lengths) of
+ * the keys (i 0) or values (1): the projections [B][Lk][Hkv][dim] from
+ * entry b0 into split heads of the cache (bound from entry `first`:
+ * cache_first) after the old length. */
+static void append_copy(vk_state *vk, const mha_fwd *f, uint32_t first, uint32_t b0,
+                        uint32_t b1, int i, heads_shape *s, vk_view *x, vk_view *y)
+{
+    const vkmha_kv_cache *c = f->cache;
+    const uint32_t dim = i ? c->d_v : c->d_k;
+    *s = (heads_shape){.batch = b1 - b0, .len = f->Lk, .heads = c->n_kv_head, .head_dim = dim};
+    *x = vk_view_of(&vk->slots[i ? SLOT_V_PROJ : SLOT_K_PROJ], f->ad);
+    x->offset = (VkDeviceSize)b0 * f->Lk * c->n_kv_head * dim * f->es;
+    *y = cache_view(f, i == 1, first);
+    y->offset += ((f->entry - first + b0) * y->stride[0] + (uint64_t)f->old[b0] * dim) *
+                 vkmha__dtype_size(c->d.dtype);
+}
+
+/* The first entry after b0's run of equal old lengths. */
+static uint32_t run_end(const mha_fwd *f, uint32_t b0)
+{
+    uint32_t b1 = b0 + 1;
+    while (b1 < f->B && f->old[b1] == f->old[b0])
+        b1++;
+    return b1;
+}
+
 /* The keys and values the attention reads: the cache's from entry `first`
  * on, or the projections [B][Lk][Hkv * d] in place. */
 static void attention_kv(vk_state *vk, const vkmha_mha *mha, const mha_fwd *f, uint32_t first,
@@ -147,21 +173,6 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, const fwd_b
     vkmha_status st;
     /* The attention's keys and values: the projections, or a cache's. */
     const uint32_t first = f->cache ? cache_first(vk, f) : 0;
-    for (int i = 0; i < 2 && f->cache; i++) {
-        /* From its first entry the call's entries must fit one binding
-         * (src/split.c sizes the calls so). */
-        const vk_view t = cache_view(f, i == 1, first);
-        const uint64_t span = (t.buf->offset + t.offset) % vk->min_storage_offset_align +
-                              (uint64_t)(f->entry - first + f->B) * t.stride[0] *
-                                  vkmha__dtype_size(t.dtype);
-        if (span > vk->info.max_storage_buffer_range)
-            return vkmha__fail(mha->ctx, VKMHA_ERROR_UNSUPPORTED,
-                               "%s: io->kv_cache: %u entries of it (%llu bytes) are more than "
-                               "this device's maxStorageBufferRange (%llu bytes) lets one "
-                               "binding hold",
-                               mha->ctx->call, f->B, (unsigned long long)span,
-                               (unsigned long long)vk->info.max_storage_buffer_range);
-    }
     vk_view kv[2];
     attention_kv(vk, mha, f, first, kv);
     /* The key and value projections may exceed maxStorageBufferRange: their
@@ -198,35 +209,50 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, const fwd_b
                                   outs[i], ins[i], sd);
     if ((st = vk_matmul_prepare(vk, proj, 4)))
         return st;
+    /* The append's blocks past the range, after each copy's first. */
+    uint64_t blocks = 0;
+    for (uint32_t b0 = 0, b1; f->cache && f->append && b0 < f->B; b0 = b1) {
+        b1 = run_end(f, b0);
+        for (int i = 0; i < 2; i++) {
+            heads_shape hs;
+            vk_view x, y;
+            append_copy(vk, f, first, b0, b1, i, &hs, &x, &y);
+            const uint64_t n = vk_heads_blocks(vk, &hs, true, &x, &y);
+            if (!n)
+                return vkmha__fail(mha->ctx, VKMHA_ERROR_UNSUPPORTED,
+                                   "%s: io->kv_cache: one row of its keys or values is more "
+                                   "than maxStorageBufferRange (%llu bytes) lets one binding "
+                                   "hold",
+                                   mha->ctx->call,
+                                   (unsigned long long)vk->info.max_storage_buffer_range);
+            blocks += n - 1;
+        }
+    }
+    if ((st = vk_window_sites_ensure(vk, KIND_HEADS, blocks)))
+        return st;
     if (f->cache)
         plan->lengths = vk_view_of(&((vk_kv *)f->cache)->lens, VKMHA_DTYPE_F32);
     return VKMHA_SUCCESS;
 }
 
-/* Appends the new keys and values (the projections, [B][Lk][Hkv][dim]) to
- * the cache (bound from entry `first`: cache_first) after each entry's old
+/* Appends the new keys and values to the cache after each entry's old
  * length: a copy into split heads per run of entries of one length (one for
- * a batch in step), converting to the cache's dtype; then the lengths the
- * attention reads. */
+ * a batch in step; append_copy), converting to the cache's dtype, in blocks
+ * where the cache or the projections are past maxStorageBufferRange; then
+ * the lengths the attention reads. */
 static vkmha_status record_append(vk_state *vk, const mha_fwd *f, uint32_t first)
 {
     vkmha_kv_cache *c = f->cache;
     vk_kv *kv = (vk_kv *)c;
     vkmha_status st;
     for (uint32_t b0 = 0, b1; b0 < f->B && f->append; b0 = b1) {
-        for (b1 = b0 + 1; b1 < f->B && f->old[b1] == f->old[b0];)
-            b1++;
+        b1 = run_end(f, b0);
         for (int i = 0; i < 2; i++) {
-            const uint32_t dim = i ? c->d_v : c->d_k;
-            const heads_shape s = {.batch = b1 - b0, .len = f->Lk, .heads = c->n_kv_head,
-                                   .head_dim = dim};
-            vk_view x = vk_view_of(&vk->slots[i ? SLOT_V_PROJ : SLOT_K_PROJ], f->ad);
-            x.offset = (VkDeviceSize)b0 * f->Lk * c->n_kv_head * dim * f->es;
-            vk_view y = cache_view(f, i == 1, first);
-            y.offset += ((f->entry - first + b0) * y.stride[0] + (uint64_t)f->old[b0] * dim) *
-                        vkmha__dtype_size(c->d.dtype);
-            if ((st = vk_record_heads(vk, &kv->sites.sites[2 * (f->entry + b0) + i], &s, true,
-                                      x, y)))
+            heads_shape s;
+            vk_view x, y;
+            append_copy(vk, f, first, b0, b1, i, &s, &x, &y);
+            if ((st = vk_record_heads_blocks(vk, &kv->sites.sites[2 * (f->entry + b0) + i], &s,
+                                             true, x, y)))
                 return st;
         }
         /* The next run writes the same buffers (packed 16-bit elements are

@@ -265,10 +265,12 @@ static const row rows[] = {
      INVALID, "weights", "overflow",
      {U32(at.batch, 1), U32(at.heads, 1u << 16), U32(at.kv_heads, 1u << 16),
       U32(at.len_q, 1u << 17), U32(at.len_k, MAXU), U32(at.d_k, 1)}},
-    {"attention one head's k of 2^26 keys (256 MiB)", F_ATTENTION, VK_ONLY, UNSUPP, "k",
-     "maxStorageBufferRange", {U32(at.batch, 1), U32(at.heads, 1), U32(at.kv_heads, 1),
-                               U32(at.len_q, 1), U32(at.len_k, 1u << 26), U32(at.d_k, 1),
-                               U32(at.d_v, 1), NUL(weights)}},
+    /* The fused path reads such keys in windows (tests/test_limits.c). */
+    {"attention unfused, one head's k of 2^26 keys (256 MiB)", F_ATTENTION, VK_ONLY, UNSUPP,
+     "k", "maxStorageBufferRange",
+     {U32(at.batch, 1), U32(at.heads, 1), U32(at.kv_heads, 1), U32(at.len_q, 1),
+      U32(at.len_k, 1u << 26), U32(at.d_k, 1), U32(at.d_v, 1), U32(at.path, UNFUSED),
+      NUL(weights)}},
     /* The unfused path runs in calls of rows whose scores fit: only a row
      * of scores past the range is refused (fp16 keys of 96 MiB, d_k 1). */
     {"attention unfused, one row of scores of 192 MiB", F_ATTENTION, VK_ONLY, UNSUPP,

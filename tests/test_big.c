@@ -4,9 +4,12 @@
  * output's columns go in windows), with a bias, and an MHA layer with
  * d_model 8192 (four weights of 256 MiB) on both attention paths, each
  * against the reference backend element by element, and the debug log must
- * say the matmuls were split into windows. test_limits does the same at a
- * lowered 64 KiB on small shapes. Runs once (suite reliability): it takes
- * about 3.5 GiB of host memory (lavapipe's device memory is host memory). */
+ * say the matmuls were split into windows; and attention whose one head
+ * has 147 MiB of keys and of values (600000 keys of 64 floats, 4 queries
+ * of 2 heads sharing them), which the fused path reads in windows of keys.
+ * test_limits does the same at a lowered 64 KiB on small shapes. Runs once
+ * (suite reliability): it takes about 3.5 GiB of host memory (lavapipe's
+ * device memory is host memory). */
 #include "util.h"
 
 #define RANGE (UINT64_C(128) << 20)
@@ -17,7 +20,8 @@ static void count_windows(void *user, vkmha_log_level level, vkmha_status status
                           const char *msg)
 {
     (void)user, (void)status;
-    if (level == VKMHA_LOG_DEBUG && strstr(msg, "windows") && strstr(msg, " split into "))
+    if (level == VKMHA_LOG_DEBUG && ((strstr(msg, "windows") && strstr(msg, " split into ")) ||
+                                     strstr(msg, " bound in windows ")))
         g_windows++;
     else if (level <= VKMHA_LOG_WARN)
         t_log(NULL, level, status, msg);
@@ -97,12 +101,37 @@ static void layer_case(vkmha_context *ref, t_rng *rng)
     t_layer_free(&l);
 }
 
+static void attention_case(vkmha_context *ref, t_rng *rng)
+{
+    const vkmha_attention_desc d = {1, 2, 1, 4, 600000, 64, 64, 0, 0, 0, 0};
+    const size_t nq = (size_t)2 * 4 * 64, nk = (size_t)600000 * 64;
+    vkmha_context *gpu = context_at_range();
+    float *q = t_random(rng, nq, -1, 1), *k = t_random(rng, nk, -1, 1),
+          *v = t_random(rng, nk, -1, 1), *want = t_alloc(nq), *got = t_alloc(nq);
+    const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL}; /* the last 4 positions */
+    g_windows = 0;
+    vkmha_status st = vkmha_attention(gpu, &d, q, k, v, &causal, got, NULL);
+    if (st)
+        t_diag("%s", vkmha_context_last_error(gpu));
+    const bool ok = !st && !vkmha_attention(ref, &d, q, k, v, &causal, want, NULL) &&
+                    t_close("attention 600000 keys", "out", got, want, nq,
+                            2e-6 * sqrt(600000.0), 1e-5);
+    t_report(ok && g_windows == 1,
+             "attention H 2 Hkv 1 Lq 4 Lk 600000 d 64, causal, 147 MiB of keys a head past a "
+             "128 MiB range: %s, in windows (%d logged), matches the reference",
+             vkmha_status_string(st), g_windows);
+    t_report_validation(gpu);
+    vkmha_context_destroy(gpu);
+    free(q), free(k), free(v), free(want), free(got);
+}
+
 int main(void)
 {
     t_rng rng = {8192};
     vkmha_context *ref = t_context(VKMHA_BACKEND_REFERENCE, 0);
     matmul_case(ref, &rng);
     layer_case(ref, &rng);
+    attention_case(ref, &rng);
     vkmha_context_destroy(ref);
     return t_finish();
 }

@@ -33,8 +33,9 @@ static int g_splits;
  * or only results (the mobile profile). */
 static bool g_need_splits = true;
 
-/* And the lines saying an attention's keys are bound in windows. */
-static int g_windows;
+/* And the lines saying an attention's keys are bound in windows, and that
+ * a copy of heads (a KV cache's append) runs in blocks. */
+static int g_windows, g_blocks;
 
 static void count_splits(void *user, vkmha_log_level level, vkmha_status status,
                          const char *msg)
@@ -43,6 +44,8 @@ static void count_splits(void *user, vkmha_log_level level, vkmha_status status,
         g_splits++;
     if (level == VKMHA_LOG_DEBUG && strstr(msg, " bound in windows "))
         g_windows++;
+    if (level == VKMHA_LOG_DEBUG && strstr(msg, ": heads of ") && strstr(msg, " blocks of "))
+        g_blocks++;
     t_log(user, level, status, msg);
 }
 
@@ -719,10 +722,9 @@ static void layer_keys_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
 /* A KV cache past the 64 KiB range (6 entries of 19 KiB of keys): a
  * prefill of 150 tokens (80 unfused, whose scores of one entry must fit),
  * then three steps of one token, for every entry in one call, on the fused
- * and the unfused path, each against the reference
- * (the calls run as calls of entries, the cache bound from each one's first
- * entry); a cache one of whose entries is past the range is refused at
- * creation naming desc->capacity. */
+ * and the unfused path, each against the reference (fused: the cache read
+ * in windows; unfused: calls of entries, the cache bound from each one's
+ * first entry). Then kv_cache_entry_case. */
 static void kv_cache_range_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
 {
     enum { B = 6, P = 150, STEPS = 3, CAP = 300 };
@@ -738,7 +740,7 @@ static void kv_cache_range_case(vkmha_context *ref, vkmha_context *gpu, t_rng *r
         const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
         float *x = t_alloc((size_t)B * P * row), *want = t_alloc((size_t)B * P * row),
               *got = sentinels((size_t)B * P * row);
-        g_splits = 0;
+        g_splits = g_windows = 0;
         const uint32_t prefill = path ? 80 : P;
         for (uint32_t t0 = 0, n = prefill; ok && t0 < prefill + STEPS; t0 += n, n = 1) {
             for (uint32_t b = 0; b < B; b++) /* tokens t0 .. t0 + n - 1 of each sequence */
@@ -759,22 +761,87 @@ static void kv_cache_range_case(vkmha_context *ref, vkmha_context *gpu, t_rng *r
                  t_close("KV cache past the range", "out", got, want, (size_t)B * n * row,
                          T_LAYER_ATOL, T_LAYER_RTOL);
         }
-        t_report(ok && g_splits > 0,
+        t_report(ok && (path ? g_splits : g_windows) > 0,
                  "KV cache of %u entries x %u positions past the range (%u KiB of keys): a "
                  "prefill of %u and %u steps of every entry match the reference [range, %s], "
-                 "%d calls split",
+                 "%s",
                  B, CAP, B * 2 * CAP * 8 * 4 / 1024, prefill, STEPS, path ? "unfused" : "fused",
-                 g_splits);
+                 path ? "in calls of entries" : "read in windows");
         vkmha_kv_cache_destroy(cg), vkmha_kv_cache_destroy(cr);
         free(x), free(want), free(got);
     }
-    vkmha_kv_cache *big = (vkmha_kv_cache *)(uintptr_t)1;
-    const vkmha_kv_cache_desc bd = {.batch = 1, .capacity = 1100}; /* 69 KiB an entry */
-    const vkmha_status st = mg ? vkmha_kv_cache_create(mg, &bd, &big) : VKMHA_ERROR_INVALID_ARGUMENT;
-    report_refused(ref, gpu, rng, st, "vkmha_kv_cache_create", "desc->capacity",
-                   "maxStorageBufferRange", big == NULL,
-                   "a KV cache whose one entry is past the range [range]");
     vkmha_mha_destroy(mg), vkmha_mha_destroy(mr);
+    t_layer_free(&l);
+}
+
+/* A KV cache one of whose heads is past the 64 KiB range (2 entries x 2
+ * heads x 2300 positions x 8 floats: 72 KiB a head): 2100 keys and values
+ * appended to each entry by a call of 3 queries (cross-attention: the
+ * projections of 131 KiB an entry copied into the cache in blocks of rows of
+ * one head), then 3 steps of one token with the causal mask, each against
+ * the reference, the cache read in windows of keys; between them a step on
+ * the unfused path, which reads the cache whole, is refused naming k and v,
+ * and changes nothing (the next step still matches). */
+static void kv_cache_entry_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
+{
+    enum { B = 2, FILL = 2100, CAP = 2300, Q = 3, STEPS = 3, D = 16 };
+    t_layer l;
+    t_layer_make(&l, rng, D, 2, 0, B, Q, FILL, 0);
+    vkmha_mha *mg = NULL, *mr = NULL;
+    vkmha_kv_cache *cg = NULL, *cr = NULL;
+    const vkmha_kv_cache_desc cd = {.batch = B, .capacity = CAP};
+    bool ok = !vkmha_mha_create(gpu, &l.desc, &mg) && !vkmha_mha_create(ref, &l.desc, &mr) &&
+              !vkmha_kv_cache_create(mg, &cd, &cg) && !vkmha_kv_cache_create(mr, &cd, &cr);
+    if (!ok)
+        t_diag("KV cache of 72 KiB a head: %s", vkmha_context_last_error(gpu));
+    float *want = t_alloc((size_t)B * Q * D), *got = sentinels((size_t)B * Q * D);
+    vkmha_mha_io io = l.io;
+    io.out = want, io.kv_cache = cr;
+    vkmha_status rst = ok ? vkmha_mha_forward(mr, &io) : VKMHA_ERROR_INVALID_ARGUMENT;
+    io.out = got, io.kv_cache = cg;
+    g_windows = g_blocks = 0;
+    vkmha_status st = ok ? vkmha_mha_forward(mg, &io) : VKMHA_ERROR_INVALID_ARGUMENT;
+    if (st)
+        t_diag("KV cache of 72 KiB a head, the fill: %s", vkmha_context_last_error(gpu));
+    t_report(!rst && !st && g_windows > 0 && g_blocks > 0 &&
+                 t_close("KV cache fill", "out", got, want, (size_t)B * Q * D, T_LAYER_ATOL,
+                         T_LAYER_RTOL),
+             "KV cache of 72 KiB a head: 3 queries appending 2100 keys to each of 2 entries "
+             "(the append in blocks, the cache read in windows) match the reference [range]");
+    const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
+    for (int step = 0; step < STEPS; step++) {
+        const float *x = l.io.query + (size_t)step * D; /* any token of the inputs */
+        vkmha_mha_io si = {.batch = B, .len_q = 1, .query = x, .key = x, .value = x,
+                           .mask = &causal};
+        if (step == 1) { /* the unfused path: refused, nothing changes */
+            si.attention_path = VKMHA_ATTENTION_PATH_UNFUSED;
+            si.out = got, si.kv_cache = cg;
+            for (size_t i = 0; i < (size_t)B * D; i++)
+                got[i] = SENTINEL;
+            report_refused(ref, gpu, rng, ok ? vkmha_mha_forward(mg, &si) : 0,
+                           "vkmha_mha_forward", "k and v", "maxStorageBufferRange",
+                           untouched(got, (size_t)B * D),
+                           "a step on the unfused path over that cache [range]");
+            si.attention_path = VKMHA_ATTENTION_PATH_AUTO;
+        }
+        si.out = want, si.kv_cache = cr;
+        rst = ok ? vkmha_mha_forward(mr, &si) : VKMHA_ERROR_INVALID_ARGUMENT;
+        si.out = got, si.kv_cache = cg;
+        g_windows = 0;
+        st = ok ? vkmha_mha_forward(mg, &si) : VKMHA_ERROR_INVALID_ARGUMENT;
+        if (st)
+            t_diag("KV cache of 72 KiB a head, step %d: %s", step,
+                   vkmha_context_last_error(gpu));
+        t_report(!rst && !st && g_windows > 0 &&
+                     t_close("KV cache step", "out", got, want, (size_t)B * D, T_LAYER_ATOL,
+                             T_LAYER_RTOL),
+                 "KV cache of 72 KiB a head: step %d of both entries (causal) matches the "
+                 "reference [range]",
+                 step);
+    }
+    vkmha_kv_cache_destroy(cg), vkmha_kv_cache_destroy(cr);
+    vkmha_mha_destroy(mg), vkmha_mha_destroy(mr);
+    free(want), free(got);
     t_layer_free(&l);
 }
 
@@ -893,6 +960,7 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
         key_window_cases(ref, gpu, rng);
         layer_keys_case(ref, gpu, rng);
         kv_cache_range_case(ref, gpu, rng);
+        kv_cache_entry_case(ref, gpu, rng);
         layer_rows_case(ref, gpu, rng);
     } else {
         /* Host arrays past maxMemoryAllocationSize (each is copied into one

@@ -398,15 +398,23 @@ static vkmha_status heads_blocks(vkmha_context *ctx, const vkmha_run *run, const
                                  uint64_t limit)
 {
     const uint64_t es = vkmha__dtype_size(s->dtype), plane = (uint64_t)s->len * s->head_dim * es;
-    /* Heads whose rows all fit; none for an entry of 2^32 elements or more,
-     * whose strides the shaders' 32-bit element indices cannot take. */
-    uint64_t nh = (uint64_t)s->len * s->heads * s->head_dim > UINT32_MAX ? 0 : limit / plane;
+    /* Heads whose rows all fit, else one head's rows in blocks; none for an
+     * entry of 2^32 elements or more, whose strides the shaders' 32-bit
+     * element indices cannot take. */
+    const bool big = (uint64_t)s->len * s->heads * s->head_dim > UINT32_MAX;
+    const uint64_t rows_in = limit / (s->head_dim * es); /* rows of d that fit */
+    uint64_t nh = big ? 0 : limit / plane, n = 0;
     nh = nh < s->heads ? nh : s->heads;
-    uint64_t n = 0;
-    if (nh && limit / (s->head_dim * es) >= nh)
-        n = (limit / (s->head_dim * es) - nh) / s->heads + 1;
+    if (!big && rows_in) {
+        const uint64_t h = nh ? nh : 1;
+        if (rows_in >= h) /* the [len][heads][d] span of n rows of h heads */
+            n = (rows_in - h) / s->heads + 1;
+        if (!nh) /* and n rows of one head in [heads][len][d] */
+            n = n < rows_in ? n : rows_in;
+        nh = h;
+    }
     n = n < s->len ? n : s->len;
-    if (!nh || !n) { /* not one head's rows (or 2^32 elements): refused naming the array */
+    if (!nh || !n) { /* not one row (or 2^32 elements): refused naming the array */
         const uint64_t all = (uint64_t)s->batch * s->len * s->heads * s->head_dim * es;
         vkmha_status st = check_parts(ctx, (const char *const[]){"x", "y"},
                                       (const vkmha_arg *const[]){x, y},

@@ -420,6 +420,9 @@ static void tensor_range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rn
                       "vkmha_split_heads_tensor B 4 L 100 H 4 d 16 (100 KiB) [range]");
     heads_tensor_case(ref, gpu, rng, false, &(vkmha_heads_desc){1, 161, 5, 28, 0},
                       "vkmha_merge_heads_tensor B 1 L 161 H 5 d 28 (88 KiB) in blocks [range]");
+    heads_tensor_case(ref, gpu, rng, true, &(vkmha_heads_desc){1, 601, 3, 30, 0},
+                      "vkmha_split_heads_tensor B 1 L 601 H 3 d 30 (70 KiB a head) in blocks "
+                      "of rows [range]");
 
     /* The layer: calls of whole batch entries, the key padding tensor moved
      * with each; vkmha_mha_submit refuses it. */
@@ -511,7 +514,7 @@ static void tensor_range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rn
  * padding masks) and on tensors (masks and weights as tensors too, the call
  * in parts of heads and rows for its bias and weights), each against the
  * reference; the unfused path, which reads k and v whole, is refused
- * naming them. Tolerances: test_attention.c's for fp32, 2 ulp for fp16
+ * naming k. Tolerances: test_attention.c's for fp32, 2 ulp for fp16
  * (test_dtype.c's). */
 static void key_window_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
 {
@@ -559,7 +562,7 @@ static void key_window_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
             for (size_t i = 0; i < n.out; i++)
                 got[i] = SENTINEL;
             report_refused(ref, gpu, rng, vkmha_attention(gpu, &du, q, k, v, m, got, NULL),
-                           "vkmha_attention", "k and v", "maxStorageBufferRange",
+                           "vkmha_attention", "k needs", "maxStorageBufferRange",
                            untouched(got, n.out),
                            "unfused attention with 66 KiB of keys a head [range]");
         }
@@ -1010,14 +1013,14 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
             heads_case(ref, gpu, rng, split, &(vkmha_heads_desc){2, 161, 5, dim, 0}, fmt);
         }
     }
-    /* One head's rows past it (600 x 32 floats: 75 KiB): refused. */
-    float *y = sentinels(600 * 2 * 32);
-    float *x600 = t_random(rng, 600 * 2 * 32, -1, 1);
-    vkmha_heads_desc hd = {1, 600, 2, 32, 0};
-    snprintf(label, sizeof label, "split_heads with one head's rows of 75 KiB [%s]", limit);
-    report_refused(ref, gpu, rng, vkmha_split_heads(gpu, &hd, x600, y), "vkmha_split_heads",
-                   "x needs", limit, untouched(y, 600 * 2 * 32), label);
-    free(x600);
+    /* One head's rows past it (601 x 30 floats: 70 KiB): blocks of rows of
+     * one head, both ways. */
+    for (int split = 1; split >= 0; split--) {
+        char fmt[160];
+        snprintf(fmt, sizeof fmt, "%%s_heads B 2 L 601 H 3 d 30 (70 KiB a head) in blocks of "
+                                  "rows of one head [%s]", limit);
+        heads_case(ref, gpu, rng, split, &(vkmha_heads_desc){2, 601, 3, 30, 0}, fmt);
+    }
 
     /* Attention: q, k, v, out of 8 KiB, scores [1][2][64][256] of 128 KiB. */
     vkmha_attention_desc ad = {1, 2, 0, 64, 256, 16, 16, 0, VKMHA_ATTENTION_PATH_UNFUSED, 0, 0};
@@ -1159,7 +1162,7 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
     vkmha_mha_destroy(mr);
     free(got), free(want_l);
     t_layer_free(&l);
-    free(a), free(b), free(y), free(q), free(k), free(v), free(out), free(w),
+    free(a), free(b), free(q), free(k), free(v), free(out), free(w),
         free(want);
 }
 

@@ -684,17 +684,24 @@ typedef struct vkmha_mask {
  * block few rows of one layout and few heads of the other);
  * vkmha_mha_forward as calls of whole batch entries, and the layer's entry
  * that does not fit as calls of its query rows, each with all of the
- * entry's keys (not with a KV cache, attention weights or a per-head bias,
- * whose heads interleave the rows; the key and value inputs are bound in
- * windows by their projections and may exceed the range). The tensor forms do the
+ * entry's keys (with a KV cache the first rows' call appends them, the
+ * others attend over the cache; not with attention weights or a per-head
+ * bias, whose heads interleave the rows; the key and value inputs are bound
+ * in windows by their projections and may exceed the range). The tensor forms do the
  * same with tensors larger than maxStorageBufferRange (each part bound from
  * where it starts), mask tensors moved with their parts; vkmha_mha_submit,
  * whose one submission cannot hold several calls, refuses a layer that
  * would need them. The parts are sized so that the unfused path's scores
- * fit too when that path is asked for. Results are those of one call. What
- * does not fit even so (one row of keys, one head's keys and values, one
- * head's rows of split / merge heads, the layer's key projections of one
- * entry) is VKMHA_ERROR_UNSUPPORTED naming the array. */
+ * fit too when that path is asked for. Results are those of one call.
+ * Keys and values past the range (one head's, the layer's key projections,
+ * a KV cache's entries) need no parts on the fused path: it reads them in
+ * windows of keys, one batch entry and key/value head at a time (host
+ * arrays of them must fit maxMemoryAllocationSize); the unfused path, which
+ * reads them whole, refuses them. Split / merge heads of one head's rows
+ * past the range run in blocks of rows of that head. What does not fit
+ * even so (one row of a softmax or of keys, keys past the range on the
+ * unfused path, an entry of split / merge heads of 2^32 elements or more)
+ * is VKMHA_ERROR_UNSUPPORTED naming the array. */
 
 typedef enum vkmha_op {
     VKMHA_OP_N = 0, /* use B as given: B is [k][n] */
@@ -999,10 +1006,12 @@ typedef struct vkmha_kv_cache_desc {
 
 /* A cache for `mha` with every entry empty (length 0).
  * Vulkan: the keys and values may each exceed maxStorageBufferRange (up to
- * maxMemoryAllocationSize): a forward binds them from its first entry and
- * runs as calls of the entries that fit. One entry's keys or values
- * (n_kv_head * capacity * head dim * the dtype's size) must fit the range:
- * otherwise VKMHA_ERROR_UNSUPPORTED naming desc->capacity. */
+ * maxMemoryAllocationSize), and so may one entry's, or one head's of an
+ * entry (n_kv_head * capacity * head dim * the dtype's size): a forward
+ * appends to them in blocks that fit, and the fused attention reads them in
+ * windows of keys; the unfused path reads the call's entries whole, and
+ * refuses them (VKMHA_ERROR_UNSUPPORTED naming k and v) where they do not
+ * fit. */
 VKMHA_API vkmha_status vkmha_kv_cache_create(vkmha_mha *mha, const vkmha_kv_cache_desc *desc,
                                              vkmha_kv_cache **out);
 /* NULL is a no-op. Work recorded or submitted that uses it must have completed. */
@@ -1163,7 +1172,7 @@ typedef struct vkmha_tensor_desc {
 /* A new tensor of desc's shape; its contents are undefined until written.
  * Vulkan: up to maxMemoryAllocationSize. One larger than maxStorageBufferRange
  * is taken by every op, the layer and a KV cache, which run in parts that
- * fit (see "Ops on host arrays" above; the matmul in windows; a KV cache's
+ * fit or bind it in windows (see "Ops on host arrays" above; a KV cache's
  * entries: vkmha_kv_cache_create), except by vkmha_mha_submit when the
  * layer would run in parts. */
 VKMHA_API vkmha_status vkmha_tensor_create(vkmha_context *ctx, const vkmha_tensor_desc *desc,

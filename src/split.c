@@ -599,9 +599,20 @@ static vkmha_status layer_part(vkmha_mha *mha, const vkmha_run *run, const mha_f
     p.lengths = f->lengths ? f->lengths + b0 : NULL;
     p.as.lengths = f->as.lengths ? f->as.lengths + b0 : NULL;
     const uint64_t q_at = ((uint64_t)b0 * f->Lq + i0) * row;
-    const vkmha_arg a[5] = {arg_at(&args[0], q_at), arg_at(&args[1], b0 * per[1]),
-                            arg_at(&args[2], b0 * per[2]), arg_at(&args[3], q_at),
-                            arg_at(&args[4], b0 * per[4])};
+    vkmha_arg a[5] = {arg_at(&args[0], q_at), arg_at(&args[1], b0 * per[1]),
+                      arg_at(&args[2], b0 * per[2]), arg_at(&args[3], q_at),
+                      arg_at(&args[4], b0 * per[4])};
+    if (f->cache && i0 > 0) {
+        /* The entry's first rows appended its keys and values: the others
+         * attend over what the cache then holds (the lengths of the call),
+         * as a call without key and value does. */
+        p.append = false;
+        p.Lk = 0;
+        p.n_key = p.n_value = 0;
+        a[1].host = a[2].host = NULL;
+        a[1].tensor = a[2].tensor = NULL;
+        a[1].at = a[2].at = 0;
+    }
     /* The key and value inputs are read only by their projections, which
      * bind them in windows (vk_mha.c). */
     const uint64_t bytes[5] = {n * ni * row, 0, 0, n * ni * row, n * per[4]};
@@ -659,12 +670,13 @@ vkmha_status vkmha__mha_forward_split(vkmha_mha *mha, const vkmha_run *run, cons
         nb = ctx->allocation_size / kv_proj;
     nb = nb < f->B ? nb : f->B;
     uint32_t ni = (uint32_t)Lq;
-    if (nb == 0 && !f->cache && !weights && !(f->mask.m.bias && f->mask.m.bias_heads > 1) &&
+    if (nb == 0 && !weights && !(f->mask.m.bias && f->mask.m.bias_heads > 1) &&
         (!alloc || kv_in <= alloc) && (unfused ? per[6] <= limit : per[6] <= ctx->allocation_size) &&
-        (!f->mask.m.key_padding || L <= limit)) {
+        (!unfused || per[9] <= limit) && (!f->mask.m.key_padding || L <= limit)) {
         /* Not one entry: rows of its queries (each row's query and output,
          * projection and concat, partial outputs, scores, mask rows), all
-         * of its keys each time. */
+         * of its keys each time (a KV cache's: the first rows append the
+         * new ones, layer_part). */
         const uint64_t per_row[6] = {d->d_model * es, H * dim * es,
                                      splits * H * (d->d_v > 2 ? d->d_v : 2) * 4,
                                      unfused ? H * L * 4 : 0, f->mask.m.full ? L : 0,

@@ -848,6 +848,56 @@ static void kv_cache_entry_case(vkmha_context *ref, vkmha_context *gpu, t_rng *r
     t_layer_free(&l);
 }
 
+/* A prefill into a KV cache whose one entry's query is past the 64 KiB
+ * range (2 entries, 1300 tokens of d_model 16, 2 heads over 1: 81 KiB a
+ * query): calls of query rows, the first appending the entry's keys and
+ * values, the others attending over the cache, the causal mask moved with
+ * the rows; then two steps of one token. Fused and unfused, each call
+ * against the reference. */
+static void kv_cache_rows_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
+{
+    enum { B = 2, L = 1300, CAP = 1400, D = 16, STEPS = 2 };
+    t_layer l;
+    t_layer_make(&l, rng, D, 2, 1, B, L, 0, 0);
+    const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
+    vkmha_mha *mg = NULL, *mr = NULL;
+    bool made = !vkmha_mha_create(gpu, &l.desc, &mg) && !vkmha_mha_create(ref, &l.desc, &mr);
+    float *want = t_alloc(l.n_out), *got = sentinels(l.n_out);
+    for (int path = 0; path < 2 && made; path++) {
+        vkmha_kv_cache *cg = NULL, *cr = NULL;
+        const vkmha_kv_cache_desc cd = {.batch = B, .capacity = CAP};
+        bool ok = !vkmha_kv_cache_create(mg, &cd, &cg) && !vkmha_kv_cache_create(mr, &cd, &cr);
+        const vkmha_attention_path ap =
+            path ? VKMHA_ATTENTION_PATH_UNFUSED : VKMHA_ATTENTION_PATH_FUSED;
+        for (int call = 0; call <= STEPS && ok; call++) {
+            /* The prefill, then steps of one token an entry (any of the
+             * inputs: [B][1][D] is B rows). */
+            const uint32_t n = call ? 1 : L;
+            const float *x = l.io.query + (size_t)call * D;
+            vkmha_mha_io io = {.batch = B, .len_q = n, .query = x, .key = x, .value = x,
+                               .mask = &causal, .attention_path = ap};
+            io.out = want, io.kv_cache = cr;
+            const vkmha_status rst = vkmha_mha_forward(mr, &io);
+            io.out = got, io.kv_cache = cg;
+            g_splits = 0;
+            const vkmha_status st = vkmha_mha_forward(mg, &io);
+            if (st)
+                t_diag("KV cache rows, call %d: %s", call, vkmha_context_last_error(gpu));
+            ok = !rst && !st && (call || g_splits > 0) &&
+                 t_close("KV cache rows", "out", got, want, (size_t)B * n * D, T_LAYER_ATOL,
+                         T_LAYER_RTOL);
+        }
+        t_report(ok,
+                 "KV cache prefill of 2 entries x 1300 tokens (81 KiB a query) in calls of "
+                 "query rows, causal, then %d steps: match the reference [range, %s]",
+                 STEPS, path ? "unfused" : "fused");
+        vkmha_kv_cache_destroy(cg), vkmha_kv_cache_destroy(cr);
+    }
+    vkmha_mha_destroy(mg), vkmha_mha_destroy(mr);
+    free(want), free(got);
+    t_layer_free(&l);
+}
+
 /* One entry of the layer past the 64 KiB range (self-attention of 1300
  * tokens of d_model 16, 2 heads over 1: query, key and output of 81 KiB,
  * key projections of 41 KiB): calls of query rows, each with all of the
@@ -964,6 +1014,7 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
         layer_keys_case(ref, gpu, rng);
         kv_cache_range_case(ref, gpu, rng);
         kv_cache_entry_case(ref, gpu, rng);
+        kv_cache_rows_case(ref, gpu, rng);
         layer_rows_case(ref, gpu, rng);
     } else {
         /* Host arrays past maxMemoryAllocationSize (each is copied into one

@@ -689,9 +689,8 @@ typedef struct vkmha_mask {
  * bias, whose heads interleave the rows; the key and value inputs are bound
  * in windows by their projections and may exceed the range). The tensor forms do the
  * same with tensors larger than maxStorageBufferRange (each part bound from
- * where it starts), mask tensors moved with their parts; vkmha_mha_submit,
- * whose one submission cannot hold several calls, refuses a layer that
- * would need them. The parts are sized so that the unfused path's scores
+ * where it starts), mask tensors moved with their parts (vkmha_mha_submit
+ * records a layer's parts into its one submission). The parts are sized so that the unfused path's scores
  * fit too when that path is asked for. Results are those of one call.
  * Keys and values past the range (one head's, the layer's key projections,
  * a KV cache's entries) need no parts on the fused path: it reads them in
@@ -1173,8 +1172,7 @@ typedef struct vkmha_tensor_desc {
  * Vulkan: up to maxMemoryAllocationSize. One larger than maxStorageBufferRange
  * is taken by every op, the layer and a KV cache, which run in parts that
  * fit or bind it in windows (see "Ops on host arrays" above; a KV cache's
- * entries: vkmha_kv_cache_create), except by vkmha_mha_submit when the
- * layer would run in parts. */
+ * entries: vkmha_kv_cache_create). */
 VKMHA_API vkmha_status vkmha_tensor_create(vkmha_context *ctx, const vkmha_tensor_desc *desc,
                                            vkmha_tensor **out);
 /* Frees the tensor's memory (a wrapped VkBuffer is left alone); NULL is a
@@ -1255,8 +1253,11 @@ typedef struct vkmha_submission vkmha_submission;
  * context's queue and returns without waiting; *out is the handle to wait
  * for. The tensors and the layer must stay alive, and the inputs unchanged,
  * until the submission completed. Later calls on the context are ordered
- * after it on the queue. The reference backend computes it at once and
- * returns a completed submission. */
+ * after it on the queue. A layer that runs in parts (arrays past
+ * maxStorageBufferRange, see "Ops on host arrays") records them all into
+ * the one submission; scratch buffers it replaces meanwhile are then kept
+ * until vkmha_context_trim, as after vkmha_mha_record. The reference
+ * backend computes it at once and returns a completed submission. */
 VKMHA_API vkmha_status vkmha_mha_submit(vkmha_mha *mha, const vkmha_mha_tensors *io,
                                         vkmha_submission **out);
 /* VKMHA_SUCCESS when the work completed, VKMHA_NOT_READY when it still

@@ -219,6 +219,14 @@ typedef struct vkmha_backend_ops {
     vkmha_status (*kv_clear)(vkmha_kv_cache *c, uint32_t first, uint32_t count, uint32_t from);
     vkmha_status (*kv_reorder)(vkmha_kv_cache *c, const uint32_t *src);
 
+    /* vkmha_mha_submit of a layer that runs in parts (src/split.c; NULL for
+     * a backend without parts): parts_open makes a submission-to-be and
+     * *part, the run (FORM_RECORD) the parts record into it with;
+     * parts_close submits it into *out, or drops it when st (a part's
+     * failure) is not VKMHA_SUCCESS, and returns the status. */
+    vkmha_status (*parts_open)(vkmha_context *ctx, vkmha_run *part, vkmha_submission **open);
+    vkmha_status (*parts_close)(vkmha_context *ctx, vkmha_submission *open, vkmha_status st,
+                                vkmha_submission **out);
     /* Submissions not yet done: wait (timeout in ns) or poll; free waits
      * for s and frees it. */
     vkmha_status (*submission_wait)(vkmha_submission *s, uint64_t timeout_ns);

@@ -693,26 +693,22 @@ vkmha_status vkmha__mha_forward_split(vkmha_mha *mha, const vkmha_run *run, cons
     if (!limit || nb == 0) /* fits, or not one row does: the backend names it */
         nb = f->B;
     const bool whole = nb == f->B && ni == Lq;
-    if (!whole && run->form == FORM_SUBMIT)
-        return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
-                           "%s: the call's arrays are beyond what one binding holds on this "
-                           "device (maxStorageBufferRange %llu bytes) and would run as calls "
-                           "of %s, which one submission cannot hold: use "
-                           "vkmha_mha_forward_tensor or vkmha_mha_record",
-                           ctx->call, (unsigned long long)ctx->storage_range,
-                           ni < Lq ? "query rows" : "batch entries");
-    if (!whole)
-        vkmha__log(ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
-                   "%s: arrays beyond this device's buffer range: split into calls of %llu "
-                   "batch entries of %u query rows",
-                   ctx->call, (unsigned long long)nb, ni);
+    if (whole)
+        return layer_part(mha, run, f, args, per, 0, f->B, 0, (uint32_t)Lq);
+    vkmha__log(ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+               "%s: arrays beyond this device's buffer range: split into calls of %llu batch "
+               "entries of %u query rows",
+               ctx->call, (unsigned long long)nb, ni);
+    /* vkmha_mha_submit: the parts record into one submission. */
+    vkmha_run part_run = *run;
+    vkmha_submission *open = NULL;
     vkmha_status st = VKMHA_SUCCESS;
+    if (run->form == FORM_SUBMIT && (st = ctx->ops->parts_open(ctx, &part_run, &open)))
+        return st;
     for (uint32_t b0 = 0; b0 < f->B && !st; b0 += (uint32_t)nb)
-        for (uint32_t i0 = 0; i0 < Lq && !st; i0 += ni) {
-            const uint32_t n = (uint32_t)(f->B - b0 < nb ? f->B - b0 : nb);
-            st = whole ? layer_part(mha, run, f, args, per, 0, f->B, 0, (uint32_t)Lq)
-                       : layer_part(mha, run, f, args, per, b0, n, i0,
-                                    (uint32_t)(Lq - i0 < ni ? Lq - i0 : ni));
-        }
-    return st;
+        for (uint32_t i0 = 0; i0 < Lq && !st; i0 += ni)
+            st = layer_part(mha, &part_run, f, args, per, b0,
+                            (uint32_t)(f->B - b0 < nb ? f->B - b0 : nb), i0,
+                            (uint32_t)(Lq - i0 < ni ? Lq - i0 : ni));
+    return open ? ctx->ops->parts_close(ctx, open, st, run->sub) : st;
 }

@@ -683,6 +683,12 @@ vkmha_status vk_check_lost(vk_state *vk);
 /* MODE_SUBMIT's part of vk_exec_begin: a new submission (its command buffer
  * and fence), the newest of vk->subs. */
 vkmha_status vk_submit_begin(vk_state *vk, struct vkmha_submission **out);
+/* vkmha_backend_ops.parts_open / parts_close: a submission whose command
+ * buffer the parts of a call record into (FORM_RECORD), pending only once
+ * it is submitted at the close (dropped if st, a part's failure). */
+vkmha_status vk_parts_open(vkmha_context *ctx, vkmha_run *part, struct vkmha_submission **open);
+vkmha_status vk_parts_close(vkmha_context *ctx, struct vkmha_submission *open, vkmha_status st,
+                            struct vkmha_submission **out);
 /* The newest submission's command buffer: begun, or ended and submitted
  * (freed on failure). */
 vkmha_status vk_submission_begin_commands(vk_state *vk);

@@ -17,23 +17,11 @@ static vk_submission *vk_sub(vkmha_submission *s)
     return (vk_submission *)s;
 }
 
-vkmha_status vk_submit_begin(vk_state *vk, vkmha_submission **out)
+/* A submission's command buffer and fence, not pending yet. */
+static vkmha_status submission_new(vk_state *vk, vk_submission **out)
 {
-    vkmha_status st;
     VkResult r;
     *out = NULL;
-    if (!vk->push_descriptors && (st = vk_wait_submissions(vk)))
-        return st;
-    if (vk->n_subs == vk->cap_subs) {
-        uint32_t cap = vk->cap_subs ? 2 * vk->cap_subs : 4;
-        vkmha_submission **subs = vkmha__realloc(vk->ctx, vk->subs,
-                                                 vk->n_subs * sizeof *subs, cap * sizeof *subs);
-        if (!subs)
-            return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                               "%s: out of host memory", vk->ctx->call);
-        vk->subs = subs;
-        vk->cap_subs = cap;
-    }
     vk_submission *s = vkmha__calloc(vk->ctx, 1, sizeof *s);
     if (!s)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
@@ -49,9 +37,78 @@ vkmha_status vk_submit_begin(vk_state *vk, vkmha_submission **out)
         vk_submission_free(vk, &s->s);
         return vk_fail(vk, r, "vkAllocateCommandBuffers / vkCreateFence");
     }
+    *out = s;
+    return VKMHA_SUCCESS;
+}
+
+/* Makes s the newest of vk->subs (the pending ones). */
+static vkmha_status submission_track(vk_state *vk, vk_submission *s)
+{
+    if (vk->n_subs == vk->cap_subs) {
+        uint32_t cap = vk->cap_subs ? 2 * vk->cap_subs : 4;
+        vkmha_submission **subs = vkmha__realloc(vk->ctx, vk->subs,
+                                                 vk->n_subs * sizeof *subs, cap * sizeof *subs);
+        if (!subs)
+            return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                               "%s: out of host memory", vk->ctx->call);
+        vk->subs = subs;
+        vk->cap_subs = cap;
+    }
     vk->subs[vk->n_subs++] = &s->s;
+    return VKMHA_SUCCESS;
+}
+
+vkmha_status vk_submit_begin(vk_state *vk, vkmha_submission **out)
+{
+    vkmha_status st;
+    vk_submission *s;
+    *out = NULL;
+    if (!vk->push_descriptors && (st = vk_wait_submissions(vk)))
+        return st;
+    if ((st = submission_new(vk, &s)))
+        return st;
+    if ((st = submission_track(vk, s))) {
+        vk_submission_free(vk, &s->s);
+        return st;
+    }
     vk->cmd = s->cmd;
     *out = &s->s;
+    return VKMHA_SUCCESS;
+}
+
+vkmha_status vk_parts_open(vkmha_context *ctx, vkmha_run *part, vkmha_submission **open)
+{
+    vk_state *vk = ctx->vk;
+    vkmha_status st;
+    vk_submission *s;
+    *open = NULL;
+    if ((st = vk_check_lost(vk)) || (st = submission_new(vk, &s)))
+        return st;
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    VkResult r = vk->vkd.vkBeginCommandBuffer(s->cmd, &bi);
+    if (r != VK_SUCCESS) {
+        vk_submission_free(vk, &s->s);
+        return vk_fail(vk, r, "vkBeginCommandBuffer");
+    }
+    *part = (vkmha_run){.form = FORM_RECORD, .cmd = (void *)s->cmd};
+    *open = &s->s;
+    return VKMHA_SUCCESS;
+}
+
+vkmha_status vk_parts_close(vkmha_context *ctx, vkmha_submission *open, vkmha_status st,
+                            vkmha_submission **out)
+{
+    vk_state *vk = ctx->vk;
+    if (!st)
+        st = submission_track(vk, (vk_submission *)open);
+    if (st) {
+        vk_submission_free(vk, open);
+        return st;
+    }
+    if ((st = vk_submission_submit(vk))) /* frees it on failure */
+        return st;
+    *out = open;
     return VKMHA_SUCCESS;
 }
 

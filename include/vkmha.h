@@ -695,12 +695,14 @@ typedef struct vkmha_mask {
  * Keys and values past the range (one head's, the layer's key projections,
  * a KV cache's entries) need no parts on the fused path: it reads them in
  * windows of keys, one batch entry and key/value head at a time (host
- * arrays of them must fit maxMemoryAllocationSize); the unfused path, which
- * reads them whole, refuses them. Split / merge heads of one head's rows
- * past the range run in blocks of rows of that head. What does not fit
- * even so (one row of a softmax or of keys, keys past the range on the
- * unfused path, an entry of split / merge heads of 2^32 elements or more)
- * is VKMHA_ERROR_UNSUPPORTED naming the array. */
+ * arrays of them must fit maxMemoryAllocationSize); the unfused path binds
+ * them in windows for one query head of one entry (vkmha_attention runs in
+ * such calls; the layer, whose heads that path computes together, refuses
+ * them there). Split / merge heads of one head's rows past the range run
+ * in blocks of rows of that head. What does not fit even so (one row of a
+ * softmax, of keys or of the unfused path's scores, the layer's keys past
+ * the range on the unfused path, an entry of split / merge heads of 2^32
+ * elements or more) is VKMHA_ERROR_UNSUPPORTED naming the array. */
 
 typedef enum vkmha_op {
     VKMHA_OP_N = 0, /* use B as given: B is [k][n] */

@@ -11,8 +11,9 @@
  * part of a host array is a pointer into it; a part of a tensor is the
  * tensor with the bytes before it (vkmha_arg.at), which the backend binds
  * from there. An attention's keys and values need not fit: the backend's
- * fused path binds them in windows of keys (they count only on the unfused
- * path, and host arrays of them must fit an allocation). What does not fit
+ * fused path binds them in windows of keys, and its unfused path for one
+ * query head of one entry (they count for larger parts on that path; host
+ * arrays of them must fit an allocation). What does not fit
  * even as one row of one head goes to the backend whole, which refuses a
  * host array naming it; a tensor is refused here (check_part). The
  * reference backend has no such limits. */
@@ -284,14 +285,20 @@ typedef struct attention_args {
 } attention_args;
 
 /* A shape and how its keys and values count for the fit: bound in windows
- * by the backend's fused path (any path but the unfused one), they need not
- * fit a binding, only an allocation when they are host arrays (kv_most; 0:
- * no limit); else they count like the other arrays. */
+ * by the backend (the fused path; the unfused path's matmuls for one query
+ * head of one entry), they need not fit a binding, only an allocation when
+ * they are host arrays (kv_most; 0: no limit); else they count like the
+ * other arrays. */
 typedef struct attention_fit {
     const attn_shape *s;
-    bool kv_windows;
     uint64_t kv_most;
 } attention_fit;
+
+/* Whether the backend binds part p's keys and values in windows. */
+static bool kv_windows(const attn_shape *s, const part *p)
+{
+    return s->path != VKMHA_ATTENTION_PATH_UNFUSED || (uint64_t)p->nb * p->nh == 1;
+}
 
 /* Key/value heads of a part: all of its entries', its groups', or the one
  * its single query head reads. */
@@ -327,7 +334,7 @@ static uint64_t attention_bytes(const void *shape, const mask_r *m, const part *
     uint64_t sizes[8], most = 0;
     attention_sizes(fit->s, m, p, weights, sizes);
     for (int i = 0; i < 8; i++) {
-        if (fit->kv_windows && (i == 1 || i == 2)) {
+        if ((i == 1 || i == 2) && kv_windows(fit->s, p)) {
             if (fit->kv_most && sizes[i] > fit->kv_most)
                 return UINT64_MAX;
             continue;
@@ -352,7 +359,7 @@ static vkmha_status attention_part(vkmha_context *ctx, const void *args, const p
     const vkmha_mask_arg am = part_mask(a->m, s->len_q, s->len_k, p);
     uint64_t sizes[8];
     attention_sizes(s, &a->m->m, p, aw.tensor != NULL, sizes);
-    if (s->path != VKMHA_ATTENTION_PATH_UNFUSED) /* k and v: in windows (vk_attention.c) */
+    if (kv_windows(s, p)) /* k and v: in windows (vk_attention.c) */
         sizes[1] = sizes[2] = 0;
     vkmha_status st = check_parts(ctx, (const char *const[]){"q", "k", "v", "out", "weights"},
                                   (const vkmha_arg *const[]){&aq, &ak, &av, &ao, &aw}, sizes, 5);
@@ -367,10 +374,9 @@ vkmha_status vkmha__attention_split(vkmha_context *ctx, const vkmha_run *run,
                                     const vkmha_arg *out, const vkmha_arg *weights)
 {
     const attention_args a = {s, run, q, k, v, m, out, weights};
-    /* The fused path binds k and v in windows past maxStorageBufferRange;
-     * host arrays of them are copied into one allocation each. */
-    const attention_fit fit = {s, s->path != VKMHA_ATTENTION_PATH_UNFUSED,
-                               run->form == FORM_HOST ? ctx->allocation_size : 0};
+    /* The backend binds k and v in windows past maxStorageBufferRange
+     * (kv_windows); host arrays of them are copied into one allocation each. */
+    const attention_fit fit = {s, run->form == FORM_HOST ? ctx->allocation_size : 0};
     return run_parts(ctx, s->batch, s->heads, s->len_q, s->heads / s->kv_heads,
                      array_limit(ctx, run), attention_bytes, &fit, &m->m,
                      weights->host || weights->tensor, attention_part, &a);

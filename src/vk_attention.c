@@ -108,6 +108,51 @@ static bool texel_io(const attn_shape *s, const vk_view qkvo[4])
     return !qkvo[3].buf || (qkvo[3].buf->offset + qkvo[3].offset) % 16 == 0;
 }
 
+/* The fp32 scores [batch][heads][len_q][len_k] as a view of matrices. */
+static vk_view scores_view(const attn_shape *s, const vk_view *scores)
+{
+    const uint64_t Lq = s->len_q, Lk = s->len_k;
+    vk_view v = *scores;
+    v.stride[0] = s->heads * Lq * Lk, v.stride[1] = Lq * Lk, v.stride[2] = Lk;
+    return v;
+}
+
+/* k or v from the plan's first cache entry (kv_b0), for the unfused path's
+ * matmuls (the fused shaders take kv_b0 itself). */
+static vk_view entry_view(const vk_attn_plan *plan, const vk_view *all)
+{
+    vk_view e = *all;
+    e.offset += (VkDeviceSize)plan->kv_b0 * all->stride[0] * vkmha__dtype_size(all->dtype);
+    return e;
+}
+
+/* The unfused path's matmuls: scores = scale q k^T (mm[0]) and out = p v
+ * (mm[1]), from the plan's first cache entry, in fp32 scores. */
+static void unfused_matmuls(const vk_attn_plan *plan, const vk_view *q, const vk_view *k_all,
+                            const vk_view *v_all, const vk_view *out, const vk_view *scores,
+                            vk_matmul_args mm[2])
+{
+    const attn_shape *s = &plan->s;
+    const vk_view sv = scores_view(s, scores);
+    mm[0] = (vk_matmul_args){.a = *q, .b = entry_view(plan, k_all), .c = sv, .m = s->len_q,
+                             .n = s->len_k, .k = s->d_k, .trans_b = true, .alpha = s->scale,
+                             .batch_outer = s->batch, .batch_inner = s->heads,
+                             .b_div = s->heads / s->kv_heads};
+    mm[1] = (vk_matmul_args){.a = sv, .b = entry_view(plan, v_all), .c = *out, .m = s->len_q,
+                             .n = s->d_v, .k = s->len_k, .trans_b = false, .alpha = 1.0f,
+                             .batch_outer = s->batch, .batch_inner = s->heads,
+                             .b_div = s->heads / s->kv_heads};
+}
+
+/* Where the unfused path keeps its fp32 scores: the caller's fp32 weights,
+ * else SLOT_SCORES. */
+static vk_view unfused_scores(vk_state *vk, const vk_attn_plan *plan)
+{
+    return plan->scores.dtype == VKMHA_DTYPE_F32
+               ? plan->scores
+               : vk_view_of(&vk->slots[SLOT_SCORES], VKMHA_DTYPE_F32);
+}
+
 /* Bytes from view t's first element (k or v, dim elements a key) to past
  * the last key of the call's entries (from kv_b0) and key/value heads. */
 static uint64_t kv_span(const attn_shape *s, const vk_view *t, uint32_t kv_b0, uint32_t dim)
@@ -149,8 +194,9 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     vkmha_status st;
     /* k and v past maxStorageBufferRange: the fused path binds them in
      * windows of keys (the shared-memory kernel: the CPU-shaped one reads
-     * texel views of whole buffers); the unfused path, whose matmuls are
-     * batched over heads, is refused. */
+     * texel views of whole buffers); the unfused path's matmuls for one
+     * query head of one entry (vk_record_matmul's windows; batched over
+     * heads they cannot be). */
     const bool windowed = !kv_fits(vk, &qkvo[1], kv_span(s, &qkvo[1], kv_b0, s->d_k)) ||
                           !kv_fits(vk, &qkvo[2], kv_span(s, &qkvo[2], kv_b0, s->d_v));
     const uint64_t win_keys = windowed ? window_keys(vk, s, &qkvo[1], &qkvo[2]) : 0;
@@ -187,16 +233,20 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     }
     const uint64_t rows = (uint64_t)s->batch * s->heads * s->len_q;
     const uint64_t score_bytes = rows * s->len_k * 4;
-    const bool unfused_fits = score_bytes <= vk->info.max_storage_buffer_range &&
-                              score_bytes <= vk->info.max_allocation_size && !windowed;
-    if (windowed && (!fusable || s->path == VKMHA_ATTENTION_PATH_UNFUSED))
+    const bool scores_fit = score_bytes <= vk->info.max_storage_buffer_range &&
+                            score_bytes <= vk->info.max_allocation_size,
+               unfused_kv = !windowed || (uint64_t)s->batch * s->heads == 1,
+               unfused_fits = scores_fit && unfused_kv;
+    /* The unfused path asked for refuses its scores first (vk_slot_ensure). */
+    if (!unfused_kv && scores_fit && (!fusable || s->path == VKMHA_ATTENTION_PATH_UNFUSED))
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: k and v are more than this device's maxStorageBufferRange "
-                           "(%llu bytes) lets one binding hold: only the fused path's "
+                           "(%llu bytes) lets one binding hold: the fused path's "
                            "shared-memory kernel reads them in windows, %s",
                            vk->ctx->call, (unsigned long long)vk->info.max_storage_buffer_range,
-                           fusable ? "and the unfused path was asked for"
-                                   : "which has no blocks for these head dims on this device");
+                           fusable ? "the unfused path (asked for) only for one head of one "
+                                     "batch entry at a time"
+                                   : "but has no blocks for these head dims on this device");
     const double t_cpu = cpu_ok ? vk_cost_fused(vk, s, true, weights, vk->flash_cpu[cls].block_q)
                                 : INFINITY;
     const double t_shared =
@@ -227,6 +277,18 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     if (((plan->weights || !plan->fused) && !weights_view) || (!plan->fused && typed_weights))
         if ((st = vk_slot_ensure(vk, SLOT_SCORES, score_bytes)))
             return st;
+    if (!plan->fused && windowed) {
+        /* One product each: their windows take sites (vk_matmul_prepare). */
+        vk_matmul_args mm[2];
+        const vk_view scores = unfused_scores(vk, plan);
+        unfused_matmuls(plan, &qkvo[0], &qkvo[1], &qkvo[2], &qkvo[3], &scores, mm);
+        if ((st = vk_matmul_prepare(vk, mm, 2)))
+            return st;
+        vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+                   "%s: k and v beyond maxStorageBufferRange (%llu bytes): bound in windows "
+                   "by the unfused path's matmuls",
+                   vk->ctx->call, (unsigned long long)vk->info.max_storage_buffer_range);
+    }
     if (!plan->fused) {
         vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
                    "%s: unfused attention, %llu bytes of scores%s", vk->ctx->call,
@@ -313,36 +375,6 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     return VKMHA_SUCCESS;
 }
 
-/* scores[b][h] (Lq x Lk) = scale * q[b][h] (Lq x d_k) * k[b][h / g]^T */
-/* The fp32 scores [batch][heads][len_q][len_k] as a view of matrices. */
-static vk_view scores_view(const attn_shape *s, const vk_view *scores)
-{
-    const uint64_t Lq = s->len_q, Lk = s->len_k;
-    vk_view v = *scores;
-    v.stride[0] = s->heads * Lq * Lk, v.stride[1] = Lq * Lk, v.stride[2] = Lk;
-    return v;
-}
-
-static vkmha_status record_scores(vk_state *vk, vk_site *site, const vk_attn_plan *plan,
-                                  const vk_view *q, const vk_view *k, const vk_view *scores)
-{
-    const attn_shape *s = &plan->s;
-    const vk_matmul_args a = {
-        .a = *q, .b = *k, .c = scores_view(s, scores), .m = s->len_q, .n = s->len_k,
-        .k = s->d_k, .trans_b = true, .alpha = s->scale, .batch_outer = s->batch,
-        .batch_inner = s->heads, .b_div = s->heads / s->kv_heads};
-    return vk_record_matmul(vk, site, &a);
-}
-
-/* k or v from the plan's first cache entry (kv_b0), for the unfused path's
- * matmuls (the fused shaders take kv_b0 itself). */
-static vk_view entry_view(const vk_attn_plan *plan, const vk_view *all)
-{
-    vk_view e = *all;
-    e.offset += (VkDeviceSize)plan->kv_b0 * all->stride[0] * vkmha__dtype_size(all->dtype);
-    return e;
-}
-
 static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const vk_attn_plan *plan,
                                    const mask_r *mask, const vk_view *q, const vk_view *k_all,
                                    const vk_view *v_all, const vk_view *out)
@@ -355,11 +387,10 @@ static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const vk_attn_
      * the 16-bit weights at the end, so that the output and the weights are
      * each rounded once, as on the fused path. */
     const uint32_t dt_w = plan->scores.dtype;
-    const vk_view k = entry_view(plan, k_all), v = entry_view(plan, v_all);
-    const vk_view scores = dt_w == VKMHA_DTYPE_F32
-                               ? plan->scores
-                               : vk_view_of(&vk->slots[SLOT_SCORES], VKMHA_DTYPE_F32);
-    if ((st = record_scores(vk, &sites[0], plan, q, &k, &scores)))
+    const vk_view scores = unfused_scores(vk, plan);
+    vk_matmul_args mm[2];
+    unfused_matmuls(plan, q, k_all, v_all, out, &scores, mm);
+    if ((st = vk_record_matmul(vk, &sites[0], &mm[0])))
         return st;
     vk_barrier(vk);
 
@@ -373,11 +404,7 @@ static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const vk_attn_
     vk_barrier(vk);
 
     /* out[b][h] (Lq x d_v) = p[b][h] (Lq x Lk) * v[b][h / g] (Lk x d_v) */
-    const vk_matmul_args pv = {
-        .a = scores_view(s, &scores), .b = v, .c = *out, .m = s->len_q, .n = s->d_v,
-        .k = s->len_k, .trans_b = false, .alpha = 1.0f, .batch_outer = s->batch,
-        .batch_inner = s->heads, .b_div = s->heads / s->kv_heads};
-    if ((st = vk_record_matmul(vk, &sites[2], &pv)) || dt_w == VKMHA_DTYPE_F32)
+    if ((st = vk_record_matmul(vk, &sites[2], &mm[1])) || dt_w == VKMHA_DTYPE_F32)
         return st;
     /* The weights, rounded: a copy of [rows][len_k] (one head). Reads what
      * the P V matmul reads: no barrier between them. */
@@ -553,13 +580,14 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const void *q, cons
     /* 16-bit weights are written in SLOT_WEIGHTS, as into a weights tensor. */
     const vk_view wview = vk_view_of(&vk->slots[SLOT_WEIGHTS], dt);
     const bool wbuf = weights && dt != VKMHA_DTYPE_F32;
-    /* k and v may exceed maxStorageBufferRange: the fused path binds them
-     * in windows (vk_attention_prepare refuses what it cannot); the unfused
-     * path reads them whole. */
-    vkmha_status (*check_kv)(vk_state *, uint64_t, const char *) =
-        s->path == VKMHA_ATTENTION_PATH_UNFUSED ? vk_check_size : vk_check_alloc;
-    if ((st = vk_check_size(vk, bq, "q")) || (st = check_kv(vk, bk, "k")) ||
-        (st = check_kv(vk, bv, "v")) || (st = vk_check_size(vk, bo, "out")) ||
+    /* k and v may exceed maxStorageBufferRange: they are bound in windows
+     * (vk_attention_prepare refuses what it cannot). The unfused path's
+     * scores are checked first, before they are allocated. */
+    const uint64_t scores = (uint64_t)s->batch * s->heads * s->len_q * s->len_k * 4;
+    if ((s->path == VKMHA_ATTENTION_PATH_UNFUSED &&
+         (st = vk_check_size(vk, scores, "attention scores [batch][heads][len_q][len_k]"))) ||
+        (st = vk_check_size(vk, bq, "q")) || (st = vk_check_alloc(vk, bk, "k")) ||
+        (st = vk_check_alloc(vk, bv, "v")) || (st = vk_check_size(vk, bo, "out")) ||
         (st = vk_check_size(vk, bw, "weights")) ||
         (st = vk_slot_ensure(vk, SLOT_Q_HEADS, bq)) ||
         (st = vk_slot_ensure_windowed(vk, SLOT_K_HEADS, bk)) ||

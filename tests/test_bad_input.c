@@ -265,9 +265,10 @@ static const row rows[] = {
      INVALID, "weights", "overflow",
      {U32(at.batch, 1), U32(at.heads, 1u << 16), U32(at.kv_heads, 1u << 16),
       U32(at.len_q, 1u << 17), U32(at.len_k, MAXU), U32(at.d_k, 1)}},
-    /* The fused path reads such keys in windows (tests/test_limits.c). */
+    /* Keys past the range are read in windows (tests/test_limits.c): the
+     * unfused path refuses only its scores (one row of 256 MiB). */
     {"attention unfused, one head's k of 2^26 keys (256 MiB)", F_ATTENTION, VK_ONLY, UNSUPP,
-     "k", "maxStorageBufferRange",
+     "attention scores", "maxStorageBufferRange",
      {U32(at.batch, 1), U32(at.heads, 1), U32(at.kv_heads, 1), U32(at.len_q, 1),
       U32(at.len_k, 1u << 26), U32(at.d_k, 1), U32(at.d_v, 1), U32(at.path, UNFUSED),
       NUL(weights)}},

@@ -39,6 +39,20 @@ static vkmha_context *context_at_range(void)
     return gpu;
 }
 
+/* Reports a call on gpu (st) whose result was `close` to the reference,
+ * which must have been bound in one plan of windows, then checks the
+ * validation layer and destroys gpu. */
+static void report_windows(vkmha_context *gpu, vkmha_status st, bool close, const char *what)
+{
+    if (st)
+        t_diag("%s", vkmha_context_last_error(gpu));
+    t_report(!st && close && g_windows == 1,
+             "%s: %s, in windows (%d logged), matches the reference", what,
+             vkmha_status_string(st), g_windows);
+    t_report_validation(gpu);
+    vkmha_context_destroy(gpu);
+}
+
 static void matmul_case(vkmha_context *ref, t_rng *rng)
 {
     const uint32_t m = 3, n = 14336, k = 4096;
@@ -49,18 +63,13 @@ static void matmul_case(vkmha_context *ref, t_rng *rng)
     vkmha_matmul_desc d = {0};
     d.m = m, d.n = n, d.k = k, d.op_b = VKMHA_OP_T;
     g_windows = 0;
-    vkmha_status st = vkmha_matmul(gpu, &d, a, b, bias, got);
-    if (st)
-        t_diag("%s", vkmha_context_last_error(gpu));
-    bool ok = !st && !vkmha_matmul(ref, &d, a, b, bias, want) &&
-              t_close("matmul 3 x 14336 x 4096", "c", got, want, (size_t)m * n,
-                      2e-6 * sqrt((double)k), 1e-5);
-    t_report(ok && g_windows == 1,
-             "matmul 3 x 14336 x 4096 op T, b of 224 MiB past a 128 MiB range, with a bias: "
-             "%s, in windows (%d logged), matches the reference",
-             vkmha_status_string(st), g_windows);
-    t_report_validation(gpu);
-    vkmha_context_destroy(gpu);
+    const vkmha_status st = vkmha_matmul(gpu, &d, a, b, bias, got);
+    report_windows(gpu, st,
+                   !st && !vkmha_matmul(ref, &d, a, b, bias, want) &&
+                       t_close("matmul 3 x 14336 x 4096", "c", got, want, (size_t)m * n,
+                               2e-6 * sqrt((double)k), 1e-5),
+                   "matmul 3 x 14336 x 4096 op T, b of 224 MiB past a 128 MiB range, with a "
+                   "bias");
     free(a), free(b), free(bias), free(want), free(got);
 }
 
@@ -110,18 +119,13 @@ static void attention_case(vkmha_context *ref, t_rng *rng)
           *v = t_random(rng, nk, -1, 1), *want = t_alloc(nq), *got = t_alloc(nq);
     const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL}; /* the last 4 positions */
     g_windows = 0;
-    vkmha_status st = vkmha_attention(gpu, &d, q, k, v, &causal, got, NULL);
-    if (st)
-        t_diag("%s", vkmha_context_last_error(gpu));
-    const bool ok = !st && !vkmha_attention(ref, &d, q, k, v, &causal, want, NULL) &&
-                    t_close("attention 600000 keys", "out", got, want, nq,
-                            2e-6 * sqrt(600000.0), 1e-5);
-    t_report(ok && g_windows == 1,
-             "attention H 2 Hkv 1 Lq 4 Lk 600000 d 64, causal, 147 MiB of keys a head past a "
-             "128 MiB range: %s, in windows (%d logged), matches the reference",
-             vkmha_status_string(st), g_windows);
-    t_report_validation(gpu);
-    vkmha_context_destroy(gpu);
+    const vkmha_status st = vkmha_attention(gpu, &d, q, k, v, &causal, got, NULL);
+    report_windows(gpu, st,
+                   !st && !vkmha_attention(ref, &d, q, k, v, &causal, want, NULL) &&
+                       t_close("attention 600000 keys", "out", got, want, nq,
+                               2e-6 * sqrt(600000.0), 1e-5),
+                   "attention H 2 Hkv 1 Lq 4 Lk 600000 d 64, causal, 147 MiB of keys a head "
+                   "past a 128 MiB range");
     free(q), free(k), free(v), free(want), free(got);
 }
 

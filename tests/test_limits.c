@@ -297,6 +297,18 @@ static float *get(vkmha_tensor *t, size_t n)
     return p;
 }
 
+/* Reports a layer call on tensors (st; ok: its setup worked) whose output
+ * tensor `to` must match want (n elements) within the layer's tolerance,
+ * the call split. */
+static void report_tensor_out(const char *name, vkmha_context *gpu, vkmha_status st, bool ok,
+                              vkmha_tensor *to, const float *want, size_t n)
+{
+    float *got = get(to, n);
+    report_split(name, gpu, st,
+                 ok && !st && t_close(name, "out", got, want, n, T_LAYER_ATOL, T_LAYER_RTOL));
+    free(got);
+}
+
 /* t_mask m as tensors (*tm); false if one could not be made. */
 static bool put_mask(vkmha_context *gpu, const t_mask *m, size_t n_kp, size_t n_full,
                      size_t n_bias, vkmha_tensor_mask *tm, vkmha_tensor *t[3])
@@ -443,13 +455,11 @@ static void tensor_range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rn
                                        .value = tq, .mask = &mask, .out = to};
         g_splits = 0;
         const vkmha_status st = ok ? vkmha_mha_forward_tensor(mg, &tio) : VKMHA_ERROR_INVALID_ARGUMENT;
-        float *got = get(to, e.n_out);
-        report_split("vkmha_mha_forward_tensor B 3 L 400 d_model 16 (query of 75 KiB) [range]",
-                     gpu, st,
-                     ok && !st &&
-                         t_close("layer tensor", "out", got, want, e.n_out, T_LAYER_ATOL,
-                                 T_LAYER_RTOL));
-        /* vkmha_mha_submit: the parts recorded into one submission. */
+        report_tensor_out("vkmha_mha_forward_tensor B 3 L 400 d_model 16 (query of 75 KiB) "
+                          "[range]",
+                          gpu, st, ok, to, want, e.n_out);
+        /* vkmha_mha_submit: the parts recorded into one submission, into
+         * an output cleared first. */
         vkmha_submission *sub = NULL;
         float *zeros = t_alloc(e.n_out);
         for (size_t i = 0; i < e.n_out; i++)
@@ -460,21 +470,16 @@ static void tensor_range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rn
             mg && cleared ? vkmha_mha_submit(mg, &tio, &sub) : VKMHA_ERROR_INVALID_ARGUMENT;
         if (!sst)
             sst = vkmha_submission_wait(sub, UINT64_MAX);
-        if (sst)
-            t_diag("vkmha_mha_submit: %s", vkmha_context_last_error(gpu));
         vkmha_submission_destroy(sub);
-        float *got_s = get(to, e.n_out);
-        report_split("vkmha_mha_submit of the same layer, its parts in one submission [range]",
-                     gpu, sst,
-                     ok && !sst &&
-                         t_close("layer submit", "out", got_s, want, e.n_out, T_LAYER_ATOL,
-                                 T_LAYER_RTOL));
-        free(zeros), free(got_s);
+        report_tensor_out("vkmha_mha_submit of the same layer, its parts in one submission "
+                          "[range]",
+                          gpu, sst, ok, to, want, e.n_out);
+        free(zeros);
         vkmha_mha_destroy(mg), vkmha_mha_destroy(mr);
         vkmha_tensor_destroy(tq), vkmha_tensor_destroy(to);
         for (int i = 0; i < 3; i++)
             vkmha_tensor_destroy(tm[i]);
-        free(want), free(got);
+        free(want);
         t_layer_free(&e);
     }
 
@@ -522,6 +527,17 @@ static void tensor_range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rn
     }
 }
 
+/* Reports a call (st; close: its setup worked and its outputs matched the
+ * reference) that must have bound its keys in windows. */
+static void report_windows(const char *name, vkmha_context *gpu, vkmha_status st, bool close)
+{
+    if (st)
+        t_diag("%s: %s", name, vkmha_context_last_error(gpu));
+    t_report(!st && close && g_windows > 0,
+             "%s: keys in windows (%d plans), matches the reference", name, g_windows);
+    g_windows = 0;
+}
+
 /* Attention whose one head's keys and values are past the 64 KiB range:
  * the fused path binds them in windows of keys (the log says so), on host
  * arrays (fp32 with GQA, every mask kind and the weights, by default and
@@ -563,13 +579,12 @@ static void key_window_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
                      "mask %s%s [range, %s]",
                      t_mask_name(ck, mname, sizeof mname), weights ? ", weights" : "",
                      t_attention_runs[r].name);
-            if (st)
-                t_diag("%s: %s", name, vkmha_context_last_error(gpu));
-            t_report(rok && !st && g_windows > 0 &&
-                         (!weights ||
-                          t_close(name, "weights", got_w, want_w, n.weights, 1e-6, 1e-5)) &&
-                         t_close(name, "out", got, want, n.out, 2e-6 * sqrt(700.0), 1e-5),
-                     "%s: keys in windows (%d plans), matches the reference", name, g_windows);
+            report_windows(name, gpu, st,
+                           rok && !st &&
+                               (!weights || t_close(name, "weights", got_w, want_w, n.weights,
+                                                    1e-6, 1e-5)) &&
+                               t_close(name, "out", got, want, n.out, 2e-6 * sqrt(700.0),
+                                       1e-5));
         }
         if (!weights) { /* unfused: calls of one head, its matmuls in windows */
             vkmha_attention_desc du = s;
@@ -577,14 +592,11 @@ static void key_window_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
             g_windows = 0;
             const vkmha_status st = vkmha_attention(gpu, &du, q, k, v, m, got, NULL);
             const char *name = "unfused attention with 66 KiB of keys a head, mask "
-                               "+padding+full+causal [range]";
-            if (st)
-                t_diag("%s: %s", name, vkmha_context_last_error(gpu));
-            t_report(rok && !st && g_windows > 0 &&
-                         t_close(name, "out", got, want, n.out, 2e-6 * sqrt(700.0), 1e-5),
-                     "%s: calls of one head, keys in the matmuls' windows, matches the "
-                     "reference",
-                     name);
+                               "+padding+full+causal, in calls of one head [range]";
+            report_windows(name, gpu, st,
+                           rok && !st &&
+                               t_close(name, "out", got, want, n.out, 2e-6 * sqrt(700.0),
+                                       1e-5));
         }
         t_mask_free(&tm);
     }
@@ -616,16 +628,15 @@ static void key_window_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
                      "attention fp16 B 1 H 2 Hkv 1 Lq 5 Lk 1500 dk 24 (70 KiB of keys a head), "
                      "causal and key padding, weights [range, %s]",
                      path ? "unfused: calls of one head" : "fused");
-            if (st)
-                t_diag("%s: %s", name, vkmha_context_last_error(gpu));
             free(o[1]), free(ww[1]);
             o[1] = t_from_dt(h.dtype, out[1], hn.out);
             ww[1] = t_from_dt(h.dtype, w[1], hn.weights);
             const double u = 1.0 / 1024; /* one fp16 ulp at 1 */
-            t_report(!rst && !st && g_windows > 0 &&
-                         t_close(name, "weights", ww[1], ww[0], hn.weights, 2 * u, 2 * u) &&
-                         t_close(name, "out", o[1], o[0], hn.out, 2 * u, 2 * u),
-                     "%s: keys in windows, matches the reference", name);
+            report_windows(name, gpu, st,
+                           !rst && !st &&
+                               t_close(name, "weights", ww[1], ww[0], hn.weights, 2 * u,
+                                       2 * u) &&
+                               t_close(name, "out", o[1], o[0], hn.out, 2 * u, 2 * u));
         }
         t_mask_free(&hm);
         free(fq), free(fk), free(fv), free(hq), free(hk), free(hv);
@@ -659,12 +670,10 @@ static void key_window_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
         float *tgot = get(to, tn.out), *tgot_w = get(tw, tn.weights);
         const char *name = "vkmha_attention_tensor B 1 H 2 Lq 20 Lk 900 d 20 (70 KiB of keys a "
                            "head), every mask kind and the weights as tensors [range]";
-        if (st)
-            t_diag("%s: %s", name, vkmha_context_last_error(gpu));
-        t_report(ok && !st && g_windows > 0 &&
-                     t_close(name, "weights", tgot_w, twant_w, tn.weights, 1e-6, 1e-5) &&
-                     t_close(name, "out", tgot, twant, tn.out, 2e-6 * sqrt(900.0), 1e-5),
-                 "%s: keys in windows, matches the reference", name);
+        report_windows(name, gpu, st,
+                       ok && !st &&
+                           t_close(name, "weights", tgot_w, twant_w, tn.weights, 1e-6, 1e-5) &&
+                           t_close(name, "out", tgot, twant, tn.out, 2e-6 * sqrt(900.0), 1e-5));
         vkmha_tensor_destroy(tq), vkmha_tensor_destroy(tk), vkmha_tensor_destroy(tv);
         vkmha_tensor_destroy(to), vkmha_tensor_destroy(tw);
         for (int i = 0; i < 3; i++)
@@ -703,12 +712,10 @@ static void layer_keys_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
     vkmha_status st = ok ? vkmha_mha_forward(mg, &io) : VKMHA_ERROR_INVALID_ARGUMENT;
     const char *name = "mha forward B 2 Lq 2 Lk 700 d_model 32 H 4 (key projections of 88 KiB "
                        "an entry), every mask kind, weights [range, fused]";
-    if (st)
-        t_diag("%s: %s", name, vkmha_context_last_error(gpu));
-    t_report(ok && !st && g_windows > 0 &&
-                 t_close(name, "attn_weights", got_w, want_w, e.n_weights, 1e-6, 1e-5) &&
-                 t_close(name, "out", got, want, e.n_out, T_LAYER_ATOL, T_LAYER_RTOL),
-             "%s: keys in windows, matches the reference", name);
+    report_windows(name, gpu, st,
+                   ok && !st &&
+                       t_close(name, "attn_weights", got_w, want_w, e.n_weights, 1e-6, 1e-5) &&
+                       t_close(name, "out", got, want, e.n_out, T_LAYER_ATOL, T_LAYER_RTOL));
 
     /* The same on tensors, masks and weights as tensors. */
     const size_t n_kv = (size_t)B * LK * D;
@@ -727,12 +734,10 @@ static void layer_keys_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
     st = tok ? vkmha_mha_forward_tensor(mg, &tio) : VKMHA_ERROR_INVALID_ARGUMENT;
     float *tgot = get(to, e.n_out), *tgot_w = get(tw, e.n_weights);
     name = "vkmha_mha_forward_tensor of that layer, masks and weights as tensors [range]";
-    if (st)
-        t_diag("%s: %s", name, vkmha_context_last_error(gpu));
-    t_report(tok && !st && g_windows > 0 &&
-                 t_close(name, "attn_weights", tgot_w, want_w, e.n_weights, 1e-6, 1e-5) &&
-                 t_close(name, "out", tgot, want, e.n_out, T_LAYER_ATOL, T_LAYER_RTOL),
-             "%s: keys in windows, matches the reference", name);
+    report_windows(name, gpu, st,
+                   tok && !st &&
+                       t_close(name, "attn_weights", tgot_w, want_w, e.n_weights, 1e-6, 1e-5) &&
+                       t_close(name, "out", tgot, want, e.n_out, T_LAYER_ATOL, T_LAYER_RTOL));
     vkmha_tensor_destroy(tq), vkmha_tensor_destroy(tk), vkmha_tensor_destroy(tv);
     vkmha_tensor_destroy(to), vkmha_tensor_destroy(tw);
     for (int i = 0; tok && i < 3; i++)

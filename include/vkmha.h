@@ -1012,7 +1012,9 @@ typedef struct vkmha_kv_cache_desc {
  * appends to them in blocks that fit, and the fused attention reads them in
  * windows of keys; the unfused path reads the call's entries whole, and
  * refuses them (VKMHA_ERROR_UNSUPPORTED naming k and v) where they do not
- * fit. */
+ * fit. Its own keys or values past maxMemoryAllocationSize (one allocation
+ * each): VKMHA_ERROR_UNSUPPORTED naming desc->batch and desc->capacity
+ * (several caches of fewer entries hold what one cannot). */
 VKMHA_API vkmha_status vkmha_kv_cache_create(vkmha_mha *mha, const vkmha_kv_cache_desc *desc,
                                              vkmha_kv_cache **out);
 /* NULL is a no-op. Work recorded or submitted that uses it must have completed. */

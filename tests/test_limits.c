@@ -1066,6 +1066,20 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
         report_refused(ref, gpu, rng, vkmha_matmul(gpu, &mn, a, bn, NULL, cn), "vkmha_matmul",
                        "b needs", limit, untouched(cn, 2 * 160), label);
         free(bn), free(cn);
+        /* A KV cache whose keys (2 x 2 x 300 x 8 floats: 38 KiB) one
+         * allocation cannot hold: refused naming what to lower. */
+        t_layer l;
+        t_layer_make(&l, rng, 16, 2, 0, 1, 4, 0, 0);
+        vkmha_mha *mg = NULL;
+        vkmha_kv_cache *cache = (vkmha_kv_cache *)(uintptr_t)1;
+        const vkmha_kv_cache_desc cd = {.batch = 2, .capacity = 300};
+        const vkmha_status st = vkmha_mha_create(gpu, &l.desc, &mg)
+                                    ? VKMHA_ERROR_INVALID_ARGUMENT
+                                    : vkmha_kv_cache_create(mg, &cd, &cache);
+        report_refused(ref, gpu, rng, st, "vkmha_kv_cache_create", "desc->capacity", limit,
+                       cache == NULL, "a KV cache of 38 KiB of keys [maxMemoryAllocationSize]");
+        vkmha_mha_destroy(mg);
+        t_layer_free(&l);
     }
 
     /* Host arrays past the limit: the softmax and the attention run as

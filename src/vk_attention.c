@@ -362,7 +362,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
          * output's, the weights'), after its first. */
         const uint64_t pairs = (uint64_t)s->batch * s->kv_heads,
                        passes = plan->weights ? 2 : 1;
-        if ((st = vk_window_sites_ensure(vk, KIND_FLASH,
+        if ((st = vk_window_sites_reserve(vk, KIND_FLASH,
                                          passes * (div_up(s->len_k, plan->window) * pairs - 1))))
             return st;
     }

@@ -354,6 +354,8 @@ static vkmha_status plan_pipelines(vk_state *vk)
 vkmha_status vk_exec_end(vk_state *vk, vkmha_status st, struct vkmha_submission **sub)
 {
     const vk_mode mode = vk->mode;
+    /* The next plan reserves its window sites anew. */
+    memset(vk->window_reserved, 0, sizeof vk->window_reserved);
     if (!st && vk->gather) { /* the self-check's first pass: pipelines wanted only */
         plan_abandon(vk);
         return VKMHA_SUCCESS;

@@ -460,10 +460,13 @@ struct vk_state {
     vk_site_pool op_sites;
     /* Sites of each kind for windows past maxStorageBufferRange after the
      * first (vk_record_matmul's, KIND_MATMUL; the fused attention's,
-     * KIND_FLASH; each window binds other offsets), grown outside plans by
-     * vk_window_sites_ensure; a plan takes them in order from
+     * KIND_FLASH; a KV cache append's blocks, KIND_HEADS; each window binds
+     * other offsets), reserved before a plan by each part of it
+     * (vk_window_sites_reserve: window_reserved[kind] sites in all, 0 again
+     * after vk_exec_end); the plan takes them in order from
      * window_next[kind] (0 at vk_exec_begin). */
     vk_site_pool window_sites[KIND_COUNT];
+    uint64_t window_reserved[KIND_COUNT];
     uint32_t window_next[KIND_COUNT];
 
     vk_buffer slots[SLOT_COUNT];
@@ -805,13 +808,13 @@ typedef struct vk_matmul_args {
  * UNSUPPORTED. */
 vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args *a);
 /* Before a plan that records the n matmuls a[0 .. n - 1]: the window sites
- * their windows take (vk_window_sites_ensure); UNSUPPORTED naming the
+ * their windows take (vk_window_sites_reserve); UNSUPPORTED naming the
  * operand of one that cannot be windowed. */
 vkmha_status vk_matmul_prepare(vk_state *vk, const vk_matmul_args *a, uint32_t n);
-/* Grows vk->window_sites[kind] to at least `extra` sites (the windows
- * after each matmul's or attention pass's first, summed over a plan);
- * outside a plan. */
-vkmha_status vk_window_sites_ensure(vk_state *vk, vk_kind kind, uint64_t extra);
+/* Reserves n more sites of vk->window_sites[kind] for the next plan (the
+ * windows after each matmul's or attention pass's first, ...: each part of
+ * the plan reserves its own), growing the pool; outside a plan. */
+vkmha_status vk_window_sites_reserve(vk_state *vk, vk_kind kind, uint64_t n);
 /* The next `n` sites of vk->window_sites[kind] for the plan being made;
  * NULL (an internal error reported) when fewer were ensured. */
 vk_site *vk_window_sites_take(vk_state *vk, vk_kind kind, uint64_t n);

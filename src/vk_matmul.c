@@ -218,7 +218,7 @@ vkmha_status vk_matmul_prepare(vk_state *vk, const vk_matmul_args *a, uint32_t n
     }
     if (acc && (st = vk_slot_ensure(vk, SLOT_MM_ACC, acc)))
         return st;
-    return vk_window_sites_ensure(vk, KIND_MATMUL, extra);
+    return vk_window_sites_reserve(vk, KIND_MATMUL, extra);
 }
 
 vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args *a)

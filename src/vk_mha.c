@@ -228,7 +228,7 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, const fwd_b
             blocks += n - 1;
         }
     }
-    if ((st = vk_window_sites_ensure(vk, KIND_HEADS, blocks)))
+    if ((st = vk_window_sites_reserve(vk, KIND_HEADS, blocks)))
         return st;
     if (f->cache)
         plan->lengths = vk_view_of(&((vk_kv *)f->cache)->lens, VKMHA_DTYPE_F32);

@@ -463,9 +463,10 @@ void vk_pipelines_forget(vk_state *vk)
     vk->n_typed_pipes = 0;
 }
 
-vkmha_status vk_window_sites_ensure(vk_state *vk, vk_kind kind, uint64_t extra)
+vkmha_status vk_window_sites_reserve(vk_state *vk, vk_kind kind, uint64_t n)
 {
     vk_site_pool *pool = &vk->window_sites[kind];
+    const uint64_t extra = vk->window_reserved[kind] += n;
     if (extra <= pool->count)
         return VKMHA_SUCCESS;
     if (extra > 4096)

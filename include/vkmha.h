@@ -868,8 +868,10 @@ typedef struct vkmha_mha_desc {
      *   w_q [H * d_k][d_model], w_k [Hkv * d_k][kdim],
      *   w_v [Hkv * d_v][vdim],  w_o [d_model][H * d_v]
      * Vulkan: each may exceed maxStorageBufferRange (a d_model 8192 layer on
-     * a 128 MiB range), up to maxMemoryAllocationSize: the projections bind
-     * windows of it (vkmha_matmul). */
+     * a 128 MiB range): the projections bind windows of it (vkmha_matmul);
+     * and maxMemoryAllocationSize: it is kept in blocks of rows, one
+     * allocation each, and each projection runs block by block (one row
+     * must fit an allocation). */
     const void *w_q VKMHA_ZERO, *w_k VKMHA_ZERO, *w_v VKMHA_ZERO, *w_o VKMHA_ZERO;
     /* Optional biases (NULL: none): b_q [H * d_k], b_k [Hkv * d_k],
      * b_v [Hkv * d_v], b_o [d_model]. */

@@ -997,6 +997,11 @@ vkmha_status vk_op_attention(vkmha_context *ctx, const vkmha_run *run, const att
 typedef struct vk_mha {
     vkmha_mha m;
     vk_buffer dev[WEIGHT_COUNT]; /* in m.d.storage_dtype; buf null where absent */
+    /* A projection weight (W_Q + i) [out][in] past maxMemoryAllocationSize
+     * is kept in n_blocks[i] blocks of block_rows[i] rows, one allocation
+     * each: dev[W_Q + i], then more[i][0 ..]; 1 block: whole. */
+    uint32_t n_blocks[4], block_rows[4];
+    vk_buffer *more[4];
     vk_site_pool sites;
 } vk_mha;
 /* A KV cache on the Vulkan backend (src/vk_kv_cache.c): the key lengths a

@@ -20,8 +20,29 @@ enum mha_site {
     SITE_COUNT
 };
 
+/* The dimensions of projection i's weight [out][in] (W_Q + i). */
+static uint32_t weight_in(const vkmha_mha_desc *d, int i)
+{
+    const uint32_t ins[4] = {d->d_model, d->kdim, d->vdim, d->n_head * d->d_v};
+    return ins[i];
+}
+
+static uint32_t weight_out(const vkmha_mha_desc *d, int i)
+{
+    const uint32_t outs[4] = {d->n_head * d->d_k, d->n_kv_head * d->d_k,
+                              d->n_kv_head * d->d_v, d->d_model};
+    return outs[i];
+}
+
+/* Block j of projection i's weight. */
+static const vk_buffer *weight_block(const vk_mha *vm, int i, uint32_t j)
+{
+    return j ? &vm->more[i][j - 1] : &vm->dev[W_Q + i];
+}
+
 /* Copies the weights to the device in the storage dtype (converted on the
- * host as they are written into mapped memory or staging). */
+ * host as they are written into mapped memory or staging); a projection
+ * weight past maxMemoryAllocationSize in blocks of rows. */
 vkmha_status vk_mha_weights(vkmha_mha *mha, const void *const src[WEIGHT_COUNT],
                             const uint32_t dt[WEIGHT_COUNT], const uint64_t n[WEIGHT_COUNT])
 {
@@ -35,27 +56,64 @@ vkmha_status vk_mha_weights(vkmha_mha *mha, const void *const src[WEIGHT_COUNT],
     vk_state *vk = mha->ctx->vk;
     vk_mha *vm = (vk_mha *)mha;
     const uint32_t sd = mha->d.storage_dtype;
-    const uint64_t es = vkmha__dtype_size(sd);
+    const uint64_t es = vkmha__dtype_size(sd), most = vk->info.max_allocation_size;
     vkmha_status st;
     for (int i = 0; i < WEIGHT_COUNT; i++) {
         if (!src[i])
             continue;
         char name[64];
         snprintf(name, sizeof name, "desc->%s", what[i]);
-        /* The projection weights may exceed maxStorageBufferRange: their
-         * matmuls bind them in windows (vk_record_matmul). */
-        const bool matrix = i == W_Q || i == W_K || i == W_V || i == W_O;
-        if ((st = matrix ? vk_check_alloc(vk, n[i] * es, name)
-                         : vk_check_size(vk, n[i] * es, name)) ||
-            (st = vk_buffer_create(vk, n[i] * es, false, false, name, &vm->dev[i])))
+        /* The projection weights may exceed maxStorageBufferRange (their
+         * matmuls bind them in windows: vk_record_matmul) and
+         * maxMemoryAllocationSize (blocks of rows: whole rows must fit). */
+        const bool matrix = i <= W_O;
+        const uint64_t in = matrix ? weight_in(&mha->d, i) : n[i], out = n[i] / in;
+        uint64_t rows = out;
+        if (matrix && n[i] * es > most)
+            rows = most / (in * es);
+        if ((st = matrix ? vk_check_alloc(vk, rows ? rows * in * es : in * es, name)
+                         : vk_check_size(vk, n[i] * es, name)))
             return st;
+        if (matrix) {
+            vm->block_rows[i] = (uint32_t)rows;
+            vm->n_blocks[i] = (uint32_t)((out + rows - 1) / rows);
+            if (vm->n_blocks[i] > 1 &&
+                !(vm->more[i] = vkmha__calloc(mha->ctx, vm->n_blocks[i] - 1, sizeof(vk_buffer))))
+                return vkmha__fail(mha->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                                   "%s: out of host memory", mha->ctx->call);
+            if (vm->n_blocks[i] > 1)
+                vkmha__log(mha->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+                           "%s: %s (%llu bytes) beyond maxMemoryAllocationSize (%llu bytes): "
+                           "split into %u blocks of %u rows",
+                           mha->ctx->call, name, (unsigned long long)(n[i] * es),
+                           (unsigned long long)most, vm->n_blocks[i], vm->block_rows[i]);
+        }
+        for (uint32_t j = 0; j < (matrix ? vm->n_blocks[i] : 1); j++) {
+            const uint64_t r = out - j * rows < rows ? out - j * rows : rows;
+            vk_buffer *dst = j ? &vm->more[i][j - 1] : &vm->dev[i];
+            if ((st = vk_buffer_create(vk, r * in * es, false, false, name, dst)))
+                return st;
+        }
     }
     if ((st = vk_site_pool_create(vk, kinds, SITE_COUNT, &vm->sites)) ||
         (st = vk_exec_begin(vk, MODE_SYNC, VK_NULL_HANDLE, NULL)))
         return st;
-    for (int i = 0; i < WEIGHT_COUNT && !st; i++)
-        if (src[i])
+    for (int i = 0; i < WEIGHT_COUNT && !st; i++) {
+        if (!src[i])
+            continue;
+        if (i > W_O) {
             st = vk_upload_converted(vk, &vm->dev[i], src[i], dt[i], sd, n[i]);
+            continue;
+        }
+        const uint64_t in = weight_in(&mha->d, i), out = n[i] / in, rows = vm->block_rows[i];
+        for (uint32_t j = 0; j < vm->n_blocks[i] && !st; j++) {
+            const uint64_t r = out - j * rows < rows ? out - j * rows : rows;
+            st = vk_upload_converted(vk, weight_block(vm, i, j),
+                                     (const char *)src[i] +
+                                         j * rows * in * vkmha__dtype_size(dt[i]),
+                                     dt[i], sd, r * in);
+        }
+    }
     return vk_exec_end(vk, st, NULL);
 }
 
@@ -71,13 +129,43 @@ static vk_slot input_slot(const void *p, uint64_t n, const void *const prev[],
     return own;
 }
 
-/* y = x w^T + b; w, b: weights in the storage dtype (b absent: buf null). */
-static vk_matmul_args projection_args(vk_view x, const vk_buffer *w, const vk_buffer *b,
-                                      vk_view y, uint32_t rows, uint32_t out, uint32_t in,
-                                      uint32_t sd)
+/* Block j of projection i (0: q, 1: k, 2: v, 3: out): y[:, j * block
+ * rows ..] = x w_j^T + b[j * block rows ..] for `rows` rows of x; w and b in
+ * the storage dtype (b absent: buf null). */
+static vk_matmul_args projection_block(const vkmha_mha *mha, int i, uint32_t j, vk_view x,
+                                       vk_view y, uint32_t rows)
 {
-    const mm_shape s = vkmha__projection(rows, out, in);
-    return vk_matmul_args_of(&s, x, vk_view_of(w, sd), vk_view_of(b->buf ? b : NULL, sd), y);
+    const vk_mha *vm = (const vk_mha *)mha;
+    const uint32_t sd = mha->d.storage_dtype, in = weight_in(&mha->d, i),
+                   out = weight_out(&mha->d, i), r0 = j * vm->block_rows[i];
+    mm_shape s = vkmha__projection(rows, out, in);
+    s.n = out - r0 < vm->block_rows[i] ? out - r0 : vm->block_rows[i];
+    const vk_buffer *b = &vm->dev[B_Q + i];
+    vk_view bias = vk_view_of(b->buf ? b : NULL, sd);
+    if (b->buf)
+        bias.offset += (VkDeviceSize)r0 * vkmha__dtype_size(sd);
+    y.offset += (VkDeviceSize)r0 * vkmha__dtype_size(y.dtype);
+    return vk_matmul_args_of(&s, x, vk_view_of(weight_block(vm, i, j), sd), bias, y);
+}
+
+/* Projection i of `rows` rows (projection_block), block after block; the
+ * blocks after the first take window sites (reserved by prepare_vulkan). */
+static vkmha_status record_projection(vk_state *vk, const vkmha_mha *mha, int i, vk_site *site,
+                                      vk_view x, vk_view y, uint32_t rows)
+{
+    const vk_mha *vm = (const vk_mha *)mha;
+    vk_site *more = NULL;
+    if (vm->n_blocks[i] > 1 &&
+        !(more = vk_window_sites_take(vk, KIND_MATMUL, vm->n_blocks[i] - 1)))
+        return VKMHA_ERROR_VULKAN;
+    vkmha_status st = VKMHA_SUCCESS;
+    for (uint32_t j = 0; j < vm->n_blocks[i] && !st; j++) {
+        if (j) /* disjoint columns of y, overlapping bindings */
+            vk_barrier(vk);
+        const vk_matmul_args a = projection_block(mha, i, j, x, y, rows);
+        st = vk_record_matmul(vk, j ? &more[j - 1] : site, &a);
+    }
+    return st;
 }
 
 /* The operands of one Vulkan forward: inputs, masks, output (the caller's
@@ -190,11 +278,10 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, const fwd_b
         return st;
     /* Operands past maxStorageBufferRange (weights, the key and value
      * inputs, a tensor output): the projections' windows take sites of
-     * their own (vk_record_matmul), planned on the views they will bind. */
-    const vk_buffer *w = ((vk_mha *)mha)->dev;
-    const uint32_t sd = d->storage_dtype, outs[4] = {H * d->d_k, Hkv * d->d_k, Hkv * d->d_v,
-                                                      d->d_model};
-    const uint32_t ins[4] = {d->d_model, d->kdim, d->vdim, H * d->d_v};
+     * their own (vk_record_matmul), planned on the views they will bind;
+     * so do their blocks after the first (weights past
+     * maxMemoryAllocationSize: record_projection). */
+    const vk_mha *vm = (const vk_mha *)mha;
     const uint64_t rows[4] = {rq, rk, rk, rq};
     const vk_view x[4] = {b->query, b->key, b->value,
                           vk_view_of(&vk->slots[concat_in_place(d, plan) ? SLOT_Q_PROJ
@@ -203,12 +290,13 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, const fwd_b
                   y[4] = {vk_view_of(&vk->slots[SLOT_Q_PROJ], ad),
                           vk_view_of(&vk->slots[SLOT_K_PROJ], ad),
                           vk_view_of(&vk->slots[SLOT_V_PROJ], ad), b->out};
-    vk_matmul_args proj[4];
     for (int i = 0; i < 4; i++)
-        proj[i] = projection_args(x[i], &w[W_Q + i], &w[B_Q + i], y[i], (uint32_t)rows[i],
-                                  outs[i], ins[i], sd);
-    if ((st = vk_matmul_prepare(vk, proj, 4)))
-        return st;
+        for (uint32_t j = 0; j < vm->n_blocks[i]; j++) {
+            const vk_matmul_args a = projection_block(mha, i, j, x[i], y[i], (uint32_t)rows[i]);
+            if ((st = vk_matmul_prepare(vk, &a, 1)) ||
+                (j && (st = vk_window_sites_reserve(vk, KIND_MATMUL, 1))))
+                return st;
+        }
     /* The append's blocks past the range, after each copy's first. */
     uint64_t blocks = 0;
     for (uint32_t b0 = 0, b1; f->cache && f->append && b0 < f->B; b0 = b1) {
@@ -271,7 +359,7 @@ static vkmha_status record_forward(vkmha_mha *mha, const mha_fwd *f, vk_attn_pla
     const vk_buffer *w = ((vk_mha *)mha)->dev;
     vk_site *site = ((vk_mha *)mha)->sites.sites;
     vkmha_status st;
-    const uint32_t H = d->n_head, Hkv = d->n_kv_head;
+    const uint32_t H = d->n_head;
     const uint32_t rq = f->B * f->Lq, rk = f->B * f->Lk;
     vk_buffer *concat = &vk->slots[concat_in_place(d, plan) ? SLOT_Q_PROJ : SLOT_O_HEADS];
     for (int i = 0; i < 3; i++)
@@ -279,18 +367,13 @@ static vkmha_status record_forward(vkmha_mha *mha, const mha_fwd *f, vk_attn_pla
 
     /* Projections (independent of each other: no barrier between them). */
     const uint32_t ad = f->ad, sd = d->storage_dtype;
-    const vk_view proj_q = vk_view_of(&vk->slots[SLOT_Q_PROJ], ad),
-                  proj_k = vk_view_of(&vk->slots[SLOT_K_PROJ], ad),
-                  proj_v = vk_view_of(&vk->slots[SLOT_V_PROJ], ad);
-    vk_matmul_args pq = projection_args(b->query, &w[W_Q], &w[B_Q], proj_q, rq, H * d->d_k,
-                                        d->d_model, sd);
-    vk_matmul_args pk = projection_args(b->key, &w[W_K], &w[B_K], proj_k, rk, Hkv * d->d_k,
-                                        d->kdim, sd);
-    vk_matmul_args pv = projection_args(b->value, &w[W_V], &w[B_V], proj_v, rk, Hkv * d->d_v,
-                                        d->vdim, sd);
-    if ((st = vk_record_matmul(vk, &site[SITE_PROJ_Q], &pq)) ||
-        (f->append && ((st = vk_record_matmul(vk, &site[SITE_PROJ_K], &pk)) ||
-                       (st = vk_record_matmul(vk, &site[SITE_PROJ_V], &pv)))))
+    if ((st = record_projection(vk, mha, 0, &site[SITE_PROJ_Q], b->query,
+                                vk_view_of(&vk->slots[SLOT_Q_PROJ], ad), rq)) ||
+        (f->append &&
+         ((st = record_projection(vk, mha, 1, &site[SITE_PROJ_K], b->key,
+                                  vk_view_of(&vk->slots[SLOT_K_PROJ], ad), rk)) ||
+          (st = record_projection(vk, mha, 2, &site[SITE_PROJ_V], b->value,
+                                  vk_view_of(&vk->slots[SLOT_V_PROJ], ad), rk)))))
         return st;
     vk_barrier(vk);
     /* The cache's views start at the entry prepare_vulkan chose. */
@@ -310,9 +393,8 @@ static vkmha_status record_forward(vkmha_mha *mha, const mha_fwd *f, vk_attn_pla
         return st;
     vk_barrier(vk);
 
-    vk_matmul_args po = projection_args(vk_view_of(concat, ad), &w[W_O], &w[B_O], b->out, rq,
-                                        d->d_model, H * d->d_v, sd);
-    if ((st = vk_record_matmul(vk, &site[SITE_PROJ_O], &po)))
+    if ((st = record_projection(vk, mha, 3, &site[SITE_PROJ_O], vk_view_of(concat, ad), b->out,
+                                rq)))
         return st;
     if (d->post_norm) {
         vk_barrier(vk);
@@ -404,6 +486,11 @@ void vk_mha_free(vkmha_mha *mha)
     vk_mha *vm = (vk_mha *)mha;
     for (int i = 0; i < WEIGHT_COUNT; i++)
         vk_buffer_destroy(vk, &vm->dev[i]);
+    for (int i = 0; i < 4; i++) {
+        for (uint32_t j = 1; vm->more[i] && j < vm->n_blocks[i]; j++)
+            vk_buffer_destroy(vk, &vm->more[i][j - 1]);
+        vkmha__free(mha->ctx, vm->more[i]);
+    }
     vk_site_pool_destroy(vk, &vm->sites);
 }
 

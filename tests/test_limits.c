@@ -1145,23 +1145,28 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
              "reference [%s]: %s",
              limit, vkmha_status_string(st));
 
-    /* The layer: weights above the limit, an input above it, and the
-     * unfused path's scores above it while the fused path runs. */
+    /* The layer: weights above the limit (past the range: the projections
+     * bind them in windows; past maxMemoryAllocationSize: kept in blocks of
+     * rows, one projection a block), on both attention paths, against the
+     * reference. */
     t_layer big;
-    t_layer_make(&big, rng, 160, 4, 0, 1, 2, 0, 0); /* w_q: 100 KiB */
-    vkmha_mha *mha = (vkmha_mha *)(uintptr_t)1;
-    snprintf(label, sizeof label, "mha_create with w_q of 100 KiB [%s]", limit);
-    st = vkmha_mha_create(gpu, &big.desc, &mha);
-    if (windows) {
-        /* Weights past the range: every projection in windows, on both
-         * attention paths, against the reference. */
-        vkmha_mha *mr = NULL;
+    t_layer_make(&big, rng, 160, 4, 0, 1, 2, 0, 0); /* every weight: 100 KiB */
+    for (int sdt = 0; sdt < (windows ? 1 : 2); sdt++) { /* fp16 weights: 50 KiB */
+        big.desc.storage_dtype = sdt ? VKMHA_DTYPE_F16 : VKMHA_DTYPE_F32;
+        vkmha_mha *mha = NULL, *mr_big = NULL;
+        snprintf(label, sizeof label, "mha_create with w_q of %s [%s]",
+                 sdt ? "50 KiB stored as fp16" : "100 KiB", limit);
+        g_splits = 0;
+        st = vkmha_mha_create(gpu, &big.desc, &mha);
+        const int made_split = g_splits;
         float *got_b = sentinels(big.n_out), *want_b = t_alloc(big.n_out);
-        const bool created = st == VKMHA_SUCCESS;
-        bool ok = created && !vkmha_mha_create(ref, &big.desc, &mr);
+        bool ok = !st && !vkmha_mha_create(ref, &big.desc, &mr_big) &&
+                  (windows || made_split == 4);
+        if (st)
+            t_diag("%s: %s", label, vkmha_context_last_error(gpu));
         vkmha_mha_io io = big.io;
         io.out = want_b;
-        ok = ok && !vkmha_mha_forward(mr, &io);
+        ok = ok && !vkmha_mha_forward(mr_big, &io);
         for (int path = 0; path < 2 && ok; path++) {
             io.out = got_b;
             io.attention_path = path ? VKMHA_ATTENTION_PATH_UNFUSED : VKMHA_ATTENTION_PATH_FUSED;
@@ -1169,20 +1174,14 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
             st = vkmha_mha_forward(mha, &io);
             if (st)
                 t_diag("%s", vkmha_context_last_error(gpu));
-            ok = !st && g_splits > 0 &&
+            ok = !st && (!windows || g_splits > 0) &&
                  t_close(label, "out", got_b, want_b, big.n_out, T_LAYER_ATOL, T_LAYER_RTOL);
         }
-        t_report(ok, "%s: created, its projections in windows, both paths match the reference",
-                 label);
-        if (created)
-            vkmha_mha_destroy(mha);
-        vkmha_mha_destroy(mr);
+        t_report(ok, "%s: created, its projections in %s, both paths match the reference",
+                 label, windows ? "windows" : "blocks of rows (4 weights split)");
+        vkmha_mha_destroy(mha);
+        vkmha_mha_destroy(mr_big);
         free(got_b), free(want_b);
-    } else {
-        report_refused(ref, gpu, rng, st, "vkmha_mha_create", "desc->w_q", limit, mha == NULL,
-                       label);
-        if (st == VKMHA_SUCCESS)
-            vkmha_mha_destroy(mha);
     }
     t_layer_free(&big);
 

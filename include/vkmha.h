@@ -742,9 +742,10 @@ typedef struct vkmha_matmul_desc {
  * products are summed: in C when it is F32, else in fp32 sums that the last
  * range adds, so that C is rounded once); host arrays larger than
  * maxMemoryAllocationSize (each is copied into one allocation) run as calls
- * of blocks of rows and, with op T, columns. b past maxMemoryAllocationSize
- * with op N is VKMHA_ERROR_UNSUPPORTED; a batched array past the limits runs
- * as calls of fewer products. The tensor forms take tensors past the range
+ * of blocks of rows and, with op T, columns; b past maxMemoryAllocationSize
+ * with op N as submissions of blocks of its rows (ranges of k) summed on the
+ * device the same way; a batched array past the limits runs as calls of
+ * fewer products. The tensor forms take tensors past the range
  * the same way (a tensor is at most maxMemoryAllocationSize). */
 VKMHA_API vkmha_status vkmha_matmul(vkmha_context *ctx, const vkmha_matmul_desc *desc,
                                     const void *a, const void *b, const void *bias,

@@ -493,8 +493,10 @@ vkmha_status vkmha__heads_split(vkmha_context *ctx, const vkmha_run *run, const 
  * copied into one allocation): calls of blocks of rows of A and C and, with
  * op T, of columns of C (rows of B) whose parts each fit it (a multiple of
  * 16 where it splits); windows past maxStorageBufferRange are the
- * backend's. B past it with op N (strided columns), or not one row fitting,
- * goes to the backend whole, which refuses it naming the array. */
+ * backend's. B past it with op N (strided columns) goes to the backend
+ * whole, which runs it in blocks of B's rows (ranges of k) summed on the
+ * device; not one row fitting, too, and the backend refuses it naming the
+ * array. */
 static vkmha_status matmul_blocks(vkmha_context *ctx, const vkmha_run *run, const mm_shape *s,
                                   const vkmha_arg *a, const vkmha_arg *b, const vkmha_arg *bias,
                                   const vkmha_arg *c)

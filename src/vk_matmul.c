@@ -306,11 +306,82 @@ static vkmha_status record_op(vk_state *vk, const void *args)
     return vk_record_matmul(vk, &vk->op_sites.sites[OPSITE_MATMUL], args);
 }
 
+/* One product on host arrays whose B [k][n] (op N) is past
+ * maxMemoryAllocationSize: B in blocks of rows (ranges of k) that each fit
+ * one binding, a submission each, summed into C on the device; for a 16-bit
+ * C into fp32 sums (SLOT_MM_ACC) that the last block adds (one rounding).
+ * A, the bias and C stay on the device between the blocks. */
+static vkmha_status matmul_k_blocks(vk_state *vk, const mm_shape *s, const void *a,
+                                    const void *b, const void *bias, void *c)
+{
+    vkmha_status st;
+    const uint32_t dt = s->dtype;
+    const uint64_t es = vkmha__dtype_size(dt), ba = s->extent_a * es, bc = s->extent_c * es,
+                   bbias = bias ? (uint64_t)s->n * es : 0,
+                   most = vk->info.max_storage_buffer_range < vk->info.max_allocation_size
+                              ? vk->info.max_storage_buffer_range
+                              : vk->info.max_allocation_size;
+    const uint64_t kc = vkmha__part16(vkmha__rows_within(most / es, s->n, s->ldb), s->k);
+    const bool acc = dt != VKMHA_DTYPE_F32;
+    if (!kc)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: one row of b (%llu bytes) is more than this device's "
+                           "maxStorageBufferRange (%llu bytes) lets one binding hold",
+                           vk->ctx->call, (unsigned long long)(s->n * es),
+                           (unsigned long long)vk->info.max_storage_buffer_range);
+    if ((st = vk_check_alloc(vk, ba, "a")) || (st = vk_check_alloc(vk, bc, "c")) ||
+        (st = vk_slot_ensure_windowed(vk, SLOT_Q_IN, ba)) ||
+        (st = vk_slot_ensure(vk, SLOT_K_IN, ((kc - 1) * s->ldb + s->n) * es)) ||
+        (bias && (st = vk_slot_ensure(vk, SLOT_AUX, bbias))) ||
+        (st = vk_slot_ensure_windowed(vk, SLOT_OUT, bc)) ||
+        (acc && (st = vk_slot_ensure_windowed(vk, SLOT_MM_ACC, (uint64_t)s->m * s->n * 4))))
+        return st;
+    vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+               "%s: b of %llu bytes beyond maxMemoryAllocationSize (%llu bytes): split into "
+               "%llu submissions of %llu rows",
+               vk->ctx->call, (unsigned long long)(s->extent_b * es),
+               (unsigned long long)vk->info.max_allocation_size,
+               (unsigned long long)((s->k + kc - 1) / kc), (unsigned long long)kc);
+    vk_view sums = vk_view_of(&vk->slots[SLOT_MM_ACC], VKMHA_DTYPE_F32);
+    sums.stride[2] = s->n;
+    for (uint64_t k0 = 0; k0 < s->k && !st; k0 += kc) {
+        const bool first = k0 == 0, last = k0 + kc >= s->k;
+        mm_shape bs = *s;
+        bs.k = (uint32_t)(s->k - k0 < kc ? s->k - k0 : kc);
+        bs.sa = bs.sb = bs.sc = 0; /* one product: no batch strides */
+        vk_matmul_args args = vk_matmul_args_of(
+            &bs, vk_view_of(&vk->slots[SLOT_Q_IN], dt), vk_view_of(&vk->slots[SLOT_K_IN], dt),
+            vk_view_of(bias && first ? &vk->slots[SLOT_AUX] : NULL, dt),
+            vk_view_of(&vk->slots[SLOT_OUT], dt));
+        args.a.offset = k0 * es; /* A's columns k0 .. at its lda */
+        /* fp32: C, then C += each block; 16-bit: the sums, then the last
+         * block adds them to its product. */
+        args.accumulate = !first && !(acc && last);
+        if (acc && !last)
+            args.c = sums;
+        if (acc && last)
+            args.bias = sums, args.addend = true;
+        const uint64_t b_bytes = ((bs.k - 1) * (uint64_t)s->ldb + s->n) * es;
+        const vk_host_call call = {
+            .up = {{&vk->slots[SLOT_Q_IN], first ? a : NULL, first ? ba : 0},
+                   {&vk->slots[SLOT_K_IN], (const char *)b + k0 * s->ldb * es, b_bytes},
+                   {&vk->slots[SLOT_AUX], first ? bias : NULL, first ? bbias : 0}},
+            .down = {{&vk->slots[SLOT_OUT], last ? c : NULL, (size_t)(s->n * es), s->m,
+                      (size_t)(s->ldc * es), 1, 0}},
+            .record = record_op, .arg = &args};
+        if (!(st = vk_matmul_prepare(vk, &args, 1)))
+            st = vk_run_host(vk, &call);
+    }
+    return st;
+}
+
 vkmha_status vk_matmul(vk_state *vk, const mm_shape *s, const void *a, const void *b,
                        const void *bias, void *c)
 {
     vkmha_status st;
     const uint64_t es = vkmha__dtype_size(s->dtype);
+    if (s->batch <= 1 && !s->trans_b && s->extent_b * es > vk->info.max_allocation_size)
+        return matmul_k_blocks(vk, s, a, b, bias, c);
     const uint64_t ba = s->extent_a * es, bb = s->extent_b * es, bc = s->extent_c * es,
                    bbias = bias ? (uint64_t)s->n * es : 0;
     const uint32_t dt = s->dtype;

@@ -164,14 +164,14 @@ static const row rows[] = {
     /* A product whose a or c (or b with op T) is past maxMemoryAllocationSize
      * runs as calls of blocks of rows and columns (test_limits), which would
      * read these rows' small arrays: only what no block fits is refused. */
-    {"matmul k * n = 2^32 elements of b with op N (32-bit product wraps to 0)", F_MATMUL,
-     VK_ONLY, UNSUPP, "b", "maxMemoryAllocationSize",
-     {U32(mm.k, 1u << 16), U32(mm.n, 1u << 16), U32(mm.op_b, VKMHA_OP_N)}},
+    /* b past maxMemoryAllocationSize with op N runs in blocks of its rows
+     * (test_limits; k * n = 2^32 and ldb = 2^32 - 1 are only a matter of
+     * memory now): one row past the range is refused. */
+    {"matmul op N, n = 2^32 - 1: one row of b is 16 GiB", F_MATMUL, VK_ONLY, UNSUPP,
+     "one row of b", "maxStorageBufferRange",
+     {U32(mm.k, 2), U32(mm.n, MAXU), U32(mm.op_b, VKMHA_OP_N)}},
     {"matmul k = 2^30: one row of a is 4 GiB", F_MATMUL, VK_ONLY, UNSUPP, "a",
      "maxMemoryAllocationSize", {U32(mm.k, 1u << 30), U32(mm.op_b, VKMHA_OP_T)}},
-    {"matmul ldb = 2^32 - 1 with k 2 and op N: b of 2^33 elements", F_MATMUL, VK_ONLY, UNSUPP,
-     "b", "maxMemoryAllocationSize",
-     {U32(mm.k, 2), U32(mm.ldb, MAXU), U32(mm.op_b, VKMHA_OP_N)}},
     /* Batched arrays past the range run as calls of fewer products, and host
      * arrays past it of the softmax, the attention and the layer as calls of
      * entries, heads or rows (test_limits): the rows below that stay refusals

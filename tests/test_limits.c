@@ -1058,14 +1058,13 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
         matmul_case(ref, gpu, rng, 1, 7, 161, 127, VKMHA_OP_T, false);
         matmul_case(ref, gpu, rng, 1, 100, 120, 200, VKMHA_OP_T, false);
         matmul_case(ref, gpu, rng, 3, 90, 70, 130, VKMHA_OP_T, false);
-        /* B past it with op N: its blocks would be strided. */
-        vkmha_matmul_desc mn = {0};
-        mn.m = 2, mn.n = 160, mn.k = 128, mn.op_b = VKMHA_OP_N;
-        float *bn = t_random(rng, 160 * 128, -1, 1), *cn = sentinels(2 * 160);
-        snprintf(label, sizeof label, "matmul op N with b of 80 KiB [%s]", limit);
-        report_refused(ref, gpu, rng, vkmha_matmul(gpu, &mn, a, bn, NULL, cn), "vkmha_matmul",
-                       "b needs", limit, untouched(cn, 2 * 160), label);
-        free(bn), free(cn);
+        /* B past it with op N: blocks of its rows (ranges of k), one
+         * submission each, summed into C on the device (16-bit C: in fp32,
+         * added by the last block); odd sizes, with a bias. */
+        matmul_case(ref, gpu, rng, 1, 2, 160, 128, VKMHA_OP_N, false);
+        matmul_case(ref, gpu, rng, 1, 7, 131, 203, VKMHA_OP_N, false);
+        matmul_16bit_case(ref, gpu, rng, VKMHA_DTYPE_F16, 21, 301, 150, VKMHA_OP_N);
+        matmul_16bit_case(ref, gpu, rng, VKMHA_DTYPE_BF16, 21, 301, 150, VKMHA_OP_N);
         /* A KV cache whose keys (2 x 2 x 300 x 8 floats: 38 KiB) one
          * allocation cannot hold: refused naming what to lower. */
         t_layer l;

@@ -695,14 +695,13 @@ typedef struct vkmha_mask {
  * Keys and values past the range (one head's, the layer's key projections,
  * a KV cache's entries) need no parts on the fused path: it reads them in
  * windows of keys, one batch entry and key/value head at a time (host
- * arrays of them must fit maxMemoryAllocationSize); the unfused path binds
- * them in windows for one query head of one entry (vkmha_attention runs in
- * such calls; the layer, whose heads that path computes together, refuses
- * them there). Split / merge heads of one head's rows past the range run
- * in blocks of rows of that head. What does not fit even so (one row of a
- * softmax, of keys or of the unfused path's scores, the layer's keys past
- * the range on the unfused path, an entry of split / merge heads of 2^32
- * elements or more) is VKMHA_ERROR_UNSUPPORTED naming the array. */
+ * arrays of them must fit maxMemoryAllocationSize); the unfused path runs
+ * its matmuls one product (batch entry, query head) at a time, each bound
+ * in windows. Split / merge heads of one head's rows past the range run in
+ * blocks of rows of that head. What does not fit even so (one row of a
+ * softmax, of keys or of the unfused path's scores, an entry of split /
+ * merge heads of 2^32 elements or more) is VKMHA_ERROR_UNSUPPORTED naming
+ * the array. */
 
 typedef enum vkmha_op {
     VKMHA_OP_N = 0, /* use B as given: B is [k][n] */
@@ -1012,10 +1011,9 @@ typedef struct vkmha_kv_cache_desc {
  * Vulkan: the keys and values may each exceed maxStorageBufferRange (up to
  * maxMemoryAllocationSize), and so may one entry's, or one head's of an
  * entry (n_kv_head * capacity * head dim * the dtype's size): a forward
- * appends to them in blocks that fit, and the fused attention reads them in
- * windows of keys; the unfused path reads the call's entries whole, and
- * refuses them (VKMHA_ERROR_UNSUPPORTED naming k and v) where they do not
- * fit. Its own keys or values past maxMemoryAllocationSize (one allocation
+ * appends to them in blocks that fit, and the attention reads them in
+ * windows (the fused path's windows of keys; the unfused path's matmuls one
+ * product at a time). Its own keys or values past maxMemoryAllocationSize (one allocation
  * each): VKMHA_ERROR_UNSUPPORTED naming desc->batch and desc->capacity
  * (several caches of fewer entries hold what one cannot). */
 VKMHA_API vkmha_status vkmha_kv_cache_create(vkmha_mha *mha, const vkmha_kv_cache_desc *desc,

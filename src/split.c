@@ -11,9 +11,9 @@
  * part of a host array is a pointer into it; a part of a tensor is the
  * tensor with the bytes before it (vkmha_arg.at), which the backend binds
  * from there. An attention's keys and values need not fit: the backend's
- * fused path binds them in windows of keys, and its unfused path for one
- * query head of one entry (they count for larger parts on that path; host
- * arrays of them must fit an allocation). What does not fit
+ * fused path binds them in windows of keys, its unfused path runs one
+ * product at a time in windows (host arrays of them must fit an
+ * allocation). What does not fit
  * even as one row of one head goes to the backend whole, which refuses a
  * host array naming it; a tensor is refused here (check_part). The
  * reference backend has no such limits. */
@@ -285,20 +285,13 @@ typedef struct attention_args {
 } attention_args;
 
 /* A shape and how its keys and values count for the fit: bound in windows
- * by the backend (the fused path; the unfused path's matmuls for one query
- * head of one entry), they need not fit a binding, only an allocation when
- * they are host arrays (kv_most; 0: no limit); else they count like the
- * other arrays. */
+ * by the backend (the fused path's windows of keys, the unfused path's
+ * products), they need not fit a binding, only an allocation when they are
+ * host arrays (kv_most; 0: no limit). */
 typedef struct attention_fit {
     const attn_shape *s;
     uint64_t kv_most;
 } attention_fit;
-
-/* Whether the backend binds part p's keys and values in windows. */
-static bool kv_windows(const attn_shape *s, const part *p)
-{
-    return s->path != VKMHA_ATTENTION_PATH_UNFUSED || (uint64_t)p->nb * p->nh == 1;
-}
 
 /* Key/value heads of a part: all of its entries', its groups', or the one
  * its single query head reads. */
@@ -334,7 +327,7 @@ static uint64_t attention_bytes(const void *shape, const mask_r *m, const part *
     uint64_t sizes[8], most = 0;
     attention_sizes(fit->s, m, p, weights, sizes);
     for (int i = 0; i < 8; i++) {
-        if ((i == 1 || i == 2) && kv_windows(fit->s, p)) {
+        if (i == 1 || i == 2) {
             if (fit->kv_most && sizes[i] > fit->kv_most)
                 return UINT64_MAX;
             continue;
@@ -359,8 +352,7 @@ static vkmha_status attention_part(vkmha_context *ctx, const void *args, const p
     const vkmha_mask_arg am = part_mask(a->m, s->len_q, s->len_k, p);
     uint64_t sizes[8];
     attention_sizes(s, &a->m->m, p, aw.tensor != NULL, sizes);
-    if (kv_windows(s, p)) /* k and v: in windows (vk_attention.c) */
-        sizes[1] = sizes[2] = 0;
+    sizes[1] = sizes[2] = 0; /* k and v: in windows (vk_attention.c) */
     vkmha_status st = check_parts(ctx, (const char *const[]){"q", "k", "v", "out", "weights"},
                                   (const vkmha_arg *const[]){&aq, &ak, &av, &ao, &aw}, sizes, 5);
     if (!st)
@@ -374,8 +366,8 @@ vkmha_status vkmha__attention_split(vkmha_context *ctx, const vkmha_run *run,
                                     const vkmha_arg *out, const vkmha_arg *weights)
 {
     const attention_args a = {s, run, q, k, v, m, out, weights};
-    /* The backend binds k and v in windows past maxStorageBufferRange
-     * (kv_windows); host arrays of them are copied into one allocation each. */
+    /* The backend binds k and v in windows past maxStorageBufferRange; host
+     * arrays of them are copied into one allocation each. */
     const attention_fit fit = {s, run->form == FORM_HOST ? ctx->allocation_size : 0};
     return run_parts(ctx, s->batch, s->heads, s->len_q, s->heads / s->kv_heads,
                      array_limit(ctx, run), attention_bytes, &fit, &m->m,
@@ -662,15 +654,14 @@ vkmha_status vkmha__mha_forward_split(vkmha_mha *mha, const vkmha_run *run, cons
                                        : 0,
                               unfused ? H * Lq * L * 4 : 0};
     /* The key and value projections (per[6]) and a cache's entries (per[9])
-     * too on the fused path, which reads them in windows: the projections
-     * must fit an allocation (a slot's). */
+     * too, which the attention reads in windows: the projections must fit an
+     * allocation (a slot's). */
     uint64_t entry = 0;
     for (int i = 0; i < 11; i++)
-        if (i != 1 && i != 2 && ((i != 6 && i != 9) || unfused))
+        if (i != 1 && i != 2 && i != 6 && i != 9)
             entry = per[i] > entry ? per[i] : entry;
     const uint64_t kv_in = per[1] > per[2] ? per[1] : per[2],
-                   alloc = run->form == FORM_HOST ? ctx->allocation_size : 0,
-                   kv_proj = unfused ? 0 : per[6];
+                   alloc = run->form == FORM_HOST ? ctx->allocation_size : 0, kv_proj = per[6];
     uint64_t nb = limit && entry ? limit / entry : f->B;
     if (alloc && kv_in && alloc / kv_in < nb)
         nb = alloc / kv_in;
@@ -679,8 +670,8 @@ vkmha_status vkmha__mha_forward_split(vkmha_mha *mha, const vkmha_run *run, cons
     nb = nb < f->B ? nb : f->B;
     uint32_t ni = (uint32_t)Lq;
     if (nb == 0 && !weights && !(f->mask.m.bias && f->mask.m.bias_heads > 1) &&
-        (!alloc || kv_in <= alloc) && (unfused ? per[6] <= limit : per[6] <= ctx->allocation_size) &&
-        (!unfused || per[9] <= limit) && (!f->mask.m.key_padding || L <= limit)) {
+        (!alloc || kv_in <= alloc) && per[6] <= ctx->allocation_size &&
+        (!f->mask.m.key_padding || L <= limit)) {
         /* Not one entry: rows of its queries (each row's query and output,
          * projection and concat, partial outputs, scores, mask rows), all
          * of its keys each time (a KV cache's: the first rows append the

@@ -144,6 +144,19 @@ static void unfused_matmuls(const vk_attn_plan *plan, const vk_view *q, const vk
                              .b_div = s->heads / s->kv_heads};
 }
 
+/* Product (entry b, query head h) of one of the unfused path's batched
+ * matmuls, alone. */
+static vk_matmul_args product_of(const vk_matmul_args *m, uint64_t b, uint64_t h)
+{
+    vk_matmul_args p = *m;
+    p.a.offset += (b * m->a.stride[0] + h * m->a.stride[1]) * vkmha__dtype_size(m->a.dtype);
+    p.b.offset += (b * m->b.stride[0] + h / m->b_div * m->b.stride[1]) *
+                  vkmha__dtype_size(m->b.dtype);
+    p.c.offset += (b * m->c.stride[0] + h * m->c.stride[1]) * vkmha__dtype_size(m->c.dtype);
+    p.batch_outer = p.batch_inner = p.b_div = 1;
+    return p;
+}
+
 /* Where the unfused path keeps its fp32 scores: the caller's fp32 weights,
  * else SLOT_SCORES. */
 static vk_view unfused_scores(vk_state *vk, const vk_attn_plan *plan)
@@ -194,9 +207,9 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     vkmha_status st;
     /* k and v past maxStorageBufferRange: the fused path binds them in
      * windows of keys (the shared-memory kernel: the CPU-shaped one reads
-     * texel views of whole buffers); the unfused path's matmuls for one
-     * query head of one entry (vk_record_matmul's windows; batched over
-     * heads they cannot be). */
+     * texel views of whole buffers); the unfused path runs its matmuls one
+     * product (batch entry, query head) at a time, which vk_record_matmul
+     * binds in windows (batched, they cannot be). */
     const bool windowed = !kv_fits(vk, &qkvo[1], kv_span(s, &qkvo[1], kv_b0, s->d_k)) ||
                           !kv_fits(vk, &qkvo[2], kv_span(s, &qkvo[2], kv_b0, s->d_v));
     const uint64_t win_keys = windowed ? window_keys(vk, s, &qkvo[1], &qkvo[2]) : 0;
@@ -219,6 +232,13 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     const bool shared_ok =
         have_shared && !(vk->fused_kernel == VKMHA_FUSED_KERNEL_REGISTER && cpu_ok);
     const bool fusable = cpu_ok || shared_ok;
+    if (windowed && !fusable && s->path == VKMHA_ATTENTION_PATH_FUSED)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: k and v are more than this device's maxStorageBufferRange "
+                           "(%llu bytes) lets one binding hold: the fused path reads them in "
+                           "windows with its shared-memory kernel, which has no blocks for "
+                           "these head dims on this device; use the unfused path",
+                           vk->ctx->call, (unsigned long long)vk->info.max_storage_buffer_range);
     if (s->path == VKMHA_ATTENTION_PATH_FUSED && !fusable) {
         /* The largest head-dim class whose blocks fit the device's limits. */
         uint32_t most = 0;
@@ -233,25 +253,16 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     }
     const uint64_t rows = (uint64_t)s->batch * s->heads * s->len_q;
     const uint64_t score_bytes = rows * s->len_k * 4;
-    const bool scores_fit = score_bytes <= vk->info.max_storage_buffer_range &&
-                            score_bytes <= vk->info.max_allocation_size,
-               unfused_kv = !windowed || (uint64_t)s->batch * s->heads == 1,
-               unfused_fits = scores_fit && unfused_kv;
-    /* The unfused path asked for refuses its scores first (vk_slot_ensure). */
-    if (!unfused_kv && scores_fit && (!fusable || s->path == VKMHA_ATTENTION_PATH_UNFUSED))
-        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
-                           "%s: k and v are more than this device's maxStorageBufferRange "
-                           "(%llu bytes) lets one binding hold: the fused path's "
-                           "shared-memory kernel reads them in windows, %s",
-                           vk->ctx->call, (unsigned long long)vk->info.max_storage_buffer_range,
-                           fusable ? "the unfused path (asked for) only for one head of one "
-                                     "batch entry at a time"
-                                   : "but has no blocks for these head dims on this device");
+    const bool unfused_fits = score_bytes <= vk->info.max_storage_buffer_range &&
+                              score_bytes <= vk->info.max_allocation_size;
     const double t_cpu = cpu_ok ? vk_cost_fused(vk, s, true, weights, vk->flash_cpu[cls].block_q)
                                 : INFINITY;
     const double t_shared =
         shared_ok ? vk_cost_fused(vk, s, false, weights, vk->flash[cls].block_q) : INFINITY;
-    const double t_unfused = unfused_fits ? vk_cost_unfused(vk, s) : INFINITY;
+    /* Keys past the range: the fused path where it can (the cost model
+     * knows neither path's windows). */
+    const double t_unfused =
+        unfused_fits && !(windowed && fusable) ? vk_cost_unfused(vk, s) : INFINITY;
     const bool cpu_kernel = cpu_ok && t_cpu <= t_shared;
     const double t_fused = cpu_kernel ? t_cpu : t_shared;
     const bool fused = fusable && (s->path == VKMHA_ATTENTION_PATH_FUSED ||
@@ -278,15 +289,22 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
         if ((st = vk_slot_ensure(vk, SLOT_SCORES, score_bytes)))
             return st;
     if (!plan->fused && windowed) {
-        /* One product each: their windows take sites (vk_matmul_prepare). */
+        /* One product at a time: each takes a site after the first (and
+         * its windows theirs: vk_matmul_prepare). */
+        plan->products = true;
         vk_matmul_args mm[2];
         const vk_view scores = unfused_scores(vk, plan);
         unfused_matmuls(plan, &qkvo[0], &qkvo[1], &qkvo[2], &qkvo[3], &scores, mm);
-        if ((st = vk_matmul_prepare(vk, mm, 2)))
+        const uint64_t n = (uint64_t)s->batch * s->heads;
+        for (uint64_t i = 0; i < 2 * n && !st; i++) {
+            const vk_matmul_args p = product_of(&mm[i / n], i % n / s->heads, i % s->heads);
+            st = vk_matmul_prepare(vk, &p, 1);
+        }
+        if (st || (st = vk_window_sites_reserve(vk, KIND_MATMUL, 2 * n - 2)))
             return st;
         vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
                    "%s: k and v beyond maxStorageBufferRange (%llu bytes): bound in windows "
-                   "by the unfused path's matmuls",
+                   "by the unfused path's matmuls, one product at a time",
                    vk->ctx->call, (unsigned long long)vk->info.max_storage_buffer_range);
     }
     if (!plan->fused) {
@@ -375,6 +393,25 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     return VKMHA_SUCCESS;
 }
 
+/* One of the unfused path's matmuls: batched, or with plan->products one
+ * product after another (each after a barrier: they write disjoint parts
+ * of one buffer), the first through `site`, the others more[0 ..]. */
+static vkmha_status record_products(vk_state *vk, vk_site *site, vk_site *more,
+                                    const vk_attn_plan *plan, const vk_matmul_args *m)
+{
+    if (!plan->products)
+        return vk_record_matmul(vk, site, m);
+    vkmha_status st = VKMHA_SUCCESS;
+    const uint64_t heads = plan->s.heads, n = (uint64_t)plan->s.batch * heads;
+    for (uint64_t i = 0; i < n && !st; i++) {
+        if (i)
+            vk_barrier(vk);
+        const vk_matmul_args p = product_of(m, i / heads, i % heads);
+        st = vk_record_matmul(vk, i ? &more[i - 1] : site, &p);
+    }
+    return st;
+}
+
 static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const vk_attn_plan *plan,
                                    const mask_r *mask, const vk_view *q, const vk_view *k_all,
                                    const vk_view *v_all, const vk_view *out)
@@ -390,7 +427,11 @@ static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const vk_attn_
     const vk_view scores = unfused_scores(vk, plan);
     vk_matmul_args mm[2];
     unfused_matmuls(plan, q, k_all, v_all, out, &scores, mm);
-    if ((st = vk_record_matmul(vk, &sites[0], &mm[0])))
+    vk_site *more = NULL; /* plan->products: the sites after each matmul's first */
+    const uint64_t n = (uint64_t)s->batch * s->heads;
+    if (plan->products && !(more = vk_window_sites_take(vk, KIND_MATMUL, 2 * n - 2)))
+        return VKMHA_ERROR_VULKAN;
+    if ((st = record_products(vk, &sites[0], more, plan, &mm[0])))
         return st;
     vk_barrier(vk);
 
@@ -404,7 +445,8 @@ static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const vk_attn_
     vk_barrier(vk);
 
     /* out[b][h] (Lq x d_v) = p[b][h] (Lq x Lk) * v[b][h / g] (Lk x d_v) */
-    if ((st = vk_record_matmul(vk, &sites[2], &mm[1])) || dt_w == VKMHA_DTYPE_F32)
+    if ((st = record_products(vk, &sites[2], more ? more + n - 1 : NULL, plan, &mm[1])) ||
+        dt_w == VKMHA_DTYPE_F32)
         return st;
     /* The weights, rounded: a copy of [rows][len_k] (one head). Reads what
      * the P V matmul reads: no barrier between them. */

@@ -877,6 +877,9 @@ typedef struct vk_attn_plan {
      * `window` keys (a multiple of chunk, or one chunk) of one batch entry
      * and key/value head at a time, one key range (splits 1); 0: whole */
     uint32_t window;
+    /* unfused, k or v past maxStorageBufferRange: the matmuls one product
+     * (batch entry, query head) at a time, each bound in windows */
+    bool products;
     /* fused, CPU-shaped kernel, at most its tm queries: lanes over keys
      * (each range's partial state is lanes ranges: partial_splits) */
     bool lane_keys;

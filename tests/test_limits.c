@@ -592,7 +592,7 @@ static void key_window_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
             g_windows = 0;
             const vkmha_status st = vkmha_attention(gpu, &du, q, k, v, m, got, NULL);
             const char *name = "unfused attention with 66 KiB of keys a head, mask "
-                               "+padding+full+causal, in calls of one head [range]";
+                               "+padding+full+causal, in calls whose scores fit [range]";
             report_windows(name, gpu, st,
                            rok && !st &&
                                t_close(name, "out", got, want, n.out, 2e-6 * sqrt(700.0),
@@ -627,7 +627,7 @@ static void key_window_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
             snprintf(name, sizeof name,
                      "attention fp16 B 1 H 2 Hkv 1 Lq 5 Lk 1500 dk 24 (70 KiB of keys a head), "
                      "causal and key padding, weights [range, %s]",
-                     path ? "unfused: calls of one head" : "fused");
+                     path ? "unfused" : "fused");
             free(o[1]), free(ww[1]);
             o[1] = t_from_dt(h.dtype, out[1], hn.out);
             ww[1] = t_from_dt(h.dtype, w[1], hn.weights);
@@ -687,8 +687,9 @@ static void key_window_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
  * (cross-attention of 2 queries over 700 keys, d_model 32, 4 heads: 88 KiB
  * of key projections an entry): they are written by their matmuls and read
  * by the fused attention in windows, with every mask kind (a bias per
- * head) and the attention weights, on host arrays and on tensors, against
- * the reference; the unfused path, which reads them whole, is refused. */
+ * head) and the attention weights, on host arrays and on tensors, and on
+ * the unfused path (its matmuls one product at a time), against the
+ * reference. */
 static void layer_keys_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
 {
     const uint32_t kinds = VKMHA_MASK_KEY_PADDING | VKMHA_MASK_FULL | VKMHA_MASK_CAUSAL |
@@ -744,13 +745,15 @@ static void layer_keys_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
         vkmha_tensor_destroy(tm[i]);
     free(tgot), free(tgot_w);
 
+    /* Unfused: its matmuls one (entry, head) product at a time. */
     io.attention_path = VKMHA_ATTENTION_PATH_UNFUSED;
-    io.attn_weights = NULL;
-    for (size_t i = 0; i < e.n_out; i++)
-        got[i] = SENTINEL;
-    report_refused(ref, gpu, rng, mg ? vkmha_mha_forward(mg, &io) : VKMHA_ERROR_INVALID_ARGUMENT,
-                   "vkmha_mha_forward", "k and v", "maxStorageBufferRange",
-                   untouched(got, e.n_out), "the same layer on the unfused path [range]");
+    g_windows = 0;
+    st = ok ? vkmha_mha_forward(mg, &io) : VKMHA_ERROR_INVALID_ARGUMENT;
+    report_windows("the same layer on the unfused path, one product at a time [range]", gpu,
+                   st,
+                   ok && !st &&
+                       t_close(name, "attn_weights", got_w, want_w, e.n_weights, 1e-6, 1e-5) &&
+                       t_close(name, "out", got, want, e.n_out, T_LAYER_ATOL, T_LAYER_RTOL));
     vkmha_mha_destroy(mg), vkmha_mha_destroy(mr);
     free(want), free(got), free(want_w), free(got_w);
     t_layer_free(&e);
@@ -760,8 +763,8 @@ static void layer_keys_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
  * prefill of 150 tokens (80 unfused, whose scores of one entry must fit),
  * then three steps of one token, for every entry in one call, on the fused
  * and the unfused path, each against the reference (fused: the cache read
- * in windows; unfused: calls of entries, the cache bound from each one's
- * first entry). Then kv_cache_entry_case. */
+ * in windows; unfused: calls of entries whose scores fit, the cache read by
+ * the matmuls, one product at a time, in windows). */
 static void kv_cache_range_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
 {
     enum { B = 6, P = 150, STEPS = 3, CAP = 300 };
@@ -803,7 +806,7 @@ static void kv_cache_range_case(vkmha_context *ref, vkmha_context *gpu, t_rng *r
                  "prefill of %u and %u steps of every entry match the reference [range, %s], "
                  "%s",
                  B, CAP, B * 2 * CAP * 8 * 4 / 1024, prefill, STEPS, path ? "unfused" : "fused",
-                 path ? "in calls of entries" : "read in windows");
+                 path ? "read by one product at a time" : "read in windows");
         vkmha_kv_cache_destroy(cg), vkmha_kv_cache_destroy(cr);
         free(x), free(want), free(got);
     }
@@ -816,9 +819,8 @@ static void kv_cache_range_case(vkmha_context *ref, vkmha_context *gpu, t_rng *r
  * appended to each entry by a call of 3 queries (cross-attention: the
  * projections of 131 KiB an entry copied into the cache in blocks of rows of
  * one head), then 3 steps of one token with the causal mask, each against
- * the reference, the cache read in windows of keys; between them a step on
- * the unfused path, which reads the cache whole, is refused naming k and v,
- * and changes nothing (the next step still matches). */
+ * the reference, the cache read in windows of keys (the second step on the
+ * unfused path: its matmuls one product at a time). */
 static void kv_cache_entry_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
 {
     enum { B = 2, FILL = 2100, CAP = 2300, Q = 3, STEPS = 3, D = 16 };
@@ -850,17 +852,8 @@ static void kv_cache_entry_case(vkmha_context *ref, vkmha_context *gpu, t_rng *r
         const float *x = l.io.query + (size_t)step * D; /* any token of the inputs */
         vkmha_mha_io si = {.batch = B, .len_q = 1, .query = x, .key = x, .value = x,
                            .mask = &causal};
-        if (step == 1) { /* the unfused path: refused, nothing changes */
+        if (step == 1) /* unfused: the matmuls one product at a time */
             si.attention_path = VKMHA_ATTENTION_PATH_UNFUSED;
-            si.out = got, si.kv_cache = cg;
-            for (size_t i = 0; i < (size_t)B * D; i++)
-                got[i] = SENTINEL;
-            report_refused(ref, gpu, rng, ok ? vkmha_mha_forward(mg, &si) : 0,
-                           "vkmha_mha_forward", "k and v", "maxStorageBufferRange",
-                           untouched(got, (size_t)B * D),
-                           "a step on the unfused path over that cache [range]");
-            si.attention_path = VKMHA_ATTENTION_PATH_AUTO;
-        }
         si.out = want, si.kv_cache = cr;
         rst = ok ? vkmha_mha_forward(mr, &si) : VKMHA_ERROR_INVALID_ARGUMENT;
         si.out = got, si.kv_cache = cg;
@@ -872,9 +865,9 @@ static void kv_cache_entry_case(vkmha_context *ref, vkmha_context *gpu, t_rng *r
         t_report(!rst && !st && g_windows > 0 &&
                      t_close("KV cache step", "out", got, want, (size_t)B * D, T_LAYER_ATOL,
                              T_LAYER_RTOL),
-                 "KV cache of 72 KiB a head: step %d of both entries (causal) matches the "
+                 "KV cache of 72 KiB a head: step %d of both entries (causal, %s) matches the "
                  "reference [range]",
-                 step);
+                 step, step == 1 ? "unfused" : "fused");
     }
     vkmha_kv_cache_destroy(cg), vkmha_kv_cache_destroy(cr);
     vkmha_mha_destroy(mg), vkmha_mha_destroy(mr);

@@ -694,7 +694,8 @@ typedef struct vkmha_mask {
  * fit too when that path is asked for. Results are those of one call.
  * Keys and values past the range (one head's, the layer's key projections,
  * a KV cache's entries) need no parts on the fused path: it reads them in
- * windows of keys, one batch entry and key/value head at a time (host
+ * windows of keys, one batch entry and key/value head at a time (on CPU
+ * devices its CPU-shaped kernel through texel views of whole buffers; host
  * arrays of them must fit maxMemoryAllocationSize); the unfused path runs
  * its matmuls one product (batch entry, query head) at a time, each bound
  * in windows. Split / merge heads of one head's rows past the range run in

@@ -205,11 +205,12 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
                                   uint32_t kv_b0, vk_attn_plan *plan)
 {
     vkmha_status st;
-    /* k and v past maxStorageBufferRange: the fused path binds them in
-     * windows of keys (the shared-memory kernel: the CPU-shaped one reads
-     * texel views of whole buffers); the unfused path runs its matmuls one
-     * product (batch entry, query head) at a time, which vk_record_matmul
-     * binds in windows (batched, they cannot be). */
+    /* k and v past maxStorageBufferRange: the CPU-shaped fused kernel reads
+     * them through texel views of their whole buffers (which
+     * maxTexelBufferElements bounds, not the storage range), the
+     * shared-memory one binds them in windows of keys, and the unfused path
+     * runs its matmuls one product (batch entry, query head) at a time,
+     * which vk_record_matmul binds in windows (batched, they cannot be). */
     const bool windowed = !kv_fits(vk, &qkvo[1], kv_span(s, &qkvo[1], kv_b0, s->d_k)) ||
                           !kv_fits(vk, &qkvo[2], kv_span(s, &qkvo[2], kv_b0, s->d_v));
     const uint64_t win_keys = windowed ? window_keys(vk, s, &qkvo[1], &qkvo[2]) : 0;
@@ -226,7 +227,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
      * wherever it can, the other only where it cannot), and unfused where
      * its scores fit a buffer. */
     const bool have_cpu = cls < VK_FLASH_CLASSES && vk->flash_cpu[cls].workgroup_size != 0 &&
-                          !windowed && texel_io(s, qkvo);
+                          texel_io(s, qkvo);
     const bool have_shared = cls < VK_FLASH_CLASSES && vk->flash[cls].block_q != 0;
     const bool cpu_ok = have_cpu && vk->fused_kernel != VKMHA_FUSED_KERNEL_SHARED;
     const bool shared_ok =
@@ -321,7 +322,9 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     const uint32_t lanes = plan->lane_keys ? f->workgroup_size : 1;
     plan->q_blocks = (uint32_t)div_up(s->len_q, plan->lane_keys ? f->tm : f->block_q);
     const uint64_t groups = rows / s->len_q * plan->q_blocks;
-    uint64_t splits = windowed ? 1 : s->kv_splits;
+    /* Windows of keys: the shared-memory kernel's, one key range. */
+    const bool key_windows = windowed && !cpu_kernel;
+    uint64_t splits = key_windows ? 1 : s->kv_splits;
     if (splits == 0) {
         /* Too few workgroups to fill the device (decode-like shapes): split
          * the keys, keeping a few key blocks per range. */
@@ -346,7 +349,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     plan->chunk = cpu_kernel ? CPU_KERNEL_KEYS_PER_DISPATCH
                   : vk->info.type == VKMHA_DEVICE_TYPE_CPU ? CPU_MAX_KEYS_PER_DISPATCH
                                                            : plan->split_len;
-    if (windowed) {
+    if (key_windows) {
         /* Whole chunks a window, or one chunk of a window's keys. */
         if (win_keys >= plan->chunk) {
             plan->window = (uint32_t)(win_keys < s->len_k ? win_keys / plan->chunk * plan->chunk
@@ -358,7 +361,12 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
         }
     }
     plan->chunks = (uint32_t)div_up(plan->split_len, plan->chunk);
-    if (windowed)
+    if (windowed && cpu_kernel)
+        vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+                   "%s: k and v beyond maxStorageBufferRange (%llu bytes): read through "
+                   "texel views of their whole buffers",
+                   vk->ctx->call, (unsigned long long)vk->info.max_storage_buffer_range);
+    if (key_windows)
         vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
                    "%s: k and v beyond maxStorageBufferRange (%llu bytes): bound in windows "
                    "of %u keys of one head",
@@ -375,7 +383,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
 
     if ((st = vk_slot_ensure(vk, SLOT_STATS, rows * 2 * 4)))
         return st;
-    if (windowed) {
+    if (key_windows) {
         /* A site per window and (entry, key/value head), each pass (the
          * output's, the weights'), after its first. */
         const uint64_t pairs = (uint64_t)s->batch * s->kv_heads,
@@ -644,7 +652,7 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const void *q, cons
         vk_view_split(&vk->slots[SLOT_V_HEADS], s->kv_heads, s->len_k, s->d_v, dt),
         vk_view_split(&vk->slots[SLOT_O_HEADS], s->heads, s->len_q, s->d_v, dt)};
     if ((st = vk_attention_prepare(vk, s, weights != NULL, wbuf ? &wview : NULL,
-                                   (const vk_view[4]){op.q, op.k, op.v, {0}}, 0, &plan)))
+                                   (const vk_view[4]){op.q, op.k, op.v, op.o}, 0, &plan)))
         return st;
     const vk_host_call call = {
         .up = {{&vk->slots[SLOT_Q_HEADS], q, bq},

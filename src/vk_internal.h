@@ -912,7 +912,7 @@ double vk_cost_unfused(const vk_state *vk, const attn_shape *s);
  * partials. plan->masks are the mask slots: a caller with mask tensors
  * replaces them. UNSUPPORTED if the fused path was forced for head dims
  * above 256. qkvo: the views q, k, v and out will be read from and written
- * to (out absent: a slot), which decide whether the CPU-shaped kernel can
+ * to (out's buf NULL: a slot, in out's dtype), which decide whether the CPU-shaped kernel can
  * read them as vec4 texels, and whether k and v (from entry kv_b0, the
  * plan's) fit one binding or are bound in windows (plan->window: the fused
  * path's, or one product's matmul windows on the unfused path; the window

@@ -271,7 +271,8 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, const fwd_b
         (st = vk_slot_ensure_windowed(vk, SLOT_V_PROJ, rk * Hkv * d->d_v * es)) ||
         (st = vk_attention_prepare(
              vk, &f->as, weights, weights_view,
-             (const vk_view[4]){vk_view_of(&vk->slots[SLOT_Q_PROJ], ad), kv[0], kv[1], {0}},
+             (const vk_view[4]){vk_view_of(&vk->slots[SLOT_Q_PROJ], ad), kv[0], kv[1],
+                                {.dtype = ad}}, /* the concat: a slot of the plan's */
              f->cache ? f->entry - first : 0, plan)) ||
         (!concat_in_place(d, plan) &&
          (st = vk_slot_ensure(vk, SLOT_O_HEADS, rq * H * d->d_v * es))))

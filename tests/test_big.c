@@ -6,7 +6,8 @@
  * against the reference backend element by element, and the debug log must
  * say the matmuls were split into windows; and attention whose one head
  * has 147 MiB of keys and of values (600000 keys of 64 floats, 4 queries
- * of 2 heads sharing them), which the fused path reads in windows of keys.
+ * of 2 heads sharing them), which the shared-memory fused kernel reads in
+ * windows of keys and lavapipe's CPU-shaped one through texel views.
  * test_limits does the same at a lowered 64 KiB on small shapes. Runs once
  * (suite reliability): it takes about 3.5 GiB of host memory (lavapipe's
  * device memory is host memory). */
@@ -14,7 +15,7 @@
 
 #define RANGE (UINT64_C(128) << 20)
 
-static int g_windows;
+static int g_windows, g_texel;
 
 static void count_windows(void *user, vkmha_log_level level, vkmha_status status,
                           const char *msg)
@@ -23,6 +24,8 @@ static void count_windows(void *user, vkmha_log_level level, vkmha_status status
     if (level == VKMHA_LOG_DEBUG && ((strstr(msg, "windows") && strstr(msg, " split into ")) ||
                                      strstr(msg, " bound in windows ")))
         g_windows++;
+    else if (level == VKMHA_LOG_DEBUG && strstr(msg, " through texel views "))
+        g_texel++;
     else if (level <= VKMHA_LOG_WARN)
         t_log(NULL, level, status, msg);
 }
@@ -40,15 +43,18 @@ static vkmha_context *context_at_range(void)
 }
 
 /* Reports a call on gpu (st) whose result was `close` to the reference,
- * which must have been bound in one plan of windows, then checks the
- * validation layer and destroys gpu. */
-static void report_windows(vkmha_context *gpu, vkmha_status st, bool close, const char *what)
+ * which must have been bound in one plan of windows (or, where texel is
+ * true, read through texel views), then checks the validation layer and
+ * destroys gpu. */
+static void report_windows(vkmha_context *gpu, vkmha_status st, bool close, bool texel,
+                           const char *what)
 {
     if (st)
         t_diag("%s", vkmha_context_last_error(gpu));
-    t_report(!st && close && g_windows == 1,
-             "%s: %s, in windows (%d logged), matches the reference", what,
-             vkmha_status_string(st), g_windows);
+    const bool bound = texel ? g_windows + g_texel == 1 : g_windows == 1 && g_texel == 0;
+    t_report(!st && close && bound,
+             "%s: %s, in windows (%d logged) or texel views (%d), matches the reference", what,
+             vkmha_status_string(st), g_windows, g_texel);
     t_report_validation(gpu);
     vkmha_context_destroy(gpu);
 }
@@ -68,6 +74,7 @@ static void matmul_case(vkmha_context *ref, t_rng *rng)
                    !st && !vkmha_matmul(ref, &d, a, b, bias, want) &&
                        t_close("matmul 3 x 14336 x 4096", "c", got, want, (size_t)m * n,
                                2e-6 * sqrt((double)k), 1e-5),
+                   false,
                    "matmul 3 x 14336 x 4096 op T, b of 224 MiB past a 128 MiB range, with a "
                    "bias");
     free(a), free(b), free(bias), free(want), free(got);
@@ -110,22 +117,33 @@ static void layer_case(vkmha_context *ref, t_rng *rng)
     t_layer_free(&l);
 }
 
+/* On the default fused kernel (on CPU devices the CPU-shaped one, which
+ * reads keys through texel views of whole buffers; on GPUs windows) and on
+ * the shared-memory one (windows). */
 static void attention_case(vkmha_context *ref, t_rng *rng)
 {
     const vkmha_attention_desc d = {1, 2, 1, 4, 600000, 64, 64, 0, 0, 0, 0};
     const size_t nq = (size_t)2 * 4 * 64, nk = (size_t)600000 * 64;
-    vkmha_context *gpu = context_at_range();
     float *q = t_random(rng, nq, -1, 1), *k = t_random(rng, nk, -1, 1),
           *v = t_random(rng, nk, -1, 1), *want = t_alloc(nq), *got = t_alloc(nq);
     const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL}; /* the last 4 positions */
-    g_windows = 0;
-    const vkmha_status st = vkmha_attention(gpu, &d, q, k, v, &causal, got, NULL);
-    report_windows(gpu, st,
-                   !st && !vkmha_attention(ref, &d, q, k, v, &causal, want, NULL) &&
-                       t_close("attention 600000 keys", "out", got, want, nq,
-                               2e-6 * sqrt(600000.0), 1e-5),
-                   "attention H 2 Hkv 1 Lq 4 Lk 600000 d 64, causal, 147 MiB of keys a head "
-                   "past a 128 MiB range");
+    const bool rok = !vkmha_attention(ref, &d, q, k, v, &causal, want, NULL);
+    for (int shared = 0; shared < 2; shared++) {
+        vkmha_context *gpu = t_context_limited_ex(
+            RANGE, 0, shared ? VKMHA_FUSED_KERNEL_SHARED : 0, count_windows, NULL);
+        g_windows = g_texel = 0;
+        const vkmha_status st = vkmha_attention(gpu, &d, q, k, v, &causal, got, NULL);
+        char what[200];
+        snprintf(what, sizeof what,
+                 "attention H 2 Hkv 1 Lq 4 Lk 600000 d 64, causal, 147 MiB of keys a head past "
+                 "a 128 MiB range [%s fused kernel]",
+                 shared ? "shared-memory" : "default");
+        report_windows(gpu, st,
+                       rok && !st &&
+                           t_close("attention 600000 keys", "out", got, want, nq,
+                                   2e-6 * sqrt(600000.0), 1e-5),
+                       !shared, what);
+    }
     free(q), free(k), free(v), free(want), free(got);
 }
 

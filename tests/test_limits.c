@@ -33,9 +33,10 @@ static int g_splits;
  * or only results (the mobile profile). */
 static bool g_need_splits = true;
 
-/* And the lines saying an attention's keys are bound in windows, and that
- * a copy of heads (a KV cache's append) runs in blocks. */
-static int g_windows, g_blocks;
+/* And the lines saying an attention's keys are bound in windows or read
+ * through texel views, and that a copy of heads (a KV cache's append) runs
+ * in blocks. */
+static int g_windows, g_texel, g_blocks;
 
 static void count_splits(void *user, vkmha_log_level level, vkmha_status status,
                          const char *msg)
@@ -46,6 +47,8 @@ static void count_splits(void *user, vkmha_log_level level, vkmha_status status,
         g_windows++;
     if (level == VKMHA_LOG_DEBUG && strstr(msg, ": heads of ") && strstr(msg, " blocks of "))
         g_blocks++;
+    if (level == VKMHA_LOG_DEBUG && strstr(msg, " through texel views "))
+        g_texel++;
     t_log(user, level, status, msg);
 }
 
@@ -536,6 +539,38 @@ static void report_windows(const char *name, vkmha_context *gpu, vkmha_status st
     t_report(!st && close && g_windows > 0,
              "%s: keys in windows (%d plans), matches the reference", name, g_windows);
     g_windows = 0;
+}
+
+/* On a CPU device the default fused kernel reads keys and values past the
+ * 64 KiB range through texel views of their whole buffers (the storage
+ * range does not bound those): the attention of key_window_cases without
+ * windows, the log saying so, against the reference. */
+static void texel_keys_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
+{
+    vkmha_context_info info;
+    vkmha_context_get_info(gpu, &info);
+    if (info.device.type != VKMHA_DEVICE_TYPE_CPU) {
+        t_report(true, "keys past the range through texel views: not a CPU device, its fused "
+                       "kernel reads windows (key_window_cases)");
+        return;
+    }
+    const vkmha_attention_desc s = {2, 4, 2, 37, 700, 24, 28, 0, VKMHA_ATTENTION_PATH_FUSED,
+                                    0, 0};
+    const t_attention_sizes n = t_attention_size(&s);
+    float *q = t_random(rng, n.q, -1, 1), *k = t_random(rng, n.k, -1, 1),
+          *v = t_random(rng, n.v, -1, 1), *want = t_alloc(n.out), *got = t_alloc(n.out);
+    g_windows = g_texel = 0;
+    const vkmha_status rst = vkmha_attention(ref, &s, q, k, v, NULL, want, NULL),
+                       st = vkmha_attention(gpu, &s, q, k, v, NULL, got, NULL);
+    const char *name = "attention B 2 H 4 Hkv 2 Lq 37 Lk 700 (66 KiB of keys a head) on the "
+                       "CPU-shaped kernel [range]";
+    if (st)
+        t_diag("%s: %s", name, vkmha_context_last_error(gpu));
+    t_report(!rst && !st && g_texel > 0 && g_windows == 0 &&
+                 t_close(name, "out", got, want, n.out, 2e-6 * sqrt(700.0), 1e-5),
+             "%s: read through texel views (%d plans), no windows, matches the reference", name,
+             g_texel);
+    free(q), free(k), free(v), free(want), free(got);
 }
 
 /* Attention whose one head's keys and values are past the 64 KiB range:
@@ -1037,11 +1072,20 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
         matmul_case(ref, gpu, rng, 2, 80, 8, 128, VKMHA_OP_N, true);
         matmul_case(ref, gpu, rng, 5, 30, 40, 100, VKMHA_OP_T, false);
         tensor_range_cases(ref, gpu, rng);
-        key_window_cases(ref, gpu, rng);
-        layer_keys_case(ref, gpu, rng);
-        kv_cache_range_case(ref, gpu, rng);
-        kv_cache_entry_case(ref, gpu, rng);
-        kv_cache_rows_case(ref, gpu, rng);
+        /* Keys past the range: on CPU devices the default fused kernel
+         * reads them through texel views of whole buffers; the GPUs' kernel
+         * (shared memory, forced here) reads them in windows. */
+        texel_keys_case(ref, gpu, rng);
+        vkmha_debug_options sd = {.max_storage_buffer_range = 64 * 1024,
+                                  .fused_kernel = VKMHA_FUSED_KERNEL_SHARED};
+        vkmha_context *shared = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &sd, count_splits, NULL);
+        key_window_cases(ref, shared, rng);
+        layer_keys_case(ref, shared, rng);
+        kv_cache_range_case(ref, shared, rng);
+        kv_cache_entry_case(ref, shared, rng);
+        kv_cache_rows_case(ref, shared, rng);
+        t_report_validation(shared);
+        vkmha_context_destroy(shared);
         layer_rows_case(ref, gpu, rng);
     } else {
         /* Host arrays past maxMemoryAllocationSize (each is copied into one

@@ -470,15 +470,17 @@ static inline vkmha_context *t_context_ex(vkmha_backend backend, uint32_t flags,
  * maxStorageBufferRange and `allocation` of maxMemoryAllocationSize (0: the
  * device's): lowered through vkmha_debug_options where the device has more,
  * so that a test sized for those limits (lavapipe's) runs alike on any
- * device. */
-static inline vkmha_context *t_context_limited(uint64_t range, uint64_t allocation,
-                                               vkmha_log_fn log, void *log_user)
+ * device; fused_kernel: vkmha_debug_options.fused_kernel (0: the default). */
+static inline vkmha_context *t_context_limited_ex(uint64_t range, uint64_t allocation,
+                                                  uint32_t fused_kernel, vkmha_log_fn log,
+                                                  void *log_user)
 {
-    vkmha_context *gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, NULL, log, log_user);
+    vkmha_debug_options kernel = {.fused_kernel = fused_kernel};
+    vkmha_context *gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &kernel, log, log_user);
     vkmha_context_info info;
     if (vkmha_context_get_info(gpu, &info) != VKMHA_SUCCESS)
         return gpu;
-    vkmha_debug_options lowered = {0};
+    vkmha_debug_options lowered = kernel;
     if (range && info.device.max_storage_buffer_range > range)
         lowered.max_storage_buffer_range = range;
     if (allocation && info.device.max_allocation_size > allocation)
@@ -487,6 +489,12 @@ static inline vkmha_context *t_context_limited(uint64_t range, uint64_t allocati
         return gpu;
     vkmha_context_destroy(gpu);
     return t_context_ex(VKMHA_BACKEND_VULKAN, 0, &lowered, log, log_user);
+}
+
+static inline vkmha_context *t_context_limited(uint64_t range, uint64_t allocation,
+                                               vkmha_log_fn log, void *log_user)
+{
+    return t_context_limited_ex(range, allocation, 0, log, log_user);
 }
 
 static inline vkmha_context *t_context(vkmha_backend backend, uint32_t flags)

@@ -687,11 +687,12 @@ typedef struct vkmha_mask {
  * entry's keys (with a KV cache the first rows' call appends them, the
  * others attend over the cache; not with attention weights or a per-head
  * bias, whose heads interleave the rows; the key and value inputs are bound
- * in windows by their projections and may exceed the range). The tensor forms do the
- * same with tensors larger than maxStorageBufferRange (each part bound from
- * where it starts), mask tensors moved with their parts (vkmha_mha_submit
- * records a layer's parts into its one submission). The parts are sized so that the unfused path's scores
- * fit too when that path is asked for. Results are those of one call.
+ * in windows by their projections and may exceed the range). The tensor
+ * forms do the same with tensors larger than maxStorageBufferRange (each
+ * part bound from where it starts), mask tensors moved with their parts
+ * (vkmha_mha_submit records a layer's parts into its one submission). The
+ * parts are sized so that the unfused path's scores fit too when that path
+ * is asked for. Results are those of one call.
  * Keys and values past the range (one head's, the layer's key projections,
  * a KV cache's entries) need no parts on the fused path: it reads them in
  * windows of keys, one batch entry and key/value head at a time (on CPU

@@ -437,7 +437,8 @@ static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const vk_attn_
     unfused_matmuls(plan, q, k_all, v_all, out, &scores, mm);
     vk_site *more = NULL; /* plan->products: the sites after each matmul's first */
     const uint64_t n = (uint64_t)s->batch * s->heads;
-    if (plan->products && !(more = vk_window_sites_take(vk, KIND_MATMUL, 2 * n - 2)))
+    if (plan->products && n > 1 &&
+        !(more = vk_window_sites_take(vk, KIND_MATMUL, 2 * n - 2)))
         return VKMHA_ERROR_VULKAN;
     if ((st = record_products(vk, &sites[0], more, plan, &mm[0])))
         return st;
@@ -482,8 +483,8 @@ static vkmha_status dispatch_keys(vk_state *vk, vk_site *site, const vk_attn_pla
     const uint64_t per_pair = plan->window ? groups / pairs : groups;
     vk_site *more = NULL;
     if (plan->window) {
-        more = vk_window_sites_take(vk, KIND_FLASH, div_up(s->len_k, plan->window) * pairs - 1);
-        if (!more)
+        const uint64_t extra = div_up(s->len_k, plan->window) * pairs - 1;
+        if (extra && !(more = vk_window_sites_take(vk, KIND_FLASH, extra)))
             return VKMHA_ERROR_VULKAN;
         /* The window's binding starts at the pair's key kv_key0. */
         p->k_sb = p->k_sh = p->v_sb = p->v_sh = 0;

@@ -815,8 +815,8 @@ vkmha_status vk_matmul_prepare(vk_state *vk, const vk_matmul_args *a, uint32_t n
  * windows after each matmul's or attention pass's first, ...: each part of
  * the plan reserves its own), growing the pool; outside a plan. */
 vkmha_status vk_window_sites_reserve(vk_state *vk, vk_kind kind, uint64_t n);
-/* The next `n` sites of vk->window_sites[kind] for the plan being made;
- * NULL (an internal error reported) when fewer were ensured. */
+/* The next `n` (>= 1) sites of vk->window_sites[kind] for the plan being
+ * made; NULL (an internal error reported) when fewer were reserved. */
 vk_site *vk_window_sites_take(vk_state *vk, vk_kind kind, uint64_t n);
 /* The args of a public matmul (s) on dense views a, b, bias (absent or not)
  * and c: s's strides go into them. */

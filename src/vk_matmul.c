@@ -392,7 +392,8 @@ vkmha_status vk_matmul(vk_state *vk, const mm_shape *s, const void *a, const voi
      * (vk_record_matmul); batched ones must fit. Sizes first, so that a
      * message names the caller's tensor. */
     const bool one = s->batch <= 1;
-    vkmha_status (*check)(vk_state *, uint64_t, const char *) = one ? vk_check_alloc : vk_check_size;
+    vkmha_status (*check)(vk_state *, uint64_t, const char *) =
+        one ? vk_check_alloc : vk_check_size;
     vkmha_status (*slot)(vk_state *, vk_slot, VkDeviceSize) =
         one ? vk_slot_ensure_windowed : vk_slot_ensure;
     if ((st = check(vk, ba, "a")) || (st = check(vk, bb, "b")) || (st = check(vk, bc, "c")) ||

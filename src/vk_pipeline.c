@@ -495,6 +495,7 @@ vkmha_status vk_window_sites_reserve(vk_state *vk, vk_kind kind, uint64_t n)
 
 vk_site *vk_window_sites_take(vk_state *vk, vk_kind kind, uint64_t n)
 {
+    /* n >= 1: the caller has sites after a first one to take. */
     const uint64_t first = vk->window_next[kind];
     if (first + n > vk->window_sites[kind].count) {
         vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,

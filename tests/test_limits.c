@@ -586,6 +586,25 @@ static void key_window_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
 {
     const uint32_t kinds = VKMHA_MASK_KEY_PADDING | VKMHA_MASK_FULL | VKMHA_MASK_CAUSAL |
                            VKMHA_MASK_BIAS;
+    /* First on this context (no window site made yet): one head on the
+     * unfused path, one product each matmul. */
+    {
+        const vkmha_attention_desc one = {1, 1, 0, 5, 700, 24, 24, 0,
+                                          VKMHA_ATTENTION_PATH_UNFUSED, 0, 0};
+        const t_attention_sizes n1 = t_attention_size(&one);
+        float *q1 = t_random(rng, n1.q, -1, 1), *k1 = t_random(rng, n1.k, -1, 1),
+              *v1 = t_random(rng, n1.v, -1, 1), *w1 = t_alloc(n1.out), *g1 = t_alloc(n1.out);
+        g_windows = 0;
+        const vkmha_status r1 = vkmha_attention(ref, &one, q1, k1, v1, NULL, w1, NULL),
+                           s1 = vkmha_attention(gpu, &one, q1, k1, v1, NULL, g1, NULL);
+        report_windows("unfused attention of one head with 66 KiB of keys, first on a fresh "
+                       "context [range]",
+                       gpu, s1,
+                       !r1 && !s1 &&
+                           t_close("one head", "out", g1, w1, n1.out, 2e-6 * sqrt(700.0),
+                                   1e-5));
+        free(q1), free(k1), free(v1), free(w1), free(g1);
+    }
     /* One head's keys: 700 x 24 floats (66 KiB), values 700 x 28 (77 KiB).
      * With a bias per head and the weights the call runs in parts of rows
      * of one head; without them in one call of 4 (entry, key/value head)

@@ -13,10 +13,9 @@
  * from there. An attention's keys and values need not fit: the backend's
  * fused path binds them in windows of keys, its unfused path runs one
  * product at a time in windows (host arrays of them must fit an
- * allocation). What does not fit
- * even as one row of one head goes to the backend whole, which refuses a
- * host array naming it; a tensor is refused here (check_part). The
- * reference backend has no such limits. */
+ * allocation). What does not fit even as one row of one head goes to the
+ * backend whole, which refuses a host array naming it; a tensor is refused
+ * here (check_part). The reference backend has no such limits. */
 #include "internal.h"
 
 /* The most bytes one array of a call may have on ctx's device; 0: no limit.
@@ -638,11 +637,10 @@ vkmha_status vkmha__mha_forward_split(vkmha_mha *mha, const vkmha_run *run, cons
     /* One batch entry's arguments (io[]), then its other arrays: the
      * projections and the concat of the heads, the fused path's fp32
      * partial outputs, the masks, a KV cache's entry (bound from the call's
-     * first entry when the cache is past the range, in windows where the
-     * call's entries are: vk_mha.c), and the
-     * unfused path's fp32 scores when that path is asked for. The key and
-     * value inputs are bound in windows: only the copies of host arrays must
-     * fit an allocation. */
+     * first entry when the cache is past the range, and read in windows:
+     * vk_mha.c, vk_attention.c), and the unfused path's fp32 scores when
+     * that path is asked for. The key and value inputs are bound in windows:
+     * only the copies of host arrays must fit an allocation. */
     const uint64_t per[11] = {Lq * d->d_model * es, Lk * d->kdim * es, Lk * d->vdim * es,
                               Lq * d->d_model * es, weights ? H * Lq * L * es : 0,
                               Lq * H * dim * es, Lk * Hkv * dim * es,

@@ -868,8 +868,9 @@ static void kv_cache_range_case(vkmha_context *ref, vkmha_context *gpu, t_rng *r
     t_layer_free(&l);
 }
 
-/* A KV cache one of whose heads is past the 64 KiB range (2 entries x 2
- * heads x 2300 positions x 8 floats: 72 KiB a head): 2100 keys and values
+/* A KV cache one of whose heads is past the 64 KiB range (2 entries x 1
+ * key/value head (2 query heads) x 2300 positions x 8 floats: 72 KiB a
+ * head): 2100 keys and values
  * appended to each entry by a call of 3 queries (cross-attention: the
  * projections of 131 KiB an entry copied into the cache in blocks of rows of
  * one head), then 3 steps of one token with the causal mask, each against
@@ -879,7 +880,7 @@ static void kv_cache_entry_case(vkmha_context *ref, vkmha_context *gpu, t_rng *r
 {
     enum { B = 2, FILL = 2100, CAP = 2300, Q = 3, STEPS = 3, D = 16 };
     t_layer l;
-    t_layer_make(&l, rng, D, 2, 0, B, Q, FILL, 0);
+    t_layer_make(&l, rng, D, 2, 1, B, Q, FILL, 0); /* 2 query heads over 1 */
     vkmha_mha *mg = NULL, *mr = NULL;
     vkmha_kv_cache *cg = NULL, *cr = NULL;
     const vkmha_kv_cache_desc cd = {.batch = B, .capacity = CAP};

@@ -656,6 +656,46 @@ static void key_window_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
     }
     free(q), free(k), free(v), free(want), free(got), free(want_w), free(got_w);
 
+    /* Non-finite scores across windows (a PyTorch float mask as the bias,
+     * shared by the heads): row 0 -inf on its first 690 keys (its valid
+     * keys only in a later window: the carried -inf maximum must restart),
+     * row 1 -inf on every key (output and weights 0), row 2 a bias of +-50
+     * (test_nonfinite takes larger logits, whose weights differ from the
+     * reference's by an ulp of the score); with the weights, fused (windows)
+     * and unfused (products). */
+    {
+        const vkmha_attention_desc nf = {1, 2, 1, 3, 700, 24, 24, 0, 0, 0, 0};
+        const t_attention_sizes nn = t_attention_size(&nf);
+        float *nq = t_random(rng, nn.q, -1, 1), *nk = t_random(rng, nn.k, -1, 1),
+              *nv = t_random(rng, nn.v, -1, 1), *bias = t_alloc((size_t)3 * 700);
+        for (size_t j = 0; j < 700; j++) {
+            bias[j] = j < 690 ? -INFINITY : 0.0f;
+            bias[700 + j] = -INFINITY;
+            bias[1400 + j] = j % 3 ? -50.0f : 50.0f;
+        }
+        const vkmha_mask bm = {.kinds = VKMHA_MASK_BIAS, .bias = bias, .bias_batch = 1,
+                               .bias_heads = 1};
+        float *wo = t_alloc(nn.out), *go = t_alloc(nn.out), *ww = t_alloc(nn.weights),
+              *gw = t_alloc(nn.weights);
+        const bool rok = !vkmha_attention(ref, &nf, nq, nk, nv, &bm, wo, ww);
+        for (int path = 0; path < 2; path++) {
+            vkmha_attention_desc d = nf;
+            d.path = path ? VKMHA_ATTENTION_PATH_UNFUSED : VKMHA_ATTENTION_PATH_FUSED;
+            g_windows = 0;
+            const vkmha_status st = vkmha_attention(gpu, &d, nq, nk, nv, &bm, go, gw);
+            char name[200];
+            snprintf(name, sizeof name,
+                     "attention with 66 KiB of keys a head, -inf bias over the first window, "
+                     "a fully -inf row, a bias of +-50, weights [range, %s]",
+                     path ? "unfused" : "fused");
+            report_windows(name, gpu, st,
+                           rok && !st &&
+                               t_close(name, "weights", gw, ww, nn.weights, 1e-6, 1e-5) &&
+                               t_close(name, "out", go, wo, nn.out, 2e-6 * sqrt(700.0), 1e-5));
+        }
+        free(nq), free(nk), free(nv), free(bias), free(wo), free(go), free(ww), free(gw);
+    }
+
     /* fp16: one head's 1500 keys of 24 halves (70 KiB). */
     {
         const vkmha_attention_desc h = {1, 2, 1, 5, 1500, 24, 24, 0, 0, 0, VKMHA_DTYPE_F16};

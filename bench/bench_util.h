@@ -75,4 +75,24 @@ static inline bool bench_device(vkmha_context_info *info, char date[32])
     return true;
 }
 
+/* The --csv FILE (path NULL: none, *out NULL) opened for writing with its
+ * first two lines: "# prog,device,...,driver,...,date,..." (info and date:
+ * bench_device's) and the column names; false after a message when it
+ * cannot be written. */
+static inline bool bench_csv_open(const char *path, const char *prog,
+                                  const vkmha_context_info *info, const char *date,
+                                  const char *columns, FILE **out)
+{
+    *out = NULL;
+    if (!path)
+        return true;
+    if (!(*out = fopen(path, "w"))) {
+        fprintf(stderr, "cannot write %s\n", path);
+        return false;
+    }
+    fprintf(*out, "# %s,device,%s,driver,%s %s,date,%s\n%s\n", prog, info->device.name,
+            info->device.driver_name, info->device.driver_info, date, columns);
+    return true;
+}
+
 #endif /* VKMHA_BENCH_UTIL_H */

@@ -115,16 +115,12 @@ int main(int argc, char **argv)
     d.w_q = w[0], d.w_k = w[1], d.w_v = w[2], d.w_o = w[3];
     vkmha_mask mask = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0, 0};
 
-    FILE *csv = csv_path ? fopen(csv_path, "w") : NULL;
-    if (csv_path && !csv) {
-        fprintf(stderr, "cannot write %s\n", csv_path);
+    FILE *csv;
+    if (!bench_csv_open(csv_path, "vkmha-bench-fused", &info, date,
+                        "path,batch,len,d_model,heads,causal,status,ms,peak_mib,beyond_io_mib,"
+                        "workspace_mib",
+                        &csv))
         return 1;
-    }
-    if (csv)
-        fprintf(csv, "# vkmha-bench-fused,device,%s,driver,%s %s,date,%s\n"
-                     "path,batch,len,d_model,heads,causal,status,ms,peak_mib,beyond_io_mib,"
-                     "workspace_mib\n",
-                info.device.name, info.device.driver_name, info.device.driver_info, date);
     printf("MHA forward, fused vs unfused attention: d_model %u, %u heads, batch %u%s\n"
            "device %s (%s %s), %s\n",
            d_model, heads, batch, causal ? ", causal mask" : "", info.device.name,

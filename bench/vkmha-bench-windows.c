@@ -92,16 +92,12 @@ int main(int argc, char **argv)
     char date[32];
     if (!bench_device(&info, date))
         return 1;
-    FILE *csv = csv_path ? fopen(csv_path, "w") : NULL;
-    if (csv_path && !csv) {
-        fprintf(stderr, "cannot write %s\n", csv_path);
+    FILE *csv;
+    if (!bench_csv_open(csv_path, "vkmha-bench-windows", &info, date,
+                        "path,heads,kv_heads,len_q,dim,len_k,range_bytes,status,shared_whole_ms,"
+                        "shared_windows_ms,default_whole_ms,default_lowered_ms",
+                        &csv))
         return 1;
-    }
-    if (csv)
-        fprintf(csv, "# vkmha-bench-windows,device,%s,driver,%s %s,date,%s\n"
-                     "path,heads,kv_heads,len_q,dim,len_k,range_bytes,status,shared_whole_ms,"
-                     "shared_windows_ms,default_whole_ms,default_lowered_ms\n",
-                info.device.name, info.device.driver_name, info.device.driver_info, date);
     printf("attention (%s path), keys read in windows vs bound whole: %u heads over %u, %u "
            "queries, d %u, %u windows a head, fp32\ndevice %s (%s %s), %s\n",
            unfused ? "unfused" : "fused", heads, kv_heads, len_q, dim, windows,

@@ -176,23 +176,12 @@ static uint64_t kv_span(const attn_shape *s, const vk_view *t, uint32_t kv_b0, u
     return last * vkmha__dtype_size(t->dtype);
 }
 
-/* Whether `bytes` of view t fit one binding, with the bytes its start is past
- * the descriptor's offset (vk_dispatch). */
-static bool kv_fits(const vk_state *vk, const vk_view *t, uint64_t bytes)
-{
-    const uint64_t mis = t->buf ? (t->buf->offset + t->offset) % vk->min_storage_offset_align : 0;
-    return mis + bytes <= vk->info.max_storage_buffer_range;
-}
-
-/* Keys of one head that one binding holds from any key (a window starts up
- * to minStorageBufferOffsetAlignment - 1 bytes past its descriptor's
- * offset), for k and v alike. */
+/* Keys of one head that one binding holds from any key (vk_window_bytes),
+ * for k and v alike. */
 static uint64_t window_keys(const vk_state *vk, const attn_shape *s, const vk_view *k,
                             const vk_view *v)
 {
-    const uint64_t range = vk->info.max_storage_buffer_range,
-                   most = range - (range > vk->min_storage_offset_align
-                                       ? vk->min_storage_offset_align : 0);
+    const uint64_t most = vk_window_bytes(vk);
     const uint64_t nk = vkmha__rows_within(most / vkmha__dtype_size(k->dtype), s->d_k,
                                            k->stride[2]),
                    nv = vkmha__rows_within(most / vkmha__dtype_size(v->dtype), s->d_v,
@@ -211,8 +200,8 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
      * shared-memory one binds them in windows of keys, and the unfused path
      * runs its matmuls one product (batch entry, query head) at a time,
      * which vk_record_matmul binds in windows (batched, they cannot be). */
-    const bool windowed = !kv_fits(vk, &qkvo[1], kv_span(s, &qkvo[1], kv_b0, s->d_k)) ||
-                          !kv_fits(vk, &qkvo[2], kv_span(s, &qkvo[2], kv_b0, s->d_v));
+    const bool windowed = !vk_view_fits(vk, &qkvo[1], kv_span(s, &qkvo[1], kv_b0, s->d_k)) ||
+                          !vk_view_fits(vk, &qkvo[2], kv_span(s, &qkvo[2], kv_b0, s->d_v));
     const uint64_t win_keys = windowed ? window_keys(vk, s, &qkvo[1], &qkvo[2]) : 0;
     if (windowed && !win_keys)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,

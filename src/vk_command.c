@@ -497,6 +497,18 @@ VkBufferView vk_texel_view(const vk_view *v, bool u16)
                                          : VK_NULL_HANDLE;
 }
 
+bool vk_view_fits(const vk_state *vk, const vk_view *v, uint64_t bytes)
+{
+    const uint64_t mis = v->buf ? (v->buf->offset + v->offset) % vk->min_storage_offset_align : 0;
+    return mis + bytes <= vk->info.max_storage_buffer_range;
+}
+
+uint64_t vk_window_bytes(const vk_state *vk)
+{
+    const uint64_t range = vk->info.max_storage_buffer_range;
+    return range - (range > vk->min_storage_offset_align ? vk->min_storage_offset_align : 0);
+}
+
 vkmha_status vk_check_strides(vk_state *vk, const vk_view *const v[], uint32_t n,
                               const char *what)
 {

@@ -89,10 +89,7 @@ typedef struct heads_blocks {
 static heads_blocks plan_blocks(const vk_state *vk, const heads_shape *s, bool split,
                                 const vk_view *x, const vk_view *y)
 {
-    const uint64_t range = vk->info.max_storage_buffer_range,
-                   bytes = range - (range > vk->min_storage_offset_align
-                                        ? vk->min_storage_offset_align : 0),
-                   most_x = bytes / vkmha__dtype_size(x->dtype),
+    const uint64_t bytes = vk_window_bytes(vk), most_x = bytes / vkmha__dtype_size(x->dtype),
                    most_y = bytes / vkmha__dtype_size(y->dtype);
     uint64_t xs[3], ys[3];
     io_strides(s, split, y, xs, ys);

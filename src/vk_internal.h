@@ -637,6 +637,13 @@ vkmha_status vk_zero(vk_state *vk, const vk_buffer *dst);
 vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_view bufs[],
                          uint32_t n_bufs, uint32_t variant, const void *push,
                          uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz);
+/* Whether `bytes` of view v fit one descriptor, with the bytes its start is
+ * past the descriptor's offset (vk_dispatch). */
+bool vk_view_fits(const vk_state *vk, const vk_view *v, uint64_t bytes);
+/* The bytes a window bound from any start holds: maxStorageBufferRange less
+ * the up to minStorageBufferOffsetAlignment - 1 bytes its start may be past
+ * its descriptor's offset (vk_dispatch). */
+uint64_t vk_window_bytes(const vk_state *vk);
 /* UNSUPPORTED, naming `what` ("a matmul"), when a stride of views v[0 .. n)
  * exceeds the shaders' 32-bit indices. */
 vkmha_status vk_check_strides(vk_state *vk, const vk_view *const v[], uint32_t n,

@@ -127,14 +127,6 @@ static uint64_t span(uint64_t rows, uint64_t cols, uint64_t ld, uint32_t dtype)
     return rows ? ((rows - 1) * ld + cols) * vkmha__dtype_size(dtype) : 0;
 }
 
-/* Whether `bytes` of view v fit one descriptor, with the bytes its start is
- * past the descriptor's offset (vk_dispatch). */
-static bool fits(const vk_state *vk, const vk_view *v, uint64_t bytes)
-{
-    const uint64_t mis = v->buf ? (v->buf->offset + v->offset) % vk->min_storage_offset_align : 0;
-    return mis + bytes <= vk->info.max_storage_buffer_range;
-}
-
 /* The most rows of `cols` elements of dtype at stride ld within `bytes`. */
 static uint64_t rows_within(uint64_t bytes, uint64_t cols, uint64_t ld, uint32_t dtype)
 {
@@ -150,19 +142,15 @@ static vkmha_status plan_windows(vk_state *vk, const vk_matmul_args *a, uint64_t
 {
     const uint64_t lda = a->a.stride[2], ldb = a->b.stride[2], ldc = a->c.stride[2];
     const uint64_t m = a->m, n = a->n, k = a->k, batch = (uint64_t)a->batch_outer * a->batch_inner;
-    /* A window starts up to minStorageBufferOffsetAlignment - 1 bytes past
-     * its descriptor's offset (vk_dispatch). */
-    const uint64_t range = vk->info.max_storage_buffer_range,
-                   most = range - (range > vk->min_storage_offset_align
-                                       ? vk->min_storage_offset_align : 0);
+    const uint64_t range = vk->info.max_storage_buffer_range, most = vk_window_bytes(vk);
     const uint64_t ba = span(m, k, lda, a->a.dtype),
                    bb = a->trans_b ? span(n, k, ldb, a->b.dtype) : span(k, n, ldb, a->b.dtype),
                    bc = span(m, n, ldc, a->c.dtype),
                    bbias = a->bias.buf ? n * vkmha__dtype_size(a->bias.dtype) : 0;
     *mc = m, *nc = n, *kc = k, *count = 1;
-    const bool fit_a = fits(vk, &a->a, ba), fit_b = fits(vk, &a->b, bb),
-               fit_c = fits(vk, &a->c, bc);
-    if (fit_a && fit_b && fit_c && fits(vk, &a->bias, bbias))
+    const bool fit_a = vk_view_fits(vk, &a->a, ba), fit_b = vk_view_fits(vk, &a->b, bb),
+               fit_c = vk_view_fits(vk, &a->c, bc);
+    if (fit_a && fit_b && fit_c && vk_view_fits(vk, &a->bias, bbias))
         return VKMHA_SUCCESS;
     const char *what = !fit_a ? "a" : !fit_b ? "b" : !fit_c ? "c" : "bias";
     if (batch > 1)

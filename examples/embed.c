@@ -242,6 +242,7 @@ typedef struct engine {
     VkPhysicalDevice phys;
     VkPhysicalDeviceProperties props;
     bool storage16; /* storageBuffer16BitAccess enabled */
+    bool sparse;    /* sparseBinding enabled, on a queue family that binds sparse memory */
     uint32_t family;
     VkDevice device;
     VkQueue queue;
@@ -318,11 +319,17 @@ static void engine_create(engine *e)
                                     .pNext = &s16};
     vkGetPhysicalDeviceFeatures2(e->phys, &f2);
     e->storage16 = s16.storageBuffer16BitAccess;
+    /* Sparse binding too, where the queue family has it: vkmha then makes
+     * tensors past maxMemoryAllocationSize (vkmha_vulkan_desc.sparse_binding). */
+    e->sparse = f2.features.sparseBinding &&
+                (qf[e->family].queueFlags & VK_QUEUE_SPARSE_BINDING_BIT);
+    const VkPhysicalDeviceFeatures sparse_on = {.sparseBinding = e->sparse};
     VkPhysicalDevice16BitStorageFeatures s16_on = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES,
         .storageBuffer16BitAccess = e->storage16};
     VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
     di.pNext = &s16_on;
+    di.pEnabledFeatures = &sparse_on;
     di.queueCreateInfoCount = 1;
     di.pQueueCreateInfos = &qi;
     di.enabledExtensionCount = 1;
@@ -522,6 +529,7 @@ int main(void)
     vd.enabled_device_extensions = dev_exts;
     vd.enabled_device_extension_count = 1;
     vd.storage_buffer_16bit_access = e.storage16;
+    vd.sparse_binding = e.sparse;
     vd.allocation_callbacks = &callbacks;
     vd.queue_lock = queue_lock;
     vd.queue_unlock = queue_unlock;
@@ -546,6 +554,11 @@ int main(void)
     check(info.native_16bit_storage == (e.storage16 && !mobile),
           "vkmha uses 16-bit storage exactly when the engine enabled it (%d)%s", e.storage16,
           mobile ? " and the mobile profile allows it (no)" : "");
+    check(info.sparse_tensors == e.sparse &&
+              info.max_tensor_bytes >= info.device.max_allocation_size,
+          "vkmha makes sparse tensors exactly when the engine enabled sparse binding (%d): "
+          "tensors up to %llu bytes",
+          e.sparse, (unsigned long long)info.max_tensor_bytes);
     {
         /* fp16 on the engine's device: [1 2; 3 4] [5 6; 7 8] = [19 22; 43 50],
          * exact in fp16 (the bits of each value). */

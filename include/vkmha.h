@@ -345,6 +345,10 @@ typedef struct vkmha_debug_options {
      * VK_KHR_push_descriptor (as the environment variable
      * VKMHA_NO_PUSH_DESCRIPTORS=1 does). */
     bool no_push_descriptors VKMHA_ZERO;
+    /* Treat the device as lacking sparseBinding: tensors past
+     * maxMemoryAllocationSize are then refused, as on such devices (also a
+     * workaround for a driver whose sparse binding is wrong). */
+    bool no_sparse_binding VKMHA_ZERO;
     /* A named profile of lowered limits, applied before the fields above
      * (vkmha_debug_profile); the environment variable VKMHA_PROFILE=mobile
      * applies VKMHA_DEBUG_PROFILE_MOBILE to every context the process
@@ -511,6 +515,17 @@ typedef struct vkmha_context_info {
      * what the self-check took, in microseconds (0: skipped). */
     uint32_t disabled_paths VKMHA_ZERO;
     uint32_t self_check_us VKMHA_ZERO;
+    /* Vulkan: the largest tensor vkmha_tensor_create makes (and a KV
+     * cache's own keys or values), in bytes. maxMemoryAllocationSize,
+     * unless sparse_tensors: then a tensor past it is one sparse VkBuffer
+     * bound to several allocations of at most that size, up to
+     * sparseAddressSpaceSize (shared by all such tensors of the context)
+     * and maxBufferSize. sparse_tensors: the device has sparseBinding (for
+     * a borrowed device: declared in vkmha_vulkan_desc), the queue's family
+     * VK_QUEUE_SPARSE_BINDING_BIT, and desc->debug->no_sparse_binding is
+     * false. 0 and false for the reference backend. */
+    bool sparse_tensors VKMHA_ZERO;
+    uint64_t max_tensor_bytes VKMHA_ZERO;
 } vkmha_context_info;
 
 /* Creates a context. On failure *out is NULL, and the reason is both sent to
@@ -747,7 +762,8 @@ typedef struct vkmha_matmul_desc {
  * with op N as submissions of blocks of its rows (ranges of k) summed on the
  * device the same way; a batched array past the limits runs as calls of
  * fewer products. The tensor forms take tensors past the range
- * the same way (a tensor is at most maxMemoryAllocationSize). */
+ * the same way, also those past maxMemoryAllocationSize (sparse tensors,
+ * vkmha_tensor_create). */
 VKMHA_API vkmha_status vkmha_matmul(vkmha_context *ctx, const vkmha_matmul_desc *desc,
                                     const void *a, const void *b, const void *bias,
                                     void *c);
@@ -1010,14 +1026,16 @@ typedef struct vkmha_kv_cache_desc {
 } vkmha_kv_cache_desc;
 
 /* A cache for `mha` with every entry empty (length 0).
- * Vulkan: the keys and values may each exceed maxStorageBufferRange (up to
- * maxMemoryAllocationSize), and so may one entry's, or one head's of an
- * entry (n_kv_head * capacity * head dim * the dtype's size): a forward
- * appends to them in blocks that fit, and the attention reads them in
- * windows (the fused path's windows of keys; the unfused path's matmuls one
- * product at a time). Its own keys or values past maxMemoryAllocationSize (one allocation
- * each): VKMHA_ERROR_UNSUPPORTED naming desc->batch and desc->capacity
- * (several caches of fewer entries hold what one cannot). */
+ * Vulkan: the keys and values may each exceed maxStorageBufferRange, and so
+ * may one entry's, or one head's of an entry (n_kv_head * capacity * head
+ * dim * the dtype's size): a forward appends to them in blocks that fit,
+ * and the attention reads them in windows (the fused path's windows of
+ * keys; the unfused path's matmuls one product at a time). Its own keys and
+ * values are vkmha_tensor_create's: past maxMemoryAllocationSize they are
+ * sparse where the context makes sparse tensors; past
+ * vkmha_context_info.max_tensor_bytes, VKMHA_ERROR_UNSUPPORTED naming
+ * desc->batch and desc->capacity (several caches of fewer entries hold what
+ * one cannot). */
 VKMHA_API vkmha_status vkmha_kv_cache_create(vkmha_mha *mha, const vkmha_kv_cache_desc *desc,
                                              vkmha_kv_cache **out);
 /* NULL is a no-op. Work recorded or submitted that uses it must have completed. */
@@ -1176,7 +1194,10 @@ typedef struct vkmha_tensor_desc {
 } vkmha_tensor_desc;
 
 /* A new tensor of desc's shape; its contents are undefined until written.
- * Vulkan: up to maxMemoryAllocationSize. One larger than maxStorageBufferRange
+ * Vulkan: up to maxMemoryAllocationSize, and past it on a device with sparse
+ * binding (a sparse VkBuffer on several allocations; the bound is
+ * vkmha_context_info.max_tensor_bytes), else VKMHA_ERROR_UNSUPPORTED naming
+ * desc->dims and why. One larger than maxStorageBufferRange
  * is taken by every op, the layer and a KV cache, which run in parts that
  * fit or bind it in windows (see "Ops on host arrays" above; a KV cache's
  * entries: vkmha_kv_cache_create). */

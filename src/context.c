@@ -73,6 +73,7 @@ static vkmha_status context_create(const vkmha_context_desc *desc, bool compile_
         ctx->ops->info(ctx, &info);
         ctx->storage_range = info.device.max_storage_buffer_range;
         ctx->allocation_size = info.device.max_allocation_size;
+        ctx->tensor_bytes = info.max_tensor_bytes;
     }
     ctx->call = NULL;
     *out = ctx;

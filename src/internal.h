@@ -295,8 +295,9 @@ struct vkmha_context {
     /* The most bytes one binding holds (maxStorageBufferRange) and one
      * allocation (maxMemoryAllocationSize), as the context believes them
      * (debug options lowered); 0 for the reference backend: no limit. Set
-     * once at creation for splitting calls (src/split.c). */
-    uint64_t storage_range, allocation_size;
+     * once at creation for splitting calls (src/split.c). tensor_bytes:
+     * vkmha_context_info.max_tensor_bytes (0: no limit). */
+    uint64_t storage_range, allocation_size, tensor_bytes;
     /* Live tensors, to tell a tensor of this context from a stale or foreign
      * pointer without dereferencing it (src/tensor.c). */
     vkmha_tensor **tensors;

@@ -49,17 +49,20 @@ static vkmha_status cache_tensors(vkmha_kv_cache *c, const vkmha_kv_cache_desc *
                                    ctx->call, tensor_names[i], a.dtype, c->d.dtype);
             continue;
         }
-        /* Own tensors are one allocation each. */
+        /* Own tensors: vkmha_tensor_create's. */
         const uint64_t bytes = n * vkmha__dtype_size(c->d.dtype);
-        if (ctx->allocation_size && bytes > ctx->allocation_size)
+        if (ctx->tensor_bytes && bytes > ctx->tensor_bytes)
             return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
                                "%s: the cache's %s (desc->batch x n_kv_head x desc->capacity x "
-                               "head dim: %llu bytes) are more than this device's "
-                               "maxMemoryAllocationSize (%llu bytes) lets one tensor hold; "
+                               "head dim: %llu bytes) are more than one tensor holds on this "
+                               "device (vkmha_context_info.max_tensor_bytes: %llu bytes, %s); "
                                "lower desc->batch or desc->capacity (several caches of fewer "
                                "entries hold what one cannot)",
                                ctx->call, i ? "values" : "keys", (unsigned long long)bytes,
-                               (unsigned long long)ctx->allocation_size);
+                               (unsigned long long)ctx->tensor_bytes,
+                               ctx->tensor_bytes > ctx->allocation_size
+                                   ? "sparse buffers' maxBufferSize and sparseAddressSpaceSize"
+                                   : "maxMemoryAllocationSize");
         const vkmha_tensor_desc td = {c->d.dtype, 4,
                                       {c->d.batch, c->mha->d.n_kv_head, c->d.capacity,
                                        i ? c->mha->d.d_v : c->mha->d.d_k}};

@@ -539,11 +539,74 @@ static bool listed(const char *const *names, uint32_t n, const char *name)
     return false;
 }
 
+/* The queue family `family` of vk->phys binds sparse memory. */
+static bool family_sparse(const vk_state *vk, uint32_t family)
+{
+    VkQueueFamilyProperties props[32];
+    uint32_t n = VKMHA_ARRAY_LEN(props);
+    vk->vki.GetPhysicalDeviceQueueFamilyProperties(vk->phys, &n, props);
+    return family < n && (props[family].queueFlags & VK_QUEUE_SPARSE_BINDING_BIT);
+}
+
+/* Whether the context binds sparse buffers (vk->sparse; tensors past
+ * maxMemoryAllocationSize), and if not why (vk->sparse_why), given that the
+ * device has the feature enabled (`enabled`; else why_not says why): the
+ * queue's family binds sparse memory, and a probe's sparse blocks fit one
+ * allocation (the lowered ones of vkmha_debug_options too) in device-local
+ * memory. Then the largest tensor (vk_check_tensor): maxMemoryAllocationSize,
+ * or sparseAddressSpaceSize and maxBufferSize where the device states one
+ * (Vulkan 1.3). */
+static void sparse_setup(vk_state *vk, bool enabled, const char *why_not)
+{
+    vk->sparse = false;
+    if (vk->no_sparse)
+        why_not = "desc->debug->no_sparse_binding";
+    else if (enabled && !family_sparse(vk, vk->queue_family))
+        why_not = "its queue family has no VK_QUEUE_SPARSE_BINDING_BIT";
+    else if (enabled) {
+        why_not = "vkCreateBuffer of a sparse buffer failed";
+        VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                                 .flags = VK_BUFFER_CREATE_SPARSE_BINDING_BIT,
+                                 .size = 4,
+                                 .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+                                 .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+        VkBuffer probe;
+        if (vk->vkd.vkCreateBuffer(vk->device, &bi, vk->vkalloc, &probe) == VK_SUCCESS) {
+            VkMemoryRequirements req;
+            vk->vkd.vkGetBufferMemoryRequirements(vk->device, probe, &req);
+            vk->vkd.vkDestroyBuffer(vk->device, probe, vk->vkalloc);
+            why_not = "no device-local memory type takes sparse buffers";
+            for (uint32_t i = 0; i < vk->mem_props.memoryTypeCount; i++)
+                if ((req.memoryTypeBits >> i & 1) && (vk->mem_props.memoryTypes[i].propertyFlags &
+                                                      VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT))
+                    why_not = NULL;
+            if (!why_not && req.alignment > vk->info.max_allocation_size)
+                why_not = "its sparse blocks are larger than maxMemoryAllocationSize";
+            vk->sparse = !why_not;
+        }
+    }
+    snprintf(vk->sparse_why, sizeof vk->sparse_why, "%s", why_not ? why_not : "");
+    VkPhysicalDeviceMaintenance4Properties m4 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES,
+        .maxBufferSize = UINT64_MAX};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                      .pNext = vk->info.api_version >= VK_API_VERSION_1_3
+                                                   ? &m4
+                                                   : NULL};
+    vk->vki.GetPhysicalDeviceProperties2(vk->phys, &p2);
+    vk->sparse_space = p2.properties.limits.sparseAddressSpaceSize;
+    vk->max_tensor_bytes = vk->info.max_allocation_size;
+    if (vk->sparse && vk->sparse_space > vk->max_tensor_bytes)
+        vk->max_tensor_bytes = m4.maxBufferSize < vk->sparse_space ? m4.maxBufferSize
+                                                                   : vk->sparse_space;
+}
+
 /* Creates the device (unless borrowed), then what vkmha owns on it: the
  * command pool, the synchronous calls' command buffer and fence. */
 static vkmha_status create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
 {
     VkResult r;
+    bool sparse = ext && ext->device && ext->sparse_binding;
     if (ext && ext->device) {
         vk->device = ext->device;
         vk->queue = ext->queue;
@@ -590,12 +653,18 @@ static vkmha_status create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
         if (vk->vki.GetPhysicalDeviceFeatures2)
             vk->vki.GetPhysicalDeviceFeatures2(vk->phys, &f2);
         vk->native16 = s16.storageBuffer16BitAccess && !vk->no_native16;
+        /* Sparse binding where the device and the queue have it: tensors
+         * past maxMemoryAllocationSize (vk_buffer_create_sparse). */
+        sparse = f2.features.sparseBinding && !vk->no_sparse &&
+                 family_sparse(vk, vk->queue_family);
+        const VkPhysicalDeviceFeatures sparse_on = {.sparseBinding = sparse};
         VkPhysicalDevice16BitStorageFeatures s16_on = {
             .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES,
             .pNext = vk->compile_only ? &stats : NULL,
             .storageBuffer16BitAccess = VK_TRUE};
         VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
         di.pNext = vk->native16 ? (void *)&s16_on : vk->compile_only ? (void *)&stats : NULL;
+        di.pEnabledFeatures = &sparse_on;
         di.queueCreateInfoCount = 1;
         di.pQueueCreateInfos = &qi;
         di.enabledExtensionCount = n_exts;
@@ -608,6 +677,9 @@ static vkmha_status create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
         vk_load_device_table(vk->device, vk->vki.GetDeviceProcAddr, &vk->vkd);
         vk->vkd.vkGetDeviceQueue(vk->device, vk->queue_family, 0, &vk->queue);
     }
+    sparse_setup(vk, sparse,
+                 ext && ext->device ? "desc->vulkan->sparse_binding is false"
+                                    : "the device has no sparseBinding");
     /* The environment can turn push descriptors off (a driver workaround,
      * and how the test suite covers the descriptor-set path). */
     const char *no_push = getenv("VKMHA_NO_PUSH_DESCRIPTORS");
@@ -790,6 +862,7 @@ static vkmha_status apply_debug(vk_state *vk, const vkmha_debug_options *d, uint
                            "vkmha_fused_kernel",
                            (int)d->fused_kernel);
     vk->no_native16 |= d->no_native_16bit;
+    vk->no_sparse |= d->no_sparse_binding;
     vk->flash_gpu_blocks = d->fused_kernel == VKMHA_FUSED_KERNEL_SHARED_GPU_BLOCKS;
     vk->fused_kernel = vk->flash_gpu_blocks ? VKMHA_FUSED_KERNEL_SHARED : d->fused_kernel;
     if (d->fail_device_allocation_at) {
@@ -973,6 +1046,8 @@ static void ctx_info(const vkmha_context *ctx, vkmha_context_info *out)
     out->scratch_bytes = vk_scratch_bytes(vk);
     out->scratch_budget = vk->scratch_budget;
     out->native_16bit_storage = vk->native16;
+    out->sparse_tensors = vk->sparse;
+    out->max_tensor_bytes = vk->max_tensor_bytes;
 }
 
 /* ---- the Vulkan backend's table (vkmha_backend_ops) ------------------------- */

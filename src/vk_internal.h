@@ -17,8 +17,14 @@ typedef struct vk_buffer {
     VkBuffer buf;
     VkDeviceSize offset; /* where the data starts in buf (wrapped tensors) */
     VkDeviceMemory mem;
+    /* A sparse buffer (vk_buffer_create_sparse; mem null): its memory, in
+     * n_pages allocations of at most maxMemoryAllocationSize, bound in
+     * order from its start. */
+    VkDeviceMemory *pages;
+    uint32_t n_pages;
+    VkDeviceSize page_size; /* bytes of each page but the last */
     VkDeviceSize size;
-    VkDeviceSize alloc_size; /* bytes of its VkDeviceMemory */
+    VkDeviceSize alloc_size; /* bytes of its VkDeviceMemory (all its pages) */
     void *map;      /* persistently mapped, or NULL */
     bool coherent;  /* mapped memory needs no flush / invalidate */
     uint64_t id;    /* unique per (re)creation: descriptor caches compare it */
@@ -384,6 +390,15 @@ struct vk_state {
     VkFence fence;
     bool lost;
 
+    /* Tensors past maxMemoryAllocationSize are sparse buffers (sparseBinding
+     * enabled, VK_QUEUE_SPARSE_BINDING_BIT on the queue's family, and not
+     * desc->debug->no_sparse_binding), up to max_tensor_bytes each
+     * (maxBufferSize where the device states one, and what is left of
+     * sparseAddressSpaceSize: sparse_bytes are in use). */
+    bool sparse, no_sparse;
+    char sparse_why[96]; /* why not sparse, for messages */
+    uint64_t max_tensor_bytes, sparse_space, sparse_bytes;
+
     /* Memory types: working buffers, and staging when they are not mapped. */
     uint32_t mt_work, mt_upload, mt_download;
     bool work_mapped; /* unified memory: no staging copies */
@@ -558,6 +573,10 @@ void vk_kernels(const vkmha_context *ctx, uint32_t *count, vkmha_kernel_info *ou
  * the tensor in error messages. */
 vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, bool download,
                               const char *what, vk_buffer *out);
+/* A working buffer past maxMemoryAllocationSize (vk_check_tensor): a
+ * sparse buffer bound to pages of at most that size, never mapped. */
+vkmha_status vk_buffer_create_sparse(vk_state *vk, VkDeviceSize size, const char *what,
+                                     vk_buffer *out);
 void vk_buffer_destroy(vk_state *vk, vk_buffer *b);
 vkmha_status vk_slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size);
 /* The same for a slot only bound in windows of at most maxStorageBufferRange
@@ -578,6 +597,10 @@ vkmha_status vk_staging_ensure_unmapped(vk_state *vk, VkDeviceSize upload,
 vkmha_status vk_check_size(vk_state *vk, uint64_t bytes, const char *what);
 /* Only the maxMemoryAllocationSize part of vk_check_size. */
 vkmha_status vk_check_alloc(vk_state *vk, uint64_t bytes, const char *what);
+/* A tensor of `bytes`: one allocation, or past maxMemoryAllocationSize a
+ * sparse buffer where the context binds them (vk_state.sparse), within
+ * max_tensor_bytes and what is left of sparseAddressSpaceSize. */
+vkmha_status vk_check_tensor(vk_state *vk, uint64_t bytes, const char *what);
 
 /* ---- the executor (src/vk_command.c, src/vk_submission.c) --------------- */
 /* Every call on the device is planned, then run, by one executor:

@@ -34,6 +34,43 @@ vkmha_status vk_check_size(vk_state *vk, uint64_t bytes, const char *what)
     return st ? st : vk_check_alloc(vk, bytes, what);
 }
 
+vkmha_status vk_check_tensor(vk_state *vk, uint64_t bytes, const char *what)
+{
+    const uint64_t alloc = vk->info.max_allocation_size;
+    if (bytes <= alloc)
+        return VKMHA_SUCCESS;
+    if (!vk->sparse)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: %s needs %llu bytes, more than this device's "
+                           "maxMemoryAllocationSize (%llu bytes), and the context cannot bind "
+                           "a buffer to several allocations (sparse binding: %s)",
+                           call_name(vk), what, (unsigned long long)bytes,
+                           (unsigned long long)alloc, vk->sparse_why);
+    if (bytes > vk->max_tensor_bytes)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: %s needs %llu bytes, more than the %llu bytes this device's "
+                           "maxBufferSize and sparseAddressSpaceSize let one buffer hold",
+                           call_name(vk), what, (unsigned long long)bytes,
+                           (unsigned long long)vk->max_tensor_bytes);
+    if (vk->sparse_bytes > vk->sparse_space - bytes)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: %s needs %llu bytes of sparse address space; the context's "
+                           "tensors past maxMemoryAllocationSize hold %llu of this device's "
+                           "sparseAddressSpaceSize (%llu bytes)",
+                           call_name(vk), what, (unsigned long long)bytes,
+                           (unsigned long long)vk->sparse_bytes,
+                           (unsigned long long)vk->sparse_space);
+    return VKMHA_SUCCESS;
+}
+
+/* Frees one allocation of `bytes` from memory heap `heap`. */
+static void free_memory(vk_state *vk, VkDeviceMemory mem, VkDeviceSize bytes, uint32_t heap)
+{
+    vk->vkd.vkFreeMemory(vk->device, mem, vk->vkalloc); /* unmaps implicitly */
+    vk->memory_bytes -= bytes;
+    vk->heap_bytes[heap] -= bytes;
+}
+
 void vk_buffer_destroy(vk_state *vk, vk_buffer *b)
 {
     if (b->view4)
@@ -44,37 +81,133 @@ void vk_buffer_destroy(vk_state *vk, vk_buffer *b)
         vk->vkd.vkDestroyBufferView(vk->device, b->view4u, vk->vkalloc);
     if (b->buf)
         vk->vkd.vkDestroyBuffer(vk->device, b->buf, vk->vkalloc);
-    if (b->mem) {
-        vk->vkd.vkFreeMemory(vk->device, b->mem, vk->vkalloc); /* unmaps implicitly */
-        vk->memory_bytes -= b->alloc_size;
-        vk->heap_bytes[b->heap] -= b->alloc_size;
+    if (b->mem)
+        free_memory(vk, b->mem, b->alloc_size, b->heap);
+    if (b->pages) {
+        VkDeviceSize left = b->alloc_size;
+        for (uint32_t i = 0; i < b->n_pages; i++) {
+            const VkDeviceSize n = left < b->page_size ? left : b->page_size;
+            free_memory(vk, b->pages[i], n, b->heap);
+            left -= n;
+        }
+        vk->sparse_bytes -= b->size;
+        vkmha__free(vk->ctx, b->pages);
     }
     memset(b, 0, sizeof *b);
+}
+
+/* A buffer of size bytes (whole 32-bit words: packed 16-bit data is read and
+ * written a uint at a time, shaders/typed.glsl, also for an odd number of
+ * elements), sparse or not, with vkmha's usage; its size is set. */
+static vkmha_status create_buffer(vk_state *vk, VkDeviceSize size, bool sparse,
+                                  const char *what, vk_buffer *b)
+{
+    char msg[320];
+    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    bi.flags = sparse ? VK_BUFFER_CREATE_SPARSE_BINDING_BIT : 0;
+    bi.size = size;
+    bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+               VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+               (vk->matmul_texel ? VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT : 0);
+    bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+    snprintf(msg, sizeof msg, "vkCreateBuffer (%s, %llu bytes%s)", what,
+             (unsigned long long)size, sparse ? ", sparse" : "");
+    VkResult r = vk->vkd.vkCreateBuffer(vk->device, &bi, vk->vkalloc, &b->buf);
+    if (r != VK_SUCCESS) {
+        b->buf = VK_NULL_HANDLE;
+        return vk_fail(vk, r, msg);
+    }
+    b->size = size;
+    return VKMHA_SUCCESS;
+}
+
+/* One allocation of `bytes` of memory type `type` for `what`, counted in the
+ * context's memory; never more than its heap holds (a driver that backs
+ * device memory with host memory, lavapipe, would grant it and let the host
+ * run out instead). */
+static vkmha_status allocate(vk_state *vk, uint32_t type, VkDeviceSize bytes, const char *what,
+                             VkDeviceMemory *out)
+{
+    char msg[320];
+    const uint32_t heap = vk->mem_props.memoryTypes[type].heapIndex;
+    const VkDeviceSize heap_size = vk->mem_props.memoryHeaps[heap].size;
+    if (bytes > heap_size || vk->heap_bytes[heap] > heap_size - bytes)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_DEVICE_MEMORY,
+                           "%s: %s needs %llu bytes of device memory; the context holds %llu "
+                           "of the %llu bytes of memory heap %u",
+                           call_name(vk), what, (unsigned long long)bytes,
+                           (unsigned long long)vk->heap_bytes[heap],
+                           (unsigned long long)heap_size, heap);
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    ai.allocationSize = bytes;
+    ai.memoryTypeIndex = type;
+    /* The heap too: a driver may run out before the heap's size (the
+     * memory other processes and the driver hold). */
+    snprintf(msg, sizeof msg,
+             "vkAllocateMemory (%s, %llu bytes; the context holds %llu of the %llu bytes of "
+             "memory heap %u)",
+             what, (unsigned long long)bytes, (unsigned long long)vk->heap_bytes[heap],
+             (unsigned long long)heap_size, heap);
+    /* vkmha_debug_options: fail this allocation as the device would. */
+    VkResult r;
+    const uint64_t n = ++vk->alloc_calls;
+    if (n >= vk->fail_alloc_first && n <= vk->fail_alloc_last)
+        r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
+    else
+        r = vk->vkd.vkAllocateMemory(vk->device, &ai, vk->vkalloc, out);
+    if (r != VK_SUCCESS) {
+        *out = VK_NULL_HANDLE;
+        return vk_fail(vk, r, msg);
+    }
+    vk->heap_bytes[heap] += bytes;
+    vk->memory_bytes += bytes;
+    if (vk->memory_bytes > vk->memory_peak_bytes)
+        vk->memory_peak_bytes = vk->memory_bytes;
+    return VKMHA_SUCCESS;
+}
+
+/* The texel views of a working buffer, when the context reads through
+ * them (vk_state.matmul_texel). */
+static vkmha_status create_views(vk_state *vk, vk_buffer *b)
+{
+    VkResult r;
+    if (!vk->matmul_texel || b->size < 16)
+        return VKMHA_SUCCESS;
+    VkBufferViewCreateInfo vi = {.sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO};
+    vi.buffer = b->buf;
+    vi.format = VK_FORMAT_R32G32B32A32_SFLOAT;
+    vi.range = VK_WHOLE_SIZE;
+    /* A view covers the whole buffer, so only buffers within
+     * maxTexelBufferElements texels get one (16-byte texels here, 8
+     * for fp16); the others are read as storage buffers. */
+    const bool fits4 = b->size / 16 <= vk->max_texel_elements,
+               fits2 = b->size / 8 <= vk->max_texel_elements;
+    if (fits4 &&
+        (r = vk->vkd.vkCreateBufferView(vk->device, &vi, vk->vkalloc, &b->view4)) != VK_SUCCESS)
+        return vk_fail(vk, r, "vkCreateBufferView");
+    vi.format = VK_FORMAT_R16G16B16A16_SFLOAT;
+    VkBufferViewCreateInfo vu = vi;
+    vu.format = VK_FORMAT_R32G32_UINT;
+    if (vk->texel16 && fits2 &&
+        ((r = vk->vkd.vkCreateBufferView(vk->device, &vi, vk->vkalloc, &b->view4h)) !=
+             VK_SUCCESS ||
+         (r = vk->vkd.vkCreateBufferView(vk->device, &vu, vk->vkalloc, &b->view4u)) !=
+             VK_SUCCESS))
+        return vk_fail(vk, r, "vkCreateBufferView");
+    return VKMHA_SUCCESS;
 }
 
 vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, bool download,
                               const char *what, vk_buffer *out)
 {
     VkResult r;
+    vkmha_status st;
     vk_buffer b = {0};
-    char msg[320];
     uint32_t type = !staging ? vk->mt_work : download ? vk->mt_download : vk->mt_upload;
     bool mapped = staging || vk->work_mapped;
 
-    VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
-    /* Whole 32-bit words: packed 16-bit data is read and written a uint at
-     * a time (shaders/typed.glsl), also for an odd number of elements. */
-    size = (size + 3) & ~(VkDeviceSize)3;
-    bi.size = size;
-    bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-               VK_BUFFER_USAGE_TRANSFER_DST_BIT |
-               (vk->matmul_texel ? VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT : 0);
-    bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-    snprintf(msg, sizeof msg, "vkCreateBuffer (%s, %llu bytes)", what,
-             (unsigned long long)size);
-    if ((r = vk->vkd.vkCreateBuffer(vk->device, &bi, vk->vkalloc, &b.buf)) != VK_SUCCESS)
-        return vk_fail(vk, r, msg);
-
+    if ((st = create_buffer(vk, (size + 3) & ~(VkDeviceSize)3, false, what, &b)))
+        return st;
     VkMemoryRequirements req;
     vk->vkd.vkGetBufferMemoryRequirements(vk->device, b.buf, &req);
     if (!(req.memoryTypeBits & (1u << type))) {
@@ -83,47 +216,12 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
                            "%s: the chosen memory type %u cannot hold %s", call_name(vk), type,
                            what);
     }
-    /* Never ask for more than the heap holds: a driver that backs device
-     * memory with host memory (lavapipe) would grant it and let the host run
-     * out instead. */
-    const uint32_t heap = vk->mem_props.memoryTypes[type].heapIndex;
-    const VkDeviceSize heap_size = vk->mem_props.memoryHeaps[heap].size;
-    if (req.size > heap_size || vk->heap_bytes[heap] > heap_size - req.size) {
+    if ((st = allocate(vk, type, req.size, what, &b.mem))) {
         vk_buffer_destroy(vk, &b);
-        return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_DEVICE_MEMORY,
-                           "%s: %s needs %llu bytes of device memory; the context holds %llu "
-                           "of the %llu bytes of memory heap %u",
-                           call_name(vk), what, (unsigned long long)req.size,
-                           (unsigned long long)vk->heap_bytes[heap],
-                           (unsigned long long)heap_size, heap);
-    }
-    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
-    ai.allocationSize = req.size;
-    ai.memoryTypeIndex = type;
-    /* The heap too: a driver may run out before the heap's size (the
-     * memory other processes and the driver hold). */
-    snprintf(msg, sizeof msg,
-             "vkAllocateMemory (%s, %llu bytes; the context holds %llu of the %llu bytes of "
-             "memory heap %u)",
-             what, (unsigned long long)req.size, (unsigned long long)vk->heap_bytes[heap],
-             (unsigned long long)heap_size, heap);
-    /* vkmha_debug_options: fail this allocation as the device would. */
-    const uint64_t n = ++vk->alloc_calls;
-    if (n >= vk->fail_alloc_first && n <= vk->fail_alloc_last)
-        r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
-    else
-        r = vk->vkd.vkAllocateMemory(vk->device, &ai, vk->vkalloc, &b.mem);
-    if (r != VK_SUCCESS) {
-        b.mem = VK_NULL_HANDLE;
-        vk_buffer_destroy(vk, &b);
-        return vk_fail(vk, r, msg);
+        return st;
     }
     b.alloc_size = req.size;
-    b.heap = heap;
-    vk->heap_bytes[heap] += req.size;
-    vk->memory_bytes += req.size;
-    if (vk->memory_bytes > vk->memory_peak_bytes)
-        vk->memory_peak_bytes = vk->memory_bytes;
+    b.heap = vk->mem_props.memoryTypes[type].heapIndex;
     if ((r = vk->vkd.vkBindBufferMemory(vk->device, b.buf, b.mem, 0)) != VK_SUCCESS) {
         vk_buffer_destroy(vk, &b);
         return vk_fail(vk, r, "vkBindBufferMemory");
@@ -133,36 +231,107 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
         vk_buffer_destroy(vk, &b);
         return vk_fail(vk, r, "vkMapMemory");
     }
-    if (vk->matmul_texel && !staging && size >= 16) {
-        VkBufferViewCreateInfo vi = {.sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO};
-        vi.buffer = b.buf;
-        vi.format = VK_FORMAT_R32G32B32A32_SFLOAT;
-        vi.range = VK_WHOLE_SIZE;
-        /* A view covers the whole buffer, so only buffers within
-         * maxTexelBufferElements texels get one (16-byte texels here, 8
-         * for fp16); the others are read as storage buffers. */
-        const bool fits4 = size / 16 <= vk->max_texel_elements,
-                   fits2 = size / 8 <= vk->max_texel_elements;
-        if (fits4 &&
-            (r = vk->vkd.vkCreateBufferView(vk->device, &vi, vk->vkalloc, &b.view4)) != VK_SUCCESS) {
-            vk_buffer_destroy(vk, &b);
-            return vk_fail(vk, r, "vkCreateBufferView");
-        }
-        vi.format = VK_FORMAT_R16G16B16A16_SFLOAT;
-        VkBufferViewCreateInfo vu = vi;
-        vu.format = VK_FORMAT_R32G32_UINT;
-        if (vk->texel16 && fits2 &&
-            ((r = vk->vkd.vkCreateBufferView(vk->device, &vi, vk->vkalloc, &b.view4h)) !=
-                 VK_SUCCESS ||
-             (r = vk->vkd.vkCreateBufferView(vk->device, &vu, vk->vkalloc, &b.view4u)) !=
-                 VK_SUCCESS)) {
-            vk_buffer_destroy(vk, &b);
-            return vk_fail(vk, r, "vkCreateBufferView");
-        }
+    if (!staging && (st = create_views(vk, &b))) {
+        vk_buffer_destroy(vk, &b);
+        return st;
     }
     b.coherent = (vk->mem_props.memoryTypes[type].propertyFlags &
                   VK_MEMORY_PROPERTY_HOST_COHERENT_BIT) != 0;
-    b.size = size;
+    b.id = ++vk->next_buffer_id;
+    *out = b;
+    return VKMHA_SUCCESS;
+}
+
+/* Binds b's pages in order from its start (vkQueueBindSparse on the
+ * context's queue), and waits. */
+static vkmha_status bind_pages(vk_state *vk, const vk_buffer *b)
+{
+    VkSparseMemoryBind *binds = vkmha__calloc(vk->ctx, b->n_pages, sizeof *binds);
+    if (!binds)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
+                           call_name(vk));
+    for (uint32_t i = 0; i < b->n_pages; i++) {
+        const VkDeviceSize page = b->page_size, at = (VkDeviceSize)i * page,
+                           left = b->alloc_size - at;
+        binds[i] = (VkSparseMemoryBind){
+            .resourceOffset = at, .size = left < page ? left : page, .memory = b->pages[i]};
+    }
+    const VkSparseBufferMemoryBindInfo buffer = {
+        .buffer = b->buf, .bindCount = b->n_pages, .pBinds = binds};
+    const VkBindSparseInfo bind = {.sType = VK_STRUCTURE_TYPE_BIND_SPARSE_INFO,
+                                   .bufferBindCount = 1, .pBufferBinds = &buffer};
+    if (vk->queue_lock)
+        vk->queue_lock(vk->queue_lock_user);
+    VkResult r = vk->vkd.vkQueueBindSparse(vk->queue, 1, &bind, vk->fence);
+    if (vk->queue_unlock)
+        vk->queue_unlock(vk->queue_lock_user);
+    vkmha__free(vk->ctx, binds);
+    if (r == VK_SUCCESS) {
+        r = vk->vkd.vkWaitForFences(vk->device, 1, &vk->fence, VK_TRUE, UINT64_MAX);
+        VkResult rr = vk->vkd.vkResetFences(vk->device, 1, &vk->fence);
+        if (r == VK_SUCCESS)
+            r = rr;
+    }
+    return r == VK_SUCCESS ? VKMHA_SUCCESS : vk_fail(vk, r, "vkQueueBindSparse / vkWaitForFences");
+}
+
+vkmha_status vk_buffer_create_sparse(vk_state *vk, VkDeviceSize size, const char *what,
+                                     vk_buffer *out)
+{
+    vkmha_status st;
+    vk_buffer b = {0};
+    if ((st = vk_check_tensor(vk, size, what)) ||
+        (st = create_buffer(vk, (size + 3) & ~(VkDeviceSize)3, true, what, &b)))
+        return st;
+    VkMemoryRequirements req;
+    vk->vkd.vkGetBufferMemoryRequirements(vk->device, b.buf, &req);
+    /* The working memory type where the sparse buffer may use it, else a
+     * device-local one it may (never mapped: copies go through staging). */
+    uint32_t type = vk->mt_work;
+    for (uint32_t i = 0; i < vk->mem_props.memoryTypeCount && !(req.memoryTypeBits >> type & 1);
+         i++)
+        if ((req.memoryTypeBits >> i & 1) && (vk->mem_props.memoryTypes[i].propertyFlags &
+                                               VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT))
+            type = i;
+    /* Pages of whole sparse blocks (req.alignment), each one allocation. */
+    const VkDeviceSize page = vk->info.max_allocation_size / req.alignment * req.alignment;
+    if (!(req.memoryTypeBits >> type & 1) || page == 0 ||
+        (req.size + page - 1) / page > UINT32_MAX) {
+        vk_buffer_destroy(vk, &b);
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: %s cannot be bound sparsely: %s, sparse blocks of %llu bytes, "
+                           "maxMemoryAllocationSize %llu bytes",
+                           call_name(vk), what,
+                           req.memoryTypeBits >> type & 1 ? "device-local memory"
+                                                          : "no device-local memory type",
+                           (unsigned long long)req.alignment,
+                           (unsigned long long)vk->info.max_allocation_size);
+    }
+    const uint32_t n = (uint32_t)((req.size + page - 1) / page);
+    if (!(b.pages = vkmha__calloc(vk->ctx, n, sizeof *b.pages))) {
+        vk_buffer_destroy(vk, &b);
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
+                           call_name(vk));
+    }
+    vk->sparse_bytes += b.size; /* vk_buffer_destroy takes it back */
+    b.page_size = page;
+    b.heap = vk->mem_props.memoryTypes[type].heapIndex;
+    /* n_pages and alloc_size grow with each page: vk_buffer_destroy frees
+     * what was allocated when a later page fails. */
+    for (uint32_t i = 0; i < n; i++) {
+        const VkDeviceSize left = req.size - (VkDeviceSize)i * page,
+                           bytes = left < page ? left : page;
+        if ((st = allocate(vk, type, bytes, what, &b.pages[i]))) {
+            vk_buffer_destroy(vk, &b);
+            return st;
+        }
+        b.n_pages = i + 1;
+        b.alloc_size += bytes;
+    }
+    if ((st = bind_pages(vk, &b)) || (st = create_views(vk, &b))) {
+        vk_buffer_destroy(vk, &b);
+        return st;
+    }
     b.id = ++vk->next_buffer_id;
     *out = b;
     return VKMHA_SUCCESS;

@@ -77,9 +77,12 @@ vkmha_status vk_tensor_alloc(vkmha_tensor *t)
     vk_tensor *v = (vk_tensor *)t;
     const uint64_t alloc = vkmha__tensor_words(t);
     vkmha_status st;
-    /* Past maxStorageBufferRange the ops bind it in windows or parts. */
-    if ((st = vk_check_alloc(vk, alloc, "desc->dims")) ||
-        (st = vk_buffer_create(vk, alloc, false, false, "tensor", &v->buf)))
+    /* Past maxStorageBufferRange the ops bind it in windows or parts; past
+     * maxMemoryAllocationSize it is sparse (where the context can). */
+    if ((st = vk_check_tensor(vk, alloc, "desc->dims")) ||
+        (st = alloc > vk->info.max_allocation_size
+                  ? vk_buffer_create_sparse(vk, alloc, "tensor", &v->buf)
+                  : vk_buffer_create(vk, alloc, false, false, "tensor", &v->buf)))
         return st;
     t->mem = buffer_handle(v->buf.buf);
     t->offset = v->buf.offset;
@@ -146,8 +149,9 @@ void vk_tensor_free(vkmha_tensor *t)
     }
 }
 
-vkmha_status vk_tensor_copy(const vkmha_tensor *t, uint64_t offset, void *host, uint64_t bytes,
-                            bool up)
+/* One vk_tensor_copy, in one call. */
+static vkmha_status copy_block(const vkmha_tensor *t, uint64_t offset, void *host,
+                               uint64_t bytes, bool up)
 {
     vk_state *vk = t->ctx->vk;
     vk_buffer *buf = vk_tensor_buf(t);
@@ -165,6 +169,18 @@ vkmha_status vk_tensor_copy(const vkmha_tensor *t, uint64_t offset, void *host, 
         st = vk_download(vk, &b, host, (size_t)bytes, 1, (size_t)bytes, 1, (size_t)bytes);
     }
     return vk_exec_end(vk, st, NULL);
+}
+
+vkmha_status vk_tensor_copy(const vkmha_tensor *t, uint64_t offset, void *host, uint64_t bytes,
+                            bool up)
+{
+    /* An unmapped tensor is copied through staging, one allocation: a
+     * tensor past maxMemoryAllocationSize (sparse) in calls of at most that. */
+    const uint64_t most = vk_tensor_buf(t)->map ? bytes : t->ctx->vk->info.max_allocation_size & ~(uint64_t)15;
+    vkmha_status st = VKMHA_SUCCESS;
+    for (uint64_t at = 0; at < bytes && !st; at += most)
+        st = copy_block(t, offset + at, (uint8_t *)host + at, bytes - at < most ? bytes - at : most, up);
+    return st;
 }
 
 /* ---- the ops, in every form ------------------------------------------------ */

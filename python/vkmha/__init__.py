@@ -195,7 +195,9 @@ class Context(_vkmha.Context):
     forces one fused attention kernel; scratch_budget: the most bytes of
     scratch kept between calls (0: no budget); no_native_16bit (for tests)
     makes 16-bit data take the packed path of devices without 16-bit
-    storage. info() returns vkmha_context_info as a dict, kernels() the
+    storage. info() returns vkmha_context_info as a dict (max_tensor_bytes:
+    the largest Tensor, past maxMemoryAllocationSize where sparse_tensors),
+    kernels() the
     device kernels the context chose (vkmha_context_get_kernels) as a list
     of dicts (name, op, available, shader, workgroup_size, shared_bytes,
     params: {"WG": 64, "BM": 32, ...}; [] on the reference backend),

@@ -270,7 +270,9 @@ static PyObject *context_info(ContextObject *self, PyObject *unused)
         put(d, "pipelines_created", PyLong_FromUnsignedLong(info.pipelines_created)) ||
         put(d, "scratch_bytes", PyLong_FromUnsignedLongLong(info.scratch_bytes)) ||
         put(d, "scratch_budget", PyLong_FromUnsignedLongLong(info.scratch_budget)) ||
-        put(d, "native_16bit_storage", PyBool_FromLong(info.native_16bit_storage))) {
+        put(d, "native_16bit_storage", PyBool_FromLong(info.native_16bit_storage)) ||
+        put(d, "sparse_tensors", PyBool_FromLong(info.sparse_tensors)) ||
+        put(d, "max_tensor_bytes", PyLong_FromUnsignedLongLong(info.max_tensor_bytes))) {
         Py_DECREF(d);
         return NULL;
     }

@@ -961,6 +961,15 @@ class TestErrors(unittest.TestCase):
         self.assertFalse(context("reference").info()["native_16bit_storage"])
         self.assertGreaterEqual(len(vkmha.enumerate_devices()), 1)
         self.assertEqual(info["disabled_path_names"], [])
+        # The largest Tensor: one allocation, or sparse buffers past it.
+        alloc = info["device"]["max_allocation_size"]
+        self.assertIsInstance(info["sparse_tensors"], bool)
+        if info["sparse_tensors"]:
+            self.assertGreater(info["max_tensor_bytes"], alloc)
+        else:
+            self.assertEqual(info["max_tensor_bytes"], alloc)
+        ref = context("reference").info()
+        self.assertEqual((ref["sparse_tensors"], ref["max_tensor_bytes"]), (False, 0))
 
     def test_disabled_path_names(self):
         # VKMHA_DISABLE_PATHS (read at creation): the bits and their names.

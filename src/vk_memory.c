@@ -328,7 +328,10 @@ vkmha_status vk_buffer_create_sparse(vk_state *vk, VkDeviceSize size, const char
         b.n_pages = i + 1;
         b.alloc_size += bytes;
     }
-    if ((st = bind_pages(vk, &b)) || (st = create_views(vk, &b))) {
+    /* No texel views: Mesa 25.0's lavapipe reads those of a sparse buffer
+     * wrong past its first MiB (tests/test_limits.c); the shaders read it as
+     * a storage buffer, as one past maxTexelBufferElements. */
+    if ((st = bind_pages(vk, &b))) {
         vk_buffer_destroy(vk, &b);
         return st;
     }

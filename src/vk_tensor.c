@@ -176,10 +176,13 @@ vkmha_status vk_tensor_copy(const vkmha_tensor *t, uint64_t offset, void *host, 
 {
     /* An unmapped tensor is copied through staging, one allocation: a
      * tensor past maxMemoryAllocationSize (sparse) in calls of at most that. */
-    const uint64_t most = vk_tensor_buf(t)->map ? bytes : t->ctx->vk->info.max_allocation_size & ~(uint64_t)15;
+    const uint64_t most =
+        vk_tensor_buf(t)->map ? bytes : t->ctx->vk->info.max_allocation_size & ~(uint64_t)15;
     vkmha_status st = VKMHA_SUCCESS;
-    for (uint64_t at = 0; at < bytes && !st; at += most)
-        st = copy_block(t, offset + at, (uint8_t *)host + at, bytes - at < most ? bytes - at : most, up);
+    for (uint64_t at = 0; at < bytes && !st; at += most) {
+        const uint64_t n = bytes - at < most ? bytes - at : most;
+        st = copy_block(t, offset + at, (uint8_t *)host + at, n, up);
+    }
     return st;
 }
 

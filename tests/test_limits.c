@@ -273,6 +273,27 @@ static void report_refused(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,
     t_report(ok && works, "%s: UNSUPPORTED naming %s, then the context works", label, tensor);
 }
 
+/* A KV cache of 2 entries x `capacity` positions of 2 heads of 8 floats
+ * (keys and values each) on a context whose tensors cannot hold them:
+ * refused naming desc->capacity and `limit` (a cache made anyway is freed). */
+static void kv_cache_refused(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,
+                             uint32_t capacity, const char *limit, const char *label)
+{
+    t_layer l;
+    t_layer_make(&l, rng, 16, 2, 0, 1, 4, 0, 0);
+    vkmha_mha *mg = NULL;
+    vkmha_kv_cache *cache = (vkmha_kv_cache *)(uintptr_t)1;
+    const vkmha_kv_cache_desc cd = {.batch = 2, .capacity = capacity};
+    const vkmha_status st = vkmha_mha_create(gpu, &l.desc, &mg)
+                                ? VKMHA_ERROR_INVALID_ARGUMENT
+                                : vkmha_kv_cache_create(mg, &cd, &cache);
+    report_refused(ref, gpu, rng, st, "vkmha_kv_cache_create", "desc->capacity", limit,
+                   cache == NULL, label);
+    vkmha_kv_cache_destroy(st ? NULL : cache);
+    vkmha_mha_destroy(mg);
+    t_layer_free(&l);
+}
+
 /* ---- tensors past the range ----------------------------------------------- */
 
 /* A rank-1 tensor of n elements of dt on gpu, holding src (NULL: unset);
@@ -1168,20 +1189,8 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
         vkmha_context_info info;
         vkmha_context_get_info(gpu, &info);
         if (!info.sparse_tensors) {
-            t_layer l;
-            t_layer_make(&l, rng, 16, 2, 0, 1, 4, 0, 0);
-            vkmha_mha *mg = NULL;
-            vkmha_kv_cache *cache = (vkmha_kv_cache *)(uintptr_t)1;
-            const vkmha_kv_cache_desc cd = {.batch = 2, .capacity = 300};
-            const vkmha_status st = vkmha_mha_create(gpu, &l.desc, &mg)
-                                        ? VKMHA_ERROR_INVALID_ARGUMENT
-                                        : vkmha_kv_cache_create(mg, &cd, &cache);
-            report_refused(ref, gpu, rng, st, "vkmha_kv_cache_create", "desc->capacity", limit,
-                           cache == NULL,
-                           "a KV cache of 38 KiB of keys [maxMemoryAllocationSize]");
-            vkmha_kv_cache_destroy(st ? NULL : cache);
-            vkmha_mha_destroy(mg);
-            t_layer_free(&l);
+            kv_cache_refused(ref, gpu, rng, 300, limit,
+                             "a KV cache of 38 KiB of keys [maxMemoryAllocationSize]");
         } else {
             t_report(info.max_tensor_bytes > 32 * 1024,
                      "sparse tensors past maxMemoryAllocationSize: max_tensor_bytes %llu",
@@ -1510,23 +1519,23 @@ static void tensor_refused(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,
                    !t && after.device_memory_bytes == before.device_memory_bytes, label);
 }
 
-/* A KV cache of 75 KiB of keys (2 x 2 x 600 x 8 floats) on a context of
- * 64 KiB allocations without sparse tensors: refused naming desc->capacity. */
-static void kv_cache_refused(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,
-                             const char *label)
+/* A context of 64 KiB allocations that makes no sparse tensors (`why`:
+ * what its message says): max_tensor_bytes is the allocation; a 70 KiB
+ * tensor is refused naming desc->dims and why, a KV cache of 75 KiB of keys
+ * naming desc->capacity. */
+static void no_sparse_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const char *why)
 {
-    t_layer l;
-    t_layer_make(&l, rng, 16, 2, 0, 1, 4, 0, 0);
-    vkmha_mha *mg = NULL;
-    vkmha_kv_cache *cache = (vkmha_kv_cache *)(uintptr_t)1;
-    const vkmha_kv_cache_desc cd = {.batch = 2, .capacity = 600};
-    const vkmha_status st = vkmha_mha_create(gpu, &l.desc, &mg)
-                                ? VKMHA_ERROR_INVALID_ARGUMENT
-                                : vkmha_kv_cache_create(mg, &cd, &cache);
-    report_refused(ref, gpu, rng, st, "vkmha_kv_cache_create", "desc->capacity",
-                   "max_tensor_bytes", cache == NULL, label);
-    vkmha_mha_destroy(mg);
-    t_layer_free(&l);
+    vkmha_context_info info;
+    vkmha_context_get_info(gpu, &info);
+    t_report(!info.sparse_tensors && info.max_tensor_bytes == 64 * 1024,
+             "no sparse tensors [%s]: max_tensor_bytes is maxMemoryAllocationSize (%llu)", why,
+             (unsigned long long)info.max_tensor_bytes);
+    const vkmha_tensor_desc past = {VKMHA_DTYPE_F32, 1, {70 * 1024 / 4}};
+    char label[120];
+    snprintf(label, sizeof label, "a tensor of 70 KiB past maxMemoryAllocationSize [%s]", why);
+    tensor_refused(ref, gpu, rng, &past, why, label);
+    snprintf(label, sizeof label, "a KV cache of 75 KiB of keys [%s]", why);
+    kv_cache_refused(ref, gpu, rng, 600, "max_tensor_bytes", label);
 }
 
 /* Tensors past maxMemoryAllocationSize (64 KiB, and maxStorageBufferRange
@@ -1615,12 +1624,7 @@ static void sparse_cases(vkmha_context *ref, t_rng *rng)
                  "held; the next one works, and its destruction frees it all");
         free(x), free(y);
     } else {
-        t_report(info.max_tensor_bytes == 64 * 1024,
-                 "no sparse tensors: max_tensor_bytes is maxMemoryAllocationSize (%llu)",
-                 (unsigned long long)info.max_tensor_bytes);
-        tensor_refused(ref, gpu, rng, &past, "sparseBinding",
-                       "a tensor of 70 KiB past maxMemoryAllocationSize [no sparse binding]");
-        kv_cache_refused(ref, gpu, rng, "a KV cache of 75 KiB of keys [no sparse binding]");
+        no_sparse_cases(ref, gpu, rng, "sparseBinding");
     }
     t_report_validation(gpu);
     vkmha_context_destroy(gpu);
@@ -1629,13 +1633,7 @@ static void sparse_cases(vkmha_context *ref, t_rng *rng)
     vkmha_debug_options off = sd;
     off.no_sparse_binding = true;
     gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &off, count_splits, NULL);
-    vkmha_context_get_info(gpu, &info);
-    t_report(!info.sparse_tensors && info.max_tensor_bytes == 64 * 1024,
-             "desc->debug->no_sparse_binding: no sparse tensors, max_tensor_bytes %llu",
-             (unsigned long long)info.max_tensor_bytes);
-    tensor_refused(ref, gpu, rng, &past, "no_sparse_binding",
-                   "a tensor of 70 KiB past maxMemoryAllocationSize [no_sparse_binding]");
-    kv_cache_refused(ref, gpu, rng, "a KV cache of 75 KiB of keys [no_sparse_binding]");
+    no_sparse_cases(ref, gpu, rng, "no_sparse_binding");
     t_report_validation(gpu);
     vkmha_context_destroy(gpu);
 }

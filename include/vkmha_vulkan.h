@@ -137,9 +137,11 @@ typedef struct vkmha_vulkan_desc {
  * time). vkmha reads and writes whole 4-byte words of the buffer: size must
  * reach from offset to the 4-byte boundary at or after the tensor's last
  * byte (the tensor's bytes, plus 2 when a 16-bit tensor ends halfway in a
- * word), and that span at most maxStorageBufferRange; a 16-bit neighbour
- * sharing a word with the tensor is kept intact. vkmha_tensor_destroy frees
- * only vkmha's handle. */
+ * word). That span may exceed maxStorageBufferRange (the ops bind it in
+ * windows or parts) and maxMemoryAllocationSize (the application's own
+ * sparse buffer), up to maxBufferSize where the device states one; a 16-bit
+ * neighbour sharing a word with the tensor is kept intact.
+ * vkmha_tensor_destroy frees only vkmha's handle. */
 VKMHA_API vkmha_status vkmha_tensor_wrap(vkmha_context *ctx, const vkmha_tensor_desc *desc,
                                          VkBuffer buffer, VkDeviceSize offset,
                                          VkDeviceSize size, vkmha_tensor **out);

@@ -595,6 +595,7 @@ static void sparse_setup(vk_state *vk, bool enabled, const char *why_not)
                                                    : NULL};
     vk->vki.GetPhysicalDeviceProperties2(vk->phys, &p2);
     vk->sparse_space = p2.properties.limits.sparseAddressSpaceSize;
+    vk->max_buffer_size = m4.maxBufferSize;
     vk->max_tensor_bytes = vk->info.max_allocation_size;
     if (vk->sparse && vk->sparse_space > vk->max_tensor_bytes)
         vk->max_tensor_bytes = m4.maxBufferSize < vk->sparse_space ? m4.maxBufferSize

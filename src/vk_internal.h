@@ -398,6 +398,7 @@ struct vk_state {
     bool sparse, no_sparse;
     char sparse_why[96]; /* why not sparse, for messages */
     uint64_t max_tensor_bytes, sparse_space, sparse_bytes;
+    uint64_t max_buffer_size; /* maxBufferSize (Vulkan 1.3), else UINT64_MAX */
 
     /* Memory types: working buffers, and staging when they are not mapped. */
     uint32_t mt_work, mt_upload, mt_download;

@@ -122,10 +122,15 @@ vkmha_status vk_tensor_wrap(vkmha_context *ctx, const vkmha_tensor_desc *desc, u
                            (unsigned long long)span);
     }
     /* Past maxStorageBufferRange the ops bind it in windows or parts
-     * (src/split.c); up to maxMemoryAllocationSize. */
-    if ((st = vk_check_alloc(vk, mis + span, "desc->dims"))) {
+     * (src/split.c); past maxMemoryAllocationSize it is the application's
+     * sparse buffer. */
+    if (mis + span > vk->max_buffer_size) {
         vkmha_tensor_destroy(t);
-        return st;
+        return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "vkmha_tensor_wrap: desc->dims need %llu bytes of the buffer, more "
+                           "than this device's maxBufferSize (%llu bytes)",
+                           (unsigned long long)(mis + span),
+                           (unsigned long long)vk->max_buffer_size);
     }
     vk_tensor *v = (vk_tensor *)t;
     v->wrapped = true;

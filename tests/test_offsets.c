@@ -488,6 +488,49 @@ static void view_offsets(vkmha_context *gpu, vkmha_context *ref, t_rng *r)
     free(x), free(want), free(got), free(fill);
 }
 
+/* A tensor wrapped from an application's buffer past maxMemoryAllocationSize
+ * (an engine's own sparse buffer; here an ordinary one on a context that
+ * believes 64 KiB allocations and 64 KiB of range): b of [601][128] fp32
+ * (300 KiB) at 4 bytes past an aligned offset of a 1 MiB buffer is taken,
+ * and vkmha_matmul_tensor (op T, its windows) matches the reference
+ * within test_matmul's tolerance. */
+static void wrap_past_allocation(vkmha_context *ref, t_rng *r)
+{
+    enum { M = 5, N = 601, K = 128 };
+    const vkmha_debug_options dbg = {.max_storage_buffer_range = 64 * 1024,
+                                     .max_allocation_size = 64 * 1024};
+    vkmha_context *gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &dbg, NULL, NULL);
+    float *a = t_random(r, M * K, -1, 1), *b = t_random(r, (size_t)N * K, -1, 1);
+    float *want = t_alloc(M * N), *got = t_alloc(M * N);
+    const vkmha_tensor_desc da = {VKMHA_DTYPE_F32, 2, {M, K}}, db = {VKMHA_DTYPE_F32, 2, {N, K}},
+                            dc = {VKMHA_DTYPE_F32, 2, {M, N}};
+    vk_buffer buf = {0};
+    vkmha_tensor *ta = NULL, *tb = NULL, *tc = NULL;
+    vkmha_matmul_desc md = {0};
+    md.m = M, md.n = N, md.k = K, md.op_b = VKMHA_OP_T;
+    const uint64_t bytes = (uint64_t)N * K * 4;
+    vkmha_status st = vk_buffer_create(gpu->vk, 1u << 20, false, false, "arena", &buf);
+    if (!st)
+        st = vkmha_tensor_wrap(gpu, &db, buf.buf, 260, bytes, &tb);
+    if (st)
+        t_diag("wrap: %s", vkmha_context_last_error(gpu));
+    bool ok = !st && !vkmha_tensor_create(gpu, &da, &ta) && !vkmha_tensor_create(gpu, &dc, &tc) &&
+              !vkmha_tensor_upload(ta, 0, a, M * K * 4) && !vkmha_tensor_upload(tb, 0, b, bytes) &&
+              !vkmha_matmul_tensor(gpu, &md, ta, tb, NULL, tc) &&
+              !vkmha_tensor_download(tc, 0, got, M * N * 4) &&
+              !vkmha_matmul(ref, &md, a, b, NULL, want) &&
+              t_close("wrapped b past the allocation", "c", got, want, M * N,
+                      2e-6 * sqrt((double)K), 1e-5);
+    t_report(ok, "vkmha_tensor_wrap of 300 KiB of an application's buffer past "
+                 "maxMemoryAllocationSize (64 KiB): taken, and a matmul on it matches the "
+                 "reference");
+    vkmha_tensor_destroy(ta), vkmha_tensor_destroy(tb), vkmha_tensor_destroy(tc);
+    vk_buffer_destroy(gpu->vk, &buf);
+    t_report_validation(gpu);
+    vkmha_context_destroy(gpu);
+    free(a), free(b), free(want), free(got);
+}
+
 int main(void)
 {
     t_rng r = {20261123};
@@ -519,6 +562,7 @@ int main(void)
         t_report_validation(gpu);
         vkmha_context_destroy(gpu);
     }
+    wrap_past_allocation(ref, &r);
     vkmha_context_destroy(ref);
     return t_finish();
 }

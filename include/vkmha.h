@@ -245,6 +245,10 @@ typedef enum vkmha_path {
                                             packed per 32-bit word) */
     VKMHA_PATH_MATMUL_GEMV = 1u << 10,   /* "gemv": the matmul for A of a few rows
                                             (the small-tile matmul) */
+    VKMHA_PATH_SPARSE = 1u << 11,        /* "sparse": tensors past
+                                            maxMemoryAllocationSize as sparse buffers
+                                            (refused: vkmha_context_info.sparse_tensors
+                                            false) */
 } vkmha_path;
 
 /* The name of one vkmha_path bit ("fused_d64"), as VKMHA_DISABLE_PATHS and
@@ -345,10 +349,6 @@ typedef struct vkmha_debug_options {
      * VK_KHR_push_descriptor (as the environment variable
      * VKMHA_NO_PUSH_DESCRIPTORS=1 does). */
     bool no_push_descriptors VKMHA_ZERO;
-    /* Treat the device as lacking sparseBinding: tensors past
-     * maxMemoryAllocationSize are then refused, as on such devices (also a
-     * workaround for a driver whose sparse binding is wrong). */
-    bool no_sparse_binding VKMHA_ZERO;
     /* A named profile of lowered limits, applied before the fields above
      * (vkmha_debug_profile); the environment variable VKMHA_PROFILE=mobile
      * applies VKMHA_DEBUG_PROFILE_MOBILE to every context the process
@@ -359,6 +359,10 @@ typedef struct vkmha_debug_options {
      * that tests see each fallback taken; bit 31: the unfused attention,
      * which has no fallback (the creation fails). */
     uint32_t self_check_break VKMHA_ZERO;
+    /* Treat the device as lacking sparseBinding: tensors past
+     * maxMemoryAllocationSize are then refused, as on such devices (as
+     * VKMHA_DISABLE_PATHS=sparse does, unchecked). */
+    bool no_sparse_binding VKMHA_ZERO;
 } vkmha_debug_options;
 
 typedef enum vkmha_debug_profile {

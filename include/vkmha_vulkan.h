@@ -103,12 +103,6 @@ typedef struct vkmha_vulkan_desc {
      * and writes fp16 / bf16 data as 16-bit elements. false: it packs them
      * two per 32-bit word, which every device runs. */
     bool storage_buffer_16bit_access VKMHA_ZERO;
-    /* The application enabled VkPhysicalDeviceFeatures::sparseBinding on
-     * the device: where queue_family_index has VK_QUEUE_SPARSE_BINDING_BIT,
-     * tensors past maxMemoryAllocationSize are then sparse buffers bound
-     * with vkQueueBindSparse on `queue` (vkmha waits for it with a fence,
-     * inside queue_lock / queue_unlock). false: such tensors are refused. */
-    bool sparse_binding VKMHA_ZERO;
 
     /* Passed to every Vulkan create, allocate, destroy and free call vkmha
      * makes (on borrowed objects and its own instance and device alike).
@@ -123,6 +117,13 @@ typedef struct vkmha_vulkan_desc {
     void (*queue_lock)(void *user) VKMHA_ZERO;
     void (*queue_unlock)(void *user) VKMHA_ZERO;
     void *queue_lock_user VKMHA_ZERO;
+
+    /* The application enabled VkPhysicalDeviceFeatures::sparseBinding on
+     * the device: where queue_family_index has VK_QUEUE_SPARSE_BINDING_BIT,
+     * tensors past maxMemoryAllocationSize are then sparse buffers bound
+     * with vkQueueBindSparse on `queue` (vkmha waits for it with a fence,
+     * inside queue_lock / queue_unlock). false: such tensors are refused. */
+    bool sparse_binding VKMHA_ZERO;
 } vkmha_vulkan_desc;
 
 /* Wraps `size` bytes of an application's buffer from `offset` as a tensor of

@@ -583,6 +583,7 @@ static void sparse_setup(vk_state *vk, bool enabled, const char *why_not)
             if (!why_not && req.alignment > vk->info.max_allocation_size)
                 why_not = "its sparse blocks are larger than maxMemoryAllocationSize";
             vk->sparse = !why_not;
+            vk->sparse_block = req.alignment;
         }
     }
     snprintf(vk->sparse_why, sizeof vk->sparse_why, "%s", why_not ? why_not : "");

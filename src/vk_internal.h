@@ -397,6 +397,7 @@ struct vk_state {
      * sparseAddressSpaceSize: sparse_bytes are in use). */
     bool sparse, no_sparse;
     char sparse_why[96]; /* why not sparse, for messages */
+    uint64_t sparse_block; /* bytes of a sparse block (the probe's alignment) */
     uint64_t max_tensor_bytes, sparse_space, sparse_bytes;
     uint64_t max_buffer_size; /* maxBufferSize (Vulkan 1.3), else UINT64_MAX */
 
@@ -574,10 +575,12 @@ void vk_kernels(const vkmha_context *ctx, uint32_t *count, vkmha_kernel_info *ou
  * the tensor in error messages. */
 vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, bool download,
                               const char *what, vk_buffer *out);
-/* A working buffer past maxMemoryAllocationSize (vk_check_tensor): a
- * sparse buffer bound to pages of at most that size, never mapped. */
-vkmha_status vk_buffer_create_sparse(vk_state *vk, VkDeviceSize size, const char *what,
-                                     vk_buffer *out);
+/* A sparse working buffer (vk_state.sparse; a tensor past
+ * maxMemoryAllocationSize, checked first by vk_check_tensor) bound to pages
+ * of at most page_max bytes and maxMemoryAllocationSize (whole sparse
+ * blocks, at least one), never mapped, without texel views. */
+vkmha_status vk_buffer_create_sparse(vk_state *vk, VkDeviceSize size, VkDeviceSize page_max,
+                                     const char *what, vk_buffer *out);
 void vk_buffer_destroy(vk_state *vk, vk_buffer *b);
 vkmha_status vk_slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size);
 /* The same for a slot only bound in windows of at most maxStorageBufferRange

@@ -275,13 +275,12 @@ static vkmha_status bind_pages(vk_state *vk, const vk_buffer *b)
     return r == VK_SUCCESS ? VKMHA_SUCCESS : vk_fail(vk, r, "vkQueueBindSparse / vkWaitForFences");
 }
 
-vkmha_status vk_buffer_create_sparse(vk_state *vk, VkDeviceSize size, const char *what,
-                                     vk_buffer *out)
+vkmha_status vk_buffer_create_sparse(vk_state *vk, VkDeviceSize size, VkDeviceSize page_max,
+                                     const char *what, vk_buffer *out)
 {
     vkmha_status st;
     vk_buffer b = {0};
-    if ((st = vk_check_tensor(vk, size, what)) ||
-        (st = create_buffer(vk, (size + 3) & ~(VkDeviceSize)3, true, what, &b)))
+    if ((st = create_buffer(vk, (size + 3) & ~(VkDeviceSize)3, true, what, &b)))
         return st;
     VkMemoryRequirements req;
     vk->vkd.vkGetBufferMemoryRequirements(vk->device, b.buf, &req);
@@ -293,9 +292,13 @@ vkmha_status vk_buffer_create_sparse(vk_state *vk, VkDeviceSize size, const char
         if ((req.memoryTypeBits >> i & 1) && (vk->mem_props.memoryTypes[i].propertyFlags &
                                                VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT))
             type = i;
-    /* Pages of whole sparse blocks (req.alignment), each one allocation. */
-    const VkDeviceSize page = vk->info.max_allocation_size / req.alignment * req.alignment;
-    if (!(req.memoryTypeBits >> type & 1) || page == 0 ||
+    /* Pages of whole sparse blocks (req.alignment), at least one, each one
+     * allocation. */
+    const VkDeviceSize most = page_max < vk->info.max_allocation_size ? page_max
+                                                                      : vk->info.max_allocation_size,
+                       page = most < req.alignment ? req.alignment
+                                                   : most / req.alignment * req.alignment;
+    if (!(req.memoryTypeBits >> type & 1) || page > vk->info.max_allocation_size ||
         (req.size + page - 1) / page > UINT32_MAX) {
         vk_buffer_destroy(vk, &b);
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,

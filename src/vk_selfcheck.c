@@ -42,6 +42,8 @@ static const struct path_info {
      "they reduce through shared memory only"},
     {VKMHA_PATH_NATIVE_16BIT, "native16", "16-bit storage", "16-bit data is packed two per word"},
     {VKMHA_PATH_MATMUL_GEMV, "gemv", "the matmul for a few rows", "it takes the small tiles"},
+    {VKMHA_PATH_SPARSE, "sparse", "sparse binding",
+     "tensors past maxMemoryAllocationSize are refused"},
 };
 
 /* Takes path `bit`'s fallback. */
@@ -59,6 +61,12 @@ static void disable(vk_state *vk, uint32_t bit)
         vk->native16 = false;
     if (bit == VKMHA_PATH_MATMUL_GEMV)
         vk->tile_gemv = (vkmha_tile_config){0};
+    if (bit == VKMHA_PATH_SPARSE && vk->sparse) {
+        vk->sparse = false;
+        vk->max_tensor_bytes = vk->info.max_allocation_size;
+        snprintf(vk->sparse_why, sizeof vk->sparse_why,
+                 "disabled: the self-check found it wrong, or VKMHA_DISABLE_PATHS names it");
+    }
     vk->disabled_paths |= bit;
 }
 
@@ -173,6 +181,62 @@ static vkmha_status attention_canary(vk_state *vk, uint32_t d, vkmha_attention_p
     return judge(vk, bit, o, r, H * LQ * d, 1.0, breaks);
 }
 
+/* Sparse binding: split heads of x [1][len][4 x 16] (an ordinary buffer)
+ * into y [1][4][len][16] in a sparse buffer of pages of one sparse block
+ * each (3 blocks and a bit), then y downloaded and merged back into z (the
+ * ordinary buffer past x): y must be x's heads and z x, exactly. */
+static vkmha_status sparse_canary(vk_state *vk, uint32_t breaks)
+{
+    vkmha_context *ctx = vk->ctx;
+    if (!vk->sparse)
+        return VKMHA_SUCCESS;
+    const heads_shape hs = {.batch = 1, .heads = 4, .head_dim = 16,
+                            .len = (uint32_t)((3 * vk->sparse_block + 256) / 256)};
+    const size_t n = (size_t)hs.len * 64, bytes = n * sizeof(float);
+    /* x, y and z of n floats each; want: y's and z's, 2n. */
+    float *x = vkmha__alloc(ctx, 5 * bytes), *y = x + n, *z = y + n, *want = z + n;
+    vk_buffer plain = {0}, sparse = {0};
+    vkmha_status st = x ? VKMHA_SUCCESS
+                        : vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                                      "vkmha_context_create: out of host memory");
+    if (!st && !(st = vk_buffer_create(vk, 2 * bytes, false, false, "self-check", &plain)))
+        st = vk_buffer_create_sparse(vk, bytes, 1, "self-check", &sparse);
+    const vk_view xv = {.buf = &plain, .dtype = VKMHA_DTYPE_F32},
+                  yv = {.buf = &sparse, .dtype = VKMHA_DTYPE_F32},
+                  zv = {.buf = &plain, .offset = bytes, .dtype = VKMHA_DTYPE_F32};
+    vk_site *site = &vk->op_sites.sites[OPSITE_HEADS];
+    if (!st) {
+        fill(x, n, 99);
+        for (size_t r = 0; r < hs.len; r++) /* x's heads, [4][len][16] */
+            for (size_t h = 0; h < 4; h++)
+                memcpy(want + (h * hs.len + r) * 16, x + r * 64 + h * 16, 16 * sizeof(float));
+        memcpy(want + n, x, bytes); /* z */
+    }
+    /* Two calls: one site, one dispatch each. */
+    if (!st && !(st = vk_exec_begin(vk, MODE_SYNC, VK_NULL_HANDLE, NULL))) {
+        st = vk_upload(vk, &plain, 0, x, bytes);
+        if (!st)
+            st = vk_record_heads(vk, site, &hs, true, xv, yv);
+        st = vk_exec_end(vk, st, NULL);
+    }
+    if (!st && !(st = vk_exec_begin(vk, MODE_SYNC, VK_NULL_HANDLE, NULL))) {
+        st = vk_record_heads(vk, site, &hs, false, yv, zv);
+        if (!st)
+            st = vk_download(vk, &sparse, y, bytes, 1, bytes, 1, bytes);
+        vk_buffer zb = plain; /* the executor adds zb.offset */
+        zb.offset += bytes;
+        if (!st)
+            st = vk_download(vk, &zb, z, bytes, 1, bytes, 1, bytes);
+        st = vk_exec_end(vk, st, NULL);
+    }
+    if (!st)
+        st = judge(vk, VKMHA_PATH_SPARSE, y, want, 2 * n, 0.0, breaks);
+    vk_buffer_destroy(vk, &sparse);
+    vk_buffer_destroy(vk, &plain);
+    vkmha__free(ctx, x);
+    return st;
+}
+
 /* Runs every canary once, judging each path (vk->gather: plans only, so
  * that their pipelines are created together before the judged pass). mem:
  * scratch for the canaries' arrays. */
@@ -234,7 +298,7 @@ static vkmha_status run_canaries(vk_state *vk, float *mem, uint32_t breaks)
             st = judge(vk, pass == 0 ? VKMHA_PATH_NATIVE_16BIT : VKMHA_PATH_MATMUL_GEMV, c, r,
                        m * n, pass == 0 ? 10.0 : 1.0, breaks);
     }
-    return st;
+    return st ? st : sparse_canary(vk, breaks);
 }
 
 static double elapsed_ms(const struct timespec *a, const struct timespec *b)
@@ -253,7 +317,7 @@ vkmha_status vk_self_check(vk_state *vk, bool run, uint32_t breaks)
             return vkmha__fail(ctx, VKMHA_ERROR_INVALID_ARGUMENT,
                                "vkmha_context_create: VKMHA_DISABLE_PATHS names \"%.*s\", not a "
                                "path (fused_d32 ... fused_d256, fused_cpu_d32 ... "
-                               "fused_cpu_d256, subgroup, native16, gemv)",
+                               "fused_cpu_d256, subgroup, native16, gemv, sparse)",
                                (int)n, s);
         if (p) {
             vkmha__log(ctx, VKMHA_LOG_INFO, VKMHA_SUCCESS,

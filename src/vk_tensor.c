@@ -81,7 +81,8 @@ vkmha_status vk_tensor_alloc(vkmha_tensor *t)
      * maxMemoryAllocationSize it is sparse (where the context can). */
     if ((st = vk_check_tensor(vk, alloc, "desc->dims")) ||
         (st = alloc > vk->info.max_allocation_size
-                  ? vk_buffer_create_sparse(vk, alloc, "tensor", &v->buf)
+                  ? vk_buffer_create_sparse(vk, alloc, vk->info.max_allocation_size, "tensor",
+                                            &v->buf)
                   : vk_buffer_create(vk, alloc, false, false, "tensor", &v->buf)))
         return st;
     t->mem = buffer_handle(v->buf.buf);

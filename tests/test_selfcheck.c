@@ -5,7 +5,9 @@
  * and refuses an unknown name; a wrong unfused attention fails the
  * creation; VKMHA_CONTEXT_NO_SELF_CHECK skips it. Its pipelines are created
  * together (on several threads unless VKMHA_PIPELINE_THREADS=1 or
- * VKMHA_CONTEXT_SINGLE_THREAD) before the judged pass, which creates none. Prints the check's cost. */
+ * VKMHA_CONTEXT_SINGLE_THREAD) before the judged pass, which creates none. Prints the check's cost.
+ * Sparse binding (Mesa 25's lavapipe, not 22's) is one of the paths: made
+ * wrong, the context makes no sparse tensors. */
 #include "util.h"
 
 #include "half.h"
@@ -25,6 +27,7 @@ static const struct {
     {VKMHA_PATH_SUBGROUP, "subgroup", NULL},
     {VKMHA_PATH_NATIVE_16BIT, "native16", NULL},
     {VKMHA_PATH_MATMUL_GEMV, "gemv", "matmul_gemv"},
+    {VKMHA_PATH_SPARSE, "sparse", NULL},
 };
 
 /* The WARN messages a context sent, and the self-check's account of its
@@ -68,6 +71,8 @@ static bool in_use(const vkmha_context_info *info, const vkmha_kernel_info *k, u
         return info->subgroup_ops_used;
     if (paths[p].bit == VKMHA_PATH_NATIVE_16BIT)
         return info->native_16bit_storage;
+    if (paths[p].bit == VKMHA_PATH_SPARSE) /* Mesa 25's lavapipe, not 22's */
+        return info->sparse_tensors;
     for (uint32_t i = 0; i < n; i++)
         if (!strcmp(k[i].name, paths[p].kernel))
             return k[i].available;
@@ -206,6 +211,9 @@ int main(void)
             ok = ok && !info.subgroup_ops_used;
         if (gpu && paths[p].bit == VKMHA_PATH_NATIVE_16BIT)
             ok = ok && !info.native_16bit_storage;
+        if (gpu && paths[p].bit == VKMHA_PATH_SPARSE) /* tensors past it refused */
+            ok = ok && !info.sparse_tensors &&
+                 info.max_tensor_bytes == info.device.max_allocation_size;
         t_report(ok, "path %s made wrong: disabled with a warning naming it, the ops right "
                      "through its fallback",
                  paths[p].name);
@@ -215,13 +223,15 @@ int main(void)
     }
 
     /* VKMHA_DISABLE_PATHS: unchecked, and a bad name refused. */
-    setenv("VKMHA_DISABLE_PATHS", "subgroup,fused_cpu_d64", 1);
+    setenv("VKMHA_DISABLE_PATHS", "subgroup,fused_cpu_d64,sparse", 1);
     gpu = create(VKMHA_CONTEXT_NO_SELF_CHECK, 0, &w, &st);
     ok = gpu && !vkmha_context_get_info(gpu, &info) &&
-         info.disabled_paths == (VKMHA_PATH_SUBGROUP | VKMHA_PATH_FUSED_CPU_D64) &&
-         !info.subgroup_ops_used && info.self_check_us == 0 && ops_right(gpu, ref, &rng, "env");
-    t_report(ok, "VKMHA_DISABLE_PATHS=subgroup,fused_cpu_d64 disables both (unchecked; "
-                 "VKMHA_CONTEXT_NO_SELF_CHECK skips the check)");
+         info.disabled_paths ==
+             (VKMHA_PATH_SUBGROUP | VKMHA_PATH_FUSED_CPU_D64 | VKMHA_PATH_SPARSE) &&
+         !info.subgroup_ops_used && !info.sparse_tensors && info.self_check_us == 0 &&
+         ops_right(gpu, ref, &rng, "env");
+    t_report(ok, "VKMHA_DISABLE_PATHS=subgroup,fused_cpu_d64,sparse disables all three "
+                 "(unchecked; VKMHA_CONTEXT_NO_SELF_CHECK skips the check)");
     vkmha_context_destroy(gpu);
     setenv("VKMHA_DISABLE_PATHS", "subgroup,warp_drive", 1);
     gpu = create(0, 0, &w, &st);

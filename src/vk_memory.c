@@ -43,7 +43,8 @@ vkmha_status vk_check_tensor(vk_state *vk, uint64_t bytes, const char *what)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: %s needs %llu bytes, more than this device's "
                            "maxMemoryAllocationSize (%llu bytes), and the context cannot bind "
-                           "a buffer to several allocations (sparse binding: %s)",
+                           "a buffer to several allocations (sparse binding: %s); tensors of "
+                           "fewer rows each can hold it in parts",
                            call_name(vk), what, (unsigned long long)bytes,
                            (unsigned long long)alloc, vk->sparse_why);
     if (bytes > vk->max_tensor_bytes)

@@ -110,8 +110,9 @@ typedef struct vkmha_vulkan_desc {
      * outlive the context. */
     const VkAllocationCallbacks *allocation_callbacks VKMHA_ZERO;
 
-    /* Called around every vkQueueSubmit vkmha makes on the queue (vkmha
-     * waits with fences, never with vkQueueWaitIdle), so the application can
+    /* Called around every vkQueueSubmit (and vkQueueBindSparse, for sparse
+     * tensors) vkmha makes on the queue (vkmha waits with fences, never
+     * with vkQueueWaitIdle), so the application can
      * share one queue between threads (Vulkan requires external
      * synchronization of a queue). Both or neither. */
     void (*queue_lock)(void *user) VKMHA_ZERO;

@@ -295,11 +295,11 @@ vkmha_status vk_buffer_create_sparse(vk_state *vk, VkDeviceSize size, VkDeviceSi
             type = i;
     /* Pages of whole sparse blocks (req.alignment), at least one, each one
      * allocation. */
-    const VkDeviceSize most = page_max < vk->info.max_allocation_size ? page_max
-                                                                      : vk->info.max_allocation_size,
+    const VkDeviceSize alloc = vk->info.max_allocation_size,
+                       most = page_max < alloc ? page_max : alloc,
                        page = most < req.alignment ? req.alignment
                                                    : most / req.alignment * req.alignment;
-    if (!(req.memoryTypeBits >> type & 1) || page > vk->info.max_allocation_size ||
+    if (!(req.memoryTypeBits >> type & 1) || page > alloc ||
         (req.size + page - 1) / page > UINT32_MAX) {
         vk_buffer_destroy(vk, &b);
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,

@@ -100,6 +100,15 @@ def main():
            "vkmha-info without a driver: exit 1, says to install mesa-vulkan-drivers and "
            "names VK_ICD_FILENAMES", "rc %d\nstdout: %s\nstderr: %s" % (rc, out, err))
 
+    # The context's largest tensor; a path disabled by VKMHA_DISABLE_PATHS.
+    rc, out, err = run(info, [], {"VKMHA_DISABLE_PATHS": "sparse"})
+    lines = out.splitlines()
+    report(rc == 0 and any(l.split()[:3] == ["tensors", "up", "to"] and
+                           "one allocation each" in l for l in lines) and
+           any(l.split()[:2] == ["disabled", "paths"] and "sparse" in l.split() for l in lines),
+           "vkmha-info with VKMHA_DISABLE_PATHS=sparse: tensors up to one allocation each, "
+           "sparse among the disabled paths", "rc %d\nstdout: %s\nstderr: %s" % (rc, out, err))
+
     # The demo's output: the report only; debug lines only with --verbose.
     small = ["--d-model", "32", "--heads", "4", "--len", "9", "--batch", "2", "--reps", "1"]
     rc, out, err = run(demo, small)

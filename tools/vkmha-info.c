@@ -138,6 +138,9 @@ int main(int argc, char **argv)
            info.native_16bit_storage
                ? "native 16-bit elements (storageBuffer16BitAccess)"
                : "packed, two per 32-bit word (no storageBuffer16BitAccess)");
+    printf("  %-25s %llu bytes, %s\n", "tensors up to", (unsigned long long)info.max_tensor_bytes,
+           info.sparse_tensors ? "sparse buffers past maxMemoryAllocationSize"
+                               : "one allocation each (maxMemoryAllocationSize)");
     printf("  %-25s %s\n", "validation layer", info.validation_enabled ? "on" : "off");
     printf("  %-25s %s\n", "matmul tiles from",
            getenv("VKMHA_MATMUL_TILE") ? "VKMHA_MATMUL_TILE" : "device type and limits");

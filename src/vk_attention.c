@@ -322,9 +322,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
         splits = splits < most ? splits : most;
         /* Fewer splits where the partial outputs (splits x the output)
          * would exceed the buffer limits: the split is only for speed. */
-        const uint64_t cap = vk->info.max_storage_buffer_range < vk->info.max_allocation_size
-                                 ? vk->info.max_storage_buffer_range
-                                 : vk->info.max_allocation_size;
+        const uint64_t cap = vk_binding_bytes(vk);
         const uint64_t per_split =
             rows * (s->d_v > 2 ? s->d_v : 2) * 4 * lanes; /* O, or (m, l) */
         if (splits > 1 && splits * per_split > cap)

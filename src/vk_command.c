@@ -50,14 +50,37 @@ vkmha_status vk_check_lost(vk_state *vk)
     return VKMHA_SUCCESS;
 }
 
-VkResult vk_queue_submit(vk_state *vk, const VkSubmitInfo *si, VkFence fence)
+/* vkQueueSubmit of si, or vkQueueBindSparse of bind, between the
+ * application's queue lock callbacks. */
+static VkResult queue_locked(vk_state *vk, const VkSubmitInfo *si, const VkBindSparseInfo *bind,
+                             VkFence fence)
 {
     if (vk->queue_lock)
         vk->queue_lock(vk->queue_lock_user);
-    VkResult r = vk->vkd.vkQueueSubmit(vk->queue, 1, si, fence);
+    VkResult r = si ? vk->vkd.vkQueueSubmit(vk->queue, 1, si, fence)
+                    : vk->vkd.vkQueueBindSparse(vk->queue, 1, bind, fence);
     if (vk->queue_unlock)
         vk->queue_unlock(vk->queue_lock_user);
     return r;
+}
+
+VkResult vk_queue_submit(vk_state *vk, const VkSubmitInfo *si, VkFence fence)
+{
+    return queue_locked(vk, si, NULL, fence);
+}
+
+VkResult vk_queue_bind_sparse(vk_state *vk, const VkBindSparseInfo *bind, VkFence fence)
+{
+    return queue_locked(vk, NULL, bind, fence);
+}
+
+VkResult vk_fence_wait(vk_state *vk, VkResult r)
+{
+    if (r != VK_SUCCESS)
+        return r;
+    r = vk->vkd.vkWaitForFences(vk->device, 1, &vk->fence, VK_TRUE, UINT64_MAX);
+    VkResult rr = vk->vkd.vkResetFences(vk->device, 1, &vk->fence);
+    return r != VK_SUCCESS ? r : rr;
 }
 
 vkmha_status vk_exec_begin(vk_state *vk, vk_mode mode, VkCommandBuffer cmd,
@@ -286,14 +309,7 @@ static vkmha_status sync_submit(vk_state *vk)
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO};
     si.commandBufferCount = 1;
     si.pCommandBuffers = &vk->cmd;
-    r = vk_queue_submit(vk, &si, vk->fence);
-    if (r == VK_SUCCESS) {
-        r = vk->vkd.vkWaitForFences(vk->device, 1, &vk->fence, VK_TRUE, UINT64_MAX);
-        VkResult rr = vk->vkd.vkResetFences(vk->device, 1, &vk->fence);
-        if (r == VK_SUCCESS)
-            r = rr;
-    }
-    if (r != VK_SUCCESS)
+    if ((r = vk_fence_wait(vk, vk_queue_submit(vk, &si, vk->fence))) != VK_SUCCESS)
         return vk_fail(vk, r, "vkQueueSubmit / vkWaitForFences");
     if (vk->timestamps) {
         uint64_t t[2];
@@ -501,6 +517,13 @@ bool vk_view_fits(const vk_state *vk, const vk_view *v, uint64_t bytes)
 {
     const uint64_t mis = v->buf ? (v->buf->offset + v->offset) % vk->min_storage_offset_align : 0;
     return mis + bytes <= vk->info.max_storage_buffer_range;
+}
+
+uint64_t vk_binding_bytes(const vk_state *vk)
+{
+    return vk->info.max_storage_buffer_range < vk->info.max_allocation_size
+               ? vk->info.max_storage_buffer_range
+               : vk->info.max_allocation_size;
 }
 
 uint64_t vk_window_bytes(const vk_state *vk)

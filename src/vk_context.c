@@ -469,10 +469,8 @@ static vkmha_status borrow_device(vk_state *vk, const vkmha_vulkan_desc *ext)
     return VKMHA_SUCCESS;
 }
 
-/* The first memory type allowed by `bits` with all of `need` and as many of
- * `want` as possible. -1 if none. */
-static int find_memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits,
-                            VkMemoryPropertyFlags need, VkMemoryPropertyFlags want)
+int vk_find_memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits,
+                        VkMemoryPropertyFlags need, VkMemoryPropertyFlags want)
 {
     int best = -1, best_score = -1;
     for (uint32_t i = 0; i < mp->memoryTypeCount; i++) {
@@ -513,14 +511,14 @@ static vkmha_status choose_memory_types(vk_state *vk)
      * host-visible and cached memory is read and written in place, with no
      * staging copies. Uncached device-local host-visible memory (a discrete
      * GPU's BAR) is not used this way: reading it back is very slow. */
-    int t = find_memory_type(&vk->mem_props, req.memoryTypeBits, dl | hv | cached, hc);
+    int t = vk_find_memory_type(&vk->mem_props, req.memoryTypeBits, dl | hv | cached, hc);
     vk->work_mapped = t >= 0;
     if (t < 0)
-        t = find_memory_type(&vk->mem_props, req.memoryTypeBits, dl, 0);
+        t = vk_find_memory_type(&vk->mem_props, req.memoryTypeBits, dl, 0);
     if (t < 0)
-        t = find_memory_type(&vk->mem_props, req.memoryTypeBits, 0, 0);
-    int up = find_memory_type(&vk->mem_props, req.memoryTypeBits, hv, hc);
-    int down = find_memory_type(&vk->mem_props, req.memoryTypeBits, hv, cached | hc);
+        t = vk_find_memory_type(&vk->mem_props, req.memoryTypeBits, 0, 0);
+    int up = vk_find_memory_type(&vk->mem_props, req.memoryTypeBits, hv, hc);
+    int down = vk_find_memory_type(&vk->mem_props, req.memoryTypeBits, hv, cached | hc);
     if (t < 0 || up < 0 || down < 0)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "vkmha_context_create: no usable memory type for storage buffers");
@@ -539,13 +537,20 @@ static bool listed(const char *const *names, uint32_t n, const char *name)
     return false;
 }
 
-/* The queue family `family` of vk->phys binds sparse memory. */
-static bool family_sparse(const vk_state *vk, uint32_t family)
+/* The properties of the queue family `family` of vk->phys; zero where it
+ * has none such. */
+static VkQueueFamilyProperties family_props(const vk_state *vk, uint32_t family)
 {
     VkQueueFamilyProperties props[32];
     uint32_t n = VKMHA_ARRAY_LEN(props);
     vk->vki.GetPhysicalDeviceQueueFamilyProperties(vk->phys, &n, props);
-    return family < n && (props[family].queueFlags & VK_QUEUE_SPARSE_BINDING_BIT);
+    return family < n ? props[family] : (VkQueueFamilyProperties){0};
+}
+
+/* The context's queue family binds sparse memory. */
+static bool queue_sparse(const vk_state *vk)
+{
+    return (family_props(vk, vk->queue_family).queueFlags & VK_QUEUE_SPARSE_BINDING_BIT) != 0;
 }
 
 /* Whether the context binds sparse buffers (vk->sparse; tensors past
@@ -553,15 +558,15 @@ static bool family_sparse(const vk_state *vk, uint32_t family)
  * device has the feature enabled (`enabled`; else why_not says why): the
  * queue's family binds sparse memory, and a probe's sparse blocks fit one
  * allocation (the lowered ones of vkmha_debug_options too) in device-local
- * memory. Then the largest tensor (vk_check_tensor): maxMemoryAllocationSize,
- * or sparseAddressSpaceSize and maxBufferSize where the device states one
+ * memory. Then the limits of the largest tensor (vk_max_tensor_bytes):
+ * sparseAddressSpaceSize, and maxBufferSize where the device states one
  * (Vulkan 1.3). */
 static void sparse_setup(vk_state *vk, bool enabled, const char *why_not)
 {
     vk->sparse = false;
     if (vk->no_sparse)
         why_not = "desc->debug->no_sparse_binding";
-    else if (enabled && !family_sparse(vk, vk->queue_family))
+    else if (enabled && !queue_sparse(vk))
         why_not = "its queue family has no VK_QUEUE_SPARSE_BINDING_BIT";
     else if (enabled) {
         why_not = "vkCreateBuffer of a sparse buffer failed";
@@ -575,11 +580,10 @@ static void sparse_setup(vk_state *vk, bool enabled, const char *why_not)
             VkMemoryRequirements req;
             vk->vkd.vkGetBufferMemoryRequirements(vk->device, probe, &req);
             vk->vkd.vkDestroyBuffer(vk->device, probe, vk->vkalloc);
-            why_not = "no device-local memory type takes sparse buffers";
-            for (uint32_t i = 0; i < vk->mem_props.memoryTypeCount; i++)
-                if ((req.memoryTypeBits >> i & 1) && (vk->mem_props.memoryTypes[i].propertyFlags &
-                                                      VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT))
-                    why_not = NULL;
+            why_not = vk_find_memory_type(&vk->mem_props, req.memoryTypeBits,
+                                          VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0) < 0
+                          ? "no device-local memory type takes sparse buffers"
+                          : NULL;
             if (!why_not && req.alignment > vk->info.max_allocation_size)
                 why_not = "its sparse blocks are larger than maxMemoryAllocationSize";
             vk->sparse = !why_not;
@@ -597,10 +601,6 @@ static void sparse_setup(vk_state *vk, bool enabled, const char *why_not)
     vk->vki.GetPhysicalDeviceProperties2(vk->phys, &p2);
     vk->sparse_space = p2.properties.limits.sparseAddressSpaceSize;
     vk->max_buffer_size = m4.maxBufferSize;
-    vk->max_tensor_bytes = vk->info.max_allocation_size;
-    if (vk->sparse && vk->sparse_space > vk->max_tensor_bytes)
-        vk->max_tensor_bytes = m4.maxBufferSize < vk->sparse_space ? m4.maxBufferSize
-                                                                   : vk->sparse_space;
 }
 
 /* Creates the device (unless borrowed), then what vkmha owns on it: the
@@ -658,7 +658,7 @@ static vkmha_status create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
         /* Sparse binding where the device and the queue have it: tensors
          * past maxMemoryAllocationSize (vk_buffer_create_sparse). */
         sparse = f2.features.sparseBinding && !vk->no_sparse &&
-                 family_sparse(vk, vk->queue_family);
+                 queue_sparse(vk);
         const VkPhysicalDeviceFeatures sparse_on = {.sparseBinding = sparse};
         VkPhysicalDevice16BitStorageFeatures s16_on = {
             .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES,
@@ -716,10 +716,7 @@ static vkmha_status create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
  * off and vkmha_context_info says so. */
 static vkmha_status create_timestamps(vk_state *vk)
 {
-    VkQueueFamilyProperties props[32];
-    uint32_t n = VKMHA_ARRAY_LEN(props);
-    vk->vki.GetPhysicalDeviceQueueFamilyProperties(vk->phys, &n, props);
-    uint32_t bits = vk->queue_family < n ? props[vk->queue_family].timestampValidBits : 0;
+    const uint32_t bits = family_props(vk, vk->queue_family).timestampValidBits;
     if (bits == 0 || vk->info.timestamp_period <= 0.0f)
         return VKMHA_SUCCESS;
     vk->timestamp_mask = bits >= 64 ? UINT64_MAX : (UINT64_C(1) << bits) - 1;
@@ -1049,7 +1046,7 @@ static void ctx_info(const vkmha_context *ctx, vkmha_context_info *out)
     out->scratch_budget = vk->scratch_budget;
     out->native_16bit_storage = vk->native16;
     out->sparse_tensors = vk->sparse;
-    out->max_tensor_bytes = vk->max_tensor_bytes;
+    out->max_tensor_bytes = vk_max_tensor_bytes(vk);
 }
 
 /* ---- the Vulkan backend's table (vkmha_backend_ops) ------------------------- */

@@ -392,13 +392,13 @@ struct vk_state {
 
     /* Tensors past maxMemoryAllocationSize are sparse buffers (sparseBinding
      * enabled, VK_QUEUE_SPARSE_BINDING_BIT on the queue's family, and not
-     * desc->debug->no_sparse_binding), up to max_tensor_bytes each
+     * desc->debug->no_sparse_binding), up to vk_max_tensor_bytes each
      * (maxBufferSize where the device states one, and what is left of
-     * sparseAddressSpaceSize: sparse_bytes are in use). */
+     * sparseAddressSpaceSize, sparse_space: sparse_bytes are in use). */
     bool sparse, no_sparse;
     char sparse_why[96]; /* why not sparse, for messages */
     uint64_t sparse_block; /* bytes of a sparse block (the probe's alignment) */
-    uint64_t max_tensor_bytes, sparse_space, sparse_bytes;
+    uint64_t sparse_space, sparse_bytes;
     uint64_t max_buffer_size; /* maxBufferSize (Vulkan 1.3), else UINT64_MAX */
 
     /* Memory types: working buffers, and staging when they are not mapped. */
@@ -570,6 +570,11 @@ const char *vk_pipeline_cache_path(const vkmha_context *ctx);
 /* The table's kernels entry (src/vk_pipeline.c). */
 void vk_kernels(const vkmha_context *ctx, uint32_t *count, vkmha_kernel_info *out);
 
+/* The first memory type allowed by `bits` with all of `need` and as many of
+ * `want` as possible; -1 if none (src/vk_context.c). */
+int vk_find_memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits,
+                        VkMemoryPropertyFlags need, VkMemoryPropertyFlags want);
+
 /* ---- src/vk_memory.c ----------------------------------------------------- */
 /* mapped: host-visible (staging); else the working memory type. `what` names
  * the tensor in error messages. */
@@ -605,6 +610,9 @@ vkmha_status vk_check_alloc(vk_state *vk, uint64_t bytes, const char *what);
  * sparse buffer where the context binds them (vk_state.sparse), within
  * max_tensor_bytes and what is left of sparseAddressSpaceSize. */
 vkmha_status vk_check_tensor(vk_state *vk, uint64_t bytes, const char *what);
+/* The largest tensor (vkmha_context_info.max_tensor_bytes): maxMemoryAllocationSize,
+ * or with sparse tensors sparseAddressSpaceSize and maxBufferSize, the lower. */
+uint64_t vk_max_tensor_bytes(const vk_state *vk);
 
 /* ---- the executor (src/vk_command.c, src/vk_submission.c) --------------- */
 /* Every call on the device is planned, then run, by one executor:
@@ -667,6 +675,9 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_vie
 /* Whether `bytes` of view v fit one descriptor, with the bytes its start is
  * past the descriptor's offset (vk_dispatch). */
 bool vk_view_fits(const vk_state *vk, const vk_view *v, uint64_t bytes);
+/* The most bytes one binding of a buffer of vkmha's holds: maxStorageBufferRange
+ * or maxMemoryAllocationSize, the lower. */
+uint64_t vk_binding_bytes(const vk_state *vk);
 /* The bytes a window bound from any start holds: maxStorageBufferRange less
  * the up to minStorageBufferOffsetAlignment - 1 bytes its start may be past
  * its descriptor's offset (vk_dispatch). */
@@ -730,8 +741,13 @@ vkmha_status vk_parts_close(vkmha_context *ctx, struct vkmha_submission *open, v
  * (freed on failure). */
 vkmha_status vk_submission_begin_commands(vk_state *vk);
 vkmha_status vk_submission_submit(vk_state *vk);
-/* vkQueueSubmit between the application's queue lock callbacks. */
+/* vkQueueSubmit, and vkQueueBindSparse, between the application's queue
+ * lock callbacks. */
 VkResult vk_queue_submit(vk_state *vk, const VkSubmitInfo *si, VkFence fence);
+VkResult vk_queue_bind_sparse(vk_state *vk, const VkBindSparseInfo *bind, VkFence fence);
+/* After r, a queue operation that signals vk->fence: r's failure, else
+ * waits for the fence and resets it. */
+VkResult vk_fence_wait(vk_state *vk, VkResult r);
 /* Waits for every pending submission (before a scratch buffer is replaced,
  * or a descriptor set they use is rewritten). */
 vkmha_status vk_wait_submissions(vk_state *vk);

@@ -305,10 +305,7 @@ static vkmha_status matmul_k_blocks(vk_state *vk, const mm_shape *s, const void 
     vkmha_status st;
     const uint32_t dt = s->dtype;
     const uint64_t es = vkmha__dtype_size(dt), ba = s->extent_a * es, bc = s->extent_c * es,
-                   bbias = bias ? (uint64_t)s->n * es : 0,
-                   most = vk->info.max_storage_buffer_range < vk->info.max_allocation_size
-                              ? vk->info.max_storage_buffer_range
-                              : vk->info.max_allocation_size;
+                   bbias = bias ? (uint64_t)s->n * es : 0, most = vk_binding_bytes(vk);
     const uint64_t kc = vkmha__part16(vkmha__rows_within(most / es, s->n, s->ldb), s->k);
     const bool acc = dt != VKMHA_DTYPE_F32;
     if (!kc)

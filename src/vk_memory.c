@@ -34,6 +34,14 @@ vkmha_status vk_check_size(vk_state *vk, uint64_t bytes, const char *what)
     return st ? st : vk_check_alloc(vk, bytes, what);
 }
 
+uint64_t vk_max_tensor_bytes(const vk_state *vk)
+{
+    const uint64_t alloc = vk->info.max_allocation_size;
+    if (!vk->sparse || vk->sparse_space <= alloc)
+        return alloc;
+    return vk->max_buffer_size < vk->sparse_space ? vk->max_buffer_size : vk->sparse_space;
+}
+
 vkmha_status vk_check_tensor(vk_state *vk, uint64_t bytes, const char *what)
 {
     const uint64_t alloc = vk->info.max_allocation_size;
@@ -47,12 +55,13 @@ vkmha_status vk_check_tensor(vk_state *vk, uint64_t bytes, const char *what)
                            "fewer rows each can hold it in parts",
                            call_name(vk), what, (unsigned long long)bytes,
                            (unsigned long long)alloc, vk->sparse_why);
-    if (bytes > vk->max_tensor_bytes)
+    const uint64_t most = vk_max_tensor_bytes(vk);
+    if (bytes > most)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: %s needs %llu bytes, more than the %llu bytes this device's "
                            "maxBufferSize and sparseAddressSpaceSize let one buffer hold",
                            call_name(vk), what, (unsigned long long)bytes,
-                           (unsigned long long)vk->max_tensor_bytes);
+                           (unsigned long long)most);
     if (vk->sparse_bytes > vk->sparse_space - bytes)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: %s needs %llu bytes of sparse address space; the context's "
@@ -62,6 +71,14 @@ vkmha_status vk_check_tensor(vk_state *vk, uint64_t bytes, const char *what)
                            (unsigned long long)vk->sparse_bytes,
                            (unsigned long long)vk->sparse_space);
     return VKMHA_SUCCESS;
+}
+
+/* Bytes of page i of `total` bytes in pages of `page`: page, or less for the
+ * last. */
+static VkDeviceSize page_bytes(VkDeviceSize total, VkDeviceSize page, uint32_t i)
+{
+    const VkDeviceSize left = total - (VkDeviceSize)i * page;
+    return left < page ? left : page;
 }
 
 /* Frees one allocation of `bytes` from memory heap `heap`. */
@@ -85,12 +102,8 @@ void vk_buffer_destroy(vk_state *vk, vk_buffer *b)
     if (b->mem)
         free_memory(vk, b->mem, b->alloc_size, b->heap);
     if (b->pages) {
-        VkDeviceSize left = b->alloc_size;
-        for (uint32_t i = 0; i < b->n_pages; i++) {
-            const VkDeviceSize n = left < b->page_size ? left : b->page_size;
-            free_memory(vk, b->pages[i], n, b->heap);
-            left -= n;
-        }
+        for (uint32_t i = 0; i < b->n_pages; i++)
+            free_memory(vk, b->pages[i], page_bytes(b->alloc_size, b->page_size, i), b->heap);
         vk->sparse_bytes -= b->size;
         vkmha__free(vk->ctx, b->pages);
     }
@@ -251,28 +264,16 @@ static vkmha_status bind_pages(vk_state *vk, const vk_buffer *b)
     if (!binds)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
                            call_name(vk));
-    for (uint32_t i = 0; i < b->n_pages; i++) {
-        const VkDeviceSize page = b->page_size, at = (VkDeviceSize)i * page,
-                           left = b->alloc_size - at;
-        binds[i] = (VkSparseMemoryBind){
-            .resourceOffset = at, .size = left < page ? left : page, .memory = b->pages[i]};
-    }
+    for (uint32_t i = 0; i < b->n_pages; i++)
+        binds[i] = (VkSparseMemoryBind){.resourceOffset = (VkDeviceSize)i * b->page_size,
+                                        .size = page_bytes(b->alloc_size, b->page_size, i),
+                                        .memory = b->pages[i]};
     const VkSparseBufferMemoryBindInfo buffer = {
         .buffer = b->buf, .bindCount = b->n_pages, .pBinds = binds};
     const VkBindSparseInfo bind = {.sType = VK_STRUCTURE_TYPE_BIND_SPARSE_INFO,
                                    .bufferBindCount = 1, .pBufferBinds = &buffer};
-    if (vk->queue_lock)
-        vk->queue_lock(vk->queue_lock_user);
-    VkResult r = vk->vkd.vkQueueBindSparse(vk->queue, 1, &bind, vk->fence);
-    if (vk->queue_unlock)
-        vk->queue_unlock(vk->queue_lock_user);
+    const VkResult r = vk_fence_wait(vk, vk_queue_bind_sparse(vk, &bind, vk->fence));
     vkmha__free(vk->ctx, binds);
-    if (r == VK_SUCCESS) {
-        r = vk->vkd.vkWaitForFences(vk->device, 1, &vk->fence, VK_TRUE, UINT64_MAX);
-        VkResult rr = vk->vkd.vkResetFences(vk->device, 1, &vk->fence);
-        if (r == VK_SUCCESS)
-            r = rr;
-    }
     return r == VK_SUCCESS ? VKMHA_SUCCESS : vk_fail(vk, r, "vkQueueBindSparse / vkWaitForFences");
 }
 
@@ -287,12 +288,11 @@ vkmha_status vk_buffer_create_sparse(vk_state *vk, VkDeviceSize size, VkDeviceSi
     vk->vkd.vkGetBufferMemoryRequirements(vk->device, b.buf, &req);
     /* The working memory type where the sparse buffer may use it, else a
      * device-local one it may (never mapped: copies go through staging). */
-    uint32_t type = vk->mt_work;
-    for (uint32_t i = 0; i < vk->mem_props.memoryTypeCount && !(req.memoryTypeBits >> type & 1);
-         i++)
-        if ((req.memoryTypeBits >> i & 1) && (vk->mem_props.memoryTypes[i].propertyFlags &
-                                               VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT))
-            type = i;
+    const int local = vk_find_memory_type(&vk->mem_props, req.memoryTypeBits,
+                                          VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+    const uint32_t type = req.memoryTypeBits >> vk->mt_work & 1 ? vk->mt_work
+                          : local >= 0                         ? (uint32_t)local
+                                                               : vk->mt_work;
     /* Pages of whole sparse blocks (req.alignment), at least one, each one
      * allocation. */
     const VkDeviceSize alloc = vk->info.max_allocation_size,
@@ -323,8 +323,7 @@ vkmha_status vk_buffer_create_sparse(vk_state *vk, VkDeviceSize size, VkDeviceSi
     /* n_pages and alloc_size grow with each page: vk_buffer_destroy frees
      * what was allocated when a later page fails. */
     for (uint32_t i = 0; i < n; i++) {
-        const VkDeviceSize left = req.size - (VkDeviceSize)i * page,
-                           bytes = left < page ? left : page;
+        const VkDeviceSize bytes = page_bytes(req.size, page, i);
         if ((st = allocate(vk, type, bytes, what, &b.pages[i]))) {
             vk_buffer_destroy(vk, &b);
             return st;
@@ -390,10 +389,7 @@ static VkDeviceSize grow_size(const vk_state *vk, VkDeviceSize size, bool window
 {
     const VkDeviceSize step = 64 * 1024;
     VkDeviceSize rounded = (size + step - 1) / step * step;
-    VkDeviceSize cap = vk->info.max_storage_buffer_range < vk->info.max_allocation_size &&
-                               !windowed
-                           ? vk->info.max_storage_buffer_range
-                           : vk->info.max_allocation_size;
+    VkDeviceSize cap = windowed ? vk->info.max_allocation_size : vk_binding_bytes(vk);
     return rounded > cap ? (size > cap ? size : cap) : rounded;
 }
 

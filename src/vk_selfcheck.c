@@ -63,7 +63,6 @@ static void disable(vk_state *vk, uint32_t bit)
         vk->tile_gemv = (vkmha_tile_config){0};
     if (bit == VKMHA_PATH_SPARSE && vk->sparse) {
         vk->sparse = false;
-        vk->max_tensor_bytes = vk->info.max_allocation_size;
         snprintf(vk->sparse_why, sizeof vk->sparse_why,
                  "disabled: the self-check found it wrong, or VKMHA_DISABLE_PATHS names it");
     }

@@ -17,6 +17,15 @@ static vk_submission *vk_sub(vkmha_submission *s)
     return (vk_submission *)s;
 }
 
+/* Begins a submission's command buffer, submitted once. */
+static vkmha_status begin_commands(vk_state *vk, VkCommandBuffer cmd)
+{
+    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
+    VkResult r = vk->vkd.vkBeginCommandBuffer(cmd, &bi);
+    return r == VK_SUCCESS ? VKMHA_SUCCESS : vk_fail(vk, r, "vkBeginCommandBuffer");
+}
+
 /* A submission's command buffer and fence, not pending yet. */
 static vkmha_status submission_new(vk_state *vk, vk_submission **out)
 {
@@ -84,12 +93,9 @@ vkmha_status vk_parts_open(vkmha_context *ctx, vkmha_run *part, vkmha_submission
     *open = NULL;
     if ((st = vk_check_lost(vk)) || (st = submission_new(vk, &s)))
         return st;
-    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-    VkResult r = vk->vkd.vkBeginCommandBuffer(s->cmd, &bi);
-    if (r != VK_SUCCESS) {
+    if ((st = begin_commands(vk, s->cmd))) {
         vk_submission_free(vk, &s->s);
-        return vk_fail(vk, r, "vkBeginCommandBuffer");
+        return st;
     }
     *part = (vkmha_run){.form = FORM_RECORD, .cmd = (void *)s->cmd};
     *open = &s->s;
@@ -114,10 +120,7 @@ vkmha_status vk_parts_close(vkmha_context *ctx, vkmha_submission *open, vkmha_st
 
 vkmha_status vk_submission_begin_commands(vk_state *vk)
 {
-    VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-                                   .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
-    VkResult r = vk->vkd.vkBeginCommandBuffer(vk_sub(vk->subs[vk->n_subs - 1])->cmd, &bi);
-    return r == VK_SUCCESS ? VKMHA_SUCCESS : vk_fail(vk, r, "vkBeginCommandBuffer");
+    return begin_commands(vk, vk_sub(vk->subs[vk->n_subs - 1])->cmd);
 }
 
 void vk_submission_free(vk_state *vk, vkmha_submission *sub)

@@ -154,6 +154,17 @@ static void heads_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, bool 
     free(x), free(want), free(got);
 }
 
+/* An fp32 attention's outputs against the reference's, with
+ * test_attention.c's tolerances: the weights (got_w NULL: none) 1e-6 + 1e-5
+ * |ref|, out 2e-6 sqrt(len_k) + 1e-5 |ref|. */
+static bool attention_close(const char *name, const float *got, const float *want,
+                            size_t n_out, const float *got_w, const float *want_w,
+                            size_t n_weights, uint32_t len_k)
+{
+    return (!got_w || t_close(name, "weights", got_w, want_w, n_weights, 1e-6, 1e-5)) &&
+           t_close(name, "out", got, want, n_out, 2e-6 * sqrt((double)len_k), 1e-5);
+}
+
 static void attention_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,
                            const vkmha_attention_desc *shape, uint32_t kinds, bool weights)
 {
@@ -181,8 +192,7 @@ static void attention_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,
         g_splits = 0;
         vkmha_status st = vkmha_attention(gpu, &d, q, k, v, m, got, got_w);
         bool close = !rst && !st &&
-                     (!weights || t_close(name, "weights", got_w, want_w, nw, 1e-6, 1e-5)) &&
-                     t_close(name, "out", got, want, no, 2e-6 * sqrt((double)s->len_k), 1e-5);
+                     attention_close(name, got, want, no, got_w, want_w, nw, s->len_k);
         report_split(name, gpu, st, close);
     }
     free(q), free(k), free(v), free(want), free(got), free(want_w), free(got_w);
@@ -438,8 +448,8 @@ static void tensor_range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rn
                      path ? "unfused" : "fused");
             report_split(name, gpu, st,
                          ok && !st &&
-                             t_close(name, "weights", got_w, want_w, n.weights, 1e-6, 1e-5) &&
-                             t_close(name, "out", got, want, n.out, 2e-6 * sqrt(50.0), 1e-5));
+                             attention_close(name, got, want, n.out, got_w, want_w, n.weights,
+                                             50));
             free(got), free(got_w);
         }
         vkmha_tensor_destroy(tq), vkmha_tensor_destroy(tk), vkmha_tensor_destroy(tv);
@@ -588,7 +598,7 @@ static void texel_keys_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
     if (st)
         t_diag("%s: %s", name, vkmha_context_last_error(gpu));
     t_report(!rst && !st && g_texel > 0 && g_windows == 0 &&
-                 t_close(name, "out", got, want, n.out, 2e-6 * sqrt(700.0), 1e-5),
+                 attention_close(name, got, want, n.out, NULL, NULL, 0, 700),
              "%s: read through texel views (%d plans), no windows, matches the reference", name,
              g_texel);
     free(q), free(k), free(v), free(want), free(got);
@@ -622,8 +632,7 @@ static void key_window_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
                        "context [range]",
                        gpu, s1,
                        !r1 && !s1 &&
-                           t_close("one head", "out", g1, w1, n1.out, 2e-6 * sqrt(700.0),
-                                   1e-5));
+                           attention_close("one head", g1, w1, n1.out, NULL, NULL, 0, 700));
         free(q1), free(k1), free(v1), free(w1), free(g1);
     }
     /* One head's keys: 700 x 24 floats (66 KiB), values 700 x 28 (77 KiB).
@@ -656,10 +665,8 @@ static void key_window_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
                      t_attention_runs[r].name);
             report_windows(name, gpu, st,
                            rok && !st &&
-                               (!weights || t_close(name, "weights", got_w, want_w, n.weights,
-                                                    1e-6, 1e-5)) &&
-                               t_close(name, "out", got, want, n.out, 2e-6 * sqrt(700.0),
-                                       1e-5));
+                               attention_close(name, got, want, n.out, weights ? got_w : NULL,
+                                               want_w, n.weights, 700));
         }
         if (!weights) { /* unfused: calls of one head, its matmuls in windows */
             vkmha_attention_desc du = s;
@@ -670,8 +677,7 @@ static void key_window_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
                                "+padding+full+causal, in calls whose scores fit [range]";
             report_windows(name, gpu, st,
                            rok && !st &&
-                               t_close(name, "out", got, want, n.out, 2e-6 * sqrt(700.0),
-                                       1e-5));
+                               attention_close(name, got, want, n.out, NULL, NULL, 0, 700));
         }
         t_mask_free(&tm);
     }
@@ -711,8 +717,7 @@ static void key_window_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
                      path ? "unfused" : "fused");
             report_windows(name, gpu, st,
                            rok && !st &&
-                               t_close(name, "weights", gw, ww, nn.weights, 1e-6, 1e-5) &&
-                               t_close(name, "out", go, wo, nn.out, 2e-6 * sqrt(700.0), 1e-5));
+                               attention_close(name, go, wo, nn.out, gw, ww, nn.weights, 700));
         }
         free(nq), free(nk), free(nv), free(bias), free(wo), free(go), free(ww), free(gw);
     }
@@ -787,8 +792,8 @@ static void key_window_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
                            "head), every mask kind and the weights as tensors [range]";
         report_windows(name, gpu, st,
                        ok && !st &&
-                           t_close(name, "weights", tgot_w, twant_w, tn.weights, 1e-6, 1e-5) &&
-                           t_close(name, "out", tgot, twant, tn.out, 2e-6 * sqrt(900.0), 1e-5));
+                           attention_close(name, tgot, twant, tn.out, tgot_w, twant_w,
+                                           tn.weights, 900));
         vkmha_tensor_destroy(tq), vkmha_tensor_destroy(tk), vkmha_tensor_destroy(tv);
         vkmha_tensor_destroy(to), vkmha_tensor_destroy(tw);
         for (int i = 0; i < 3; i++)
@@ -1250,13 +1255,14 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
     vkmha_status st = vkmha_attention(gpu, &ad, q, k, v, NULL, out, NULL);
     report_split(label, gpu, st,
                  !st && !rst &&
-                     t_close(label, "out", out, want, 2 * 64 * 16, 2e-6 * 16, 1e-5));
+                     attention_close(label, out, want, 2 * 64 * 16, NULL, NULL, 0, 256));
     ad.path = VKMHA_ATTENTION_PATH_FUSED;
     for (size_t i = 0; i < 2 * 64 * 16; i++)
         out[i] = SENTINEL;
     st = vkmha_attention(gpu, &ad, q, k, v, NULL, out, NULL);
-    t_report(!st && !rst && t_close("fused above the limit", "out", out, want, 2 * 64 * 16,
-                                    2e-6 * 16, 1e-5),
+    t_report(!st && !rst &&
+                 attention_close("fused above the limit", out, want, 2 * 64 * 16, NULL, NULL, 0,
+                                 256),
              "fused attention with scores of 128 KiB above the limit runs and matches the "
              "reference [%s]: %s",
              limit, vkmha_status_string(st));
@@ -1414,7 +1420,7 @@ static void shared_attention_case(vkmha_context *ref, vkmha_context *gpu, t_rng 
         char prefix[32];
         snprintf(prefix, sizeof prefix, ": %s attention", want_plan);
         ok = ok && vkmha_attention(ref, &s, q, k, v, NULL, want_out, NULL) == VKMHA_SUCCESS &&
-             t_close(name, "out", got, want_out, n.out, 2e-6 * sqrt((double)s.len_k), 1e-5) &&
+             attention_close(name, got, want_out, n.out, NULL, NULL, 0, s.len_k) &&
              strstr(g_plan, prefix) != NULL;
     } else if (want_plan && !strstr(vkmha_context_last_error(gpu), want_plan)) {
         t_diag("%s: \"%s\" does not say \"%s\"", name, vkmha_context_last_error(gpu),

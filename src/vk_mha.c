@@ -34,6 +34,13 @@ static uint32_t weight_out(const vkmha_mha_desc *d, int i)
     return outs[i];
 }
 
+/* Rows of block j of projection i's weight: block_rows, fewer for the last. */
+static uint32_t block_len(const vk_mha *vm, const vkmha_mha_desc *d, int i, uint32_t j)
+{
+    const uint32_t out = weight_out(d, i), r0 = j * vm->block_rows[i];
+    return out - r0 < vm->block_rows[i] ? out - r0 : vm->block_rows[i];
+}
+
 /* Block j of projection i's weight. */
 static const vk_buffer *weight_block(const vk_mha *vm, int i, uint32_t j)
 {
@@ -89,9 +96,10 @@ vkmha_status vk_mha_weights(vkmha_mha *mha, const void *const src[WEIGHT_COUNT],
                            (unsigned long long)most, vm->n_blocks[i], vm->block_rows[i]);
         }
         for (uint32_t j = 0; j < (matrix ? vm->n_blocks[i] : 1); j++) {
-            const uint64_t r = out - j * rows < rows ? out - j * rows : rows;
+            const uint64_t bytes = matrix ? (uint64_t)block_len(vm, &mha->d, i, j) * in * es
+                                          : n[i] * es;
             vk_buffer *dst = j ? &vm->more[i][j - 1] : &vm->dev[i];
-            if ((st = vk_buffer_create(vk, r * in * es, false, false, name, dst)))
+            if ((st = vk_buffer_create(vk, bytes, false, false, name, dst)))
                 return st;
         }
     }
@@ -105,14 +113,12 @@ vkmha_status vk_mha_weights(vkmha_mha *mha, const void *const src[WEIGHT_COUNT],
             st = vk_upload_converted(vk, &vm->dev[i], src[i], dt[i], sd, n[i]);
             continue;
         }
-        const uint64_t in = weight_in(&mha->d, i), out = n[i] / in, rows = vm->block_rows[i];
-        for (uint32_t j = 0; j < vm->n_blocks[i] && !st; j++) {
-            const uint64_t r = out - j * rows < rows ? out - j * rows : rows;
+        const uint64_t in = weight_in(&mha->d, i), rows = vm->block_rows[i];
+        for (uint32_t j = 0; j < vm->n_blocks[i] && !st; j++)
             st = vk_upload_converted(vk, weight_block(vm, i, j),
                                      (const char *)src[i] +
                                          j * rows * in * vkmha__dtype_size(dt[i]),
-                                     dt[i], sd, r * in);
-        }
+                                     dt[i], sd, block_len(vm, &mha->d, i, j) * in);
     }
     return vk_exec_end(vk, st, NULL);
 }
@@ -139,7 +145,7 @@ static vk_matmul_args projection_block(const vkmha_mha *mha, int i, uint32_t j, 
     const uint32_t sd = mha->d.storage_dtype, in = weight_in(&mha->d, i),
                    out = weight_out(&mha->d, i), r0 = j * vm->block_rows[i];
     mm_shape s = vkmha__projection(rows, out, in);
-    s.n = out - r0 < vm->block_rows[i] ? out - r0 : vm->block_rows[i];
+    s.n = block_len(vm, &mha->d, i, j);
     const vk_buffer *b = &vm->dev[B_Q + i];
     vk_view bias = vk_view_of(b->buf ? b : NULL, sd);
     if (b->buf)

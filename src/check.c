@@ -181,7 +181,7 @@ static vkmha_status check_mask_pointer(vkmha_context *ctx, const char *fn, uint3
 
 vkmha_status vkmha__check_mask(vkmha_context *ctx, const char *fn, const vkmha_mask *mask,
                                uint32_t batch, uint32_t heads, uint32_t len_q,
-                               uint32_t len_k, mask_r *out)
+                               uint32_t len_k, int64_t causal_shift, mask_r *out)
 {
     const uint32_t known = VKMHA_MASK_KEY_PADDING | VKMHA_MASK_FULL | VKMHA_MASK_CAUSAL |
                            VKMHA_MASK_BIAS;
@@ -208,10 +208,15 @@ vkmha_status vkmha__check_mask(vkmha_context *ctx, const char *fn, const vkmha_m
                            "VKMHA_MASK_CAUSAL (wrong mask kind?)",
                            fn, mask->causal_offset);
     m = *mask;
-    /* An offset of len_k or more hides nothing: the shaders' signed
-     * arithmetic keeps it below 2^31 this way. */
-    if (m.causal_offset > len_k)
-        m.causal_offset = len_k;
+    if (m.kinds & VKMHA_MASK_CAUSAL) {
+        /* Shifted first (a KV cache's alignment), then clamped: an offset of
+         * len_k or more hides nothing and one of -len_q or less hides every
+         * key of every row, so the shaders' signed arithmetic stays below
+         * 2^31 in magnitude. */
+        int64_t off = (int64_t)m.causal_offset + causal_shift;
+        off = off > (int64_t)len_k ? (int64_t)len_k : off < -(int64_t)len_q ? -(int64_t)len_q : off;
+        m.causal_offset = (uint32_t)(int32_t)off;
+    }
     if (m.kinds & VKMHA_MASK_FULL) {
         if (!product(&n, batch, len_q, len_k, 1))
             return vkmha__fail(ctx, INVALID, "%s: mask->full [batch][len_q][len_k] overflows",

@@ -177,7 +177,7 @@ VKMHA_API vkmha_status vkmha_softmax(vkmha_context *ctx, const vkmha_softmax_des
     vkmha__begin_call(ctx, "vkmha_softmax");
     if ((st = vkmha__check_softmax(ctx, desc, x, y, &s)) ||
         (st = vkmha__check_mask(ctx, "vkmha_softmax", mask, s.batch, s.heads, s.len_q, s.len_k,
-                                &m.m)))
+                                0, &m.m)))
         return st;
     const vkmha_arg ax = {.host = x, .dtype = s.dtype}, ay = {.host = y, .dtype = s.dtype};
     return vkmha__softmax_split(ctx, &run_host, &s, &ax, &m, &ay);
@@ -221,7 +221,7 @@ VKMHA_API vkmha_status vkmha_attention(vkmha_context *ctx, const vkmha_attention
     vkmha__begin_call(ctx, "vkmha_attention");
     if ((st = vkmha__check_attention(ctx, desc, q, k, v, out, weights, &s)) ||
         (st = vkmha__check_mask(ctx, "vkmha_attention", mask, s.batch, s.heads, s.len_q,
-                                s.len_k, &m.m)))
+                                s.len_k, 0, &m.m)))
         return st;
     const uint32_t dt = s.dtype;
     const vkmha_arg aq = {.host = q, .dtype = dt}, ak = {.host = k, .dtype = dt},

@@ -65,7 +65,7 @@ typedef struct attn_shape {
 
 /* A checked mask: kinds and pointers agree, bias_batch / bias_heads are 1 or
  * the full size. kinds == 0 when the caller passed none. causal_offset holds
- * the bits of an int32 (at most len_k; a KV cache's forward makes it
+ * the bits of an int32 in [-len_q, len_k] (a KV cache's forward makes it
  * negative where an entry has fewer keys than queries): query i of an entry
  * of len_b keys sees keys j <= i + causal_offset + len_b - len_k. */
 typedef vkmha_mask mask_r;
@@ -415,7 +415,7 @@ vkmha_status vkmha__tensor_arg(vkmha_context *ctx, const char *name, const vkmha
 /* Checks a mask of tensors. */
 vkmha_status vkmha__tensor_mask(vkmha_context *ctx, const vkmha_tensor_mask *tm,
                                 uint32_t batch, uint32_t heads, uint32_t len_q,
-                                uint32_t len_k, vkmha_mask_arg *m);
+                                uint32_t len_k, int64_t causal_shift, vkmha_mask_arg *m);
 bool vkmha__tensors_overlap(const vkmha_tensor *a, const vkmha_tensor *b);
 /* Parts of an array too large for one binding (src/split.c, and the
  * Vulkan matmul's windows): the most rows of `cols` elements at stride ld
@@ -458,9 +458,11 @@ vkmha_submission *vkmha__submission_done(vkmha_context *ctx);
 vkmha_status vkmha__check_matmul(vkmha_context *ctx, const vkmha_matmul_desc *desc,
                                  const void *a, const void *b, const void *bias,
                                  const void *c, mm_shape *out);
+/* causal_shift: added to mask->causal_offset before it is clamped (a KV
+ * cache's alignment, mha.c's causal_shift; 0 for the ops). */
 vkmha_status vkmha__check_mask(vkmha_context *ctx, const char *fn, const vkmha_mask *mask,
                                uint32_t batch, uint32_t heads, uint32_t len_q,
-                               uint32_t len_k, mask_r *out);
+                               uint32_t len_k, int64_t causal_shift, mask_r *out);
 vkmha_status vkmha__check_softmax(vkmha_context *ctx, const vkmha_softmax_desc *desc,
                                   const void *x, const void *y, sm_shape *out);
 vkmha_status vkmha__check_heads(vkmha_context *ctx, const char *fn,

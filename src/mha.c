@@ -365,13 +365,10 @@ static vkmha_status check_args(vkmha_mha *mha, const fwd_args *io, mha_fwd *f)
 /* With a KV cache the causal mask is aligned to each entry's end: query i of
  * an entry of L keys sees j <= L - len_q + i + causal_offset, which is the
  * shaders' (and the reference's) i + offset + L - len_k with the offset
- * below (mask_r: may be negative). */
-static void cache_causal(mha_fwd *f)
+ * shifted by len_k - len_q (vkmha__check_mask shifts, then clamps). */
+static int64_t causal_shift(const mha_fwd *f)
 {
-    mask_r *m = &f->mask.m;
-    if (f->cache && (m->kinds & VKMHA_MASK_CAUSAL))
-        m->causal_offset =
-            (uint32_t)(int32_t)((int64_t)m->causal_offset + f->as.len_k - (int64_t)f->Lq);
+    return f->cache ? (int64_t)f->as.len_k - f->Lq : 0;
 }
 
 static vkmha_status check_io(vkmha_mha *mha, const vkmha_mha_io *io, mha_fwd *f)
@@ -390,9 +387,8 @@ static vkmha_status check_io(vkmha_mha *mha, const vkmha_mha_io *io, mha_fwd *f)
     f->mask.t[0] = f->mask.t[1] = f->mask.t[2] = NULL; /* host arrays */
     f->mask.at[0] = f->mask.at[1] = f->mask.at[2] = 0;
     if ((st = vkmha__check_mask(ctx, ctx->call, io->mask, f->B, mha->d.n_head, f->Lq,
-                                f->as.len_k, &f->mask.m)))
+                                f->as.len_k, causal_shift(f), &f->mask.m)))
         return st;
-    cache_causal(f);
     return VKMHA_SUCCESS;
 }
 
@@ -467,9 +463,8 @@ vkmha_status vkmha__mha_forward_tensors(vkmha_mha *mha, const vkmha_run *run,
                 return vkmha__fail(ctx, INVALID, "%s: %s shares memory with %s", ctx->call,
                                    names[o], names[i]);
     if ((st = vkmha__tensor_mask(ctx, io->mask, f.B, mha->d.n_head, f.Lq, f.as.len_k,
-                                 &f.mask)))
+                                 causal_shift(&f), &f.mask)))
         return st;
-    cache_causal(&f);
     if (!(st = vkmha__mha_forward_split(mha, run, &f, arg)))
         vkmha__kv_commit(&f);
     return st;

@@ -259,7 +259,7 @@ VKMHA_API vkmha_status vkmha_tensor_download(const vkmha_tensor *t, uint64_t off
  * arrays stand in for the tensors out->t. */
 static vkmha_status resolve_mask(vkmha_context *ctx, const vkmha_tensor_mask *tm,
                                  uint32_t batch, uint32_t heads, uint32_t len_q,
-                                 uint32_t len_k, vkmha_mask_arg *out)
+                                 uint32_t len_k, int64_t causal_shift, vkmha_mask_arg *out)
 {
     vkmha_status st;
     static const uint8_t stand_in; /* a non-NULL pointer for a tensor's array */
@@ -267,7 +267,7 @@ static vkmha_status resolve_mask(vkmha_context *ctx, const vkmha_tensor_mask *tm
     out->t[0] = out->t[1] = out->t[2] = NULL;
     out->at[0] = out->at[1] = out->at[2] = 0;
     if (!tm)
-        return vkmha__check_mask(ctx, ctx->call, NULL, batch, heads, len_q, len_k, m);
+        return vkmha__check_mask(ctx, ctx->call, NULL, batch, heads, len_q, len_k, 0, m);
     const vkmha_tensor *const t[3] = {tm->key_padding, tm->full, tm->bias};
     vkmha_mask hm = {tm->kinds,      NULL,           NULL, NULL, tm->bias_batch,
                      tm->bias_heads, tm->causal_offset};
@@ -279,7 +279,8 @@ static vkmha_status resolve_mask(vkmha_context *ctx, const vkmha_tensor_mask *tm
     hm.bias = p[2];
     /* Kinds, pointers and broadcast first (as for host arrays), then the
      * tensors' sizes. */
-    if ((st = vkmha__check_mask(ctx, ctx->call, &hm, batch, heads, len_q, len_k, m)))
+    if ((st = vkmha__check_mask(ctx, ctx->call, &hm, batch, heads, len_q, len_k, causal_shift,
+                                m)))
         return st;
     const uint64_t need[3] = {(uint64_t)batch * len_k, (uint64_t)batch * len_q * len_k,
                               (uint64_t)m->bias_batch * m->bias_heads * len_q * len_k};
@@ -366,7 +367,7 @@ vkmha_status vkmha__softmax_tensors(vkmha_context *ctx, const vkmha_run *run,
     const uint64_t n = (uint64_t)s.batch * s.heads * s.len_q * s.len_k;
     if ((st = check_tensor(ctx, "x", x, false, DTYPE_FLOAT, n)) ||
         (st = check_tensor(ctx, "y", y, false, DTYPE_FLOAT, n)) ||
-        (st = resolve_mask(ctx, mask, s.batch, s.heads, s.len_q, s.len_k, &m)))
+        (st = resolve_mask(ctx, mask, s.batch, s.heads, s.len_q, s.len_k, 0, &m)))
         return st;
     if (x != y && tensors_overlap(x, y))
         return vkmha__fail(ctx, INVALID, "%s: y shares memory with x without being x",
@@ -428,7 +429,7 @@ vkmha_status vkmha__attention_tensors(vkmha_context *ctx, const vkmha_run *run,
         (st = check_disjoint(ctx, weights, "weights", in, in_names, 3)) ||
         (st = check_disjoint(ctx, weights, "weights", (const vkmha_tensor *const[]){out},
                              (const char *const[]){"out"}, 1)) ||
-        (st = resolve_mask(ctx, mask, s.batch, s.heads, s.len_q, s.len_k, &m)))
+        (st = resolve_mask(ctx, mask, s.batch, s.heads, s.len_q, s.len_k, 0, &m)))
         return st;
     const vkmha_arg aq = arg_of(q), ak = arg_of(k), av = arg_of(v), ao = arg_of(out),
                     aw = arg_of(weights);
@@ -492,9 +493,9 @@ vkmha_status vkmha__tensor_arg(vkmha_context *ctx, const char *name, const vkmha
 
 vkmha_status vkmha__tensor_mask(vkmha_context *ctx, const vkmha_tensor_mask *tm,
                                 uint32_t batch, uint32_t heads, uint32_t len_q,
-                                uint32_t len_k, vkmha_mask_arg *m)
+                                uint32_t len_k, int64_t causal_shift, vkmha_mask_arg *m)
 {
-    return resolve_mask(ctx, tm, batch, heads, len_q, len_k, m);
+    return resolve_mask(ctx, tm, batch, heads, len_q, len_k, causal_shift, m);
 }
 
 bool vkmha__tensors_overlap(const vkmha_tensor *a, const vkmha_tensor *b)

@@ -512,13 +512,200 @@ static void forms_case(vkmha_context *ctx, t_rng *rng)
     free(x), free(l.mem);
 }
 
+/* y[n] = w[n][:] . x + b[n] (torch.nn.Linear) over `in` inputs, in double. */
+static void linear(double *y, const float *w, const float *bias, const float *xf,
+                   const double *xd, uint32_t n, uint32_t in)
+{
+    for (uint32_t o = 0; o < n; o++) {
+        double a = bias[o];
+        for (uint32_t c = 0; c < in; c++)
+            a += (double)w[(size_t)o * in + c] * (xf ? (double)xf[c] : xd[c]);
+        y[o] = a;
+    }
+}
+
+/* The layer's forward over a KV cache in double, written from vkmha.h's
+ * words alone (not the reference backend): entry b attends over its L[b]
+ * key inputs kin[b] (its cached positions, then what the call appends),
+ * query i seeing keys j <= L[b] - len_q + i + offset; a row whose every key
+ * is masked takes uniform weights over the entry's keys; weights past L[b]
+ * are 0. No post-norm. out [B][lq][D_MODEL], weights [B][HEADS][lq][len_kv]. */
+static void oracle_cached(const layer *l, uint32_t B, const float *const *kin,
+                          const uint32_t *L, uint32_t len_kv, const float *q_in, uint32_t lq,
+                          uint32_t offset, float *out, float *weights)
+{
+    const vkmha_mha_desc *d = &l->d;
+    for (uint32_t b = 0; b < B; b++) {
+        double k[64][KV_HEADS * D_K], v[64][KV_HEADS * D_V];
+        for (uint32_t j = 0; j < L[b]; j++) {
+            const float *x = kin[b] + (size_t)j * D_MODEL;
+            linear(k[j], d->w_k, d->b_k, x, NULL, KV_HEADS * D_K, D_MODEL);
+            linear(v[j], d->w_v, d->b_v, x, NULL, KV_HEADS * D_V, D_MODEL);
+        }
+        for (uint32_t i = 0; i < lq; i++) {
+            double q[HEADS * D_K], cat[HEADS * D_V], y[D_MODEL];
+            linear(q, d->w_q, d->b_q, q_in + ((size_t)b * lq + i) * D_MODEL, NULL, HEADS * D_K,
+                   D_MODEL);
+            /* The last key query i sees (may be negative: none). */
+            const int64_t last = (int64_t)L[b] - lq + i + offset;
+            for (uint32_t h = 0; h < HEADS; h++) {
+                const uint32_t g = h / (HEADS / KV_HEADS);
+                double s[64], mx = -INFINITY, sum = 0;
+                for (uint32_t j = 0; j < L[b]; j++) {
+                    double dot = 0;
+                    for (uint32_t c = 0; c < D_K; c++)
+                        dot += q[h * D_K + c] * k[j][g * D_K + c];
+                    s[j] = (int64_t)j > last ? -1e9 : dot / sqrt((double)D_K);
+                    mx = s[j] > mx ? s[j] : mx;
+                }
+                for (uint32_t j = 0; j < L[b]; j++)
+                    sum += (s[j] = exp(s[j] - mx));
+                float *w = weights + (((size_t)b * HEADS + h) * lq + i) * len_kv;
+                for (uint32_t j = 0; j < len_kv; j++)
+                    w[j] = j < L[b] ? (float)(s[j] / sum) : 0.0f;
+                for (uint32_t c = 0; c < D_V; c++) {
+                    double a = 0;
+                    for (uint32_t j = 0; j < L[b]; j++)
+                        a += s[j] / sum * v[j][g * D_V + c];
+                    cat[h * D_V + c] = a;
+                }
+            }
+            linear(y, d->w_o, d->b_o, NULL, cat, D_MODEL, HEADS * D_V);
+            for (uint32_t c = 0; c < D_MODEL; c++)
+                out[((size_t)b * lq + i) * D_MODEL + c] = (float)y[c];
+        }
+    }
+}
+
+/* vkmha_mha_forward of io (self-attention: key and value are the query or
+ * NULL), or the same call on tensors (vkmha_mha_forward_tensor, the mask
+ * as a tensor mask: vkmha__tensor_mask's path) when `tensors`. */
+static vkmha_status forward_io(vkmha_context *ctx, vkmha_mha *m, const vkmha_mha_io *io,
+                               size_t n_q, size_t n_w, bool tensors)
+{
+    if (!tensors)
+        return vkmha_mha_forward(m, io);
+    vkmha_tensor *t[3] = {NULL, NULL, NULL}; /* query, out, weights */
+    const size_t n[3] = {n_q, n_q, n_w};
+    vkmha_status st = VKMHA_SUCCESS;
+    for (int i = 0; i < 3 && !st; i++) {
+        const vkmha_tensor_desc td = {VKMHA_DTYPE_F32, 1, {(uint32_t)n[i]}};
+        st = vkmha_tensor_create(ctx, &td, &t[i]);
+    }
+    const vkmha_tensor_mask tm = {.kinds = io->mask->kinds,
+                                  .causal_offset = io->mask->causal_offset};
+    const vkmha_mha_tensors ti = {.batch = io->batch, .len_q = io->len_q, .query = t[0],
+                                  .key = io->key ? t[0] : NULL, .value = io->value ? t[0] : NULL,
+                                  .out = t[1], .attn_weights = t[2], .mask = &tm,
+                                  .kv_cache = io->kv_cache, .attention_path = io->attention_path,
+                                  .kv_splits = io->kv_splits};
+    if (!st)
+        st = vkmha_tensor_upload(t[0], 0, io->query, n_q * 4);
+    if (!st)
+        st = vkmha_mha_forward_tensor(m, &ti);
+    if (!st)
+        st = vkmha_tensor_download(t[1], 0, io->out, n_q * 4);
+    if (!st)
+        st = vkmha_tensor_download(t[2], 0, io->attn_weights, n_w * 4);
+    for (int i = 0; i < 3; i++)
+        vkmha_tensor_destroy(t[i]);
+    return st;
+}
+
+/* causal_offset with a KV cache, against oracle_cached: two entries holding
+ * 3 and 6 positions, then len_q 2, 5 and 9 new queries (below, between and
+ * above the cached lengths), appended or not, at offsets from 0 to far past
+ * the key axis, on host arrays and on tensors; outputs and weights. Each
+ * call starts from the prefilled cache (the appended positions truncated
+ * away). */
+static void offset_rule_case(const run *r, t_rng *rng)
+{
+    enum { B = 2, MAX_Q = 9 };
+    const uint32_t P[B] = {3, 6}, lens_q[] = {2, 5, 9};
+    const uint32_t offsets[] = {0, 1, 2, 3, 5, 8, 11, 15, 100, 65536, UINT32_MAX};
+    layer l;
+    layer_make(&l, rng, false);
+    l.d.post_norm = false;
+    l.d.norm_gamma = l.d.norm_beta = NULL;
+    vkmha_mha *m = make_layer(r, &l);
+    vkmha_kv_cache *c = NULL;
+    const vkmha_kv_cache_desc cd = {.batch = B, .capacity = 6 + MAX_Q};
+    bool ok = m && !vkmha_kv_cache_create(m, &cd, &c);
+    /* Entry b's key inputs: its prefix, then the queries of a call. */
+    float *kin[B], *out = t_alloc(B * MAX_Q * D_MODEL), *want = t_alloc(B * MAX_Q * D_MODEL);
+    float *w = t_alloc(B * HEADS * MAX_Q * 15), *ww = t_alloc(B * HEADS * MAX_Q * 15);
+    float *xq = t_random(rng, B * MAX_Q * D_MODEL, -1, 1);
+    char name[200];
+    for (uint32_t b = 0; b < B; b++) {
+        kin[b] = t_random(rng, (6 + MAX_Q) * D_MODEL, -1, 1);
+        /* Prefill entry b alone (a causal prompt), itself checked. */
+        const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
+        vkmha_mha_io io = {.len_q = P[b], .query = kin[b], .key = kin[b], .value = kin[b],
+                           .out = out, .attn_weights = w, .mask = &causal, .kv_cache = c,
+                           .kv_entry = b, .attention_path = r->path, .kv_splits = r->kv_splits};
+        snprintf(name, sizeof name, "%s, path %d splits %u: prefill of entry %u", r->ctx_name,
+                 r->path, r->kv_splits, b);
+        oracle_cached(&l, 1, (const float *const *)&kin[b], &P[b], P[b], kin[b], P[b], 0,
+                      want, ww);
+        ok = ok && !vkmha_mha_forward(m, &io) &&
+             t_close(name, "out", out, want, P[b] * D_MODEL, 2e-5, 1e-4) &&
+             t_close(name, "weights", w, ww, HEADS * P[b] * P[b], 1e-6, 1e-5);
+    }
+    for (size_t qi = 0; ok && qi < sizeof lens_q / sizeof lens_q[0]; qi++)
+        for (int append = 0; ok && append < 2; append++)
+            for (size_t o = 0; ok && o < sizeof offsets / sizeof offsets[0]; o++) {
+                const uint32_t lq = lens_q[qi];
+                uint32_t L[B], len_kv = 0;
+                for (uint32_t b = 0; b < B; b++) {
+                    L[b] = P[b] + (append ? lq : 0);
+                    len_kv = L[b] > len_kv ? L[b] : len_kv;
+                    for (uint32_t i = 0; append && i < lq; i++)
+                        memcpy(kin[b] + (size_t)(P[b] + i) * D_MODEL,
+                               xq + ((size_t)b * lq + i) * D_MODEL, D_MODEL * 4);
+                }
+                const vkmha_mask mask = {.kinds = VKMHA_MASK_CAUSAL,
+                                         .causal_offset = offsets[o]};
+                vkmha_mha_io io = {.batch = B, .len_q = lq, .query = xq,
+                                   .key = append ? xq : NULL, .value = append ? xq : NULL,
+                                   .out = out, .attn_weights = w, .mask = &mask,
+                                   .kv_cache = c, .attention_path = r->path,
+                                   .kv_splits = r->kv_splits};
+                snprintf(name, sizeof name,
+                         "%s, path %d splits %u: cached 3 and 6, len_q %u, %s, causal_offset %u%s",
+                         r->ctx_name, r->path, r->kv_splits, lq,
+                         append ? "appended" : "nothing appended", offsets[o],
+                         o % 2 ? ", tensors" : "");
+                oracle_cached(&l, B, (const float *const *)kin, L, len_kv, xq, lq, offsets[o],
+                              want, ww);
+                /* Every other call on tensors. */
+                if (forward_io(r->ctx, m, &io, B * lq * D_MODEL, B * HEADS * lq * len_kv,
+                               o % 2)) {
+                    t_diag("%s: %s", name, vkmha_context_last_error(r->ctx));
+                    ok = false;
+                }
+                ok = ok && t_close(name, "out", out, want, B * lq * D_MODEL, 2e-5, 1e-4) &&
+                     t_close(name, "weights", w, ww, B * HEADS * lq * len_kv, 1e-6, 1e-5);
+                for (uint32_t b = 0; ok && append && b < B; b++)
+                    ok = !vkmha_kv_cache_truncate(c, b, P[b]);
+            }
+    t_report(ok, "%s, path %d splits %u: causal_offset 0 ... 2^32 - 1 over a KV cache, len_q "
+                 "below and above the cached lengths, appended or not, against the header's rule "
+                 "in double",
+             r->ctx_name, r->path, r->kv_splits);
+    vkmha_kv_cache_destroy(c);
+    vkmha_mha_destroy(m);
+    for (uint32_t b = 0; b < B; b++)
+        free(kin[b]);
+    free(out), free(want), free(w), free(ww), free(xq), free(l.mem);
+}
+
 /* vkmha_attention and vkmha_softmax with causal_offset on every path
  * against the reference, and the reference against its own square causal
  * attention (bottom-right alignment: the last len_q rows). */
 static void offset_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
 {
     enum { B = 2, H = 2, LQ = 5, LK = 11, D = 8 };
-    const uint32_t offsets[] = {0, LK - LQ, 2, LK + 3};
+    const uint32_t offsets[] = {0, LK - LQ, 2, LK + 3, UINT32_MAX};
     float *q = t_random(rng, B * H * LK * D, -1, 1), *k = t_random(rng, B * H * LK * D, -1, 1);
     float *v = t_random(rng, B * H * LK * D, -1, 1);
     float want[B * H * LQ * D], got[B * H * LQ * D], ww[B * H * LQ * LK], gw[B * H * LQ * LK];
@@ -561,7 +748,7 @@ static void offset_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
              t_close("softmax causal_offset", "y", sg, sw, B * H * LQ * LK, 1e-6, 1e-5);
         free(qs);
     }
-    t_report(ok, "vkmha_attention / vkmha_softmax causal_offset 0, bottom-right, 2 and "
+    t_report(ok, "vkmha_attention / vkmha_softmax causal_offset 0, bottom-right, 2, past len_k and 2^32 - 1, "
                  "past len_k, every path, against the reference");
     free(q), free(k), free(v);
 }
@@ -601,6 +788,9 @@ int main(void)
                                VKMHA_DTYPE_F16};
             self_case(&mixed, &rng, 2, 9, 3, 0);
             ragged_case(&mixed, &rng);
+            const run f32 = {ctxs[c].ctx, ctxs[c].name, t_attention_runs[p].path,
+                             t_attention_runs[p].kv_splits, VKMHA_DTYPE_F32, VKMHA_DTYPE_F32};
+            offset_rule_case(&f32, &rng);
         }
     ops_case(ref, "reference", &rng);
     ops_case(gpu, "Vulkan", &rng);

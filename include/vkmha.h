@@ -105,7 +105,10 @@ typedef enum vkmha_status {
     VKMHA_ERROR_NO_DEVICE = -3,
     VKMHA_ERROR_OUT_OF_HOST_MEMORY = -4,
     /* A device-memory allocation failed, or would have made the context hold
-     * more than its memory heap's size; nothing was computed. */
+     * more than its memory heap's size, or asked for more than the heap's
+     * budget leaves (VK_EXT_memory_budget, where the device has it: on
+     * lavapipe and integrated GPUs the host's available memory); nothing
+     * was computed. */
     VKMHA_ERROR_OUT_OF_DEVICE_MEMORY = -5,
     /* VK_ERROR_DEVICE_LOST: the context can only be destroyed. */
     VKMHA_ERROR_DEVICE_LOST = -6,
@@ -363,6 +366,12 @@ typedef struct vkmha_debug_options {
      * maxMemoryAllocationSize are then refused, as on such devices (as
      * VKMHA_DISABLE_PATHS=sparse does, unchecked). */
     bool no_sparse_binding VKMHA_ZERO;
+    /* Lower the size of every device-local memory heap vkmha believes
+     * (bytes; 0 = the device's own), like the limits above: the context
+     * allocates at most this from each, and vkmha_device_info's
+     * device_local_memory reports it. For tests that fill the device's
+     * memory where it is the host's (lavapipe, integrated GPUs). */
+    uint64_t max_device_local_memory VKMHA_ZERO;
 } vkmha_debug_options;
 
 typedef enum vkmha_debug_profile {

@@ -358,6 +358,11 @@ static void adopt_physical_device(vk_state *vk)
     VkPhysicalDeviceProperties props;
     vk->vki.GetPhysicalDeviceProperties(vk->phys, &props);
     vk->non_coherent_atom = props.limits.nonCoherentAtomSize;
+    /* Physical-device-level: queried, never enabled (borrowed devices too). */
+    vk->memory_budget = props.apiVersion >= VK_API_VERSION_1_1 &&
+                        vk->vki.GetPhysicalDeviceMemoryProperties2 &&
+                        device_has_extension(vk->ctx, &vk->vki, vk->phys,
+                                             VK_EXT_MEMORY_BUDGET_EXTENSION_NAME) > 0;
     vk->max_texel_elements = props.limits.maxTexelBufferElements;
     vk->min_storage_offset_align = props.limits.minStorageBufferOffsetAlignment;
 }
@@ -851,6 +856,14 @@ static vkmha_status apply_debug(vk_state *vk, const vkmha_debug_options *d, uint
         (st = lower_limit(vk, "max_allocation_size", d->max_allocation_size,
                           &info->max_allocation_size)))
         return st;
+    if ((st = lower_limit(vk, "max_device_local_memory", d->max_device_local_memory,
+                          &info->device_local_memory)))
+        return st;
+    for (uint32_t i = 0; i < vk->mem_props.memoryHeapCount; i++) {
+        VkMemoryHeap *h = &vk->mem_props.memoryHeaps[i];
+        if ((h->flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) && h->size > info->device_local_memory)
+            h->size = info->device_local_memory;
+    }
     uint64_t shared = info->max_shared_memory;
     if ((st = lower_limit(vk, "max_shared_memory", d->max_shared_memory, &shared)))
         return st;

@@ -328,6 +328,7 @@ typedef struct vk_instance_table {
     PFN_vkGetPhysicalDeviceFormatProperties GetPhysicalDeviceFormatProperties;
     PFN_vkGetPhysicalDeviceQueueFamilyProperties GetPhysicalDeviceQueueFamilyProperties;
     PFN_vkGetPhysicalDeviceMemoryProperties GetPhysicalDeviceMemoryProperties;
+    PFN_vkGetPhysicalDeviceMemoryProperties2 GetPhysicalDeviceMemoryProperties2;
     PFN_vkEnumerateDeviceExtensionProperties EnumerateDeviceExtensionProperties;
     PFN_vkCreateDevice CreateDevice;
     PFN_vkGetDeviceProcAddr GetDeviceProcAddr;
@@ -408,6 +409,9 @@ struct vk_state {
     uint64_t memory_bytes, memory_peak_bytes; /* VkDeviceMemory held now, at most */
     uint64_t scratch_budget; /* desc->scratch_budget: 0, or vk_scratch_fit after each call */
     uint64_t heap_bytes[VK_MAX_MEMORY_HEAPS];   /* the same per memory heap */
+    /* The device has VK_EXT_memory_budget: every allocation also fits what
+     * its heap's budget leaves (vk_memory.c's allocate). */
+    bool memory_budget;
     /* vkAllocateMemory calls so far, and vkmha_debug_options' failures:
      * calls number fail_alloc_first .. fail_alloc_last fail (0: none). */
     uint64_t alloc_calls, fail_alloc_first, fail_alloc_last;

@@ -43,6 +43,7 @@ void vk_load_instance_table(PFN_vkGetInstanceProcAddr gipa, VkInstance instance,
     LOAD(GetPhysicalDeviceFormatProperties);
     LOAD(GetPhysicalDeviceQueueFamilyProperties);
     LOAD(GetPhysicalDeviceMemoryProperties);
+    LOAD(GetPhysicalDeviceMemoryProperties2);
     LOAD(EnumerateDeviceExtensionProperties);
     LOAD(CreateDevice);
     LOAD(GetDeviceProcAddr);

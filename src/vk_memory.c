@@ -135,10 +135,28 @@ static vkmha_status create_buffer(vk_state *vk, VkDeviceSize size, bool sparse,
     return VKMHA_SUCCESS;
 }
 
+/* What heap `heap` can still give, where VK_EXT_memory_budget says: its
+ * budget for this process less what is in use (this process's allocations
+ * included); UINT64_MAX where the device does not say. A device whose
+ * memory is the host's (lavapipe, integrated GPUs) reports the host's
+ * available memory this way, which can be far below the heap's size. */
+static uint64_t budget_left(const vk_state *vk, uint32_t heap)
+{
+    if (!vk->memory_budget)
+        return UINT64_MAX;
+    VkPhysicalDeviceMemoryBudgetPropertiesEXT b = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+    VkPhysicalDeviceMemoryProperties2 p = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2, .pNext = &b};
+    vk->vki.GetPhysicalDeviceMemoryProperties2(vk->phys, &p);
+    return b.heapUsage[heap] < b.heapBudget[heap] ? b.heapBudget[heap] - b.heapUsage[heap] : 0;
+}
+
 /* One allocation of `bytes` of memory type `type` for `what`, counted in the
- * context's memory; never more than its heap holds (a driver that backs
- * device memory with host memory, lavapipe, would grant it and let the host
- * run out instead). */
+ * context's memory; never more than its heap holds (its size, lowered by
+ * desc->debug->max_device_local_memory) nor more than the heap's budget
+ * leaves (a driver that backs device memory with host memory, lavapipe,
+ * would grant it and let the host run out instead). */
 static vkmha_status allocate(vk_state *vk, uint32_t type, VkDeviceSize bytes, const char *what,
                              VkDeviceMemory *out)
 {
@@ -152,6 +170,14 @@ static vkmha_status allocate(vk_state *vk, uint32_t type, VkDeviceSize bytes, co
                            call_name(vk), what, (unsigned long long)bytes,
                            (unsigned long long)vk->heap_bytes[heap],
                            (unsigned long long)heap_size, heap);
+    const uint64_t left = budget_left(vk, heap);
+    if (bytes > left)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_DEVICE_MEMORY,
+                           "%s: %s needs %llu bytes of device memory; the budget of memory "
+                           "heap %u (VK_EXT_memory_budget: what this process may still "
+                           "allocate from it) leaves %llu; the context holds %llu",
+                           call_name(vk), what, (unsigned long long)bytes, heap,
+                           (unsigned long long)left, (unsigned long long)vk->heap_bytes[heap]);
     VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
     ai.allocationSize = bytes;
     ai.memoryTypeIndex = type;

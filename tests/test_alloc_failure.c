@@ -24,6 +24,8 @@
  * working. */
 #include "util.h"
 
+#include <unistd.h>
+
 #define SENTINEL 12345.0f
 #define MAX_RUNS 400 /* far above the scenario's allocations: a bound, not a goal */
 
@@ -347,11 +349,76 @@ static int sweep(bool persistent, const run_result *base)
 
 /* ---- a real over-allocation ---------------------------------------------------- */
 
+/* The memory this test may fill: the device-local heap, but at most 2 GiB
+ * and a quarter of the host's available memory (a heap that is the host's
+ * RAM, Mesa 25's lavapipe: 24 GB on a 24 GB machine, would otherwise be
+ * filled while other tests run). */
+static uint64_t fill_limit(uint64_t heap)
+{
+    uint64_t most = 2ull << 30;
+#ifdef _SC_AVPHYS_PAGES
+    const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0 && (uint64_t)pages * (uint64_t)page / 4 < most)
+        most = (uint64_t)pages * (uint64_t)page / 4;
+#endif
+    return heap < most ? heap : most;
+}
+
+/* A tensor of about the device-local heap's size, and one past it, on a
+ * context whose limits are the device's own: each is refused cleanly (a
+ * status and a message naming the call, no memory held) or, for the first,
+ * made within the heap and the device's budget; never the host's memory
+ * taken (the tensor is not written: nothing here touches its pages). */
+static void near_heap_tensor_case(void)
+{
+    vkmha_context *gpu = t_context(VKMHA_BACKEND_VULKAN, 0);
+    vkmha_context_info before, after;
+    bool ok = !vkmha_context_get_info(gpu, &before);
+    const uint64_t heap = before.device.device_local_memory;
+    const uint64_t sizes[2] = {heap - heap / 8, heap + (1u << 20)};
+    for (int i = 0; ok && i < 2; i++) {
+        /* Rows of 4 KiB (fp32 [rows][1024]). */
+        const uint64_t rows = sizes[i] / 4096;
+        const vkmha_tensor_desc td = {VKMHA_DTYPE_F32, 2,
+                                      {rows > UINT32_MAX ? UINT32_MAX : (uint32_t)rows, 1024}};
+        vkmha_tensor *t = NULL;
+        const vkmha_status st = vkmha_tensor_create(gpu, &td, &t);
+        const char *msg = vkmha_context_last_error(gpu);
+        ok = !vkmha_context_get_info(gpu, &after);
+        t_diag("a tensor of %llu MiB on a heap of %llu MiB: %s%s%s",
+               (unsigned long long)(rows >> 8), (unsigned long long)(heap >> 20),
+               vkmha_status_string(st), st ? ": " : "", st ? msg : "");
+        if (st == VKMHA_SUCCESS)
+            ok = ok && i == 0 && t && after.device_memory_bytes <= heap;
+        else
+            ok = ok && !t &&
+                 (st == VKMHA_ERROR_OUT_OF_DEVICE_MEMORY || st == VKMHA_ERROR_UNSUPPORTED) &&
+                 strncmp(msg, "vkmha_tensor_create: ", 21) == 0 &&
+                 after.device_memory_bytes == before.device_memory_bytes;
+        vkmha_tensor_destroy(t);
+    }
+    ok = ok && !vkmha_context_get_info(gpu, &after) &&
+         after.device_memory_bytes == before.device_memory_bytes && t_context_works(gpu, "");
+    t_report(ok, "tensors of 7/8 of the device-local heap and past it: made within the heap, "
+                 "or refused cleanly with nothing held; the context works after");
+    t_report_validation(gpu);
+    vkmha_context_destroy(gpu);
+}
+
 static void over_allocation_case(void)
 {
     vkmha_context *gpu = t_context(VKMHA_BACKEND_VULKAN, 0);
     vkmha_context_info info;
     vkmha_context_get_info(gpu, &info);
+    const uint64_t limit = fill_limit(info.device.device_local_memory);
+    if (limit < info.device.device_local_memory) {
+        vkmha_context_destroy(gpu);
+        const vkmha_debug_options lowered = {.max_device_local_memory = limit};
+        gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &lowered, NULL, NULL);
+        vkmha_context_get_info(gpu, &info);
+        t_diag("the device-local heap lowered to %llu MiB (desc->debug->max_device_local_memory)",
+               (unsigned long long)(limit >> 20));
+    }
     /* Layers of d_model 4096 (4 weights of 64 MiB) until the heap is full.
      * The weight arrays are never written: calloc maps zero pages, so only
      * the device copies take host memory (lavapipe), at most the heap. */
@@ -383,8 +450,10 @@ static void over_allocation_case(void)
          strncmp(msg, "vkmha_mha_create: ", 18) == 0 && strstr(msg, "heap") &&
          info.device_memory_bytes <= heap &&
          /* vkmha's own check stops at the heap; a GPU's driver (which holds
-          * some of it) may refuse first: an H100 after 316 of 318 layers. */
-         (info.device_memory_bytes + per_layer > heap || strstr(msg, "vkAllocateMemory"));
+          * some of it) may refuse first: an H100 after 316 of 318 layers;
+          * and so may the heap's budget (VK_EXT_memory_budget). */
+         (info.device_memory_bytes + per_layer > heap || strstr(msg, "vkAllocateMemory") ||
+          strstr(msg, "budget"));
     t_diag("%zu layers of %llu MiB fit the %llu MiB heap; then: %s", n,
            (unsigned long long)(per_layer >> 20), (unsigned long long)(heap >> 20), msg);
     t_report(ok, "layers beyond the device-local heap: VKMHA_ERROR_OUT_OF_DEVICE_MEMORY "
@@ -436,6 +505,7 @@ int main(void)
     t_diag("device allocation points tried: %d transient + %d persistent", transient,
            persistent);
     over_allocation_case();
+    near_heap_tensor_case();
 
     t_report_validation(first);
     vkmha_context_destroy(first);

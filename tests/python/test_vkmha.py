@@ -965,7 +965,10 @@ class TestErrors(unittest.TestCase):
         alloc = info["device"]["max_allocation_size"]
         self.assertIsInstance(info["sparse_tensors"], bool)
         if info["sparse_tensors"]:
-            self.assertGreater(info["max_tensor_bytes"], alloc)
+            # Sparse tensors reach past maxMemoryAllocationSize where the
+            # device's sparse address space and maxBufferSize do (Mesa 25's
+            # lavapipe: all three are 2 GiB, so no further).
+            self.assertGreaterEqual(info["max_tensor_bytes"], alloc)
         else:
             self.assertEqual(info["max_tensor_bytes"], alloc)
         ref = context("reference").info()

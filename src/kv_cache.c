@@ -22,36 +22,22 @@ static bool tensor_elements(const vkmha_mha_desc *d, uint32_t batch, uint32_t ca
            vkmha__mul_u64(rows, which ? d->d_v : d->d_k, n);
 }
 
-/* The cache's tensors: the application's (checked), or new ones. */
-static vkmha_status cache_tensors(vkmha_kv_cache *c, const vkmha_kv_cache_desc *desc)
+/* The elements of the cache's keys and values (n[2]), checked before
+ * anything is allocated for it: their counts, and for its own tensors the
+ * most one tensor holds on the device. */
+static vkmha_status check_sizes(vkmha_context *ctx, const vkmha_mha_desc *d,
+                                const vkmha_kv_cache_desc *desc, uint32_t batch, uint64_t n[2])
 {
-    vkmha_context *ctx = c->mha->ctx;
-    vkmha_tensor *t[2] = {desc->keys, desc->values};
     vkmha_status st;
-    if (!t[0] != !t[1])
-        return vkmha__fail(ctx, INVALID, "%s: desc->%s is NULL but desc->%s is not (give both "
-                           "tensors or neither)",
-                           ctx->call, t[0] ? "values" : "keys", t[0] ? "keys" : "values");
     for (int i = 0; i < 2; i++) {
-        uint64_t n;
-        if (!tensor_elements(&c->mha->d, c->d.batch, c->d.capacity, i, &n) ||
-            (st = vkmha__check_count(ctx, ctx->call, tensor_names[i], n,
-                                     vkmha__dtype_size(c->d.dtype), &(uint64_t){0})))
-            return st ? st
-                      : vkmha__fail(ctx, INVALID, "%s: the cache's %s overflow 64 bits",
-                                    ctx->call, i ? "values" : "keys");
-        if (t[i]) {
-            vkmha_arg a;
-            if ((st = vkmha__tensor_arg(ctx, tensor_names[i], t[i], false, n, &a)))
-                return st;
-            if (a.dtype != c->d.dtype)
-                return vkmha__fail(ctx, INVALID, "%s: %s has dtype %u, desc->dtype is %u",
-                                   ctx->call, tensor_names[i], a.dtype, c->d.dtype);
-            continue;
-        }
-        /* Own tensors: vkmha_tensor_create's. */
-        const uint64_t bytes = n * vkmha__dtype_size(c->d.dtype);
-        if (ctx->tensor_bytes && bytes > ctx->tensor_bytes)
+        if (!tensor_elements(d, batch, desc->capacity, i, &n[i]))
+            return vkmha__fail(ctx, INVALID, "%s: the cache's %s overflow 64 bits", ctx->call,
+                               i ? "values" : "keys");
+        if ((st = vkmha__check_count(ctx, ctx->call, tensor_names[i], n[i],
+                                     vkmha__dtype_size(desc->dtype), &(uint64_t){0})))
+            return st;
+        const uint64_t bytes = n[i] * vkmha__dtype_size(desc->dtype);
+        if (!desc->keys && ctx->tensor_bytes && bytes > ctx->tensor_bytes)
             return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
                                "%s: the cache's %s (desc->batch x n_kv_head x desc->capacity x "
                                "head dim: %llu bytes) are more than one tensor holds on this "
@@ -63,6 +49,29 @@ static vkmha_status cache_tensors(vkmha_kv_cache *c, const vkmha_kv_cache_desc *
                                ctx->tensor_bytes > ctx->allocation_size
                                    ? "sparse buffers' maxBufferSize and sparseAddressSpaceSize"
                                    : "maxMemoryAllocationSize");
+    }
+    return VKMHA_SUCCESS;
+}
+
+/* The cache's tensors of n[2] elements (check_sizes): the application's
+ * (checked), or new ones. */
+static vkmha_status cache_tensors(vkmha_kv_cache *c, const vkmha_kv_cache_desc *desc,
+                                  const uint64_t n[2])
+{
+    vkmha_context *ctx = c->mha->ctx;
+    vkmha_tensor *t[2] = {desc->keys, desc->values};
+    vkmha_status st;
+    for (int i = 0; i < 2; i++) {
+        if (t[i]) {
+            vkmha_arg a;
+            if ((st = vkmha__tensor_arg(ctx, tensor_names[i], t[i], false, n[i], &a)))
+                return st;
+            if (a.dtype != c->d.dtype)
+                return vkmha__fail(ctx, INVALID, "%s: %s has dtype %u, desc->dtype is %u",
+                                   ctx->call, tensor_names[i], a.dtype, c->d.dtype);
+            continue;
+        }
+        /* Own tensors: vkmha_tensor_create's. */
         const vkmha_tensor_desc td = {c->d.dtype, 4,
                                       {c->d.batch, c->mha->d.n_kv_head, c->d.capacity,
                                        i ? c->mha->d.d_v : c->mha->d.d_k}};
@@ -120,8 +129,17 @@ VKMHA_API vkmha_status vkmha_kv_cache_create(vkmha_mha *mha, const vkmha_kv_cach
                            desc->capacity);
     if ((st = vkmha__check_dtype(ctx, "desc->dtype", desc->dtype)))
         return st;
-    vkmha_kv_cache *c = vkmha__calloc(ctx, 1, ctx->ops->kv_size);
+    if (!desc->keys != !desc->values)
+        return vkmha__fail(ctx, INVALID, "%s: desc->%s is NULL but desc->%s is not (give both "
+                           "tensors or neither)",
+                           ctx->call, desc->keys ? "values" : "keys",
+                           desc->keys ? "keys" : "values");
+    /* Sizes first: the entries' lengths below are 8 bytes an entry. */
     const uint32_t batch = desc->batch ? desc->batch : 1;
+    uint64_t n[2];
+    if ((st = check_sizes(ctx, &mha->d, desc, batch, n)))
+        return st;
+    vkmha_kv_cache *c = vkmha__calloc(ctx, 1, ctx->ops->kv_size);
     if (c) {
         c->lengths = vkmha__calloc(ctx, batch, sizeof *c->lengths);
         c->call_lengths = vkmha__calloc(ctx, batch, sizeof *c->call_lengths);
@@ -143,7 +161,7 @@ VKMHA_API vkmha_status vkmha_kv_cache_create(vkmha_mha *mha, const vkmha_kv_cach
     c->d_k = mha->d.d_k;
     c->d_v = mha->d.d_v;
     bool created = false;
-    if (!(st = cache_tensors(c, desc)) && !(st = ctx->ops->kv_create(c))) {
+    if (!(st = cache_tensors(c, desc, n)) && !(st = ctx->ops->kv_create(c))) {
         created = true;
         st = ctx->ops->kv_clear(c, 0, batch, 0);
     }

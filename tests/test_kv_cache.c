@@ -380,7 +380,10 @@ static void errors_case(vkmha_context *ctx, const char *ctx_name, t_rng *rng)
         const char *word;
     } bad_desc[] = {{{.capacity = 0}, "capacity"},
                     {{.capacity = 4, .dtype = 7}, "dtype"},
-                    {{.capacity = 4, .keys = (vkmha_tensor *)&l}, "values"}};
+                    {{.capacity = 4, .keys = (vkmha_tensor *)&l}, "values"},
+                    /* 2^32 - 1 entries of 2^30 positions, 2 heads of 8: the
+                     * keys' elements overflow 64 bits. */
+                    {{.batch = UINT32_MAX, .capacity = 1u << 30}, "keys"}};
     for (size_t i = 0; ok && i < sizeof bad_desc / sizeof bad_desc[0]; i++) {
         vkmha_kv_cache *x = (vkmha_kv_cache *)&l;
         vkmha_status st = vkmha_kv_cache_create(m, &bad_desc[i].d, &x);

@@ -358,11 +358,6 @@ static void adopt_physical_device(vk_state *vk)
     VkPhysicalDeviceProperties props;
     vk->vki.GetPhysicalDeviceProperties(vk->phys, &props);
     vk->non_coherent_atom = props.limits.nonCoherentAtomSize;
-    /* Physical-device-level: queried, never enabled (borrowed devices too). */
-    vk->memory_budget = props.apiVersion >= VK_API_VERSION_1_1 &&
-                        vk->vki.GetPhysicalDeviceMemoryProperties2 &&
-                        device_has_extension(vk->ctx, &vk->vki, vk->phys,
-                                             VK_EXT_MEMORY_BUDGET_EXTENSION_NAME) > 0;
     vk->max_texel_elements = props.limits.maxTexelBufferElements;
     vk->min_storage_offset_align = props.limits.minStorageBufferOffsetAlignment;
 }
@@ -614,6 +609,16 @@ static vkmha_status create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
 {
     VkResult r;
     bool sparse = ext && ext->device && ext->sparse_binding;
+    /* VK_EXT_memory_budget is physical-device-level: queried (vk_memory.c),
+     * never enabled, so a borrowed device has it too. */
+    if (vk->info.api_version >= VK_API_VERSION_1_1 && vk->vki.GetPhysicalDeviceMemoryProperties2) {
+        const int budget = device_has_extension(vk->ctx, &vk->vki, vk->phys,
+                                                VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+        if (budget < 0)
+            return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                               "vkmha_context_create: out of host memory");
+        vk->memory_budget = budget > 0;
+    }
     if (ext && ext->device) {
         vk->device = ext->device;
         vk->queue = ext->queue;

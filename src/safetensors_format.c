@@ -32,11 +32,6 @@ static const struct {
     [ST_BOOL] = {"BOOL", 1}, [ST_F8_E4M3] = {"F8_E4M3", 1}, [ST_F8_E5M2] = {"F8_E5M2", 1},
 };
 
-const char *st_dtype_name(st_dtype t)
-{
-    return (unsigned)t < ST_DTYPE_COUNT ? dtypes[t].name : "?";
-}
-
 VKMHA_PRINTF(3, 4)
 static vkmha_status bad(char *why, size_t cap, const char *fmt, ...)
 {

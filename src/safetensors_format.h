@@ -53,9 +53,6 @@ typedef struct st_file {
     uint64_t data_size;
 } st_file;
 
-/* The dtype's name as the format spells it ("F32"). */
-const char *st_dtype_name(st_dtype t);
-
 /* Parses and validates `size` bytes (untrusted: any bytes, any size). Host
  * memory through `a` (NULL: malloc). VKMHA_SUCCESS and *out (free it with
  * st_free); or VKMHA_ERROR_INVALID_ARGUMENT (or _OUT_OF_HOST_MEMORY), *out

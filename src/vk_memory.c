@@ -369,9 +369,9 @@ vkmha_status vk_buffer_create_sparse(vk_state *vk, VkDeviceSize size, VkDeviceSi
     return VKMHA_SUCCESS;
 }
 
-/* Replaces nothing yet: frees *b, or keeps it on the retired list while
- * command buffers the application recorded may still use it. vkmha's own
- * submissions are waited for first. */
+/* Frees *b, or keeps it on the retired list while command buffers the
+ * application recorded may still use it (freed by vkmha_context_trim).
+ * vkmha's own submissions are waited for first. */
 static vkmha_status vk_retire(vk_state *vk, vk_buffer *b)
 {
     vkmha_status st;

@@ -605,20 +605,27 @@ static void sparse_setup(vk_state *vk, bool enabled, const char *why_not)
 
 /* Creates the device (unless borrowed), then what vkmha owns on it: the
  * command pool, the synchronous calls' command buffer and fence. */
+/* *out: vk->phys has device extension `name`; out of host memory to say. */
+static vkmha_status has_extension(vk_state *vk, const char *name, bool *out)
+{
+    const int has = device_has_extension(vk->ctx, &vk->vki, vk->phys, name);
+    if (has < 0)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                           "vkmha_context_create: out of host memory");
+    *out = has > 0;
+    return VKMHA_SUCCESS;
+}
+
 static vkmha_status create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
 {
     VkResult r;
+    vkmha_status st;
     bool sparse = ext && ext->device && ext->sparse_binding;
     /* VK_EXT_memory_budget is physical-device-level: queried (vk_memory.c),
      * never enabled, so a borrowed device has it too. */
-    if (vk->info.api_version >= VK_API_VERSION_1_1 && vk->vki.GetPhysicalDeviceMemoryProperties2) {
-        const int budget = device_has_extension(vk->ctx, &vk->vki, vk->phys,
-                                                VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
-        if (budget < 0)
-            return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                               "vkmha_context_create: out of host memory");
-        vk->memory_budget = budget > 0;
-    }
+    if (vk->info.api_version >= VK_API_VERSION_1_1 && vk->vki.GetPhysicalDeviceMemoryProperties2 &&
+        (st = has_extension(vk, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME, &vk->memory_budget)))
+        return st;
     if (ext && ext->device) {
         vk->device = ext->device;
         vk->queue = ext->queue;
@@ -631,12 +638,9 @@ static vkmha_status create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
         float priority = 1.0f;
         const char *exts[2];
         uint32_t n_exts = 0;
-        const int push = device_has_extension(vk->ctx, &vk->vki, vk->phys,
-                                              VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
-        if (push < 0)
-            return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                               "vkmha_context_create: out of host memory");
-        vk->push_descriptors = push > 0;
+        if ((st = has_extension(vk, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME,
+                                &vk->push_descriptors)))
+            return st;
         if (vk->push_descriptors)
             exts[n_exts++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
         /* A compile-only context reads pipeline statistics back. */

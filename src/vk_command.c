@@ -41,47 +41,6 @@ static VkDeviceSize staging_step(VkDeviceSize bytes)
     return (bytes + 15) & ~(VkDeviceSize)15;
 }
 
-vkmha_status vk_check_lost(vk_state *vk)
-{
-    if (vk->lost)
-        return vkmha__fail(vk->ctx, VKMHA_ERROR_DEVICE_LOST,
-                           "%s: the Vulkan device was lost earlier; destroy the context",
-                           vk->ctx->call ? vk->ctx->call : "vkmha");
-    return VKMHA_SUCCESS;
-}
-
-/* vkQueueSubmit of si, or vkQueueBindSparse of bind, between the
- * application's queue lock callbacks. */
-static VkResult queue_locked(vk_state *vk, const VkSubmitInfo *si, const VkBindSparseInfo *bind,
-                             VkFence fence)
-{
-    if (vk->queue_lock)
-        vk->queue_lock(vk->queue_lock_user);
-    VkResult r = si ? vk->vkd.vkQueueSubmit(vk->queue, 1, si, fence)
-                    : vk->vkd.vkQueueBindSparse(vk->queue, 1, bind, fence);
-    if (vk->queue_unlock)
-        vk->queue_unlock(vk->queue_lock_user);
-    return r;
-}
-
-VkResult vk_queue_submit(vk_state *vk, const VkSubmitInfo *si, VkFence fence)
-{
-    return queue_locked(vk, si, NULL, fence);
-}
-
-VkResult vk_queue_bind_sparse(vk_state *vk, const VkBindSparseInfo *bind, VkFence fence)
-{
-    return queue_locked(vk, NULL, bind, fence);
-}
-
-VkResult vk_fence_wait(vk_state *vk, VkResult r)
-{
-    if (r != VK_SUCCESS)
-        return r;
-    r = vk->vkd.vkWaitForFences(vk->device, 1, &vk->fence, VK_TRUE, UINT64_MAX);
-    VkResult rr = vk->vkd.vkResetFences(vk->device, 1, &vk->fence);
-    return r != VK_SUCCESS ? r : rr;
-}
 
 vkmha_status vk_exec_begin(vk_state *vk, vk_mode mode, VkCommandBuffer cmd,
                            struct vkmha_submission **sub)
@@ -393,26 +352,6 @@ vkmha_status vk_exec_end(vk_state *vk, vkmha_status st, struct vkmha_submission 
     return st;
 }
 
-vkmha_status vk_run_host(vk_state *vk, const vk_host_call *c)
-{
-    vkmha_status st;
-    if ((c->mask && (st = vk_mask_ensure(vk, c->mask, c->batch, c->len_q, c->len_k))) ||
-        (st = vk_exec_begin(vk, MODE_SYNC, VK_NULL_HANDLE, NULL)))
-        return st;
-    for (size_t i = 0; i < VKMHA_ARRAY_LEN(c->up) && !st; i++)
-        if (c->up[i].bytes)
-            st = vk_upload(vk, c->up[i].buf, 0, c->up[i].src, c->up[i].bytes);
-    if (!st && c->mask)
-        st = vk_mask_upload(vk, c->mask, c->batch, c->len_q, c->len_k);
-    if (!st)
-        st = c->record(vk, c->arg);
-    for (size_t i = 0; i < VKMHA_ARRAY_LEN(c->down) && !st; i++) {
-        const vk_host_download *d = &c->down[i];
-        if (d->dst)
-            st = vk_download(vk, d->buf, d->dst, d->len, d->n1, d->stride1, d->n2, d->stride2);
-    }
-    return vk_exec_end(vk, st, NULL);
-}
 
 static vkmha_status plan_upload(vk_state *vk, const vk_plan_upload *u)
 {
@@ -500,37 +439,7 @@ vkmha_status vk_download(vk_state *vk, const vk_buffer *src, void *dst, size_t l
     return VKMHA_SUCCESS;
 }
 
-VkBufferView vk_texel_view(const vk_view *v, bool u16)
-{
-    const vk_buffer *b = v->buf;
-    if (!b || v->offset) /* the views start at the buffer's start */
-        return VK_NULL_HANDLE;
-    if (u16)
-        return v->dtype == VKMHA_DTYPE_F16 || v->dtype == VKMHA_DTYPE_BF16 ? b->view4u
-                                                                           : VK_NULL_HANDLE;
-    return v->dtype == VKMHA_DTYPE_F32   ? b->view4
-           : v->dtype == VKMHA_DTYPE_F16 ? b->view4h
-                                         : VK_NULL_HANDLE;
-}
 
-bool vk_view_fits(const vk_state *vk, const vk_view *v, uint64_t bytes)
-{
-    const uint64_t mis = v->buf ? (v->buf->offset + v->offset) % vk->min_storage_offset_align : 0;
-    return mis + bytes <= vk->info.max_storage_buffer_range;
-}
-
-uint64_t vk_binding_bytes(const vk_state *vk)
-{
-    return vk->info.max_storage_buffer_range < vk->info.max_allocation_size
-               ? vk->info.max_storage_buffer_range
-               : vk->info.max_allocation_size;
-}
-
-uint64_t vk_window_bytes(const vk_state *vk)
-{
-    const uint64_t range = vk->info.max_storage_buffer_range;
-    return range - (range > vk->min_storage_offset_align ? vk->min_storage_offset_align : 0);
-}
 
 vkmha_status vk_check_strides(vk_state *vk, const vk_view *const v[], uint32_t n,
                               const char *what)
@@ -544,14 +453,6 @@ vkmha_status vk_check_strides(vk_state *vk, const vk_view *const v[], uint32_t n
     return VKMHA_SUCCESS;
 }
 
-uint32_t vk_view_dtypes(const vk_view bufs[], uint32_t n)
-{
-    uint32_t dtypes = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (bufs[i].buf && bufs[i].dtype != VKMHA_DTYPE_U8)
-            dtypes |= VK_DT(i, bufs[i].dtype);
-    return dtypes;
-}
 
 vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_view bufs[],
                          uint32_t n_bufs, uint32_t variant, const void *push,

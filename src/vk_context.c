@@ -469,24 +469,6 @@ static vkmha_status borrow_device(vk_state *vk, const vkmha_vulkan_desc *ext)
     return VKMHA_SUCCESS;
 }
 
-int vk_find_memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits,
-                        VkMemoryPropertyFlags need, VkMemoryPropertyFlags want)
-{
-    int best = -1, best_score = -1;
-    for (uint32_t i = 0; i < mp->memoryTypeCount; i++) {
-        VkMemoryPropertyFlags f = mp->memoryTypes[i].propertyFlags;
-        if (!(bits & (1u << i)) || (f & need) != need)
-            continue;
-        int score = 0;
-        for (VkMemoryPropertyFlags w = f & want; w; w &= w - 1)
-            score++;
-        if (score > best_score) {
-            best = (int)i;
-            best_score = score;
-        }
-    }
-    return best;
-}
 
 static vkmha_status choose_memory_types(vk_state *vk)
 {

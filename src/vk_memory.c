@@ -2,6 +2,25 @@
  * slot buffers, and size checks against the device's limits. */
 #include "vk_internal.h"
 
+int vk_find_memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits,
+                        VkMemoryPropertyFlags need, VkMemoryPropertyFlags want)
+{
+    int best = -1, best_score = -1;
+    for (uint32_t i = 0; i < mp->memoryTypeCount; i++) {
+        VkMemoryPropertyFlags f = mp->memoryTypes[i].propertyFlags;
+        if (!(bits & (1u << i)) || (f & need) != need)
+            continue;
+        int score = 0;
+        for (VkMemoryPropertyFlags w = f & want; w; w &= w - 1)
+            score++;
+        if (score > best_score) {
+            best = (int)i;
+            best_score = score;
+        }
+    }
+    return best;
+}
+
 #include <stdio.h>
 #include <string.h>
 

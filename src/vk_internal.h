@@ -574,12 +574,23 @@ const char *vk_pipeline_cache_path(const vkmha_context *ctx);
 /* The table's kernels entry (src/vk_pipeline.c). */
 void vk_kernels(const vkmha_context *ctx, uint32_t *count, vkmha_kernel_info *out);
 
-/* The first memory type allowed by `bits` with all of `need` and as many of
- * `want` as possible; -1 if none (src/vk_context.c). */
-int vk_find_memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits,
-                        VkMemoryPropertyFlags need, VkMemoryPropertyFlags want);
+
+/* ---- the queue (src/vk_queue.c) ------------------------------------------ */
+/* Fails with VKMHA_ERROR_DEVICE_LOST once the device was lost. */
+vkmha_status vk_check_lost(vk_state *vk);
+/* vkQueueSubmit, and vkQueueBindSparse, between the application's queue
+ * lock callbacks. */
+VkResult vk_queue_submit(vk_state *vk, const VkSubmitInfo *si, VkFence fence);
+VkResult vk_queue_bind_sparse(vk_state *vk, const VkBindSparseInfo *bind, VkFence fence);
+/* After r, a queue operation that signals vk->fence: r's failure, else
+ * waits for the fence and resets it. */
+VkResult vk_fence_wait(vk_state *vk, VkResult r);
 
 /* ---- src/vk_memory.c ----------------------------------------------------- */
+/* The first memory type allowed by `bits` with all of `need` and as many of
+ * `want` as possible; -1 if none. */
+int vk_find_memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits,
+                        VkMemoryPropertyFlags need, VkMemoryPropertyFlags want);
 /* mapped: host-visible (staging); else the working memory type. `what` names
  * the tensor in error messages. */
 vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, bool download,
@@ -676,22 +687,10 @@ vkmha_status vk_zero(vk_state *vk, const vk_buffer *dst);
 vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_view bufs[],
                          uint32_t n_bufs, uint32_t variant, const void *push,
                          uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz);
-/* Whether `bytes` of view v fit one descriptor, with the bytes its start is
- * past the descriptor's offset (vk_dispatch). */
-bool vk_view_fits(const vk_state *vk, const vk_view *v, uint64_t bytes);
-/* The most bytes one binding of a buffer of vkmha's holds: maxStorageBufferRange
- * or maxMemoryAllocationSize, the lower. */
-uint64_t vk_binding_bytes(const vk_state *vk);
-/* The bytes a window bound from any start holds: maxStorageBufferRange less
- * the up to minStorageBufferOffsetAlignment - 1 bytes its start may be past
- * its descriptor's offset (vk_dispatch). */
-uint64_t vk_window_bytes(const vk_state *vk);
 /* UNSUPPORTED, naming `what` ("a matmul"), when a stride of views v[0 .. n)
  * exceeds the shaders' 32-bit indices. */
 vkmha_status vk_check_strides(vk_state *vk, const vk_view *const v[], uint32_t n,
                               const char *what);
-/* The dtypes word (VK_DT) of views bufs[0 .. n): U8 masks count as 0. */
-uint32_t vk_view_dtypes(const vk_view bufs[], uint32_t n);
 /* Dispatches `groups` workgroups numbered linearly (shaders/common.glsl's
  * linear_group) as one or more x, y, z grids within maxComputeWorkGroupCount;
  * each dispatch gets its first group's number in the uint32 at byte
@@ -707,6 +706,48 @@ vkmha_status vk_dispatch_range(vk_state *vk, vk_site *site, vk_pipe pipe, const 
                                uint32_t n_bufs, const void *push, uint32_t push_size,
                                uint32_t base_offset, uint64_t first, uint64_t groups);
 
+/* MODE_SUBMIT's part of vk_exec_begin: a new submission (its command buffer
+ * and fence), the newest of vk->subs. */
+vkmha_status vk_submit_begin(vk_state *vk, struct vkmha_submission **out);
+/* vkmha_backend_ops.parts_open / parts_close: a submission whose command
+ * buffer the parts of a call record into (FORM_RECORD), pending only once
+ * it is submitted at the close (dropped if st, a part's failure). */
+vkmha_status vk_parts_open(vkmha_context *ctx, vkmha_run *part, struct vkmha_submission **open);
+vkmha_status vk_parts_close(vkmha_context *ctx, struct vkmha_submission *open, vkmha_status st,
+                            struct vkmha_submission **out);
+/* The newest submission's command buffer: begun, or ended and submitted
+ * (freed on failure). */
+vkmha_status vk_submission_begin_commands(vk_state *vk);
+vkmha_status vk_submission_submit(vk_state *vk);
+/* Waits for every pending submission (before a scratch buffer is replaced,
+ * or a descriptor set they use is rewritten). */
+vkmha_status vk_wait_submissions(vk_state *vk);
+/* Frees the retired scratch buffers and clears `recorded` (vkmha_context_trim). */
+void vk_release_retired(vk_state *vk);
+/* Frees a submission's Vulkan objects and removes it from the pending list. */
+void vk_submission_free(vk_state *vk, struct vkmha_submission *s);
+
+/* ---- views of buffers (src/vk_view.c) ------------------------------------ */
+/* Whether `bytes` of view v fit one descriptor, with the bytes its start is
+ * past the descriptor's offset (vk_dispatch). */
+bool vk_view_fits(const vk_state *vk, const vk_view *v, uint64_t bytes);
+/* The most bytes one binding of a buffer of vkmha's holds: maxStorageBufferRange
+ * or maxMemoryAllocationSize, the lower. */
+uint64_t vk_binding_bytes(const vk_state *vk);
+/* The bytes a window bound from any start holds: maxStorageBufferRange less
+ * the up to minStorageBufferOffsetAlignment - 1 bytes its start may be past
+ * its descriptor's offset (vk_dispatch). */
+uint64_t vk_window_bytes(const vk_state *vk);
+/* The dtypes word (VK_DT) of views bufs[0 .. n): U8 masks count as 0. */
+uint32_t vk_view_dtypes(const vk_view bufs[], uint32_t n);
+/* The texel view of v for reading its data as vec4s in a shader's float
+ * variant (fp32: view4, fp16: view4h) or its TEXEL_U16 variant (16-bit
+ * data: view4u); null where there is none (bf16 in the float variant, fp32
+ * in the u16 one, wrapped tensors, views past a buffer's start, buffers
+ * under 16 bytes, no texel16). */
+VkBufferView vk_texel_view(const vk_view *v, bool u16);
+
+/* ---- the host-array driver (src/vk_host.c) -------------------------------- */
 /* A call on host arrays, run by vk_run_host: its buffers are ensured by the
  * caller (sizes checked with the caller's names, slots grown, any plan made)
  * and the rest is the same for every op: upload the inputs and the mask,
@@ -730,35 +771,6 @@ typedef struct vk_host_call {
     const void *arg;
 } vk_host_call;
 vkmha_status vk_run_host(vk_state *vk, const vk_host_call *c);
-/* Fails with VKMHA_ERROR_DEVICE_LOST once the device was lost. */
-vkmha_status vk_check_lost(vk_state *vk);
-/* MODE_SUBMIT's part of vk_exec_begin: a new submission (its command buffer
- * and fence), the newest of vk->subs. */
-vkmha_status vk_submit_begin(vk_state *vk, struct vkmha_submission **out);
-/* vkmha_backend_ops.parts_open / parts_close: a submission whose command
- * buffer the parts of a call record into (FORM_RECORD), pending only once
- * it is submitted at the close (dropped if st, a part's failure). */
-vkmha_status vk_parts_open(vkmha_context *ctx, vkmha_run *part, struct vkmha_submission **open);
-vkmha_status vk_parts_close(vkmha_context *ctx, struct vkmha_submission *open, vkmha_status st,
-                            struct vkmha_submission **out);
-/* The newest submission's command buffer: begun, or ended and submitted
- * (freed on failure). */
-vkmha_status vk_submission_begin_commands(vk_state *vk);
-vkmha_status vk_submission_submit(vk_state *vk);
-/* vkQueueSubmit, and vkQueueBindSparse, between the application's queue
- * lock callbacks. */
-VkResult vk_queue_submit(vk_state *vk, const VkSubmitInfo *si, VkFence fence);
-VkResult vk_queue_bind_sparse(vk_state *vk, const VkBindSparseInfo *bind, VkFence fence);
-/* After r, a queue operation that signals vk->fence: r's failure, else
- * waits for the fence and resets it. */
-VkResult vk_fence_wait(vk_state *vk, VkResult r);
-/* Waits for every pending submission (before a scratch buffer is replaced,
- * or a descriptor set they use is rewritten). */
-vkmha_status vk_wait_submissions(vk_state *vk);
-/* Frees the retired scratch buffers and clears `recorded` (vkmha_context_trim). */
-void vk_release_retired(vk_state *vk);
-/* Frees a submission's Vulkan objects and removes it from the pending list. */
-void vk_submission_free(vk_state *vk, struct vkmha_submission *s);
 
 /* ---- src/vk_pipeline.c --------------------------------------------------- */
 /* Chooses the tiles (override: desc->matmul_tile, may be NULL) and creates
@@ -776,12 +788,6 @@ vkmha_status vk_pipeline_want(vk_state *vk, vk_pipe pipe, uint32_t dtypes);
  * it; the calling thread only with VKMHA_CONTEXT_SINGLE_THREAD or
  * application VkAllocationCallbacks), and empties it. */
 vkmha_status vk_pipelines_build(vk_state *vk);
-/* The texel view of v for reading its data as vec4s in a shader's float
- * variant (fp32: view4, fp16: view4h) or its TEXEL_U16 variant (16-bit
- * data: view4u); null where there is none (bf16 in the float variant, fp32
- * in the u16 one, wrapped tensors, views past a buffer's start, buffers
- * under 16 bytes, no texel16). */
-VkBufferView vk_texel_view(const vk_view *v, bool u16);
 /* Whether a dispatch of `pipe` with `dtypes` runs the TEXEL_U16 variant:
  * the pipe has one and every texel source of it is 16-bit. */
 bool vk_texel_u16(const vk_state *vk, vk_pipe pipe, uint32_t dtypes);

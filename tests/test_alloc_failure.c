@@ -61,21 +61,14 @@ static fixture fx;
 
 static void fill_outputs(void)
 {
-    for (size_t i = 0; i < fx.n_got; i++)
-        fx.got[i] = SENTINEL;
-    for (size_t i = 0; i < fx.n_got_w; i++)
-        fx.got_w[i] = SENTINEL;
+    t_fill(fx.got, fx.n_got, SENTINEL);
+    t_fill(fx.got_w, fx.n_got_w, SENTINEL);
 }
 
 static bool outputs_untouched(void)
 {
-    for (size_t i = 0; i < fx.n_got; i++)
-        if (fx.got[i] != SENTINEL)
-            return false;
-    for (size_t i = 0; i < fx.n_got_w; i++)
-        if (fx.got_w[i] != SENTINEL)
-            return false;
-    return true;
+    return t_untouched(fx.got, fx.n_got, SENTINEL, NULL) &&
+           t_untouched(fx.got_w, fx.n_got_w, SENTINEL, NULL);
 }
 
 static void fixture_make(vkmha_context *ref, t_rng *rng)

@@ -542,18 +542,6 @@ static void output_sizes(int fn, const args *a, const vkmha_mha_desc *md, size_t
     }
 }
 
-typedef struct capture {
-    char msg[1024];
-} capture;
-
-static void capture_log(void *user, vkmha_log_level level, vkmha_status status,
-                        const char *msg)
-{
-    (void)status;
-    if (level >= VKMHA_LOG_ERROR)
-        snprintf(((capture *)user)->msg, sizeof ((capture *)user)->msg, "%s", msg);
-}
-
 /* Calls the row's function on ctx (with `layer`, the context's valid layer,
  * for forward and get_desc). msg receives the message to check. */
 static vkmha_status call(int fn, args *a, vkmha_context *ctx, vkmha_mha *layer,
@@ -610,12 +598,12 @@ static vkmha_status call(int fn, args *a, vkmha_context *ctx, vkmha_mha *layer,
         st = vkmha_context_get_kernels(ctx, a->kernel_count, a->kernels);
         break;
     default: { /* F_CONTEXT_CREATE */
-        capture c = {""};
+        t_log_capture c = {0};
         vkmha_context_desc cd = {0};
         vkmha_context *made = (vkmha_context *)(uintptr_t)1;
         cd.backend = backend;
         cd.debug = &a->dbg;
-        cd.log = capture_log;
+        cd.log = t_capture_log;
         cd.log_user = &c;
         st = vkmha_context_create(&cd, &made);
         snprintf(msg, cap, "%s", made == NULL ? c.msg : "*out was not set to NULL");
@@ -630,16 +618,13 @@ static vkmha_status call(int fn, args *a, vkmha_context *ctx, vkmha_mha *layer,
 
 static void fill_sentinels(void)
 {
-    for (size_t i = 0; i < POOL; i++)
-        g_out[i] = g_w[i] = SENTINEL;
+    t_fill(g_out, POOL, SENTINEL);
+    t_fill(g_w, POOL, SENTINEL);
 }
 
 static bool untouched(void)
 {
-    for (size_t i = 0; i < POOL; i++)
-        if (g_out[i] != SENTINEL || g_w[i] != SENTINEL)
-            return false;
-    return true;
+    return t_untouched(g_out, POOL, SENTINEL, NULL) && t_untouched(g_w, POOL, SENTINEL, NULL);
 }
 
 /* One row on one backend; ref_done: the reference ran this row first and its

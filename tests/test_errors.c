@@ -26,19 +26,13 @@ static float *g_w;   /* second output (attention weights), sentinel-filled */
 
 static void fill_sentinel(void)
 {
-    for (size_t i = 0; i < POOL; i++)
-        g_out[i] = g_w[i] = SENTINEL;
+    t_fill(g_out, POOL, SENTINEL);
+    t_fill(g_w, POOL, SENTINEL);
 }
 
 static bool outputs_untouched(const char *label)
 {
-    for (size_t i = 0; i < POOL; i++)
-        if (g_out[i] != SENTINEL || g_w[i] != SENTINEL) {
-            t_diag("%s: output element %zu was written (%g / %g)", label, i,
-                   (double)g_out[i], (double)g_w[i]);
-            return false;
-        }
-    return true;
+    return t_untouched(g_out, POOL, SENTINEL, label) && t_untouched(g_w, POOL, SENTINEL, label);
 }
 
 /* Checks (a) to (d) for one bad call and reports it as one case. `fn` is the
@@ -548,12 +542,6 @@ static void forward_cases(const env *e, vkmha_mha *layer)
 
 /* ---- NULL handles, context creation, status strings ---------------------- */
 
-typedef struct log_capture {
-    int calls;
-    vkmha_status status;
-    char msg[1024];
-} log_capture;
-
 /* Each form of an op names itself: a tensor call's bad desc is reported as
  * vkmha_<op>_tensor's, not the host-array op's; a bad dtype field of a
  * host-array op names desc->dtype. */
@@ -585,17 +573,6 @@ static void call_name_cases(const env *e)
     BAD(e, INVALID, "vkmha_matmul", "desc->dtype", NULL, "matmul dtype 77",
         vkmha_matmul(e->ctx, &md, g_in, g_in, NULL, g_out));
     vkmha_tensor_destroy(t);
-}
-
-static void capture_log(void *user, vkmha_log_level level, vkmha_status status,
-                        const char *msg)
-{
-    log_capture *c = (log_capture *)user;
-    if (level < VKMHA_LOG_ERROR)
-        return;
-    c->calls++;
-    c->status = status;
-    snprintf(c->msg, sizeof c->msg, "%s", msg);
 }
 
 static void null_handle_cases(const weights *w)
@@ -658,10 +635,10 @@ static void null_handle_cases(const weights *w)
 static void bad_context(vkmha_context_desc *d, bool null_out, vkmha_status want,
                         const char *arg, const char *label)
 {
-    log_capture cap = {0};
+    t_log_capture cap = {0};
     vkmha_context *ctx = (vkmha_context *)(uintptr_t)0x5e7;
     bool ok = true;
-    d->log = capture_log;
+    d->log = t_capture_log;
     d->log_user = &cap;
     vkmha_status st = vkmha_context_create(d, null_out ? NULL : &ctx);
     T_EXPECT_STATUS(st, want, ok);

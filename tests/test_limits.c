@@ -244,17 +244,13 @@ static void layer_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
 static float *sentinels(size_t n)
 {
     float *p = t_alloc(n);
-    for (size_t i = 0; i < n; i++)
-        p[i] = SENTINEL;
+    t_fill(p, n, SENTINEL);
     return p;
 }
 
 static bool untouched(const float *p, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        if (p[i] != SENTINEL)
-            return false;
-    return true;
+    return t_untouched(p, n, SENTINEL, NULL);
 }
 
 /* A call refused for a size: UNSUPPORTED, a message starting with `fn:` that

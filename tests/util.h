@@ -225,6 +225,47 @@ static inline double t_max_abs_diff(const float *a, const float *b, size_t n)
     return m;
 }
 
+/* ---- outputs a refused call must leave alone ------------------------------ */
+
+/* p[0 .. n) = v: a sentinel a refused call must not overwrite. */
+static inline void t_fill(float *p, size_t n, float v)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = v;
+}
+
+/* Whether p[0 .. n) all still hold `sentinel`; label (NULL: silent) names
+ * the first element written. */
+static inline bool t_untouched(const float *p, size_t n, float sentinel, const char *label)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != sentinel) {
+            if (label)
+                t_diag("%s: output element %zu was written (%g)", label, i, (double)p[i]);
+            return false;
+        }
+    return true;
+}
+
+/* A logger (vkmha_context_desc.log, log_user = a t_log_capture) that keeps
+ * the last error message, its status and how many errors came. */
+typedef struct t_log_capture {
+    int calls;
+    vkmha_status status;
+    char msg[1024];
+} t_log_capture;
+
+static inline void t_capture_log(void *user, vkmha_log_level level, vkmha_status status,
+                                 const char *msg)
+{
+    t_log_capture *c = (t_log_capture *)user;
+    if (level < VKMHA_LOG_ERROR)
+        return;
+    c->calls++;
+    c->status = status;
+    snprintf(c->msg, sizeof c->msg, "%s", msg);
+}
+
 /* ---- messages and follow-up calls --------------------------------------- */
 
 static inline bool t_is_ident(char c)

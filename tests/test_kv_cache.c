@@ -13,41 +13,13 @@
 
 /* A layer for these tests: d_model 24, 4 query heads over 2 key/value heads,
  * d_k 8, d_v 12, kdim 20 (cross-attention), biases, post-norm. */
-typedef struct layer {
-    vkmha_mha_desc d;
-    float *mem;
-} layer;
+typedef t_layer_desc layer;
 
 enum { D_MODEL = 24, HEADS = 4, KV_HEADS = 2, D_K = 8, D_V = 12, KDIM = 20 };
 
 static void layer_make(layer *l, t_rng *r, bool cross)
 {
-    const uint32_t kd = cross ? KDIM : D_MODEL;
-    const size_t n[8] = {HEADS * D_K * D_MODEL, KV_HEADS * D_K * kd, KV_HEADS * D_V * kd,
-                         D_MODEL * HEADS * D_V, HEADS * D_K, KV_HEADS * D_K,
-                         KV_HEADS * D_V, D_MODEL};
-    size_t total = 2 * D_MODEL;
-    for (int i = 0; i < 8; i++)
-        total += n[i];
-    memset(l, 0, sizeof *l);
-    float *p = l->mem = t_random(r, total, -0.4f, 0.4f);
-    const void **w[8] = {&l->d.w_q, &l->d.w_k, &l->d.w_v, &l->d.w_o,
-                         &l->d.b_q, &l->d.b_k, &l->d.b_v, &l->d.b_o};
-    for (int i = 0; i < 8; i++) {
-        *w[i] = p;
-        p += n[i];
-    }
-    l->d.d_model = D_MODEL;
-    l->d.n_head = HEADS;
-    l->d.n_kv_head = KV_HEADS;
-    l->d.d_k = D_K;
-    l->d.d_v = D_V;
-    l->d.kdim = l->d.vdim = kd;
-    l->d.post_norm = true;
-    for (int c = 0; c < D_MODEL; c++)
-        p[c] = 1.0f + p[c];
-    l->d.norm_gamma = p;
-    l->d.norm_beta = p + D_MODEL;
+    t_layer_desc_make(l, r, D_MODEL, HEADS, KV_HEADS, D_K, D_V, cross ? KDIM : D_MODEL, 0.4f);
 }
 
 /* A run: a backend or Vulkan variant, a path, the activations' / storage

@@ -10,29 +10,11 @@
 /* d_model 24, 8 query heads over 4 key/value heads, d_k 6, d_v 5, kdim 20. */
 enum { D = 24, H = 8, HKV = 4, DK = 6, DV = 5, KD = 20, B = 2, LQ = 5, LK = 7 };
 
-typedef struct layer {
-    vkmha_mha_desc d;
-    float *mem;
-} layer;
+typedef t_layer_desc layer;
 
 static void layer_make(layer *l, t_rng *r)
 {
-    const size_t n[10] = {H * DK * D, HKV * DK * KD, HKV * DV * KD, D * H * DV, H * DK,
-                          HKV * DK,   HKV * DV,      D,             D,          D};
-    size_t total = 0;
-    for (int i = 0; i < 10; i++)
-        total += n[i];
-    memset(l, 0, sizeof *l);
-    float *p = l->mem = t_random(r, total, -0.5f, 0.5f);
-    const void **w[10] = {&l->d.w_q, &l->d.w_k, &l->d.w_v, &l->d.w_o, &l->d.b_q,
-                          &l->d.b_k, &l->d.b_v, &l->d.b_o, &l->d.norm_gamma, &l->d.norm_beta};
-    for (int i = 0; i < 10; i++) {
-        *w[i] = p;
-        p += n[i];
-    }
-    l->d.d_model = D, l->d.n_head = H, l->d.n_kv_head = HKV, l->d.d_k = DK, l->d.d_v = DV;
-    l->d.kdim = l->d.vdim = KD;
-    l->d.post_norm = true;
+    t_layer_desc_make(l, r, D, H, HKV, DK, DV, KD, 0.5f);
 }
 
 /* The layer's values of n parameters: rounded to its storage dtype. */

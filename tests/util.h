@@ -426,6 +426,47 @@ static inline void t_layer_free(t_layer *l)
     t_mask_free(&l->mask);
 }
 
+/* A layer's desc alone (no inputs), as tests that build their own inputs
+ * want it: every array (w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o,
+ * norm_gamma, norm_beta) uniform in [-amp, amp] from one allocation, mem
+ * (the caller frees it), gamma around 1; post-norm on; kdim = vdim = kdim. */
+typedef struct t_layer_desc {
+    vkmha_mha_desc d;
+    float *mem;
+} t_layer_desc;
+
+static inline void t_layer_desc_make(t_layer_desc *l, t_rng *r, uint32_t d_model, uint32_t H,
+                                     uint32_t Hkv, uint32_t d_k, uint32_t d_v, uint32_t kdim,
+                                     float amp)
+{
+    const size_t n[10] = {(size_t)H * d_k * d_model, (size_t)Hkv * d_k * kdim,
+                          (size_t)Hkv * d_v * kdim,  (size_t)d_model * H * d_v,
+                          (size_t)H * d_k,           (size_t)Hkv * d_k,
+                          (size_t)Hkv * d_v,         d_model,
+                          d_model,                   d_model};
+    size_t total = 0;
+    for (int i = 0; i < 10; i++)
+        total += n[i];
+    memset(l, 0, sizeof *l);
+    float *p = l->mem = t_random(r, total, -amp, amp);
+    const void **w[10] = {&l->d.w_q, &l->d.w_k, &l->d.w_v, &l->d.w_o, &l->d.b_q,
+                          &l->d.b_k, &l->d.b_v, &l->d.b_o, &l->d.norm_gamma, &l->d.norm_beta};
+    for (int i = 0; i < 10; i++) {
+        *w[i] = p;
+        p += n[i];
+    }
+    float *gamma = (float *)l->d.norm_gamma;
+    for (uint32_t c = 0; c < d_model; c++)
+        gamma[c] += 1.0f;
+    l->d.d_model = d_model;
+    l->d.n_head = H;
+    l->d.n_kv_head = Hkv;
+    l->d.d_k = d_k;
+    l->d.d_v = d_v;
+    l->d.kdim = l->d.vdim = kdim;
+    l->d.post_norm = true;
+}
+
 /* Layer outputs against the reference: five chained fp32 stages against
  * double accumulation, and a LayerNorm that divides by a standard deviation
  * (test_mha.c explains the bounds). */

@@ -549,6 +549,31 @@ void vk_load_instance_table(PFN_vkGetInstanceProcAddr gipa, VkInstance instance,
 void vk_load_device_table(VkDevice device, PFN_vkGetDeviceProcAddr get,
                           struct VolkDeviceTable *table);
 
+/* ---- the instance (src/vk_instance.c) -------------------------------------- */
+/* What to do when the loader finds no driver or no device, for messages
+ * (the most common first-run failure). */
+void vk_no_driver_hint(char *buf, size_t cap);
+/* The loader's global functions: the application's (gipa) or the system's. */
+vkmha_status vk_load_globals(vk_state *vk, PFN_vkGetInstanceProcAddr gipa);
+/* Creates vk->instance (and the messenger when validating). */
+vkmha_status vk_create_instance(vk_state *vk, vkmha_context *ctx, bool validation);
+
+/* ---- the device (src/vk_device.c) ------------------------------------------ */
+/* The physical device desc asks for (or the automatic choice), adopted:
+ * vk->phys, vk->info, vk->mem_props. */
+vkmha_status vk_pick_device(vk_state *vk, const vkmha_context_desc *desc);
+/* The application's instance, physical device, device and queue
+ * (vkmha_vulkan_desc): checked, never owned. */
+vkmha_status vk_borrow_device(vk_state *vk, const vkmha_vulkan_desc *ext);
+/* The device (or the borrowed one's features), the queue, the command pool
+ * and buffer, the fence, sparse binding; VK_EXT_memory_budget looked up. */
+vkmha_status vk_create_device(vk_state *vk, const vkmha_vulkan_desc *ext);
+/* The memory types of working buffers and staging. */
+vkmha_status vk_choose_memory_types(vk_state *vk);
+/* VKMHA_CONTEXT_PROFILE: a pool of 2 timestamp queries, where the queue
+ * family has timestamps; otherwise profiling stays off. */
+vkmha_status vk_create_timestamps(vk_state *vk);
+
 /* ---- src/vk_context.c ---------------------------------------------------- */
 /* The Vulkan backend's table is vk_backend_ops (src/internal.h).
  * compile_only: see vkmha__context_create_compile_only. */

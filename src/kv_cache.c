@@ -33,10 +33,10 @@ static vkmha_status check_sizes(vkmha_context *ctx, const vkmha_mha_desc *d,
         if (!tensor_elements(d, batch, desc->capacity, i, &n[i]))
             return vkmha__fail(ctx, INVALID, "%s: the cache's %s overflow 64 bits", ctx->call,
                                i ? "values" : "keys");
+        uint64_t bytes;
         if ((st = vkmha__check_count(ctx, ctx->call, tensor_names[i], n[i],
-                                     vkmha__dtype_size(desc->dtype), &(uint64_t){0})))
+                                     vkmha__dtype_size(desc->dtype), &bytes)))
             return st;
-        const uint64_t bytes = n[i] * vkmha__dtype_size(desc->dtype);
         if (!desc->keys && ctx->tensor_bytes && bytes > ctx->tensor_bytes)
             return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
                                "%s: the cache's %s (desc->batch x n_kv_head x desc->capacity x "

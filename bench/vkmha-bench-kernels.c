@@ -319,12 +319,7 @@ static void bench_layernorm(const opts *o, uint32_t rows)
 
 /* ---- the split-K combine ---------------------------------------------------- */
 
-/* Mirrors struct combine_push in src/vk_attention.c (shaders/flash_combine.comp). */
-struct combine_push {
-    uint32_t misalign[2];
-    uint32_t rows, len_q, heads, d_v, splits, o_sb, o_sh, o_ld;
-    uint32_t group_base;
-};
+/* struct combine_push: src/vk_push.h. */
 
 typedef struct cb_call {
     vkmha_context *ctx; /* NULL: the scalar C loop */
@@ -385,8 +380,8 @@ static int cb_run(void *p)
                              vk_view_of(&vk->slots[SLOT_OUT], VKMHA_DTYPE_F32),
                              vk_view_of(&vk->slots[SLOT_STATS], VKMHA_DTYPE_F32)};
     uint64_t groups = ((uint64_t)c->rows * c->d_v + vk->elementwise_wg - 1) / vk->elementwise_wg;
-    if ((st = vk_dispatch_groups(vk, &vk->op_sites.sites[OPSITE_ATTENTION + 4],
-                                 PIPE_FLASH_COMBINE, bufs, 4, &cp, sizeof cp,
+    if ((st = vk_dispatch_groups(vk, &vk->op_sites.sites[OPSITE_ATTENTION + ASITE_COMBINE],
+                                 VK_PIPE(KERNEL_FLASH_COMBINE), bufs, 4, &cp, sizeof cp,
                                  offsetof(struct combine_push, group_base), groups)))
         return vk_exec_end(vk, st, NULL) != VKMHA_SUCCESS;
     if (!(st = vk_download(vk, &vk->slots[SLOT_OUT], c->out, no, 1, no, 1, no)))

@@ -26,32 +26,15 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Mirrors the push-constant block of shaders/flash.comp. */
-struct flash_push {
-    uint32_t misalign[2]; /* vk_dispatch's */
-    uint32_t groups, len_q, len_k, heads, group;
-    uint32_t dims; /* d_k | d_v << 16; the shader derives the split count */
-    uint32_t q_blocks, split_len;
-    uint32_t q_sb, q_sh, q_ld, k_sb, k_sh, k_ld, v_sb, v_sh, v_ld, o_sb, o_sh, o_ld;
-    uint32_t flags; /* vkmha_mask_kind bits | MODE_* */
-    float scale;
-    uint32_t bias_sb, bias_sh;
-    uint32_t kv_first, kv_count;
-    uint32_t group_base;
-    uint32_t causal_offset; /* mask_hides in shaders/mask.glsl */
-    uint32_t kv_b0;         /* vk_attn_plan.kv_b0 */
-    uint32_t kv_key0;       /* the first key of a window (vk_attn_plan.window) */
-};
-VK_PUSH_BLOCK(flash_push);
 _Static_assert((32u << (VK_FLASH_CLASSES - 1)) <= 0xffff, "flash_push.dims packs 16-bit head dims");
 
-/* Mirrors shaders/flash_combine.comp. */
-struct combine_push {
-    uint32_t misalign[2]; /* vk_dispatch's */
-    uint32_t rows, len_q, heads, d_v, splits, o_sb, o_sh, o_ld;
-    uint32_t group_base;
-};
-VK_PUSH_BLOCK(combine_push);
+
+const vk_kind vk_attention_site_kinds[VK_ATTENTION_SITES] = {
+    [ASITE_SCORES] = KIND_MATMUL,        [ASITE_SOFTMAX] = KIND_SOFTMAX,
+    [ASITE_PV] = KIND_MATMUL,            [ASITE_WEIGHTS_COPY] = KIND_HEADS,
+    [ASITE_FLASH] = KIND_FLASH,          [ASITE_FLASH_WEIGHTS] = KIND_FLASH,
+    [ASITE_FLASH_CPU] = KIND_FLASH_CPU,  [ASITE_FLASH_CPU_WEIGHTS] = KIND_FLASH_CPU,
+    [ASITE_COMBINE] = KIND_FLASH_COMBINE};
 
 /* Each split-K range has at least this many key blocks. */
 #define MIN_SPLIT_BLOCKS 4
@@ -427,7 +410,7 @@ static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const vk_attn_
     if (plan->products && n > 1 &&
         !(more = vk_window_sites_take(vk, KIND_MATMUL, 2 * n - 2)))
         return VKMHA_ERROR_VULKAN;
-    if ((st = record_products(vk, &sites[0], more, plan, &mm[0])))
+    if ((st = record_products(vk, &sites[ASITE_SCORES], more, plan, &mm[0])))
         return st;
     vk_barrier(vk);
 
@@ -436,19 +419,19 @@ static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const vk_attn_
                           .heads = s->heads, .len_q = s->len_q, .len_k = s->len_k,
                           .scale = 1.0f};
     vk_mask_args(plan->masks, mask, &sm);
-    if ((st = vk_record_softmax(vk, &sites[1], &sm)))
+    if ((st = vk_record_softmax(vk, &sites[ASITE_SOFTMAX], &sm)))
         return st;
     vk_barrier(vk);
 
     /* out[b][h] (Lq x d_v) = p[b][h] (Lq x Lk) * v[b][h / g] (Lk x d_v) */
-    if ((st = record_products(vk, &sites[2], more ? more + n - 1 : NULL, plan, &mm[1])) ||
+    if ((st = record_products(vk, &sites[ASITE_PV], more ? more + n - 1 : NULL, plan, &mm[1])) ||
         dt_w == VKMHA_DTYPE_F32)
         return st;
     /* The weights, rounded: a copy of [rows][len_k] (one head). Reads what
      * the P V matmul reads: no barrier between them. */
     const heads_shape copy = {.batch = 1, .len = (uint32_t)(s->batch * s->heads * Lq),
                               .heads = 1, .head_dim = s->len_k};
-    return vk_record_heads(vk, &sites[8], &copy, true, scores, plan->scores);
+    return vk_record_heads(vk, &sites[ASITE_WEIGHTS_COPY], &copy, true, scores, plan->scores);
 }
 
 /* One pass of the fused kernel (p->flags: its mode; bufs: its bindings)
@@ -550,9 +533,10 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
     const vk_view bufs[9] = {*q, *k, *v, m.masks[0], m.masks[1], m.masks[2],
                              split ? partial_o : *out, split ? partial_ml : stats,
                              plan->lengths};
-    const vk_pipe pipe = (vk_pipe)((plan->cpu_kernel ? PIPE_FLASH_CPU : PIPE_FLASH) + plan->cls);
-    vk_site *main_site = &sites[plan->cpu_kernel ? 6 : 3];
-    vk_site *weights_site = &sites[plan->cpu_kernel ? 7 : 5];
+    const vk_pipe pipe = {.kernel = plan->cpu_kernel ? KERNEL_FLASH_CPU : KERNEL_FLASH,
+                          .cls = (uint8_t)plan->cls};
+    vk_site *main_site = &sites[plan->cpu_kernel ? ASITE_FLASH_CPU : ASITE_FLASH];
+    vk_site *weights_site = &sites[plan->cpu_kernel ? ASITE_FLASH_CPU_WEIGHTS : ASITE_FLASH_WEIGHTS];
     p.flags = kinds | (split ? MODE_PARTIAL : 0);
     if ((st = dispatch_keys(vk, main_site, plan, pipe, bufs, &p, groups, false)))
         return st;
@@ -565,7 +549,7 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
                                  .o_sh = (uint32_t)out->stride[1],
                                  .o_ld = (uint32_t)out->stride[2]};
         const vk_view cb[4] = {partial_o, partial_ml, *out, stats};
-        if ((st = vk_dispatch_groups(vk, &sites[4], PIPE_FLASH_COMBINE, cb, 4, &c, sizeof c,
+        if ((st = vk_dispatch_groups(vk, &sites[ASITE_COMBINE], VK_PIPE(KERNEL_FLASH_COMBINE), cb, 4, &c, sizeof c,
                                      offsetof(struct combine_push, group_base),
                                      div_up(rows * s->d_v, vk->elementwise_wg))))
             return st;

@@ -320,8 +320,9 @@ static vkmha_status plan_pipelines(vk_state *vk)
         if (p->op == PASS_DISPATCH && !p->pipeline &&
             !(p->pipeline = vk_pipeline_find(vk, p->pipe, p->dtypes)))
             return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
-                               "%s: internal error: pipeline %d not created", vk->ctx->call,
-                               (int)p->pipe);
+                               "%s: internal error: pipeline %u.%u.%u.%u not created",
+                               vk->ctx->call, p->pipe.kernel, p->pipe.tile, p->pipe.vec,
+                               p->pipe.cls);
     }
     return VKMHA_SUCCESS;
 }
@@ -459,7 +460,21 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_vie
                          uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz)
 {
     vk_plan *pl = &vk->plan;
-    const vk_kind kind = vk_pipe_kind(pipe);
+    /* The dispatch against its kernel's row: a pipeline on the row's axes,
+     * the views and push block the row declares. */
+    const vk_kernel_def *def = pipe.kernel < KERNEL_COUNT ? &vk_kernel_defs[pipe.kernel] : NULL;
+    if (!def || vk_pipe_index(pipe) == UINT32_MAX || n_bufs != def->bufs ||
+        push_size != def->push_size) {
+        char name[VK_PIPE_NAME_MAX] = "?";
+        if (def)
+            vk_pipe_name(pipe, name, sizeof name);
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
+                           "%s: internal error: dispatch of %s (%u.%u.%u.%u) with %u views and "
+                           "%u push bytes (its row: %u, %u)",
+                           vk->ctx->call, name, pipe.kernel, pipe.tile, pipe.vec, pipe.cls, n_bufs,
+                           push_size, def ? def->bufs : 0, def ? def->push_size : 0);
+    }
+    const vk_kind kind = def->kind;
     /* Descriptors start at multiples of minStorageBufferOffsetAlignment
      * (at most 256): a buffer that starts between two is bound from the
      * one below, and the bytes it is past it go to the shader as byte i % 4
@@ -503,10 +518,6 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_vie
         return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
                            "%s: internal error: descriptor site of kind %d used for kind %d",
                            vk->ctx->call, site->kind, kind);
-    if (push_size > VK_PUSH_BYTES || push_size < 8)
-        return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
-                           "%s: internal error: %u bytes of push constants", vk->ctx->call,
-                           push_size);
     vk_pass *p = &pl->passes[pl->n_passes];
     *p = (vk_pass){.pipeline = pipeline, .pipe = pipe, .dtypes = dtypes, .kind = kind,
                    .set = site->set,

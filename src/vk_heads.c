@@ -5,15 +5,6 @@
 
 #include <stddef.h>
 
-/* Mirrors the push-constant block of shaders/heads.comp. */
-struct heads_push {
-    uint32_t misalign[2]; /* vk_dispatch's */
-    uint32_t total, len, heads, head_dim, split;
-    uint32_t group_base;
-    uint32_t texel; /* shaders/heads_cpu.comp only */
-    uint32_t x_sb, x_sh, x_sl, y_sb, y_sh, y_sl; /* per batch entry, head, row */
-};
-VK_PUSH_BLOCK(heads_push);
 
 /* Element strides (batch entry, head, row) of the [len][heads][d] ("rows")
  * and [heads][len][d] ("heads") layouts of s's full shape (a block of a
@@ -67,11 +58,11 @@ vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, 
     const vk_view bufs[2] = {x, y};
     if (vk->cpu_rows_wg && s->head_dim <= VK_CPU_ROW_MAX) { /* a row per invocation */
         uint64_t rows = total / s->head_dim;
-        return vk_dispatch_groups(vk, site, PIPE_HEADS_CPU, bufs, 2, &p, sizeof p,
+        return vk_dispatch_groups(vk, site, VK_PIPE(KERNEL_HEADS_CPU), bufs, 2, &p, sizeof p,
                                   offsetof(struct heads_push, group_base),
                                   (rows + vk->cpu_rows_wg - 1) / vk->cpu_rows_wg);
     }
-    return vk_dispatch_groups(vk, site, PIPE_HEADS, bufs, 2, &p, sizeof p,
+    return vk_dispatch_groups(vk, site, VK_PIPE(KERNEL_HEADS), bufs, 2, &p, sizeof p,
                               offsetof(struct heads_push, group_base),
                               (total + vk->elementwise_wg - 1) / vk->elementwise_wg);
 }

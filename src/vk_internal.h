@@ -84,53 +84,12 @@ typedef enum vk_slot {
     SLOT_COUNT
 } vk_slot;
 
-/* ---- pipelines (src/vk_pipeline.c) --------------------------------------- */
-
-/* One descriptor-set layout and pipeline layout per shader kind. */
-typedef enum vk_kind {
-    KIND_MATMUL,
-    KIND_SOFTMAX,
-    KIND_HEADS,
-    KIND_LAYERNORM,
-    KIND_FLASH,
-    KIND_FLASH_COMBINE,
-    KIND_FLASH_CPU,
-    KIND_COUNT
-} vk_kind;
-
-typedef enum vk_pipe {
-    PIPE_MATMUL_LARGE,
-    PIPE_MATMUL_LARGE_VEC,
-    PIPE_MATMUL_SMALL,
-    PIPE_MATMUL_SMALL_VEC,
-    /* matrices of at most VK_GEMV_ROWS rows on CPU devices (vk_state.tile_gemv) */
-    PIPE_MATMUL_GEMV,
-    PIPE_MATMUL_GEMV_VEC,
-    PIPE_SOFTMAX,
-    PIPE_HEADS,
-    PIPE_LAYERNORM,
-    PIPE_FLASH, /* VK_FLASH_CLASSES pipelines, one per head-dim class */
-    PIPE_FLASH_COMBINE = PIPE_FLASH + 4,
-    PIPE_FLASH_CPU, /* shaders/flash_cpu.comp, VK_FLASH_CLASSES pipelines */
-    /* CPU-shaped variants (vk_state.cpu_rows_wg), last and in this order:
-     * several rows per workgroup, one per invocation, no barrier
-     * (shaders/softmax_cpu.comp, heads_cpu.comp, layernorm_cpu.comp). */
-    PIPE_SOFTMAX_CPU = PIPE_FLASH_CPU + 4,
-    PIPE_HEADS_CPU,
-    PIPE_LAYERNORM_CPU,
-    PIPE_COUNT
-} vk_pipe;
-
-/* A pipeline by role and specialization (vk_state.want). */
-typedef struct vk_pipe_key {
-    vk_pipe pipe;
-    uint32_t dtypes;
-} vk_pipe_key;
+/* ---- kernels and pipelines (src/vk_kernels.c, vk_tuning.c, vk_pipeline.c) -- */
 
 /* The most threads that create pipelines at once (vk_pipelines_build). */
 #define VK_BUILD_THREADS_MAX 16
 
-/* The most rows of A that take PIPE_MATMUL_GEMV (a decode step's batch). */
+/* The most rows of A that take the matmul's TILE_GEMV (a decode step's batch). */
 #define VK_GEMV_ROWS 4u
 
 /* The longest row a CPU-shaped row kernel walks in one invocation: llvmpipe
@@ -195,6 +154,10 @@ typedef struct vk_flash_config {
  * on a descriptor boundary. */
 #define VK_MISALIGN_SLOTS 8
 
+/* The kernel table and the pipelines' keys; the push blocks' C mirrors. */
+#include "vk_kernels.h"
+#include "vk_push.h"
+
 /* Not a vkmha_mask_kind: shaders/mask.glsl's MASK_LENGTHS (the dispatch
  * binds each batch entry's key length). */
 #define VK_MASK_LENGTHS 16u
@@ -208,15 +171,21 @@ typedef struct vk_site {
     VkDeviceSize offsets[VK_MAX_BINDINGS]; /* the view's offset */
 } vk_site;
 
-/* The sites vk_record_attention uses: the unfused scores matmul, softmax and
- * P V matmul, the fused shader, its split-K combine and its weights pass
- * (the fused shader again, with the weights bound as its output), the
- * CPU-shaped fused shader and its weights pass, and the unfused path's copy
- * of its fp32 weights into 16-bit ones (the heads shader, one head). */
-#define VK_ATTENTION_SITES 9
-#define VK_ATTENTION_SITE_KINDS                                                             \
-    KIND_MATMUL, KIND_SOFTMAX, KIND_MATMUL, KIND_FLASH, KIND_FLASH_COMBINE, KIND_FLASH,      \
-        KIND_FLASH_CPU, KIND_FLASH_CPU, KIND_HEADS
+/* The sites vk_record_attention uses, by name (vk_attention_site_kinds
+ * gives each one's kind). */
+typedef enum vk_attention_site {
+    ASITE_SCORES,       /* unfused: the scores matmul Q K^T */
+    ASITE_SOFTMAX,      /* unfused: the masked softmax */
+    ASITE_PV,           /* unfused: the P V matmul */
+    ASITE_WEIGHTS_COPY, /* unfused: its fp32 weights into 16-bit ones (heads, one head) */
+    ASITE_FLASH,        /* the workgroup-shared fused shader */
+    ASITE_FLASH_WEIGHTS, /* its weights pass (the same shader, weights bound as output) */
+    ASITE_FLASH_CPU,    /* the CPU-shaped fused shader */
+    ASITE_FLASH_CPU_WEIGHTS,
+    ASITE_COMBINE,      /* split-K's combine */
+    VK_ATTENTION_SITES
+} vk_attention_site;
+extern const vk_kind vk_attention_site_kinds[VK_ATTENTION_SITES]; /* src/vk_attention.c */
 
 /* The context's own sites, for the ops on host arrays. */
 typedef enum vk_op_site {
@@ -462,7 +431,10 @@ struct vk_state {
 
     VkDescriptorSetLayout set_layouts[KIND_COUNT];
     VkPipelineLayout pipe_layouts[KIND_COUNT];
-    VkPipeline pipes[PIPE_COUNT]; /* all-F32 pipelines, created on first use */
+    /* All-F32 pipelines by vk_pipe_index (n_pipes: vk_pipe_count), created
+     * on first use. */
+    VkPipeline *pipes;
+    uint32_t n_pipes;
     /* Pipelines specialized for other dtypes, created on first use. */
     struct vk_typed_pipe {
         vk_pipe pipe;
@@ -771,6 +743,10 @@ uint32_t vk_view_dtypes(const vk_view bufs[], uint32_t n);
  * in the u16 one, wrapped tensors, views past a buffer's start, buffers
  * under 16 bytes, no texel16). */
 VkBufferView vk_texel_view(const vk_view *v, bool u16);
+/* Whether views v[0..n) can all be read as texels by one variant of a
+ * shader (u16_variant: it has a TEXEL_U16 one): each has the texel view that
+ * variant reads. */
+bool vk_texel_ok(const vk_view *const v[], uint32_t n, bool u16_variant);
 
 /* ---- the host-array driver (src/vk_host.c) -------------------------------- */
 /* A call on host arrays, run by vk_run_host: its buffers are ensured by the
@@ -797,9 +773,41 @@ typedef struct vk_host_call {
 } vk_host_call;
 vkmha_status vk_run_host(vk_state *vk, const vk_host_call *c);
 
-/* ---- src/vk_pipeline.c --------------------------------------------------- */
-/* Chooses the tiles (override: desc->matmul_tile, may be NULL) and creates
- * the layouts. */
+/* ---- src/vk_tuning.c -------------------------------------------------------- */
+/* Chooses the tiles (override: desc->matmul_tile, may be NULL), the fused
+ * attention's blocks, workgroup sizes and the CPU-shaped kernels from the
+ * device's limits. */
+vkmha_status vk_tuning_init(vk_state *vk, const vkmha_tile_config *override);
+/* Takes the fallback of vkmha_path bit `path` (the self-check, or
+ * VKMHA_DISABLE_PATHS): the kernel table's pipelines of that path become
+ * unavailable (vk_pipe_available), a feature path (subgroup arithmetic,
+ * 16-bit storage, sparse binding) is turned off. */
+void vk_tuning_disable(vk_state *vk, uint32_t path);
+
+/* ---- src/vk_descriptors.c --------------------------------------------------- */
+/* Creates each kind's layouts and the context's sites (vk->op_sites). */
+vkmha_status vk_descriptors_init(vk_state *vk);
+void vk_descriptors_destroy(vk_state *vk);
+/* Creates `count` sites, site i for shaders of kinds[i]. */
+vkmha_status vk_site_pool_create(vk_state *vk, const vk_kind *kinds, uint32_t count,
+                                 vk_site_pool *out);
+void vk_site_pool_destroy(vk_state *vk, vk_site_pool *p);
+/* A descriptor set of `kind` for one recorded dispatch (no push descriptors),
+ * as a site whose bindings are all to be written; kept until
+ * vk_release_recorded_sets (vkmha_context_trim, vkmha_context_destroy). */
+vkmha_status vk_recorded_site(vk_state *vk, vk_kind kind, vk_site *out);
+void vk_release_recorded_sets(vk_state *vk);
+/* Reserves n more sites of vk->window_sites[kind] for the next plan (the
+ * windows after each matmul's or attention pass's first, ...: each part of
+ * the plan reserves its own), growing the pool; outside a plan. */
+vkmha_status vk_window_sites_reserve(vk_state *vk, vk_kind kind, uint64_t n);
+/* The next `n` (>= 1) sites of vk->window_sites[kind] for the plan being
+ * made; NULL (an internal error reported) when fewer were reserved. */
+vk_site *vk_window_sites_take(vk_state *vk, vk_kind kind, uint64_t n);
+
+/* ---- src/vk_pipeline.c ------------------------------------------------------ */
+/* Tuning (vk_tuning_init), layouts and sites (vk_descriptors_init), and the
+ * store of the kernel table's pipelines. */
 vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override);
 void vk_pipelines_destroy(vk_state *vk);
 /* The pipeline of `pipe` specialized for `dtypes` (VK_DT), created on first use. */
@@ -813,22 +821,20 @@ vkmha_status vk_pipeline_want(vk_state *vk, vk_pipe pipe, uint32_t dtypes);
  * it; the calling thread only with VKMHA_CONTEXT_SINGLE_THREAD or
  * application VkAllocationCallbacks), and empties it. */
 vkmha_status vk_pipelines_build(vk_state *vk);
-/* Whether a dispatch of `pipe` with `dtypes` runs the TEXEL_U16 variant:
- * the pipe has one and every texel source of it is 16-bit. */
-bool vk_texel_u16(const vk_state *vk, vk_pipe pipe, uint32_t dtypes);
-/* Whether views v[0..n) can all be read as texels by one variant of a
- * shader (u16_variant: it has a TEXEL_U16 one): each has the texel view that
- * variant reads. */
-bool vk_texel_ok(const vk_view *const v[], uint32_t n, bool u16_variant);
 /* VKMHA_CONTEXT_EAGER_PIPELINES: creates every pipeline this device can use
- * (all but the fused attention classes that did not fit its limits). */
+ * (vk_pipe_available). */
 vkmha_status vk_pipelines_create_all(vk_state *vk);
+/* Destroys the pipelines built so far (they are built again on first use):
+ * after a change of the code they would be built from. */
+void vk_pipelines_forget(vk_state *vk);
+/* The longest pipeline name (vk_pipe_name), with its NUL. */
+#define VK_PIPE_NAME_MAX 32
 /* What vk_pipeline_get creates for `pipe` on this context. */
 typedef struct vk_pipe_info {
-    const char *name;   /* its role: "matmul_large_vec", "flash_d64", ... */
+    char name[VK_PIPE_NAME_MAX]; /* its role: "matmul_large_vec", "flash_d64", ... */
     const char *op;     /* the public op it serves: "matmul", ..., "attention" */
-    bool available;     /* false: a fused attention class beyond the device's
-                           limits (never created; the rest is zero) */
+    bool available;     /* false: not run on this device (vk_pipe_available;
+                           never created; the rest is zero) */
     const char *shader; /* the SPIR-V variant (meson.build): "matmul", "softmax_sg", ... */
     uint32_t n_spec;
     uint32_t spec[VK_MAX_SPEC];          /* specialization constants by constant_id */
@@ -845,29 +851,9 @@ void vk_pipe_info_get(const vk_state *vk, vk_pipe pipe, vk_pipe_info *out);
 vkmha_status vk_pipeline_statistics(vk_state *vk, vk_pipe pipe, uint32_t dtypes,
                                     uint32_t *subgroup_size,
                                     VkPipelineExecutableStatisticKHR *out, uint32_t *count);
-/* Bindings of a kind's descriptor set, and the type of each. */
-uint32_t vk_kind_bindings(const vk_state *vk, vk_kind kind);
-VkDescriptorType vk_binding_type(const vk_state *vk, vk_kind kind, uint32_t binding);
-/* The index, in the buffers a dispatch passes, of the buffer bound at
- * `binding` (texel views repeat a storage binding's buffer). */
-uint32_t vk_binding_source(const vk_state *vk, vk_kind kind, uint32_t binding);
-/* The shader kind (descriptor and pipeline layout) a pipeline belongs to. */
-vk_kind vk_pipe_kind(vk_pipe pipe);
-/* Creates `count` sites, site i for shaders of kinds[i]. */
-vkmha_status vk_site_pool_create(vk_state *vk, const vk_kind *kinds, uint32_t count,
-                                 vk_site_pool *out);
-/* A descriptor set of `kind` for one recorded dispatch (no push descriptors),
- * as a site whose bindings are all to be written; kept until
- * vk_release_recorded_sets (vkmha_context_trim, vkmha_context_destroy). */
-vkmha_status vk_recorded_site(vk_state *vk, vk_kind kind, vk_site *out);
-void vk_release_recorded_sets(vk_state *vk);
-/* Destroys the pipelines built so far (they are built again on first use):
- * after a change of the code they would be built from. */
-void vk_pipelines_forget(vk_state *vk);
 /* src/vk_selfcheck.c: VKMHA_DISABLE_PATHS, then (run) the canaries of every
  * path the context would use; breaks: desc->debug->self_check_break. */
 vkmha_status vk_self_check(vk_state *vk, bool run, uint32_t breaks);
-void vk_site_pool_destroy(vk_state *vk, vk_site_pool *p);
 
 /* ---- recording of each op (no uploads, no submit), one file per op ------- */
 /* C[z] = alpha A[z] op(B[z]) + bias for z in [0, batch_outer * batch_inner),
@@ -896,13 +882,6 @@ vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args 
  * their windows take (vk_window_sites_reserve); UNSUPPORTED naming the
  * operand of one that cannot be windowed. */
 vkmha_status vk_matmul_prepare(vk_state *vk, const vk_matmul_args *a, uint32_t n);
-/* Reserves n more sites of vk->window_sites[kind] for the next plan (the
- * windows after each matmul's or attention pass's first, ...: each part of
- * the plan reserves its own), growing the pool; outside a plan. */
-vkmha_status vk_window_sites_reserve(vk_state *vk, vk_kind kind, uint64_t n);
-/* The next `n` (>= 1) sites of vk->window_sites[kind] for the plan being
- * made; NULL (an internal error reported) when fewer were reserved. */
-vk_site *vk_window_sites_take(vk_state *vk, vk_kind kind, uint64_t n);
 /* The args of a public matmul (s) on dense views a, b, bias (absent or not)
  * and c: s's strides go into them. */
 vk_matmul_args vk_matmul_args_of(const mm_shape *s, vk_view a, vk_view b, vk_view bias,

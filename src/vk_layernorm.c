@@ -5,16 +5,6 @@
 
 #include <stddef.h>
 
-/* Mirrors the push-constant block of shaders/layernorm.comp. */
-struct layernorm_push {
-    uint32_t misalign[2]; /* vk_dispatch's */
-    uint32_t rows, cols;
-    float eps;
-    uint32_t has_residual;
-    uint32_t group_base;
-    uint32_t texel; /* shaders/layernorm_cpu.comp only */
-};
-VK_PUSH_BLOCK(layernorm_push);
 
 vkmha_status vk_record_layernorm(vk_state *vk, vk_site *site, uint32_t rows, uint32_t cols,
                                  float eps, vk_view residual, vk_view gamma, vk_view beta,
@@ -29,10 +19,10 @@ vkmha_status vk_record_layernorm(vk_state *vk, vk_site *site, uint32_t rows, uin
                                .has_residual = has_res ? 1u : 0u, .texel = texel};
     const vk_view bufs[4] = {residual, gamma, beta, y};
     if (vk->cpu_rows_wg && cols <= VK_CPU_ROW_MAX) /* a row per invocation */
-        return vk_dispatch_groups(vk, site, PIPE_LAYERNORM_CPU, bufs, 4, &p, sizeof p,
+        return vk_dispatch_groups(vk, site, VK_PIPE(KERNEL_LAYERNORM_CPU), bufs, 4, &p, sizeof p,
                                   offsetof(struct layernorm_push, group_base),
                                   (rows + vk->cpu_rows_wg - 1) / vk->cpu_rows_wg);
-    return vk_dispatch_groups(vk, site, PIPE_LAYERNORM, bufs, 4, &p, sizeof p,
+    return vk_dispatch_groups(vk, site, VK_PIPE(KERNEL_LAYERNORM), bufs, 4, &p, sizeof p,
                               offsetof(struct layernorm_push, group_base), rows);
 }
 

@@ -3,22 +3,6 @@
  * into several dispatches), and the public op on host arrays. */
 #include "vk_internal.h"
 
-/* Mirrors the push-constant block of shaders/matmul.comp. */
-struct matmul_push {
-    uint32_t misalign[2]; /* vk_dispatch's */
-    uint32_t m, n, k;
-    uint32_t lda, ldb, ldc;
-    uint32_t batch_inner, b_div;
-    uint32_t sa_outer, sa_inner;
-    uint32_t sb_outer, sb_inner;
-    uint32_t sc_outer, sc_inner;
-    uint32_t z_base;
-    float alpha;
-    uint32_t flags;
-    uint32_t x_base, y_base;
-    uint32_t ld_add;
-};
-VK_PUSH_BLOCK(matmul_push);
 
 enum { FLAG_TRANS_B = 1, FLAG_BIAS = 2 };
 
@@ -61,9 +45,9 @@ static vkmha_status record_block(vk_state *vk, vk_site *site, const vk_matmul_ar
      * tensors and bf16 have none). */
     if (vk->matmul_texel && !vk_texel_ok((const vk_view *const[]){&a->a, &a->b}, 2, true))
         vec = false;
-    vk_pipe pipe = gemv        ? (vec ? PIPE_MATMUL_GEMV_VEC : PIPE_MATMUL_GEMV)
-                   : use_small ? (vec ? PIPE_MATMUL_SMALL_VEC : PIPE_MATMUL_SMALL)
-                               : (vec ? PIPE_MATMUL_LARGE_VEC : PIPE_MATMUL_LARGE);
+    const vk_pipe pipe = {.kernel = KERNEL_MATMUL,
+                          .tile = gemv ? TILE_GEMV : use_small ? TILE_SMALL : TILE_LARGE,
+                          .vec = vec};
 
     struct matmul_push p = {
         .m = a->m, .n = a->n, .k = a->k,

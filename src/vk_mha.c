@@ -10,6 +10,7 @@
 #include "vk_internal.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* The forward's descriptor sites, in recording order. */
 enum mha_site {
@@ -56,10 +57,10 @@ vkmha_status vk_mha_weights(vkmha_mha *mha, const void *const src[WEIGHT_COUNT],
     static const char *const what[WEIGHT_COUNT] = {"w_q", "w_k", "w_v", "w_o", "b_q",
                                                    "b_k", "b_v", "b_o", "norm_gamma",
                                                    "norm_beta"};
-    static const vk_kind kinds[SITE_COUNT] = {
-        [SITE_PROJ_Q] = KIND_MATMUL, [SITE_PROJ_K] = KIND_MATMUL, [SITE_PROJ_V] = KIND_MATMUL,
-        [SITE_ATTENTION] = VK_ATTENTION_SITE_KINDS,
-        [SITE_PROJ_O] = KIND_MATMUL, [SITE_NORM] = KIND_LAYERNORM};
+    vk_kind kinds[SITE_COUNT] = {[SITE_PROJ_Q] = KIND_MATMUL, [SITE_PROJ_K] = KIND_MATMUL,
+                                 [SITE_PROJ_V] = KIND_MATMUL, [SITE_PROJ_O] = KIND_MATMUL,
+                                 [SITE_NORM] = KIND_LAYERNORM};
+    memcpy(&kinds[SITE_ATTENTION], vk_attention_site_kinds, sizeof vk_attention_site_kinds);
     vk_state *vk = mha->ctx->vk;
     vk_mha *vm = (vk_mha *)mha;
     const uint32_t sd = mha->d.storage_dtype;

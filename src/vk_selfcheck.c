@@ -46,29 +46,6 @@ static const struct path_info {
      "tensors past maxMemoryAllocationSize are refused"},
 };
 
-/* Takes path `bit`'s fallback. */
-static void disable(vk_state *vk, uint32_t bit)
-{
-    for (int c = 0; c < VK_FLASH_CLASSES; c++) {
-        if (bit == (uint32_t)VKMHA_PATH_FUSED_D32 << c)
-            vk->flash[c] = (vk_flash_config){0};
-        if (bit == (uint32_t)VKMHA_PATH_FUSED_CPU_D32 << c)
-            vk->flash_cpu[c] = (vk_flash_config){0};
-    }
-    if (bit == VKMHA_PATH_SUBGROUP)
-        vk->use_subgroup = false;
-    if (bit == VKMHA_PATH_NATIVE_16BIT)
-        vk->native16 = false;
-    if (bit == VKMHA_PATH_MATMUL_GEMV)
-        vk->tile_gemv = (vkmha_tile_config){0};
-    if (bit == VKMHA_PATH_SPARSE && vk->sparse) {
-        vk->sparse = false;
-        snprintf(vk->sparse_why, sizeof vk->sparse_why,
-                 "disabled: the self-check found it wrong, or VKMHA_DISABLE_PATHS names it");
-    }
-    vk->disabled_paths |= bit;
-}
-
 /* The entry of path `bit`, or NULL. */
 static const struct path_info *path_of_bit(uint32_t bit)
 {
@@ -91,6 +68,17 @@ static const struct path_info *path_named(const char *s, size_t n)
         if (strlen(paths[i].name) == n && strncmp(paths[i].name, s, n) == 0)
             return &paths[i];
     return NULL;
+}
+
+/* The names of every path, from paths[], as "a, b, ...". */
+static void path_names(char *out, size_t cap)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < VKMHA_ARRAY_LEN(paths) && len < cap; i++) {
+        const int w = snprintf(out + len, cap - len, "%s%s", i ? ", " : "", paths[i].name);
+        len += w > 0 ? (size_t)w : 0;
+    }
 }
 
 /* Deterministic canary values in [-1, 1], multiples of 1/8 (exact in fp16). */
@@ -151,7 +139,7 @@ static vkmha_status judge(vk_state *vk, uint32_t bit, float *got, const float *w
                "vkmha_context_create: self-check: %s (\"%s\") disagrees with the reference "
                "backend (|diff| %g at element %zu): disabled for this context; %s",
                p->what, p->name, diff, at, p->fallback);
-    disable(vk, bit);
+    vk_tuning_disable(vk, bit);
     return VKMHA_SUCCESS;
 }
 
@@ -312,16 +300,18 @@ vkmha_status vk_self_check(vk_state *vk, bool run, uint32_t breaks)
     for (const char *s = env; s && *s;) {
         const size_t n = strcspn(s, ",");
         const struct path_info *p = path_named(s, n);
-        if (!p && n)
+        if (!p && n) {
+            char names[256];
+            path_names(names, sizeof names);
             return vkmha__fail(ctx, VKMHA_ERROR_INVALID_ARGUMENT,
                                "vkmha_context_create: VKMHA_DISABLE_PATHS names \"%.*s\", not a "
-                               "path (fused_d32 ... fused_d256, fused_cpu_d32 ... "
-                               "fused_cpu_d256, subgroup, native16, gemv, sparse)",
-                               (int)n, s);
+                               "path (%s)",
+                               (int)n, s, names);
+        }
         if (p) {
             vkmha__log(ctx, VKMHA_LOG_INFO, VKMHA_SUCCESS,
                        "vkmha_context_create: %s disabled by VKMHA_DISABLE_PATHS", p->what);
-            disable(vk, p->bit);
+            vk_tuning_disable(vk, p->bit);
         }
         s += n + (s[n] == ',');
     }

@@ -5,17 +5,6 @@
 
 #include <stddef.h>
 
-/* Mirrors the push-constant block of shaders/softmax.comp. */
-struct softmax_push {
-    uint32_t misalign[2]; /* vk_dispatch's */
-    uint32_t rows, len_q, len_k, heads, flags;
-    float scale;
-    uint32_t bias_sb, bias_sh;
-    uint32_t group_base;
-    uint32_t texel; /* shaders/softmax_cpu.comp only */
-    uint32_t causal_offset;
-};
-VK_PUSH_BLOCK(softmax_push);
 
 /* The shader's MASK_* bits are vkmha_mask_kind's. */
 _Static_assert(VKMHA_MASK_KEY_PADDING == 1 && VKMHA_MASK_FULL == 2 && VKMHA_MASK_CAUSAL == 4 &&
@@ -39,10 +28,10 @@ vkmha_status vk_record_softmax(vk_state *vk, vk_site *site, const vk_softmax_arg
                              .causal_offset = m->causal_offset};
     vk_bias_strides(m, a->len_q, a->len_k, &p.bias_sb, &p.bias_sh);
     if (vk->cpu_rows_wg && a->len_k <= VK_CPU_ROW_MAX) /* a row per invocation */
-        return vk_dispatch_groups(vk, site, PIPE_SOFTMAX_CPU, bufs, 6, &p, sizeof p,
+        return vk_dispatch_groups(vk, site, VK_PIPE(KERNEL_SOFTMAX_CPU), bufs, 6, &p, sizeof p,
                                   offsetof(struct softmax_push, group_base),
                                   (rows + vk->cpu_rows_wg - 1) / vk->cpu_rows_wg);
-    return vk_dispatch_groups(vk, site, PIPE_SOFTMAX, bufs, 6, &p, sizeof p,
+    return vk_dispatch_groups(vk, site, VK_PIPE(KERNEL_SOFTMAX), bufs, 6, &p, sizeof p,
                               offsetof(struct softmax_push, group_base), rows);
 }
 

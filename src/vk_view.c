@@ -45,3 +45,21 @@ uint32_t vk_view_dtypes(const vk_view bufs[], uint32_t n)
             dtypes |= VK_DT(i, bufs[i].dtype);
     return dtypes;
 }
+
+bool vk_texel_ok(const vk_view *const v[], uint32_t n, bool u16_variant)
+{
+    uint32_t n16 = 0, bf16 = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        n16 += v[i]->dtype == VKMHA_DTYPE_F16 || v[i]->dtype == VKMHA_DTYPE_BF16;
+        bf16 += v[i]->dtype == VKMHA_DTYPE_BF16;
+    }
+    /* A shader with the TEXEL_U16 variant reads all-fp32 or all-16-bit
+     * sources; one without, fp32 and fp16 (R16G16B16A16_SFLOAT). */
+    const bool u16 = u16_variant && n16 == n && n16 > 0;
+    if (u16_variant ? n16 != 0 && n16 != n : bf16 != 0)
+        return false;
+    for (uint32_t i = 0; i < n; i++)
+        if (!vk_texel_view(v[i], u16))
+            return false;
+    return true;
+}

@@ -227,10 +227,12 @@ static bool add_context(const family *f, uint32_t flags, bool validate, rows *rs
         uint32_t dtypes;
         const char *name;
     } dts[3] = {{0, ""}, {0xaaaa, " DT=f16"}, {0xffff, " DT=bf16"}};
-    for (int q = 0; q < 3 * PIPE_COUNT; q++) {
-        const int p = q % PIPE_COUNT, d = q / PIPE_COUNT;
+    const uint32_t n_pipes = vk_pipe_count();
+    for (uint32_t q = 0; q < 3 * n_pipes; q++) {
+        const vk_pipe p = vk_pipe_at(q % n_pipes);
+        const uint32_t d = q / n_pipes;
         vk_pipe_info pi;
-        vk_pipe_info_get(ctx->vk, (vk_pipe)p, &pi);
+        vk_pipe_info_get(ctx->vk, p, &pi);
         if (!pi.available)
             continue;
         char spec[96] = "";
@@ -247,7 +249,7 @@ static bool add_context(const family *f, uint32_t flags, bool validate, rows *rs
             continue;
         VkPipelineExecutableStatisticKHR s[64];
         uint32_t n = VKMHA_ARRAY_LEN(s), wave = 0;
-        if ((st = vk_pipeline_statistics(ctx->vk, (vk_pipe)p, dts[d].dtypes, &wave, s, &n))) {
+        if ((st = vk_pipeline_statistics(ctx->vk, p, dts[d].dtypes, &wave, s, &n))) {
             fprintf(stderr, "vkmha-occupancy: %s %s: %s\n", f->name, pi.name,
                     vkmha_context_last_error(ctx));
             goto done;

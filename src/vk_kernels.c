@@ -1,0 +1,336 @@
+/* The kernel table: a row per kernel (shader variants, bindings, push
+ * block, axes of its pipelines, availability, specialization, public path),
+ * and the descriptor interfaces the kernels of each op share. Everything
+ * else finds a kernel's facts here: the pipeline store (src/vk_pipeline.c)
+ * builds from a row's spec, vk_dispatch checks a dispatch against its row,
+ * the self-check disables a row's pipelines through its path bit. */
+#include "vk_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---- descriptor interfaces ------------------------------------------------ */
+
+/* The bindings of each kind: its storage buffers (see VK_MAX_BINDINGS),
+ * and with matmul_texel the vec4 texel views that follow them, as indices
+ * of the buffers a dispatch passes (the CPU-shaped shaders read them as
+ * samplerBuffers): heads x; softmax input, bias; LayerNorm y, residual,
+ * gamma, beta; the split-K combine's partial outputs and statistics.
+ * texel_front: with matmul_texel the texel views take the first n_texel
+ * bindings (of buffers 0 .. n_texel - 1), and those buffers' storage
+ * bindings follow the others (the matmul: texel A, B, then bias, C, then
+ * storage A, B). fixed_texel: bindings that are texel buffers on every
+ * device (the CPU-shaped fused shader's q, k, v). */
+static const struct kind_def {
+    uint32_t bindings, n_texel, texel[VK_MAX_TEXEL_BINDINGS];
+    bool texel_front;
+    uint32_t fixed_texel; /* a bit per binding */
+} kind_defs[KIND_COUNT] = {
+    [KIND_MATMUL] = {.bindings = 4, .n_texel = 2, .texel = {0, 1}, .texel_front = true},
+    [KIND_SOFTMAX] = {.bindings = 6, .n_texel = 2, .texel = {4, 2}},
+    [KIND_HEADS] = {.bindings = 2, .n_texel = 1, .texel = {0}},
+    [KIND_LAYERNORM] = {.bindings = 4, .n_texel = 4, .texel = {3, 0, 1, 2}},
+    [KIND_FLASH] = {.bindings = 9},
+    [KIND_FLASH_COMBINE] = {.bindings = 4, .n_texel = 2, .texel = {0, 1}},
+    [KIND_FLASH_CPU] = {.bindings = 9, .fixed_texel = 0x7},
+};
+
+uint32_t vk_kind_bindings(const vk_state *vk, vk_kind kind)
+{
+    const struct kind_def *k = &kind_defs[kind];
+    return k->bindings + (vk->matmul_texel ? k->n_texel : 0);
+}
+
+VkDescriptorType vk_binding_type(const vk_state *vk, vk_kind kind, uint32_t binding)
+{
+    const struct kind_def *k = &kind_defs[kind];
+    const bool texel = (k->fixed_texel >> binding & 1) ||
+                       (vk->matmul_texel && (k->texel_front ? binding < k->n_texel
+                                                            : binding >= k->bindings));
+    return texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+}
+
+uint32_t vk_binding_source(const vk_state *vk, vk_kind kind, uint32_t binding)
+{
+    const struct kind_def *k = &kind_defs[kind];
+    if (!vk->matmul_texel || binding < k->bindings)
+        return binding;
+    if (k->texel_front) /* storage A, B again past the others */
+        return binding - k->bindings;
+    return k->texel[binding - k->bindings];
+}
+
+/* ---- specialization of each kernel ---------------------------------------- */
+
+uint64_t vk_matmul_shared_bytes(uint64_t bm, uint64_t bn, uint64_t bk)
+{
+    return (bm + bn) * bk * sizeof(float);
+}
+
+uint64_t vk_flash_shared_bytes(uint64_t br, uint64_t bc, uint64_t d4)
+{
+    return 16 * (br * d4 + bc * (d4 + 1) + d4) + 4 * (br * bc + 3 * br);
+}
+
+static const vkmha_tile_config *tile_of(const vk_state *vk, vk_pipe pipe)
+{
+    return pipe.tile == TILE_GEMV ? &vk->tile_gemv
+           : pipe.tile == TILE_LARGE ? &vk->tile_large
+                                     : &vk->tile_small;
+}
+
+/* The register variant (matmul_cpu.comp) or the shared-memory one, by the
+ * tile's variant. */
+static void matmul_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
+{
+    const vkmha_tile_config *t = tile_of(vk, pipe);
+    if (t->variant == VKMHA_MATMUL_VARIANT_REGISTER) {
+        *o = (vk_spec){.spv = u16 ? SPV_MATMUL_CPU_U16 : SPV_MATMUL_CPU, .n = 5,
+                       .value = {t->workgroup_size, /* 0 WG */
+                                 t->tm,             /* 1 TM */
+                                 t->tn,             /* 2 TN */
+                                 pipe.vec,          /* 3 VEC */
+                                 pipe.tile == TILE_GEMV /* 4 LANE_COLS */}};
+        return;
+    }
+    *o = (vk_spec){.spv = SPV_MATMUL, .n = 7,
+                   .value = {t->workgroup_size, /* 0 WG */
+                             t->bm, t->bn, t->bk, /* 1 BM, 2 BN, 3 BK */
+                             t->tm, t->tn,        /* 4 TM, 5 TN */
+                             pipe.vec /* 6 VEC */},
+                   .shared_bytes = vk_matmul_shared_bytes(t->bm, t->bn, t->bk)};
+}
+
+static bool matmul_available(const vk_state *vk, vk_pipe pipe)
+{
+    return pipe.tile != TILE_GEMV || vk->tile_gemv.workgroup_size != 0;
+}
+
+/* The workgroup-per-row reductions: WG floats of shared memory
+ * (shaders/reduce.glsl); the subgroup variant where the context uses it. */
+static void softmax_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
+{
+    (void)pipe, (void)u16;
+    *o = (vk_spec){.spv = vk->use_subgroup ? SPV_SOFTMAX_SG : SPV_SOFTMAX, .n = 1,
+                   .value = {vk->reduce_wg}, .shared_bytes = vk->reduce_wg * sizeof(float)};
+}
+
+static void layernorm_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
+{
+    (void)pipe, (void)u16;
+    *o = (vk_spec){.spv = vk->use_subgroup ? SPV_LAYERNORM_SG : SPV_LAYERNORM, .n = 1,
+                   .value = {vk->reduce_wg}, .shared_bytes = vk->reduce_wg * sizeof(float)};
+}
+
+static void heads_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
+{
+    (void)pipe, (void)u16;
+    *o = (vk_spec){.spv = SPV_HEADS, .n = 1, .value = {vk->elementwise_wg}};
+}
+
+static void flash_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
+{
+    (void)u16;
+    const vk_flash_config *f = &vk->flash[pipe.cls];
+    *o = (vk_spec){.spv = SPV_FLASH, .n = 6,
+                   .value = {f->workgroup_size, /* 0 WG */
+                             f->block_q,        /* 1 BR */
+                             f->block_k,        /* 2 BC */
+                             f->max_head_dim / 4, /* 3 D4 */
+                             f->tm, f->tn /* 4 SR, 5 SC */},
+                   .shared_bytes = vk_flash_shared_bytes(f->block_q, f->block_k,
+                                                         f->max_head_dim / 4)};
+}
+
+static bool flash_available(const vk_state *vk, vk_pipe pipe)
+{
+    return vk->flash[pipe.cls].workgroup_size != 0; /* else that class runs unfused */
+}
+
+/* The grid has elementwise_wg output elements per workgroup
+ * (src/vk_attention.c); CPU devices take 16 per invocation, with texel
+ * reads (the variant with the texel bindings). */
+static void combine_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
+{
+    (void)pipe, (void)u16;
+    const bool cpu_shape = vk->cpu_rows_wg && vk->elementwise_wg % 16 == 0;
+    const uint32_t epi = cpu_shape ? 16 : 1;
+    *o = (vk_spec){.spv = cpu_shape ? SPV_FLASH_COMBINE_CPU : SPV_FLASH_COMBINE, .n = 2,
+                   .value = {vk->elementwise_wg / epi, /* 0 WG */ epi /* 1 EPI */}};
+}
+
+static void flash_cpu_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
+{
+    const vk_flash_config *f = &vk->flash_cpu[pipe.cls];
+    *o = (vk_spec){.spv = u16 ? SPV_FLASH_CPU_U16 : SPV_FLASH_CPU, .n = 3,
+                   .value = {f->workgroup_size, /* 0 WG */
+                             f->tm,             /* 1 TM */
+                             f->max_head_dim / 4 /* 2 D4 */}};
+}
+
+static bool flash_cpu_available(const vk_state *vk, vk_pipe pipe)
+{
+    return vk->flash_cpu[pipe.cls].workgroup_size != 0;
+}
+
+/* The CPU-shaped row kernels: WG rows per workgroup. */
+static void softmax_cpu_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
+{
+    (void)pipe, (void)u16;
+    *o = (vk_spec){.spv = SPV_SOFTMAX_CPU, .n = 1, .value = {vk->cpu_rows_wg}};
+}
+
+static void heads_cpu_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
+{
+    (void)pipe;
+    *o = (vk_spec){.spv = u16 ? SPV_HEADS_CPU_U16 : SPV_HEADS_CPU, .n = 1,
+                   .value = {vk->cpu_rows_wg}};
+}
+
+static void layernorm_cpu_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
+{
+    (void)pipe, (void)u16;
+    *o = (vk_spec){.spv = SPV_LAYERNORM_CPU, .n = 1, .value = {vk->cpu_rows_wg}};
+}
+
+static bool rows_cpu_available(const vk_state *vk, vk_pipe pipe)
+{
+    (void)pipe;
+    return vk->cpu_rows_wg != 0; /* CPU devices only */
+}
+
+/* ---- the table ------------------------------------------------------------- */
+
+const vk_kernel_def vk_kernel_defs[KERNEL_COUNT] = {
+    [KERNEL_MATMUL] = {.name = "matmul", .op = "matmul", .kind = KIND_MATMUL,
+                       .tiles = TILE_COUNT, .vecs = 2, .classes = 1, .bufs = 4,
+                       .push_size = sizeof(struct matmul_push), .u16_sources = 0x3,
+                       .path = VKMHA_PATH_MATMUL_GEMV, .path_tile = TILE_GEMV,
+                       .available = matmul_available, .spec = matmul_spec},
+    [KERNEL_SOFTMAX] = {.name = "softmax", .op = "softmax", .kind = KIND_SOFTMAX, .tiles = 1,
+                        .vecs = 1, .classes = 1, .bufs = 6,
+                        .push_size = sizeof(struct softmax_push), .spec = softmax_spec},
+    [KERNEL_HEADS] = {.name = "heads", .op = "heads", .kind = KIND_HEADS, .tiles = 1,
+                      .vecs = 1, .classes = 1, .bufs = 2,
+                      .push_size = sizeof(struct heads_push), .spec = heads_spec},
+    [KERNEL_LAYERNORM] = {.name = "layernorm", .op = "layernorm", .kind = KIND_LAYERNORM,
+                          .tiles = 1, .vecs = 1, .classes = 1, .bufs = 4,
+                          .push_size = sizeof(struct layernorm_push), .spec = layernorm_spec},
+    [KERNEL_FLASH] = {.name = "flash", .op = "attention", .kind = KIND_FLASH, .tiles = 1,
+                      .vecs = 1, .classes = VK_FLASH_CLASSES, .bufs = 9,
+                      .push_size = sizeof(struct flash_push), .path = VKMHA_PATH_FUSED_D32,
+                      .available = flash_available, .spec = flash_spec},
+    [KERNEL_FLASH_COMBINE] = {.name = "flash_combine", .op = "attention",
+                              .kind = KIND_FLASH_COMBINE, .tiles = 1, .vecs = 1, .classes = 1,
+                              .bufs = 4, .push_size = sizeof(struct combine_push),
+                              .spec = combine_spec},
+    [KERNEL_FLASH_CPU] = {.name = "flash_cpu", .op = "attention", .kind = KIND_FLASH_CPU,
+                          .tiles = 1, .vecs = 1, .classes = VK_FLASH_CLASSES, .bufs = 9,
+                          .push_size = sizeof(struct flash_push), .u16_sources = 0x7,
+                          .path = VKMHA_PATH_FUSED_CPU_D32, .available = flash_cpu_available,
+                          .spec = flash_cpu_spec},
+    [KERNEL_SOFTMAX_CPU] = {.name = "softmax_cpu", .op = "softmax", .kind = KIND_SOFTMAX,
+                            .tiles = 1, .vecs = 1, .classes = 1, .bufs = 6,
+                            .push_size = sizeof(struct softmax_push),
+                            .available = rows_cpu_available, .spec = softmax_cpu_spec},
+    [KERNEL_HEADS_CPU] = {.name = "heads_cpu", .op = "heads", .kind = KIND_HEADS, .tiles = 1,
+                          .vecs = 1, .classes = 1, .bufs = 2,
+                          .push_size = sizeof(struct heads_push), .u16_sources = 0x1,
+                          .available = rows_cpu_available, .spec = heads_cpu_spec},
+    [KERNEL_LAYERNORM_CPU] = {.name = "layernorm_cpu", .op = "layernorm",
+                              .kind = KIND_LAYERNORM, .tiles = 1, .vecs = 1, .classes = 1,
+                              .bufs = 4, .push_size = sizeof(struct layernorm_push),
+                              .available = rows_cpu_available, .spec = layernorm_cpu_spec},
+};
+
+static const char *const tile_names[TILE_COUNT] = {"large", "small", "gemv"};
+
+/* ---- pipelines of the rows ------------------------------------------------- */
+
+static uint32_t row_pipes(const vk_kernel_def *k)
+{
+    return (uint32_t)k->tiles * k->vecs * k->classes;
+}
+
+uint32_t vk_pipe_count(void)
+{
+    uint32_t n = 0;
+    for (int k = 0; k < KERNEL_COUNT; k++)
+        n += row_pipes(&vk_kernel_defs[k]);
+    return n;
+}
+
+uint32_t vk_pipe_index(vk_pipe pipe)
+{
+    if (pipe.kernel >= KERNEL_COUNT)
+        return UINT32_MAX;
+    const vk_kernel_def *k = &vk_kernel_defs[pipe.kernel];
+    if (pipe.tile >= k->tiles || pipe.vec >= k->vecs || pipe.cls >= k->classes)
+        return UINT32_MAX;
+    uint32_t base = 0;
+    for (uint32_t r = 0; r < pipe.kernel; r++)
+        base += row_pipes(&vk_kernel_defs[r]);
+    return base + ((uint32_t)pipe.tile * k->vecs + pipe.vec) * k->classes + pipe.cls;
+}
+
+vk_pipe vk_pipe_at(uint32_t index)
+{
+    for (uint8_t r = 0; r < KERNEL_COUNT; r++) {
+        const vk_kernel_def *k = &vk_kernel_defs[r];
+        const uint32_t n = row_pipes(k);
+        if (index < n)
+            return (vk_pipe){.kernel = r, .tile = (uint8_t)(index / k->classes / k->vecs),
+                             .vec = (uint8_t)(index / k->classes % k->vecs),
+                             .cls = (uint8_t)(index % k->classes)};
+        index -= n;
+    }
+    return (vk_pipe){.kernel = KERNEL_COUNT};
+}
+
+void vk_pipe_name(vk_pipe pipe, char *out, size_t cap)
+{
+    const vk_kernel_def *k = &vk_kernel_defs[pipe.kernel];
+    snprintf(out, cap, "%s%s%s%s", k->name, k->tiles > 1 ? "_" : "",
+             k->tiles > 1 ? tile_names[pipe.tile] : "", pipe.vec ? "_vec" : "");
+    if (k->classes > 1) {
+        const size_t len = strlen(out);
+        snprintf(out + len, cap - len, "_d%u", 32u << pipe.cls);
+    }
+}
+
+uint32_t vk_pipe_path(vk_pipe pipe)
+{
+    const vk_kernel_def *k = &vk_kernel_defs[pipe.kernel];
+    if (k->classes > 1)
+        return k->path << pipe.cls;
+    return k->tiles > 1 && pipe.tile != k->path_tile ? 0 : k->path;
+}
+
+bool vk_pipe_available(const vk_state *vk, vk_pipe pipe)
+{
+    const vk_kernel_def *k = &vk_kernel_defs[pipe.kernel];
+    return !(vk->disabled_paths & vk_pipe_path(pipe)) && (!k->available || k->available(vk, pipe));
+}
+
+vk_kind vk_pipe_kind(vk_pipe pipe)
+{
+    return vk_kernel_defs[pipe.kernel].kind;
+}
+
+bool vk_texel_u16(const vk_state *vk, vk_pipe pipe, uint32_t dtypes)
+{
+    const uint32_t sources = vk_kernel_defs[pipe.kernel].u16_sources;
+    if (!vk->matmul_texel || !vk->texel16 || !sources)
+        return false;
+    for (uint32_t i = 0; i < VK_MAX_BINDINGS; i++) {
+        const uint32_t dt = VK_DT_OF(dtypes, i);
+        if ((sources >> i & 1) && dt != VKMHA_DTYPE_F16 && dt != VKMHA_DTYPE_BF16)
+            return false;
+    }
+    return true;
+}
+
+void vk_pipe_spec(const vk_state *vk, vk_pipe pipe, uint32_t dtypes, vk_spec *out)
+{
+    vk_kernel_defs[pipe.kernel].spec(vk, pipe, vk_texel_u16(vk, pipe, dtypes), out);
+}

@@ -1,0 +1,300 @@
+/* Tuning from the device's limits: the matmul tiles (VKMHA_MATMUL_TILE and
+ * desc->matmul_tile override them), the fused attention's blocks per
+ * head-dim class, workgroup sizes, which CPU-shaped kernels run and whether
+ * they read texel views. The kernel table (src/vk_kernels.c) specializes
+ * its pipelines from what is chosen here; the self-check turns a path off
+ * through vk_tuning_disable, the one writer of these fields after
+ * creation. */
+#include "vk_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Candidate matmul tiles, best first; the first that fits the device's
+ * workgroup and shared-memory limits wins. Fields: bm, bn, bk, tm, tn,
+ * workgroup size (computed), variant.
+ *
+ * CPU devices (lavapipe) get the register variant (shaders/matmul_cpu.comp):
+ * no shared memory, no barrier, A and B fetched as vec4 texels. Measured at
+ * 1024^3, op T, on a 2-core lavapipe: the shared-memory variant with its best
+ * CPU tile 2.3 GFLOP/s; the register variant with storage-buffer loads
+ * 7.9 GFLOP/s (4x8 per invocation), with texel fetches 11.5-12.5 GFLOP/s
+ * (4x8, 8 invocations); 2x8, 1x8, 6x8, 4x16 and 8x8 blocks were slower
+ * (fewer FMAs per fetch, or spilled accumulators). GPUs keep the
+ * shared-memory variant: coalesced loads, reuse through shared memory. */
+#define REG VKMHA_MATMUL_VARIANT_REGISTER
+#define SHM VKMHA_MATMUL_VARIANT_SHARED
+static const vkmha_tile_config cpu_large_tiles[] = {
+    {32, 8, 4, 4, 8, 0, REG}, {16, 8, 4, 2, 8, 0, REG}, {8, 8, 4, 1, 8, 0, REG},
+    {1, 4, 4, 1, 4, 0, REG},
+};
+static const vkmha_tile_config cpu_small_tiles[] = {
+    {16, 8, 4, 2, 8, 0, REG}, {8, 8, 4, 1, 8, 0, REG}, {1, 4, 4, 1, 4, 0, REG},
+};
+static const vkmha_tile_config large_tiles[] = {
+    {64, 64, 16, 4, 4, 0, SHM}, {32, 32, 16, 4, 4, 0, SHM}, {16, 16, 8, 4, 4, 0, SHM},
+    {8, 8, 8, 2, 2, 0, SHM},    {4, 4, 4, 1, 1, 0, SHM},
+};
+static const vkmha_tile_config small_tiles[] = {
+    {32, 32, 16, 2, 2, 0, SHM}, {32, 32, 16, 4, 4, 0, SHM}, {16, 16, 8, 4, 4, 0, SHM},
+    {8, 8, 8, 2, 2, 0, SHM},    {4, 4, 4, 1, 1, 0, SHM},
+};
+#undef REG
+#undef SHM
+/* Completes `t` (its workgroup size) and checks it against the shaders'
+ * constraints and the device's limits. NULL if it fits, else why not, with
+ * *limits telling a device limit (UNSUPPORTED) from a malformed tile. */
+static const char *tile_check(const vkmha_device_info *d, vkmha_tile_config *t, bool *limits)
+{
+    *limits = false;
+    if (t->variant == VKMHA_MATMUL_VARIANT_REGISTER) {
+        if (!t->tm || !t->tn || !t->bm || t->bm % t->tm)
+            return "bm must be a nonzero multiple of tm, and tm, tn nonzero";
+        if (t->bn != t->tn || t->bk != 4)
+            return "the register variant needs bn == tn and bk == 4";
+        if (t->tn % 4 || t->tm * t->tn > 64)
+            return "the register variant needs tn a multiple of 4 and tm * tn <= 64";
+        t->workgroup_size = t->bm / t->tm;
+    } else if (t->variant == VKMHA_MATMUL_VARIANT_SHARED) {
+        if (!t->tm || !t->tn || !t->bm || !t->bn || !t->bk || t->bm % t->tm ||
+            t->bn % t->tn)
+            return "bm, bn must be nonzero multiples of tm, tn, and bk nonzero";
+        if (t->bk % 4 || t->tm * t->tn > 64)
+            return "the shared variant needs bk a multiple of 4 and tm * tn <= 64";
+        if ((uint64_t)(t->bm / t->tm) * (t->bn / t->tn) > 4096)
+            return "the shared variant's workgroup (bm / tm) * (bn / tn) exceeds 4096";
+        t->workgroup_size = (t->bm / t->tm) * (t->bn / t->tn);
+        *limits = true;
+        if (vk_matmul_shared_bytes(t->bm, t->bn, t->bk) > d->max_shared_memory)
+            return "its tiles need more shared memory than the device has";
+    } else {
+        return "variant is not a vkmha_matmul_variant";
+    }
+    *limits = true;
+    if (t->workgroup_size > d->max_workgroup_invocations ||
+        t->workgroup_size > d->max_workgroup_size[0])
+        return "its workgroup is larger than the device allows";
+    return NULL;
+}
+
+static bool pick_tile(const vkmha_device_info *d, const vkmha_tile_config *cands, size_t n,
+                      vkmha_tile_config *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        vkmha_tile_config t = cands[i];
+        bool limits;
+        if (!tile_check(d, &t, &limits)) {
+            *out = t;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Fused attention blocks (shaders/flash.comp), best first: the largest head
+ * dim a row is for, query rows (BR) x keys per step (BC), and the scores
+ * each invocation computes (SR rows x SC keys). For each head-dim class the
+ * first row for it whose shared memory and workgroup fit wins. Larger blocks
+ * reuse each loaded key and value for more queries; larger register blocks
+ * need fewer shared-memory loads per multiply-add, which CPU devices (where
+ * each load is a gather) reward most.
+ * On GPUs occupancy comes first: up to d128 the GPU rows keep a workgroup's
+ * shared memory under half of 64 KiB, so that two workgroups share a
+ * compute unit (a GCN CU has 64 KiB, an RDNA WGP of two CUs 128 KiB), and
+ * SR = 2 keeps the d256 accumulator (SR x D4 / (BC / SC) vec4s per
+ * invocation) in registers. tools/vkmha-occupancy measures the result on
+ * RADV (docs/PERFORMANCE.md; test 'occupancy' fails on a spill or on fewer
+ * than two workgroups per CU at d64 and d128 on navi21 and vega20). */
+typedef struct flash_block {
+    uint32_t max_dim, br, bc, sr, sc;
+} flash_block;
+static const flash_block gpu_flash_blocks[] = {
+    {32, 64, 32, 4, 4},  {64, 64, 16, 2, 2}, {256, 32, 16, 2, 2}, {256, 16, 16, 2, 2},
+    {256, 16, 8, 2, 1},  {256, 8, 8, 1, 1},  {256, 4, 8, 1, 1},   {256, 2, 8, 1, 1},
+    {256, 1, 8, 1, 1},
+};
+static const flash_block cpu_flash_blocks[] = {
+    {256, 32, 32, 4, 4}, {256, 32, 16, 4, 2}, {256, 16, 16, 2, 2}, {256, 16, 8, 2, 1},
+    {256, 8, 8, 1, 1},   {256, 4, 8, 1, 1},   {256, 2, 8, 1, 1},   {256, 1, 8, 1, 1},
+};
+
+static bool pick_flash(const vkmha_device_info *d, uint32_t max_dim, bool cpu,
+                       vk_flash_config *out)
+{
+    const uint32_t d4 = max_dim / 4;
+    const flash_block *blocks = cpu ? cpu_flash_blocks : gpu_flash_blocks;
+    size_t n = cpu ? VKMHA_ARRAY_LEN(cpu_flash_blocks) : VKMHA_ARRAY_LEN(gpu_flash_blocks);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t br = blocks[i].br, bc = blocks[i].bc, sr = blocks[i].sr, sc = blocks[i].sc;
+        if (blocks[i].max_dim < max_dim)
+            continue;
+        uint32_t tx = bc / sc, wg = (br / sr) * tx;
+        if (d4 % tx || vk_flash_shared_bytes(br, bc, d4) > d->max_shared_memory ||
+            wg > d->max_workgroup_invocations || wg > d->max_workgroup_size[0])
+            continue;
+        *out = (vk_flash_config){.max_head_dim = max_dim, .block_q = br, .block_k = bc,
+                                 .tm = sr, .tn = sc, .workgroup_size = wg};
+        return true;
+    }
+    return false;
+}
+
+/* shaders/flash_cpu.comp for CPU devices whose matmul reads texels (the
+ * same texel views): 8 invocations (lavapipe's SIMD width at 256 bits) of TM
+ * query rows, fewer rows for wider heads, whose q and output accumulator
+ * stay in registers (2 x TM x max_dim floats per invocation). */
+static vk_flash_config pick_flash_cpu(const vkmha_device_info *d, uint32_t max_dim)
+{
+    const uint32_t tm = max_dim <= 64 ? 2 : max_dim <= 128 ? 2 : 1;
+    uint32_t wg = 8;
+    while (wg > 1 && (wg > d->max_workgroup_invocations || wg > d->max_workgroup_size[0]))
+        wg /= 2;
+    return (vk_flash_config){.max_head_dim = max_dim, .block_q = wg * tm,
+                             .block_k = VK_FLASH_CPU_BLOCK_K, .tm = tm, .tn = 1,
+                             .workgroup_size = wg};
+}
+
+static uint32_t pick_workgroup(const vkmha_device_info *d, uint32_t want)
+{
+    uint32_t wg = want;
+    while (wg > 1 && (wg > d->max_workgroup_invocations || wg > d->max_workgroup_size[0]))
+        wg /= 2;
+    return wg;
+}
+
+/* VKMHA_MATMUL_TILE="register:32,8,4,4,8" (variant:bm,bn,bk,tm,tn), for
+ * experiments without recompiling. false if unset; a value that does not
+ * parse gives a tile with variant AUTO and zero sizes, which fails the check
+ * with a message. */
+static bool env_tile(vkmha_tile_config *t)
+{
+    const char *e = getenv("VKMHA_MATMUL_TILE");
+    char name[16] = "";
+    unsigned bm = 0, bn = 0, bk = 0, tm = 0, tn = 0;
+    if (!e || !*e)
+        return false;
+    if (sscanf(e, "%15[a-z]:%u,%u,%u,%u,%u", name, &bm, &bn, &bk, &tm, &tn) != 6)
+        bm = 0;
+    *t = (vkmha_tile_config){bm, bn, bk, tm, tn, 0,
+                             !strcmp(name, "register") ? VKMHA_MATMUL_VARIANT_REGISTER
+                             : !strcmp(name, "shared") ? VKMHA_MATMUL_VARIANT_SHARED
+                                                       : (vkmha_matmul_variant)-1};
+    return true;
+}
+vkmha_status vk_tuning_init(vk_state *vk, const vkmha_tile_config *override)
+{
+    bool cpu = vk->info.type == VKMHA_DEVICE_TYPE_CPU;
+    vkmha_tile_config et;
+    const char *what = "desc->matmul_tile";
+    bool have = override != NULL;
+    if (override) {
+        et = *override;
+    } else if (env_tile(&et)) {
+        have = true;
+        what = "the environment variable VKMHA_MATMUL_TILE";
+    }
+    if (have) {
+        if (et.variant == VKMHA_MATMUL_VARIANT_AUTO)
+            et.variant = cpu ? VKMHA_MATMUL_VARIANT_REGISTER : VKMHA_MATMUL_VARIANT_SHARED;
+        bool limits;
+        const char *why = tile_check(&vk->info, &et, &limits);
+        if (why)
+            return vkmha__fail(vk->ctx,
+                               limits ? VKMHA_ERROR_UNSUPPORTED : VKMHA_ERROR_INVALID_ARGUMENT,
+                               "vkmha_context_create: %s (%s %u,%u,%u,%u,%u): %s", what,
+                               et.variant == VKMHA_MATMUL_VARIANT_REGISTER ? "register"
+                               : et.variant == VKMHA_MATMUL_VARIANT_SHARED ? "shared"
+                                                                          : "?",
+                               et.bm, et.bn, et.bk, et.tm, et.tn, why);
+        vk->tile_large = vk->tile_small = et;
+    } else if (!pick_tile(&vk->info, cpu ? cpu_large_tiles : large_tiles,
+                   cpu ? VKMHA_ARRAY_LEN(cpu_large_tiles) : VKMHA_ARRAY_LEN(large_tiles),
+                   &vk->tile_large) ||
+        !pick_tile(&vk->info, cpu ? cpu_small_tiles : small_tiles,
+                   cpu ? VKMHA_ARRAY_LEN(cpu_small_tiles) : VKMHA_ARRAY_LEN(small_tiles),
+                   &vk->tile_small))
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "vkmha_context_create: no matmul tile fits this device's limits");
+    /* CPU devices, unless a tile was forced: lanes over columns for A of a
+     * few rows. A workgroup of 8 lanes of 4 columns each, one row: measured
+     * on lavapipe at 1 x 4096 x 4096 (a decode step's projection) against
+     * the small tile's lanes over rows, which then all repeat row 0. */
+    vk->tile_gemv = (vkmha_tile_config){0};
+    if (cpu && !have &&
+        vk->tile_small.variant == VKMHA_MATMUL_VARIANT_REGISTER &&
+        vk->info.max_workgroup_invocations >= 8 && vk->info.max_workgroup_size[0] >= 8)
+        vk->tile_gemv = (vkmha_tile_config){.bm = 1, .bn = 32, .bk = 4, .tm = 1, .tn = 4,
+                                            .workgroup_size = 8,
+                                            .variant = VKMHA_MATMUL_VARIANT_REGISTER};
+    /* The register variant reads A and B as vec4 texel buffers where it can
+     * (every device supports R32G32B32A32_SFLOAT uniform texel buffers):
+     * buffers get their views when they fit maxTexelBufferElements texels
+     * (vk_buffer_create), and operands without a view (wrapped tensors,
+     * bf16, buffers past the limit: NVIDIA's 2^27 texels are 2 GiB of vec4s
+     * against a 4 GiB maxStorageBufferRange) take the storage-buffer reads. */
+    if (vk->tile_large.variant == VKMHA_MATMUL_VARIANT_REGISTER) {
+        vk->matmul_texel = true;
+        /* fp16 as vec4 texels (R16G16B16A16_SFLOAT, required of every
+         * device for uniform texel buffers; checked anyway). */
+        VkFormatProperties fh, fu;
+        vk->vki.GetPhysicalDeviceFormatProperties(vk->phys, VK_FORMAT_R16G16B16A16_SFLOAT, &fh);
+        vk->vki.GetPhysicalDeviceFormatProperties(vk->phys, VK_FORMAT_R32G32_UINT, &fu);
+        vk->texel16 = (fh.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) &&
+                      (fu.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT);
+    }
+    vk->reduce_wg = pick_workgroup(&vk->info, 128);
+    vk->elementwise_wg = pick_workgroup(&vk->info, 256);
+    /* CPU-shaped row kernels (shaders/softmax_cpu.comp, heads_cpu.comp,
+     * layernorm_cpu.comp) on CPU devices, with texel reads: measured on a
+     * 2-core lavapipe (docs/PERFORMANCE.md, "Small kernels"); 16 rows per
+     * workgroup was as fast as 8, 32 or 64 within the noise. Their layouts
+     * need the texel views, so they go with the register matmul. The
+     * environment variable VKMHA_ROW_KERNELS, for tests and experiments:
+     * "gpu" keeps the workgroup-per-row kernels, "storage" the CPU-shaped
+     * ones with storage-buffer reads only (as with wrapped tensors). */
+    const char *rk = getenv("VKMHA_ROW_KERNELS");
+    bool rows_cpu = cpu && vk->matmul_texel && !(rk && !strcmp(rk, "gpu"));
+    vk->cpu_rows_wg = rows_cpu ? pick_workgroup(&vk->info, 16) : 0;
+    vk->row_texel = rows_cpu && !(rk && !strcmp(rk, "storage"));
+    for (uint32_t c = 0; c < VK_FLASH_CLASSES; c++) {
+        if (!pick_flash(&vk->info, 32u << c, cpu && !vk->flash_gpu_blocks, &vk->flash[c]))
+            vk->flash[c] = (vk_flash_config){0}; /* that class runs unfused */
+        vk->flash_cpu[c] = cpu && vk->matmul_texel ? pick_flash_cpu(&vk->info, 32u << c)
+                                                   : (vk_flash_config){0};
+    }
+    if (vk->fused_kernel == VKMHA_FUSED_KERNEL_REGISTER && !vk->flash_cpu[0].workgroup_size)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "vkmha_context_create: desc->debug->fused_kernel: the CPU-shaped "
+                           "fused kernel runs on CPU devices only");
+    /* Split-K below this many workgroups; Vulkan does not report the number
+     * of cores, so this is per device type: enough for large GPUs, and a few
+     * per thread for CPU devices. */
+    vk->flash_fill_groups = cpu ? 32 : 256;
+    if ((uint64_t)vk->reduce_wg * sizeof(float) > vk->info.max_shared_memory)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "vkmha_context_create: too little shared memory");
+    return VKMHA_SUCCESS;
+}
+
+void vk_tuning_disable(vk_state *vk, uint32_t path)
+{
+    for (int c = 0; c < VK_FLASH_CLASSES; c++) {
+        if (path == (uint32_t)VKMHA_PATH_FUSED_D32 << c)
+            vk->flash[c] = (vk_flash_config){0};
+        if (path == (uint32_t)VKMHA_PATH_FUSED_CPU_D32 << c)
+            vk->flash_cpu[c] = (vk_flash_config){0};
+    }
+    if (path == VKMHA_PATH_SUBGROUP)
+        vk->use_subgroup = false;
+    if (path == VKMHA_PATH_NATIVE_16BIT)
+        vk->native16 = false;
+    if (path == VKMHA_PATH_MATMUL_GEMV)
+        vk->tile_gemv = (vkmha_tile_config){0};
+    if (path == VKMHA_PATH_SPARSE && vk->sparse) {
+        vk->sparse = false;
+        snprintf(vk->sparse_why, sizeof vk->sparse_why,
+                 "disabled: the self-check found it wrong, or VKMHA_DISABLE_PATHS names it");
+    }
+    vk->disabled_paths |= path;
+}

@@ -29,13 +29,6 @@
 _Static_assert((32u << (VK_FLASH_CLASSES - 1)) <= 0xffff, "flash_push.dims packs 16-bit head dims");
 
 
-const vk_kind vk_attention_site_kinds[VK_ATTENTION_SITES] = {
-    [ASITE_SCORES] = KIND_MATMUL,        [ASITE_SOFTMAX] = KIND_SOFTMAX,
-    [ASITE_PV] = KIND_MATMUL,            [ASITE_WEIGHTS_COPY] = KIND_HEADS,
-    [ASITE_FLASH] = KIND_FLASH,          [ASITE_FLASH_WEIGHTS] = KIND_FLASH,
-    [ASITE_FLASH_CPU] = KIND_FLASH_CPU,  [ASITE_FLASH_CPU_WEIGHTS] = KIND_FLASH_CPU,
-    [ASITE_COMBINE] = KIND_FLASH_COMBINE};
-
 /* Each split-K range has at least this many key blocks. */
 #define MIN_SPLIT_BLOCKS 4
 
@@ -198,9 +191,11 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     /* The candidates: each fused kernel where it can run (a forced kernel
      * wherever it can, the other only where it cannot), and unfused where
      * its scores fit a buffer. */
-    const bool have_cpu = cls < VK_FLASH_CLASSES && vk->flash_cpu[cls].workgroup_size != 0 &&
-                          texel_io(s, qkvo);
-    const bool have_shared = cls < VK_FLASH_CLASSES && vk->flash[cls].block_q != 0;
+    const vk_pipe cpu_pipe = {.kernel = KERNEL_FLASH_CPU, .cls = (uint8_t)cls},
+                  shared_pipe = {.kernel = KERNEL_FLASH, .cls = (uint8_t)cls};
+    const bool have_cpu =
+        cls < VK_FLASH_CLASSES && vk_pipe_available(vk, cpu_pipe) && texel_io(s, qkvo);
+    const bool have_shared = cls < VK_FLASH_CLASSES && vk_pipe_available(vk, shared_pipe);
     const bool cpu_ok = have_cpu && vk->fused_kernel != VKMHA_FUSED_KERNEL_SHARED;
     const bool shared_ok =
         have_shared && !(vk->fused_kernel == VKMHA_FUSED_KERNEL_REGISTER && cpu_ok);
@@ -216,8 +211,9 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
         /* The largest head-dim class whose blocks fit the device's limits. */
         uint32_t most = 0;
         for (uint32_t c = 0; c < VK_FLASH_CLASSES; c++)
-            if (vk->flash[c].block_q || (vk->flash_cpu[c].workgroup_size &&
-                                         vk->fused_kernel != VKMHA_FUSED_KERNEL_SHARED))
+            if (vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH, .cls = (uint8_t)c}) ||
+                (vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH_CPU, .cls = (uint8_t)c}) &&
+                 vk->fused_kernel != VKMHA_FUSED_KERNEL_SHARED))
                 most = 32u << c;
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: the fused attention path takes head dims up to %u on this "

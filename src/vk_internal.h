@@ -185,7 +185,7 @@ typedef enum vk_attention_site {
     ASITE_COMBINE,      /* split-K's combine */
     VK_ATTENTION_SITES
 } vk_attention_site;
-extern const vk_kind vk_attention_site_kinds[VK_ATTENTION_SITES]; /* src/vk_attention.c */
+extern const vk_kind vk_attention_site_kinds[VK_ATTENTION_SITES]; /* src/vk_kernels.c */
 
 /* The context's own sites, for the ops on host arrays. */
 typedef enum vk_op_site {

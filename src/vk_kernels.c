@@ -60,6 +60,14 @@ uint32_t vk_binding_source(const vk_state *vk, vk_kind kind, uint32_t binding)
     return k->texel[binding - k->bindings];
 }
 
+/* The kinds of vk_record_attention's sites. */
+const vk_kind vk_attention_site_kinds[VK_ATTENTION_SITES] = {
+    [ASITE_SCORES] = KIND_MATMUL,        [ASITE_SOFTMAX] = KIND_SOFTMAX,
+    [ASITE_PV] = KIND_MATMUL,            [ASITE_WEIGHTS_COPY] = KIND_HEADS,
+    [ASITE_FLASH] = KIND_FLASH,          [ASITE_FLASH_WEIGHTS] = KIND_FLASH,
+    [ASITE_FLASH_CPU] = KIND_FLASH_CPU,  [ASITE_FLASH_CPU_WEIGHTS] = KIND_FLASH_CPU,
+    [ASITE_COMBINE] = KIND_FLASH_COMBINE};
+
 /* ---- specialization of each kernel ---------------------------------------- */
 
 uint64_t vk_matmul_shared_bytes(uint64_t bm, uint64_t bn, uint64_t bk)

@@ -31,7 +31,8 @@ static vkmha_status record_block(vk_state *vk, vk_site *site, const vk_matmul_ar
                            (((uint64_t)a->n + large->bn - 1) / large->bn) * batch;
     bool use_small = large_tiles < SMALL_TILE_THRESHOLD;
     /* A few rows on a CPU device: lanes over columns (vk_state.tile_gemv). */
-    const bool gemv = vk->tile_gemv.workgroup_size && a->m <= VK_GEMV_ROWS;
+    const bool gemv = a->m <= VK_GEMV_ROWS &&
+                      vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL, .tile = TILE_GEMV});
     const vkmha_tile_config *t = gemv ? &vk->tile_gemv : use_small ? small : large;
 
     /* vec4 loads need every row start 16-byte aligned and whole vec4s along

@@ -236,10 +236,10 @@ static vkmha_status run_canaries(vk_state *vk, float *mem, uint32_t breaks)
     /* Each fused head-dim class on each of its kernels, with key splits. */
     for (int c = 0; c < VK_FLASH_CLASSES && !st; c++) {
         const uint32_t d = (32u << c) - 4;
-        if (vk->flash[c].block_q)
+        if (vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH, .cls = (uint8_t)c}))
             st = attention_canary(vk, d, VKMHA_ATTENTION_PATH_FUSED, VKMHA_FUSED_KERNEL_SHARED,
                                   VKMHA_PATH_FUSED_D32 << c, mem, breaks);
-        if (!st && vk->flash_cpu[c].workgroup_size)
+        if (!st && vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH_CPU, .cls = (uint8_t)c}))
             st = attention_canary(vk, d, VKMHA_ATTENTION_PATH_FUSED, VKMHA_FUSED_KERNEL_REGISTER,
                                   VKMHA_PATH_FUSED_CPU_D32 << c, mem, breaks);
     }
@@ -260,7 +260,8 @@ static vkmha_status run_canaries(vk_state *vk, float *mem, uint32_t breaks)
         }
     }
     /* 16-bit storage and the few-rows matmul: C = A B^T, fp16 or fp32. */
-    const bool check16 = vk->native16, gemv = vk->tile_gemv.workgroup_size != 0;
+    const bool check16 = vk->native16,
+               gemv = vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL, .tile = TILE_GEMV});
     for (int pass = 0; pass < 2 && !st; pass++) {
         if (pass == 0 ? !check16 : !gemv)
             continue;

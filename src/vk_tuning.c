@@ -279,18 +279,12 @@ vkmha_status vk_tuning_init(vk_state *vk, const vkmha_tile_config *override)
 
 void vk_tuning_disable(vk_state *vk, uint32_t path)
 {
-    for (int c = 0; c < VK_FLASH_CLASSES; c++) {
-        if (path == (uint32_t)VKMHA_PATH_FUSED_D32 << c)
-            vk->flash[c] = (vk_flash_config){0};
-        if (path == (uint32_t)VKMHA_PATH_FUSED_CPU_D32 << c)
-            vk->flash_cpu[c] = (vk_flash_config){0};
-    }
+    /* A kernel's path (a row of src/vk_kernels.c) needs nothing more than
+     * its bit: vk_pipe_available reads it. */
     if (path == VKMHA_PATH_SUBGROUP)
         vk->use_subgroup = false;
     if (path == VKMHA_PATH_NATIVE_16BIT)
         vk->native16 = false;
-    if (path == VKMHA_PATH_MATMUL_GEMV)
-        vk->tile_gemv = (vkmha_tile_config){0};
     if (path == VKMHA_PATH_SPARSE && vk->sparse) {
         vk->sparse = false;
         snprintf(vk->sparse_why, sizeof vk->sparse_why,

@@ -14,13 +14,7 @@
 
 #define VKMHA_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
-#if defined(__MINGW32__) /* C99 printf (__USE_MINGW_ANSI_STDIO) */
-#define VKMHA_PRINTF(f, a) __attribute__((format(gnu_printf, f, a)))
-#elif defined(__GNUC__)
-#define VKMHA_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define VKMHA_PRINTF(f, a)
-#endif
+#include "printf_attr.h"
 
 /* ------------------------------------------------------------------------ */
 /* Resolved shapes: the public descs with every default filled in and every */

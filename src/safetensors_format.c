@@ -32,8 +32,7 @@ static const struct {
     [ST_BOOL] = {"BOOL", 1}, [ST_F8_E4M3] = {"F8_E4M3", 1}, [ST_F8_E5M2] = {"F8_E5M2", 1},
 };
 
-VKMHA_PRINTF(3, 4)
-static vkmha_status bad(char *why, size_t cap, const char *fmt, ...)
+vkmha_status st_bad(char *why, size_t cap, const char *fmt, ...)
 {
     va_list ap;
     if (cap == 0)
@@ -44,15 +43,10 @@ static vkmha_status bad(char *why, size_t cap, const char *fmt, ...)
     return INVALID;
 }
 
-/* A name from the file, printable in a message: at most 80 bytes, anything
- * but printable ASCII shown as '?'. */
-typedef struct shown {
-    char s[88];
-} shown;
-
-static shown show(const char *p, size_t n)
+/* st_shown of the n bytes at p. */
+static st_shown show(const char *p, size_t n)
 {
-    shown r;
+    st_shown r;
     size_t k = 0;
     for (; k < n && k < 80; k++)
         r.s[k] = p[k] >= 0x20 && p[k] < 0x7f ? p[k] : '?';
@@ -63,7 +57,7 @@ static shown show(const char *p, size_t n)
     return r;
 }
 
-static shown show_tensor(const st_tensor *t)
+st_shown st_show_tensor(const st_tensor *t)
 {
     return show(t->name, t->name_len);
 }
@@ -289,63 +283,63 @@ static long check_grammar(const char *js, const jsmntok_t *t, int n, int *stack,
 static vkmha_status parse_tensor(const char *js, const jsmntok_t *t, int n, int i,
                                  st_tensor *ts, char *why, size_t cap)
 {
-    const shown nm = show_tensor(ts);
+    const st_shown nm = st_show_tensor(ts);
     bool have_dtype = false, have_shape = false, have_offsets = false;
     if (t[i].type != JSMN_OBJECT)
-        return bad(why, cap, "tensor '%s': its entry is not a JSON object", nm.s);
+        return st_bad(why, cap, "tensor '%s': its entry is not a JSON object", nm.s);
     int j = i + 1;
     for (int k = 0; k < t[i].size; k++) {
         if (j + 1 >= n || t[j].type != JSMN_STRING || t[j].size != 1)
-            return bad(why, cap, "tensor '%s': malformed entry", nm.s);
+            return st_bad(why, cap, "tensor '%s': malformed entry", nm.s);
         const jsmntok_t *key = &t[j], *val = &t[j + 1];
         if (tok_is(js, key, "dtype")) {
             if (have_dtype)
-                return bad(why, cap, "tensor '%s': dtype given twice", nm.s);
+                return st_bad(why, cap, "tensor '%s': dtype given twice", nm.s);
             have_dtype = true;
             int d = 0;
             while (d < ST_DTYPE_COUNT && !tok_is(js, val, dtypes[d].name))
                 d++;
             if (d == ST_DTYPE_COUNT)
-                return bad(why, cap, "tensor '%s': unknown dtype '%s'", nm.s,
+                return st_bad(why, cap, "tensor '%s': unknown dtype '%s'", nm.s,
                            show(js + val->start, (size_t)(val->end - val->start)).s);
             ts->dtype = (st_dtype)d;
         } else if (tok_is(js, key, "shape")) {
             if (have_shape)
-                return bad(why, cap, "tensor '%s': shape given twice", nm.s);
+                return st_bad(why, cap, "tensor '%s': shape given twice", nm.s);
             have_shape = true;
             if (val->type != JSMN_ARRAY)
-                return bad(why, cap, "tensor '%s': shape is not an array", nm.s);
+                return st_bad(why, cap, "tensor '%s': shape is not an array", nm.s);
             if ((uint32_t)val->size > ST_MAX_RANK)
-                return bad(why, cap, "tensor '%s': shape has %d dims (at most %u supported)",
+                return st_bad(why, cap, "tensor '%s': shape has %d dims (at most %u supported)",
                            nm.s, val->size, ST_MAX_RANK);
             ts->rank = (uint32_t)val->size;
             ts->numel = 1;
             for (uint32_t r = 0; r < ts->rank; r++) {
                 if (j + 2 + (int)r >= n || !tok_u64(js, &t[j + 2 + r], &ts->dims[r]))
-                    return bad(why, cap,
+                    return st_bad(why, cap,
                                "tensor '%s': shape[%u] is not a non-negative 64-bit integer",
                                nm.s, r);
                 if (!vkmha__mul_u64(ts->numel, ts->dims[r], &ts->numel))
-                    return bad(why, cap, "tensor '%s': shape's element count overflows",
+                    return st_bad(why, cap, "tensor '%s': shape's element count overflows",
                                nm.s);
             }
         } else if (tok_is(js, key, "data_offsets")) {
             if (have_offsets)
-                return bad(why, cap, "tensor '%s': data_offsets given twice", nm.s);
+                return st_bad(why, cap, "tensor '%s': data_offsets given twice", nm.s);
             have_offsets = true;
             if (val->type != JSMN_ARRAY || val->size != 2 || j + 3 >= n ||
                 !tok_u64(js, &t[j + 2], &ts->begin) || !tok_u64(js, &t[j + 3], &ts->end))
-                return bad(why, cap,
+                return st_bad(why, cap,
                            "tensor '%s': data_offsets is not an array of two non-negative "
                            "64-bit integers",
                            nm.s);
         }
         /* Other fields are ignored, as the reference implementation does. */
         if ((j = skip(t, n, j + 1)) < 0)
-            return bad(why, cap, "tensor '%s': malformed entry", nm.s);
+            return st_bad(why, cap, "tensor '%s': malformed entry", nm.s);
     }
     if (!have_dtype || !have_shape || !have_offsets)
-        return bad(why, cap, "tensor '%s': no %s", nm.s,
+        return st_bad(why, cap, "tensor '%s': no %s", nm.s,
                    !have_dtype ? "dtype" : !have_shape ? "shape" : "data_offsets");
     return VKMHA_SUCCESS;
 }
@@ -354,12 +348,12 @@ static vkmha_status parse_tensor(const char *js, const jsmntok_t *t, int n, int 
 static vkmha_status parse_metadata(const jsmntok_t *t, int n, int i, char *why, size_t cap)
 {
     if (t[i].type != JSMN_OBJECT)
-        return bad(why, cap, "__metadata__ is not a JSON object");
+        return st_bad(why, cap, "__metadata__ is not a JSON object");
     for (int k = 0; k < t[i].size; k++) {
         int key = i + 1 + 2 * k;
         if (key + 1 >= n || t[key].type != JSMN_STRING || t[key].size != 1 ||
             t[key + 1].type != JSMN_STRING)
-            return bad(why, cap, "__metadata__ entry %d is not a string: string pair", k);
+            return st_bad(why, cap, "__metadata__ entry %d is not a string: string pair", k);
     }
     return VKMHA_SUCCESS;
 }
@@ -387,15 +381,15 @@ static vkmha_status check_tensors(st_file *f, const st_tensor **sorted, char *wh
     for (size_t k = 0; k < f->count; k++) {
         st_tensor *ts = &f->tensors[k];
         uint64_t bytes;
-        const shown nm = show_tensor(ts);
+        const st_shown nm = st_show_tensor(ts);
         if (ts->begin > ts->end || ts->end > f->data_size)
-            return bad(why, cap,
+            return st_bad(why, cap,
                        "tensor '%s': data_offsets [%llu, %llu) out of the data's %llu bytes",
                        nm.s, (unsigned long long)ts->begin, (unsigned long long)ts->end,
                        (unsigned long long)f->data_size);
         if (!vkmha__mul_u64(ts->numel, dtypes[ts->dtype].size, &bytes) ||
             bytes != ts->end - ts->begin)
-            return bad(why, cap,
+            return st_bad(why, cap,
                        "tensor '%s': data_offsets [%llu, %llu) hold %llu bytes, but %llu "
                        "elements of %s need %s%llu",
                        nm.s, (unsigned long long)ts->begin, (unsigned long long)ts->end,
@@ -409,27 +403,27 @@ static vkmha_status check_tensors(st_file *f, const st_tensor **sorted, char *wh
     qsort(sorted, f->count, sizeof *sorted, cmp_names);
     for (size_t k = 1; k < f->count; k++)
         if (cmp_names(&sorted[k - 1], &sorted[k]) == 0)
-            return bad(why, cap, "tensor '%s' appears twice", show_tensor(sorted[k]).s);
+            return st_bad(why, cap, "tensor '%s' appears twice", st_show_tensor(sorted[k]).s);
     qsort(sorted, f->count, sizeof *sorted, cmp_offsets);
     uint64_t at = 0;
     for (size_t k = 0; k < f->count; k++) {
         const st_tensor *ts = sorted[k];
         if (ts->begin < at)
-            return bad(why, cap, "tensors '%s' and '%s' overlap (data_offsets [%llu, %llu) "
+            return st_bad(why, cap, "tensors '%s' and '%s' overlap (data_offsets [%llu, %llu) "
                        "and [%llu, %llu))",
-                       show_tensor(sorted[k - 1]).s, show_tensor(ts).s,
+                       st_show_tensor(sorted[k - 1]).s, st_show_tensor(ts).s,
                        (unsigned long long)sorted[k - 1]->begin,
                        (unsigned long long)sorted[k - 1]->end,
                        (unsigned long long)ts->begin, (unsigned long long)ts->end);
         if (ts->begin > at)
-            return bad(why, cap,
+            return st_bad(why, cap,
                        "bytes [%llu, %llu) of the data belong to no tensor (before '%s')",
                        (unsigned long long)at, (unsigned long long)ts->begin,
-                       show_tensor(ts).s);
+                       st_show_tensor(ts).s);
         at = ts->end;
     }
     if (at != f->data_size)
-        return bad(why, cap, "bytes [%llu, %llu) of the data belong to no tensor (after the last)",
+        return st_bad(why, cap, "bytes [%llu, %llu) of the data belong to no tensor (after the last)",
                    (unsigned long long)at, (unsigned long long)f->data_size);
     return VKMHA_SUCCESS;
 }
@@ -450,30 +444,30 @@ vkmha_status st_parse(const vkmha_allocator *a, const void *bytes, size_t size, 
     vkmha_status st;
     memset(out, 0, sizeof *out);
     if (!b || size < 8)
-        return bad(why, cap, "truncated: %zu bytes, but the header length alone takes 8", size);
+        return st_bad(why, cap, "truncated: %zu bytes, but the header length alone takes 8", size);
     uint64_t hlen = 0;
     for (int k = 7; k >= 0; k--)
         hlen = hlen << 8 | b[k];
     if (hlen > ST_MAX_HEADER)
-        return bad(why, cap, "header length %llu is above the format's limit of %u bytes",
+        return st_bad(why, cap, "header length %llu is above the format's limit of %u bytes",
                    (unsigned long long)hlen, ST_MAX_HEADER);
     if (hlen > size - 8)
-        return bad(why, cap, "truncated: header length %llu, but only %zu bytes follow",
+        return st_bad(why, cap, "truncated: header length %llu, but only %zu bytes follow",
                    (unsigned long long)hlen, size - 8);
     const char *js = (const char *)b + 8;
     const size_t n_js = (size_t)hlen;
     size_t bad_at = utf8_check(b + 8, n_js);
     if (bad_at != n_js)
-        return bad(why, cap, "header is not UTF-8 text: byte 0x%02x at header offset %zu",
+        return st_bad(why, cap, "header is not UTF-8 text: byte 0x%02x at header offset %zu",
                    b[8 + bad_at], bad_at);
     jsmn_parser p;
     jsmn_init(&p);
     int n = jsmn_parse(&p, js, n_js, NULL, 0);
     if (n < 0)
-        return bad(why, cap, "header is not valid JSON (%s near header offset %u)",
+        return st_bad(why, cap, "header is not valid JSON (%s near header offset %u)",
                    jsmn_error(n), p.pos);
     if (n == 0)
-        return bad(why, cap, "header is empty (a JSON object is required)");
+        return st_bad(why, cap, "header is empty (a JSON object is required)");
     if (!(t = vkmha__alloc_with(a, (size_t)n * sizeof *t))) {
         snprintf(why, cap, "out of host memory");
         return VKMHA_ERROR_OUT_OF_HOST_MEMORY;
@@ -481,7 +475,7 @@ vkmha_status st_parse(const vkmha_allocator *a, const void *bytes, size_t size, 
     jsmn_init(&p);
     n = jsmn_parse(&p, js, n_js, t, (unsigned)n);
     if (n < 0) {
-        st = bad(why, cap, "header is not valid JSON (%s near header offset %u)",
+        st = st_bad(why, cap, "header is not valid JSON (%s near header offset %u)",
                  jsmn_error(n), p.pos);
         goto fail;
     }
@@ -491,7 +485,7 @@ vkmha_status st_parse(const vkmha_allocator *a, const void *bytes, size_t size, 
     }
     long bad_json = check_grammar(js, t, n, stack, stack + n);
     if (bad_json >= 0) {
-        st = bad(why, cap, "header is not valid JSON (near header offset %ld)", bad_json);
+        st = st_bad(why, cap, "header is not valid JSON (near header offset %ld)", bad_json);
         goto fail;
     }
     size_t lead = 0;
@@ -502,7 +496,7 @@ vkmha_status st_parse(const vkmha_allocator *a, const void *bytes, size_t size, 
         tail++;
     if (t[0].type != JSMN_OBJECT || (size_t)t[0].start != lead || tail != n_js ||
         skip(t, n, 0) != n) {
-        st = bad(why, cap, "header is not one JSON object");
+        st = st_bad(why, cap, "header is not one JSON object");
         goto fail;
     }
     if (!(out->tensors = vkmha__alloc_with(a, (size_t)t[0].size * sizeof *out->tensors))) {
@@ -515,12 +509,12 @@ vkmha_status st_parse(const vkmha_allocator *a, const void *bytes, size_t size, 
     int j = 1;
     for (int k = 0; k < t[0].size; k++) {
         if (j + 1 >= n || t[j].type != JSMN_STRING || t[j].size != 1) {
-            st = bad(why, cap, "header: entry %d has no string key", k);
+            st = st_bad(why, cap, "header: entry %d has no string key", k);
             goto fail;
         }
         if (tok_is(js, &t[j], "__metadata__")) {
             if (have_metadata) {
-                st = bad(why, cap, "__metadata__ appears twice");
+                st = st_bad(why, cap, "__metadata__ appears twice");
                 goto fail;
             }
             have_metadata = true;
@@ -535,7 +529,7 @@ vkmha_status st_parse(const vkmha_allocator *a, const void *bytes, size_t size, 
                 goto fail;
         }
         if ((j = skip(t, n, j + 1)) < 0) {
-            st = bad(why, cap, "header is not one JSON object");
+            st = st_bad(why, cap, "header is not one JSON object");
             goto fail;
         }
     }
@@ -578,241 +572,12 @@ const st_tensor *st_find(const st_file *f, const char *prefix, const char *name)
     return NULL;
 }
 
-/* ---- the layer ------------------------------------------------------------ */
-
-typedef struct finder {
-    const st_file *f;
-    const char *prefix;
-    char *why;
-    size_t cap;
-} finder;
-
-/* Checks t (may be NULL: absent, fine) as a float tensor of `rank` dims;
- * want[r] 0 = any. `meaning` describes the expected shape in a message. */
-static vkmha_status check_shape(const finder *fd, const st_tensor *t, uint32_t rank,
-                                uint64_t want0, uint64_t want1, const char *meaning)
+const char *st_dtype_name(uint32_t dtype)
 {
-    if (!t)
-        return VKMHA_SUCCESS;
-    const shown nm = show_tensor(t);
-    if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16)
-        return bad(fd->why, fd->cap, "tensor '%s': dtype %s (F32, F16 or BF16 expected)",
-                   nm.s, dtypes[t->dtype].name);
-    const uint64_t want[2] = {want0, want1};
-    bool ok = t->rank == rank;
-    for (uint32_t r = 0; ok && r < rank; r++)
-        ok = t->dims[r] >= 1 && t->dims[r] <= UINT32_MAX && (want[r] == 0 || t->dims[r] == want[r]);
-    if (ok)
-        return VKMHA_SUCCESS;
-    char got[64] = "", exp[64] = "";
-    size_t g = 0, e = 0;
-    for (uint32_t r = 0; r < t->rank && g < sizeof got; r++)
-        g += (size_t)snprintf(got + g, sizeof got - g, "%s%llu", r ? ", " : "",
-                              (unsigned long long)t->dims[r]);
-    for (uint32_t r = 0; r < rank && e < sizeof exp; r++) {
-        if (want[r])
-            e += (size_t)snprintf(exp + e, sizeof exp - e, "%s%llu", r ? ", " : "",
-                                  (unsigned long long)want[r]);
-        else
-            e += (size_t)snprintf(exp + e, sizeof exp - e, "%sany", r ? ", " : "");
-    }
-    return bad(fd->why, fd->cap, "tensor '%s': shape [%s], expected %s = [%s]", nm.s, got,
-               meaning, exp);
+    return dtypes[dtype].name;
 }
 
-static const st_tensor *find(const finder *fd, const char *name)
+uint32_t st_dtype_size(uint32_t dtype)
 {
-    return st_find(fd->f, fd->prefix, name);
-}
-
-/* Of two alternative names, the one present (NULL if neither); both is an
- * error. */
-static vkmha_status find_either(const finder *fd, const char *a, const char *b,
-                                const st_tensor **out)
-{
-    const st_tensor *ta = find(fd, a), *tb = find(fd, b);
-    if (ta && tb)
-        return bad(fd->why, fd->cap, "both '%s%s' and '%s%s' are present: which one is meant?",
-                   fd->prefix, a, fd->prefix, b);
-    *out = ta ? ta : tb;
-    return VKMHA_SUCCESS;
-}
-
-static st_slice whole(const st_tensor *t)
-{
-    st_slice s = {t, 0, t ? t->numel : 0};
-    return s;
-}
-
-static st_slice part(const st_tensor *t, uint64_t first, uint64_t count)
-{
-    st_slice s = {t, first, count};
-    return s;
-}
-
-vkmha_status st_find_layer(const st_file *f, const char *prefix, const char *norm_prefix,
-                           uint32_t n_head, uint32_t n_kv_head, st_layer *L, char *why,
-                           size_t cap)
-{
-    finder fd = {f, prefix ? prefix : "", why, cap};
-    const char *P = fd.prefix;
-    vkmha_status st;
-    memset(L, 0, sizeof *L);
-    if (n_head == 0)
-        return bad(why, cap, "n_head is 0 (the file does not say how many heads; >= 1)");
-    const uint32_t H = n_head, Hkv = n_kv_head ? n_kv_head : n_head;
-    if (Hkv > H || H % Hkv != 0)
-        return bad(why, cap, "n_head (%u) is not a multiple of n_kv_head (%u)", H, Hkv);
-    const st_tensor *packed = find(&fd, "in_proj_weight");
-    const st_tensor *sep = find(&fd, "q_proj_weight"), *lin = find(&fd, "q_proj.weight");
-    if (!!packed + !!sep + !!lin > 1)
-        return bad(why, cap, "two layouts under prefix '%s': both '%s' and '%s'", P,
-                   show_tensor(packed ? packed : sep).s, show_tensor(lin ? lin : sep).s);
-    if (!packed && !sep && !lin)
-        return bad(why, cap,
-                   "no attention weights under prefix '%s' (none of '%sin_proj_weight', "
-                   "'%sq_proj_weight', '%sq_proj.weight')",
-                   P, P, P, P);
-    const st_tensor *bias_kv = find(&fd, "bias_k");
-    if (bias_kv || (bias_kv = find(&fd, "bias_v"))) {
-        snprintf(why, cap, "tensor '%s': add_bias_kv is not supported", show_tensor(bias_kv).s);
-        return VKMHA_ERROR_UNSUPPORTED;
-    }
-    const st_tensor *wo = NULL, *bo = NULL;
-    if ((st = find_either(&fd, "out_proj.weight", "o_proj.weight", &wo)) ||
-        (st = find_either(&fd, "out_proj.bias", "o_proj.bias", &bo)))
-        return st;
-    if (!wo)
-        return bad(why, cap, "missing tensor '%sout_proj.weight' (or '%so_proj.weight')", P, P);
-    if ((st = check_shape(&fd, wo, 2, 0, 0, "[d_model, n_head * d_v]")))
-        return st;
-    const uint64_t E = wo->dims[0];
-    if ((st = check_shape(&fd, bo, 1, E, 0, "[d_model]")))
-        return st;
-    const st_tensor *wq, *wk, *wv;
-    uint64_t qr, kr, vr; /* rows of the projections: H * d_k, Hkv * d_k, Hkv * d_v */
-    if (packed) {
-        L->layout = "in_proj_weight";
-        if (Hkv != H)
-            return bad(why, cap,
-                       "tensor '%s': a packed in_proj_weight has as many key/value heads as "
-                       "query heads, but n_kv_head is %u and n_head %u",
-                       show_tensor(packed).s, Hkv, H);
-        if ((st = check_shape(&fd, packed, 2, 3 * E, E, "[3 * d_model, d_model]")))
-            return st;
-        if (E % H != 0)
-            return bad(why, cap,
-                       "tensor '%s': d_model (%llu) is not n_head (%u) heads of equal size",
-                       show_tensor(packed).s, (unsigned long long)E, H);
-        wq = wk = wv = packed;
-        qr = kr = vr = E;
-        L->w[ST_W_Q] = part(packed, 0, E * E);
-        L->w[ST_W_K] = part(packed, E * E, E * E);
-        L->w[ST_W_V] = part(packed, 2 * E * E, E * E);
-    } else {
-        const char *kname = sep ? "k_proj_weight" : "k_proj.weight";
-        const char *vname = sep ? "v_proj_weight" : "v_proj.weight";
-        L->layout = sep ? "q_proj_weight" : "q_proj.weight";
-        wq = sep ? sep : lin;
-        wk = find(&fd, kname);
-        wv = find(&fd, vname);
-        if (!wk || !wv)
-            return bad(why, cap, "missing tensor '%s%s' ('%s' is present)", P,
-                       !wk ? kname : vname, show_tensor(wq).s);
-        if ((st = check_shape(&fd, wq, 2, 0, E, "[n_head * d_k, d_model]")))
-            return st;
-        qr = wq->dims[0];
-        if (qr % H != 0)
-            return bad(why, cap, "tensor '%s': %llu rows are not n_head (%u) heads of d_k each",
-                       show_tensor(wq).s, (unsigned long long)qr, H);
-        kr = qr / H * Hkv;
-        if ((st = check_shape(&fd, wk, 2, kr, 0, "[n_kv_head * d_k, kdim]")) ||
-            (st = check_shape(&fd, wv, 2, 0, 0, "[n_kv_head * d_v, vdim]")))
-            return st;
-        vr = wv->dims[0];
-        if (vr % Hkv != 0)
-            return bad(why, cap,
-                       "tensor '%s': %llu rows are not n_kv_head (%u) heads of d_v each",
-                       show_tensor(wv).s, (unsigned long long)vr, Hkv);
-        L->w[ST_W_Q] = whole(wq);
-        L->w[ST_W_K] = whole(wk);
-        L->w[ST_W_V] = whole(wv);
-    }
-    if ((st = check_shape(&fd, wo, 2, E, vr / Hkv * H, "[d_model, n_head * d_v]")))
-        return st;
-    if (lin) {
-        const char *names[3] = {"q_proj.bias", "k_proj.bias", "v_proj.bias"};
-        const uint64_t rows[3] = {qr, kr, vr};
-        for (int i = 0; i < 3; i++) {
-            const st_tensor *b = find(&fd, names[i]);
-            if ((st = check_shape(&fd, b, 1, rows[i], 0, "[rows of its weight]")))
-                return st;
-            L->w[ST_B_Q + i] = whole(b);
-        }
-    } else {
-        const st_tensor *b = find(&fd, "in_proj_bias");
-        if ((st = check_shape(&fd, b, 1, qr + kr + vr, 0,
-                              "[rows of q, k and v projections]")))
-            return st;
-        if (b) {
-            L->w[ST_B_Q] = part(b, 0, qr);
-            L->w[ST_B_K] = part(b, qr, kr);
-            L->w[ST_B_V] = part(b, qr + kr, vr);
-        }
-    }
-    L->w[ST_W_O] = whole(wo);
-    L->w[ST_B_O] = whole(bo);
-    if (norm_prefix) {
-        finder nf = {f, norm_prefix, why, cap};
-        const st_tensor *g = find(&nf, "weight"), *be = find(&nf, "bias");
-        if (!g)
-            return bad(why, cap, "missing tensor '%sweight' (the LayerNorm's)", norm_prefix);
-        if ((st = check_shape(&nf, g, 1, E, 0, "[d_model]")) ||
-            (st = check_shape(&nf, be, 1, E, 0, "[d_model]")))
-            return st;
-        L->w[ST_GAMMA] = whole(g);
-        L->w[ST_BETA] = whole(be);
-    }
-    L->d_model = (uint32_t)E;
-    L->n_head = H;
-    L->n_kv_head = Hkv;
-    L->d_k = (uint32_t)(qr / H);
-    L->d_v = (uint32_t)(vr / Hkv);
-    L->kdim = (uint32_t)wk->dims[1];
-    L->vdim = (uint32_t)wv->dims[1];
-    return VKMHA_SUCCESS;
-}
-
-/* ---- conversion ------------------------------------------------------------ */
-
-static bool little_endian(void)
-{
-    const uint16_t one = 1;
-    uint8_t b;
-    memcpy(&b, &one, 1);
-    return b == 1;
-}
-
-const float *st_slice_f32(const st_slice *s)
-{
-    const uint8_t *p = s->t->bytes + s->first * 4;
-    if (s->t->dtype != ST_F32 || !little_endian() || (uintptr_t)p % sizeof(float) != 0)
-        return NULL;
-    return (const float *)(const void *)p;
-}
-
-void st_slice_to_f32(const st_slice *s, float *dst)
-{
-    const uint32_t size = dtypes[s->t->dtype].size;
-    const uint8_t *p = s->t->bytes + s->first * size;
-    for (uint64_t i = 0; i < s->count; i++, p += size) {
-        if (s->t->dtype == ST_F32) {
-            uint32_t bits = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                            (uint32_t)p[3] << 24;
-            memcpy(&dst[i], &bits, sizeof bits);
-        } else {
-            uint16_t h = (uint16_t)(p[0] | p[1] << 8);
-            dst[i] = s->t->dtype == ST_F16 ? vkmha__half_to_float(h) : vkmha__bf16_to_float(h);
-        }
-    }
+    return dtypes[dtype].size;
 }

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "printf_attr.h"
 #include "vkmha.h"
 
 /* The reference implementation's limit on the header's length. */
@@ -102,5 +103,19 @@ vkmha_status st_find_layer(const st_file *f, const char *prefix, const char *nor
 const float *st_slice_f32(const st_slice *s);
 /* Converts slice s to float into dst (s->count elements). */
 void st_slice_to_f32(const st_slice *s, float *dst);
+
+/* Shared by the parser (safetensors_format.c) and the layer (st_layer.c). */
+/* Writes a rejection's reason into why (cap bytes); returns INVALID_ARGUMENT. */
+VKMHA_PRINTF(3, 4)
+vkmha_status st_bad(char *why, size_t cap, const char *fmt, ...);
+/* A name from the file, printable in a message: at most 80 bytes, anything
+ * but printable ASCII shown as '?'. */
+typedef struct st_shown {
+    char s[88];
+} st_shown;
+st_shown st_show_tensor(const st_tensor *t);
+/* A dtype's name in the format ("F32", ...) and its bytes per element. */
+const char *st_dtype_name(uint32_t dtype);
+uint32_t st_dtype_size(uint32_t dtype);
 
 #endif /* VKMHA_SAFETENSORS_FORMAT_H */

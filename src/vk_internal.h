@@ -51,6 +51,12 @@ typedef struct vk_view {
     uint64_t stride[3];  /* elements */
 } vk_view;
 
+/* a / b, rounded up (b > 0). */
+static inline uint64_t vk_div_up(uint64_t a, uint64_t b)
+{
+    return (a + b - 1) / b;
+}
+
 /* The dense view of a whole buffer; buf NULL: an absent operand. */
 static inline vk_view vk_view_of(const vk_buffer *buf, uint32_t dtype)
 {
@@ -627,6 +633,8 @@ vkmha_status vk_check_tensor(vk_state *vk, uint64_t bytes, const char *what);
 uint64_t vk_max_tensor_bytes(const vk_state *vk);
 
 /* ---- the executor (src/vk_command.c, src/vk_submission.c) --------------- */
+/* Grows a plan array of `size`-byte elements to hold one more. */
+vkmha_status vk_plan_grow(vk_state *vk, void **arr, uint32_t n, uint32_t *cap, size_t size);
 /* Every call on the device is planned, then run, by one executor:
  *  - vk_exec_begin(vk, mode, cmd, sub) starts a plan for one of the modes:
  *    MODE_SYNC, the context's command buffer, submitted and waited for;
@@ -984,6 +992,16 @@ double vk_cost_unfused(const vk_state *vk, const attn_shape *s);
 vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weights,
                                   const vk_view *weights_view, const vk_view qkvo[4],
                                   uint32_t kv_b0, vk_attn_plan *plan);
+/* The unfused path's matmuls of `plan`: scores = scale q k^T (mm[0]) and
+ * out = p v (mm[1]), from the plan's first cache entry, in fp32 `scores`. */
+void vk_attention_unfused_matmuls(const vk_attn_plan *plan, const vk_view *q,
+                                  const vk_view *k_all, const vk_view *v_all, const vk_view *out,
+                                  const vk_view *scores, vk_matmul_args mm[2]);
+/* Product (entry b, query head h) of one of those batched matmuls, alone. */
+vk_matmul_args vk_attention_product(const vk_matmul_args *m, uint64_t b, uint64_t h);
+/* Where the unfused path keeps its fp32 scores: the caller's fp32 weights,
+ * else SLOT_SCORES. */
+vk_view vk_attention_unfused_scores(vk_state *vk, const vk_attn_plan *plan);
 /* Records the attention of `plan` from q, k, v (+ masks in the mask slots)
  * into out, and the weights into SLOT_SCORES if planned. out may share q's
  * buffer when d_k == d_v and the views match (q is read before out is

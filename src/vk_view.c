@@ -63,3 +63,17 @@ bool vk_texel_ok(const vk_view *const v[], uint32_t n, bool u16_variant)
             return false;
     return true;
 }
+
+vk_view vk_view_split(const vk_buffer *buf, uint32_t heads, uint32_t len, uint32_t dim,
+                      uint32_t dtype)
+{
+    return (vk_view){.buf = buf, .dtype = dtype,
+                     .stride = {(uint64_t)heads * len * dim, (uint64_t)len * dim, dim}};
+}
+
+vk_view vk_view_merged(const vk_buffer *buf, uint32_t heads, uint32_t len, uint32_t dim,
+                       uint32_t dtype)
+{
+    return (vk_view){.buf = buf, .dtype = dtype,
+                     .stride = {(uint64_t)len * heads * dim, dim, (uint64_t)heads * dim}};
+}

@@ -1,0 +1,252 @@
+/* The layer's tensors in a parsed safetensors file (see
+ * safetensors_format.h): PyTorch's names and layouts, their shapes checked
+ * against each other, slices of fused in-projections, and conversion to
+ * fp32. The file itself is parsed by safetensors_format.c. */
+#include "safetensors_format.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "half.h"
+#include "internal.h"
+
+#define INVALID VKMHA_ERROR_INVALID_ARGUMENT
+
+/* ---- the layer ------------------------------------------------------------ */
+
+typedef struct finder {
+    const st_file *f;
+    const char *prefix;
+    char *why;
+    size_t cap;
+} finder;
+
+/* Checks t (may be NULL: absent, fine) as a float tensor of `rank` dims;
+ * want[r] 0 = any. `meaning` describes the expected shape in a message. */
+static vkmha_status check_shape(const finder *fd, const st_tensor *t, uint32_t rank,
+                                uint64_t want0, uint64_t want1, const char *meaning)
+{
+    if (!t)
+        return VKMHA_SUCCESS;
+    const st_shown nm = st_show_tensor(t);
+    if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16)
+        return st_bad(fd->why, fd->cap, "tensor '%s': dtype %s (F32, F16 or BF16 expected)",
+                   nm.s, st_dtype_name(t->dtype));
+    const uint64_t want[2] = {want0, want1};
+    bool ok = t->rank == rank;
+    for (uint32_t r = 0; ok && r < rank; r++)
+        ok = t->dims[r] >= 1 && t->dims[r] <= UINT32_MAX && (want[r] == 0 || t->dims[r] == want[r]);
+    if (ok)
+        return VKMHA_SUCCESS;
+    char got[64] = "", exp[64] = "";
+    size_t g = 0, e = 0;
+    for (uint32_t r = 0; r < t->rank && g < sizeof got; r++)
+        g += (size_t)snprintf(got + g, sizeof got - g, "%s%llu", r ? ", " : "",
+                              (unsigned long long)t->dims[r]);
+    for (uint32_t r = 0; r < rank && e < sizeof exp; r++) {
+        if (want[r])
+            e += (size_t)snprintf(exp + e, sizeof exp - e, "%s%llu", r ? ", " : "",
+                                  (unsigned long long)want[r]);
+        else
+            e += (size_t)snprintf(exp + e, sizeof exp - e, "%sany", r ? ", " : "");
+    }
+    return st_bad(fd->why, fd->cap, "tensor '%s': shape [%s], expected %s = [%s]", nm.s, got,
+               meaning, exp);
+}
+
+static const st_tensor *find(const finder *fd, const char *name)
+{
+    return st_find(fd->f, fd->prefix, name);
+}
+
+/* Of two alternative names, the one present (NULL if neither); both is an
+ * error. */
+static vkmha_status find_either(const finder *fd, const char *a, const char *b,
+                                const st_tensor **out)
+{
+    const st_tensor *ta = find(fd, a), *tb = find(fd, b);
+    if (ta && tb)
+        return st_bad(fd->why, fd->cap, "both '%s%s' and '%s%s' are present: which one is meant?",
+                   fd->prefix, a, fd->prefix, b);
+    *out = ta ? ta : tb;
+    return VKMHA_SUCCESS;
+}
+
+static st_slice whole(const st_tensor *t)
+{
+    st_slice s = {t, 0, t ? t->numel : 0};
+    return s;
+}
+
+static st_slice part(const st_tensor *t, uint64_t first, uint64_t count)
+{
+    st_slice s = {t, first, count};
+    return s;
+}
+
+vkmha_status st_find_layer(const st_file *f, const char *prefix, const char *norm_prefix,
+                           uint32_t n_head, uint32_t n_kv_head, st_layer *L, char *why,
+                           size_t cap)
+{
+    finder fd = {f, prefix ? prefix : "", why, cap};
+    const char *P = fd.prefix;
+    vkmha_status st;
+    memset(L, 0, sizeof *L);
+    if (n_head == 0)
+        return st_bad(why, cap, "n_head is 0 (the file does not say how many heads; >= 1)");
+    const uint32_t H = n_head, Hkv = n_kv_head ? n_kv_head : n_head;
+    if (Hkv > H || H % Hkv != 0)
+        return st_bad(why, cap, "n_head (%u) is not a multiple of n_kv_head (%u)", H, Hkv);
+    const st_tensor *packed = find(&fd, "in_proj_weight");
+    const st_tensor *sep = find(&fd, "q_proj_weight"), *lin = find(&fd, "q_proj.weight");
+    if (!!packed + !!sep + !!lin > 1)
+        return st_bad(why, cap, "two layouts under prefix '%s': both '%s' and '%s'", P,
+                   st_show_tensor(packed ? packed : sep).s, st_show_tensor(lin ? lin : sep).s);
+    if (!packed && !sep && !lin)
+        return st_bad(why, cap,
+                   "no attention weights under prefix '%s' (none of '%sin_proj_weight', "
+                   "'%sq_proj_weight', '%sq_proj.weight')",
+                   P, P, P, P);
+    const st_tensor *bias_kv = find(&fd, "bias_k");
+    if (bias_kv || (bias_kv = find(&fd, "bias_v"))) {
+        snprintf(why, cap, "tensor '%s': add_bias_kv is not supported", st_show_tensor(bias_kv).s);
+        return VKMHA_ERROR_UNSUPPORTED;
+    }
+    const st_tensor *wo = NULL, *bo = NULL;
+    if ((st = find_either(&fd, "out_proj.weight", "o_proj.weight", &wo)) ||
+        (st = find_either(&fd, "out_proj.bias", "o_proj.bias", &bo)))
+        return st;
+    if (!wo)
+        return st_bad(why, cap, "missing tensor '%sout_proj.weight' (or '%so_proj.weight')", P, P);
+    if ((st = check_shape(&fd, wo, 2, 0, 0, "[d_model, n_head * d_v]")))
+        return st;
+    const uint64_t E = wo->dims[0];
+    if ((st = check_shape(&fd, bo, 1, E, 0, "[d_model]")))
+        return st;
+    const st_tensor *wq, *wk, *wv;
+    uint64_t qr, kr, vr; /* rows of the projections: H * d_k, Hkv * d_k, Hkv * d_v */
+    if (packed) {
+        L->layout = "in_proj_weight";
+        if (Hkv != H)
+            return st_bad(why, cap,
+                       "tensor '%s': a packed in_proj_weight has as many key/value heads as "
+                       "query heads, but n_kv_head is %u and n_head %u",
+                       st_show_tensor(packed).s, Hkv, H);
+        if ((st = check_shape(&fd, packed, 2, 3 * E, E, "[3 * d_model, d_model]")))
+            return st;
+        if (E % H != 0)
+            return st_bad(why, cap,
+                       "tensor '%s': d_model (%llu) is not n_head (%u) heads of equal size",
+                       st_show_tensor(packed).s, (unsigned long long)E, H);
+        wq = wk = wv = packed;
+        qr = kr = vr = E;
+        L->w[ST_W_Q] = part(packed, 0, E * E);
+        L->w[ST_W_K] = part(packed, E * E, E * E);
+        L->w[ST_W_V] = part(packed, 2 * E * E, E * E);
+    } else {
+        const char *kname = sep ? "k_proj_weight" : "k_proj.weight";
+        const char *vname = sep ? "v_proj_weight" : "v_proj.weight";
+        L->layout = sep ? "q_proj_weight" : "q_proj.weight";
+        wq = sep ? sep : lin;
+        wk = find(&fd, kname);
+        wv = find(&fd, vname);
+        if (!wk || !wv)
+            return st_bad(why, cap, "missing tensor '%s%s' ('%s' is present)", P,
+                       !wk ? kname : vname, st_show_tensor(wq).s);
+        if ((st = check_shape(&fd, wq, 2, 0, E, "[n_head * d_k, d_model]")))
+            return st;
+        qr = wq->dims[0];
+        if (qr % H != 0)
+            return st_bad(why, cap, "tensor '%s': %llu rows are not n_head (%u) heads of d_k each",
+                       st_show_tensor(wq).s, (unsigned long long)qr, H);
+        kr = qr / H * Hkv;
+        if ((st = check_shape(&fd, wk, 2, kr, 0, "[n_kv_head * d_k, kdim]")) ||
+            (st = check_shape(&fd, wv, 2, 0, 0, "[n_kv_head * d_v, vdim]")))
+            return st;
+        vr = wv->dims[0];
+        if (vr % Hkv != 0)
+            return st_bad(why, cap,
+                       "tensor '%s': %llu rows are not n_kv_head (%u) heads of d_v each",
+                       st_show_tensor(wv).s, (unsigned long long)vr, Hkv);
+        L->w[ST_W_Q] = whole(wq);
+        L->w[ST_W_K] = whole(wk);
+        L->w[ST_W_V] = whole(wv);
+    }
+    if ((st = check_shape(&fd, wo, 2, E, vr / Hkv * H, "[d_model, n_head * d_v]")))
+        return st;
+    if (lin) {
+        const char *names[3] = {"q_proj.bias", "k_proj.bias", "v_proj.bias"};
+        const uint64_t rows[3] = {qr, kr, vr};
+        for (int i = 0; i < 3; i++) {
+            const st_tensor *b = find(&fd, names[i]);
+            if ((st = check_shape(&fd, b, 1, rows[i], 0, "[rows of its weight]")))
+                return st;
+            L->w[ST_B_Q + i] = whole(b);
+        }
+    } else {
+        const st_tensor *b = find(&fd, "in_proj_bias");
+        if ((st = check_shape(&fd, b, 1, qr + kr + vr, 0,
+                              "[rows of q, k and v projections]")))
+            return st;
+        if (b) {
+            L->w[ST_B_Q] = part(b, 0, qr);
+            L->w[ST_B_K] = part(b, qr, kr);
+            L->w[ST_B_V] = part(b, qr + kr, vr);
+        }
+    }
+    L->w[ST_W_O] = whole(wo);
+    L->w[ST_B_O] = whole(bo);
+    if (norm_prefix) {
+        finder nf = {f, norm_prefix, why, cap};
+        const st_tensor *g = find(&nf, "weight"), *be = find(&nf, "bias");
+        if (!g)
+            return st_bad(why, cap, "missing tensor '%sweight' (the LayerNorm's)", norm_prefix);
+        if ((st = check_shape(&nf, g, 1, E, 0, "[d_model]")) ||
+            (st = check_shape(&nf, be, 1, E, 0, "[d_model]")))
+            return st;
+        L->w[ST_GAMMA] = whole(g);
+        L->w[ST_BETA] = whole(be);
+    }
+    L->d_model = (uint32_t)E;
+    L->n_head = H;
+    L->n_kv_head = Hkv;
+    L->d_k = (uint32_t)(qr / H);
+    L->d_v = (uint32_t)(vr / Hkv);
+    L->kdim = (uint32_t)wk->dims[1];
+    L->vdim = (uint32_t)wv->dims[1];
+    return VKMHA_SUCCESS;
+}
+
+/* ---- conversion ------------------------------------------------------------ */
+
+static bool little_endian(void)
+{
+    const uint16_t one = 1;
+    uint8_t b;
+    memcpy(&b, &one, 1);
+    return b == 1;
+}
+
+const float *st_slice_f32(const st_slice *s)
+{
+    const uint8_t *p = s->t->bytes + s->first * 4;
+    if (s->t->dtype != ST_F32 || !little_endian() || (uintptr_t)p % sizeof(float) != 0)
+        return NULL;
+    return (const float *)(const void *)p;
+}
+
+void st_slice_to_f32(const st_slice *s, float *dst)
+{
+    const uint32_t size = st_dtype_size(s->t->dtype);
+    const uint8_t *p = s->t->bytes + s->first * size;
+    for (uint64_t i = 0; i < s->count; i++, p += size) {
+        if (s->t->dtype == ST_F32) {
+            uint32_t bits = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+                            (uint32_t)p[3] << 24;
+            memcpy(&dst[i], &bits, sizeof bits);
+        } else {
+            uint16_t h = (uint16_t)(p[0] | p[1] << 8);
+            dst[i] = s->t->dtype == ST_F16 ? vkmha__half_to_float(h) : vkmha__bf16_to_float(h);
+        }
+    }
+}

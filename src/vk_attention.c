@@ -19,7 +19,7 @@
  *   out = P V, all in fp32: in the caller's fp32 weights (which the scores
  *   then double as), else in SLOT_SCORES, copied into 16-bit weights at the
  *   end (each output rounded once, as on the fused path). */
-#include "vk_internal.h"
+#include "vk_ops.h"
 
 #include <math.h>
 #include <stddef.h>

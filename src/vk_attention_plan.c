@@ -3,7 +3,7 @@
  * of keys per dispatch on CPU devices, the scratch the plan needs; and the
  * unfused path's matmuls, which the plan sizes and src/vk_attention.c
  * records. */
-#include "vk_internal.h"
+#include "vk_ops.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -8,7 +8,7 @@
  * last barrier (transfer and/or compute). Every call starts with a barrier
  * against the previous calls' writes; a call that the host waits for ends
  * with one that makes its writes visible to the host. */
-#include "vk_internal.h"
+#include "vk_exec.h"
 
 #include <string.h>
 

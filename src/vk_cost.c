@@ -23,7 +23,7 @@
  * "other" row, which is not measured (no GPU has been available): it makes
  * the fused path win everywhere it can run, which is what fused attention
  * does on GPUs (FlashAttention and its successors). */
-#include "vk_internal.h"
+#include "vk_base.h"
 
 /* Coefficients of the features below, in their order. */
 typedef struct device_coeffs {

@@ -2,7 +2,7 @@
  * descriptor sites calls bind their dispatches' buffers at (the context's
  * own, each layer's, the windows' past maxStorageBufferRange), and the sets
  * of dispatches recorded into the application's command buffers. */
-#include "vk_internal.h"
+#include "vk_resources.h"
 
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /* The physical device and the device: choice (or the application's, borrowed),
  * its information and limits (vkmha_device_info, vkmha_enumerate_devices),
  * memory types, sparse binding, the queue, the timestamps. */
-#include "vk_internal.h"
+#include "vk_resources.h"
 
 #include <stdio.h>
 #include <stdlib.h>

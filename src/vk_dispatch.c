@@ -3,7 +3,7 @@
  * or wanted, its descriptors chosen and written, misaligned views' offsets
  * in the push block), and grids past maxComputeWorkGroupCount as several
  * dispatches (vk_dispatch_range). */
-#include "vk_internal.h"
+#include "vk_exec.h"
 
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /* Split and merge heads: push-constant mirror, dispatch math (one invocation
  * per element; on CPU devices one per row of head_dim elements) and the
  * public ops on host arrays. */
-#include "vk_internal.h"
+#include "vk_ops.h"
 
 #include <stddef.h>
 

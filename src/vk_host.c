@@ -2,7 +2,7 @@
  * the executor (src/vk_command.c): its masks ensured and uploaded
  * (src/vk_mask.c), its inputs uploaded, its passes recorded, its outputs
  * downloaded. Above the executor and the masks, below the ops. */
-#include "vk_internal.h"
+#include "vk_exec.h"
 
 vkmha_status vk_run_host(vk_state *vk, const vk_host_call *c)
 {

@@ -1,7 +1,7 @@
 /* The Vulkan instance: the loader's global functions, layers and instance
  * extensions, the validation layer and its messenger, and what to say when
  * no driver is found. */
-#include "vk_internal.h"
+#include "vk_resources.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
  * else finds a kernel's facts here: the pipeline store (src/vk_pipeline.c)
  * builds from a row's spec, vk_dispatch checks a dispatch against its row,
  * the self-check disables a row's pipelines through its path bit. */
-#include "vk_internal.h"
+#include "vk_base.h"
 
 #include <stdio.h>
 #include <string.h>

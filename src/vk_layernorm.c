@@ -1,7 +1,7 @@
 /* Residual add + LayerNorm: push-constant mirror and dispatch math (one
  * workgroup per row; on CPU devices one invocation per row up to
  * VK_CPU_ROW_MAX columns). Used by the layer's post-norm. */
-#include "vk_internal.h"
+#include "vk_ops.h"
 
 #include <stddef.h>
 

@@ -3,7 +3,7 @@
  * loader entry points (vkGetInstanceProcAddr, vkCreateInstance, ...) are
  * global, set once per process; every instance and device function is loaded
  * into the context's own tables. */
-#include "vk_internal.h"
+#include "vk_base.h"
 
 #if defined(__GNUC__)
 #pragma GCC diagnostic push

@@ -1,6 +1,6 @@
 /* vk_loader_init: volkInitialize once per process, whichever thread gets
  * there first (a file of its own: see src/vk_loader.c). */
-#include "vk_internal.h"
+#include "vk_base.h"
 
 #if defined(_WIN32)
 #include <windows.h>

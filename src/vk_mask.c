@@ -1,7 +1,7 @@
 /* Masks on the device: their slots, sizes and uploads for host arrays, the
  * additive bias's broadcast strides, and the buffers a shader binds for each
  * mask kind (the softmax's and the fused attention's). */
-#include "vk_internal.h"
+#include "vk_exec.h"
 
 void vk_bias_strides(const mask_r *m, uint32_t len_q, uint32_t len_k, uint32_t *sb,
                      uint32_t *sh)

@@ -1,7 +1,7 @@
 /* The tiled matmul: push-constant mirror, tile and variant choice, dispatch
  * math (tile grids beyond maxComputeWorkGroupCount in x, y or z are split
  * into several dispatches), and the public op on host arrays. */
-#include "vk_internal.h"
+#include "vk_ops.h"
 
 
 enum { FLAG_TRANS_B = 1, FLAG_BIAS = 2 };

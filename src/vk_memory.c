@@ -1,6 +1,6 @@
 /* Device buffers: creation with the right memory type, the context's growing
  * slot buffers, and size checks against the device's limits. */
-#include "vk_internal.h"
+#include "vk_resources.h"
 
 int vk_find_memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bits,
                         VkMemoryPropertyFlags need, VkMemoryPropertyFlags want)

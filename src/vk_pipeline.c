@@ -3,7 +3,7 @@
  * several threads before a plan is recorded; the introspection of the
  * kernels (vkmha_context_get_kernels, driver statistics). The SPIR-V and
  * specialization of each come from the kernel table. */
-#include "vk_internal.h"
+#include "vk_resources.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
  * logged at INFO and never reaches the driver: the context then starts with
  * an empty cache, exactly as without one. */
 #include "pipeline_cache_format.h"
-#include "vk_internal.h"
+#include "vk_resources.h"
 
 #include <errno.h>
 #include <stdio.h>

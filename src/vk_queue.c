@@ -2,7 +2,7 @@
  * lock callbacks, the context's fence, and a lost device. At the bottom of
  * the Vulkan backend with src/vk_view.c: it calls nothing of the backend's
  * (tests/check_layers.py). */
-#include "vk_internal.h"
+#include "vk_base.h"
 
 vkmha_status vk_check_lost(vk_state *vk)
 {

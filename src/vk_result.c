@@ -1,6 +1,6 @@
 /* VkResult names and their mapping to vkmha_status, for every Vulkan call's
  * failure message. */
-#include "vk_internal.h"
+#include "vk_base.h"
 
 #include <string.h>
 

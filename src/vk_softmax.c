@@ -1,7 +1,7 @@
 /* The masked, scaled softmax: push-constant mirror, dispatch
  * math (one workgroup per row; on CPU devices one invocation per row up to
  * VK_CPU_ROW_MAX keys), and the public op on host arrays. */
-#include "vk_internal.h"
+#include "vk_ops.h"
 
 #include <stddef.h>
 

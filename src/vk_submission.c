@@ -4,7 +4,7 @@
  * the reference backend's submissions, are in src/mha.c); the context waits
  * for the pending ones before it replaces a scratch buffer or rewrites a
  * descriptor set they use. */
-#include "vk_internal.h"
+#include "vk_resources.h"
 
 typedef struct vk_submission {
     vkmha_submission s; /* ctx, done, status */

@@ -5,7 +5,7 @@
  * its pipelines from what is chosen here; the self-check turns a path off
  * through vk_tuning_disable, the one writer of these fields after
  * creation. */
-#include "vk_internal.h"
+#include "vk_base.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * texel views and the dtypes of a dispatch's bindings. At the bottom of the
  * Vulkan backend with src/vk_queue.c: it calls nothing of the backend's
  * (tests/check_layers.py). */
-#include "vk_internal.h"
+#include "vk_base.h"
 
 bool vk_view_fits(const vk_state *vk, const vk_view *v, uint64_t bytes)
 {

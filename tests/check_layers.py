@@ -11,6 +11,12 @@ layer (one above the highest file it calls) and a change can be read from
 the bottom up. Prints TAP: one case for the cycles (each cycle with the
 functions behind its edges), one for the layers found (each file's layer,
 as diagnostics). Exit status 1 if there is a cycle.
+
+The Vulkan backend's private headers are stated in HEADERS, bottom-up, each
+including the one before. Two more cases hold them to the files: every
+src/vk_*.c includes exactly one of them, the one that declares its own
+functions (so it sees no declaration above its group, and a call up does
+not compile); and no file calls a file whose header is above its own.
 """
 import os
 import re
@@ -95,6 +101,50 @@ def layers(files, edges):
     return layer
 
 
+# The Vulkan backend's private headers, bottom-up (src/vk_base.h says what
+# each group holds).
+HEADERS = ["vk_base.h", "vk_resources.h", "vk_exec.h", "vk_ops.h", "vk_internal.h"]
+DECLARATION = re.compile(r"\b([a-z_][a-z0-9_]*)\s*\(")
+INCLUDE = re.compile(r'^#include "([^"]+)"', re.M)
+
+
+def header_cases(src, files, edges, first):
+    """TAP cases `first` and `first` + 1 (see the module's docstring)."""
+    declared = {}
+    for h in HEADERS:
+        text = strip(open(os.path.join(src, h), encoding="utf-8").read())
+        for name in DECLARATION.findall(text):
+            declared.setdefault(name, h)
+    own, wrong = {}, []
+    for f in files:
+        if not f.startswith("vk_"):
+            continue
+        text = open(os.path.join(src, f), encoding="utf-8").read()
+        inc = [h for h in INCLUDE.findall(text) if h in HEADERS]
+        defs = {m.group(1) for m in DEFINITION.finditer(strip(text))}
+        homes = sorted({declared[d] for d in defs if d in declared})
+        if len(inc) != 1 or len(homes) > 1 or (homes and homes[0] != inc[0]):
+            wrong.append("# %s includes %s; its functions are declared in %s"
+                         % (f, ", ".join(inc) or "none", ", ".join(homes) or "none"))
+        if len(inc) == 1:
+            own[f] = inc[0]
+    for line in wrong:
+        print(line)
+    print("%s %d - each Vulkan file includes the header that declares its functions"
+          % ("not ok" if wrong else "ok", first))
+    up = []
+    for a in sorted(own):
+        for b in sorted(edges[a]):
+            if b in own and HEADERS.index(own[b]) > HEADERS.index(own[a]):
+                up.append("# %s (%s) calls up into %s (%s): %s"
+                          % (a, own[a], b, own[b], ", ".join(sorted(edges[a][b]))))
+    for line in up:
+        print(line)
+    print("%s %d - no Vulkan file calls a file whose header is above its own"
+          % ("not ok" if up else "ok", first + 1))
+    return not wrong and not up
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
@@ -114,8 +164,9 @@ def main():
         for n in range(max(layer.values()) + 1):
             print("# layer %d: %s" % (n, " ".join(f for f in files if layer[f] == n)))
     print("%s 2 - every file has a layer" % ("not ok" if found else "ok"))
-    print("1..2")
-    return 1 if found else 0
+    headers_ok = header_cases(sys.argv[1], files, edges, 3)
+    print("1..4")
+    return 1 if found or not headers_ok else 0
 
 
 if __name__ == "__main__":

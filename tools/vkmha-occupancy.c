@@ -49,7 +49,7 @@
  * are reported, not modelled: any spill is a bug to fix (tests/meson.build's
  * test 'occupancy' fails on one). The test also fails where fused attention
  * at d64 or d128 fits fewer than two workgroups per CU on navi21 or vega20
- * (the blocks in src/vk_pipeline.c are chosen for that; docs/PERFORMANCE.md),
+ * (the blocks in src/vk_tuning.c are chosen for that; docs/PERFORMANCE.md),
  * and where a pipeline's LDS is not the shared_bytes that
  * vkmha_context_get_kernels reports for it, up to RADV's 512-byte granule.
  * Sources: LLVM's AMDGPU target, llvm/lib/Target/AMDGPU/Utils/AMDGPUBaseInfo.cpp

@@ -47,11 +47,11 @@ layout(push_constant) uniform Push {
 
 const uint FLAG_TRANS_B = 1u;
 const uint FLAG_BIAS = 2u;
-// Ranges of k of a product past maxStorageBufferRange, as variants (bits 30
-// and 29 of DTYPES: src/vk_internal.h): C += ..., or (16-bit C) the bias
+// Ranges of k of a product past maxStorageBufferRange, as variants (bits 1
+// and 2 of VARIANT: src/vk_base.h): C += ..., or (16-bit C) the bias
 // binding is the fp32 sum of the ranges before, [M][N] at ld_add.
-const bool ACCUMULATE = ((DTYPES >> 30) & 1u) != 0u;
-const bool ADDEND = ((DTYPES >> 29) & 1u) != 0u;
+const bool ACCUMULATE = ((VARIANT >> 1) & 1u) != 0u;
+const bool ADDEND = ((VARIANT >> 2) & 1u) != 0u;
 
 // Each of any float dtype (shaders/typed.glsl); vec4 reads with VEC.
 TYPED_IN(0, 0, a)

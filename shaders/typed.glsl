@@ -5,12 +5,18 @@
 //   vec4  ld4_NAME(uint i4)         elements 4 i4 .. 4 i4 + 3 (host-aligned)
 //   void  st_NAME(uint i, float v)  (OUT, IO)
 //   void  st4_NAME(uint i4, vec4 v) (OUT, IO)
-// The dtype of slot S is 2 bits of the specialization constant DTYPES
-// (constant_id 16), set per dispatch by the host: vkmha_dtype 0 F32, 2 F16,
-// 3 BF16. The slot is the index of the buffer in the host's dispatch (also
-// for bindings that repeat a buffer). A pipeline is specialized per dtype
-// combination, so the other branches are folded away and an all-F32
-// pipeline is the plain fp32 shader.
+// The dtype of slot S (0 .. 7) is 4 bits of the specialization constant
+// DTYPES (constant_id 16), set per dispatch by the host (VK_DT in
+// src/vk_base.h): the vkmha_dtype values 0 F32, 1 U8, 2 F16, 3 BF16, and
+// element types with no public dtype yet, DT_I8 (two's complement) and
+// DT_U4 (4-bit, two per byte, the low nibble first), which read as their
+// integer values and store rounded to nearest even and clamped to their
+// range (NaN stores 0). The slot is the index of the buffer in the host's
+// dispatch (also for bindings that repeat a buffer). A pipeline is
+// specialized per dtype combination, so the other branches are folded away
+// and an all-F32 pipeline is the plain fp32 shader. Elements narrower than
+// 16 bits are read from 32-bit words and stored with atomicAnd / atomicOr
+// into their bits (the neighbours kept), in both build variants.
 //
 // NATIVE16 (a build variant of every shader): 16-bit elements are read and
 // written as float16_t / uint16_t, which needs storageBuffer16BitAccess.
@@ -38,22 +44,44 @@
 #include "dtype.glsl"
 
 layout(constant_id = 16) const uint DTYPES = 0u;
+// The pipeline's variant bits, set by the host (VK_VARIANT_* in
+// src/vk_base.h): bit 0 a misaligned buffer (below); bits 1 and 2 the
+// matmul's ranges of k (shaders/matmul.comp).
+layout(constant_id = 17) const uint VARIANT = 0u;
 #define DT_F32 0u
+#define DT_U8 1u
 #define DT_F16 2u
 #define DT_BF16 3u
-#define DTYPE(S) ((DTYPES >> (2u * (S))) & 3u)
+#define DT_I8 4u
+#define DT_U4 5u
+#define DTYPE(S) ((DTYPES >> (4u * (S))) & 15u)
+// log2 of an element's bits, and whether it is narrower than 16 bits (read
+// and stored through words). Functions, not specialization-constant
+// expressions (glslang emits a nested select of spec constants that
+// references an undefined id), folded all the same once specialized.
+uint dt_log2_bits(uint dt)
+{
+    return dt == DT_F32 ? 5u : (dt == DT_F16 || dt == DT_BF16) ? 4u : dt == DT_U4 ? 2u : 3u;
+}
+#define DT_LOG2_BITS(dt) dt_log2_bits(dt)
+bool dt_narrow(uint dt)
+{
+    return dt == DT_U8 || dt == DT_I8 || dt == DT_U4;
+}
+#define DT_NARROW(dt) dt_narrow(dt)
 
 // The first member of every push block (the instance is named p).
 #define PUSH_MISALIGN uvec2 misalign;
 // Bytes binding slot S starts past its descriptor's offset. Only pipelines
-// for dispatches with a misaligned buffer (bit 31 of DTYPES, set by the
+// for dispatches with a misaligned buffer (bit 0 of VARIANT, set by the
 // host) read the words: on CPU devices the reads and the element-by-element
 // fallbacks below cost the others up to 2x.
-#define MISALIGNED ((DTYPES >> 31) != 0u)
+#define MISALIGNED ((VARIANT & 1u) != 0u)
 #define MISALIGN_BYTES(S)                                                          \
     (MISALIGNED ? (p.misalign[(S) >> 2u] >> (8u * ((S) & 3u))) & 0xffu : 0u)
-// The same in elements of its dtype.
-#define MISALIGN(S) (MISALIGN_BYTES(S) >> (DTYPE(S) == DT_F32 ? 2u : 1u))
+// The same in elements of its dtype (whole bytes: a 4-bit tensor starts on
+// a byte).
+#define MISALIGN(S) ((MISALIGN_BYTES(S) << 3u) >> DT_LOG2_BITS(DTYPE(S)))
 
 float dt_decode(uint dt, uint h)
 {
@@ -63,6 +91,24 @@ float dt_decode(uint dt, uint h)
 uint dt_encode(uint dt, float v)
 {
     return dt == DT_F16 ? f32_to_f16_bits(v) : f32_to_bf16_bits(v);
+}
+
+// A narrow element's bits (dt U8, I8 or U4) and value.
+uint dt_narrow_bits(uint dt)
+{
+    return dt == DT_U4 ? 4u : 8u;
+}
+
+float dt_narrow_decode(uint dt, uint e)
+{
+    return dt == DT_I8 ? float(int(e << 24) >> 24) : float(e);
+}
+
+uint dt_narrow_encode(uint dt, float v)
+{
+    const float lo = dt == DT_I8 ? -128.0 : 0.0, hi = dt == DT_I8 ? 127.0 : dt == DT_U4 ? 15.0 : 255.0;
+    const float r = isnan(v) ? 0.0 : clamp(roundEven(v), lo, hi);
+    return uint(int(r)) & ((1u << dt_narrow_bits(dt)) - 1u);
 }
 
 // The 16-bit half of a binding, per build variant: declarations, and
@@ -131,24 +177,51 @@ uint dt_encode(uint dt, float v)
 
 #endif
 
-// Both variants: fp32 as float / vec4, 16-bit through the functions above;
-// DTYPE(S) is a specialization constant, so only one branch survives.
+// Narrow elements (U8, I8, U4) in 32-bit words, in both variants: lda / sta
+// for element i of dtype dt.
+#define TYPED_DECLN_(B, NAME, Q)                                                   \
+    layout(binding = B) Q buffer NAME##_W32 { uint NAME##_w[]; };
+
+#define TYPED_LDN_(NAME)                                                           \
+    float ldn_##NAME(uint dt, uint i)                                              \
+    {                                                                              \
+        const uint bits = dt_narrow_bits(dt), per = 32u / bits;                    \
+        const uint w = NAME##_w[i / per];                                          \
+        return dt_narrow_decode(dt, (w >> (bits * (i % per))) & ((1u << bits) - 1u)); \
+    }
+
+#define TYPED_STN_(NAME)                                                           \
+    void stn_##NAME(uint dt, uint i, float v)                                      \
+    {                                                                              \
+        const uint bits = dt_narrow_bits(dt), per = 32u / bits;                    \
+        const uint sh = bits * (i % per);                                          \
+        atomicAnd(NAME##_w[i / per], ~(((1u << bits) - 1u) << sh));                \
+        atomicOr(NAME##_w[i / per], dt_narrow_encode(dt, v) << sh);                \
+    }
+
+// Both variants: fp32 as float / vec4, 16-bit and narrow elements through
+// the functions above; DTYPE(S) is a specialization constant, so only one
+// branch survives.
 #define TYPED_DECL_(B, NAME, Q)                                                    \
     layout(binding = B) Q buffer NAME##_F32 { float NAME##_f[]; };                 \
     layout(binding = B) Q buffer NAME##_F32x4 { vec4 NAME##_f4[]; };               \
-    TYPED_DECL16_(B, NAME, Q)
+    TYPED_DECL16_(B, NAME, Q)                                                      \
+    TYPED_DECLN_(B, NAME, Q)
 
 #define TYPED_LD_(S, NAME)                                                         \
     TYPED_LD16_(NAME)                                                              \
+    TYPED_LDN_(NAME)                                                               \
     float ld_##NAME(uint i)                                                        \
     {                                                                              \
         i += MISALIGN(S);                                                          \
-        return DTYPE(S) == DT_F32 ? NAME##_f[i] : ld16_##NAME(DTYPE(S), i);        \
+        return DTYPE(S) == DT_F32      ? NAME##_f[i]                               \
+               : DT_NARROW(DTYPE(S)) ? ldn_##NAME(DTYPE(S), i)                     \
+                                     : ld16_##NAME(DTYPE(S), i);                   \
     }                                                                              \
     vec4 ld4_##NAME(uint i4)                                                       \
     {                                                                              \
         const uint m = MISALIGN(S);                                                \
-        if ((m & 3u) != 0u)                                                        \
+        if ((m & 3u) != 0u || DT_NARROW(DTYPE(S)))                                 \
             return vec4(ld_##NAME(4u * i4), ld_##NAME(4u * i4 + 1u),               \
                         ld_##NAME(4u * i4 + 2u), ld_##NAME(4u * i4 + 3u));         \
         i4 += m >> 2;                                                              \
@@ -157,18 +230,21 @@ uint dt_encode(uint dt, float v)
 
 #define TYPED_ST_(S, NAME)                                                         \
     TYPED_ST16_(NAME)                                                              \
+    TYPED_STN_(NAME)                                                               \
     void st_##NAME(uint i, float v)                                                \
     {                                                                              \
         i += MISALIGN(S);                                                          \
         if (DTYPE(S) == DT_F32)                                                    \
             NAME##_f[i] = v;                                                       \
+        else if (DT_NARROW(DTYPE(S)))                                              \
+            stn_##NAME(DTYPE(S), i, v);                                            \
         else                                                                       \
             st16_##NAME(DTYPE(S), i, v);                                           \
     }                                                                              \
     void st4_##NAME(uint i4, vec4 v)                                               \
     {                                                                              \
         const uint m = MISALIGN(S);                                                \
-        if ((m & 3u) != 0u) {                                                      \
+        if ((m & 3u) != 0u || DT_NARROW(DTYPE(S))) {                               \
             st_##NAME(4u * i4, v.x);                                               \
             st_##NAME(4u * i4 + 1u, v.y);                                          \
             st_##NAME(4u * i4 + 2u, v.z);                                          \

@@ -141,22 +141,45 @@ typedef struct vk_flash_config {
 
 /* Specialization constants of a pipeline, at most (the matmul's). */
 #define VK_MAX_SPEC 7
-/* The dtypes of a dispatch's buffers: 2 bits (a vkmha_dtype: F32 0, F16 2,
- * BF16 3) per index in the buffers it passes, the specialization constant
- * DTYPES of shaders/typed.glsl (constant_id VK_SPEC_DTYPES). 0: all F32. */
-#define VK_DT(index, dtype) ((uint32_t)(dtype) << (2 * (index)))
-#define VK_DT_OF(dtypes, index) (((dtypes) >> (2 * (index))) & 3u)
+/* The dtypes of a dispatch's buffers: 4 bits per index in the buffers it
+ * passes, for the first VK_DT_SLOTS, the specialization constant DTYPES of
+ * shaders/typed.glsl (constant_id VK_SPEC_DTYPES). 0: all F32. The values:
+ * a vkmha_dtype (F32 0, U8 1, F16 2, BF16 3), or an element type with no
+ * public dtype yet (VK_DTYPE_I8, VK_DTYPE_U4), up to 15. */
+#define VK_DT_BITS 4
+#define VK_DT_SLOTS 8
+#define VK_DT(index, dtype) ((uint32_t)(dtype) << (VK_DT_BITS * (index)))
+#define VK_DT_OF(dtypes, index) (((dtypes) >> (VK_DT_BITS * (index))) & 15u)
 #define VK_SPEC_DTYPES 16
-/* Bit 31 of a dispatch's dtypes word, set by vk_dispatch: a buffer starts
- * past its descriptor's aligned offset (a tensor wrapped at such an offset),
- * so the pipeline reads the misalign push words (shaders/typed.glsl). */
-#define VK_DT_MISALIGNED (1u << 31)
-/* Bits 30 and 29: the matmul variants for ranges of k past
- * maxStorageBufferRange (vk_record_matmul; shaders/matmul.comp): C += ..., or
- * the bias binding is an fp32 [m][n] addend. Specialized, so that the plain
- * matmul's code is untouched by them. */
-#define VK_DT_ACCUMULATE (1u << 30)
-#define VK_DT_ADDEND (1u << 29)
+_Static_assert(VK_DT_BITS * VK_DT_SLOTS <= 32, "the dtypes of the typed slots fit one word");
+/* Element types the shaders read and store (shaders/typed.glsl's DT_I8,
+ * DT_U4) that no public call takes yet: int8 (two's complement), and
+ * unsigned 4-bit, two per byte, the low nibble first; each reads as its
+ * integer value. tests/test_typed.c round-trips them. */
+#define VK_DTYPE_I8 4u
+#define VK_DTYPE_U4 5u
+/* Bits of an element of dtype dt (a vkmha_dtype or VK_DTYPE_*; 0 unknown). */
+static inline uint32_t vk_dtype_bits(uint32_t dt)
+{
+    return dt == VKMHA_DTYPE_F32                             ? 32
+           : dt == VKMHA_DTYPE_F16 || dt == VKMHA_DTYPE_BF16 ? 16
+           : dt == VKMHA_DTYPE_U8 || dt == VK_DTYPE_I8       ? 8
+           : dt == VK_DTYPE_U4                               ? 4
+                                                             : 0;
+}
+/* A pipeline's variant bits, the specialization constant VARIANT of
+ * shaders/typed.glsl (constant_id VK_SPEC_VARIANT); 0: the plain shader.
+ * MISALIGNED, set by vk_dispatch: a buffer starts past its descriptor's
+ * aligned offset (a tensor wrapped at such an offset), so the pipeline
+ * reads the misalign push words. ACCUMULATE and ADDEND: the matmul variants
+ * for ranges of k past maxStorageBufferRange (vk_record_matmul;
+ * shaders/matmul.comp): C += ..., or the bias binding is an fp32 [m][n]
+ * addend. Specialized, so that the plain shaders' code is untouched by
+ * them. */
+#define VK_SPEC_VARIANT 17
+#define VK_VARIANT_MISALIGNED 1u
+#define VK_VARIANT_ACCUMULATE 2u
+#define VK_VARIANT_ADDEND 4u
 
 /* Bindings of a site, at most: KIND_FLASH has 9 (q, k, v, 3 masks, out,
  * statistics, key lengths), and so has KIND_FLASH_CPU (q, k, v as vec4
@@ -269,8 +292,7 @@ typedef struct vk_pass {
         const void *data;
     } xfer;
     VkPipeline pipeline; /* null until vk_exec_end when it did not exist yet */
-    vk_pipe pipe;
-    uint32_t dtypes;
+    vk_pipe_key key;
     vk_kind kind;
     VkDescriptorSet set; /* without push descriptors: the site's, written */
     uint32_t n_writes;   /* with push descriptors: the bindings to push */
@@ -371,7 +393,8 @@ uint64_t vk_binding_bytes(const vk_state *vk);
  * the up to minStorageBufferOffsetAlignment - 1 bytes its start may be past
  * its descriptor's offset (vk_dispatch). */
 uint64_t vk_window_bytes(const vk_state *vk);
-/* The dtypes word (VK_DT) of views bufs[0 .. n): U8 masks count as 0. */
+/* The dtypes word (VK_DT) of views bufs[0 .. n) (the first VK_DT_SLOTS; U8
+ * masks count as 0). */
 uint32_t vk_view_dtypes(const vk_view bufs[], uint32_t n);
 /* The texel view of v for reading its data as vec4s in a shader's float
  * variant (fp32: view4, fp16: view4h) or its TEXEL_U16 variant (16-bit

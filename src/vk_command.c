@@ -317,11 +317,11 @@ static vkmha_status plan_pipelines(vk_state *vk)
     for (uint32_t i = 0; i < pl->n_passes; i++) {
         vk_pass *p = &pl->passes[i];
         if (p->op == PASS_DISPATCH && !p->pipeline &&
-            !(p->pipeline = vk_pipeline_find(vk, p->pipe, p->dtypes)))
+            !(p->pipeline = vk_pipeline_find(vk, &p->key)))
             return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
                                "%s: internal error: pipeline %u.%u.%u.%u not created",
-                               vk->ctx->call, p->pipe.kernel, p->pipe.tile, p->pipe.vec,
-                               p->pipe.cls);
+                               vk->ctx->call, p->key.pipe.kernel, p->key.pipe.tile,
+                               p->key.pipe.vec, p->key.pipe.cls);
     }
     return VKMHA_SUCCESS;
 }

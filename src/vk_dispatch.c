@@ -45,9 +45,10 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_vie
      * one below, and the bytes it is past it go to the shader as byte i % 4
      * of push word i / 4 (the `misalign` words that begin every push block),
      * which only the pipeline variant for misaligned dispatches reads
-     * (VK_DT_MISALIGNED; shaders/typed.glsl). */
+     * (VK_VARIANT_MISALIGNED; shaders/typed.glsl). */
     const VkDeviceSize align = vk->min_storage_offset_align;
-    uint32_t misalign[2] = {0, 0}, dtypes = vk_view_dtypes(bufs, n_bufs) | variant;
+    uint32_t misalign[2] = {0, 0};
+    vk_pipe_key key = {.pipe = pipe, .dtypes = vk_view_dtypes(bufs, n_bufs), .variant = variant};
     for (uint32_t i = 0; i < n_bufs && i < VK_MAX_BINDINGS; i++) {
         if (!bufs[i].buf || !bufs[i].buf->buf)
             continue;
@@ -60,12 +61,12 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_vie
                                vk->ctx->call, i);
     }
     if (misalign[0] | misalign[1])
-        dtypes |= VK_DT_MISALIGNED;
+        key.variant |= VK_VARIANT_MISALIGNED;
     /* A pipeline that does not exist yet is created with the plan's others
      * (vk_exec_end), on several threads. */
-    const VkPipeline pipeline = vk_pipeline_find(vk, pipe, dtypes);
+    const VkPipeline pipeline = vk_pipeline_find(vk, &key);
     vkmha_status st;
-    if ((!pipeline && (st = vk_pipeline_want(vk, pipe, dtypes))) ||
+    if ((!pipeline && (st = vk_pipeline_want(vk, &key))) ||
         (st = vk_plan_grow(vk, (void **)&pl->passes, pl->n_passes, &pl->cap_passes,
                         sizeof *pl->passes)))
         return st;
@@ -84,7 +85,7 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_vie
                            "%s: internal error: descriptor site of kind %d used for kind %d",
                            vk->ctx->call, site->kind, kind);
     vk_pass *p = &pl->passes[pl->n_passes];
-    *p = (vk_pass){.pipeline = pipeline, .pipe = pipe, .dtypes = dtypes, .kind = kind,
+    *p = (vk_pass){.pipeline = pipeline, .key = key, .kind = kind,
                    .set = site->set,
                    .push_size = push_size, .groups = {gx, gy, gz},
                    .barrier = pl->barrier_next};
@@ -97,12 +98,12 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_vie
      * when the pass is recorded; otherwise only the bindings whose buffer was
      * recreated since the site was last used are rewritten, now (buffer ids
      * are unique per creation, and a texel binding's id also says which
-     * view). A texel binding gets the view of its buffer's dtype (dtypes)
+     * view). A texel binding gets the view of its buffer's dtype (key.dtypes)
      * when the pipeline reads views of that kind (float, or the TEXEL_U16
      * variant's uint: vk_texel_u16); otherwise (a buffer of another kind, a
      * wrapped tensor, one under 16 bytes) the record functions never read
      * it, and the dummy's view of the pipeline's kind is bound. */
-    const bool u16 = vk_texel_u16(vk, pipe, dtypes);
+    const bool u16 = vk_texel_u16(vk, pipe, key.dtypes);
     const uint32_t n_bind = vk_kind_bindings(vk, kind);
     VkWriteDescriptorSet writes[VK_MAX_BINDINGS];
     uint32_t n_writes = 0;

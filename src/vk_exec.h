@@ -58,9 +58,11 @@ vkmha_status vk_zero(vk_state *vk, const vk_buffer *dst);
 /* Adds a dispatch of groups (x, y, z) of `pipe` with the views bufs[0 ..
  * n_bufs) bound through `site` (an absent view binds the dummy) and
  * push_size bytes of push constants. The pipeline is specialized for the
- * views' dtypes (vk_view_dtypes), the shader's `variant` bits of DTYPES
- * (VK_DT_ACCUMULATE, VK_DT_ADDEND; 0: none) and, where a view starts past an
- * aligned offset, for reading the misalign words. */
+ * views' dtypes (vk_view_dtypes), the shader's `variant` bits
+ * (VK_VARIANT_ACCUMULATE, VK_VARIANT_ADDEND; 0: none) and, where a view
+ * starts past an aligned offset, for reading the misalign words
+ * (VK_VARIANT_MISALIGNED). The views and push size must be the kernel row's
+ * (src/vk_kernels.c): anything else is an internal error. */
 vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_view bufs[],
                          uint32_t n_bufs, uint32_t variant, const void *push,
                          uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz);

@@ -330,7 +330,7 @@ bool vk_texel_u16(const vk_state *vk, vk_pipe pipe, uint32_t dtypes)
     const uint32_t sources = vk_kernel_defs[pipe.kernel].u16_sources;
     if (!vk->matmul_texel || !vk->texel16 || !sources)
         return false;
-    for (uint32_t i = 0; i < VK_MAX_BINDINGS; i++) {
+    for (uint32_t i = 0; i < VK_DT_SLOTS; i++) {
         const uint32_t dt = VK_DT_OF(dtypes, i);
         if ((sources >> i & 1) && dt != VKMHA_DTYPE_F16 && dt != VKMHA_DTYPE_BF16)
             return false;

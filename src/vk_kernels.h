@@ -58,7 +58,8 @@ typedef struct vk_pipe {
 /* A pipeline by role and specialization (vk_state.want). */
 typedef struct vk_pipe_key {
     vk_pipe pipe;
-    uint32_t dtypes;
+    uint32_t dtypes;  /* VK_DT per dispatch buffer (shaders' DTYPES) */
+    uint32_t variant; /* VK_VARIANT_* (shaders' VARIANT) */
 } vk_pipe_key;
 
 /* What a pipeline is built from: a shader variant and its specialization

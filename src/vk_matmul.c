@@ -61,8 +61,8 @@ static vkmha_status record_block(vk_state *vk, vk_site *site, const vk_matmul_ar
         .alpha = a->alpha,
         .flags = (a->trans_b ? FLAG_TRANS_B : 0u) | (a->bias.buf ? FLAG_BIAS : 0u),
         .ld_add = a->addend ? (uint32_t)a->bias.stride[2] : 0u};
-    const uint32_t variant = (a->accumulate ? VK_DT_ACCUMULATE : 0u) |
-                             (a->addend ? VK_DT_ADDEND : 0u);
+    const uint32_t variant = (a->accumulate ? VK_VARIANT_ACCUMULATE : 0u) |
+                             (a->addend ? VK_VARIANT_ADDEND : 0u);
     const vk_view bufs[4] = {a->a, a->b, a->bias, a->c};
     /* Tiles: x over columns, y over rows, z over the batch; one dispatch per
      * block of at most maxComputeWorkGroupCount tiles in each, a barrier

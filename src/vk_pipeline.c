@@ -50,31 +50,33 @@ void vk_pipelines_destroy(vk_state *vk)
     vk->n_want = vk->cap_want = 0;
 }
 
-static bool same_pipe(vk_pipe a, vk_pipe b)
+static bool same_key(const vk_pipe_key *a, const vk_pipe_key *b)
 {
-    return a.kernel == b.kernel && a.tile == b.tile && a.vec == b.vec && a.cls == b.cls;
+    return a->pipe.kernel == b->pipe.kernel && a->pipe.tile == b->pipe.tile &&
+           a->pipe.vec == b->pipe.vec && a->pipe.cls == b->pipe.cls && a->dtypes == b->dtypes &&
+           a->variant == b->variant;
 }
 
-/* Where the pipeline of (pipe, dtypes) is kept, if anywhere: vk->pipes for
- * all-F32, else its entry of vk->typed_pipes (NULL: none yet). */
-static VkPipeline *slot_of(const vk_state *vk, vk_pipe pipe, uint32_t dtypes)
+/* Where the pipeline of key k is kept, if anywhere: vk->pipes for all-F32
+ * and no variant, else its entry of vk->typed_pipes (NULL: none yet). */
+static VkPipeline *slot_of(const vk_state *vk, const vk_pipe_key *k)
 {
-    const uint32_t index = vk_pipe_index(pipe);
+    const uint32_t index = vk_pipe_index(k->pipe);
     if (index >= vk->n_pipes)
         return NULL; /* off its row: vk_dispatch refused it */
-    if (dtypes == 0)
+    if (k->dtypes == 0 && k->variant == 0)
         return (VkPipeline *)&vk->pipes[index];
     for (uint32_t i = 0; i < vk->n_typed_pipes; i++)
-        if (same_pipe(vk->typed_pipes[i].pipe, pipe) && vk->typed_pipes[i].dtypes == dtypes)
+        if (same_key(&vk->typed_pipes[i].key, k))
             return &vk->typed_pipes[i].pipeline;
     return NULL;
 }
 
 /* slot_of, adding a null entry of vk->typed_pipes when absent. NULL when out
  * of host memory. */
-static VkPipeline *pipe_slot(vk_state *vk, vk_pipe pipe, uint32_t dtypes)
+static VkPipeline *pipe_slot(vk_state *vk, const vk_pipe_key *k)
 {
-    VkPipeline *slot = slot_of(vk, pipe, dtypes);
+    VkPipeline *slot = slot_of(vk, k);
     if (slot)
         return slot;
     if (vk->n_typed_pipes == vk->cap_typed_pipes) {
@@ -88,30 +90,33 @@ static VkPipeline *pipe_slot(vk_state *vk, vk_pipe pipe, uint32_t dtypes)
         vk->cap_typed_pipes = cap;
     }
     struct vk_typed_pipe *t = &vk->typed_pipes[vk->n_typed_pipes++];
-    *t = (struct vk_typed_pipe){.pipe = pipe, .dtypes = dtypes, .pipeline = VK_NULL_HANDLE};
+    *t = (struct vk_typed_pipe){.key = *k, .pipeline = VK_NULL_HANDLE};
     return &t->pipeline;
 }
 
-/* Creates the pipeline of (pipe, dtypes) into *out; touches nothing of vk
- * but the device, so that several threads may run it at once
- * (vk_pipelines_build). *what: the call that failed. */
-static VkResult create_pipeline(const vk_state *vk, vk_pipe pipe, uint32_t dtypes,
-                                VkPipeline *out, const char **what)
+/* Creates the pipeline of key k into *out; touches nothing of vk but the
+ * device, so that several threads may run it at once (vk_pipelines_build).
+ * *what: the call that failed. */
+static VkResult create_pipeline(const vk_state *vk, const vk_pipe_key *k, VkPipeline *out,
+                                const char **what)
 {
     vk_spec s;
-    vk_pipe_spec(vk, pipe, dtypes, &s);
+    vk_pipe_spec(vk, k->pipe, k->dtypes, &s);
     const vk_spirv_code *code = &vk_spirv[s.spv];
     const uint32_t n_spec = s.n;
-    uint32_t spec[VK_MAX_SPEC + 1];
+    uint32_t spec[VK_MAX_SPEC + 2];
     memcpy(spec, s.value, sizeof s.value);
 
-    /* The shape constants by constant_id, then the dtypes (VK_SPEC_DTYPES). */
-    VkSpecializationMapEntry entries[VK_MAX_SPEC + 1];
+    /* The shape constants by constant_id, then the dtypes (VK_SPEC_DTYPES)
+     * and the variant (VK_SPEC_VARIANT). */
+    VkSpecializationMapEntry entries[VK_MAX_SPEC + 2];
     for (uint32_t i = 0; i < n_spec; i++)
         entries[i] = (VkSpecializationMapEntry){i, i * 4, 4};
     entries[n_spec] = (VkSpecializationMapEntry){VK_SPEC_DTYPES, n_spec * 4, 4};
-    spec[n_spec] = dtypes;
-    VkSpecializationInfo si = {n_spec + 1, entries, (n_spec + 1) * 4, spec};
+    entries[n_spec + 1] = (VkSpecializationMapEntry){VK_SPEC_VARIANT, (n_spec + 1) * 4, 4};
+    spec[n_spec] = k->dtypes;
+    spec[n_spec + 1] = k->variant;
+    VkSpecializationInfo si = {n_spec + 2, entries, (n_spec + 2) * 4, spec};
 
     VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
     mi.codeSize = vk->native16 ? code->size16 : code->size;
@@ -130,7 +135,7 @@ static VkResult create_pipeline(const vk_state *vk, vk_pipe pipe, uint32_t dtype
     /* A compile-only context reads each pipeline's register and memory use
      * back (vk_pipeline_statistics). */
     ci.flags = vk->compile_only ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0;
-    ci.layout = vk->pipe_layouts[vk_pipe_kind(pipe)];
+    ci.layout = vk->pipe_layouts[vk_pipe_kind(k->pipe)];
     *what = "vkCreateComputePipelines";
     r = vk->vkd.vkCreateComputePipelines(vk->device, vk->pipeline_cache, 1, &ci, vk->vkalloc,
                                          out);
@@ -140,15 +145,15 @@ static VkResult create_pipeline(const vk_state *vk, vk_pipe pipe, uint32_t dtype
     return r;
 }
 
-vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, uint32_t dtypes, VkPipeline *out)
+vkmha_status vk_pipeline_get(vk_state *vk, const vk_pipe_key *k, VkPipeline *out)
 {
-    VkPipeline *slot = pipe_slot(vk, pipe, dtypes);
+    VkPipeline *slot = pipe_slot(vk, k);
     if (!slot)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
                            vk->ctx->call);
     if (!*slot) {
         const char *what;
-        const VkResult r = create_pipeline(vk, pipe, dtypes, slot, &what);
+        const VkResult r = create_pipeline(vk, k, slot, &what);
         if (r != VK_SUCCESS)
             return vk_fail(vk, r, what);
         vk->pipelines_created++;
@@ -157,16 +162,16 @@ vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, uint32_t dtypes, VkPipe
     return VKMHA_SUCCESS;
 }
 
-VkPipeline vk_pipeline_find(const vk_state *vk, vk_pipe pipe, uint32_t dtypes)
+VkPipeline vk_pipeline_find(const vk_state *vk, const vk_pipe_key *k)
 {
-    const VkPipeline *slot = slot_of(vk, pipe, dtypes);
+    const VkPipeline *slot = slot_of(vk, k);
     return slot ? *slot : VK_NULL_HANDLE;
 }
 
-vkmha_status vk_pipeline_want(vk_state *vk, vk_pipe pipe, uint32_t dtypes)
+vkmha_status vk_pipeline_want(vk_state *vk, const vk_pipe_key *k)
 {
     for (uint32_t i = 0; i < vk->n_want; i++)
-        if (same_pipe(vk->want[i].pipe, pipe) && vk->want[i].dtypes == dtypes)
+        if (same_key(&vk->want[i], k))
             return VKMHA_SUCCESS;
     if (vk->n_want == vk->cap_want) {
         const uint32_t cap = vk->cap_want ? 2 * vk->cap_want : 16;
@@ -178,7 +183,7 @@ vkmha_status vk_pipeline_want(vk_state *vk, vk_pipe pipe, uint32_t dtypes)
         vk->want = p;
         vk->cap_want = cap;
     }
-    vk->want[vk->n_want++] = (vk_pipe_key){pipe, dtypes};
+    vk->want[vk->n_want++] = *k;
     return VKMHA_SUCCESS;
 }
 
@@ -198,7 +203,7 @@ static void build_jobs(const build_share *b)
 {
     for (uint32_t i = b->first; i < b->n; i += b->step)
         b->results[i] =
-            create_pipeline(b->vk, b->keys[i].pipe, b->keys[i].dtypes, b->slots[i], &b->whats[i]);
+            create_pipeline(b->vk, &b->keys[i], b->slots[i], &b->whats[i]);
 }
 
 #if defined(_WIN32)
@@ -276,7 +281,7 @@ vkmha_status vk_pipelines_build(vk_state *vk)
      * missing ones' pointers. */
     uint32_t n = 0;
     for (uint32_t i = 0; i < n_want; i++) {
-        const VkPipeline *slot = pipe_slot(vk, vk->want[i].pipe, vk->want[i].dtypes);
+        const VkPipeline *slot = pipe_slot(vk, &vk->want[i]);
         if (!slot)
             return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
                                "%s: out of host memory", vk->ctx->call);
@@ -293,7 +298,7 @@ vkmha_status vk_pipelines_build(vk_state *vk)
     const char **whats = (const char **)(slots + n);
     VkResult *results = (VkResult *)(whats + n);
     for (uint32_t i = 0; i < n; i++)
-        slots[i] = pipe_slot(vk, vk->want[i].pipe, vk->want[i].dtypes);
+        slots[i] = pipe_slot(vk, &vk->want[i]);
     const uint32_t threads = build_threads(vk, n);
     build_share shares[VK_BUILD_THREADS_MAX];
     build_thread ids[VK_BUILD_THREADS_MAX];
@@ -326,7 +331,8 @@ vkmha_status vk_pipelines_create_all(vk_state *vk)
 {
     vkmha_status st;
     for (uint32_t i = 0; i < vk->n_pipes; i++)
-        if (vk_pipe_available(vk, vk_pipe_at(i)) && (st = vk_pipeline_want(vk, vk_pipe_at(i), 0)))
+        if (vk_pipe_available(vk, vk_pipe_at(i)) &&
+            (st = vk_pipeline_want(vk, &(vk_pipe_key){.pipe = vk_pipe_at(i)})))
             return st;
     return vk_pipelines_build(vk);
 }
@@ -401,7 +407,7 @@ vkmha_status vk_pipeline_statistics(vk_state *vk, vk_pipe pipe, uint32_t dtypes,
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "pipeline %s is not used on this device", name);
     }
-    if ((st = vk_pipeline_get(vk, pipe, dtypes, &p)))
+    if ((st = vk_pipeline_get(vk, &(vk_pipe_key){.pipe = pipe, .dtypes = dtypes}, &p)))
         return st;
     /* A compute pipeline has one executable: its compute shader. */
     VkPipelineInfoKHR pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};

@@ -135,12 +135,13 @@ vk_site *vk_window_sites_take(vk_state *vk, vk_kind kind, uint64_t n);
  * store of the kernel table's pipelines. */
 vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override);
 void vk_pipelines_destroy(vk_state *vk);
-/* The pipeline of `pipe` specialized for `dtypes` (VK_DT), created on first use. */
-vkmha_status vk_pipeline_get(vk_state *vk, vk_pipe pipe, uint32_t dtypes, VkPipeline *out);
-/* The pipeline of (pipe, dtypes) if it exists, else null. */
-VkPipeline vk_pipeline_find(const vk_state *vk, vk_pipe pipe, uint32_t dtypes);
-/* Adds (pipe, dtypes) to vk->want (once). */
-vkmha_status vk_pipeline_want(vk_state *vk, vk_pipe pipe, uint32_t dtypes);
+/* The pipeline of key k (its pipe specialized for its dtypes and variant),
+ * created on first use. */
+vkmha_status vk_pipeline_get(vk_state *vk, const vk_pipe_key *k, VkPipeline *out);
+/* The pipeline of key k if it exists, else null. */
+VkPipeline vk_pipeline_find(const vk_state *vk, const vk_pipe_key *k);
+/* Adds key k to vk->want (once). */
+vkmha_status vk_pipeline_want(vk_state *vk, const vk_pipe_key *k);
 /* Creates the pipelines of vk->want that do not exist, on up to
  * VK_BUILD_THREADS_MAX threads (one per CPU; VKMHA_PIPELINE_THREADS lowers
  * it; the calling thread only with VKMHA_CONTEXT_SINGLE_THREAD or

@@ -129,8 +129,7 @@ struct vk_state {
     uint32_t n_pipes;
     /* Pipelines specialized for other dtypes, created on first use. */
     struct vk_typed_pipe {
-        vk_pipe pipe;
-        uint32_t dtypes;
+        vk_pipe_key key;
         VkPipeline pipeline;
     } *typed_pipes;
     uint32_t n_typed_pipes, cap_typed_pipes;

@@ -40,7 +40,7 @@ VkBufferView vk_texel_view(const vk_view *v, bool u16)
 uint32_t vk_view_dtypes(const vk_view bufs[], uint32_t n)
 {
     uint32_t dtypes = 0;
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t i = 0; i < n && i < VK_DT_SLOTS; i++)
         if (bufs[i].buf && bufs[i].dtype != VKMHA_DTYPE_U8)
             dtypes |= VK_DT(i, bufs[i].dtype);
     return dtypes;

@@ -221,12 +221,16 @@ static bool add_context(const family *f, uint32_t flags, bool validate, rows *rs
         goto done;
     }
     /* Every pipeline in fp32, and with every typed buffer fp16 and bf16
-     * (2 bits per buffer index, shaders/typed.glsl; the 16-bit elements of
+     * (VK_DT per buffer index, shaders/typed.glsl; the 16-bit elements of
      * RADV's native 16-bit storage). */
-    static const struct {
+    struct {
         uint32_t dtypes;
         const char *name;
-    } dts[3] = {{0, ""}, {0xaaaa, " DT=f16"}, {0xffff, " DT=bf16"}};
+    } dts[3] = {{0, ""}, {0, " DT=f16"}, {0, " DT=bf16"}};
+    for (uint32_t i = 0; i < VK_DT_SLOTS; i++) {
+        dts[1].dtypes |= VK_DT(i, VKMHA_DTYPE_F16);
+        dts[2].dtypes |= VK_DT(i, VKMHA_DTYPE_BF16);
+    }
     const uint32_t n_pipes = vk_pipe_count();
     for (uint32_t q = 0; q < 3 * n_pipes; q++) {
         const vk_pipe p = vk_pipe_at(q % n_pipes);

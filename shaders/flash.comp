@@ -55,33 +55,7 @@ const uint TX = BC / SC;
 const uint TY = BR / SR;
 const uint OC = D4 / TX;
 
-// Mirrors struct flash_push in src/vk_attention.c.
-layout(push_constant) uniform Push {
-    PUSH_MISALIGN   // shaders/typed.glsl
-    uint groups;    // workgroups: batch * heads * q_blocks * splits (a window's
-                    // dispatch: the end of its range; it has one key range)
-    uint len_q;
-    uint len_k;
-    uint heads;     // query heads
-    uint group;     // query heads per key/value head
-    uint dims;      // d_k | d_v << 16 (fused head dims are at most 256)
-    uint q_blocks;  // ceil(len_q / BR)
-    uint split_len; // keys per range
-    uint q_sb, q_sh, q_ld; // element strides: batch entry, head, row
-    uint k_sb, k_sh, k_ld;
-    uint v_sb, v_sh, v_ld;
-    uint o_sb, o_sh, o_ld; // out (without MODE_PARTIAL)
-    uint flags;     // MASK_* of mask.glsl | MODE_* below
-    float scale;
-    uint bias_sb;   // bias strides (0: broadcast)
-    uint bias_sh;
-    uint kv_first;  // this dispatch's keys: kv_first .. + kv_count of each range
-    uint kv_count;
-    uint group_base; // first workgroup of this dispatch
-    uint causal_offset; // see mask.glsl's mask_hides
-    uint kv_b0;     // k and v hold batch entries from this one (a KV cache's)
-    uint kv_key0;   // k and v are bound from this key on (0, or a window's first)
-} p;
+#include "flash_push.glsl"
 
 // Fields the host packs or leaves out to keep the push block small.
 #define P_DK (p.dims & 0xffffu)
@@ -108,13 +82,7 @@ layout(binding = 8) readonly buffer Lengths { uint lens[]; }; // with MASK_LENGT
 #define MASK_SLOT 3u
 #include "mask.glsl"
 
-// A key range may take several dispatches (chunks): lavapipe stops any loop
-// nest after 65535 iterations, so on CPU devices the host bounds the keys
-// one dispatch visits. The state between chunks, and between split-K ranges
-// and the combine pass, is the partial (unnormalized acc, m, l).
-const uint MODE_RESUME = 0x100u;  // start from the partial state, not from zero
-const uint MODE_PARTIAL = 0x200u; // write the partial state, not out
-const uint MODE_WEIGHTS = 0x400u; // write the weights from the final (m, l), nothing else
+// MODE_* (the flags' modes): shaders/flash_push.glsl.
 
 const uint KS = D4 + 1; // padded K/V row stride (vec4s)
 

@@ -27,17 +27,7 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 256;
 layout(constant_id = 1) const uint EPI = 1; // output elements per invocation: 1 or 4
 
-// Mirrors struct combine_push in src/vk_attention.c.
-layout(push_constant) uniform Push {
-    PUSH_MISALIGN   // shaders/typed.glsl
-    uint rows; // batch * heads * len_q
-    uint len_q;
-    uint heads;
-    uint d_v;
-    uint splits;
-    uint o_sb, o_sh, o_ld; // element strides of out: batch entry, head, row
-    uint group_base; // first workgroup of this dispatch
-} p;
+#include "combine_push.glsl"
 
 layout(binding = 0) readonly buffer PartialO { float po[]; };   // [split][row][d_v]
 layout(binding = 1) readonly buffer PartialML { float pml[]; }; // [split][row][2]

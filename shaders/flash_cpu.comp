@@ -40,32 +40,7 @@ layout(constant_id = 2) const uint D4 = 16;     // vec4s per row: d_k, d_v <= 4 
 const uint BK = 4;                              // keys per online-softmax step
 const uint BR = WG * TM;                        // query rows per workgroup
 
-// Mirrors struct flash_push in src/vk_attention.c (as shaders/flash.comp).
-layout(push_constant) uniform Push {
-    PUSH_MISALIGN   // shaders/typed.glsl
-    uint groups;
-    uint len_q;
-    uint len_k;
-    uint heads;
-    uint group;
-    uint dims;      // d_k | d_v << 16 (fused head dims are at most 256)
-    uint q_blocks;  // ceil(len_q / BR)
-    uint split_len;
-    uint q_sb, q_sh, q_ld;
-    uint k_sb, k_sh, k_ld;
-    uint v_sb, v_sh, v_ld;
-    uint o_sb, o_sh, o_ld;
-    uint flags;     // MASK_* | MODE_*
-    float scale;
-    uint bias_sb;
-    uint bias_sh;
-    uint kv_first;
-    uint kv_count;
-    uint group_base;
-    uint causal_offset; // see mask.glsl's mask_hides
-    uint kv_b0;     // k and v hold batch entries from this one (a KV cache's)
-    uint kv_key0;   // always 0 here: key windows are shaders/flash.comp's
-} p;
+#include "flash_push.glsl"
 
 // Fields the host packs or leaves out to keep the push block small.
 #define P_DK (p.dims & 0xffffu)
@@ -92,14 +67,7 @@ layout(binding = 8) readonly buffer Lengths { uint lens[]; }; // with MASK_LENGT
 #define MASK_SLOT 3u
 #include "mask.glsl"
 
-const uint MODE_RESUME = 0x100u;
-const uint MODE_PARTIAL = 0x200u;
-const uint MODE_WEIGHTS = 0x400u;
-// Lanes over keys (a block of at most TM queries, as a decode step's one):
-// every lane takes all of the block's rows and its own part of the range's
-// keys, and writes its partial state as range split * WG + lane, which the
-// split-K combine merges (the host sets MODE_PARTIAL with it).
-const uint MODE_LANE_KEYS = 0x800u;
+// MODE_* (the flags' modes, MODE_LANE_KEYS this shader's): shaders/flash_push.glsl.
 
 void main()
 {

@@ -14,19 +14,7 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 256;
 
-// Mirrors struct heads_push in src/vk_heads.c.
-layout(push_constant) uniform Push {
-    PUSH_MISALIGN   // shaders/typed.glsl
-    uint total; // batch * len * heads * head_dim
-    uint len;
-    uint heads;
-    uint head_dim;
-    uint split; // 1: split, 0: merge
-    uint group_base; // first workgroup of this dispatch
-    uint texel_unused; // heads_cpu.comp's texel (the blocks are one C struct)
-    uint x_sb, x_sh, x_sl; // x's element strides per batch entry, head, row
-    uint y_sb, y_sh, y_sl; // y's
-} p;
+#include "heads_push.glsl"
 
 TYPED_IN(0, 0, x)
 TYPED_OUT(1, 1, y)

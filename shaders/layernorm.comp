@@ -16,15 +16,7 @@ layout(constant_id = 0) const uint WG = 128;
 
 #include "reduce.glsl"
 
-// Mirrors struct layernorm_push in src/vk_layernorm.c.
-layout(push_constant) uniform Push {
-    PUSH_MISALIGN   // shaders/typed.glsl
-    uint rows;
-    uint cols;
-    float eps;
-    uint has_residual;
-    uint group_base; // first row of this dispatch
-} p;
+#include "layernorm_push.glsl"
 
 TYPED_IN(0, 0, res)   // [rows][cols]
 TYPED_IN(1, 1, gamma) // [cols]

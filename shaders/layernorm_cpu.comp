@@ -21,16 +21,7 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 16;
 
-// Mirrors struct layernorm_push in src/vk_layernorm.c.
-layout(push_constant) uniform Push {
-    PUSH_MISALIGN   // shaders/typed.glsl
-    uint rows;
-    uint cols;
-    float eps;
-    uint has_residual;
-    uint group_base; // first workgroup of this dispatch
-    uint texel;      // 1: bindings 4-7 are y's, the residual's, gamma's, beta's vec4 views
-} p;
+#include "layernorm_push.glsl"
 
 TYPED_IN(0, 0, res)   // [rows][cols]
 TYPED_IN(1, 1, gamma) // [cols]

@@ -29,24 +29,8 @@ layout(constant_id = 4) const uint TM = 4;
 layout(constant_id = 5) const uint TN = 4;
 layout(constant_id = 6) const bool VEC = false;
 
-// Mirrors struct matmul_push in src/vk_matmul.c.
-layout(push_constant) uniform Push {
-    PUSH_MISALIGN   // shaders/typed.glsl
-    uint M, N, K;
-    uint lda, ldb, ldc;
-    uint batch_inner, b_div;
-    uint sa_outer, sa_inner;
-    uint sb_outer, sb_inner;
-    uint sc_outer, sc_inner;
-    uint z_base; // first batch index of this dispatch
-    float alpha;
-    uint flags;  // FLAG_* below
-    uint x_base, y_base; // first column and row tile of this dispatch
-    uint ld_add; // ADDEND: the bias binding's row stride
-} p;
+#include "matmul_push.glsl"
 
-const uint FLAG_TRANS_B = 1u;
-const uint FLAG_BIAS = 2u;
 // Ranges of k of a product past maxStorageBufferRange, as variants (bits 1
 // and 2 of VARIANT: src/vk_base.h): C += ..., or (16-bit C) the bias
 // binding is the fp32 sum of the ranges before, [M][N] at ld_add.

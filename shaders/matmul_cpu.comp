@@ -39,24 +39,8 @@ layout(constant_id = 3) const bool VEC = false;
 layout(constant_id = 4) const bool LANE_COLS = false;
 const uint RSTEP = LANE_COLS ? 1u : WG; // between an invocation's rows
 
-// Mirrors struct matmul_push in src/vk_matmul.c.
-layout(push_constant) uniform Push {
-    PUSH_MISALIGN   // shaders/typed.glsl
-    uint M, N, K;
-    uint lda, ldb, ldc;
-    uint batch_inner, b_div;
-    uint sa_outer, sa_inner;
-    uint sb_outer, sb_inner;
-    uint sc_outer, sc_inner;
-    uint z_base;
-    float alpha;
-    uint flags;
-    uint x_base, y_base; // first column and row tile of this dispatch
-    uint ld_add; // ADDEND: the bias binding's row stride
-} p;
+#include "matmul_push.glsl"
 
-const uint FLAG_TRANS_B = 1u;
-const uint FLAG_BIAS = 2u;
 // Ranges of k of a product past maxStorageBufferRange, as variants (bits 1
 // and 2 of VARIANT: src/vk_base.h): C += ..., or (16-bit C) the bias
 // binding is the fp32 sum of the ranges before, [M][N] at ld_add.

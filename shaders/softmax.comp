@@ -28,21 +28,7 @@ layout(constant_id = 0) const uint WG = 128;
 
 #include "reduce.glsl"
 
-// Mirrors struct softmax_push in src/vk_softmax.c.
-layout(push_constant) uniform Push {
-    PUSH_MISALIGN   // shaders/typed.glsl
-    uint rows;    // batch * heads * len_q
-    uint len_q;
-    uint len_k;
-    uint heads;
-    uint flags;   // MASK_* of mask.glsl
-    float scale;
-    uint bias_sb; // bias stride per batch entry, elements (0: broadcast)
-    uint bias_sh; // bias stride per head, elements (0: broadcast)
-    uint group_base; // first row of this dispatch
-    uint texel_unused; // softmax_cpu.comp's texel (the blocks are one C struct)
-    uint causal_offset; // see mask.glsl's mask_hides
-} p;
+#include "softmax_push.glsl"
 
 layout(binding = 0) readonly buffer KeyPadding { uint kp[]; }; // [batch][len_k] bytes
 layout(binding = 1) readonly buffer FullMask { uint fm[]; };   // [batch][len_q][len_k] bytes

@@ -39,21 +39,7 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 16;
 
-// Mirrors struct softmax_push in src/vk_softmax.c.
-layout(push_constant) uniform Push {
-    PUSH_MISALIGN   // shaders/typed.glsl
-    uint rows;    // batch * heads * len_q
-    uint len_q;
-    uint len_k;
-    uint heads;
-    uint flags;   // MASK_* of mask.glsl
-    float scale;
-    uint bias_sb; // bias stride per batch entry, elements (0: broadcast)
-    uint bias_sh; // bias stride per head, elements (0: broadcast)
-    uint group_base; // first workgroup of this dispatch
-    uint texel;      // 1: bindings 6, 7 are the input's and the bias's vec4 views
-    uint causal_offset; // see mask.glsl's mask_hides
-} p;
+#include "softmax_push.glsl"
 
 layout(binding = 0) readonly buffer KeyPadding { uint kp[]; };
 layout(binding = 1) readonly buffer FullMask { uint fm[]; };

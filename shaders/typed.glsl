@@ -70,7 +70,13 @@ bool dt_narrow(uint dt)
 }
 #define DT_NARROW(dt) dt_narrow(dt)
 
-// The first member of every push block (the instance is named p).
+// The push blocks (shaders/<op>_push.glsl, which src/vk_push.h also reads
+// as C): PUSH_BEGIN / PUSH_END around the members make the block `p`,
+// PUSH_CONST a constant, and PUSH_MISALIGN is the first member of every
+// block.
+#define PUSH_BEGIN(name) layout(push_constant) uniform Push {
+#define PUSH_END(name) } p;
+#define PUSH_CONST(name, value) const uint name = value;
 #define PUSH_MISALIGN uvec2 misalign;
 // Bytes binding slot S starts past its descriptor's offset. Only pipelines
 // for dispatches with a misaligned buffer (bit 0 of VARIANT, set by the

@@ -29,8 +29,7 @@
 _Static_assert((32u << (VK_FLASH_CLASSES - 1)) <= 0xffff, "flash_push.dims packs 16-bit head dims");
 
 
-/* shaders/flash*.comp modes. */
-enum { MODE_RESUME = 0x100, MODE_PARTIAL = 0x200, MODE_WEIGHTS = 0x400, MODE_LANE_KEYS = 0x800 };
+/* shaders/flash*.comp's modes (MODE_*): src/vk_push.h. */
 
 /* One of the unfused path's matmuls: batched, or with plan->products one
  * product after another (each after a barrier: they write disjoint parts

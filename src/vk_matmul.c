@@ -4,8 +4,6 @@
 #include "vk_ops.h"
 
 
-enum { FLAG_TRANS_B = 1, FLAG_BIAS = 2 };
-
 /* Below this many large tiles the device is poorly filled: use small tiles. */
 #define SMALL_TILE_THRESHOLD 64
 
@@ -51,7 +49,7 @@ static vkmha_status record_block(vk_state *vk, vk_site *site, const vk_matmul_ar
                           .vec = vec};
 
     struct matmul_push p = {
-        .m = a->m, .n = a->n, .k = a->k,
+        .M = a->m, .N = a->n, .K = a->k,
         .lda = (uint32_t)a->a.stride[2], .ldb = (uint32_t)a->b.stride[2],
         .ldc = (uint32_t)a->c.stride[2],
         .batch_inner = a->batch_inner, .b_div = a->b_div,

@@ -370,22 +370,22 @@ static int cb_run(void *p)
         (st = vk_slot_ensure(vk, SLOT_OUT, no)) || (st = vk_slot_ensure(vk, SLOT_STATS, nml)) ||
         (st = vk_exec_begin(vk, MODE_SYNC, VK_NULL_HANDLE, NULL)))
         return 1;
-    if ((st = vk_upload(vk, &vk->slots[SLOT_PARTIAL_O], 0, c->po, no * c->splits)) ||
-        (st = vk_upload(vk, &vk->slots[SLOT_PARTIAL_ML], 0, c->pml, nml * c->splits)))
+    if ((st = vk_upload(vk, &vk->mem.slots[SLOT_PARTIAL_O], 0, c->po, no * c->splits)) ||
+        (st = vk_upload(vk, &vk->mem.slots[SLOT_PARTIAL_ML], 0, c->pml, nml * c->splits)))
         return vk_exec_end(vk, st, NULL) != VKMHA_SUCCESS;
     struct combine_push cp = {.rows = c->rows, .len_q = 1, .heads = c->rows, .d_v = c->d_v,
                              .splits = c->splits, .o_sh = c->d_v, .o_ld = c->d_v};
-    const vk_view bufs[4] = {vk_view_of(&vk->slots[SLOT_PARTIAL_O], VKMHA_DTYPE_F32),
-                             vk_view_of(&vk->slots[SLOT_PARTIAL_ML], VKMHA_DTYPE_F32),
-                             vk_view_of(&vk->slots[SLOT_OUT], VKMHA_DTYPE_F32),
-                             vk_view_of(&vk->slots[SLOT_STATS], VKMHA_DTYPE_F32)};
-    uint64_t groups = ((uint64_t)c->rows * c->d_v + vk->elementwise_wg - 1) / vk->elementwise_wg;
-    if ((st = vk_dispatch_groups(vk, &vk->op_sites.sites[OPSITE_ATTENTION + ASITE_COMBINE],
+    const vk_view bufs[4] = {vk_view_of(&vk->mem.slots[SLOT_PARTIAL_O], VKMHA_DTYPE_F32),
+                             vk_view_of(&vk->mem.slots[SLOT_PARTIAL_ML], VKMHA_DTYPE_F32),
+                             vk_view_of(&vk->mem.slots[SLOT_OUT], VKMHA_DTYPE_F32),
+                             vk_view_of(&vk->mem.slots[SLOT_STATS], VKMHA_DTYPE_F32)};
+    uint64_t groups = ((uint64_t)c->rows * c->d_v + vk->tuning.elementwise_wg - 1) / vk->tuning.elementwise_wg;
+    if ((st = vk_dispatch_groups(vk, &vk->desc.op_sites.sites[OPSITE_ATTENTION + ASITE_COMBINE],
                                  VK_PIPE(KERNEL_FLASH_COMBINE), bufs, 4, &cp, sizeof cp,
                                  offsetof(struct combine_push, group_base), groups)))
         return vk_exec_end(vk, st, NULL) != VKMHA_SUCCESS;
-    if (!(st = vk_download(vk, &vk->slots[SLOT_OUT], c->out, no, 1, no, 1, no)))
-        st = vk_download(vk, &vk->slots[SLOT_STATS], c->ml, nml, 1, nml, 1, nml);
+    if (!(st = vk_download(vk, &vk->mem.slots[SLOT_OUT], c->out, no, 1, no, 1, no)))
+        st = vk_download(vk, &vk->mem.slots[SLOT_STATS], c->ml, nml, 1, nml, 1, nml);
     return vk_exec_end(vk, st, NULL) != VKMHA_SUCCESS;
 }
 

@@ -101,7 +101,7 @@ static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const vk_attn_
  * With windows (plan->window), each chunk's dispatches are one per batch
  * entry and key/value head (the workgroups of its query heads), binding k
  * and v from the chunk's window on (sites after the first from
- * vk->window_sites[KIND_FLASH], one per window and pair). */
+ * vk->desc.window_sites[KIND_FLASH], one per window and pair). */
 static vkmha_status dispatch_keys(vk_state *vk, vk_site *site, const vk_attn_plan *plan,
                                   vk_pipe pipe, const vk_view bufs[9], struct flash_push *p,
                                   uint64_t groups, bool weights)
@@ -187,9 +187,9 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
     vk_bias_strides(mask, s->len_q, s->len_k, &p.bias_sb, &p.bias_sh);
     vk_softmax_args m = {0};
     vk_mask_args(plan->masks, mask, &m);
-    const vk_view partial_o = vk_view_of(&vk->slots[SLOT_PARTIAL_O], VKMHA_DTYPE_F32),
-                  partial_ml = vk_view_of(&vk->slots[SLOT_PARTIAL_ML], VKMHA_DTYPE_F32),
-                  stats = vk_view_of(&vk->slots[SLOT_STATS], VKMHA_DTYPE_F32);
+    const vk_view partial_o = vk_view_of(&vk->mem.slots[SLOT_PARTIAL_O], VKMHA_DTYPE_F32),
+                  partial_ml = vk_view_of(&vk->mem.slots[SLOT_PARTIAL_ML], VKMHA_DTYPE_F32),
+                  stats = vk_view_of(&vk->mem.slots[SLOT_STATS], VKMHA_DTYPE_F32);
     const vk_view bufs[9] = {*q, *k, *v, m.masks[0], m.masks[1], m.masks[2],
                              split ? partial_o : *out, split ? partial_ml : stats,
                              plan->lengths};
@@ -211,7 +211,7 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
         const vk_view cb[4] = {partial_o, partial_ml, *out, stats};
         if ((st = vk_dispatch_groups(vk, &sites[ASITE_COMBINE], VK_PIPE(KERNEL_FLASH_COMBINE), cb, 4, &c, sizeof c,
                                      offsetof(struct combine_push, group_base),
-                                     vk_div_up(rows * s->d_v, vk->elementwise_wg))))
+                                     vk_div_up(rows * s->d_v, vk->tuning.elementwise_wg))))
             return st;
     }
 
@@ -243,7 +243,7 @@ typedef struct attention_op {
 static vkmha_status record_op(vk_state *vk, const void *arg)
 {
     const attention_op *o = arg;
-    return vk_record_attention(vk, &vk->op_sites.sites[OPSITE_ATTENTION], o->plan, o->mask,
+    return vk_record_attention(vk, &vk->desc.op_sites.sites[OPSITE_ATTENTION], o->plan, o->mask,
                                &o->q, &o->k, &o->v, &o->o);
 }
 
@@ -260,7 +260,7 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const void *q, cons
                  bo = (size_t)s->batch * s->heads * s->len_q * s->d_v * es,
                  bw = weights ? (size_t)s->batch * s->heads * s->len_q * s->len_k * es : 0;
     /* 16-bit weights are written in SLOT_WEIGHTS, as into a weights tensor. */
-    const vk_view wview = vk_view_of(&vk->slots[SLOT_WEIGHTS], dt);
+    const vk_view wview = vk_view_of(&vk->mem.slots[SLOT_WEIGHTS], dt);
     const bool wbuf = weights && dt != VKMHA_DTYPE_F32;
     /* k and v may exceed maxStorageBufferRange: they are bound in windows
      * (vk_attention_prepare refuses what it cannot). The unfused path's
@@ -279,19 +279,19 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const void *q, cons
         return st;
     const attention_op op = {
         &plan, mask,
-        vk_view_split(&vk->slots[SLOT_Q_HEADS], s->heads, s->len_q, s->d_k, dt),
-        vk_view_split(&vk->slots[SLOT_K_HEADS], s->kv_heads, s->len_k, s->d_k, dt),
-        vk_view_split(&vk->slots[SLOT_V_HEADS], s->kv_heads, s->len_k, s->d_v, dt),
-        vk_view_split(&vk->slots[SLOT_O_HEADS], s->heads, s->len_q, s->d_v, dt)};
+        vk_view_split(&vk->mem.slots[SLOT_Q_HEADS], s->heads, s->len_q, s->d_k, dt),
+        vk_view_split(&vk->mem.slots[SLOT_K_HEADS], s->kv_heads, s->len_k, s->d_k, dt),
+        vk_view_split(&vk->mem.slots[SLOT_V_HEADS], s->kv_heads, s->len_k, s->d_v, dt),
+        vk_view_split(&vk->mem.slots[SLOT_O_HEADS], s->heads, s->len_q, s->d_v, dt)};
     if ((st = vk_attention_prepare(vk, s, weights != NULL, wbuf ? &wview : NULL,
                                    (const vk_view[4]){op.q, op.k, op.v, op.o}, 0, &plan)))
         return st;
     const vk_host_call call = {
-        .up = {{&vk->slots[SLOT_Q_HEADS], q, bq},
-               {&vk->slots[SLOT_K_HEADS], k, bk},
-               {&vk->slots[SLOT_V_HEADS], v, bv}},
+        .up = {{&vk->mem.slots[SLOT_Q_HEADS], q, bq},
+               {&vk->mem.slots[SLOT_K_HEADS], k, bk},
+               {&vk->mem.slots[SLOT_V_HEADS], v, bv}},
         .mask = mask, .batch = s->batch, .len_q = s->len_q, .len_k = s->len_k,
-        .down = {{&vk->slots[SLOT_O_HEADS], out, bo, 1, bo, 1, bo},
+        .down = {{&vk->mem.slots[SLOT_O_HEADS], out, bo, 1, bo, 1, bo},
                  {plan.scores.buf, weights, bw, 1, bw, 1, bw}},
         .record = record_op, .arg = &op};
     return vk_run_host(vk, &call);

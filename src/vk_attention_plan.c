@@ -97,7 +97,7 @@ vk_view vk_attention_unfused_scores(vk_state *vk, const vk_attn_plan *plan)
 {
     return plan->scores.dtype == VKMHA_DTYPE_F32
                ? plan->scores
-               : vk_view_of(&vk->slots[SLOT_SCORES], VKMHA_DTYPE_F32);
+               : vk_view_of(&vk->mem.slots[SLOT_SCORES], VKMHA_DTYPE_F32);
 }
 
 /* Bytes from view t's first element (k or v, dim elements a key) to past
@@ -154,9 +154,9 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     const bool have_cpu =
         cls < VK_FLASH_CLASSES && vk_pipe_available(vk, cpu_pipe) && texel_io(s, qkvo);
     const bool have_shared = cls < VK_FLASH_CLASSES && vk_pipe_available(vk, shared_pipe);
-    const bool cpu_ok = have_cpu && vk->fused_kernel != VKMHA_FUSED_KERNEL_SHARED;
+    const bool cpu_ok = have_cpu && vk->tuning.fused_kernel != VKMHA_FUSED_KERNEL_SHARED;
     const bool shared_ok =
-        have_shared && !(vk->fused_kernel == VKMHA_FUSED_KERNEL_REGISTER && cpu_ok);
+        have_shared && !(vk->tuning.fused_kernel == VKMHA_FUSED_KERNEL_REGISTER && cpu_ok);
     const bool fusable = cpu_ok || shared_ok;
     if (windowed && !fusable && s->path == VKMHA_ATTENTION_PATH_FUSED)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
@@ -171,7 +171,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
         for (uint32_t c = 0; c < VK_FLASH_CLASSES; c++)
             if (vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH, .cls = (uint8_t)c}) ||
                 (vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH_CPU, .cls = (uint8_t)c}) &&
-                 vk->fused_kernel != VKMHA_FUSED_KERNEL_SHARED))
+                 vk->tuning.fused_kernel != VKMHA_FUSED_KERNEL_SHARED))
                 most = 32u << c;
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: the fused attention path takes head dims up to %u on this "
@@ -182,10 +182,10 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     const uint64_t score_bytes = rows * s->len_k * 4;
     const bool unfused_fits = score_bytes <= vk->info.max_storage_buffer_range &&
                               score_bytes <= vk->info.max_allocation_size;
-    const double t_cpu = cpu_ok ? vk_cost_fused(vk, s, true, weights, vk->flash_cpu[cls].block_q)
+    const double t_cpu = cpu_ok ? vk_cost_fused(vk, s, true, weights, vk->tuning.flash_cpu[cls].block_q)
                                 : INFINITY;
     const double t_shared =
-        shared_ok ? vk_cost_fused(vk, s, false, weights, vk->flash[cls].block_q) : INFINITY;
+        shared_ok ? vk_cost_fused(vk, s, false, weights, vk->tuning.flash[cls].block_q) : INFINITY;
     /* Keys past the range: the fused path where it can (the cost model
      * knows neither path's windows). */
     const double t_unfused =
@@ -208,7 +208,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     vk_mask_slots(vk, plan->masks);
     /* SLOT_SCORES holds fp32, whatever the caller's dtype */
     plan->scores = weights_view ? *weights_view
-                                : vk_view_of(&vk->slots[SLOT_SCORES], VKMHA_DTYPE_F32);
+                                : vk_view_of(&vk->mem.slots[SLOT_SCORES], VKMHA_DTYPE_F32);
     /* fp32 scores: in the weights when they are fp32, else in SLOT_SCORES
      * (the unfused path's softmax then writes the weights from there). */
     const bool typed_weights = weights_view && weights_view->dtype != VKMHA_DTYPE_F32;
@@ -241,7 +241,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
         return VKMHA_SUCCESS;
     }
 
-    const vk_flash_config *f = cpu_kernel ? &vk->flash_cpu[cls] : &vk->flash[cls];
+    const vk_flash_config *f = cpu_kernel ? &vk->tuning.flash_cpu[cls] : &vk->tuning.flash[cls];
     /* A block of queries that one lane holds (a decode step's): the lanes
      * take parts of the keys instead (shaders/flash_cpu.comp). */
     plan->lane_keys = cpu_kernel && s->len_q <= f->tm;
@@ -254,7 +254,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     if (splits == 0) {
         /* Too few workgroups to fill the device (decode-like shapes): split
          * the keys, keeping a few key blocks per range. */
-        splits = groups < vk->flash_fill_groups ? vk_div_up(vk->flash_fill_groups, groups) : 1;
+        splits = groups < vk->tuning.flash_fill_groups ? vk_div_up(vk->tuning.flash_fill_groups, groups) : 1;
         uint64_t most = vk_div_up(s->len_k, (uint64_t)MIN_SPLIT_BLOCKS * f->block_k * lanes);
         splits = splits < most ? splits : most;
         /* Fewer splits where the partial outputs (splits x the output)

@@ -408,15 +408,24 @@ VkBufferView vk_texel_view(const vk_view *v, bool u16);
 bool vk_texel_ok(const vk_view *const v[], uint32_t n, bool u16_variant);
 
 /* ---- src/vk_tuning.c -------------------------------------------------------- */
-/* Chooses the tiles (override: desc->matmul_tile, may be NULL), the fused
- * attention's blocks, workgroup sizes and the CPU-shaped kernels from the
- * device's limits. */
-vkmha_status vk_tuning_init(vk_state *vk, const vkmha_tile_config *override);
+/* Chooses the tiles (desc->tile: desc->matmul_tile, may be NULL), the fused
+ * attention's blocks, workgroup sizes, the CPU-shaped kernels, subgroup
+ * arithmetic and 16-bit storage from the device's limits and features and
+ * the context's desc. */
+typedef struct vk_tuning_desc {
+    const vkmha_tile_config *tile;   /* desc->matmul_tile, or NULL */
+    bool no_subgroup_ops;            /* VKMHA_CONTEXT_NO_SUBGROUP_OPS (or the profile's) */
+    vkmha_fused_kernel fused_kernel; /* desc->debug->fused_kernel (checked) */
+} vk_tuning_desc;
+vkmha_status vk_tuning_init(vk_state *vk, const vk_tuning_desc *desc);
 /* Takes the fallback of vkmha_path bit `path` (the self-check, or
  * VKMHA_DISABLE_PATHS): the kernel table's pipelines of that path become
  * unavailable (vk_pipe_available), a feature path (subgroup arithmetic,
  * 16-bit storage, sparse binding) is turned off. */
 void vk_tuning_disable(vk_state *vk, uint32_t path);
+/* The self-check's canaries: forces the fused kernel (AUTO: the cost
+ * model's choice again); returns the one before. */
+vkmha_fused_kernel vk_tuning_force_kernel(vk_state *vk, vkmha_fused_kernel kernel);
 
 
 /* Views of heads: element (b, h, i, c) at b stride[0] + h stride[1] + i
@@ -433,7 +442,7 @@ typedef struct vk_attn_plan {
     bool fused;
     bool cpu_kernel; /* fused: shaders/flash_cpu.comp, else flash.comp */
     bool weights;    /* the caller wants the weights (in SLOT_SCORES) */
-    uint32_t cls;    /* fused: head-dim class, index into vk->flash */
+    uint32_t cls;    /* fused: head-dim class, index into vk->tuning.flash */
     uint32_t q_blocks, splits, split_len;
     uint32_t chunk, chunks; /* keys per dispatch and dispatches, per range */
     /* fused, k or v past maxStorageBufferRange: they are bound in windows of

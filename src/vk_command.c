@@ -50,7 +50,7 @@ vkmha_status vk_exec_begin(vk_state *vk, vk_mode mode, VkCommandBuffer cmd,
         return st;
     if (mode == MODE_RECORD) {
         vk->cmd = cmd;
-        vk->recorded = true; /* the scratch buffers are referenced from now on */
+        vk_scratch_referenced(vk); /* the scratch buffers are referenced from now on */
     } else if (mode == MODE_SUBMIT) {
         if ((st = vk_submit_begin(vk, sub)))
             return st;
@@ -61,21 +61,21 @@ vkmha_status vk_exec_begin(vk_state *vk, vk_mode mode, VkCommandBuffer cmd,
             return st;
         vk->cmd = vk->own_cmd;
     }
-    vk->mode = mode;
-    vk->planning = true;
-    memset(vk->window_next, 0, sizeof vk->window_next);
-    vk->plan.n_up = vk->plan.n_passes = vk->plan.n_down = 0;
-    vk->plan.barrier_next = false;
+    vk->exec.mode = mode;
+    vk->exec.planning = true;
+    vk_window_sites_begin(vk);
+    vk->exec.plan.n_up = vk->exec.plan.n_passes = vk->exec.plan.n_down = 0;
+    vk->exec.plan.barrier_next = false;
     return VKMHA_SUCCESS;
 }
 
 /* Forgets the plan; MODE_SUBMIT also frees its submission. */
 static void plan_abandon(vk_state *vk)
 {
-    if (vk->mode == MODE_SUBMIT && vk->n_subs)
-        vk_submission_free(vk, vk->subs[vk->n_subs - 1]);
-    vk->planning = false;
-    vk->mode = MODE_SYNC;
+    if (vk->exec.mode == MODE_SUBMIT && vk->sub.n_subs)
+        vk_submission_free(vk, vk->sub.subs[vk->sub.n_subs - 1]);
+    vk->exec.planning = false;
+    vk->exec.mode = MODE_SYNC;
     vk->cmd = vk->own_cmd;
 }
 
@@ -107,18 +107,18 @@ static void barrier_if_dirty(vk_state *vk)
 {
     VkPipelineStageFlags src = 0;
     VkAccessFlags src_access = 0;
-    if (vk->dirty_transfer) {
+    if (vk->exec.dirty_transfer) {
         src |= VK_PIPELINE_STAGE_TRANSFER_BIT;
         src_access |= VK_ACCESS_TRANSFER_WRITE_BIT;
     }
-    if (vk->dirty_compute) {
+    if (vk->exec.dirty_compute) {
         src |= VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
         src_access |= VK_ACCESS_SHADER_WRITE_BIT;
     }
     if (!src)
         return;
     barrier(vk, src, src_access, DEVICE_STAGES, DEVICE_ACCESS);
-    vk->dirty_transfer = vk->dirty_compute = false;
+    vk->exec.dirty_transfer = vk->exec.dirty_compute = false;
 }
 
 /* Writes an upload's data at dst (mapped memory or staging). */
@@ -132,7 +132,7 @@ static void upload_write(const vk_plan_upload *u, uint8_t *dst)
 
 static void record_pass(vk_state *vk, const vk_pass *p)
 {
-    const VkPipelineLayout layout = vk->pipe_layouts[p->kind];
+    const VkPipelineLayout layout = vk->desc.pipe_layouts[p->kind];
     if (p->barrier)
         barrier_if_dirty(vk);
     if (p->op != PASS_DISPATCH) {
@@ -145,7 +145,7 @@ static void record_pass(vk_state *vk, const vk_pass *p)
         } else {
             vk->vkd.vkCmdUpdateBuffer(vk->cmd, x->dst, x->dst_off, x->size, x->data);
         }
-        vk->dirty_transfer = true;
+        vk->exec.dirty_transfer = true;
         return;
     }
     if (vk->push_descriptors) {
@@ -170,14 +170,14 @@ static void record_pass(vk_state *vk, const vk_pass *p)
     vk->vkd.vkCmdPushConstants(vk->cmd, layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, p->push_size,
                                p->push);
     vk->vkd.vkCmdDispatch(vk->cmd, p->groups[0], p->groups[1], p->groups[2]);
-    vk->dirty_compute = true;
+    vk->exec.dirty_compute = true;
 }
 
 /* Sizes staging for the plan's copies that need it, and begins the command
  * buffer of its mode. */
 static vkmha_status plan_start(vk_state *vk)
 {
-    vk_plan *pl = &vk->plan;
+    vk_plan *pl = &vk->exec.plan;
     VkDeviceSize up = 0, down = 0;
     VkResult r;
     vkmha_status st;
@@ -187,9 +187,9 @@ static vkmha_status plan_start(vk_state *vk)
         down += pl->down[i].src.map ? 0 : staging_step(pl->down[i].span);
     if ((up || down) && (st = vk_staging_ensure_unmapped(vk, up, down)))
         return st;
-    if (vk->mode == MODE_SUBMIT)
+    if (vk->exec.mode == MODE_SUBMIT)
         return vk_submission_begin_commands(vk);
-    if (vk->mode == MODE_RECORD)
+    if (vk->exec.mode == MODE_RECORD)
         return VKMHA_SUCCESS;
     if ((r = vk->vkd.vkResetCommandBuffer(vk->cmd, 0)) != VK_SUCCESS)
         return vk_fail(vk, r, "vkResetCommandBuffer");
@@ -208,13 +208,13 @@ static vkmha_status plan_start(vk_state *vk)
 /* Records the plan into vk->cmd (begun). */
 static void plan_record(vk_state *vk)
 {
-    vk_plan *pl = &vk->plan;
+    vk_plan *pl = &vk->exec.plan;
     /* The previous calls' device writes (the host waited for them, which
      * orders nothing on the device; or they are in an earlier command
      * buffer on the queue) before this call's reads and writes. */
     barrier(vk, DEVICE_STAGES, VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_SHADER_WRITE_BIT,
             DEVICE_STAGES, DEVICE_ACCESS);
-    vk->dirty_transfer = vk->dirty_compute = false;
+    vk->exec.dirty_transfer = vk->exec.dirty_compute = false;
     VkDeviceSize used = 0;
     for (uint32_t i = 0; i < pl->n_up; i++) {
         const vk_plan_upload *u = &pl->up[i];
@@ -223,14 +223,14 @@ static void plan_record(vk_state *vk)
             flush(vk, &u->dst);
             continue;
         }
-        upload_write(u, (uint8_t *)vk->upload.map + used);
+        upload_write(u, (uint8_t *)vk->mem.upload.map + used);
         VkBufferCopy region = {used, u->dst.offset + u->offset, u->bytes};
-        vk->vkd.vkCmdCopyBuffer(vk->cmd, vk->upload.buf, u->dst.buf, 1, &region);
-        vk->dirty_transfer = true;
+        vk->vkd.vkCmdCopyBuffer(vk->cmd, vk->mem.upload.buf, u->dst.buf, 1, &region);
+        vk->exec.dirty_transfer = true;
         used += staging_step(u->bytes);
     }
     if (used) /* the staged uploads, written above: one flush */
-        flush(vk, &vk->upload);
+        flush(vk, &vk->mem.upload);
     barrier_if_dirty(vk); /* every pass reads what was uploaded */
     for (uint32_t i = 0; i < pl->n_passes; i++)
         record_pass(vk, &pl->passes[i]);
@@ -244,9 +244,9 @@ static void plan_record(vk_state *vk)
         }
         barrier_if_dirty(vk);
         VkBufferCopy region = {d->src.offset, used, d->span};
-        vk->vkd.vkCmdCopyBuffer(vk->cmd, d->src.buf, vk->download.buf, 1, &region);
-        vk->dirty_transfer = true;
-        d->from = &vk->download;
+        vk->vkd.vkCmdCopyBuffer(vk->cmd, d->src.buf, vk->mem.download.buf, 1, &region);
+        vk->exec.dirty_transfer = true;
+        d->from = &vk->mem.download;
         d->from_off = used;
         used += staging_step(d->span);
     }
@@ -280,8 +280,8 @@ static vkmha_status sync_submit(vk_state *vk)
             vk->last_gpu_time_ns = (uint64_t)((double)ticks * vk->info.timestamp_period + 0.5);
         }
     }
-    for (uint32_t i = 0; i < vk->plan.n_down; i++) {
-        const vk_plan_download *p = &vk->plan.down[i];
+    for (uint32_t i = 0; i < vk->exec.plan.n_down; i++) {
+        const vk_plan_download *p = &vk->exec.plan.down[i];
         if (!p->from->coherent) {
             VkMappedMemoryRange range = {.sType = VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE};
             range.memory = p->from->mem;
@@ -301,8 +301,8 @@ static vkmha_status sync_submit(vk_state *vk)
     }
     /* The queue is idle up to this call (its fence covers every earlier
      * submission), so scratch above the budget can go. */
-    if (vk->scratch_budget)
-        vk_scratch_fit(vk, vk->scratch_budget);
+    if (vk->mem.scratch_budget)
+        vk_scratch_fit(vk, vk->mem.scratch_budget);
     return VKMHA_SUCCESS;
 }
 
@@ -310,9 +310,9 @@ static vkmha_status sync_submit(vk_state *vk)
  * together (vk_pipelines_build), then set in its passes. */
 static vkmha_status plan_pipelines(vk_state *vk)
 {
-    vk_plan *pl = &vk->plan;
+    vk_plan *pl = &vk->exec.plan;
     vkmha_status st;
-    if (vk->n_want && (st = vk_pipelines_build(vk)))
+    if (vk->pipelines.n_want && (st = vk_pipelines_build(vk)))
         return st;
     for (uint32_t i = 0; i < pl->n_passes; i++) {
         vk_pass *p = &pl->passes[i];
@@ -328,17 +328,17 @@ static vkmha_status plan_pipelines(vk_state *vk)
 
 vkmha_status vk_exec_end(vk_state *vk, vkmha_status st, struct vkmha_submission **sub)
 {
-    const vk_mode mode = vk->mode;
+    const vk_mode mode = vk->exec.mode;
     /* The next plan reserves its window sites anew. */
-    memset(vk->window_reserved, 0, sizeof vk->window_reserved);
-    if (!st && vk->gather) { /* the self-check's first pass: pipelines wanted only */
+    vk_window_sites_end(vk);
+    if (!st && vk->exec.gather) { /* the self-check's first pass: pipelines wanted only */
         plan_abandon(vk);
         return VKMHA_SUCCESS;
     }
     if (!st && !(st = plan_pipelines(vk)) && !(st = plan_start(vk))) {
         plan_record(vk);
-        vk->planning = false;
-        vk->mode = MODE_SYNC;
+        vk->exec.planning = false;
+        vk->exec.mode = MODE_SYNC;
         if (mode == MODE_SYNC)
             st = sync_submit(vk);
         else if (mode == MODE_SUBMIT)
@@ -355,7 +355,7 @@ vkmha_status vk_exec_end(vk_state *vk, vkmha_status st, struct vkmha_submission 
 
 static vkmha_status plan_upload(vk_state *vk, const vk_plan_upload *u)
 {
-    vk_plan *pl = &vk->plan;
+    vk_plan *pl = &vk->exec.plan;
     vkmha_status st = vk_plan_grow(vk, (void **)&pl->up, pl->n_up, &pl->cap_up, sizeof *pl->up);
     if (!st && u->bytes)
         pl->up[pl->n_up++] = *u;
@@ -378,13 +378,13 @@ vkmha_status vk_upload_converted(vk_state *vk, const vk_buffer *dst, const void 
 
 void vk_barrier(vk_state *vk)
 {
-    vk->plan.barrier_next = true;
+    vk->exec.plan.barrier_next = true;
 }
 
 /* Adds a transfer pass. */
 static vkmha_status plan_transfer(vk_state *vk, vk_pass_op op, const struct vk_pass_xfer *x)
 {
-    vk_plan *pl = &vk->plan;
+    vk_plan *pl = &vk->exec.plan;
     vkmha_status st = vk_plan_grow(vk, (void **)&pl->passes, pl->n_passes, &pl->cap_passes,
                                 sizeof *pl->passes);
     if (st || !x->size)
@@ -428,7 +428,7 @@ vkmha_status vk_update(vk_state *vk, const vk_buffer *dst, VkDeviceSize offset,
 vkmha_status vk_download(vk_state *vk, const vk_buffer *src, void *dst, size_t len, size_t n1,
                          size_t stride1, size_t n2, size_t stride2)
 {
-    vk_plan *pl = &vk->plan;
+    vk_plan *pl = &vk->exec.plan;
     if (pl->n_down == VKMHA_ARRAY_LEN(pl->down))
         return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
                            "%s: internal error: more than %zu downloads in one call",
@@ -437,4 +437,17 @@ vkmha_status vk_download(vk_state *vk, const vk_buffer *src, void *dst, size_t l
         .src = *src, .dst = (uint8_t *)dst, .len = len, .n1 = n1, .stride1 = stride1,
         .n2 = n2, .stride2 = stride2, .span = download_span(len, n1, stride1, n2, stride2)};
     return VKMHA_SUCCESS;
+}
+
+void vk_exec_gather(vk_state *vk, bool gather)
+{
+    vk->exec.gather = gather;
+}
+
+void vk_exec_destroy(vk_state *vk)
+{
+    vkmha__free(vk->ctx, vk->exec.plan.up);
+    vkmha__free(vk->ctx, vk->exec.plan.passes);
+    vk->exec.plan.up = NULL;
+    vk->exec.plan.passes = NULL;
 }

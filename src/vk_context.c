@@ -148,14 +148,12 @@ static vkmha_status apply_debug(vk_state *vk, const vkmha_debug_options *d, uint
                            (int)d->fused_kernel);
     vk->no_native16 |= d->no_native_16bit;
     vk->no_sparse |= d->no_sparse_binding;
-    vk->flash_gpu_blocks = d->fused_kernel == VKMHA_FUSED_KERNEL_SHARED_GPU_BLOCKS;
-    vk->fused_kernel = vk->flash_gpu_blocks ? VKMHA_FUSED_KERNEL_SHARED : d->fused_kernel;
     if (d->fail_device_allocation_at) {
         uint64_t count = d->fail_device_allocation_count ? d->fail_device_allocation_count : 1;
-        vk->fail_alloc_first = d->fail_device_allocation_at;
-        vk->fail_alloc_last = count - 1 > UINT64_MAX - vk->fail_alloc_first
+        vk->mem.fail_alloc_first = d->fail_device_allocation_at;
+        vk->mem.fail_alloc_last = count - 1 > UINT64_MAX - vk->mem.fail_alloc_first
                                   ? UINT64_MAX
-                                  : vk->fail_alloc_first + (count - 1);
+                                  : vk->mem.fail_alloc_first + (count - 1);
     }
     return VKMHA_SUCCESS;
 }
@@ -173,7 +171,7 @@ vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc, bool 
     vk->ctx = ctx;
     ctx->vk = vk;
     vk->compile_only = compile_only;
-    vk->scratch_budget = desc->scratch_budget;
+    vk->mem.scratch_budget = desc->scratch_budget;
     if (ext) {
         vk->vkalloc = ext->allocation_callbacks;
         vk->queue_lock = ext->queue_lock;
@@ -189,9 +187,12 @@ vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc, bool 
     uint32_t flags = desc->flags;
     if (st || (st = apply_debug(vk, desc->debug, &flags)) || (st = vk_create_device(vk, ext)))
         return st; /* the caller destroys the partial state */
-    vk->use_subgroup = vk->info.subgroup_arithmetic && !(flags & VKMHA_CONTEXT_NO_SUBGROUP_OPS);
+    const vk_tuning_desc tuning = {
+        .tile = desc->matmul_tile,
+        .no_subgroup_ops = (flags & VKMHA_CONTEXT_NO_SUBGROUP_OPS) != 0,
+        .fused_kernel = desc->debug ? desc->debug->fused_kernel : VKMHA_FUSED_KERNEL_AUTO};
     if (compile_only) { /* the same choices, then pipelines only: no memory, no cache */
-        if ((st = vk_pipelines_init(vk, desc->matmul_tile)))
+        if ((st = vk_pipelines_init(vk, &tuning)))
             return st;
         return desc->flags & VKMHA_CONTEXT_EAGER_PIPELINES ? vk_pipelines_create_all(vk)
                                                           : VKMHA_SUCCESS;
@@ -202,9 +203,9 @@ vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc, bool 
         return st;
     vk->single_thread = (desc->flags & VKMHA_CONTEXT_SINGLE_THREAD) != 0;
     if ((st = vk_pipeline_cache_init(vk, desc)) ||
-        (st = vk_pipelines_init(vk, desc->matmul_tile)))
+        (st = vk_pipelines_init(vk, &tuning)))
         return st;
-    if ((st = vk_buffer_create(vk, 16, false, false, "placeholder", &vk->dummy)))
+    if ((st = vk_buffer_create(vk, 16, false, false, "placeholder", &vk->mem.dummy)))
         return st;
     /* The self-check's canaries run through the ops' own entry points. */
     const char *call = ctx->call;
@@ -231,16 +232,9 @@ void vk_destroy(vk_state *vk)
             vk_wait_submissions(vk);
         else if (!vk->compile_only) /* it never ran anything, and may not be able to wait */
             vk->vkd.vkDeviceWaitIdle(vk->device);
-        while (vk->n_subs)
-            vk_submission_free(vk, vk->subs[vk->n_subs - 1]);
-        vkmha__free(vk->ctx, vk->subs);
-        vk_release_retired(vk);
+        vk_submissions_destroy(vk);
         vk_release_recorded_sets(vk);
-        for (int i = 0; i < SLOT_COUNT; i++)
-            vk_buffer_destroy(vk, &vk->slots[i]);
-        vk_buffer_destroy(vk, &vk->dummy);
-        vk_buffer_destroy(vk, &vk->upload);
-        vk_buffer_destroy(vk, &vk->download);
+        vk_memory_destroy(vk);
         vk_pipelines_destroy(vk);
         vk_pipeline_cache_destroy(vk);
         if (vk->fence)
@@ -258,8 +252,7 @@ void vk_destroy(vk_state *vk)
         if (vk->instance)
             vk->vki.DestroyInstance(vk->instance, vk->vkalloc);
     }
-    vkmha__free(vk->ctx, vk->plan.up);
-    vkmha__free(vk->ctx, vk->plan.passes);
+    vk_exec_destroy(vk);
     vkmha__free(vk->ctx, vk);
 }
 
@@ -270,22 +263,22 @@ static void ctx_info(const vkmha_context *ctx, vkmha_context_info *out)
     out->device_index = vk->device_index;
     out->validation_enabled = vk->validation;
     out->validation_messages = vk->validation_messages;
-    out->subgroup_ops_used = vk->use_subgroup;
-    out->device_memory_bytes = vk->memory_bytes;
-    out->device_memory_peak_bytes = vk->memory_peak_bytes;
+    out->subgroup_ops_used = vk->tuning.use_subgroup;
+    out->device_memory_bytes = vk->mem.memory_bytes;
+    out->device_memory_peak_bytes = vk->mem.memory_peak_bytes;
     out->gpu_timing = vk->timestamps != VK_NULL_HANDLE;
     out->last_gpu_time_ns = vk->last_gpu_time_ns;
     out->external_device = vk->external;
     out->push_descriptors = vk->push_descriptors;
-    out->disabled_paths = vk->disabled_paths;
+    out->disabled_paths = vk->tuning.disabled_paths;
     out->self_check_us = vk->self_check_us;
-    out->pipeline_cache_loaded = vk->pipeline_cache_loaded;
-    out->pipeline_cache_bytes = vk->pipeline_cache_bytes;
-    out->pipelines_created = vk->pipelines_created;
+    out->pipeline_cache_loaded = vk->cache.loaded;
+    out->pipeline_cache_bytes = vk->cache.bytes;
+    out->pipelines_created = vk->pipelines.created;
     out->scratch_bytes = vk_scratch_bytes(vk);
-    out->scratch_budget = vk->scratch_budget;
-    out->native_16bit_storage = vk->native16;
-    out->sparse_tensors = vk->sparse;
+    out->scratch_budget = vk->mem.scratch_budget;
+    out->native_16bit_storage = vk->tuning.native16;
+    out->sparse_tensors = vk_sparse_tensors(vk);
     out->max_tensor_bytes = vk_max_tensor_bytes(vk);
 }
 
@@ -302,12 +295,8 @@ static vkmha_status ctx_trim(vkmha_context *ctx)
     vk_state *vk = ctx->vk;
     if ((st = vk_wait_submissions(vk)))
         return st;
-    vk_release_retired(vk);
     vk_release_recorded_sets(vk);
-    for (int i = 0; i < SLOT_COUNT; i++)
-        vk_buffer_destroy(vk, &vk->slots[i]);
-    vk_buffer_destroy(vk, &vk->upload);
-    vk_buffer_destroy(vk, &vk->download);
+    vk_memory_trim(vk);
     return VKMHA_SUCCESS;
 }
 

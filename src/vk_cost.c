@@ -112,6 +112,6 @@ double vk_cost_fused(const vk_state *vk, const attn_shape *s, bool cpu_kernel, b
 double vk_cost_unfused(const vk_state *vk, const attn_shape *s)
 {
     double f[VK_COST_UNFUSED_FEATURES];
-    vk_cost_unfused_features(s, &vk->tile_large, f);
+    vk_cost_unfused_features(s, &vk->tuning.tile_large, f);
     return dot(coeffs_for(vk->info.type)->unfused, f, VK_COST_UNFUSED_FEATURES);
 }

@@ -21,15 +21,15 @@ vkmha_status vk_descriptors_init(vk_state *vk)
         li.bindingCount = nb;
         li.pBindings = b;
         if ((r = vk->vkd.vkCreateDescriptorSetLayout(vk->device, &li, vk->vkalloc,
-                                                     &vk->set_layouts[k])) != VK_SUCCESS)
+                                                     &vk->desc.set_layouts[k])) != VK_SUCCESS)
             return vk_fail(vk, r, "vkCreateDescriptorSetLayout");
         VkPushConstantRange range = {VK_SHADER_STAGE_COMPUTE_BIT, 0, VK_PUSH_BYTES};
         VkPipelineLayoutCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
         pi.setLayoutCount = 1;
-        pi.pSetLayouts = &vk->set_layouts[k];
+        pi.pSetLayouts = &vk->desc.set_layouts[k];
         pi.pushConstantRangeCount = 1;
         pi.pPushConstantRanges = &range;
-        if ((r = vk->vkd.vkCreatePipelineLayout(vk->device, &pi, vk->vkalloc, &vk->pipe_layouts[k])) !=
+        if ((r = vk->vkd.vkCreatePipelineLayout(vk->device, &pi, vk->vkalloc, &vk->desc.pipe_layouts[k])) !=
             VK_SUCCESS)
             return vk_fail(vk, r, "vkCreatePipelineLayout");
     }
@@ -38,15 +38,15 @@ vkmha_status vk_descriptors_init(vk_state *vk)
                                       [OPSITE_HEADS] = KIND_HEADS,
                                       [OPSITE_LAYERNORM] = KIND_LAYERNORM};
     memcpy(&op_kinds[OPSITE_ATTENTION], vk_attention_site_kinds, sizeof vk_attention_site_kinds);
-    if ((st = vk_site_pool_create(vk, op_kinds, OPSITE_COUNT, &vk->op_sites)))
+    if ((st = vk_site_pool_create(vk, op_kinds, OPSITE_COUNT, &vk->desc.op_sites)))
         return st;
     return VKMHA_SUCCESS;
 }
 
 vkmha_status vk_window_sites_reserve(vk_state *vk, vk_kind kind, uint64_t n)
 {
-    vk_site_pool *pool = &vk->window_sites[kind];
-    const uint64_t extra = vk->window_reserved[kind] += n;
+    vk_site_pool *pool = &vk->desc.window_sites[kind];
+    const uint64_t extra = vk->desc.window_reserved[kind] += n;
     if (extra <= pool->count)
         return VKMHA_SUCCESS;
     if (extra > 4096)
@@ -73,31 +73,41 @@ vkmha_status vk_window_sites_reserve(vk_state *vk, vk_kind kind, uint64_t n)
     return VKMHA_SUCCESS;
 }
 
+void vk_window_sites_begin(vk_state *vk)
+{
+    memset(vk->desc.window_next, 0, sizeof vk->desc.window_next);
+}
+
+void vk_window_sites_end(vk_state *vk)
+{
+    memset(vk->desc.window_reserved, 0, sizeof vk->desc.window_reserved);
+}
+
 vk_site *vk_window_sites_take(vk_state *vk, vk_kind kind, uint64_t n)
 {
     /* n >= 1: the caller has sites after a first one to take. */
-    const uint64_t first = vk->window_next[kind];
-    if (first + n > vk->window_sites[kind].count) {
+    const uint64_t first = vk->desc.window_next[kind];
+    if (first + n > vk->desc.window_sites[kind].count) {
         vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
                     "%s: internal error: %llu window sites wanted from %llu, %u ensured",
                     vk->ctx->call, (unsigned long long)n, (unsigned long long)first,
-                    vk->window_sites[kind].count);
+                    vk->desc.window_sites[kind].count);
         return NULL;
     }
-    vk->window_next[kind] += (uint32_t)n;
-    return vk->window_sites[kind].sites + first;
+    vk->desc.window_next[kind] += (uint32_t)n;
+    return vk->desc.window_sites[kind].sites + first;
 }
 
 void vk_descriptors_destroy(vk_state *vk)
 {
-    vk_site_pool_destroy(vk, &vk->op_sites);
+    vk_site_pool_destroy(vk, &vk->desc.op_sites);
     for (int k = 0; k < KIND_COUNT; k++)
-        vk_site_pool_destroy(vk, &vk->window_sites[k]);
+        vk_site_pool_destroy(vk, &vk->desc.window_sites[k]);
     for (int k = 0; k < KIND_COUNT; k++) {
-        if (vk->pipe_layouts[k])
-            vk->vkd.vkDestroyPipelineLayout(vk->device, vk->pipe_layouts[k], vk->vkalloc);
-        if (vk->set_layouts[k])
-            vk->vkd.vkDestroyDescriptorSetLayout(vk->device, vk->set_layouts[k], vk->vkalloc);
+        if (vk->desc.pipe_layouts[k])
+            vk->vkd.vkDestroyPipelineLayout(vk->device, vk->desc.pipe_layouts[k], vk->vkalloc);
+        if (vk->desc.set_layouts[k])
+            vk->vkd.vkDestroyDescriptorSetLayout(vk->device, vk->desc.set_layouts[k], vk->vkalloc);
     }
 }
 
@@ -123,25 +133,25 @@ vkmha_status vk_recorded_site(vk_state *vk, vk_kind kind, vk_site *out)
     out->kind = kind;
     VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
     ai.descriptorSetCount = 1;
-    ai.pSetLayouts = &vk->set_layouts[kind];
+    ai.pSetLayouts = &vk->desc.set_layouts[kind];
     VkResult r = VK_ERROR_OUT_OF_POOL_MEMORY;
-    if (vk->n_rec_pools) {
-        ai.descriptorPool = vk->rec_pools[vk->n_rec_pools - 1];
+    if (vk->desc.n_rec_pools) {
+        ai.descriptorPool = vk->desc.rec_pools[vk->desc.n_rec_pools - 1];
         r = vk->vkd.vkAllocateDescriptorSets(vk->device, &ai, &out->set);
     }
     if (r == VK_ERROR_OUT_OF_POOL_MEMORY || r == VK_ERROR_FRAGMENTED_POOL) {
         /* The last pool is full: a new one. */
-        VkDescriptorPool *p = vkmha__realloc(vk->ctx, vk->rec_pools,
-                                             vk->n_rec_pools * sizeof *p,
-                                             (vk->n_rec_pools + 1) * sizeof *p);
+        VkDescriptorPool *p = vkmha__realloc(vk->ctx, vk->desc.rec_pools,
+                                             vk->desc.n_rec_pools * sizeof *p,
+                                             (vk->desc.n_rec_pools + 1) * sizeof *p);
         if (!p)
             return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
                                "%s: out of host memory", vk->ctx->call);
-        vk->rec_pools = p;
-        if ((r = create_set_pool(vk, RECORDED_SETS_PER_POOL, &p[vk->n_rec_pools])) !=
+        vk->desc.rec_pools = p;
+        if ((r = create_set_pool(vk, RECORDED_SETS_PER_POOL, &p[vk->desc.n_rec_pools])) !=
             VK_SUCCESS)
             return vk_fail(vk, r, "vkCreateDescriptorPool");
-        ai.descriptorPool = p[vk->n_rec_pools++];
+        ai.descriptorPool = p[vk->desc.n_rec_pools++];
         r = vk->vkd.vkAllocateDescriptorSets(vk->device, &ai, &out->set);
     }
     return r == VK_SUCCESS ? VKMHA_SUCCESS : vk_fail(vk, r, "vkAllocateDescriptorSets");
@@ -149,11 +159,11 @@ vkmha_status vk_recorded_site(vk_state *vk, vk_kind kind, vk_site *out)
 
 void vk_release_recorded_sets(vk_state *vk)
 {
-    for (uint32_t i = 0; i < vk->n_rec_pools; i++)
-        vk->vkd.vkDestroyDescriptorPool(vk->device, vk->rec_pools[i], vk->vkalloc);
-    vkmha__free(vk->ctx, vk->rec_pools);
-    vk->rec_pools = NULL;
-    vk->n_rec_pools = 0;
+    for (uint32_t i = 0; i < vk->desc.n_rec_pools; i++)
+        vk->vkd.vkDestroyDescriptorPool(vk->device, vk->desc.rec_pools[i], vk->vkalloc);
+    vkmha__free(vk->ctx, vk->desc.rec_pools);
+    vk->desc.rec_pools = NULL;
+    vk->desc.n_rec_pools = 0;
 }
 
 vkmha_status vk_site_pool_create(vk_state *vk, const vk_kind *kinds, uint32_t count,
@@ -180,7 +190,7 @@ vkmha_status vk_site_pool_create(vk_state *vk, const vk_kind *kinds, uint32_t co
         VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
         ai.descriptorPool = p.pool;
         ai.descriptorSetCount = 1;
-        ai.pSetLayouts = &vk->set_layouts[kinds[i]];
+        ai.pSetLayouts = &vk->desc.set_layouts[kinds[i]];
         if ((r = vk->vkd.vkAllocateDescriptorSets(vk->device, &ai, &p.sites[i].set)) !=
             VK_SUCCESS) {
             vk_site_pool_destroy(vk, &p);

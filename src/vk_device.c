@@ -413,7 +413,7 @@ vkmha_status vk_create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
         vk->push_descriptors = listed(ext->enabled_device_extensions,
                                       ext->enabled_device_extension_count,
                                       VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
-        vk->native16 = ext->storage_buffer_16bit_access && !vk->no_native16;
+        vk->storage16 = ext->storage_buffer_16bit_access && !vk->no_native16;
         vk_load_device_table(vk->device, vk->vki.GetDeviceProcAddr, &vk->vkd);
     } else {
         float priority = 1.0f;
@@ -449,7 +449,7 @@ vkmha_status vk_create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
                                         .pNext = &s16};
         if (vk->vki.GetPhysicalDeviceFeatures2)
             vk->vki.GetPhysicalDeviceFeatures2(vk->phys, &f2);
-        vk->native16 = s16.storageBuffer16BitAccess && !vk->no_native16;
+        vk->storage16 = s16.storageBuffer16BitAccess && !vk->no_native16;
         /* Sparse binding where the device and the queue have it: tensors
          * past maxMemoryAllocationSize (vk_buffer_create_sparse). */
         sparse = f2.features.sparseBinding && !vk->no_sparse &&
@@ -460,7 +460,7 @@ vkmha_status vk_create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
             .pNext = vk->compile_only ? &stats : NULL,
             .storageBuffer16BitAccess = VK_TRUE};
         VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
-        di.pNext = vk->native16 ? (void *)&s16_on : vk->compile_only ? (void *)&stats : NULL;
+        di.pNext = vk->storage16 ? (void *)&s16_on : vk->compile_only ? (void *)&stats : NULL;
         di.pEnabledFeatures = &sparse_on;
         di.queueCreateInfoCount = 1;
         di.pQueueCreateInfos = &qi;

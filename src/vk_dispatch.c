@@ -24,7 +24,7 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_vie
                          uint32_t n_bufs, uint32_t variant, const void *push,
                          uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz)
 {
-    vk_plan *pl = &vk->plan;
+    vk_plan *pl = &vk->exec.plan;
     /* The dispatch against its kernel's row: a pipeline on the row's axes,
      * the views and push block the row declares. */
     const vk_kernel_def *def = pipe.kernel < KERNEL_COUNT ? &vk_kernel_defs[pipe.kernel] : NULL;
@@ -74,7 +74,7 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_vie
      * kept until vkmha_context_trim: the site's set may be rewritten by a
      * later call while the application's command buffer is pending. */
     vk_site recorded;
-    if (!vk->push_descriptors && vk->mode == MODE_RECORD) {
+    if (!vk->push_descriptors && vk->exec.mode == MODE_RECORD) {
         if ((st = vk_recorded_site(vk, kind, &recorded)))
             return st;
         site = &recorded;
@@ -110,13 +110,13 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_vie
     for (uint32_t i = 0; i < n_bind; i++) {
         const uint32_t src = vk_binding_source(vk, kind, i);
         const bool present = src < n_bufs && bufs[src].buf && bufs[src].buf->buf;
-        const vk_buffer *b = present ? bufs[src].buf : &vk->dummy;
+        const vk_buffer *b = present ? bufs[src].buf : &vk->mem.dummy;
         VkDeviceSize at = present ? bufs[src].offset : 0; /* past b->offset */
         const VkDescriptorType type = vk_binding_type(vk, kind, i);
         const bool texel = type == VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
         VkBufferView view = VK_NULL_HANDLE;
         if (texel && !(present && (view = vk_texel_view(&bufs[src], u16)))) {
-            b = &vk->dummy;
+            b = &vk->mem.dummy;
             view = u16 ? b->view4u : b->view4;
         }
         const uint64_t id =

@@ -28,6 +28,11 @@ vkmha_status vk_plan_grow(vk_state *vk, void **arr, uint32_t n, uint32_t *cap, s
 vkmha_status vk_exec_begin(vk_state *vk, vk_mode mode, VkCommandBuffer cmd,
                            struct vkmha_submission **sub);
 vkmha_status vk_exec_end(vk_state *vk, vkmha_status st, struct vkmha_submission **sub);
+/* The self-check's first pass: while gather, vk_exec_end drops each plan
+ * after its pipelines are wanted (nothing runs). */
+void vk_exec_gather(vk_state *vk, bool gather);
+/* Frees the plan's arrays (the context's destruction). */
+void vk_exec_destroy(vk_state *vk);
 /* Adds a copy of `bytes` from host memory src into dst at byte `offset`
  * (directly if dst is mapped, else through staging); src is read by
  * vk_exec_end. */

@@ -43,7 +43,7 @@ vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, 
     uint64_t total = (uint64_t)s->batch * s->len * s->heads * s->head_dim;
     struct heads_push p = {.total = (uint32_t)total, .len = s->len, .heads = s->heads,
                            .head_dim = s->head_dim, .split = split ? 1u : 0u,
-                           .texel = vk->row_texel &&
+                           .texel = vk->tuning.row_texel &&
                                     vk_texel_ok((const vk_view *const[]){&x}, 1, true)};
     uint64_t xs[3], ys[3];
     io_strides(s, split, &y, xs, ys);
@@ -56,15 +56,15 @@ vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, 
     p.x_sb = (uint32_t)xs[0], p.x_sh = (uint32_t)xs[1], p.x_sl = (uint32_t)xs[2];
     p.y_sb = (uint32_t)ys[0], p.y_sh = (uint32_t)ys[1], p.y_sl = (uint32_t)ys[2];
     const vk_view bufs[2] = {x, y};
-    if (vk->cpu_rows_wg && s->head_dim <= VK_CPU_ROW_MAX) { /* a row per invocation */
+    if (vk->tuning.cpu_rows_wg && s->head_dim <= VK_CPU_ROW_MAX) { /* a row per invocation */
         uint64_t rows = total / s->head_dim;
         return vk_dispatch_groups(vk, site, VK_PIPE(KERNEL_HEADS_CPU), bufs, 2, &p, sizeof p,
                                   offsetof(struct heads_push, group_base),
-                                  (rows + vk->cpu_rows_wg - 1) / vk->cpu_rows_wg);
+                                  (rows + vk->tuning.cpu_rows_wg - 1) / vk->tuning.cpu_rows_wg);
     }
     return vk_dispatch_groups(vk, site, VK_PIPE(KERNEL_HEADS), bufs, 2, &p, sizeof p,
                               offsetof(struct heads_push, group_base),
-                              (total + vk->elementwise_wg - 1) / vk->elementwise_wg);
+                              (total + vk->tuning.elementwise_wg - 1) / vk->tuning.elementwise_wg);
 }
 
 /* ---- blocks past maxStorageBufferRange ------------------------------------ */
@@ -178,9 +178,9 @@ typedef struct heads_op {
 static vkmha_status record_op(vk_state *vk, const void *arg)
 {
     const heads_op *o = arg;
-    return vk_record_heads(vk, &vk->op_sites.sites[OPSITE_HEADS], o->s, o->split,
-                           vk_view_of(&vk->slots[SLOT_Q_IN], o->s->dtype),
-                           vk_view_of(&vk->slots[SLOT_OUT], o->s->dtype));
+    return vk_record_heads(vk, &vk->desc.op_sites.sites[OPSITE_HEADS], o->s, o->split,
+                           vk_view_of(&vk->mem.slots[SLOT_Q_IN], o->s->dtype),
+                           vk_view_of(&vk->mem.slots[SLOT_OUT], o->s->dtype));
 }
 
 vkmha_status vk_heads(vk_state *vk, const heads_shape *s, bool split, const void *x,
@@ -200,10 +200,10 @@ vkmha_status vk_heads(vk_state *vk, const heads_shape *s, bool split, const void
     const heads_op op = {s, split};
     const size_t d = (size_t)(s->head_dim * es);
     const vk_host_call call = {
-        .up = {{&vk->slots[SLOT_Q_IN], x, x_span}},
-        .down = {split ? (vk_host_download){&vk->slots[SLOT_OUT], y, s->len * d, s->heads,
+        .up = {{&vk->mem.slots[SLOT_Q_IN], x, x_span}},
+        .down = {split ? (vk_host_download){&vk->mem.slots[SLOT_OUT], y, s->len * d, s->heads,
                                             heads[1] * es, s->batch, heads[0] * es}
-                       : (vk_host_download){&vk->slots[SLOT_OUT], y, s->heads * d, s->len,
+                       : (vk_host_download){&vk->mem.slots[SLOT_OUT], y, s->heads * d, s->len,
                                             rows[2] * es, s->batch, rows[0] * es}},
         .record = record_op, .arg = &op};
     return vk_run_host(vk, &call);

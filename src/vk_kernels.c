@@ -38,14 +38,14 @@ static const struct kind_def {
 uint32_t vk_kind_bindings(const vk_state *vk, vk_kind kind)
 {
     const struct kind_def *k = &kind_defs[kind];
-    return k->bindings + (vk->matmul_texel ? k->n_texel : 0);
+    return k->bindings + (vk->tuning.matmul_texel ? k->n_texel : 0);
 }
 
 VkDescriptorType vk_binding_type(const vk_state *vk, vk_kind kind, uint32_t binding)
 {
     const struct kind_def *k = &kind_defs[kind];
     const bool texel = (k->fixed_texel >> binding & 1) ||
-                       (vk->matmul_texel && (k->texel_front ? binding < k->n_texel
+                       (vk->tuning.matmul_texel && (k->texel_front ? binding < k->n_texel
                                                             : binding >= k->bindings));
     return texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
 }
@@ -53,7 +53,7 @@ VkDescriptorType vk_binding_type(const vk_state *vk, vk_kind kind, uint32_t bind
 uint32_t vk_binding_source(const vk_state *vk, vk_kind kind, uint32_t binding)
 {
     const struct kind_def *k = &kind_defs[kind];
-    if (!vk->matmul_texel || binding < k->bindings)
+    if (!vk->tuning.matmul_texel || binding < k->bindings)
         return binding;
     if (k->texel_front) /* storage A, B again past the others */
         return binding - k->bindings;
@@ -82,9 +82,9 @@ uint64_t vk_flash_shared_bytes(uint64_t br, uint64_t bc, uint64_t d4)
 
 static const vkmha_tile_config *tile_of(const vk_state *vk, vk_pipe pipe)
 {
-    return pipe.tile == TILE_GEMV ? &vk->tile_gemv
-           : pipe.tile == TILE_LARGE ? &vk->tile_large
-                                     : &vk->tile_small;
+    return pipe.tile == TILE_GEMV ? &vk->tuning.tile_gemv
+           : pipe.tile == TILE_LARGE ? &vk->tuning.tile_large
+                                     : &vk->tuning.tile_small;
 }
 
 /* The register variant (matmul_cpu.comp) or the shared-memory one, by the
@@ -111,7 +111,7 @@ static void matmul_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
 
 static bool matmul_available(const vk_state *vk, vk_pipe pipe)
 {
-    return pipe.tile != TILE_GEMV || vk->tile_gemv.workgroup_size != 0;
+    return pipe.tile != TILE_GEMV || vk->tuning.tile_gemv.workgroup_size != 0;
 }
 
 /* The workgroup-per-row reductions: WG floats of shared memory
@@ -119,27 +119,27 @@ static bool matmul_available(const vk_state *vk, vk_pipe pipe)
 static void softmax_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
 {
     (void)pipe, (void)u16;
-    *o = (vk_spec){.spv = vk->use_subgroup ? SPV_SOFTMAX_SG : SPV_SOFTMAX, .n = 1,
-                   .value = {vk->reduce_wg}, .shared_bytes = vk->reduce_wg * sizeof(float)};
+    *o = (vk_spec){.spv = vk->tuning.use_subgroup ? SPV_SOFTMAX_SG : SPV_SOFTMAX, .n = 1,
+                   .value = {vk->tuning.reduce_wg}, .shared_bytes = vk->tuning.reduce_wg * sizeof(float)};
 }
 
 static void layernorm_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
 {
     (void)pipe, (void)u16;
-    *o = (vk_spec){.spv = vk->use_subgroup ? SPV_LAYERNORM_SG : SPV_LAYERNORM, .n = 1,
-                   .value = {vk->reduce_wg}, .shared_bytes = vk->reduce_wg * sizeof(float)};
+    *o = (vk_spec){.spv = vk->tuning.use_subgroup ? SPV_LAYERNORM_SG : SPV_LAYERNORM, .n = 1,
+                   .value = {vk->tuning.reduce_wg}, .shared_bytes = vk->tuning.reduce_wg * sizeof(float)};
 }
 
 static void heads_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
 {
     (void)pipe, (void)u16;
-    *o = (vk_spec){.spv = SPV_HEADS, .n = 1, .value = {vk->elementwise_wg}};
+    *o = (vk_spec){.spv = SPV_HEADS, .n = 1, .value = {vk->tuning.elementwise_wg}};
 }
 
 static void flash_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
 {
     (void)u16;
-    const vk_flash_config *f = &vk->flash[pipe.cls];
+    const vk_flash_config *f = &vk->tuning.flash[pipe.cls];
     *o = (vk_spec){.spv = SPV_FLASH, .n = 6,
                    .value = {f->workgroup_size, /* 0 WG */
                              f->block_q,        /* 1 BR */
@@ -152,7 +152,7 @@ static void flash_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
 
 static bool flash_available(const vk_state *vk, vk_pipe pipe)
 {
-    return vk->flash[pipe.cls].workgroup_size != 0; /* else that class runs unfused */
+    return vk->tuning.flash[pipe.cls].workgroup_size != 0; /* else that class runs unfused */
 }
 
 /* The grid has elementwise_wg output elements per workgroup
@@ -161,15 +161,15 @@ static bool flash_available(const vk_state *vk, vk_pipe pipe)
 static void combine_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
 {
     (void)pipe, (void)u16;
-    const bool cpu_shape = vk->cpu_rows_wg && vk->elementwise_wg % 16 == 0;
+    const bool cpu_shape = vk->tuning.cpu_rows_wg && vk->tuning.elementwise_wg % 16 == 0;
     const uint32_t epi = cpu_shape ? 16 : 1;
     *o = (vk_spec){.spv = cpu_shape ? SPV_FLASH_COMBINE_CPU : SPV_FLASH_COMBINE, .n = 2,
-                   .value = {vk->elementwise_wg / epi, /* 0 WG */ epi /* 1 EPI */}};
+                   .value = {vk->tuning.elementwise_wg / epi, /* 0 WG */ epi /* 1 EPI */}};
 }
 
 static void flash_cpu_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
 {
-    const vk_flash_config *f = &vk->flash_cpu[pipe.cls];
+    const vk_flash_config *f = &vk->tuning.flash_cpu[pipe.cls];
     *o = (vk_spec){.spv = u16 ? SPV_FLASH_CPU_U16 : SPV_FLASH_CPU, .n = 3,
                    .value = {f->workgroup_size, /* 0 WG */
                              f->tm,             /* 1 TM */
@@ -178,33 +178,33 @@ static void flash_cpu_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *
 
 static bool flash_cpu_available(const vk_state *vk, vk_pipe pipe)
 {
-    return vk->flash_cpu[pipe.cls].workgroup_size != 0;
+    return vk->tuning.flash_cpu[pipe.cls].workgroup_size != 0;
 }
 
 /* The CPU-shaped row kernels: WG rows per workgroup. */
 static void softmax_cpu_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
 {
     (void)pipe, (void)u16;
-    *o = (vk_spec){.spv = SPV_SOFTMAX_CPU, .n = 1, .value = {vk->cpu_rows_wg}};
+    *o = (vk_spec){.spv = SPV_SOFTMAX_CPU, .n = 1, .value = {vk->tuning.cpu_rows_wg}};
 }
 
 static void heads_cpu_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
 {
     (void)pipe;
     *o = (vk_spec){.spv = u16 ? SPV_HEADS_CPU_U16 : SPV_HEADS_CPU, .n = 1,
-                   .value = {vk->cpu_rows_wg}};
+                   .value = {vk->tuning.cpu_rows_wg}};
 }
 
 static void layernorm_cpu_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
 {
     (void)pipe, (void)u16;
-    *o = (vk_spec){.spv = SPV_LAYERNORM_CPU, .n = 1, .value = {vk->cpu_rows_wg}};
+    *o = (vk_spec){.spv = SPV_LAYERNORM_CPU, .n = 1, .value = {vk->tuning.cpu_rows_wg}};
 }
 
 static bool rows_cpu_available(const vk_state *vk, vk_pipe pipe)
 {
     (void)pipe;
-    return vk->cpu_rows_wg != 0; /* CPU devices only */
+    return vk->tuning.cpu_rows_wg != 0; /* CPU devices only */
 }
 
 /* ---- the table ------------------------------------------------------------- */
@@ -317,7 +317,7 @@ uint32_t vk_pipe_path(vk_pipe pipe)
 bool vk_pipe_available(const vk_state *vk, vk_pipe pipe)
 {
     const vk_kernel_def *k = &vk_kernel_defs[pipe.kernel];
-    return !(vk->disabled_paths & vk_pipe_path(pipe)) && (!k->available || k->available(vk, pipe));
+    return !(vk->tuning.disabled_paths & vk_pipe_path(pipe)) && (!k->available || k->available(vk, pipe));
 }
 
 vk_kind vk_pipe_kind(vk_pipe pipe)
@@ -328,7 +328,7 @@ vk_kind vk_pipe_kind(vk_pipe pipe)
 bool vk_texel_u16(const vk_state *vk, vk_pipe pipe, uint32_t dtypes)
 {
     const uint32_t sources = vk_kernel_defs[pipe.kernel].u16_sources;
-    if (!vk->matmul_texel || !vk->texel16 || !sources)
+    if (!vk->tuning.matmul_texel || !vk->tuning.texel16 || !sources)
         return false;
     for (uint32_t i = 0; i < VK_DT_SLOTS; i++) {
         const uint32_t dt = VK_DT_OF(dtypes, i);

@@ -48,7 +48,7 @@ vkmha_status vk_mask_upload(vk_state *vk, const mask_r *mask, uint32_t batch, ui
     vkmha_status st = VKMHA_SUCCESS;
     for (int i = 0; i < 3 && !st; i++)
         if (bytes[i])
-            st = vk_upload(vk, &vk->slots[SLOT_MASK_KP + i], 0, src[i], bytes[i]);
+            st = vk_upload(vk, &vk->mem.slots[SLOT_MASK_KP + i], 0, src[i], bytes[i]);
     return st;
 }
 
@@ -56,7 +56,7 @@ void vk_mask_slots(vk_state *vk, vk_view views[3])
 {
     static const uint32_t dtypes[3] = {VKMHA_DTYPE_U8, VKMHA_DTYPE_U8, VKMHA_DTYPE_F32};
     for (int i = 0; i < 3; i++)
-        views[i] = vk_view_of(&vk->slots[SLOT_MASK_KP + i], dtypes[i]);
+        views[i] = vk_view_of(&vk->mem.slots[SLOT_MASK_KP + i], dtypes[i]);
 }
 
 void vk_mask_args(const vk_view views[3], const mask_r *mask, vk_softmax_args *a)

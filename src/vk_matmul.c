@@ -24,14 +24,14 @@ static vkmha_status record_block(vk_state *vk, vk_site *site, const vk_matmul_ar
         return st;
     const uint64_t batch = (uint64_t)a->batch_outer * a->batch_inner;
 
-    const vkmha_tile_config *large = &vk->tile_large, *small = &vk->tile_small;
+    const vkmha_tile_config *large = &vk->tuning.tile_large, *small = &vk->tuning.tile_small;
     uint64_t large_tiles = (((uint64_t)a->m + large->bm - 1) / large->bm) *
                            (((uint64_t)a->n + large->bn - 1) / large->bn) * batch;
     bool use_small = large_tiles < SMALL_TILE_THRESHOLD;
     /* A few rows on a CPU device: lanes over columns (vk_state.tile_gemv). */
     const bool gemv = a->m <= VK_GEMV_ROWS &&
                       vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL, .tile = TILE_GEMV});
-    const vkmha_tile_config *t = gemv ? &vk->tile_gemv : use_small ? small : large;
+    const vkmha_tile_config *t = gemv ? &vk->tuning.tile_gemv : use_small ? small : large;
 
     /* vec4 loads need every row start 16-byte aligned and whole vec4s along
      * the contiguous axis of A and of B. */
@@ -42,7 +42,7 @@ static vkmha_status record_block(vk_state *vk, vk_site *site, const vk_matmul_ar
                t->bn % 4 == 0;
     /* Texel reads need a vec4 view of the buffer in its dtype (wrapped
      * tensors and bf16 have none). */
-    if (vk->matmul_texel && !vk_texel_ok((const vk_view *const[]){&a->a, &a->b}, 2, true))
+    if (vk->tuning.matmul_texel && !vk_texel_ok((const vk_view *const[]){&a->a, &a->b}, 2, true))
         vec = false;
     const vk_pipe pipe = {.kernel = KERNEL_MATMUL,
                           .tile = gemv ? TILE_GEMV : use_small ? TILE_SMALL : TILE_LARGE,
@@ -215,9 +215,9 @@ vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args 
                    ec = vkmha__dtype_size(a->c.dtype), ebias = vkmha__dtype_size(a->bias.dtype);
     /* A 16-bit C's window summed in fp32 over the ranges of k: [mc][nc]. */
     const bool acc = sums_in_acc(a, kc);
-    vk_view acc_view = vk_view_of(&vk->slots[SLOT_MM_ACC], VKMHA_DTYPE_F32);
+    vk_view acc_view = vk_view_of(&vk->mem.slots[SLOT_MM_ACC], VKMHA_DTYPE_F32);
     acc_view.stride[2] = nc;
-    if (acc && vk->slots[SLOT_MM_ACC].size < mc * nc * 4)
+    if (acc && vk->mem.slots[SLOT_MM_ACC].size < mc * nc * 4)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
                            "%s: internal error: matmul sums of %llu bytes unprepared",
                            vk->ctx->call, (unsigned long long)(mc * nc * 4));
@@ -274,7 +274,7 @@ vk_matmul_args vk_matmul_args_of(const mm_shape *s, vk_view a, vk_view b, vk_vie
 
 static vkmha_status record_op(vk_state *vk, const void *args)
 {
-    return vk_record_matmul(vk, &vk->op_sites.sites[OPSITE_MATMUL], args);
+    return vk_record_matmul(vk, &vk->desc.op_sites.sites[OPSITE_MATMUL], args);
 }
 
 /* One product on host arrays whose B [k][n] (op N) is past
@@ -310,7 +310,7 @@ static vkmha_status matmul_k_blocks(vk_state *vk, const mm_shape *s, const void 
                vk->ctx->call, (unsigned long long)(s->extent_b * es),
                (unsigned long long)vk->info.max_allocation_size,
                (unsigned long long)((s->k + kc - 1) / kc), (unsigned long long)kc);
-    vk_view sums = vk_view_of(&vk->slots[SLOT_MM_ACC], VKMHA_DTYPE_F32);
+    vk_view sums = vk_view_of(&vk->mem.slots[SLOT_MM_ACC], VKMHA_DTYPE_F32);
     sums.stride[2] = s->n;
     for (uint64_t k0 = 0; k0 < s->k && !st; k0 += kc) {
         const bool first = k0 == 0, last = k0 + kc >= s->k;
@@ -318,9 +318,9 @@ static vkmha_status matmul_k_blocks(vk_state *vk, const mm_shape *s, const void 
         bs.k = (uint32_t)(s->k - k0 < kc ? s->k - k0 : kc);
         bs.sa = bs.sb = bs.sc = 0; /* one product: no batch strides */
         vk_matmul_args args = vk_matmul_args_of(
-            &bs, vk_view_of(&vk->slots[SLOT_Q_IN], dt), vk_view_of(&vk->slots[SLOT_K_IN], dt),
-            vk_view_of(bias && first ? &vk->slots[SLOT_AUX] : NULL, dt),
-            vk_view_of(&vk->slots[SLOT_OUT], dt));
+            &bs, vk_view_of(&vk->mem.slots[SLOT_Q_IN], dt), vk_view_of(&vk->mem.slots[SLOT_K_IN], dt),
+            vk_view_of(bias && first ? &vk->mem.slots[SLOT_AUX] : NULL, dt),
+            vk_view_of(&vk->mem.slots[SLOT_OUT], dt));
         args.a.offset = k0 * es; /* A's columns k0 .. at its lda */
         /* fp32: C, then C += each block; 16-bit: the sums, then the last
          * block adds them to its product. */
@@ -331,10 +331,10 @@ static vkmha_status matmul_k_blocks(vk_state *vk, const mm_shape *s, const void 
             args.bias = sums, args.addend = true;
         const uint64_t b_bytes = ((bs.k - 1) * (uint64_t)s->ldb + s->n) * es;
         const vk_host_call call = {
-            .up = {{&vk->slots[SLOT_Q_IN], first ? a : NULL, first ? ba : 0},
-                   {&vk->slots[SLOT_K_IN], (const char *)b + k0 * s->ldb * es, b_bytes},
-                   {&vk->slots[SLOT_AUX], first ? bias : NULL, first ? bbias : 0}},
-            .down = {{&vk->slots[SLOT_OUT], last ? c : NULL, (size_t)(s->n * es), s->m,
+            .up = {{&vk->mem.slots[SLOT_Q_IN], first ? a : NULL, first ? ba : 0},
+                   {&vk->mem.slots[SLOT_K_IN], (const char *)b + k0 * s->ldb * es, b_bytes},
+                   {&vk->mem.slots[SLOT_AUX], first ? bias : NULL, first ? bbias : 0}},
+            .down = {{&vk->mem.slots[SLOT_OUT], last ? c : NULL, (size_t)(s->n * es), s->m,
                       (size_t)(s->ldc * es), 1, 0}},
             .record = record_op, .arg = &args};
         if (!(st = vk_matmul_prepare(vk, &args, 1)))
@@ -354,8 +354,8 @@ vkmha_status vk_matmul(vk_state *vk, const mm_shape *s, const void *a, const voi
                    bbias = bias ? (uint64_t)s->n * es : 0;
     const uint32_t dt = s->dtype;
     const vk_matmul_args args = vk_matmul_args_of(
-        s, vk_view_of(&vk->slots[SLOT_Q_IN], dt), vk_view_of(&vk->slots[SLOT_K_IN], dt),
-        vk_view_of(bias ? &vk->slots[SLOT_AUX] : NULL, dt), vk_view_of(&vk->slots[SLOT_OUT], dt));
+        s, vk_view_of(&vk->mem.slots[SLOT_Q_IN], dt), vk_view_of(&vk->mem.slots[SLOT_K_IN], dt),
+        vk_view_of(bias ? &vk->mem.slots[SLOT_AUX] : NULL, dt), vk_view_of(&vk->mem.slots[SLOT_OUT], dt));
     /* One product: operands past maxStorageBufferRange are bound in windows
      * (vk_record_matmul); batched ones must fit. Sizes first, so that a
      * message names the caller's tensor. */
@@ -371,9 +371,9 @@ vkmha_status vk_matmul(vk_state *vk, const mm_shape *s, const void *a, const voi
         (st = slot(vk, SLOT_OUT, bc)))
         return st;
     const vk_host_call call = {
-        .up = {{&vk->slots[SLOT_Q_IN], a, ba}, {&vk->slots[SLOT_K_IN], b, bb},
-               {&vk->slots[SLOT_AUX], bias, bbias}},
-        .down = {{&vk->slots[SLOT_OUT], c, (size_t)(s->n * es), s->m, (size_t)(s->ldc * es),
+        .up = {{&vk->mem.slots[SLOT_Q_IN], a, ba}, {&vk->mem.slots[SLOT_K_IN], b, bb},
+               {&vk->mem.slots[SLOT_AUX], bias, bbias}},
+        .down = {{&vk->mem.slots[SLOT_OUT], c, (size_t)(s->n * es), s->m, (size_t)(s->ldc * es),
                   s->batch, (size_t)(s->sc * es)}},
         .record = record_op, .arg = &args};
     return vk_run_host(vk, &call);

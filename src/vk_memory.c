@@ -53,10 +53,22 @@ vkmha_status vk_check_size(vk_state *vk, uint64_t bytes, const char *what)
     return st ? st : vk_check_alloc(vk, bytes, what);
 }
 
+bool vk_sparse_tensors(const vk_state *vk)
+{
+    return vk->sparse && !(vk->tuning.disabled_paths & VKMHA_PATH_SPARSE);
+}
+
+/* Why the context makes no sparse tensors, for messages. */
+static const char *sparse_why(const vk_state *vk)
+{
+    return vk->sparse ? "disabled: the self-check found it wrong, or VKMHA_DISABLE_PATHS names it"
+                      : vk->sparse_why;
+}
+
 uint64_t vk_max_tensor_bytes(const vk_state *vk)
 {
     const uint64_t alloc = vk->info.max_allocation_size;
-    if (!vk->sparse || vk->sparse_space <= alloc)
+    if (!vk_sparse_tensors(vk) || vk->sparse_space <= alloc)
         return alloc;
     return vk->max_buffer_size < vk->sparse_space ? vk->max_buffer_size : vk->sparse_space;
 }
@@ -66,14 +78,14 @@ vkmha_status vk_check_tensor(vk_state *vk, uint64_t bytes, const char *what)
     const uint64_t alloc = vk->info.max_allocation_size;
     if (bytes <= alloc)
         return VKMHA_SUCCESS;
-    if (!vk->sparse)
+    if (!vk_sparse_tensors(vk))
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: %s needs %llu bytes, more than this device's "
                            "maxMemoryAllocationSize (%llu bytes), and the context cannot bind "
                            "a buffer to several allocations (sparse binding: %s); tensors of "
                            "fewer rows each can hold it in parts",
                            call_name(vk), what, (unsigned long long)bytes,
-                           (unsigned long long)alloc, vk->sparse_why);
+                           (unsigned long long)alloc, sparse_why(vk));
     const uint64_t most = vk_max_tensor_bytes(vk);
     if (bytes > most)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
@@ -81,13 +93,13 @@ vkmha_status vk_check_tensor(vk_state *vk, uint64_t bytes, const char *what)
                            "maxBufferSize and sparseAddressSpaceSize let one buffer hold",
                            call_name(vk), what, (unsigned long long)bytes,
                            (unsigned long long)most);
-    if (vk->sparse_bytes > vk->sparse_space - bytes)
+    if (vk->mem.sparse_bytes > vk->sparse_space - bytes)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: %s needs %llu bytes of sparse address space; the context's "
                            "tensors past maxMemoryAllocationSize hold %llu of this device's "
                            "sparseAddressSpaceSize (%llu bytes)",
                            call_name(vk), what, (unsigned long long)bytes,
-                           (unsigned long long)vk->sparse_bytes,
+                           (unsigned long long)vk->mem.sparse_bytes,
                            (unsigned long long)vk->sparse_space);
     return VKMHA_SUCCESS;
 }
@@ -104,8 +116,8 @@ static VkDeviceSize page_bytes(VkDeviceSize total, VkDeviceSize page, uint32_t i
 static void free_memory(vk_state *vk, VkDeviceMemory mem, VkDeviceSize bytes, uint32_t heap)
 {
     vk->vkd.vkFreeMemory(vk->device, mem, vk->vkalloc); /* unmaps implicitly */
-    vk->memory_bytes -= bytes;
-    vk->heap_bytes[heap] -= bytes;
+    vk->mem.memory_bytes -= bytes;
+    vk->mem.heap_bytes[heap] -= bytes;
 }
 
 void vk_buffer_destroy(vk_state *vk, vk_buffer *b)
@@ -123,7 +135,7 @@ void vk_buffer_destroy(vk_state *vk, vk_buffer *b)
     if (b->pages) {
         for (uint32_t i = 0; i < b->n_pages; i++)
             free_memory(vk, b->pages[i], page_bytes(b->alloc_size, b->page_size, i), b->heap);
-        vk->sparse_bytes -= b->size;
+        vk->mem.sparse_bytes -= b->size;
         vkmha__free(vk->ctx, b->pages);
     }
     memset(b, 0, sizeof *b);
@@ -141,7 +153,7 @@ static vkmha_status create_buffer(vk_state *vk, VkDeviceSize size, bool sparse,
     bi.size = size;
     bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                VK_BUFFER_USAGE_TRANSFER_DST_BIT |
-               (vk->matmul_texel ? VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT : 0);
+               (vk->tuning.matmul_texel ? VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT : 0);
     bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
     snprintf(msg, sizeof msg, "vkCreateBuffer (%s, %llu bytes%s)", what,
              (unsigned long long)size, sparse ? ", sparse" : "");
@@ -182,12 +194,12 @@ static vkmha_status allocate(vk_state *vk, uint32_t type, VkDeviceSize bytes, co
     char msg[320];
     const uint32_t heap = vk->mem_props.memoryTypes[type].heapIndex;
     const VkDeviceSize heap_size = vk->mem_props.memoryHeaps[heap].size;
-    if (bytes > heap_size || vk->heap_bytes[heap] > heap_size - bytes)
+    if (bytes > heap_size || vk->mem.heap_bytes[heap] > heap_size - bytes)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_DEVICE_MEMORY,
                            "%s: %s needs %llu bytes of device memory; the context holds %llu "
                            "of the %llu bytes of memory heap %u",
                            call_name(vk), what, (unsigned long long)bytes,
-                           (unsigned long long)vk->heap_bytes[heap],
+                           (unsigned long long)vk->mem.heap_bytes[heap],
                            (unsigned long long)heap_size, heap);
     const uint64_t left = budget_left(vk, heap);
     if (bytes > left)
@@ -196,7 +208,7 @@ static vkmha_status allocate(vk_state *vk, uint32_t type, VkDeviceSize bytes, co
                            "heap %u (VK_EXT_memory_budget: what this process may still "
                            "allocate from it) leaves %llu; the context holds %llu",
                            call_name(vk), what, (unsigned long long)bytes, heap,
-                           (unsigned long long)left, (unsigned long long)vk->heap_bytes[heap]);
+                           (unsigned long long)left, (unsigned long long)vk->mem.heap_bytes[heap]);
     VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
     ai.allocationSize = bytes;
     ai.memoryTypeIndex = type;
@@ -205,12 +217,12 @@ static vkmha_status allocate(vk_state *vk, uint32_t type, VkDeviceSize bytes, co
     snprintf(msg, sizeof msg,
              "vkAllocateMemory (%s, %llu bytes; the context holds %llu of the %llu bytes of "
              "memory heap %u)",
-             what, (unsigned long long)bytes, (unsigned long long)vk->heap_bytes[heap],
+             what, (unsigned long long)bytes, (unsigned long long)vk->mem.heap_bytes[heap],
              (unsigned long long)heap_size, heap);
     /* vkmha_debug_options: fail this allocation as the device would. */
     VkResult r;
-    const uint64_t n = ++vk->alloc_calls;
-    if (n >= vk->fail_alloc_first && n <= vk->fail_alloc_last)
+    const uint64_t n = ++vk->mem.alloc_calls;
+    if (n >= vk->mem.fail_alloc_first && n <= vk->mem.fail_alloc_last)
         r = VK_ERROR_OUT_OF_DEVICE_MEMORY;
     else
         r = vk->vkd.vkAllocateMemory(vk->device, &ai, vk->vkalloc, out);
@@ -218,10 +230,10 @@ static vkmha_status allocate(vk_state *vk, uint32_t type, VkDeviceSize bytes, co
         *out = VK_NULL_HANDLE;
         return vk_fail(vk, r, msg);
     }
-    vk->heap_bytes[heap] += bytes;
-    vk->memory_bytes += bytes;
-    if (vk->memory_bytes > vk->memory_peak_bytes)
-        vk->memory_peak_bytes = vk->memory_bytes;
+    vk->mem.heap_bytes[heap] += bytes;
+    vk->mem.memory_bytes += bytes;
+    if (vk->mem.memory_bytes > vk->mem.memory_peak_bytes)
+        vk->mem.memory_peak_bytes = vk->mem.memory_bytes;
     return VKMHA_SUCCESS;
 }
 
@@ -230,7 +242,7 @@ static vkmha_status allocate(vk_state *vk, uint32_t type, VkDeviceSize bytes, co
 static vkmha_status create_views(vk_state *vk, vk_buffer *b)
 {
     VkResult r;
-    if (!vk->matmul_texel || b->size < 16)
+    if (!vk->tuning.matmul_texel || b->size < 16)
         return VKMHA_SUCCESS;
     VkBufferViewCreateInfo vi = {.sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO};
     vi.buffer = b->buf;
@@ -247,7 +259,7 @@ static vkmha_status create_views(vk_state *vk, vk_buffer *b)
     vi.format = VK_FORMAT_R16G16B16A16_SFLOAT;
     VkBufferViewCreateInfo vu = vi;
     vu.format = VK_FORMAT_R32G32_UINT;
-    if (vk->texel16 && fits2 &&
+    if (vk->tuning.texel16 && fits2 &&
         ((r = vk->vkd.vkCreateBufferView(vk->device, &vi, vk->vkalloc, &b->view4h)) !=
              VK_SUCCESS ||
          (r = vk->vkd.vkCreateBufferView(vk->device, &vu, vk->vkalloc, &b->view4u)) !=
@@ -296,7 +308,7 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
     }
     b.coherent = (vk->mem_props.memoryTypes[type].propertyFlags &
                   VK_MEMORY_PROPERTY_HOST_COHERENT_BIT) != 0;
-    b.id = ++vk->next_buffer_id;
+    b.id = ++vk->mem.next_buffer_id;
     *out = b;
     return VKMHA_SUCCESS;
 }
@@ -362,7 +374,7 @@ vkmha_status vk_buffer_create_sparse(vk_state *vk, VkDeviceSize size, VkDeviceSi
         return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
                            call_name(vk));
     }
-    vk->sparse_bytes += b.size; /* vk_buffer_destroy takes it back */
+    vk->mem.sparse_bytes += b.size; /* vk_buffer_destroy takes it back */
     b.page_size = page;
     b.heap = vk->mem_props.memoryTypes[type].heapIndex;
     /* n_pages and alloc_size grow with each page: vk_buffer_destroy frees
@@ -383,7 +395,7 @@ vkmha_status vk_buffer_create_sparse(vk_state *vk, VkDeviceSize size, VkDeviceSi
         vk_buffer_destroy(vk, &b);
         return st;
     }
-    b.id = ++vk->next_buffer_id;
+    b.id = ++vk->mem.next_buffer_id;
     *out = b;
     return VKMHA_SUCCESS;
 }
@@ -398,33 +410,33 @@ static vkmha_status vk_retire(vk_state *vk, vk_buffer *b)
         return VKMHA_SUCCESS;
     if ((st = vk_wait_submissions(vk)))
         return st;
-    if (!vk->recorded) {
+    if (!vk->mem.recorded) {
         vk_buffer_destroy(vk, b);
         return VKMHA_SUCCESS;
     }
-    if (vk->n_retired == vk->cap_retired) {
-        uint32_t cap = vk->cap_retired ? 2 * vk->cap_retired : 8;
-        vk_buffer *r = vkmha__realloc(vk->ctx, vk->retired, vk->n_retired * sizeof *r,
+    if (vk->mem.n_retired == vk->mem.cap_retired) {
+        uint32_t cap = vk->mem.cap_retired ? 2 * vk->mem.cap_retired : 8;
+        vk_buffer *r = vkmha__realloc(vk->ctx, vk->mem.retired, vk->mem.n_retired * sizeof *r,
                                       cap * sizeof *r);
         if (!r)
             return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
                                "%s: out of host memory", call_name(vk));
-        vk->retired = r;
-        vk->cap_retired = cap;
+        vk->mem.retired = r;
+        vk->mem.cap_retired = cap;
     }
-    vk->retired[vk->n_retired++] = *b;
+    vk->mem.retired[vk->mem.n_retired++] = *b;
     memset(b, 0, sizeof *b);
     return VKMHA_SUCCESS;
 }
 
 void vk_release_retired(vk_state *vk)
 {
-    for (uint32_t i = 0; i < vk->n_retired; i++)
-        vk_buffer_destroy(vk, &vk->retired[i]);
-    vkmha__free(vk->ctx, vk->retired);
-    vk->retired = NULL;
-    vk->n_retired = vk->cap_retired = 0;
-    vk->recorded = false;
+    for (uint32_t i = 0; i < vk->mem.n_retired; i++)
+        vk_buffer_destroy(vk, &vk->mem.retired[i]);
+    vkmha__free(vk->ctx, vk->mem.retired);
+    vk->mem.retired = NULL;
+    vk->mem.n_retired = vk->mem.cap_retired = 0;
+    vk->mem.recorded = false;
 }
 
 /* Rounds a growing buffer up so that slowly growing shapes do not reallocate
@@ -449,7 +461,7 @@ static vkmha_status ensure(vk_state *vk, vk_buffer *b, VkDeviceSize size, bool s
     if (b->buf && b->size >= size)
         return VKMHA_SUCCESS;
     /* A plan names the buffers it uses until it runs (vk_exec_begin). */
-    if (vk->planning && !staging)
+    if (vk->exec.planning && !staging)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
                            "%s: internal error: the %s grows while a call is planned",
                            vk->ctx->call, what);
@@ -486,7 +498,7 @@ static vkmha_status slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size, b
         [SLOT_WEIGHTS] = "attention weights",
         [SLOT_MM_ACC] = "matmul sums over ranges of k"};
     _Static_assert(SLOT_MM_ACC + 1 == SLOT_COUNT, "every slot has a name");
-    return ensure(vk, &vk->slots[slot], size, false, false, windowed, names[slot]);
+    return ensure(vk, &vk->mem.slots[slot], size, false, false, windowed, names[slot]);
 }
 
 vkmha_status vk_slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size)
@@ -501,24 +513,24 @@ vkmha_status vk_slot_ensure_windowed(vk_state *vk, vk_slot slot, VkDeviceSize si
 
 uint64_t vk_scratch_bytes(const vk_state *vk)
 {
-    uint64_t n = vk->upload.alloc_size + vk->download.alloc_size;
+    uint64_t n = vk->mem.upload.alloc_size + vk->mem.download.alloc_size;
     for (int i = 0; i < SLOT_COUNT; i++)
-        n += vk->slots[i].alloc_size;
-    for (uint32_t i = 0; i < vk->n_retired; i++)
-        n += vk->retired[i].alloc_size;
+        n += vk->mem.slots[i].alloc_size;
+    for (uint32_t i = 0; i < vk->mem.n_retired; i++)
+        n += vk->mem.retired[i].alloc_size;
     return n;
 }
 
 void vk_scratch_fit(vk_state *vk, uint64_t budget)
 {
-    if (vk->recorded)
+    if (vk->mem.recorded)
         return;
     for (uint64_t have = vk_scratch_bytes(vk); have > budget;) {
-        vk_buffer *largest = vk->upload.alloc_size > vk->download.alloc_size ? &vk->upload
-                                                                             : &vk->download;
+        vk_buffer *largest = vk->mem.upload.alloc_size > vk->mem.download.alloc_size ? &vk->mem.upload
+                                                                             : &vk->mem.download;
         for (int i = 0; i < SLOT_COUNT; i++)
-            if (vk->slots[i].alloc_size > largest->alloc_size)
-                largest = &vk->slots[i];
+            if (vk->mem.slots[i].alloc_size > largest->alloc_size)
+                largest = &vk->mem.slots[i];
         have -= largest->alloc_size;
         vk_buffer_destroy(vk, largest);
     }
@@ -528,9 +540,29 @@ vkmha_status vk_staging_ensure_unmapped(vk_state *vk, VkDeviceSize upload,
                                         VkDeviceSize download)
 {
     vkmha_status st;
-    if (upload && (st = ensure(vk, &vk->upload, upload, true, false, false, "upload staging")))
+    if (upload && (st = ensure(vk, &vk->mem.upload, upload, true, false, false, "upload staging")))
         return st;
-    if (download && (st = ensure(vk, &vk->download, download, true, true, false, "download staging")))
+    if (download && (st = ensure(vk, &vk->mem.download, download, true, true, false, "download staging")))
         return st;
     return VKMHA_SUCCESS;
+}
+
+void vk_scratch_referenced(vk_state *vk)
+{
+    vk->mem.recorded = true;
+}
+
+void vk_memory_trim(vk_state *vk)
+{
+    vk_release_retired(vk);
+    for (int i = 0; i < SLOT_COUNT; i++)
+        vk_buffer_destroy(vk, &vk->mem.slots[i]);
+    vk_buffer_destroy(vk, &vk->mem.upload);
+    vk_buffer_destroy(vk, &vk->mem.download);
+}
+
+void vk_memory_destroy(vk_state *vk)
+{
+    vk_memory_trim(vk);
+    vk_buffer_destroy(vk, &vk->mem.dummy);
 }

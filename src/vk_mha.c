@@ -225,7 +225,7 @@ static void append_copy(vk_state *vk, const mha_fwd *f, uint32_t first, uint32_t
     const vkmha_kv_cache *c = f->cache;
     const uint32_t dim = i ? c->d_v : c->d_k;
     *s = (heads_shape){.batch = b1 - b0, .len = f->Lk, .heads = c->n_kv_head, .head_dim = dim};
-    *x = vk_view_of(&vk->slots[i ? SLOT_V_PROJ : SLOT_K_PROJ], f->ad);
+    *x = vk_view_of(&vk->mem.slots[i ? SLOT_V_PROJ : SLOT_K_PROJ], f->ad);
     x->offset = (VkDeviceSize)b0 * f->Lk * c->n_kv_head * dim * f->es;
     *y = cache_view(f, i == 1, first);
     y->offset += ((f->entry - first + b0) * y->stride[0] + (uint64_t)f->old[b0] * dim) *
@@ -248,9 +248,9 @@ static void attention_kv(vk_state *vk, const vkmha_mha *mha, const mha_fwd *f, u
 {
     const vkmha_mha_desc *d = &mha->d;
     kv[0] = f->cache ? cache_view(f, false, first)
-                     : vk_view_merged(&vk->slots[SLOT_K_PROJ], d->n_kv_head, f->Lk, d->d_k, f->ad);
+                     : vk_view_merged(&vk->mem.slots[SLOT_K_PROJ], d->n_kv_head, f->Lk, d->d_k, f->ad);
     kv[1] = f->cache ? cache_view(f, true, first)
-                     : vk_view_merged(&vk->slots[SLOT_V_PROJ], d->n_kv_head, f->Lk, d->d_v, f->ad);
+                     : vk_view_merged(&vk->mem.slots[SLOT_V_PROJ], d->n_kv_head, f->Lk, d->d_v, f->ad);
 }
 
 /* Everything a forward needs besides its inputs and output (b), before
@@ -278,7 +278,7 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, const fwd_b
         (st = vk_slot_ensure_windowed(vk, SLOT_V_PROJ, rk * Hkv * d->d_v * es)) ||
         (st = vk_attention_prepare(
              vk, &f->as, weights, weights_view,
-             (const vk_view[4]){vk_view_of(&vk->slots[SLOT_Q_PROJ], ad), kv[0], kv[1],
+             (const vk_view[4]){vk_view_of(&vk->mem.slots[SLOT_Q_PROJ], ad), kv[0], kv[1],
                                 {.dtype = ad}}, /* the concat: a slot of the plan's */
              f->cache ? f->entry - first : 0, plan)) ||
         (!concat_in_place(d, plan) &&
@@ -292,12 +292,12 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, const fwd_b
     const vk_mha *vm = (const vk_mha *)mha;
     const uint64_t rows[4] = {rq, rk, rk, rq};
     const vk_view x[4] = {b->query, b->key, b->value,
-                          vk_view_of(&vk->slots[concat_in_place(d, plan) ? SLOT_Q_PROJ
+                          vk_view_of(&vk->mem.slots[concat_in_place(d, plan) ? SLOT_Q_PROJ
                                                                           : SLOT_O_HEADS],
                                      ad)},
-                  y[4] = {vk_view_of(&vk->slots[SLOT_Q_PROJ], ad),
-                          vk_view_of(&vk->slots[SLOT_K_PROJ], ad),
-                          vk_view_of(&vk->slots[SLOT_V_PROJ], ad), b->out};
+                  y[4] = {vk_view_of(&vk->mem.slots[SLOT_Q_PROJ], ad),
+                          vk_view_of(&vk->mem.slots[SLOT_K_PROJ], ad),
+                          vk_view_of(&vk->mem.slots[SLOT_V_PROJ], ad), b->out};
     for (int i = 0; i < 4; i++)
         for (uint32_t j = 0; j < vm->n_blocks[i]; j++) {
             const vk_matmul_args a = projection_block(mha, i, j, x[i], y[i], (uint32_t)rows[i]);
@@ -369,19 +369,19 @@ static vkmha_status record_forward(vkmha_mha *mha, const mha_fwd *f, vk_attn_pla
     vkmha_status st;
     const uint32_t H = d->n_head;
     const uint32_t rq = f->B * f->Lq, rk = f->B * f->Lk;
-    vk_buffer *concat = &vk->slots[concat_in_place(d, plan) ? SLOT_Q_PROJ : SLOT_O_HEADS];
+    vk_buffer *concat = &vk->mem.slots[concat_in_place(d, plan) ? SLOT_Q_PROJ : SLOT_O_HEADS];
     for (int i = 0; i < 3; i++)
         plan->masks[i] = b->masks[i];
 
     /* Projections (independent of each other: no barrier between them). */
     const uint32_t ad = f->ad, sd = d->storage_dtype;
     if ((st = record_projection(vk, mha, 0, &site[SITE_PROJ_Q], b->query,
-                                vk_view_of(&vk->slots[SLOT_Q_PROJ], ad), rq)) ||
+                                vk_view_of(&vk->mem.slots[SLOT_Q_PROJ], ad), rq)) ||
         (f->append &&
          ((st = record_projection(vk, mha, 1, &site[SITE_PROJ_K], b->key,
-                                  vk_view_of(&vk->slots[SLOT_K_PROJ], ad), rk)) ||
+                                  vk_view_of(&vk->mem.slots[SLOT_K_PROJ], ad), rk)) ||
           (st = record_projection(vk, mha, 2, &site[SITE_PROJ_V], b->value,
-                                  vk_view_of(&vk->slots[SLOT_V_PROJ], ad), rk)))))
+                                  vk_view_of(&vk->mem.slots[SLOT_V_PROJ], ad), rk)))))
         return st;
     vk_barrier(vk);
     /* The cache's views start at the entry prepare_vulkan chose. */
@@ -394,7 +394,7 @@ static vkmha_status record_forward(vkmha_mha *mha, const mha_fwd *f, vk_attn_pla
 
     vk_view kv[2];
     attention_kv(vk, mha, f, first, kv);
-    const vk_view vq = vk_view_merged(&vk->slots[SLOT_Q_PROJ], H, f->Lq, d->d_k, ad),
+    const vk_view vq = vk_view_merged(&vk->mem.slots[SLOT_Q_PROJ], H, f->Lq, d->d_k, ad),
                   vo = vk_view_merged(concat, H, f->Lq, d->d_v, ad);
     if ((st = vk_record_attention(vk, &site[SITE_ATTENTION], plan, &f->mask.m, &vq, &kv[0],
                                   &kv[1], &vo)))
@@ -464,11 +464,11 @@ static vkmha_status forward_host(vkmha_mha *mha, const mha_fwd *f, const vkmha_a
     }
     /* 16-bit weights are written in SLOT_WEIGHTS, as into a weights tensor. */
     const bool wbuf = attn_weights && f->ad != VKMHA_DTYPE_F32;
-    const vk_view wview = vk_view_of(&vk->slots[SLOT_WEIGHTS], f->ad);
-    fwd_bufs b = {.query = vk_view_of(&vk->slots[in_slot[0]], f->ad),
-                  .key = vk_view_of(&vk->slots[in_slot[1]], f->ad),
-                  .value = vk_view_of(&vk->slots[in_slot[2]], f->ad),
-                  .out = vk_view_of(&vk->slots[SLOT_OUT], f->ad)};
+    const vk_view wview = vk_view_of(&vk->mem.slots[SLOT_WEIGHTS], f->ad);
+    fwd_bufs b = {.query = vk_view_of(&vk->mem.slots[in_slot[0]], f->ad),
+                  .key = vk_view_of(&vk->mem.slots[in_slot[1]], f->ad),
+                  .value = vk_view_of(&vk->mem.slots[in_slot[2]], f->ad),
+                  .out = vk_view_of(&vk->mem.slots[SLOT_OUT], f->ad)};
     vk_mask_slots(vk, b.masks);
     vk_attn_plan plan;
     if ((wbuf && (st = vk_slot_ensure(vk, SLOT_WEIGHTS, f->n_weights * es))) ||
@@ -479,12 +479,12 @@ static vkmha_status forward_host(vkmha_mha *mha, const mha_fwd *f, const vkmha_a
     const size_t no = (size_t)(f->n_out * es), nw = (size_t)(f->n_weights * es);
     vk_host_call call = {.mask = &f->mask.m, .batch = f->B, .len_q = f->Lq,
                          .len_k = f->as.len_k,
-                         .down = {{&vk->slots[SLOT_OUT], out, no, 1, no, 1, no},
+                         .down = {{&vk->mem.slots[SLOT_OUT], out, no, 1, no, 1, no},
                                   {plan.scores.buf, attn_weights, nw, 1, nw, 1, nw}},
                          .record = record_op, .arg = &op};
     for (int i = 0; i < 3; i++)
         if (in_slot[i] == (vk_slot)(SLOT_Q_IN + i)) /* not an earlier input's */
-            call.up[i] = (vk_host_upload){&vk->slots[in_slot[i]], ins[i], in_n[i] * es};
+            call.up[i] = (vk_host_upload){&vk->mem.slots[in_slot[i]], ins[i], in_n[i] * es};
     return vk_run_host(vk, &call);
 }
 

@@ -23,7 +23,7 @@ typedef struct vk_matmul_args {
  * output's columns), over its rows with op N (ranges of k, accumulated into
  * C, or for a 16-bit C into fp32 sums in SLOT_MM_ACC that the last range
  * adds: one rounding), A and C over rows; each window after the first takes
- * the next site of vk->window_sites[KIND_MATMUL] (vk_matmul_prepare before the plan, for
+ * the next site of vk->desc.window_sites[KIND_MATMUL] (vk_matmul_prepare before the plan, for
  * all of its matmuls, sizes SLOT_MM_ACC). A batched operand past it:
  * UNSUPPORTED. */
 vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args *a);
@@ -46,7 +46,7 @@ vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, 
                              vk_view x, vk_view y);
 /* vk_record_heads in blocks (whole entries, heads of one entry, rows of one
  * head) whose spans of x and y each fit one binding, when they do not as a
- * whole; the blocks after the first take sites of vk->window_sites[KIND_HEADS]
+ * whole; the blocks after the first take sites of vk->desc.window_sites[KIND_HEADS]
  * (vk_heads_blocks - 1 of them, ensured before the plan). */
 vkmha_status vk_record_heads_blocks(vk_state *vk, vk_site *site, const heads_shape *s,
                                     bool split, vk_view x, vk_view y);

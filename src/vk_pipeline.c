@@ -9,13 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override)
+vkmha_status vk_pipelines_init(vk_state *vk, const vk_tuning_desc *tuning)
 {
     vkmha_status st;
-    if ((st = vk_tuning_init(vk, override)) || (st = vk_descriptors_init(vk)))
+    if ((st = vk_tuning_init(vk, tuning)) || (st = vk_descriptors_init(vk)))
         return st;
-    vk->n_pipes = vk_pipe_count();
-    if (!(vk->pipes = vkmha__calloc(vk->ctx, vk->n_pipes, sizeof *vk->pipes)))
+    vk->pipelines.n_pipes = vk_pipe_count();
+    if (!(vk->pipelines.pipes = vkmha__calloc(vk->ctx, vk->pipelines.n_pipes, sizeof *vk->pipelines.pipes)))
         return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
                            "vkmha_context_create: out of host memory");
     return VKMHA_SUCCESS;
@@ -23,31 +23,31 @@ vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override)
 
 void vk_pipelines_forget(vk_state *vk)
 {
-    for (uint32_t i = 0; i < vk->n_pipes; i++)
-        if (vk->pipes[i]) {
-            vk->vkd.vkDestroyPipeline(vk->device, vk->pipes[i], vk->vkalloc);
-            vk->pipes[i] = VK_NULL_HANDLE;
+    for (uint32_t i = 0; i < vk->pipelines.n_pipes; i++)
+        if (vk->pipelines.pipes[i]) {
+            vk->vkd.vkDestroyPipeline(vk->device, vk->pipelines.pipes[i], vk->vkalloc);
+            vk->pipelines.pipes[i] = VK_NULL_HANDLE;
         }
-    for (uint32_t i = 0; i < vk->n_typed_pipes; i++)
-        if (vk->typed_pipes[i].pipeline)
-            vk->vkd.vkDestroyPipeline(vk->device, vk->typed_pipes[i].pipeline, vk->vkalloc);
-    vk->n_typed_pipes = 0;
+    for (uint32_t i = 0; i < vk->pipelines.n_typed_pipes; i++)
+        if (vk->pipelines.typed_pipes[i].pipeline)
+            vk->vkd.vkDestroyPipeline(vk->device, vk->pipelines.typed_pipes[i].pipeline, vk->vkalloc);
+    vk->pipelines.n_typed_pipes = 0;
 }
 
 void vk_pipelines_destroy(vk_state *vk)
 {
     vk_descriptors_destroy(vk);
-    if (vk->pipes)
+    if (vk->pipelines.pipes)
         vk_pipelines_forget(vk);
-    vkmha__free(vk->ctx, vk->pipes);
-    vk->pipes = NULL;
-    vk->n_pipes = 0;
-    vkmha__free(vk->ctx, vk->typed_pipes);
-    vk->typed_pipes = NULL;
-    vk->n_typed_pipes = vk->cap_typed_pipes = 0;
-    vkmha__free(vk->ctx, vk->want);
-    vk->want = NULL;
-    vk->n_want = vk->cap_want = 0;
+    vkmha__free(vk->ctx, vk->pipelines.pipes);
+    vk->pipelines.pipes = NULL;
+    vk->pipelines.n_pipes = 0;
+    vkmha__free(vk->ctx, vk->pipelines.typed_pipes);
+    vk->pipelines.typed_pipes = NULL;
+    vk->pipelines.n_typed_pipes = vk->pipelines.cap_typed_pipes = 0;
+    vkmha__free(vk->ctx, vk->pipelines.want);
+    vk->pipelines.want = NULL;
+    vk->pipelines.n_want = vk->pipelines.cap_want = 0;
 }
 
 static bool same_key(const vk_pipe_key *a, const vk_pipe_key *b)
@@ -57,39 +57,39 @@ static bool same_key(const vk_pipe_key *a, const vk_pipe_key *b)
            a->variant == b->variant;
 }
 
-/* Where the pipeline of key k is kept, if anywhere: vk->pipes for all-F32
- * and no variant, else its entry of vk->typed_pipes (NULL: none yet). */
+/* Where the pipeline of key k is kept, if anywhere: vk->pipelines.pipes for all-F32
+ * and no variant, else its entry of vk->pipelines.typed_pipes (NULL: none yet). */
 static VkPipeline *slot_of(const vk_state *vk, const vk_pipe_key *k)
 {
     const uint32_t index = vk_pipe_index(k->pipe);
-    if (index >= vk->n_pipes)
+    if (index >= vk->pipelines.n_pipes)
         return NULL; /* off its row: vk_dispatch refused it */
     if (k->dtypes == 0 && k->variant == 0)
-        return (VkPipeline *)&vk->pipes[index];
-    for (uint32_t i = 0; i < vk->n_typed_pipes; i++)
-        if (same_key(&vk->typed_pipes[i].key, k))
-            return &vk->typed_pipes[i].pipeline;
+        return (VkPipeline *)&vk->pipelines.pipes[index];
+    for (uint32_t i = 0; i < vk->pipelines.n_typed_pipes; i++)
+        if (same_key(&vk->pipelines.typed_pipes[i].key, k))
+            return &vk->pipelines.typed_pipes[i].pipeline;
     return NULL;
 }
 
-/* slot_of, adding a null entry of vk->typed_pipes when absent. NULL when out
+/* slot_of, adding a null entry of vk->pipelines.typed_pipes when absent. NULL when out
  * of host memory. */
 static VkPipeline *pipe_slot(vk_state *vk, const vk_pipe_key *k)
 {
     VkPipeline *slot = slot_of(vk, k);
     if (slot)
         return slot;
-    if (vk->n_typed_pipes == vk->cap_typed_pipes) {
-        uint32_t cap = vk->cap_typed_pipes ? 2 * vk->cap_typed_pipes : 16;
-        void *p = vkmha__realloc(vk->ctx, vk->typed_pipes,
-                                 vk->n_typed_pipes * sizeof *vk->typed_pipes,
-                                 cap * sizeof *vk->typed_pipes);
+    if (vk->pipelines.n_typed_pipes == vk->pipelines.cap_typed_pipes) {
+        uint32_t cap = vk->pipelines.cap_typed_pipes ? 2 * vk->pipelines.cap_typed_pipes : 16;
+        void *p = vkmha__realloc(vk->ctx, vk->pipelines.typed_pipes,
+                                 vk->pipelines.n_typed_pipes * sizeof *vk->pipelines.typed_pipes,
+                                 cap * sizeof *vk->pipelines.typed_pipes);
         if (!p)
             return NULL;
-        vk->typed_pipes = p;
-        vk->cap_typed_pipes = cap;
+        vk->pipelines.typed_pipes = p;
+        vk->pipelines.cap_typed_pipes = cap;
     }
-    struct vk_typed_pipe *t = &vk->typed_pipes[vk->n_typed_pipes++];
+    struct vk_typed_pipe *t = &vk->pipelines.typed_pipes[vk->pipelines.n_typed_pipes++];
     *t = (struct vk_typed_pipe){.key = *k, .pipeline = VK_NULL_HANDLE};
     return &t->pipeline;
 }
@@ -119,8 +119,8 @@ static VkResult create_pipeline(const vk_state *vk, const vk_pipe_key *k, VkPipe
     VkSpecializationInfo si = {n_spec + 2, entries, (n_spec + 2) * 4, spec};
 
     VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
-    mi.codeSize = vk->native16 ? code->size16 : code->size;
-    mi.pCode = vk->native16 ? code->code16 : code->code;
+    mi.codeSize = vk->tuning.native16 ? code->size16 : code->size;
+    mi.pCode = vk->tuning.native16 ? code->code16 : code->code;
     VkShaderModule module;
     *what = "vkCreateShaderModule";
     VkResult r = vk->vkd.vkCreateShaderModule(vk->device, &mi, vk->vkalloc, &module);
@@ -135,9 +135,9 @@ static VkResult create_pipeline(const vk_state *vk, const vk_pipe_key *k, VkPipe
     /* A compile-only context reads each pipeline's register and memory use
      * back (vk_pipeline_statistics). */
     ci.flags = vk->compile_only ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0;
-    ci.layout = vk->pipe_layouts[vk_pipe_kind(k->pipe)];
+    ci.layout = vk->desc.pipe_layouts[vk_pipe_kind(k->pipe)];
     *what = "vkCreateComputePipelines";
-    r = vk->vkd.vkCreateComputePipelines(vk->device, vk->pipeline_cache, 1, &ci, vk->vkalloc,
+    r = vk->vkd.vkCreateComputePipelines(vk->device, vk->cache.cache, 1, &ci, vk->vkalloc,
                                          out);
     vk->vkd.vkDestroyShaderModule(vk->device, module, vk->vkalloc);
     if (r != VK_SUCCESS)
@@ -156,7 +156,7 @@ vkmha_status vk_pipeline_get(vk_state *vk, const vk_pipe_key *k, VkPipeline *out
         const VkResult r = create_pipeline(vk, k, slot, &what);
         if (r != VK_SUCCESS)
             return vk_fail(vk, r, what);
-        vk->pipelines_created++;
+        vk->pipelines.created++;
     }
     *out = *slot;
     return VKMHA_SUCCESS;
@@ -170,20 +170,20 @@ VkPipeline vk_pipeline_find(const vk_state *vk, const vk_pipe_key *k)
 
 vkmha_status vk_pipeline_want(vk_state *vk, const vk_pipe_key *k)
 {
-    for (uint32_t i = 0; i < vk->n_want; i++)
-        if (same_key(&vk->want[i], k))
+    for (uint32_t i = 0; i < vk->pipelines.n_want; i++)
+        if (same_key(&vk->pipelines.want[i], k))
             return VKMHA_SUCCESS;
-    if (vk->n_want == vk->cap_want) {
-        const uint32_t cap = vk->cap_want ? 2 * vk->cap_want : 16;
-        void *p = vkmha__realloc(vk->ctx, vk->want, vk->n_want * sizeof *vk->want,
-                                 cap * sizeof *vk->want);
+    if (vk->pipelines.n_want == vk->pipelines.cap_want) {
+        const uint32_t cap = vk->pipelines.cap_want ? 2 * vk->pipelines.cap_want : 16;
+        void *p = vkmha__realloc(vk->ctx, vk->pipelines.want, vk->pipelines.n_want * sizeof *vk->pipelines.want,
+                                 cap * sizeof *vk->pipelines.want);
         if (!p)
             return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
                                "%s: out of host memory", vk->ctx->call);
-        vk->want = p;
-        vk->cap_want = cap;
+        vk->pipelines.want = p;
+        vk->pipelines.cap_want = cap;
     }
-    vk->want[vk->n_want++] = *k;
+    vk->pipelines.want[vk->pipelines.n_want++] = *k;
     return VKMHA_SUCCESS;
 }
 
@@ -275,18 +275,18 @@ static uint32_t build_threads(const vk_state *vk, uint32_t n)
 
 vkmha_status vk_pipelines_build(vk_state *vk)
 {
-    const uint32_t n_want = vk->n_want;
-    vk->n_want = 0;
+    const uint32_t n_want = vk->pipelines.n_want;
+    vk->pipelines.n_want = 0;
     /* The slots first (adding typed ones may move the others), then the
      * missing ones' pointers. */
     uint32_t n = 0;
     for (uint32_t i = 0; i < n_want; i++) {
-        const VkPipeline *slot = pipe_slot(vk, &vk->want[i]);
+        const VkPipeline *slot = pipe_slot(vk, &vk->pipelines.want[i]);
         if (!slot)
             return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
                                "%s: out of host memory", vk->ctx->call);
         if (!*slot)
-            vk->want[n++] = vk->want[i];
+            vk->pipelines.want[n++] = vk->pipelines.want[i];
     }
     if (!n)
         return VKMHA_SUCCESS;
@@ -298,13 +298,13 @@ vkmha_status vk_pipelines_build(vk_state *vk)
     const char **whats = (const char **)(slots + n);
     VkResult *results = (VkResult *)(whats + n);
     for (uint32_t i = 0; i < n; i++)
-        slots[i] = pipe_slot(vk, &vk->want[i]);
+        slots[i] = pipe_slot(vk, &vk->pipelines.want[i]);
     const uint32_t threads = build_threads(vk, n);
     build_share shares[VK_BUILD_THREADS_MAX];
     build_thread ids[VK_BUILD_THREADS_MAX];
     bool started[VK_BUILD_THREADS_MAX] = {false};
     for (uint32_t t = 0; t < threads; t++)
-        shares[t] = (build_share){vk, vk->want, slots, results, whats, n, t, threads};
+        shares[t] = (build_share){vk, vk->pipelines.want, slots, results, whats, n, t, threads};
     /* Shares 1.. on threads of their own, share 0 (and any share whose
      * thread did not start) here. */
     for (uint32_t t = 1; t < threads; t++)
@@ -319,7 +319,7 @@ vkmha_status vk_pipelines_build(vk_state *vk)
     vkmha_status st = VKMHA_SUCCESS;
     for (uint32_t i = 0; i < n; i++) {
         if (results[i] == VK_SUCCESS)
-            vk->pipelines_created++;
+            vk->pipelines.created++;
         else if (!st)
             st = vk_fail(vk, results[i], whats[i]);
     }
@@ -330,7 +330,7 @@ vkmha_status vk_pipelines_build(vk_state *vk)
 vkmha_status vk_pipelines_create_all(vk_state *vk)
 {
     vkmha_status st;
-    for (uint32_t i = 0; i < vk->n_pipes; i++)
+    for (uint32_t i = 0; i < vk->pipelines.n_pipes; i++)
         if (vk_pipe_available(vk, vk_pipe_at(i)) &&
             (st = vk_pipeline_want(vk, &(vk_pipe_key){.pipe = vk_pipe_at(i)})))
             return st;

@@ -148,10 +148,10 @@ vkmha_status vk_pipeline_cache_init(vk_state *vk, const vkmha_context_desc *desc
     const char *path = desc->pipeline_cache_path;
     if (path) {
         size_t len = strlen(path) + 1;
-        if (!(vk->pipeline_cache_path = vkmha__alloc(vk->ctx, len)))
+        if (!(vk->cache.path = vkmha__alloc(vk->ctx, len)))
             return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
                                CREATE ": out of host memory");
-        memcpy(vk->pipeline_cache_path, path, len);
+        memcpy(vk->cache.path, path, len);
     }
 
     /* The candidate bytes: the file's or the caller's. */
@@ -183,23 +183,23 @@ vkmha_status vk_pipeline_cache_init(vk_state *vk, const vkmha_context_desc *desc
     ci.initialDataSize = data_size;
     ci.pInitialData = data;
     VkResult r = vk->vkd.vkCreatePipelineCache(vk->device, &ci, vk->vkalloc,
-                                               &vk->pipeline_cache);
+                                               &vk->cache.cache);
     if (r != VK_SUCCESS && data) {
         log_info(vk, CREATE ": pipeline cache %s ignored: the driver refused it (%s)", name,
                  vk_result_string(r));
         data = NULL;
         ci.initialDataSize = 0;
         ci.pInitialData = NULL;
-        r = vk->vkd.vkCreatePipelineCache(vk->device, &ci, vk->vkalloc, &vk->pipeline_cache);
+        r = vk->vkd.vkCreatePipelineCache(vk->device, &ci, vk->vkalloc, &vk->cache.cache);
     }
     vkmha__free(vk->ctx, file);
     if (r != VK_SUCCESS) {
-        vk->pipeline_cache = VK_NULL_HANDLE;
+        vk->cache.cache = VK_NULL_HANDLE;
         return vk_fail(vk, r, CREATE ": vkCreatePipelineCache");
     }
     if (data) {
-        vk->pipeline_cache_loaded = true;
-        vk->pipeline_cache_bytes = data_size;
+        vk->cache.loaded = true;
+        vk->cache.bytes = data_size;
         log_info(vk, CREATE ": pipeline cache %s loaded (%zu bytes of driver data)", name,
                  data_size);
     }
@@ -208,11 +208,11 @@ vkmha_status vk_pipeline_cache_init(vk_state *vk, const vkmha_context_desc *desc
 
 void vk_pipeline_cache_destroy(vk_state *vk)
 {
-    if (vk->pipeline_cache)
-        vk->vkd.vkDestroyPipelineCache(vk->device, vk->pipeline_cache, vk->vkalloc);
-    vk->pipeline_cache = VK_NULL_HANDLE;
-    vkmha__free(vk->ctx, vk->pipeline_cache_path);
-    vk->pipeline_cache_path = NULL;
+    if (vk->cache.cache)
+        vk->vkd.vkDestroyPipelineCache(vk->device, vk->cache.cache, vk->vkalloc);
+    vk->cache.cache = VK_NULL_HANDLE;
+    vkmha__free(vk->ctx, vk->cache.path);
+    vk->cache.path = NULL;
 }
 
 /* The cache in vkmha's format, with vkmha_context_get_pipeline_cache's size
@@ -220,7 +220,7 @@ void vk_pipeline_cache_destroy(vk_state *vk)
 static vkmha_status get_cache(vk_state *vk, const char *fn, void *data, size_t *size)
 {
     size_t n = 0;
-    VkResult r = vk->vkd.vkGetPipelineCacheData(vk->device, vk->pipeline_cache, &n, NULL);
+    VkResult r = vk->vkd.vkGetPipelineCacheData(vk->device, vk->cache.cache, &n, NULL);
     if (r != VK_SUCCESS)
         return vk_fail(vk, r, "vkGetPipelineCacheData");
     if (n > SIZE_MAX - VK_CACHE_HEADER_SIZE)
@@ -236,7 +236,7 @@ static vkmha_status get_cache(vk_state *vk, const char *fn, void *data, size_t *
                            "cache; pass data NULL to ask for the size",
                            fn, cap, need);
     uint8_t *out = (uint8_t *)data;
-    r = vk->vkd.vkGetPipelineCacheData(vk->device, vk->pipeline_cache, &n,
+    r = vk->vkd.vkGetPipelineCacheData(vk->device, vk->cache.cache, &n,
                                        out + VK_CACHE_HEADER_SIZE);
     /* VK_INCOMPLETE would mean the cache grew since the size query, which
      * nothing in between does (one thread uses a context at a time). */
@@ -272,7 +272,7 @@ vkmha_status vk_pipeline_cache_get(vkmha_context *ctx, const char *fn, void *dat
 
 const char *vk_pipeline_cache_path(const vkmha_context *ctx)
 {
-    return ctx->vk->pipeline_cache_path;
+    return ctx->vk->cache.path;
 }
 
 /* Writes n bytes to the new file tmp, flushed to the disk. false with errno

@@ -32,7 +32,7 @@ vkmha_status vk_create_timestamps(vk_state *vk);
 /* ---- src/vk_pipeline_cache.c ---------------------------------------------- */
 /* Checks desc's pipeline cache fields, loads a valid cache (a missing,
  * corrupt or foreign one is logged at INFO and ignored) and creates
- * vk->pipeline_cache. Before vk_pipelines_init. */
+ * vk->cache.cache. Before vk_pipelines_init. */
 vkmha_status vk_pipeline_cache_init(vk_state *vk, const vkmha_context_desc *desc);
 /* Destroys the cache (before the device) and frees the copied path. */
 void vk_pipeline_cache_destroy(vk_state *vk);
@@ -68,7 +68,7 @@ vkmha_status vk_slot_ensure_windowed(vk_state *vk, vk_slot slot, VkDeviceSize si
 /* Bytes of the scratch buffers: slots, staging and retired buffers. */
 uint64_t vk_scratch_bytes(const vk_state *vk);
 /* Frees scratch buffers, largest first, until at most `budget` bytes are
- * left; none while recorded command buffers may use them (vk->recorded). */
+ * left; none while recorded command buffers may use them (vk->mem.recorded). */
 void vk_scratch_fit(vk_state *vk, uint64_t budget);
 /* Grows the staging buffers to at least these bytes (the executor: for
  * copies into or out of unmapped buffers). */
@@ -86,10 +86,23 @@ vkmha_status vk_check_tensor(vk_state *vk, uint64_t bytes, const char *what);
 /* The largest tensor (vkmha_context_info.max_tensor_bytes): maxMemoryAllocationSize,
  * or with sparse tensors sparseAddressSpaceSize and maxBufferSize, the lower. */
 uint64_t vk_max_tensor_bytes(const vk_state *vk);
+/* Whether the context makes tensors past maxMemoryAllocationSize sparse
+ * buffers: the device binds them (vk->sparse) and VKMHA_PATH_SPARSE is not
+ * disabled. */
+bool vk_sparse_tensors(const vk_state *vk);
+/* The executor records into the application's command buffers: the scratch
+ * buffers are referenced from now on, and replaced ones are retired until
+ * vkmha_context_trim. */
+void vk_scratch_referenced(vk_state *vk);
+/* vkmha_context_trim's part (after vkmha's submissions are done): retired
+ * buffers, the scratch slots and staging freed. vk_memory_destroy: those
+ * and the placeholder buffer. */
+void vk_memory_trim(vk_state *vk);
+void vk_memory_destroy(vk_state *vk);
 
 /* ---- submissions (src/vk_submission.c) -------------------------------------- */
 /* MODE_SUBMIT's part of vk_exec_begin: a new submission (its command buffer
- * and fence), the newest of vk->subs. */
+ * and fence), the newest of vk->sub.subs. */
 vkmha_status vk_submit_begin(vk_state *vk, struct vkmha_submission **out);
 /* vkmha_backend_ops.parts_open / parts_close: a submission whose command
  * buffer the parts of a call record into (FORM_RECORD), pending only once
@@ -106,11 +119,14 @@ vkmha_status vk_submission_submit(vk_state *vk);
 vkmha_status vk_wait_submissions(vk_state *vk);
 /* Frees the retired scratch buffers and clears `recorded` (vkmha_context_trim). */
 void vk_release_retired(vk_state *vk);
+/* Frees every submission (the context's destruction, after the device is
+ * idle or vkmha's own work is done). */
+void vk_submissions_destroy(vk_state *vk);
 /* Frees a submission's Vulkan objects and removes it from the pending list. */
 void vk_submission_free(vk_state *vk, struct vkmha_submission *s);
 
 /* ---- src/vk_descriptors.c --------------------------------------------------- */
-/* Creates each kind's layouts and the context's sites (vk->op_sites). */
+/* Creates each kind's layouts and the context's sites (vk->desc.op_sites). */
 vkmha_status vk_descriptors_init(vk_state *vk);
 void vk_descriptors_destroy(vk_state *vk);
 /* Creates `count` sites, site i for shaders of kinds[i]. */
@@ -122,27 +138,31 @@ void vk_site_pool_destroy(vk_state *vk, vk_site_pool *p);
  * vk_release_recorded_sets (vkmha_context_trim, vkmha_context_destroy). */
 vkmha_status vk_recorded_site(vk_state *vk, vk_kind kind, vk_site *out);
 void vk_release_recorded_sets(vk_state *vk);
-/* Reserves n more sites of vk->window_sites[kind] for the next plan (the
+/* Reserves n more sites of vk->desc.window_sites[kind] for the next plan (the
  * windows after each matmul's or attention pass's first, ...: each part of
  * the plan reserves its own), growing the pool; outside a plan. */
 vkmha_status vk_window_sites_reserve(vk_state *vk, vk_kind kind, uint64_t n);
-/* The next `n` (>= 1) sites of vk->window_sites[kind] for the plan being
+/* The next `n` (>= 1) sites of vk->desc.window_sites[kind] for the plan being
  * made; NULL (an internal error reported) when fewer were reserved. */
 vk_site *vk_window_sites_take(vk_state *vk, vk_kind kind, uint64_t n);
+/* A plan begins (the window sites are taken from the first again) or ends
+ * (the next plan's parts reserve anew): the executor's calls. */
+void vk_window_sites_begin(vk_state *vk);
+void vk_window_sites_end(vk_state *vk);
 
 /* ---- src/vk_pipeline.c ------------------------------------------------------ */
 /* Tuning (vk_tuning_init), layouts and sites (vk_descriptors_init), and the
  * store of the kernel table's pipelines. */
-vkmha_status vk_pipelines_init(vk_state *vk, const vkmha_tile_config *override);
+vkmha_status vk_pipelines_init(vk_state *vk, const vk_tuning_desc *tuning);
 void vk_pipelines_destroy(vk_state *vk);
 /* The pipeline of key k (its pipe specialized for its dtypes and variant),
  * created on first use. */
 vkmha_status vk_pipeline_get(vk_state *vk, const vk_pipe_key *k, VkPipeline *out);
 /* The pipeline of key k if it exists, else null. */
 VkPipeline vk_pipeline_find(const vk_state *vk, const vk_pipe_key *k);
-/* Adds key k to vk->want (once). */
+/* Adds key k to vk->pipelines.want (once). */
 vkmha_status vk_pipeline_want(vk_state *vk, const vk_pipe_key *k);
-/* Creates the pipelines of vk->want that do not exist, on up to
+/* Creates the pipelines of vk->pipelines.want that do not exist, on up to
  * VK_BUILD_THREADS_MAX threads (one per CPU; VKMHA_PIPELINE_THREADS lowers
  * it; the calling thread only with VKMHA_CONTEXT_SINGLE_THREAD or
  * application VkAllocationCallbacks), and empties it. */

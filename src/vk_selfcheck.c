@@ -118,7 +118,7 @@ static vkmha_status judge(vk_state *vk, uint32_t bit, float *got, const float *w
 {
     double diff;
     size_t at;
-    if (vk->gather) /* the first pass: nothing ran */
+    if (vk->exec.gather) /* the first pass: nothing ran */
         return VKMHA_SUCCESS;
     if ((bit ? bit : 1u << 31) & breaks)
         got[0] += 1.0f; /* desc->debug->self_check_break (bit 31: the unfused path) */
@@ -157,11 +157,10 @@ static vkmha_status attention_canary(vk_state *vk, uint32_t d, vkmha_attention_p
                           .d_k = d, .d_v = d, .scale = 1.0f / sqrtf((float)d), .path = path,
                           .kv_splits = path == VKMHA_ATTENTION_PATH_FUSED ? 3 : 0};
     const mask_r mask = {.kinds = VKMHA_MASK_CAUSAL, .causal_offset = LK - LQ};
-    const vkmha_fused_kernel saved = vk->fused_kernel;
-    vk->fused_kernel = kernel;
+    const vkmha_fused_kernel saved = vk_tuning_force_kernel(vk, kernel);
     vkmha_status st = vk_attention(vk, &s, q, k, v, &mask, o, NULL);
-    vk->fused_kernel = saved;
-    if (st || vk->gather)
+    vk_tuning_force_kernel(vk, saved);
+    if (st || vk->exec.gather)
         return st;
     if ((st = ref_attention(vk->ctx, &s, q, k, v, &mask, r, NULL)))
         return vkmha__fail(vk->ctx, st, "vkmha_context_create: out of host memory");
@@ -175,7 +174,7 @@ static vkmha_status attention_canary(vk_state *vk, uint32_t d, vkmha_attention_p
 static vkmha_status sparse_canary(vk_state *vk, uint32_t breaks)
 {
     vkmha_context *ctx = vk->ctx;
-    if (!vk->sparse)
+    if (!vk_sparse_tensors(vk))
         return VKMHA_SUCCESS;
     const heads_shape hs = {.batch = 1, .heads = 4, .head_dim = 16,
                             .len = (uint32_t)((3 * vk->sparse_block + 256) / 256)};
@@ -191,7 +190,7 @@ static vkmha_status sparse_canary(vk_state *vk, uint32_t breaks)
     const vk_view xv = {.buf = &plain, .dtype = VKMHA_DTYPE_F32},
                   yv = {.buf = &sparse, .dtype = VKMHA_DTYPE_F32},
                   zv = {.buf = &plain, .offset = bytes, .dtype = VKMHA_DTYPE_F32};
-    vk_site *site = &vk->op_sites.sites[OPSITE_HEADS];
+    vk_site *site = &vk->desc.op_sites.sites[OPSITE_HEADS];
     if (!st) {
         fill(x, n, 99);
         for (size_t r = 0; r < hs.len; r++) /* x's heads, [4][len][16] */
@@ -224,7 +223,7 @@ static vkmha_status sparse_canary(vk_state *vk, uint32_t breaks)
     return st;
 }
 
-/* Runs every canary once, judging each path (vk->gather: plans only, so
+/* Runs every canary once, judging each path (vk->exec.gather: plans only, so
  * that their pipelines are created together before the judged pass). mem:
  * scratch for the canaries' arrays. */
 static vkmha_status run_canaries(vk_state *vk, float *mem, uint32_t breaks)
@@ -245,7 +244,7 @@ static vkmha_status run_canaries(vk_state *vk, float *mem, uint32_t breaks)
     }
     /* The reductions' subgroup variant: a row too long for CPU devices'
      * row-per-invocation kernel takes the workgroup-per-row one. */
-    if (!st && vk->use_subgroup) {
+    if (!st && vk->tuning.use_subgroup) {
         const uint32_t n = VK_CPU_ROW_MAX + 7;
         float *x = mem, *y = x + n, *r = y + n;
         fill(x, n, 77);
@@ -260,7 +259,7 @@ static vkmha_status run_canaries(vk_state *vk, float *mem, uint32_t breaks)
         }
     }
     /* 16-bit storage and the few-rows matmul: C = A B^T, fp16 or fp32. */
-    const bool check16 = vk->native16,
+    const bool check16 = vk->tuning.native16,
                gemv = vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL, .tile = TILE_GEMV});
     for (int pass = 0; pass < 2 && !st; pass++) {
         if (pass == 0 ? !check16 : !gemv)
@@ -320,25 +319,25 @@ vkmha_status vk_self_check(vk_state *vk, bool run, uint32_t breaks)
         return VKMHA_SUCCESS;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    const uint32_t before16 = vk->native16, subgroup = vk->use_subgroup;
+    const uint32_t before16 = vk->tuning.native16, subgroup = vk->tuning.use_subgroup;
     const size_t mem_bytes = (size_t)(2 * H * LQ + 2 * HKV * LK + H * LQ) * DMAX * sizeof(float) +
                              3 * 16400 * sizeof(float);
     float *mem = vkmha__alloc(ctx, mem_bytes);
     if (!mem)
         return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
                            "vkmha_context_create: out of host memory");
-    /* Two passes: the first only plans (vk->gather), so that the pipelines
+    /* Two passes: the first only plans (vk->exec.gather), so that the pipelines
      * of every canary are created together, on several threads. */
     memset(mem, 0, mem_bytes);
-    vk->gather = true;
+    vk_exec_gather(vk, true);
     vkmha_status st = run_canaries(vk, mem, breaks);
-    vk->gather = false;
-    const uint32_t created = vk->pipelines_created;
+    vk_exec_gather(vk, false);
+    const uint32_t created = vk->pipelines.created;
     struct timespec ta, tb;
     clock_gettime(CLOCK_MONOTONIC, &ta);
     if (!st)
         st = vk_pipelines_build(vk);
-    const uint32_t built = vk->pipelines_created;
+    const uint32_t built = vk->pipelines.created;
     clock_gettime(CLOCK_MONOTONIC, &tb);
     if (!st)
         st = run_canaries(vk, mem, breaks);
@@ -346,10 +345,10 @@ vkmha_status vk_self_check(vk_state *vk, bool run, uint32_t breaks)
     vkmha__log(ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
                "vkmha_context_create: self-check: %u pipelines created together in %.1f ms, "
                "%u while judging",
-               built - created, elapsed_ms(&ta, &tb), vk->pipelines_created - built);
+               built - created, elapsed_ms(&ta, &tb), vk->pipelines.created - built);
     vkmha__free(ctx, mem);
     /* Pipelines built before a fallback changed their code: built anew. */
-    if (!st && (vk->native16 != before16 || vk->use_subgroup != subgroup))
+    if (!st && (vk->tuning.native16 != before16 || vk->tuning.use_subgroup != subgroup))
         vk_pipelines_forget(vk);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     vk->self_check_us = (uint32_t)(elapsed_ms(&t0, &t1) * 1e3);

@@ -19,7 +19,7 @@ vkmha_status vk_record_softmax(vk_state *vk, vk_site *site, const vk_softmax_arg
                              a->input.buf ? a->input : a->scores, a->lengths};
     /* Texel reads need vec4 views of the input and of the bias, if any
      * (wrapped tensors have none). */
-    bool texel = vk->row_texel && vk_texel_ok((const vk_view *const[]){&bufs[4]}, 1, false) &&
+    bool texel = vk->tuning.row_texel && vk_texel_ok((const vk_view *const[]){&bufs[4]}, 1, false) &&
                  (!bufs[2].buf || vk_texel_view(&bufs[2], false));
     struct softmax_push p = {.rows = (uint32_t)rows, .len_q = a->len_q, .len_k = a->len_k,
                              .heads = a->heads,
@@ -27,17 +27,17 @@ vkmha_status vk_record_softmax(vk_state *vk, vk_site *site, const vk_softmax_arg
                              .scale = a->scale, .texel = texel,
                              .causal_offset = m->causal_offset};
     vk_bias_strides(m, a->len_q, a->len_k, &p.bias_sb, &p.bias_sh);
-    if (vk->cpu_rows_wg && a->len_k <= VK_CPU_ROW_MAX) /* a row per invocation */
+    if (vk->tuning.cpu_rows_wg && a->len_k <= VK_CPU_ROW_MAX) /* a row per invocation */
         return vk_dispatch_groups(vk, site, VK_PIPE(KERNEL_SOFTMAX_CPU), bufs, 6, &p, sizeof p,
                                   offsetof(struct softmax_push, group_base),
-                                  (rows + vk->cpu_rows_wg - 1) / vk->cpu_rows_wg);
+                                  (rows + vk->tuning.cpu_rows_wg - 1) / vk->tuning.cpu_rows_wg);
     return vk_dispatch_groups(vk, site, VK_PIPE(KERNEL_SOFTMAX), bufs, 6, &p, sizeof p,
                               offsetof(struct softmax_push, group_base), rows);
 }
 
 static vkmha_status record_op(vk_state *vk, const void *args)
 {
-    return vk_record_softmax(vk, &vk->op_sites.sites[OPSITE_SOFTMAX], args);
+    return vk_record_softmax(vk, &vk->desc.op_sites.sites[OPSITE_SOFTMAX], args);
 }
 
 vkmha_status vk_softmax(vk_state *vk, const sm_shape *s, const void *x, const mask_r *mask,
@@ -49,16 +49,16 @@ vkmha_status vk_softmax(vk_state *vk, const sm_shape *s, const void *x, const ma
     if ((st = vk_check_size(vk, bytes, "x")) || (st = vk_slot_ensure(vk, SLOT_SCORES, bytes)))
         return st;
     /* In place in SLOT_SCORES. */
-    vk_softmax_args a = {.scores = vk_view_of(&vk->slots[SLOT_SCORES], s->dtype),
+    vk_softmax_args a = {.scores = vk_view_of(&vk->mem.slots[SLOT_SCORES], s->dtype),
                          .batch = s->batch, .heads = s->heads, .len_q = s->len_q,
                          .len_k = s->len_k, .scale = s->scale};
     vk_view masks[3];
     vk_mask_slots(vk, masks);
     vk_mask_args(masks, mask, &a);
     const vk_host_call call = {
-        .up = {{&vk->slots[SLOT_SCORES], x, bytes}},
+        .up = {{&vk->mem.slots[SLOT_SCORES], x, bytes}},
         .mask = mask, .batch = s->batch, .len_q = s->len_q, .len_k = s->len_k,
-        .down = {{&vk->slots[SLOT_SCORES], y, bytes, 1, bytes, 1, bytes}},
+        .down = {{&vk->mem.slots[SLOT_SCORES], y, bytes, 1, bytes, 1, bytes}},
         .record = record_op, .arg = &a};
     return vk_run_host(vk, &call);
 }

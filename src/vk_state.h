@@ -4,17 +4,157 @@
 #define VKMHA_VK_STATE_H
 
 
+/* Tuning (src/vk_tuning.c): chosen from the device's limits by
+ * vk_tuning_init; after it, only vk_tuning_disable (the self-check,
+ * VKMHA_DISABLE_PATHS) and vk_tuning_force_kernel (the self-check's
+ * canaries) write it. Read by the kernel table and the ops. */
+typedef struct vk_tuning {
+    bool use_subgroup;
+    vkmha_tile_config tile_large, tile_small;
+    /* CPU devices: shaders/matmul_cpu.comp with LANE_COLS for A of at most
+     * VK_GEMV_ROWS rows (tm rows per workgroup, workgroup_size lanes of tn
+     * columns: bn columns); workgroup_size 0 elsewhere. */
+    vkmha_tile_config tile_gemv;
+    /* The register matmul variant reads A and B through texel buffers:
+     * lavapipe fetches a texel for all SIMD lanes at once, where a storage
+     * buffer read costs a branchy per-lane loop (docs/PERFORMANCE.md). The
+     * CPU-shaped row kernels (cpu_rows_wg) read their inputs so too. */
+    bool matmul_texel;
+    uint32_t reduce_wg, elementwise_wg;
+    /* CPU devices: the row kernels (softmax, LayerNorm, heads) take one row
+     * per invocation, cpu_rows_wg rows per workgroup, for rows of at most
+     * VK_CPU_ROW_MAX elements. 0 on GPUs. */
+    uint32_t cpu_rows_wg;
+    bool row_texel; /* they read their inputs' texel views where they have them */
+    /* 16-bit data: read and written as 16-bit elements (the device's
+     * storage16; the shaders' NATIVE16 variants), else packed in uint words. */
+    bool native16;
+    /* 16-bit data has texel views: R32G32_UINT (view4u) for the TEXEL_U16
+     * shader variants (shaders/typed.glsl; matmul, fused attention, heads),
+     * which a dispatch uses when every texel source is 16-bit
+     * (vk_texel_u16), and R16G16B16A16_SFLOAT (view4h) for fp16 in the
+     * shaders without one (softmax, LayerNorm). */
+    bool texel16;
+    vk_flash_config flash[VK_FLASH_CLASSES];
+    /* shaders/flash_cpu.comp per class: workgroup_size invocations of tm
+     * query rows each (block_q = their product), block_k keys per step;
+     * workgroup_size 0 where the device cannot run it. */
+    vk_flash_config flash_cpu[VK_FLASH_CLASSES];
+    vkmha_fused_kernel fused_kernel; /* desc->debug: forced kernel, or AUTO */
+    bool flash_gpu_blocks; /* desc->debug: the GPU blocks for flash.comp on any device */
+    uint32_t flash_fill_groups; /* fewer fused workgroups than this: split-K */
+    /* vkmha_path bits not used (vk_tuning_disable): a kernel's pipelines
+     * of such a path are unavailable (vk_pipe_available). */
+    uint32_t disabled_paths;
+} vk_tuning;
+
+/* The pipeline store (src/vk_pipeline.c). */
+typedef struct vk_pipelines {
+    /* All-F32 pipelines by vk_pipe_index (n_pipes: vk_pipe_count), created
+     * on first use. */
+    VkPipeline *pipes;
+    uint32_t n_pipes;
+    /* Pipelines specialized for other dtypes or variants, created on first
+     * use. */
+    struct vk_typed_pipe {
+        vk_pipe_key key;
+        VkPipeline pipeline;
+    } *typed_pipes;
+    uint32_t n_typed_pipes, cap_typed_pipes;
+    /* Pipelines the plans since the last vk_pipelines_build dispatch and
+     * that do not exist yet (vk_pipeline_want): created together, on
+     * several threads, before a plan is recorded (vk_exec_end). */
+    vk_pipe_key *want;
+    uint32_t n_want, cap_want;
+    uint32_t created; /* pipelines created so far */
+} vk_pipelines;
+
+/* The VkPipelineCache (src/vk_pipeline_cache.c). */
+typedef struct vk_cache {
+    /* Passed to every vkCreateComputePipelines (null: none). */
+    VkPipelineCache cache;
+    bool loaded;
+    uint64_t bytes;
+    char *path; /* desc->pipeline_cache_path copied, or NULL */
+} vk_cache;
+
+/* Layouts and descriptor sites (src/vk_descriptors.c). */
+typedef struct vk_descriptors {
+    VkDescriptorSetLayout set_layouts[KIND_COUNT];
+    VkPipelineLayout pipe_layouts[KIND_COUNT];
+    vk_site_pool op_sites;
+    /* Sites of each kind for windows past maxStorageBufferRange after the
+     * first (vk_record_matmul's, KIND_MATMUL; the fused attention's,
+     * KIND_FLASH; a KV cache append's blocks, KIND_HEADS; each window binds
+     * other offsets), reserved before a plan by each part of it
+     * (vk_window_sites_reserve: window_reserved[kind] sites in all, 0 again
+     * after vk_exec_end); the plan takes them in order from
+     * window_next[kind] (0 at vk_exec_begin). */
+    vk_site_pool window_sites[KIND_COUNT];
+    uint64_t window_reserved[KIND_COUNT];
+    uint32_t window_next[KIND_COUNT];
+    /* Without push descriptors, the descriptor sets of dispatches recorded
+     * into the application's command buffers: a set each, from these pools,
+     * kept until vkmha_context_trim (the same contract as the retired
+     * scratch). The last pool is the one that still has room. */
+    VkDescriptorPool *rec_pools;
+    uint32_t n_rec_pools;
+} vk_descriptors;
+
+/* Device memory in use: the accounting of allocations, the scratch slots
+ * and staging, retired buffers (src/vk_memory.c). The device's memory types,
+ * heaps' budget and sparse binding are the device's (vk_state). */
+typedef struct vk_memory {
+    uint64_t next_buffer_id;
+    uint64_t memory_bytes, memory_peak_bytes; /* VkDeviceMemory held now, at most */
+    uint64_t heap_bytes[VK_MAX_MEMORY_HEAPS];   /* the same per memory heap */
+    uint64_t sparse_bytes; /* of vk_state.sparse_space, in use */
+    /* desc->scratch_budget: 0, or vk_scratch_fit after each call (set at
+     * creation from the desc). */
+    uint64_t scratch_budget;
+    /* vkAllocateMemory calls so far, and vkmha_debug_options' failures:
+     * calls number fail_alloc_first .. fail_alloc_last fail (0: none; set
+     * at creation from the desc). */
+    uint64_t alloc_calls, fail_alloc_first, fail_alloc_last;
+
+    vk_buffer slots[SLOT_COUNT];
+    vk_buffer dummy; /* bound where an optional tensor is absent */
+    vk_buffer upload, download; /* staging, grown on demand */
+    /* Work was recorded into the application's command buffers since the
+     * last trim (vk_scratch_referenced): scratch buffers being replaced are
+     * retired, not freed. */
+    bool recorded;
+    vk_buffer *retired;
+    uint32_t n_retired, cap_retired;
+} vk_memory;
+
+/* The executor (src/vk_command.c): the call being planned (vk_exec_begin ..
+ * vk_exec_end), its mode, planning (between the two), and its steps. */
+typedef struct vk_exec {
+    vk_mode mode;
+    bool planning;
+    vk_plan plan;
+    bool dirty_transfer, dirty_compute; /* writes not yet covered by a barrier */
+    /* The self-check's first pass (vk_exec_gather): plans are made (their
+     * pipelines wanted) and dropped, nothing runs. */
+    bool gather;
+} vk_exec;
+
+/* vkmha_mha_submit's submissions not yet known to be complete
+ * (src/vk_submission.c). */
+typedef struct vk_submissions {
+    struct vkmha_submission **subs;
+    uint32_t n_subs, cap_subs;
+} vk_submissions;
+
+/* The state of a context: the instance and device, which the device and
+ * context files own, and one part per module, each created, destroyed and
+ * trimmed by its own module. */
 struct vk_state {
     vkmha_context *ctx; /* for errors and logging */
     /* The application's VkAllocationCallbacks for every Vulkan create,
      * allocate, destroy and free (NULL: the driver's). */
     const VkAllocationCallbacks *vkalloc;
-    /* The pipeline cache passed to every vkCreateComputePipelines (null: none;
-     * src/vk_pipeline_cache.c). */
-    VkPipelineCache pipeline_cache;
-    bool pipeline_cache_loaded;
-    uint64_t pipeline_cache_bytes;
-    uint32_t pipelines_created;
     /* Borrowed (vkmha_vulkan_desc): instance, physical device, device and
      * queue belong to the application and are never destroyed here. */
     bool external;
@@ -25,7 +165,6 @@ struct vk_state {
      * buffers needs. */
     bool push_descriptors;
     vk_global_table vkg;
-    char *pipeline_cache_path; /* desc->pipeline_cache_path copied, or NULL */
     VkInstance instance;
     vk_instance_table vki; /* this instance's functions: no global pointers */
     VkDebugUtilsMessengerEXT messenger;
@@ -52,139 +191,45 @@ struct vk_state {
     VkFence fence;
     bool lost;
 
-    /* Tensors past maxMemoryAllocationSize are sparse buffers (sparseBinding
-     * enabled, VK_QUEUE_SPARSE_BINDING_BIT on the queue's family, and not
-     * desc->debug->no_sparse_binding), up to vk_max_tensor_bytes each
-     * (maxBufferSize where the device states one, and what is left of
-     * sparseAddressSpaceSize, sparse_space: sparse_bytes are in use). */
-    bool sparse, no_sparse;
-    char sparse_why[96]; /* why not sparse, for messages */
-    uint64_t sparse_block; /* bytes of a sparse block (the probe's alignment) */
-    uint64_t sparse_space, sparse_bytes;
-    uint64_t max_buffer_size; /* maxBufferSize (Vulkan 1.3), else UINT64_MAX */
-
-    /* Memory types: working buffers, and staging when they are not mapped. */
-    uint32_t mt_work, mt_upload, mt_download;
-    bool work_mapped; /* unified memory: no staging copies */
-    uint64_t next_buffer_id;
-    uint64_t memory_bytes, memory_peak_bytes; /* VkDeviceMemory held now, at most */
-    uint64_t scratch_budget; /* desc->scratch_budget: 0, or vk_scratch_fit after each call */
-    uint64_t heap_bytes[VK_MAX_MEMORY_HEAPS];   /* the same per memory heap */
-    /* The device has VK_EXT_memory_budget: every allocation also fits what
-     * its heap's budget leaves (vk_memory.c's allocate). */
-    bool memory_budget;
-    /* vkAllocateMemory calls so far, and vkmha_debug_options' failures:
-     * calls number fail_alloc_first .. fail_alloc_last fail (0: none). */
-    uint64_t alloc_calls, fail_alloc_first, fail_alloc_last;
-
     /* VKMHA_CONTEXT_PROFILE: 2 timestamps per call (null: off or no
      * timestamps on this queue). */
     VkQueryPool timestamps;
     uint64_t timestamp_mask; /* timestampValidBits ones */
     uint64_t last_gpu_time_ns;
 
-    /* Tuning, from the device limits (src/vk_tuning.c). */
-    bool use_subgroup;
-    vkmha_tile_config tile_large, tile_small;
-    /* CPU devices: shaders/matmul_cpu.comp with LANE_COLS for A of at most
-     * VK_GEMV_ROWS rows (tm rows per workgroup, workgroup_size lanes of tn
-     * columns: bn columns); workgroup_size 0 elsewhere. */
-    vkmha_tile_config tile_gemv;
-    /* The register matmul variant reads A and B through texel buffers:
-     * lavapipe fetches a texel for all SIMD lanes at once, where a storage
-     * buffer read costs a branchy per-lane loop (docs/PERFORMANCE.md). The
-     * CPU-shaped row kernels (cpu_rows_wg) read their inputs so too. */
-    bool matmul_texel;
+    /* Tensors past maxMemoryAllocationSize are sparse buffers (sparseBinding
+     * enabled, VK_QUEUE_SPARSE_BINDING_BIT on the queue's family, and not
+     * desc->debug->no_sparse_binding), up to vk_max_tensor_bytes each
+     * (maxBufferSize where the device states one, and what is left of
+     * sparseAddressSpaceSize, sparse_space: mem.sparse_bytes are in use);
+     * unless the self-check disables VKMHA_PATH_SPARSE (vk_sparse_tensors). */
+    bool sparse, no_sparse;
+    char sparse_why[96]; /* why not sparse, for messages */
+    uint64_t sparse_block; /* bytes of a sparse block (the probe's alignment) */
+    uint64_t sparse_space;
+    uint64_t max_buffer_size; /* maxBufferSize (Vulkan 1.3), else UINT64_MAX */
+    /* Memory types: working buffers, and staging when they are not mapped. */
+    uint32_t mt_work, mt_upload, mt_download;
+    bool work_mapped; /* unified memory: no staging copies */
+    /* The device has VK_EXT_memory_budget: every allocation also fits what
+     * its heap's budget leaves (vk_memory.c's allocate). */
+    bool memory_budget;
     uint32_t max_texel_elements; /* maxTexelBufferElements */
-    uint32_t reduce_wg, elementwise_wg;
-    /* CPU devices: the row kernels (softmax, LayerNorm, heads) take one row
-     * per invocation, cpu_rows_wg rows per workgroup, for rows of at most
-     * VK_CPU_ROW_MAX elements (src/vk_tuning.c). 0 on GPUs. */
-    uint32_t cpu_rows_wg;
-    bool row_texel; /* they read their inputs' texel views where they have them */
-    /* 16-bit data: read and written as 16-bit elements (storageBuffer16BitAccess
-     * enabled; the shaders' NATIVE16 variants), else packed in uint words.
-     * no_native16: desc->debug->no_native_16bit. */
-    bool native16, no_native16;
-    /* 16-bit data has texel views: R32G32_UINT (view4u) for the TEXEL_U16
-     * shader variants (shaders/typed.glsl; matmul, fused attention, heads),
-     * which a dispatch uses when every texel source is 16-bit
-     * (vk_texel_u16), and R16G16B16A16_SFLOAT (view4h) for fp16 in the
-     * shaders without one (softmax, LayerNorm). */
-    bool texel16;
-    vk_flash_config flash[VK_FLASH_CLASSES];
-    /* shaders/flash_cpu.comp per class: workgroup_size invocations of tm
-     * query rows each (block_q = their product), block_k keys per step;
-     * workgroup_size 0 where the device cannot run it. */
-    vk_flash_config flash_cpu[VK_FLASH_CLASSES];
-    vkmha_fused_kernel fused_kernel; /* desc->debug: forced kernel, or AUTO */
-    bool flash_gpu_blocks; /* desc->debug: the GPU blocks for flash.comp on any device */
-    uint32_t flash_fill_groups; /* fewer fused workgroups than this: split-K */
-
-    VkDescriptorSetLayout set_layouts[KIND_COUNT];
-    VkPipelineLayout pipe_layouts[KIND_COUNT];
-    /* All-F32 pipelines by vk_pipe_index (n_pipes: vk_pipe_count), created
-     * on first use. */
-    VkPipeline *pipes;
-    uint32_t n_pipes;
-    /* Pipelines specialized for other dtypes, created on first use. */
-    struct vk_typed_pipe {
-        vk_pipe_key key;
-        VkPipeline pipeline;
-    } *typed_pipes;
-    uint32_t n_typed_pipes, cap_typed_pipes;
-    /* Pipelines the plans since the last vk_pipelines_build dispatch and
-     * that do not exist yet (vk_pipeline_want): created together, on
-     * several threads, before a plan is recorded (vk_exec_end). */
-    vk_pipe_key *want;
-    uint32_t n_want, cap_want;
-    /* The self-check's first pass: plans are made (their pipelines wanted)
-     * and dropped, nothing runs (vk_exec_end). */
-    bool gather;
-    vk_site_pool op_sites;
-    /* Sites of each kind for windows past maxStorageBufferRange after the
-     * first (vk_record_matmul's, KIND_MATMUL; the fused attention's,
-     * KIND_FLASH; a KV cache append's blocks, KIND_HEADS; each window binds
-     * other offsets), reserved before a plan by each part of it
-     * (vk_window_sites_reserve: window_reserved[kind] sites in all, 0 again
-     * after vk_exec_end); the plan takes them in order from
-     * window_next[kind] (0 at vk_exec_begin). */
-    vk_site_pool window_sites[KIND_COUNT];
-    uint64_t window_reserved[KIND_COUNT];
-    uint32_t window_next[KIND_COUNT];
-
-    vk_buffer slots[SLOT_COUNT];
-    vk_buffer dummy; /* bound where an optional tensor is absent */
-    vk_buffer upload, download; /* staging, grown on demand */
-
     VkDeviceSize min_storage_offset_align; /* minStorageBufferOffsetAlignment */
-
-    /* Where the call being recorded goes (src/vk_command.c). */
-    vk_mode mode;
-    /* Work was recorded into the application's command buffers since the
-     * last trim: scratch buffers being replaced are retired, not freed. */
-    bool recorded;
-    vk_buffer *retired;
-    uint32_t n_retired, cap_retired;
-    /* Without push descriptors, the descriptor sets of dispatches recorded
-     * into the application's command buffers: a set each, from these pools,
-     * kept until vkmha_context_trim (the same contract as the retired
-     * scratch). The last pool is the one that still has room. */
-    VkDescriptorPool *rec_pools;
-    uint32_t n_rec_pools;
+    /* storageBuffer16BitAccess enabled (vk_tuning.native16 starts from it);
+     * no_native16: desc->debug->no_native_16bit. */
+    bool storage16, no_native16;
     /* desc->debug->no_push_descriptors or its profile's. */
     bool debug_no_push;
-    /* vkmha_path bits not used (src/vk_selfcheck.c), and the check's time. */
-    uint32_t disabled_paths, self_check_us;
-    /* vkmha_mha_submit's submissions not yet known to be complete. */
-    struct vkmha_submission **subs;
-    uint32_t n_subs, cap_subs;
+    uint32_t self_check_us; /* the self-check's time (src/vk_selfcheck.c) */
 
-    /* The call being planned (vk_exec_begin .. vk_exec_end): its mode,
-     * planning (between the two), and its steps. */
-    bool planning;
-    vk_plan plan;
-    bool dirty_transfer, dirty_compute; /* writes not yet covered by a barrier */
+    vk_tuning tuning;
+    vk_pipelines pipelines;
+    vk_cache cache;
+    vk_descriptors desc;
+    vk_memory mem;
+    vk_exec exec;
+    vk_submissions sub;
 };
 
 #endif

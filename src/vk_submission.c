@@ -50,20 +50,20 @@ static vkmha_status submission_new(vk_state *vk, vk_submission **out)
     return VKMHA_SUCCESS;
 }
 
-/* Makes s the newest of vk->subs (the pending ones). */
+/* Makes s the newest of vk->sub.subs (the pending ones). */
 static vkmha_status submission_track(vk_state *vk, vk_submission *s)
 {
-    if (vk->n_subs == vk->cap_subs) {
-        uint32_t cap = vk->cap_subs ? 2 * vk->cap_subs : 4;
-        vkmha_submission **subs = vkmha__realloc(vk->ctx, vk->subs,
-                                                 vk->n_subs * sizeof *subs, cap * sizeof *subs);
+    if (vk->sub.n_subs == vk->sub.cap_subs) {
+        uint32_t cap = vk->sub.cap_subs ? 2 * vk->sub.cap_subs : 4;
+        vkmha_submission **subs = vkmha__realloc(vk->ctx, vk->sub.subs,
+                                                 vk->sub.n_subs * sizeof *subs, cap * sizeof *subs);
         if (!subs)
             return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
                                "%s: out of host memory", vk->ctx->call);
-        vk->subs = subs;
-        vk->cap_subs = cap;
+        vk->sub.subs = subs;
+        vk->sub.cap_subs = cap;
     }
-    vk->subs[vk->n_subs++] = &s->s;
+    vk->sub.subs[vk->sub.n_subs++] = &s->s;
     return VKMHA_SUCCESS;
 }
 
@@ -120,7 +120,7 @@ vkmha_status vk_parts_close(vkmha_context *ctx, vkmha_submission *open, vkmha_st
 
 vkmha_status vk_submission_begin_commands(vk_state *vk)
 {
-    return begin_commands(vk, vk_sub(vk->subs[vk->n_subs - 1])->cmd);
+    return begin_commands(vk, vk_sub(vk->sub.subs[vk->sub.n_subs - 1])->cmd);
 }
 
 void vk_submission_free(vk_state *vk, vkmha_submission *sub)
@@ -128,9 +128,9 @@ void vk_submission_free(vk_state *vk, vkmha_submission *sub)
     if (!sub)
         return;
     vk_submission *s = vk_sub(sub);
-    for (uint32_t i = 0; i < vk->n_subs; i++)
-        if (vk->subs[i] == sub) {
-            vk->subs[i] = vk->subs[--vk->n_subs];
+    for (uint32_t i = 0; i < vk->sub.n_subs; i++)
+        if (vk->sub.subs[i] == sub) {
+            vk->sub.subs[i] = vk->sub.subs[--vk->sub.n_subs];
             break;
         }
     if (s->fence)
@@ -156,8 +156,8 @@ static vkmha_status submission_wait(vk_state *vk, vkmha_submission *s, uint64_t 
 
 vkmha_status vk_wait_submissions(vk_state *vk)
 {
-    for (uint32_t i = 0; i < vk->n_subs; i++)
-        if (submission_wait(vk, vk->subs[i], UINT64_MAX) == VKMHA_ERROR_DEVICE_LOST)
+    for (uint32_t i = 0; i < vk->sub.n_subs; i++)
+        if (submission_wait(vk, vk->sub.subs[i], UINT64_MAX) == VKMHA_ERROR_DEVICE_LOST)
             return VKMHA_ERROR_DEVICE_LOST;
     return VKMHA_SUCCESS;
 }
@@ -187,7 +187,7 @@ void vk_submission_free_op(vkmha_submission *s)
 vkmha_status vk_submission_submit(vk_state *vk)
 {
     VkResult r;
-    vk_submission *s = vk_sub(vk->subs[vk->n_subs - 1]);
+    vk_submission *s = vk_sub(vk->sub.subs[vk->sub.n_subs - 1]);
     if ((r = vk->vkd.vkEndCommandBuffer(s->cmd)) != VK_SUCCESS) {
         vk_submission_free(vk, &s->s);
         return vk_fail(vk, r, "vkEndCommandBuffer");
@@ -200,4 +200,13 @@ vkmha_status vk_submission_submit(vk_state *vk)
         return vk_fail(vk, r, "vkQueueSubmit");
     }
     return VKMHA_SUCCESS;
+}
+
+void vk_submissions_destroy(vk_state *vk)
+{
+    while (vk->sub.n_subs)
+        vk_submission_free(vk, vk->sub.subs[vk->sub.n_subs - 1]);
+    vkmha__free(vk->ctx, vk->sub.subs);
+    vk->sub.subs = NULL;
+    vk->sub.cap_subs = 0;
 }

@@ -138,7 +138,7 @@ vkmha_status vk_tensor_wrap(vkmha_context *ctx, const vkmha_tensor_desc *desc, u
     v->buf.buf = buffer;
     v->buf.offset = offset;
     v->buf.size = span;
-    v->buf.id = ++vk->next_buffer_id;
+    v->buf.id = ++vk->mem.next_buffer_id;
     t->mem = handle;
     t->offset = offset;
     *out = t;
@@ -214,7 +214,7 @@ vkmha_status vk_op_matmul(vkmha_context *ctx, const vkmha_run *run, const mm_sha
     if ((st = vk_matmul_prepare(vk, &args, 1)) ||
         (st = vk_run_begin(vk, run)))
         return st;
-    return vk_run_end(vk, run, vk_record_matmul(vk, &vk->op_sites.sites[OPSITE_MATMUL], &args));
+    return vk_run_end(vk, run, vk_record_matmul(vk, &vk->desc.op_sites.sites[OPSITE_MATMUL], &args));
 }
 
 vkmha_status vk_op_softmax(vkmha_context *ctx, const vkmha_run *run, const sm_shape *s,
@@ -232,7 +232,7 @@ vkmha_status vk_op_softmax(vkmha_context *ctx, const vkmha_run *run, const sm_sh
                          .batch = s->batch, .heads = s->heads, .len_q = s->len_q,
                          .len_k = s->len_k, .scale = s->scale};
     vk_mask_args(masks, &mask->m, &a);
-    return vk_run_end(vk, run, vk_record_softmax(vk, &vk->op_sites.sites[OPSITE_SOFTMAX], &a));
+    return vk_run_end(vk, run, vk_record_softmax(vk, &vk->desc.op_sites.sites[OPSITE_SOFTMAX], &a));
 }
 
 vkmha_status vk_op_heads(vkmha_context *ctx, const vkmha_run *run, const heads_shape *s,
@@ -245,7 +245,7 @@ vkmha_status vk_op_heads(vkmha_context *ctx, const vkmha_run *run, const heads_s
     if ((st = vk_run_begin(vk, run)))
         return st;
     return vk_run_end(vk, run,
-                      vk_record_heads(vk, &vk->op_sites.sites[OPSITE_HEADS], s, split,
+                      vk_record_heads(vk, &vk->desc.op_sites.sites[OPSITE_HEADS], s, split,
                                       vk_tensor_view(x), vk_tensor_view(y)));
 }
 
@@ -272,7 +272,7 @@ vkmha_status vk_op_attention(vkmha_context *ctx, const vkmha_run *run, const att
         return st;
     vk_tensor_masks(mask, plan.masks);
     return vk_run_end(vk, run,
-                      vk_record_attention(vk, &vk->op_sites.sites[OPSITE_ATTENTION], &plan,
+                      vk_record_attention(vk, &vk->desc.op_sites.sites[OPSITE_ATTENTION], &plan,
                                           &mask->m, &vq, &vkv, &vv, &vo));
 }
 

@@ -182,8 +182,14 @@ static bool env_tile(vkmha_tile_config *t)
                                                        : (vkmha_matmul_variant)-1};
     return true;
 }
-vkmha_status vk_tuning_init(vk_state *vk, const vkmha_tile_config *override)
+vkmha_status vk_tuning_init(vk_state *vk, const vk_tuning_desc *desc)
 {
+    vk_tuning *t = &vk->tuning;
+    const vkmha_tile_config *override = desc->tile;
+    t->use_subgroup = vk->info.subgroup_arithmetic && !desc->no_subgroup_ops;
+    t->native16 = vk->storage16;
+    t->flash_gpu_blocks = desc->fused_kernel == VKMHA_FUSED_KERNEL_SHARED_GPU_BLOCKS;
+    t->fused_kernel = t->flash_gpu_blocks ? VKMHA_FUSED_KERNEL_SHARED : desc->fused_kernel;
     bool cpu = vk->info.type == VKMHA_DEVICE_TYPE_CPU;
     vkmha_tile_config et;
     const char *what = "desc->matmul_tile";
@@ -207,24 +213,24 @@ vkmha_status vk_tuning_init(vk_state *vk, const vkmha_tile_config *override)
                                : et.variant == VKMHA_MATMUL_VARIANT_SHARED ? "shared"
                                                                           : "?",
                                et.bm, et.bn, et.bk, et.tm, et.tn, why);
-        vk->tile_large = vk->tile_small = et;
+        vk->tuning.tile_large = vk->tuning.tile_small = et;
     } else if (!pick_tile(&vk->info, cpu ? cpu_large_tiles : large_tiles,
                    cpu ? VKMHA_ARRAY_LEN(cpu_large_tiles) : VKMHA_ARRAY_LEN(large_tiles),
-                   &vk->tile_large) ||
+                   &vk->tuning.tile_large) ||
         !pick_tile(&vk->info, cpu ? cpu_small_tiles : small_tiles,
                    cpu ? VKMHA_ARRAY_LEN(cpu_small_tiles) : VKMHA_ARRAY_LEN(small_tiles),
-                   &vk->tile_small))
+                   &vk->tuning.tile_small))
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "vkmha_context_create: no matmul tile fits this device's limits");
     /* CPU devices, unless a tile was forced: lanes over columns for A of a
      * few rows. A workgroup of 8 lanes of 4 columns each, one row: measured
      * on lavapipe at 1 x 4096 x 4096 (a decode step's projection) against
      * the small tile's lanes over rows, which then all repeat row 0. */
-    vk->tile_gemv = (vkmha_tile_config){0};
+    vk->tuning.tile_gemv = (vkmha_tile_config){0};
     if (cpu && !have &&
-        vk->tile_small.variant == VKMHA_MATMUL_VARIANT_REGISTER &&
+        vk->tuning.tile_small.variant == VKMHA_MATMUL_VARIANT_REGISTER &&
         vk->info.max_workgroup_invocations >= 8 && vk->info.max_workgroup_size[0] >= 8)
-        vk->tile_gemv = (vkmha_tile_config){.bm = 1, .bn = 32, .bk = 4, .tm = 1, .tn = 4,
+        vk->tuning.tile_gemv = (vkmha_tile_config){.bm = 1, .bn = 32, .bk = 4, .tm = 1, .tn = 4,
                                             .workgroup_size = 8,
                                             .variant = VKMHA_MATMUL_VARIANT_REGISTER};
     /* The register variant reads A and B as vec4 texel buffers where it can
@@ -233,18 +239,18 @@ vkmha_status vk_tuning_init(vk_state *vk, const vkmha_tile_config *override)
      * (vk_buffer_create), and operands without a view (wrapped tensors,
      * bf16, buffers past the limit: NVIDIA's 2^27 texels are 2 GiB of vec4s
      * against a 4 GiB maxStorageBufferRange) take the storage-buffer reads. */
-    if (vk->tile_large.variant == VKMHA_MATMUL_VARIANT_REGISTER) {
-        vk->matmul_texel = true;
+    if (vk->tuning.tile_large.variant == VKMHA_MATMUL_VARIANT_REGISTER) {
+        vk->tuning.matmul_texel = true;
         /* fp16 as vec4 texels (R16G16B16A16_SFLOAT, required of every
          * device for uniform texel buffers; checked anyway). */
         VkFormatProperties fh, fu;
         vk->vki.GetPhysicalDeviceFormatProperties(vk->phys, VK_FORMAT_R16G16B16A16_SFLOAT, &fh);
         vk->vki.GetPhysicalDeviceFormatProperties(vk->phys, VK_FORMAT_R32G32_UINT, &fu);
-        vk->texel16 = (fh.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) &&
+        vk->tuning.texel16 = (fh.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) &&
                       (fu.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT);
     }
-    vk->reduce_wg = pick_workgroup(&vk->info, 128);
-    vk->elementwise_wg = pick_workgroup(&vk->info, 256);
+    vk->tuning.reduce_wg = pick_workgroup(&vk->info, 128);
+    vk->tuning.elementwise_wg = pick_workgroup(&vk->info, 256);
     /* CPU-shaped row kernels (shaders/softmax_cpu.comp, heads_cpu.comp,
      * layernorm_cpu.comp) on CPU devices, with texel reads: measured on a
      * 2-core lavapipe (docs/PERFORMANCE.md, "Small kernels"); 16 rows per
@@ -254,24 +260,24 @@ vkmha_status vk_tuning_init(vk_state *vk, const vkmha_tile_config *override)
      * "gpu" keeps the workgroup-per-row kernels, "storage" the CPU-shaped
      * ones with storage-buffer reads only (as with wrapped tensors). */
     const char *rk = getenv("VKMHA_ROW_KERNELS");
-    bool rows_cpu = cpu && vk->matmul_texel && !(rk && !strcmp(rk, "gpu"));
-    vk->cpu_rows_wg = rows_cpu ? pick_workgroup(&vk->info, 16) : 0;
-    vk->row_texel = rows_cpu && !(rk && !strcmp(rk, "storage"));
+    bool rows_cpu = cpu && vk->tuning.matmul_texel && !(rk && !strcmp(rk, "gpu"));
+    vk->tuning.cpu_rows_wg = rows_cpu ? pick_workgroup(&vk->info, 16) : 0;
+    vk->tuning.row_texel = rows_cpu && !(rk && !strcmp(rk, "storage"));
     for (uint32_t c = 0; c < VK_FLASH_CLASSES; c++) {
-        if (!pick_flash(&vk->info, 32u << c, cpu && !vk->flash_gpu_blocks, &vk->flash[c]))
-            vk->flash[c] = (vk_flash_config){0}; /* that class runs unfused */
-        vk->flash_cpu[c] = cpu && vk->matmul_texel ? pick_flash_cpu(&vk->info, 32u << c)
+        if (!pick_flash(&vk->info, 32u << c, cpu && !vk->tuning.flash_gpu_blocks, &vk->tuning.flash[c]))
+            vk->tuning.flash[c] = (vk_flash_config){0}; /* that class runs unfused */
+        vk->tuning.flash_cpu[c] = cpu && vk->tuning.matmul_texel ? pick_flash_cpu(&vk->info, 32u << c)
                                                    : (vk_flash_config){0};
     }
-    if (vk->fused_kernel == VKMHA_FUSED_KERNEL_REGISTER && !vk->flash_cpu[0].workgroup_size)
+    if (vk->tuning.fused_kernel == VKMHA_FUSED_KERNEL_REGISTER && !vk->tuning.flash_cpu[0].workgroup_size)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "vkmha_context_create: desc->debug->fused_kernel: the CPU-shaped "
                            "fused kernel runs on CPU devices only");
     /* Split-K below this many workgroups; Vulkan does not report the number
      * of cores, so this is per device type: enough for large GPUs, and a few
      * per thread for CPU devices. */
-    vk->flash_fill_groups = cpu ? 32 : 256;
-    if ((uint64_t)vk->reduce_wg * sizeof(float) > vk->info.max_shared_memory)
+    vk->tuning.flash_fill_groups = cpu ? 32 : 256;
+    if ((uint64_t)vk->tuning.reduce_wg * sizeof(float) > vk->info.max_shared_memory)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "vkmha_context_create: too little shared memory");
     return VKMHA_SUCCESS;
@@ -282,13 +288,16 @@ void vk_tuning_disable(vk_state *vk, uint32_t path)
     /* A kernel's path (a row of src/vk_kernels.c) needs nothing more than
      * its bit: vk_pipe_available reads it. */
     if (path == VKMHA_PATH_SUBGROUP)
-        vk->use_subgroup = false;
+        vk->tuning.use_subgroup = false;
     if (path == VKMHA_PATH_NATIVE_16BIT)
-        vk->native16 = false;
-    if (path == VKMHA_PATH_SPARSE && vk->sparse) {
-        vk->sparse = false;
-        snprintf(vk->sparse_why, sizeof vk->sparse_why,
-                 "disabled: the self-check found it wrong, or VKMHA_DISABLE_PATHS names it");
-    }
-    vk->disabled_paths |= path;
+        vk->tuning.native16 = false;
+    /* Sparse binding: vk_sparse_tensors reads the bit. */
+    vk->tuning.disabled_paths |= path;
+}
+
+vkmha_fused_kernel vk_tuning_force_kernel(vk_state *vk, vkmha_fused_kernel kernel)
+{
+    const vkmha_fused_kernel before = vk->tuning.fused_kernel;
+    vk->tuning.fused_kernel = kernel;
+    return before;
 }

@@ -138,7 +138,7 @@ int main(void)
             unsetenv("VKMHA_ROW_KERNELS");
         vkmha_context *gpu = t_context(VKMHA_BACKEND_VULKAN, va->flags);
         t_diag("%s: CPU-shaped row kernels %s, texel reads %s", va->name,
-               gpu->vk->cpu_rows_wg ? "on" : "off", gpu->vk->row_texel ? "on" : "off");
+               gpu->vk->tuning.cpu_rows_wg ? "on" : "off", gpu->vk->tuning.row_texel ? "on" : "off");
         for (size_t i = 0; i < VKMHA_ARRAY_LEN(sm_cases); i++)
             softmax_case(ref, gpu, va->name, &rng, &sm_cases[i]);
         heads_case(ref, gpu, va->name, &rng, 1, 1, 1, 1);

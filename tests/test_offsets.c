@@ -473,7 +473,7 @@ static void view_offsets(vkmha_context *gpu, vkmha_context *ref, t_rng *r)
         if (!st)
             st = vk_upload(vk, &b, y_at - 4, fill, bytes + 8);
         if (!st)
-            st = vk_record_heads(vk, &vk->op_sites.sites[OPSITE_HEADS], &hs, true, xv, yv);
+            st = vk_record_heads(vk, &vk->desc.op_sites.sites[OPSITE_HEADS], &hs, true, xv, yv);
         vk_buffer around = b;
         around.offset = y_at - 4;
         if (!st)

@@ -129,7 +129,7 @@ static void round_trip(vkmha_context *gpu, const char *variant, uint32_t dt, con
         const vk_view x = {.buf = &arena, .offset = x_at, .dtype = dt},
                       y = {.buf = &arena, .offset = y_at, .dtype = dt},
                       z = {.buf = &arena, .offset = z_at, .dtype = dt};
-        vk_site *site = &vk->op_sites.sites[OPSITE_HEADS];
+        vk_site *site = &vk->desc.op_sites.sites[OPSITE_HEADS];
         vkmha_status st = vk_upload(vk, &arena, 0, upload, arena_bytes);
         if (!st) {
             vk_barrier(vk);
@@ -219,10 +219,10 @@ int main(void)
         vkmha_context *gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &dbg, NULL, NULL);
         unsetenv("VKMHA_ROW_KERNELS");
         vk_state *vk = gpu->vk;
-        const bool cpu_shaped = vk->cpu_rows_wg != 0;
+        const bool cpu_shaped = vk->tuning.cpu_rows_wg != 0;
         char tag[128];
         snprintf(tag, sizeof tag, "%s (%s kernel ran, %s)", variants[v].tag,
-                 cpu_shaped ? "heads_cpu" : "heads", vk->native16 ? "native16" : "packed");
+                 cpu_shaped ? "heads_cpu" : "heads", vk->tuning.native16 ? "native16" : "packed");
         const VkDeviceSize align = vk->min_storage_offset_align;
         vkmha__begin_call(gpu, "typed round trip");
         if (vk_window_sites_reserve(vk, KIND_HEADS, 1) != VKMHA_SUCCESS)

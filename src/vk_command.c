@@ -349,6 +349,8 @@ vkmha_status vk_exec_end(vk_state *vk, vkmha_status st, struct vkmha_submission 
     }
     if (st && sub)
         *sub = NULL;
+    /* Scratch replaced while submissions were pending, once none is. */
+    vk_memory_collect(vk);
     return st;
 }
 

@@ -400,42 +400,66 @@ vkmha_status vk_buffer_create_sparse(vk_state *vk, VkDeviceSize size, VkDeviceSi
     return VKMHA_SUCCESS;
 }
 
-/* Frees *b, or keeps it on the retired list while command buffers the
- * application recorded may still use it (freed by vkmha_context_trim).
- * vkmha's own submissions are waited for first. */
-static vkmha_status vk_retire(vk_state *vk, vk_buffer *b)
+/* Moves *b onto a list of buffers (retired or deferred), emptying *b. */
+static vkmha_status keep(vk_state *vk, vk_buffer **list, uint32_t *n, uint32_t *cap,
+                         vk_buffer *b)
 {
-    vkmha_status st;
-    if (!b->buf)
-        return VKMHA_SUCCESS;
-    if ((st = vk_wait_submissions(vk)))
-        return st;
-    if (!vk->mem.recorded) {
-        vk_buffer_destroy(vk, b);
-        return VKMHA_SUCCESS;
-    }
-    if (vk->mem.n_retired == vk->mem.cap_retired) {
-        uint32_t cap = vk->mem.cap_retired ? 2 * vk->mem.cap_retired : 8;
-        vk_buffer *r = vkmha__realloc(vk->ctx, vk->mem.retired, vk->mem.n_retired * sizeof *r,
-                                      cap * sizeof *r);
+    if (*n == *cap) {
+        const uint32_t c = *cap ? 2 * *cap : 8;
+        vk_buffer *r = vkmha__realloc(vk->ctx, *list, *n * sizeof *r, c * sizeof *r);
         if (!r)
             return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
                                "%s: out of host memory", call_name(vk));
-        vk->mem.retired = r;
-        vk->mem.cap_retired = cap;
+        *list = r;
+        *cap = c;
     }
-    vk->mem.retired[vk->mem.n_retired++] = *b;
+    (*list)[(*n)++] = *b;
     memset(b, 0, sizeof *b);
     return VKMHA_SUCCESS;
 }
 
+/* Replaces nothing and waits for nothing: frees *b now when no work may use
+ * it; keeps it on the retired list while command buffers the application
+ * recorded may (freed by vkmha_context_trim); and while vkmha's own
+ * submissions are pending, on the deferred list, freed once they are all
+ * done (vk_memory_collect), so that growing scratch never blocks on them. */
+static vkmha_status vk_retire(vk_state *vk, vk_buffer *b)
+{
+    if (!b->buf)
+        return VKMHA_SUCCESS;
+    if (vk->mem.recorded)
+        return keep(vk, &vk->mem.retired, &vk->mem.n_retired, &vk->mem.cap_retired, b);
+    if (!vk_submissions_idle(vk)) {
+        vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+                   "%s: a replaced scratch buffer (%llu bytes) is freed once the pending "
+                   "submissions are done",
+                   call_name(vk), (unsigned long long)b->alloc_size);
+        return keep(vk, &vk->mem.deferred, &vk->mem.n_deferred, &vk->mem.cap_deferred, b);
+    }
+    vk_buffer_destroy(vk, b);
+    return VKMHA_SUCCESS;
+}
+
+/* Frees and empties a list of buffers. */
+static void free_list(vk_state *vk, vk_buffer **list, uint32_t *n, uint32_t *cap)
+{
+    for (uint32_t i = 0; i < *n; i++)
+        vk_buffer_destroy(vk, &(*list)[i]);
+    vkmha__free(vk->ctx, *list);
+    *list = NULL;
+    *n = *cap = 0;
+}
+
+void vk_memory_collect(vk_state *vk)
+{
+    if (vk->mem.n_deferred && vk_submissions_idle(vk))
+        free_list(vk, &vk->mem.deferred, &vk->mem.n_deferred, &vk->mem.cap_deferred);
+}
+
 void vk_release_retired(vk_state *vk)
 {
-    for (uint32_t i = 0; i < vk->mem.n_retired; i++)
-        vk_buffer_destroy(vk, &vk->mem.retired[i]);
-    vkmha__free(vk->ctx, vk->mem.retired);
-    vk->mem.retired = NULL;
-    vk->mem.n_retired = vk->mem.cap_retired = 0;
+    free_list(vk, &vk->mem.retired, &vk->mem.n_retired, &vk->mem.cap_retired);
+    free_list(vk, &vk->mem.deferred, &vk->mem.n_deferred, &vk->mem.cap_deferred);
     vk->mem.recorded = false;
 }
 
@@ -518,6 +542,8 @@ uint64_t vk_scratch_bytes(const vk_state *vk)
         n += vk->mem.slots[i].alloc_size;
     for (uint32_t i = 0; i < vk->mem.n_retired; i++)
         n += vk->mem.retired[i].alloc_size;
+    for (uint32_t i = 0; i < vk->mem.n_deferred; i++)
+        n += vk->mem.deferred[i].alloc_size;
     return n;
 }
 

@@ -119,6 +119,12 @@ vkmha_status vk_submission_submit(vk_state *vk);
 vkmha_status vk_wait_submissions(vk_state *vk);
 /* Frees the retired scratch buffers and clears `recorded` (vkmha_context_trim). */
 void vk_release_retired(vk_state *vk);
+/* Whether none of vkmha's submissions is pending (their fences polled, not
+ * waited for). */
+bool vk_submissions_idle(vk_state *vk);
+/* Frees the scratch buffers replaced while submissions were pending, once
+ * none is (after each call, and at trim). */
+void vk_memory_collect(vk_state *vk);
 /* Frees every submission (the context's destruction, after the device is
  * idle or vkmha's own work is done). */
 void vk_submissions_destroy(vk_state *vk);

@@ -126,6 +126,10 @@ typedef struct vk_memory {
     bool recorded;
     vk_buffer *retired;
     uint32_t n_retired, cap_retired;
+    /* Replaced while vkmha's own submissions were pending: freed once they
+     * are all done (vk_memory_collect), without waiting for them. */
+    vk_buffer *deferred;
+    uint32_t n_deferred, cap_deferred;
 } vk_memory;
 
 /* The executor (src/vk_command.c): the call being planned (vk_exec_begin ..

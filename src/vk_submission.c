@@ -1,9 +1,10 @@
 /* vkmha_mha_submit's submissions on the Vulkan backend: each its own
  * command buffer and fence, recorded by the executor (src/vk_command.c) in
  * MODE_SUBMIT, waited for, polled and freed here (the public functions, and
- * the reference backend's submissions, are in src/mha.c); the context waits
- * for the pending ones before it replaces a scratch buffer or rewrites a
- * descriptor set they use. */
+ * the reference backend's submissions, are in src/mha.c). A scratch buffer
+ * replaced while they are pending is freed once none is (src/vk_memory.c's
+ * deferred list, vk_submissions_idle); without push descriptors the context
+ * waits for them before it rewrites a descriptor set they use. */
 #include "vk_resources.h"
 
 typedef struct vk_submission {
@@ -160,6 +161,14 @@ vkmha_status vk_wait_submissions(vk_state *vk)
         if (submission_wait(vk, vk->sub.subs[i], UINT64_MAX) == VKMHA_ERROR_DEVICE_LOST)
             return VKMHA_ERROR_DEVICE_LOST;
     return VKMHA_SUCCESS;
+}
+
+bool vk_submissions_idle(vk_state *vk)
+{
+    for (uint32_t i = 0; i < vk->sub.n_subs; i++)
+        if (submission_wait(vk, vk->sub.subs[i], 0) == VKMHA_NOT_READY)
+            return false;
+    return true;
 }
 
 /* The backend table's (vkmha_backend_ops) entries for the public functions

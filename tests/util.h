@@ -287,6 +287,30 @@ static inline bool t_has_word(const char *msg, const char *word)
     return false;
 }
 
+/* Whether a bad call's message is right: it starts with "fn:" and names
+ * `arg` as a whole word, and contains `extra` (NULL: anything); if not,
+ * says why (a diagnostic naming the case). tests/test_errors.c and
+ * tests/test_bad_input.c hold every refusal to this. */
+static inline bool t_message_names(const char *name, const char *msg, const char *fn,
+                                   const char *arg, const char *extra)
+{
+    const size_t fl = strlen(fn);
+    if (!msg || !msg[0]) {
+        t_diag("%s: last error is empty", name);
+        return false;
+    }
+    if (strncmp(msg, fn, fl) != 0 || msg[fl] != ':') {
+        t_diag("%s: message \"%s\" does not start with \"%s:\"", name, msg, fn);
+        return false;
+    }
+    if (!t_has_word(msg + fl, arg) || (extra && !strstr(msg, extra))) {
+        t_diag("%s: message \"%s\" does not name \"%s\"%s%s", name, msg, arg,
+               extra ? " with " : "", extra ? extra : "");
+        return false;
+    }
+    return true;
+}
+
 /* A tiny valid softmax with known values (atol 1e-6, rtol 1e-5: softmax of
  * 3 values in fp32): the context still works after an error, and the last
  * error is cleared by the successful call. */

@@ -395,7 +395,7 @@ vkmha_status vk_pipeline_statistics(vk_state *vk, vk_pipe pipe, uint32_t dtypes,
                                     uint32_t *subgroup_size,
                                     VkPipelineExecutableStatisticKHR *out, uint32_t *count)
 {
-    VkPipeline p;
+    VkPipeline p = VK_NULL_HANDLE;
     vkmha_status st;
     if (!vk->compile_only || !vk->vkd.vkGetPipelineExecutablePropertiesKHR ||
         !vk->vkd.vkGetPipelineExecutableStatisticsKHR)

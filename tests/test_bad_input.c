@@ -15,11 +15,15 @@
  * finite elements within tolerance (T_LAYER_ATOL + T_LAYER_RTOL |ref|: the
  * shapes are small and the layer's bound covers every op).
  *
- * tests/test_errors.c holds the first bad-input cases (NULL descs and
- * handles, zero sizes, wrong mask kinds, overlaps), written out as calls;
- * the rows here are other ones: overflows of 32 and 64 bits, huge sizes,
- * strides, enum and limit values, debug options, NaN and Inf, NULL out
- * pointers of the queries. Both hold a refusal's message to the same check
+ * Every bad argument of the ops and the layer is a row here: NULL descs and
+ * pointers, zero sizes, inconsistent heads, wrong mask kinds and pointers,
+ * overlaps (rows that were tests/test_errors.c's calls), overflows of 32
+ * and 64 bits, huge sizes, strides, enum and limit values, debug options,
+ * NaN and Inf, NULL out pointers of the queries. After them, the layers
+ * created before the first row give the same forward as before it.
+ * tests/test_errors.c keeps what is not an argument of an op: NULL
+ * contexts and layers, context creation, status strings, the names of the
+ * tensor forms. Both hold a refusal's message to one check
  * (t_message_names, tests/util.h) and its outputs to t_untouched.
  *
  * Tensors (another context's, destroyed, wrong dtype, too small, shared
@@ -85,6 +89,8 @@ typedef struct args {
     uint32_t kernel_capacity;   /* *count of vkmha_context_get_kernels */
     uint32_t *kernel_count;     /* non-NULL: call() points it at kernel_capacity */
     vkmha_kernel_info *kernels; /* non-NULL: call() points it at an array */
+    uint32_t null_desc; /* 1: the desc (the layer's io) passed as NULL */
+    uint32_t null_out;  /* 1: vkmha_mha_create's out passed as NULL */
 } args;
 
 /* A change to the default: a field set to a value, a pointer set to NULL or
@@ -128,6 +134,26 @@ typedef struct row {
 #define CAUSAL VKMHA_MASK_CAUSAL
 #define BIAS VKMHA_MASK_BIAS
 #define UNFUSED VKMHA_ATTENTION_PATH_UNFUSED
+#define NULLD U32(null_desc, 1)
+/* The mask's refusals, one row each for an op that takes a mask (its
+ * defaults: batch 2, heads 2 or 4). */
+#define MASK_ROWS(op, f)                                                                    \
+    {op " mask with unknown kind bit 0x10", f, BOTH, INVALID, "mask->kinds", NULL,            \
+     {MASK, U32(mask.kinds, 1u << 4)}},                                                      \
+    {op " mask KEY_PADDING with NULL key_padding", f, BOTH, INVALID, "mask->key_padding",     \
+     NULL, {MASK, U32(mask.kinds, KP)}},                                                     \
+    {op " mask FULL with NULL full", f, BOTH, INVALID, "mask->full", NULL,                    \
+     {MASK, U32(mask.kinds, FULL)}},                                                         \
+    {op " mask BIAS with NULL bias", f, BOTH, INVALID, "mask->bias", NULL,                    \
+     {MASK, U32(mask.kinds, BIAS)}},                                                         \
+    {op " mask key_padding set without its kind", f, BOTH, INVALID, "mask->key_padding",      \
+     "wrong mask kind", {MASK, U32(mask.kinds, CAUSAL), BYTES(mask.key_padding)}},           \
+    {op " mask full set without its kind", f, BOTH, INVALID, "mask->full", "wrong mask kind", \
+     {MASK, U32(mask.kinds, KP), BYTES(mask.key_padding), BYTES(mask.full)}},                \
+    {op " mask bias_heads 3", f, BOTH, INVALID, "mask->bias_heads", NULL,                     \
+     {MASK, U32(mask.kinds, BIAS), IN(mask.bias, IN_MBIAS), U32(mask.bias_heads, 3)}},       \
+    {op " mask bias_batch 3 with batch 2", f, BOTH, INVALID, "mask->bias_batch", NULL,        \
+     {MASK, U32(mask.kinds, BIAS), IN(mask.bias, IN_MBIAS), U32(mask.bias_batch, 3)}}
 
 static const row rows[] = {
     /* ---- vkmha_matmul: strides ---- */
@@ -429,6 +455,111 @@ static const row rows[] = {
     {"context_create debug fused_kernel not a vkmha_fused_kernel", F_CONTEXT_CREATE, VK_ONLY,
      INVALID, "desc->debug->fused_kernel", NULL, {U32(dbg.fused_kernel, 4)}},
 
+
+    /* ---- NULL, zero and inconsistent arguments (were tests/test_errors.c's
+     * calls; NULLD: the desc, io or create's out pointer NULL) ---- */
+    {"matmul NULL desc", F_MATMUL, BOTH, INVALID, "desc", NULL, {NULLD}},
+    {"matmul NULL a", F_MATMUL, BOTH, INVALID, "a", NULL, {NUL(a)}},
+    {"matmul NULL b", F_MATMUL, BOTH, INVALID, "b", NULL, {NUL(b)}},
+    {"matmul NULL c", F_MATMUL, BOTH, INVALID, "c", NULL, {NUL(c)}},
+    {"matmul m 0", F_MATMUL, BOTH, INVALID, "desc->m", NULL, {U32(mm.m, 0)}},
+    {"matmul n 0", F_MATMUL, BOTH, INVALID, "desc->n", NULL, {U32(mm.n, 0)}},
+    {"matmul k 0", F_MATMUL, BOTH, INVALID, "desc->k", NULL, {U32(mm.k, 0)}},
+    {"matmul lda 3 < k 4", F_MATMUL, BOTH, INVALID, "desc->lda", NULL, {U32(mm.lda, 3)}},
+    {"matmul op_b 7", F_MATMUL, BOTH, INVALID, "desc->op_b", NULL, {U32(mm.op_b, 7)}},
+    {"matmul stride_a -2 (not VKMHA_BROADCAST)", F_MATMUL, BOTH, INVALID, "desc->stride_a",
+     NULL, {U32(mm.batch, 2), I64(mm.stride_a, -2)}},
+    {"matmul stride_c VKMHA_BROADCAST", F_MATMUL, BOTH, INVALID, "desc->stride_c", NULL,
+     {U32(mm.batch, 2), I64(mm.stride_c, VKMHA_BROADCAST)}},
+    {"matmul stride_b 5 < rows * ldb 20", F_MATMUL, BOTH, INVALID, "desc->stride_b", NULL,
+     {U32(mm.batch, 2), I64(mm.stride_b, 5)}},
+    {"matmul c == a (4 x 4)", F_MATMUL, BOTH, INVALID, "c", "overlap",
+     {U32(mm.m, 4), U32(mm.n, 4), OUT(a, 0)}},
+    {"matmul c overlaps bias", F_MATMUL, BOTH, INVALID, "c", "overlap", {OUT(bias, 3)}},
+    {"softmax NULL desc", F_SOFTMAX, BOTH, INVALID, "desc", NULL, {NULLD}},
+    {"softmax NULL x", F_SOFTMAX, BOTH, INVALID, "x", NULL, {NUL(x)}},
+    {"softmax NULL y", F_SOFTMAX, BOTH, INVALID, "y", NULL, {NUL(y)}},
+    {"softmax len_q 0", F_SOFTMAX, BOTH, INVALID, "desc->len_q", NULL, {U32(sm.len_q, 0)}},
+    {"softmax len_k 0", F_SOFTMAX, BOTH, INVALID, "desc->len_k", NULL, {U32(sm.len_k, 0)}},
+    {"softmax y partially overlaps x", F_SOFTMAX, BOTH, INVALID, "y", "overlap",
+     {OUT(x, 0), OUT(y, 1)}},
+    {"softmax sizes overflow 64 bits", F_SOFTMAX, BOTH, INVALID, "len_k", "overflow",
+     {U32(sm.batch, MAXU), U32(sm.heads, MAXU), U32(sm.len_q, MAXU), U32(sm.len_k, MAXU)}},
+    MASK_ROWS("softmax", F_SOFTMAX),
+    {"split_heads NULL desc", F_SPLIT, BOTH, INVALID, "desc", NULL, {NULLD}},
+    {"split_heads NULL x", F_SPLIT, BOTH, INVALID, "x", NULL, {NUL(x)}},
+    {"merge_heads NULL y", F_MERGE, BOTH, INVALID, "y", NULL, {NUL(y)}},
+    {"split_heads len 0", F_SPLIT, BOTH, INVALID, "desc->len", NULL, {U32(hd.len, 0)}},
+    {"merge_heads heads 0", F_MERGE, BOTH, INVALID, "desc->heads", NULL, {U32(hd.heads, 0)}},
+    {"split_heads head_dim 0", F_SPLIT, BOTH, INVALID, "desc->head_dim", NULL,
+     {U32(hd.head_dim, 0)}},
+    {"merge_heads y == x", F_MERGE, BOTH, INVALID, "y", "overlap", {OUT(x, 0)}},
+    {"split_heads sizes overflow 64 bits", F_SPLIT, BOTH, INVALID, "head_dim", "overflow",
+     {U32(hd.batch, MAXU), U32(hd.len, MAXU), U32(hd.heads, MAXU), U32(hd.head_dim, MAXU)}},
+    {"attention NULL desc", F_ATTENTION, BOTH, INVALID, "desc", NULL, {NULLD}},
+    {"attention path 3 (not an enum value)", F_ATTENTION, BOTH, INVALID, "desc->path", NULL,
+     {U32(at.path, 3)}},
+    {"attention path -1", F_ATTENTION, BOTH, INVALID, "desc->path", NULL, {U32(at.path, MAXU)}},
+    {"attention kv_splits above VKMHA_MAX_KV_SPLITS", F_ATTENTION, BOTH, INVALID,
+     "desc->kv_splits", "VKMHA_MAX_KV_SPLITS", {U32(at.kv_splits, VKMHA_MAX_KV_SPLITS + 1)}},
+    {"attention NULL q", F_ATTENTION, BOTH, INVALID, "q", NULL, {NUL(q)}},
+    {"attention NULL k", F_ATTENTION, BOTH, INVALID, "k", NULL, {NUL(k)}},
+    {"attention NULL v", F_ATTENTION, BOTH, INVALID, "v", NULL, {NUL(v)}},
+    {"attention NULL out", F_ATTENTION, BOTH, INVALID, "out", NULL, {NUL(out)}},
+    {"attention heads 0", F_ATTENTION, BOTH, INVALID, "desc->heads", NULL, {U32(at.heads, 0)}},
+    {"attention len_q 0", F_ATTENTION, BOTH, INVALID, "desc->len_q", NULL, {U32(at.len_q, 0)}},
+    {"attention len_k 0", F_ATTENTION, BOTH, INVALID, "desc->len_k", NULL, {U32(at.len_k, 0)}},
+    {"attention d_k 0", F_ATTENTION, BOTH, INVALID, "desc->d_k", NULL, {U32(at.d_k, 0)}},
+    {"attention d_v 0", F_ATTENTION, BOTH, INVALID, "desc->d_v", NULL, {U32(at.d_v, 0)}},
+    {"attention heads 3 % kv_heads 2 != 0", F_ATTENTION, BOTH, INVALID, "desc->kv_heads", NULL,
+     {U32(at.heads, 3), U32(at.kv_heads, 2)}},
+    {"attention kv_heads 4 > heads 2", F_ATTENTION, BOTH, INVALID, "desc->kv_heads", NULL,
+     {U32(at.heads, 2), U32(at.kv_heads, 4)}},
+    {"attention out overlaps q", F_ATTENTION, BOTH, INVALID, "out", "overlap",
+     {OUT(q, 8), NUL(weights)}},
+    {"attention weights overlaps out", F_ATTENTION, BOTH, INVALID, "weights", "overlap",
+     {OUT(weights, 10)}},
+    {"attention sizes overflow 64 bits", F_ATTENTION, BOTH, INVALID, "q", "overflow",
+     {U32(at.batch, MAXU), U32(at.len_q, MAXU), U32(at.len_k, MAXU), U32(at.d_k, MAXU),
+      U32(at.heads, 1), U32(at.kv_heads, 0)}},
+    MASK_ROWS("attention", F_ATTENTION),
+    {"mha_create NULL out", F_MHA_CREATE, BOTH, INVALID, "out", NULL, {U32(null_out, 1)}},
+    {"mha_create NULL desc", F_MHA_CREATE, BOTH, INVALID, "desc", NULL, {NULLD}},
+    {"mha_create d_model 0", F_MHA_CREATE, BOTH, INVALID, "desc->d_model", NULL,
+     {U32(md.d_model, 0)}},
+    {"mha_create n_head 0", F_MHA_CREATE, BOTH, INVALID, "desc->n_head", NULL,
+     {U32(md.n_head, 0)}},
+    {"mha_create d_model 10 % n_head 4 with d_k defaulted", F_MHA_CREATE, BOTH, INVALID,
+     "desc->d_model", NULL, {U32(md.d_model, 10), U32(md.n_kv_head, 0)}},
+    {"mha_create n_head 4 % n_kv_head 3 != 0", F_MHA_CREATE, BOTH, INVALID, "desc->n_kv_head",
+     NULL, {U32(md.n_kv_head, 3)}},
+    {"mha_create n_kv_head 8 > n_head 4", F_MHA_CREATE, BOTH, INVALID, "desc->n_kv_head", NULL,
+     {U32(md.n_kv_head, 8)}},
+    {"mha_create NULL w_k", F_MHA_CREATE, BOTH, INVALID, "desc->w_k", NULL, {NUL(md.w_k)}},
+    {"mha_create NULL w_o", F_MHA_CREATE, BOTH, INVALID, "desc->w_o", NULL, {NUL(md.w_o)}},
+    {"mha_create norm_gamma set, post_norm false", F_MHA_CREATE, BOTH, INVALID,
+     "desc->norm_gamma", NULL, {U32(md.post_norm, 0), NUL(md.norm_beta)}},
+    {"mha_create norm_eps negative", F_MHA_CREATE, BOTH, INVALID, "desc->norm_eps", NULL,
+     {F32(md.norm_eps, -1e-5)}},
+    {"mha_forward NULL io", F_FORWARD, BOTH, INVALID, "io", NULL, {NULLD}},
+    {"mha_forward NULL io->query", F_FORWARD, BOTH, INVALID, "io->query", NULL,
+     {NUL(io.query)}},
+    {"mha_forward NULL io->key", F_FORWARD, BOTH, INVALID, "io->key", NULL, {NUL(io.key)}},
+    {"mha_forward NULL io->value", F_FORWARD, BOTH, INVALID, "io->value", NULL,
+     {NUL(io.value)}},
+    {"mha_forward NULL io->out", F_FORWARD, BOTH, INVALID, "io->out", NULL, {NUL(io.out)}},
+    {"mha_forward len_q 0", F_FORWARD, BOTH, INVALID, "io->len_q", NULL, {U32(io.len_q, 0)}},
+    {"mha_forward attention_path 7", F_FORWARD, BOTH, INVALID, "io->attention_path", NULL,
+     {U32(io.attention_path, 7)}},
+    {"mha_forward kv_splits 2^32 - 1", F_FORWARD, BOTH, INVALID, "io->kv_splits", NULL,
+     {U32(io.kv_splits, MAXU)}},
+    {"mha_forward io->out overlaps io->query", F_FORWARD, BOTH, INVALID, "io->out", "overlap",
+     {OUT(io.query, 4)}},
+    {"mha_forward io->attn_weights overlaps io->out", F_FORWARD, BOTH, INVALID,
+     "io->attn_weights", "overlap", {OUT(io.attn_weights, 50)}},
+    {"mha_forward mask FULL|CAUSAL with NULL full", F_FORWARD, BOTH, INVALID, "mask->full", NULL,
+     {MASK, U32(mask.kinds, FULL | CAUSAL)}},
+    MASK_ROWS("mha_forward", F_FORWARD),
 };
 
 /* ---- running a row ---------------------------------------------------------- */
@@ -556,27 +687,28 @@ static vkmha_status call(int fn, args *a, vkmha_context *ctx, vkmha_mha *layer,
     vkmha_kernel_info kernels[3];
     switch (fn) {
     case F_MATMUL:
-        st = vkmha_matmul(ctx, &a->mm, a->a, a->b, a->bias, a->c);
+        st = vkmha_matmul(ctx, a->null_desc ? NULL : &a->mm, a->a, a->b, a->bias, a->c);
         break;
     case F_SOFTMAX:
-        st = vkmha_softmax(ctx, &a->sm, a->x, a->p_mask, a->y);
+        st = vkmha_softmax(ctx, a->null_desc ? NULL : &a->sm, a->x, a->p_mask, a->y);
         break;
     case F_SPLIT:
-        st = vkmha_split_heads(ctx, &a->hd, a->x, a->y);
+        st = vkmha_split_heads(ctx, a->null_desc ? NULL : &a->hd, a->x, a->y);
         break;
     case F_MERGE:
-        st = vkmha_merge_heads(ctx, &a->hd, a->x, a->y);
+        st = vkmha_merge_heads(ctx, a->null_desc ? NULL : &a->hd, a->x, a->y);
         break;
     case F_ATTENTION:
-        st = vkmha_attention(ctx, &a->at, a->q, a->k, a->v, a->p_mask, a->out, a->weights);
+        st = vkmha_attention(ctx, a->null_desc ? NULL : &a->at, a->q, a->k, a->v, a->p_mask,
+                             a->out, a->weights);
         break;
     case F_MHA_CREATE:
     case F_LAYER:
         m = (vkmha_mha *)(uintptr_t)1;
-        st = vkmha_mha_create(ctx, &a->md, &m);
+        st = vkmha_mha_create(ctx, a->null_desc ? NULL : &a->md, a->null_out ? NULL : &m);
         if (st == VKMHA_SUCCESS && fn == F_LAYER)
             st = vkmha_mha_forward(m, &a->io);
-        if (st != VKMHA_SUCCESS && fn == F_MHA_CREATE && m != NULL) {
+        if (st != VKMHA_SUCCESS && fn == F_MHA_CREATE && m != NULL && !a->null_out) {
             snprintf(msg, cap, "vkmha_mha_create failed but wrote a handle");
             return VKMHA_ERROR_VULKAN;
         }
@@ -584,7 +716,7 @@ static vkmha_status call(int fn, args *a, vkmha_context *ctx, vkmha_mha *layer,
             vkmha_mha_destroy(m);
         break;
     case F_FORWARD:
-        st = vkmha_mha_forward(layer, &a->io);
+        st = vkmha_mha_forward(layer, a->null_desc ? NULL : &a->io);
         break;
     case F_GET_DESC:
         a->desc_out = a->desc_out ? &got_desc : NULL;
@@ -721,6 +853,21 @@ int main(void)
         return 1;
     }
 
+    /* The default layers' forward before every row, to compare after them. */
+    vkmha_mha *layers[2] = {layer_ref, layer_gpu};
+    const size_t n_fwd = (size_t)d.io.batch * d.io.len_q * d.md.d_model;
+    float *before[2], *after[2];
+    for (int i = 0; i < 2; i++) {
+        before[i] = t_alloc(n_fwd), after[i] = t_alloc(n_fwd);
+        vkmha_mha_io io = d.io;
+        io.out = before[i], io.attn_weights = NULL;
+        if (vkmha_mha_forward(layers[i], &io)) {
+            printf("Bail out! the default layer's forward: %s\n",
+                   vkmha_context_last_error(i ? gpu : ref));
+            return 1;
+        }
+    }
+
     int tried = 0;
     const size_t n_rows = sizeof rows / sizeof rows[0];
     for (size_t i = 0; i < n_rows; i++) {
@@ -748,6 +895,28 @@ int main(void)
     }
     t_diag("bad-input table: %zu rows, %d calls (rows on both backends count twice)", n_rows,
            tried);
+
+    /* The layers created before the rows compute the same forward after
+     * them: the same backend before and after within 1e-6 + 1e-6 |ref| (the
+     * same computation, expected bit-identical); Vulkan against the
+     * reference within 1e-4 + 1e-4 |ref| (fp32 against double accumulation
+     * through two projections, attention and LayerNorm over d_model 16). */
+    bool same = true;
+    for (int i = 0; i < 2; i++) {
+        vkmha_mha_io io = d.io;
+        io.out = after[i], io.attn_weights = NULL;
+        same = vkmha_mha_forward(layers[i], &io) == VKMHA_SUCCESS &&
+               t_close(i ? "vulkan layer" : "reference layer", "out after the rows vs before",
+                       after[i], before[i], n_fwd, 1e-6, 1e-6) &&
+               same;
+    }
+    same = t_close("layer after the rows", "vulkan out vs reference", after[1], after[0], n_fwd,
+                   1e-4, 1e-4) &&
+           same;
+    t_report(same, "a layer created before the rows gives the same forward after them (vulkan "
+                   "vs reference atol 1e-4 rtol 1e-4)");
+    for (int i = 0; i < 2; i++)
+        free(before[i]), free(after[i]);
 
     vkmha_mha_destroy(layer_ref);
     vkmha_mha_destroy(layer_gpu);

@@ -1,4 +1,4 @@
-/* Bad input on both backends. Every bad call must:
+/* Misuse on both backends. Every bad call must:
  *   (a) return exactly VKMHA_ERROR_INVALID_ARGUMENT (or the documented status),
  *   (b) leave a last-error message that starts with the public function's name
  *       and names the offending argument (as a whole word: "desc->m", "a"),
@@ -7,9 +7,11 @@
  *   (d) leave the context usable: a tiny valid softmax right after it gives the
  *       known values (atol 1e-6, rtol 1e-5: softmax of 3 values in fp32) and a
  *       last error of "".
- * Also: NULL ctx / NULL mha never crash, context creation errors, status
- * strings, destroy(NULL), and a layer created before all the errors still
- * computes the same forward afterwards. */
+ * The cases: NULL ctx / NULL mha never crash, context creation errors,
+ * status strings, destroy(NULL), each tensor form's and dtype's name in its
+ * messages, and a layer created before all the errors still computes the
+ * same forward afterwards. Bad arguments of the ops and the layer are
+ * tests/test_bad_input.c's rows. */
 #include "util.h"
 
 #define SENTINEL 12345.0f
@@ -78,60 +80,6 @@ static vkmha_matmul_desc mm_ok(void)
     return d;
 }
 
-static void matmul_cases(const env *e)
-{
-    const char *fn = "vkmha_matmul";
-    const float *a = g_in, *b = g_in + 100, *bias = g_in + 200;
-    vkmha_matmul_desc d;
-
-    BAD(e, INVALID, fn, "desc", NULL, "matmul NULL desc",
-        vkmha_matmul(e->ctx, NULL, a, b, bias, g_out));
-    d = mm_ok();
-    BAD(e, INVALID, fn, "a", NULL, "matmul NULL a", vkmha_matmul(e->ctx, &d, NULL, b, bias, g_out));
-    BAD(e, INVALID, fn, "b", NULL, "matmul NULL b", vkmha_matmul(e->ctx, &d, a, NULL, bias, g_out));
-    BAD(e, INVALID, fn, "c", NULL, "matmul NULL c", vkmha_matmul(e->ctx, &d, a, b, bias, NULL));
-    d = mm_ok();
-    d.m = 0;
-    BAD(e, INVALID, fn, "desc->m", NULL, "matmul m 0", vkmha_matmul(e->ctx, &d, a, b, bias, g_out));
-    d = mm_ok();
-    d.n = 0;
-    BAD(e, INVALID, fn, "desc->n", NULL, "matmul n 0", vkmha_matmul(e->ctx, &d, a, b, bias, g_out));
-    d = mm_ok();
-    d.k = 0;
-    BAD(e, INVALID, fn, "desc->k", NULL, "matmul k 0", vkmha_matmul(e->ctx, &d, a, b, bias, g_out));
-    d = mm_ok();
-    d.lda = 3; /* < k = 4 */
-    BAD(e, INVALID, fn, "desc->lda", NULL, "matmul lda < k",
-        vkmha_matmul(e->ctx, &d, a, b, bias, g_out));
-    d = mm_ok();
-    d.op_b = (vkmha_op)7;
-    BAD(e, INVALID, fn, "desc->op_b", NULL, "matmul op_b 7",
-        vkmha_matmul(e->ctx, &d, a, b, bias, g_out));
-    d = mm_ok();
-    d.batch = 2;
-    d.stride_a = -2;
-    BAD(e, INVALID, fn, "desc->stride_a", NULL, "matmul stride_a -2 (not VKMHA_BROADCAST)",
-        vkmha_matmul(e->ctx, &d, a, b, bias, g_out));
-    d = mm_ok();
-    d.batch = 2;
-    d.stride_c = VKMHA_BROADCAST;
-    BAD(e, INVALID, fn, "desc->stride_c", NULL, "matmul stride_c VKMHA_BROADCAST",
-        vkmha_matmul(e->ctx, &d, a, b, bias, g_out));
-    d = mm_ok();
-    d.batch = 2;
-    d.stride_b = 5; /* < rows * ld = 12: batch entries would overlap */
-    BAD(e, INVALID, fn, "desc->stride_b", NULL, "matmul stride_b < rows * ldb",
-        vkmha_matmul(e->ctx, &d, a, b, bias, g_out));
-    d = mm_ok();
-    d.m = 4; /* square A so that c == a is the same size */
-    d.n = 4;
-    BAD(e, INVALID, fn, "c", "overlap", "matmul c == a",
-        vkmha_matmul(e->ctx, &d, g_out, b, bias, g_out));
-    d = mm_ok();
-    BAD(e, INVALID, fn, "c", "overlap", "matmul c overlaps bias",
-        vkmha_matmul(e->ctx, &d, a, b, g_out + 3, g_out));
-}
-
 static vkmha_softmax_desc sm_ok(void)
 {
     vkmha_softmax_desc d = {0};
@@ -140,139 +88,6 @@ static vkmha_softmax_desc sm_ok(void)
     d.len_q = 2;
     d.len_k = 3;
     return d;
-}
-
-/* The mask cases, shared by softmax, attention and the layer's forward: each
- * `call_mask` runs the op with the given mask on a batch 2, 2 heads, 2 x 3
- * problem. */
-typedef vkmha_status (*mask_call)(const env *e, const vkmha_mask *mask);
-
-static vkmha_status softmax_with(const env *e, const vkmha_mask *mask)
-{
-    vkmha_softmax_desc d = sm_ok();
-    return vkmha_softmax(e->ctx, &d, g_in, mask, g_out);
-}
-
-static vkmha_status attention_with(const env *e, const vkmha_mask *mask)
-{
-    vkmha_attention_desc d = {0};
-    d.batch = 2;
-    d.heads = 2;
-    d.len_q = 2;
-    d.len_k = 3;
-    d.d_k = 4;
-    d.d_v = 5;
-    return vkmha_attention(e->ctx, &d, g_in, g_in + 200, g_in + 400, mask, g_out, g_w);
-}
-
-static void mask_cases(const env *e, const char *fn, const char *op, mask_call call)
-{
-    static const uint8_t bytes[64] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-    char label[128];
-    vkmha_mask m;
-
-    memset(&m, 0, sizeof m);
-    m.kinds = 1u << 4;
-    snprintf(label, sizeof label, "%s mask with unknown kind bit 0x10", op);
-    BAD(e, INVALID, fn, "mask->kinds", NULL, label, call(e, &m));
-
-    memset(&m, 0, sizeof m);
-    m.kinds = VKMHA_MASK_KEY_PADDING;
-    snprintf(label, sizeof label, "%s mask KEY_PADDING with NULL key_padding", op);
-    BAD(e, INVALID, fn, "mask->key_padding", NULL, label, call(e, &m));
-
-    memset(&m, 0, sizeof m);
-    m.kinds = VKMHA_MASK_FULL;
-    snprintf(label, sizeof label, "%s mask FULL with NULL full", op);
-    BAD(e, INVALID, fn, "mask->full", NULL, label, call(e, &m));
-
-    memset(&m, 0, sizeof m);
-    m.kinds = VKMHA_MASK_BIAS;
-    snprintf(label, sizeof label, "%s mask BIAS with NULL bias", op);
-    BAD(e, INVALID, fn, "mask->bias", NULL, label, call(e, &m));
-
-    memset(&m, 0, sizeof m);
-    m.kinds = VKMHA_MASK_CAUSAL;
-    m.key_padding = bytes; /* the pointer without its kind */
-    snprintf(label, sizeof label, "%s mask key_padding set without its kind", op);
-    BAD(e, INVALID, fn, "mask->key_padding", "wrong mask kind", label, call(e, &m));
-
-    memset(&m, 0, sizeof m);
-    m.kinds = VKMHA_MASK_KEY_PADDING;
-    m.key_padding = bytes;
-    m.full = bytes; /* FULL kind missing */
-    snprintf(label, sizeof label, "%s mask full set without its kind", op);
-    BAD(e, INVALID, fn, "mask->full", "wrong mask kind", label, call(e, &m));
-
-    memset(&m, 0, sizeof m);
-    m.kinds = VKMHA_MASK_BIAS;
-    m.bias = g_in;
-    m.bias_heads = 3; /* heads is 2 */
-    snprintf(label, sizeof label, "%s mask bias_heads 3 with 2 heads", op);
-    BAD(e, INVALID, fn, "mask->bias_heads", NULL, label, call(e, &m));
-
-    memset(&m, 0, sizeof m);
-    m.kinds = VKMHA_MASK_BIAS;
-    m.bias = g_in;
-    m.bias_batch = 3; /* batch is 2 */
-    snprintf(label, sizeof label, "%s mask bias_batch 3 with batch 2", op);
-    BAD(e, INVALID, fn, "mask->bias_batch", NULL, label, call(e, &m));
-}
-
-static void softmax_cases(const env *e)
-{
-    const char *fn = "vkmha_softmax";
-    vkmha_softmax_desc d = sm_ok();
-
-    BAD(e, INVALID, fn, "desc", NULL, "softmax NULL desc",
-        vkmha_softmax(e->ctx, NULL, g_in, NULL, g_out));
-    BAD(e, INVALID, fn, "x", NULL, "softmax NULL x", vkmha_softmax(e->ctx, &d, NULL, NULL, g_out));
-    BAD(e, INVALID, fn, "y", NULL, "softmax NULL y", vkmha_softmax(e->ctx, &d, g_in, NULL, NULL));
-    d.len_q = 0;
-    BAD(e, INVALID, fn, "desc->len_q", NULL, "softmax len_q 0",
-        vkmha_softmax(e->ctx, &d, g_in, NULL, g_out));
-    d = sm_ok();
-    d.len_k = 0;
-    BAD(e, INVALID, fn, "desc->len_k", NULL, "softmax len_k 0",
-        vkmha_softmax(e->ctx, &d, g_in, NULL, g_out));
-    d = sm_ok();
-    /* y starts one element into x: a partial overlap (y == x is allowed). */
-    BAD(e, INVALID, fn, "y", "overlap", "softmax y partially overlaps x",
-        vkmha_softmax(e->ctx, &d, g_out, NULL, g_out + 1));
-    d.batch = d.heads = d.len_q = d.len_k = 0xFFFFFFFFu;
-    BAD(e, INVALID, fn, "len_k", "overflow", "softmax sizes overflow 64 bits",
-        vkmha_softmax(e->ctx, &d, g_in, NULL, g_out));
-    mask_cases(e, fn, "softmax", softmax_with);
-}
-
-static void heads_cases(const env *e)
-{
-    vkmha_heads_desc d = {2, 3, 2, 4, 0}, z;
-    const char *split = "vkmha_split_heads", *merge = "vkmha_merge_heads";
-
-    BAD(e, INVALID, split, "desc", NULL, "split_heads NULL desc",
-        vkmha_split_heads(e->ctx, NULL, g_in, g_out));
-    BAD(e, INVALID, split, "x", NULL, "split_heads NULL x",
-        vkmha_split_heads(e->ctx, &d, NULL, g_out));
-    BAD(e, INVALID, merge, "y", NULL, "merge_heads NULL y",
-        vkmha_merge_heads(e->ctx, &d, g_in, NULL));
-    z = d;
-    z.len = 0;
-    BAD(e, INVALID, split, "desc->len", NULL, "split_heads len 0",
-        vkmha_split_heads(e->ctx, &z, g_in, g_out));
-    z = d;
-    z.heads = 0;
-    BAD(e, INVALID, merge, "desc->heads", NULL, "merge_heads heads 0",
-        vkmha_merge_heads(e->ctx, &z, g_in, g_out));
-    z = d;
-    z.head_dim = 0;
-    BAD(e, INVALID, split, "desc->head_dim", NULL, "split_heads head_dim 0",
-        vkmha_split_heads(e->ctx, &z, g_in, g_out));
-    BAD(e, INVALID, merge, "y", "overlap", "merge_heads y == x",
-        vkmha_merge_heads(e->ctx, &d, g_out, g_out));
-    z.batch = z.len = z.heads = z.head_dim = 0xFFFFFFFFu;
-    BAD(e, INVALID, split, "head_dim", "overflow", "split_heads sizes overflow 64 bits",
-        vkmha_split_heads(e->ctx, &z, g_in, g_out));
 }
 
 static vkmha_attention_desc at_ok(void)
@@ -285,73 +100,6 @@ static vkmha_attention_desc at_ok(void)
     d.d_k = 4;
     d.d_v = 5;
     return d;
-}
-
-static void attention_cases(const env *e)
-{
-    const char *fn = "vkmha_attention";
-    const float *q = g_in, *k = g_in + 200, *v = g_in + 400;
-    vkmha_attention_desc d = at_ok();
-    static const struct {
-        const char *arg;
-        size_t field; /* offsetof */
-    } zeros[] = {
-        {"desc->heads", offsetof(vkmha_attention_desc, heads)},
-        {"desc->len_q", offsetof(vkmha_attention_desc, len_q)},
-        {"desc->len_k", offsetof(vkmha_attention_desc, len_k)},
-        {"desc->d_k", offsetof(vkmha_attention_desc, d_k)},
-        {"desc->d_v", offsetof(vkmha_attention_desc, d_v)},
-    };
-    char label[128];
-
-    BAD(e, INVALID, fn, "desc", NULL, "attention NULL desc",
-        vkmha_attention(e->ctx, NULL, q, k, v, NULL, g_out, g_w));
-    d.path = (vkmha_attention_path)3;
-    BAD(e, INVALID, fn, "desc->path", NULL, "attention path 3 (not an enum value)",
-        vkmha_attention(e->ctx, &d, q, k, v, NULL, g_out, g_w));
-    d.path = (vkmha_attention_path)-1;
-    BAD(e, INVALID, fn, "desc->path", NULL, "attention path -1",
-        vkmha_attention(e->ctx, &d, q, k, v, NULL, g_out, g_w));
-    d = at_ok();
-    d.kv_splits = VKMHA_MAX_KV_SPLITS + 1;
-    BAD(e, INVALID, fn, "desc->kv_splits", "VKMHA_MAX_KV_SPLITS",
-        "attention kv_splits above VKMHA_MAX_KV_SPLITS",
-        vkmha_attention(e->ctx, &d, q, k, v, NULL, g_out, g_w));
-    d = at_ok();
-    BAD(e, INVALID, fn, "q", NULL, "attention NULL q",
-        vkmha_attention(e->ctx, &d, NULL, k, v, NULL, g_out, g_w));
-    BAD(e, INVALID, fn, "k", NULL, "attention NULL k",
-        vkmha_attention(e->ctx, &d, q, NULL, v, NULL, g_out, g_w));
-    BAD(e, INVALID, fn, "v", NULL, "attention NULL v",
-        vkmha_attention(e->ctx, &d, q, k, NULL, NULL, g_out, g_w));
-    BAD(e, INVALID, fn, "out", NULL, "attention NULL out",
-        vkmha_attention(e->ctx, &d, q, k, v, NULL, NULL, g_w));
-    for (size_t i = 0; i < sizeof zeros / sizeof zeros[0]; i++) {
-        d = at_ok();
-        memset((char *)&d + zeros[i].field, 0, sizeof(uint32_t));
-        snprintf(label, sizeof label, "attention %s 0", zeros[i].arg);
-        BAD(e, INVALID, fn, zeros[i].arg, NULL, label,
-            vkmha_attention(e->ctx, &d, q, k, v, NULL, g_out, g_w));
-    }
-    d = at_ok();
-    d.heads = 3;
-    d.kv_heads = 2;
-    BAD(e, INVALID, fn, "desc->kv_heads", NULL, "attention heads 3 % kv_heads 2 != 0",
-        vkmha_attention(e->ctx, &d, q, k, v, NULL, g_out, g_w));
-    d = at_ok();
-    d.kv_heads = 4;
-    BAD(e, INVALID, fn, "desc->kv_heads", NULL, "attention kv_heads 4 > heads 2",
-        vkmha_attention(e->ctx, &d, q, k, v, NULL, g_out, g_w));
-    d = at_ok();
-    BAD(e, INVALID, fn, "out", "overlap", "attention out overlaps q",
-        vkmha_attention(e->ctx, &d, g_out + 8, k, v, NULL, g_out, NULL));
-    BAD(e, INVALID, fn, "weights", "overlap", "attention weights overlaps out",
-        vkmha_attention(e->ctx, &d, q, k, v, NULL, g_out, g_out + 10));
-    d.batch = d.len_q = d.len_k = d.d_k = 0xFFFFFFFFu;
-    d.heads = 1;
-    BAD(e, INVALID, fn, "q", "overflow", "attention sizes overflow 64 bits",
-        vkmha_attention(e->ctx, &d, q, k, v, NULL, g_out, g_w));
-    mask_cases(e, fn, "attention", attention_with);
 }
 
 /* ---- the layer ----------------------------------------------------------- */
@@ -391,61 +139,6 @@ static vkmha_mha_desc layer_desc(const weights *w)
 
 static vkmha_mha *const NOT_WRITTEN = (vkmha_mha *)(uintptr_t)0x5e7;
 
-/* mha_create must also write NULL to *out on failure. */
-static void bad_create(const env *e, const vkmha_mha_desc *d, const char *arg,
-                       const char *label)
-{
-    vkmha_mha *m = NOT_WRITTEN;
-    fill_sentinel();
-    vkmha_status st = vkmha_mha_create(e->ctx, d, &m);
-    if (m != NULL) {
-        char name[256];
-        snprintf(name, sizeof name, "%s: %s", e->name, label);
-        t_diag("%s: *out is %p, not NULL, after a failure", name, (void *)m);
-        if (st == VKMHA_SUCCESS && m != NOT_WRITTEN)
-            vkmha_mha_destroy(m);
-        st = VKMHA_SUCCESS; /* make check_bad fail */
-    }
-    check_bad(e, st, INVALID, "vkmha_mha_create", arg, NULL, label);
-}
-
-static void create_cases(const env *e, const weights *w)
-{
-    vkmha_mha_desc d;
-    BAD(e, INVALID, "vkmha_mha_create", "out", NULL, "mha_create NULL out",
-        vkmha_mha_create(e->ctx, (d = layer_desc(w), &d), NULL));
-    bad_create(e, NULL, "desc", "mha_create NULL desc");
-    d = layer_desc(w);
-    d.d_model = 0;
-    bad_create(e, &d, "desc->d_model", "mha_create d_model 0");
-    d = layer_desc(w);
-    d.n_head = 0;
-    bad_create(e, &d, "desc->n_head", "mha_create n_head 0");
-    d = layer_desc(w);
-    d.d_model = 10; /* not divisible by 4 heads; d_k defaulted */
-    d.n_kv_head = 0;
-    bad_create(e, &d, "desc->d_model", "mha_create d_model 10 % n_head 4 with d_k defaulted");
-    d = layer_desc(w);
-    d.n_kv_head = 3;
-    bad_create(e, &d, "desc->n_kv_head", "mha_create n_head 4 % n_kv_head 3 != 0");
-    d = layer_desc(w);
-    d.n_kv_head = 8;
-    bad_create(e, &d, "desc->n_kv_head", "mha_create n_kv_head 8 > n_head 4");
-    d = layer_desc(w);
-    d.w_k = NULL;
-    bad_create(e, &d, "desc->w_k", "mha_create NULL w_k");
-    d = layer_desc(w);
-    d.w_o = NULL;
-    bad_create(e, &d, "desc->w_o", "mha_create NULL w_o");
-    d = layer_desc(w);
-    d.post_norm = false; /* gamma still set */
-    d.norm_beta = NULL;
-    bad_create(e, &d, "desc->norm_gamma", "mha_create norm_gamma set, post_norm false");
-    d = layer_desc(w);
-    d.norm_eps = -1e-5f;
-    bad_create(e, &d, "desc->norm_eps", "mha_create norm_eps negative");
-}
-
 static vkmha_mha_io io_ok(const float *query, const float *key, float *out)
 {
     vkmha_mha_io io = {0};
@@ -457,70 +150,6 @@ static vkmha_mha_io io_ok(const float *query, const float *key, float *out)
     io.value = key;
     io.out = out;
     return io;
-}
-
-static vkmha_mha *g_layer; /* the current backend's layer, for forward_with */
-
-static vkmha_status forward_with(const env *e, const vkmha_mask *mask)
-{
-    (void)e;
-    vkmha_mha_io io = io_ok(g_in, g_in + 1000, g_out);
-    io.mask = mask;
-    io.attn_weights = g_w;
-    return vkmha_mha_forward(g_layer, &io);
-}
-
-static void forward_cases(const env *e, vkmha_mha *layer)
-{
-    const char *fn = "vkmha_mha_forward";
-    const float *query = g_in, *key = g_in + 1000;
-    vkmha_mha_io io;
-    vkmha_mask m;
-
-    BAD(e, INVALID, fn, "io", NULL, "mha_forward NULL io", vkmha_mha_forward(layer, NULL));
-    io = io_ok(query, key, g_out);
-    io.query = NULL;
-    BAD(e, INVALID, fn, "io->query", NULL, "mha_forward NULL io->query",
-        vkmha_mha_forward(layer, &io));
-    io = io_ok(query, key, g_out);
-    io.key = NULL;
-    BAD(e, INVALID, fn, "io->key", NULL, "mha_forward NULL io->key",
-        vkmha_mha_forward(layer, &io));
-    io = io_ok(query, key, g_out);
-    io.value = NULL;
-    BAD(e, INVALID, fn, "io->value", NULL, "mha_forward NULL io->value",
-        vkmha_mha_forward(layer, &io));
-    io = io_ok(query, key, NULL);
-    io.attn_weights = g_w;
-    BAD(e, INVALID, fn, "io->out", NULL, "mha_forward NULL io->out",
-        vkmha_mha_forward(layer, &io));
-    io = io_ok(query, key, g_out);
-    io.len_q = 0;
-    BAD(e, INVALID, fn, "io->len_q", NULL, "mha_forward len_q 0", vkmha_mha_forward(layer, &io));
-    io = io_ok(query, key, g_out);
-    io.attention_path = (vkmha_attention_path)7;
-    BAD(e, INVALID, fn, "io->attention_path", NULL, "mha_forward attention_path 7",
-        vkmha_mha_forward(layer, &io));
-    io = io_ok(query, key, g_out);
-    io.kv_splits = 0xFFFFFFFFu;
-    BAD(e, INVALID, fn, "io->kv_splits", NULL, "mha_forward kv_splits 2^32 - 1",
-        vkmha_mha_forward(layer, &io));
-    io = io_ok(g_out + 4, key, g_out);
-    BAD(e, INVALID, fn, "io->out", "overlap", "mha_forward io->out overlaps io->query",
-        vkmha_mha_forward(layer, &io));
-    io = io_ok(query, key, g_out);
-    io.attn_weights = g_out + 100; /* out is 160 floats */
-    BAD(e, INVALID, fn, "io->attn_weights", "overlap",
-        "mha_forward io->attn_weights overlaps io->out", vkmha_mha_forward(layer, &io));
-    /* A bad mask: its kind without its pointer. */
-    memset(&m, 0, sizeof m);
-    m.kinds = VKMHA_MASK_FULL | VKMHA_MASK_CAUSAL;
-    io = io_ok(query, key, g_out);
-    io.mask = &m;
-    BAD(e, INVALID, fn, "mask->full", NULL, "mha_forward mask FULL|CAUSAL with NULL full",
-        vkmha_mha_forward(layer, &io));
-    g_layer = layer;
-    mask_cases(e, fn, "mha_forward", forward_with);
 }
 
 /* ---- NULL handles, context creation, status strings ---------------------- */
@@ -792,15 +421,8 @@ int main(void)
     context_create_cases();
     status_string_cases();
 
-    for (int i = 0; i < 2; i++) {
-        matmul_cases(&envs[i]);
-        softmax_cases(&envs[i]);
-        heads_cases(&envs[i]);
-        attention_cases(&envs[i]);
+    for (int i = 0; i < 2; i++)
         call_name_cases(&envs[i]);
-        create_cases(&envs[i], &w);
-        forward_cases(&envs[i], layer[i]);
-    }
 
     /* The layers created before the errors still compute the same forward.
      * Same backend before vs after: atol 1e-6, rtol 1e-6 (same computation,

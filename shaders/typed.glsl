@@ -63,12 +63,10 @@ uint dt_log2_bits(uint dt)
 {
     return dt == DT_F32 ? 5u : (dt == DT_F16 || dt == DT_BF16) ? 4u : dt == DT_U4 ? 2u : 3u;
 }
-#define DT_LOG2_BITS(dt) dt_log2_bits(dt)
 bool dt_narrow(uint dt)
 {
     return dt == DT_U8 || dt == DT_I8 || dt == DT_U4;
 }
-#define DT_NARROW(dt) dt_narrow(dt)
 
 // The push blocks (shaders/<op>_push.glsl, which src/vk_push.h also reads
 // as C): PUSH_BEGIN / PUSH_END around the members make the block `p`,
@@ -87,7 +85,7 @@ bool dt_narrow(uint dt)
     (MISALIGNED ? (p.misalign[(S) >> 2u] >> (8u * ((S) & 3u))) & 0xffu : 0u)
 // The same in elements of its dtype (whole bytes: a 4-bit tensor starts on
 // a byte).
-#define MISALIGN(S) ((MISALIGN_BYTES(S) << 3u) >> DT_LOG2_BITS(DTYPE(S)))
+#define MISALIGN(S) ((MISALIGN_BYTES(S) << 3u) >> dt_log2_bits(DTYPE(S)))
 
 float dt_decode(uint dt, uint h)
 {
@@ -221,13 +219,13 @@ uint dt_narrow_encode(uint dt, float v)
     {                                                                              \
         i += MISALIGN(S);                                                          \
         return DTYPE(S) == DT_F32      ? NAME##_f[i]                               \
-               : DT_NARROW(DTYPE(S)) ? ldn_##NAME(DTYPE(S), i)                     \
+               : dt_narrow(DTYPE(S)) ? ldn_##NAME(DTYPE(S), i)                     \
                                      : ld16_##NAME(DTYPE(S), i);                   \
     }                                                                              \
     vec4 ld4_##NAME(uint i4)                                                       \
     {                                                                              \
         const uint m = MISALIGN(S);                                                \
-        if ((m & 3u) != 0u || DT_NARROW(DTYPE(S)))                                 \
+        if ((m & 3u) != 0u || dt_narrow(DTYPE(S)))                                 \
             return vec4(ld_##NAME(4u * i4), ld_##NAME(4u * i4 + 1u),               \
                         ld_##NAME(4u * i4 + 2u), ld_##NAME(4u * i4 + 3u));         \
         i4 += m >> 2;                                                              \
@@ -242,7 +240,7 @@ uint dt_narrow_encode(uint dt, float v)
         i += MISALIGN(S);                                                          \
         if (DTYPE(S) == DT_F32)                                                    \
             NAME##_f[i] = v;                                                       \
-        else if (DT_NARROW(DTYPE(S)))                                              \
+        else if (dt_narrow(DTYPE(S)))                                              \
             stn_##NAME(DTYPE(S), i, v);                                            \
         else                                                                       \
             st16_##NAME(DTYPE(S), i, v);                                           \
@@ -250,7 +248,7 @@ uint dt_narrow_encode(uint dt, float v)
     void st4_##NAME(uint i4, vec4 v)                                               \
     {                                                                              \
         const uint m = MISALIGN(S);                                                \
-        if ((m & 3u) != 0u || DT_NARROW(DTYPE(S))) {                               \
+        if ((m & 3u) != 0u || dt_narrow(DTYPE(S))) {                               \
             st_##NAME(4u * i4, v.x);                                               \
             st_##NAME(4u * i4 + 1u, v.y);                                          \
             st_##NAME(4u * i4 + 2u, v.z);                                          \

@@ -418,11 +418,11 @@ static vkmha_status keep(vk_state *vk, vk_buffer **list, uint32_t *n, uint32_t *
     return VKMHA_SUCCESS;
 }
 
-/* Replaces nothing and waits for nothing: frees *b now when no work may use
- * it; keeps it on the retired list while command buffers the application
- * recorded may (freed by vkmha_context_trim); and while vkmha's own
- * submissions are pending, on the deferred list, freed once they are all
- * done (vk_memory_collect), so that growing scratch never blocks on them. */
+/* Disposes of a scratch buffer being replaced, without waiting for anything:
+ * frees *b now when no work may use it; keeps it on the retired list while
+ * command buffers the application recorded may (freed by
+ * vkmha_context_trim); and while vkmha's own submissions are pending, on the
+ * deferred list, freed once they are all done (vk_memory_collect). */
 static vkmha_status vk_retire(vk_state *vk, vk_buffer *b)
 {
     if (!b->buf)

@@ -104,10 +104,10 @@ static void round_trip(vkmha_context *gpu, const char *variant, uint32_t dt, con
     vk_state *vk = gpu->vk;
     const uint32_t bits = vk_dtype_bits(dt);
     const size_t bytes = (N * (size_t)bits + 7) / 8, arena_bytes = 4096;
-    uint8_t *want = malloc(arena_bytes), *got = malloc(arena_bytes);
-    if (!want || !got) {
+    uint8_t *want = malloc(arena_bytes), *got = malloc(arena_bytes), *upload = malloc(arena_bytes);
+    if (!want || !got || !upload) {
         t_report(false, "%s %s: out of host memory", variant, dname);
-        free(want), free(got);
+        free(want), free(got), free(upload);
         return;
     }
     for (size_t i = 0; i < arena_bytes; i++) /* the sentinel, the same each run */
@@ -115,7 +115,6 @@ static void round_trip(vkmha_context *gpu, const char *variant, uint32_t dt, con
     uint8_t *arena_x = want + x_at, *arena_y = want + y_at, *arena_z = want + z_at;
     for (size_t i = 0; i < N; i++)
         set_bits(arena_x, bits, i, random_element(r, dt));
-    uint8_t *upload = malloc(arena_bytes);
     memcpy(upload, want, arena_bytes); /* x and the sentinel everywhere else */
     for (size_t i = 0; i < N; i++) {
         set_bits(arena_y, bits, i, get_bits(arena_x, bits, split_index(i)));

@@ -252,6 +252,10 @@ typedef enum vkmha_path {
                                             maxMemoryAllocationSize as sparse buffers
                                             (refused: vkmha_context_info.sparse_tensors
                                             false) */
+    VKMHA_PATH_COOPMAT_MATMUL = 1u << 12, /* "coopmat_matmul": the matmul of fp16
+                                             operands on the matrix units
+                                             (VKMHA_MATMUL_VARIANT_COOPERATIVE; the
+                                             device type's matmul) */
 } vkmha_path;
 
 /* The name of one vkmha_path bit ("fused_d64"), as VKMHA_DISABLE_PATHS and
@@ -275,6 +279,20 @@ typedef enum vkmha_matmul_variant {
      * reading vec4s straight from the buffers. bm = workgroup_size * tm,
      * bn = tn, bk = 4 (the vec4 step along K). */
     VKMHA_MATMUL_VARIANT_REGISTER = 2,
+    /* Matrix units (tensor cores) through VK_KHR_cooperative_matrix, for
+     * products of fp16 A and B (fp32 sums; any output dtype, bias, op T,
+     * any M, N, K); products of other dtypes keep the device type's
+     * variant. A workgroup computes bm x bn outputs, bk deep per step,
+     * through (bm / (tm * CM)) x (bn / (tn * CN)) subgroups of tm x tn
+     * matrices each, where CM x CN x CK is the device's fp16 shape
+     * (vkmha_context_info.matrix_shapes): bm, bn multiples of tm * CM,
+     * tn * CN, and bk of CK and of 8. All zero: the automatic tile. GPUs
+     * use it by default for fp16 products where the device has the
+     * extension and this build its shaders
+     * (vkmha_context_info.cooperative_matrix); a CPU device (lavapipe's
+     * emulation) only when forced, which a device without them fails with
+     * VKMHA_ERROR_UNSUPPORTED. */
+    VKMHA_MATMUL_VARIANT_COOPERATIVE = 3,
 } vkmha_matmul_variant;
 
 /* A matmul tile to force (vkmha_context_desc.matmul_tile); an input only. */
@@ -380,9 +398,9 @@ typedef enum vkmha_debug_profile {
      * higher: 16 KiB of shared memory, 128 invocations per workgroup (128 in
      * each dimension), no subgroup arithmetic (as
      * VKMHA_CONTEXT_NO_SUBGROUP_OPS), no 16-bit storage (no_native_16bit),
-     * no push descriptors, maxStorageBufferRange 128 MiB and
-     * maxMemoryAllocationSize 256 MiB. vkmha_context_get_info reports the
-     * lowered limits. */
+     * no push descriptors, no cooperative matrices, maxStorageBufferRange
+     * 128 MiB and maxMemoryAllocationSize 256 MiB. vkmha_context_get_info
+     * reports the lowered limits. */
     VKMHA_DEBUG_PROFILE_MOBILE = 1,
 } vkmha_debug_profile;
 
@@ -481,6 +499,21 @@ typedef struct vkmha_device_info {
 } vkmha_device_info;
 
 
+/* A matrix shape the device's matrix units multiply (one
+ * VkCooperativeMatrixPropertiesKHR of subgroup scope): an m x k A times a
+ * k x n B plus an m x n C. Types: vkmha_matrix_type_name. */
+typedef struct vkmha_matrix_shape {
+    uint32_t m VKMHA_ZERO, n VKMHA_ZERO, k VKMHA_ZERO;
+    uint32_t a_type VKMHA_ZERO, b_type VKMHA_ZERO, c_type VKMHA_ZERO, result_type VKMHA_ZERO;
+    bool saturating VKMHA_ZERO;
+} vkmha_matrix_shape;
+#define VKMHA_MAX_MATRIX_SHAPES 16 /* capacity of vkmha_context_info.matrix_shapes */
+
+/* The name of a VkComponentTypeKHR value of a vkmha_matrix_shape: "f16",
+ * "f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64",
+ * "bf16", "e4m3", "e5m2"; "?" for others. */
+VKMHA_API const char *vkmha_matrix_type_name(uint32_t type);
+
 typedef struct vkmha_context_info {
     uint32_t backend VKMHA_ZERO; /* vkmha_backend */
     /* Vulkan only (zeroed for the reference backend, whose name is "reference"). */
@@ -539,7 +572,22 @@ typedef struct vkmha_context_info {
      * false. 0 and false for the reference backend. */
     bool sparse_tensors VKMHA_ZERO;
     uint64_t max_tensor_bytes VKMHA_ZERO;
+    /* Vulkan: matrix units. matrix_shapes: what the device offers through
+     * VK_KHR_cooperative_matrix at subgroup scope (none without it; at most
+     * VKMHA_MAX_MATRIX_SHAPES listed, matrix_shape_count counts them all).
+     * cooperative_matrix: the context uses them (the extension and its
+     * features enabled, an fp16 x fp16 -> fp32 shape, this build has the
+     * shaders: vkmha_cooperative_matrix_built); which kernels do is in
+     * vkmha_context_get_kernels ("matmul_coop"). Not for a borrowed device
+     * (desc->vulkan), whose enabled features vkmha cannot see. */
+    uint32_t matrix_shape_count VKMHA_ZERO;
+    vkmha_matrix_shape matrix_shapes[VKMHA_MAX_MATRIX_SHAPES] VKMHA_ZERO;
+    bool cooperative_matrix VKMHA_ZERO;
 } vkmha_context_info;
+
+/* Whether this build of vkmha has the cooperative-matrix kernels (its
+ * glslang compiled them: meson's -Dcooperative_matrix, tools/mesa26). */
+VKMHA_API bool vkmha_cooperative_matrix_built(void);
 
 /* Creates a context. On failure *out is NULL, and the reason is both sent to
  * the desc's logger (if any) and kept for vkmha_context_last_error(NULL).
@@ -582,7 +630,7 @@ VKMHA_API vkmha_status vkmha_enumerate_devices(uint32_t *count, vkmha_device_inf
  * program never needs it to compute. A new kernel, head-dim class or
  * shader variant adds rows or parameters, never fields, so this struct
  * keeps its layout. */
-#define VKMHA_KERNEL_MAX_PARAMS 8 /* capacity of vkmha_kernel_info.params */
+#define VKMHA_KERNEL_MAX_PARAMS 12 /* capacity of vkmha_kernel_info.params */
 
 /* One parameter of a kernel: a specialization constant of its shader. */
 typedef struct vkmha_kernel_param {
@@ -594,7 +642,9 @@ typedef struct vkmha_kernel_param {
      * attention's "BR" (query rows per workgroup), "BC" (keys per step),
      * "D4" (the head-dim class / 4), "SR", "SC" (scores per invocation);
      * "TM" query rows per invocation of the CPU-shaped one; the split-K
-     * combine's "EPI" (outputs per invocation). */
+     * combine's "EPI" (outputs per invocation); the cooperative-matrix
+     * matmul's "TM", "TN" (matrices per subgroup) and "CM", "CN", "CK"
+     * (the device's matrix shape). */
     char name[16] VKMHA_ZERO;
     uint32_t value VKMHA_ZERO;
 } vkmha_kernel_param;
@@ -602,7 +652,8 @@ typedef struct vkmha_kernel_param {
 typedef struct vkmha_kernel_info {
     /* Its role, unique in the list: "matmul_large", "matmul_large_vec",
      * "matmul_small", "matmul_small_vec" (the vec ones read A and B as
-     * vec4s), "softmax", "heads", "layernorm", "flash_d32" .. "flash_d256"
+     * vec4s), "matmul_coop", "matmul_coop_vec" (the cooperative-matrix
+     * matmul of fp16 products), "softmax", "heads", "layernorm", "flash_d32" .. "flash_d256"
      * (the fused attention of heads up to 32 .. 256 wide, workgroup-shared
      * kernel), "flash_combine" (its split-K combine), "flash_cpu_d32" ..
      * "flash_cpu_d256" (the CPU-shaped fused kernel), "softmax_cpu",

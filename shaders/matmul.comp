@@ -31,23 +31,11 @@ layout(constant_id = 6) const bool VEC = false;
 
 #include "matmul_push.glsl"
 
-// Ranges of k of a product past maxStorageBufferRange, as variants (bits 1
-// and 2 of VARIANT: src/vk_base.h): C += ..., or (16-bit C) the bias
-// binding is the fp32 sum of the ranges before, [M][N] at ld_add.
-const bool ACCUMULATE = ((VARIANT >> 1) & 1u) != 0u;
-const bool ADDEND = ((VARIANT >> 2) & 1u) != 0u;
-
 // Each of any float dtype (shaders/typed.glsl); vec4 reads with VEC.
 TYPED_IN(0, 0, a)
 TYPED_IN(1, 1, b)
 TYPED_IN(2, 2, bias) // [N], or [M][ld_add] (ADDEND)
 TYPED_IO(3, 3, c)
-
-// What is added to output (r, col) of this dispatch besides the product.
-float bias_at(uint r, uint col)
-{
-    return ADDEND ? ld_bias(r * p.ld_add + col) : ld_bias(col);
-}
 
 const uint WM = BM / TM; // invocations along M
 const uint WN = BN / TN; // invocations along N
@@ -55,14 +43,24 @@ const uint WN = BN / TN; // invocations along N
 shared float As[BK * BM]; // As[k * BM + m]: A tile, transposed
 shared float Bs[BK * BN]; // Bs[k * BN + n]: op(B) tile
 
-void store4(bool a_tile, uint first, uint step, vec4 v)
+void put_a(uint m, uint kk, float x) { As[kk * BM + m] = x; }
+void put_b(uint kk, uint n, float x) { Bs[kk * BN + n] = x; }
+void put_a4(uint m, uint kk, vec4 v)
 {
-    if (a_tile) {
-        As[first] = v.x; As[first + step] = v.y; As[first + 2u * step] = v.z; As[first + 3u * step] = v.w;
-    } else {
-        Bs[first] = v.x; Bs[first + step] = v.y; Bs[first + 2u * step] = v.z; Bs[first + 3u * step] = v.w;
-    }
+    As[kk * BM + m] = v.x; As[(kk + 1u) * BM + m] = v.y;
+    As[(kk + 2u) * BM + m] = v.z; As[(kk + 3u) * BM + m] = v.w;
 }
+void put_b4_k(uint kk, uint n, vec4 v)
+{
+    Bs[kk * BN + n] = v.x; Bs[(kk + 1u) * BN + n] = v.y;
+    Bs[(kk + 2u) * BN + n] = v.z; Bs[(kk + 3u) * BN + n] = v.w;
+}
+void put_b4_n(uint kk, uint n, vec4 v)
+{
+    const uint at = kk * BN + n;
+    Bs[at] = v.x; Bs[at + 1u] = v.y; Bs[at + 2u] = v.z; Bs[at + 3u] = v.w;
+}
+#include "matmul_tile.glsl"
 
 void main()
 {
@@ -84,59 +82,7 @@ void main()
         acc[i] = 0.0;
 
     for (uint k0 = 0u; k0 < p.K; k0 += BK) {
-        // A tile: BM rows x BK columns, read along rows of A.
-        if (VEC) {
-            for (uint l = tid; l < BM * BK / 4u; l += WG) {
-                const uint m = l / (BK / 4u), kk = (l % (BK / 4u)) * 4u;
-                const uint gr = row0 + m, gk = k0 + kk;
-                vec4 v = vec4(0.0);
-                if (gr < p.M && gk < p.K)
-                    v = ld4_a((offa + gr * p.lda + gk) / 4u);
-                store4(true, kk * BM + m, BM, v);
-            }
-        } else {
-            for (uint l = tid; l < BM * BK; l += WG) {
-                const uint m = l / BK, kk = l % BK;
-                const uint gr = row0 + m, gk = k0 + kk;
-                As[kk * BM + m] = (gr < p.M && gk < p.K) ? ld_a(offa + gr * p.lda + gk) : 0.0;
-            }
-        }
-        // op(B) tile: BK rows x BN columns, read along B's contiguous axis.
-        if (trans_b) {
-            if (VEC) {
-                for (uint l = tid; l < BN * BK / 4u; l += WG) {
-                    const uint n = l / (BK / 4u), kk = (l % (BK / 4u)) * 4u;
-                    const uint gn = col0 + n, gk = k0 + kk;
-                    vec4 v = vec4(0.0);
-                    if (gn < p.N && gk < p.K)
-                        v = ld4_b((offb + gn * p.ldb + gk) / 4u);
-                    store4(false, kk * BN + n, BN, v);
-                }
-            } else {
-                for (uint l = tid; l < BN * BK; l += WG) {
-                    const uint n = l / BK, kk = l % BK;
-                    const uint gn = col0 + n, gk = k0 + kk;
-                    Bs[kk * BN + n] = (gn < p.N && gk < p.K) ? ld_b(offb + gn * p.ldb + gk) : 0.0;
-                }
-            }
-        } else {
-            if (VEC) {
-                for (uint l = tid; l < BK * BN / 4u; l += WG) {
-                    const uint kk = l / (BN / 4u), n = (l % (BN / 4u)) * 4u;
-                    const uint gk = k0 + kk, gn = col0 + n;
-                    vec4 v = vec4(0.0);
-                    if (gk < p.K && gn < p.N)
-                        v = ld4_b((offb + gk * p.ldb + gn) / 4u);
-                    store4(false, kk * BN + n, 1u, v);
-                }
-            } else {
-                for (uint l = tid; l < BK * BN; l += WG) {
-                    const uint kk = l / BN, n = l % BN;
-                    const uint gk = k0 + kk, gn = col0 + n;
-                    Bs[kk * BN + n] = (gk < p.K && gn < p.N) ? ld_b(offb + gk * p.ldb + gn) : 0.0;
-                }
-            }
-        }
+        load_tiles(tid, k0, row0, col0, offa, offb, trans_b);
         barrier();
 
         for (uint kk = 0u; kk < BK; kk++) {
@@ -153,17 +99,14 @@ void main()
         barrier();
     }
 
-    const bool has_bias = (p.flags & FLAG_BIAS) != 0u;
     for (uint i = 0u; i < TM; i++) {
         const uint r = row0 + i * WM + ty;
         if (r >= p.M)
             continue;
         for (uint j = 0u; j < TN; j++) {
             const uint col = col0 + j * WN + tx;
-            const uint at = offc + r * p.ldc + col;
             if (col < p.N)
-                st_c(at, p.alpha * acc[i * TN + j] + (has_bias ? bias_at(r, col) : 0.0) +
-                             (ACCUMULATE ? ld_c(at) : 0.0));
+                store_out(offc, r, col, acc[i * TN + j]);
         }
     }
 }

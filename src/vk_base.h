@@ -23,6 +23,41 @@
 
 #include "vkmha_vulkan.h"
 
+/* VK_KHR_cooperative_matrix (Vulkan headers 1.3.255), declared here for
+ * headers that predate it (Debian 12 has 1.3.239): the values are the
+ * registry's. */
+#ifndef VK_KHR_cooperative_matrix
+#define VK_KHR_cooperative_matrix 1
+#define VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME "VK_KHR_cooperative_matrix"
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR ((VkStructureType)1000506000)
+#define VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR ((VkStructureType)1000506001)
+typedef enum VkComponentTypeKHR {
+    VK_COMPONENT_TYPE_FLOAT16_KHR = 0,
+    VK_COMPONENT_TYPE_FLOAT32_KHR = 1,
+    VK_COMPONENT_TYPE_MAX_ENUM_KHR = 0x7FFFFFFF
+} VkComponentTypeKHR;
+typedef enum VkScopeKHR {
+    VK_SCOPE_SUBGROUP_KHR = 3,
+    VK_SCOPE_MAX_ENUM_KHR = 0x7FFFFFFF
+} VkScopeKHR;
+typedef struct VkCooperativeMatrixPropertiesKHR {
+    VkStructureType sType;
+    void *pNext;
+    uint32_t MSize, NSize, KSize;
+    VkComponentTypeKHR AType, BType, CType, ResultType;
+    VkBool32 saturatingAccumulation;
+    VkScopeKHR scope;
+} VkCooperativeMatrixPropertiesKHR;
+typedef struct VkPhysicalDeviceCooperativeMatrixFeaturesKHR {
+    VkStructureType sType;
+    void *pNext;
+    VkBool32 cooperativeMatrix;
+    VkBool32 cooperativeMatrixRobustBufferAccess;
+} VkPhysicalDeviceCooperativeMatrixFeaturesKHR;
+typedef VkResult(VKAPI_PTR *PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR)(
+    VkPhysicalDevice, uint32_t *, VkCooperativeMatrixPropertiesKHR *);
+#endif
+
 /* ---- buffers (src/vk_memory.c) ------------------------------------------ */
 
 typedef struct vk_buffer {
@@ -139,8 +174,9 @@ typedef struct vk_flash_config {
     _Static_assert(sizeof(struct name) <= VK_PUSH_BYTES && sizeof(struct name) % 4 == 0,    \
                    #name " must fit the push-constant range")
 
-/* Specialization constants of a pipeline, at most (the matmul's). */
-#define VK_MAX_SPEC 7
+/* Specialization constants of a pipeline, at most (the cooperative-matrix
+ * matmul's). */
+#define VK_MAX_SPEC 10
 /* The dtypes of a dispatch's buffers: 4 bits per index in the buffers it
  * passes, for the first VK_DT_SLOTS, the specialization constant DTYPES of
  * shaders/typed.glsl (constant_id VK_SPEC_DTYPES). 0: all F32. The values:
@@ -343,6 +379,9 @@ typedef struct vk_instance_table {
     PFN_vkGetDeviceProcAddr GetDeviceProcAddr;
     PFN_vkCreateDebugUtilsMessengerEXT CreateDebugUtilsMessengerEXT;
     PFN_vkDestroyDebugUtilsMessengerEXT DestroyDebugUtilsMessengerEXT;
+    /* NULL where the loader has no VK_KHR_cooperative_matrix. */
+    PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR
+        GetPhysicalDeviceCooperativeMatrixPropertiesKHR;
 } vk_instance_table;
 
 /* Where a call's commands go. */

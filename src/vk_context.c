@@ -77,6 +77,7 @@ static bool apply_profile(vk_state *vk, uint32_t profile, uint32_t *flags)
     *flags |= VKMHA_CONTEXT_NO_SUBGROUP_OPS;
     vk->no_native16 = true;
     vk->debug_no_push = true;
+    vk->no_coopmat = true;
     return true;
 }
 
@@ -280,6 +281,9 @@ static void ctx_info(const vkmha_context *ctx, vkmha_context_info *out)
     out->native_16bit_storage = vk->tuning.native16;
     out->sparse_tensors = vk_sparse_tensors(vk);
     out->max_tensor_bytes = vk_max_tensor_bytes(vk);
+    out->matrix_shape_count = vk->n_matrix_shapes;
+    memcpy(out->matrix_shapes, vk->matrix_shapes, sizeof out->matrix_shapes);
+    out->cooperative_matrix = vk->coopmat;
 }
 
 /* ---- the Vulkan backend's table (vkmha_backend_ops) ------------------------- */

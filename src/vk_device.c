@@ -397,6 +397,52 @@ static vkmha_status has_extension(vk_state *vk, const char *name, bool *out)
     return VKMHA_SUCCESS;
 }
 
+/* The device's cooperative-matrix shapes of subgroup scope into
+ * vk->matrix_shapes (what vkmha_context_info lists); *f16: one of them
+ * multiplies fp16 into fp32. */
+static vkmha_status query_matrix_shapes(vk_state *vk, bool *f16)
+{
+    *f16 = false;
+    vk->n_matrix_shapes = 0;
+    VkPhysicalDeviceSubgroupSizeControlPropertiesEXT ssc = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES_EXT};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
+                                      .pNext = &ssc};
+    vk->vki.GetPhysicalDeviceProperties2(vk->phys, &p2);
+    vk->max_subgroup_size = ssc.maxSubgroupSize;
+    PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR get =
+        vk->vki.GetPhysicalDeviceCooperativeMatrixPropertiesKHR;
+    uint32_t n = 0;
+    if (!get || get(vk->phys, &n, NULL) != VK_SUCCESS || n == 0)
+        return VKMHA_SUCCESS;
+    VkCooperativeMatrixPropertiesKHR *props = vkmha__alloc(vk->ctx, n * sizeof *props);
+    if (!props)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                           "vkmha_context_create: out of host memory");
+    for (uint32_t i = 0; i < n; i++)
+        props[i] = (VkCooperativeMatrixPropertiesKHR){
+            .sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR};
+    VkResult r = get(vk->phys, &n, props);
+    for (uint32_t i = 0; (r == VK_SUCCESS || r == VK_INCOMPLETE) && i < n; i++) {
+        const VkCooperativeMatrixPropertiesKHR *p = &props[i];
+        if (p->scope != VK_SCOPE_SUBGROUP_KHR)
+            continue;
+        if (vk->n_matrix_shapes < VKMHA_MAX_MATRIX_SHAPES)
+            vk->matrix_shapes[vk->n_matrix_shapes] = (vkmha_matrix_shape){
+                .m = p->MSize, .n = p->NSize, .k = p->KSize, .a_type = (uint32_t)p->AType,
+                .b_type = (uint32_t)p->BType, .c_type = (uint32_t)p->CType,
+                .result_type = (uint32_t)p->ResultType,
+                .saturating = p->saturatingAccumulation != VK_FALSE};
+        vk->n_matrix_shapes++;
+        *f16 = *f16 || (p->AType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
+                        p->BType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
+                        p->CType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
+                        p->ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR);
+    }
+    vkmha__free(vk->ctx, props);
+    return VKMHA_SUCCESS;
+}
+
 vkmha_status vk_create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
 {
     VkResult r;
@@ -417,7 +463,7 @@ vkmha_status vk_create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
         vk_load_device_table(vk->device, vk->vki.GetDeviceProcAddr, &vk->vkd);
     } else {
         float priority = 1.0f;
-        const char *exts[2];
+        const char *exts[7];
         uint32_t n_exts = 0;
         if ((st = has_extension(vk, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME,
                                 &vk->push_descriptors)))
@@ -447,9 +493,40 @@ vkmha_status vk_create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
             .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
         VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                         .pNext = &s16};
+        /* Matrix units (VK_KHR_cooperative_matrix): the shaders also need
+         * the Vulkan memory model (with device scope), fp16 arithmetic and
+         * full subgroups (which the extension requires of SPIR-V before
+         * 1.6), each an extension at the Vulkan 1.1 that vkmha's instance
+         * asks for. */
+        static const char *const coop_exts[] = {VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME,
+                                                VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME,
+                                                VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME,
+                                                VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME};
+        bool coop = !vk->no_coopmat && vk_spirv[SPV_MATMUL_COOP].code != NULL;
+        for (size_t i = 0; i < VKMHA_ARRAY_LEN(coop_exts) && coop; i++)
+            if ((st = has_extension(vk, coop_exts[i], &coop)))
+                return st;
+        bool f16_shape = false;
+        if (coop && (st = query_matrix_shapes(vk, &f16_shape)))
+            return st;
+        VkPhysicalDeviceSubgroupSizeControlFeaturesEXT ssc = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
+        VkPhysicalDeviceShaderFloat16Int8Features f16 = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES, .pNext = &ssc};
+        VkPhysicalDeviceVulkanMemoryModelFeatures vmm = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES, .pNext = &f16};
+        VkPhysicalDeviceCooperativeMatrixFeaturesKHR cm = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
+            .pNext = &vmm};
+        if (coop)
+            s16.pNext = &cm;
         if (vk->vki.GetPhysicalDeviceFeatures2)
             vk->vki.GetPhysicalDeviceFeatures2(vk->phys, &f2);
         vk->storage16 = s16.storageBuffer16BitAccess && !vk->no_native16;
+        /* Device scope: the atomics of shaders/typed.glsl's narrow stores. */
+        vk->coopmat = coop && f16_shape && cm.cooperativeMatrix && vmm.vulkanMemoryModel &&
+                      vmm.vulkanMemoryModelDeviceScope && f16.shaderFloat16 &&
+                      ssc.computeFullSubgroups;
         /* Sparse binding where the device and the queue have it: tensors
          * past maxMemoryAllocationSize (vk_buffer_create_sparse). */
         sparse = f2.features.sparseBinding && !vk->no_sparse &&
@@ -459,8 +536,25 @@ vkmha_status vk_create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
             .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES,
             .pNext = vk->compile_only ? &stats : NULL,
             .storageBuffer16BitAccess = VK_TRUE};
+        VkPhysicalDeviceSubgroupSizeControlFeaturesEXT ssc_on = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT,
+            .pNext = vk->storage16 ? (void *)&s16_on : vk->compile_only ? (void *)&stats : NULL,
+            .computeFullSubgroups = VK_TRUE};
+        VkPhysicalDeviceShaderFloat16Int8Features f16_on = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES,
+            .pNext = &ssc_on, .shaderFloat16 = VK_TRUE};
+        VkPhysicalDeviceVulkanMemoryModelFeatures vmm_on = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES,
+            .pNext = &f16_on, .vulkanMemoryModel = VK_TRUE,
+            .vulkanMemoryModelDeviceScope = VK_TRUE};
+        VkPhysicalDeviceCooperativeMatrixFeaturesKHR cm_on = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
+            .pNext = &vmm_on, .cooperativeMatrix = VK_TRUE};
+        if (vk->coopmat)
+            for (size_t i = 0; i < VKMHA_ARRAY_LEN(coop_exts); i++)
+                exts[n_exts++] = coop_exts[i];
         VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
-        di.pNext = vk->storage16 ? (void *)&s16_on : vk->compile_only ? (void *)&stats : NULL;
+        di.pNext = vk->coopmat ? (void *)&cm_on : ssc_on.pNext;
         di.pEnabledFeatures = &sparse_on;
         di.queueCreateInfoCount = 1;
         di.pQueueCreateInfos = &qi;
@@ -570,4 +664,23 @@ VKMHA_API vkmha_status vkmha_enumerate_devices(uint32_t *count, vkmha_device_inf
                                     "%s: no Vulkan device: %s", call, hint);
     }
     return VKMHA_SUCCESS;
+}
+
+VKMHA_API const char *vkmha_matrix_type_name(uint32_t type)
+{
+    /* VkComponentTypeKHR: 0 .. 10 in the order of the registry, then the
+     * extensions' bfloat16 (VK_KHR_shader_bfloat16) and fp8 (NV). */
+    static const char *const names[] = {"f16", "f32", "f64", "s8",  "s16", "s32",
+                                        "s64", "u8",  "u16", "u32", "u64"};
+    if (type < VKMHA_ARRAY_LEN(names))
+        return names[type];
+    return type == 1000141000u   ? "bf16"
+           : type == 1000491002u ? "e4m3"
+           : type == 1000491003u ? "e5m2"
+                                 : "?";
+}
+
+VKMHA_API bool vkmha_cooperative_matrix_built(void)
+{
+    return vk_spirv[SPV_MATMUL_COOP].code != NULL;
 }

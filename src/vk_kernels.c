@@ -75,6 +75,11 @@ uint64_t vk_matmul_shared_bytes(uint64_t bm, uint64_t bn, uint64_t bk)
     return (bm + bn) * bk * sizeof(float);
 }
 
+uint64_t vk_matmul_coop_shared_bytes(uint64_t bm, uint64_t bn, uint64_t bk, uint64_t stage)
+{
+    return 2 * (bm * (bk + 8) + bk * (bn + 8)) + 4 * stage;
+}
+
 uint64_t vk_flash_shared_bytes(uint64_t br, uint64_t bc, uint64_t d4)
 {
     return 16 * (br * d4 + bc * (d4 + 1) + d4) + 4 * (br * bc + 3 * br);
@@ -112,6 +117,30 @@ static void matmul_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
 static bool matmul_available(const vk_state *vk, vk_pipe pipe)
 {
     return pipe.tile != TILE_GEMV || vk->tuning.tile_gemv.workgroup_size != 0;
+}
+
+/* The cooperative-matrix matmul: the layout's storage A and B at bindings
+ * 4 and 5 where the register variant's texel views come first. */
+static void matmul_coop_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
+{
+    (void)u16;
+    const vkmha_tile_config *t = &vk->tuning.tile_coop;
+    const vk_tuning *u = &vk->tuning;
+    const uint64_t stage = (uint64_t)(t->bm / t->tm) * (t->bn / t->tn); /* SGM CM x SGN CN */
+    *o = (vk_spec){.spv = u->matmul_texel ? SPV_MATMUL_COOP_TEXEL : SPV_MATMUL_COOP, .n = 10,
+                   .value = {t->workgroup_size,     /* 0 WG */
+                             t->bm, t->bn, t->bk,   /* 1 BM, 2 BN, 3 BK */
+                             t->tm, t->tn,          /* 4 TM, 5 TN */
+                             pipe.vec,              /* 6 VEC */
+                             u->coop_cm, u->coop_cn, u->coop_ck /* 7 CM, 8 CN, 9 CK */},
+                   .shared_bytes = vk_matmul_coop_shared_bytes(t->bm, t->bn, t->bk, stage),
+                   .full_subgroups = true};
+}
+
+static bool matmul_coop_available(const vk_state *vk, vk_pipe pipe)
+{
+    (void)pipe;
+    return vk->tuning.tile_coop.workgroup_size != 0;
 }
 
 /* The workgroup-per-row reductions: WG floats of shared memory
@@ -249,6 +278,11 @@ const vk_kernel_def vk_kernel_defs[KERNEL_COUNT] = {
                               .kind = KIND_LAYERNORM, .tiles = 1, .vecs = 1, .classes = 1,
                               .bufs = 4, .push_size = sizeof(struct layernorm_push),
                               .available = rows_cpu_available, .spec = layernorm_cpu_spec},
+    [KERNEL_MATMUL_COOP] = {.name = "matmul_coop", .op = "matmul", .kind = KIND_MATMUL,
+                            .tiles = 1, .vecs = 2, .classes = 1, .bufs = 4,
+                            .push_size = sizeof(struct matmul_push),
+                            .path = VKMHA_PATH_COOPMAT_MATMUL,
+                            .available = matmul_coop_available, .spec = matmul_coop_spec},
 };
 
 static const char *const tile_names[TILE_COUNT] = {"large", "small", "gemv"};

@@ -36,6 +36,8 @@ typedef enum vk_kernel {
     KERNEL_SOFTMAX_CPU,
     KERNEL_HEADS_CPU,
     KERNEL_LAYERNORM_CPU,
+    /* The cooperative-matrix matmul of fp16 products (vk_state.tile_coop). */
+    KERNEL_MATMUL_COOP,
     KERNEL_COUNT
 } vk_kernel;
 
@@ -70,6 +72,9 @@ typedef struct vk_spec {
     uint32_t n;
     uint32_t value[VK_MAX_SPEC];
     uint64_t shared_bytes;
+    /* Created with VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT
+     * (the cooperative-matrix kernels). */
+    bool full_subgroups;
 } vk_spec;
 
 /* A kernel: everything vkmha knows of it in one row. */
@@ -129,6 +134,9 @@ uint32_t vk_binding_source(const vk_state *vk, vk_kind kind, uint32_t binding);
 /* Bytes of shared memory shaders/matmul.comp declares for a BM x BK and a
  * BK x BN tile of floats. */
 uint64_t vk_matmul_shared_bytes(uint64_t bm, uint64_t bn, uint64_t bk);
+/* Bytes of shared memory shaders/matmul_coop.comp declares: the fp16 tiles
+ * (rows padded by 8 halves) and `stage` floats of its subgroups' staging. */
+uint64_t vk_matmul_coop_shared_bytes(uint64_t bm, uint64_t bn, uint64_t bk, uint64_t stage);
 /* Bytes of shared memory shaders/flash.comp declares: the q block, the
  * padded K / V block (D4 + 1 vec4s a key), the NaN / Inf bits of skipped
  * values (4 * D4 uints), the scores and 3 row statistics. */

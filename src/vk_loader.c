@@ -49,6 +49,7 @@ void vk_load_instance_table(PFN_vkGetInstanceProcAddr gipa, VkInstance instance,
     LOAD(GetDeviceProcAddr);
     LOAD(CreateDebugUtilsMessengerEXT);
     LOAD(DestroyDebugUtilsMessengerEXT);
+    LOAD(GetPhysicalDeviceCooperativeMatrixPropertiesKHR);
 #undef LOAD
 }
 

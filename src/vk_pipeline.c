@@ -132,6 +132,8 @@ static VkResult create_pipeline(const vk_state *vk, const vk_pipe_key *k, VkPipe
     ci.stage.module = module;
     ci.stage.pName = "main";
     ci.stage.pSpecializationInfo = &si;
+    if (s.full_subgroups)
+        ci.stage.flags = VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT_EXT;
     /* A compile-only context reads each pipeline's register and memory use
      * back (vk_pipeline_statistics). */
     ci.flags = vk->compile_only ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0;

@@ -44,6 +44,9 @@ static const struct path_info {
     {VKMHA_PATH_MATMUL_GEMV, "gemv", "the matmul for a few rows", "it takes the small tiles"},
     {VKMHA_PATH_SPARSE, "sparse", "sparse binding",
      "tensors past maxMemoryAllocationSize are refused"},
+    {VKMHA_PATH_COOPMAT_MATMUL, "coopmat_matmul",
+     "the cooperative-matrix matmul (fp16 products on the matrix units)",
+     "fp16 products take the device type's matmul"},
 };
 
 /* The entry of path `bit`, or NULL. */
@@ -258,14 +261,22 @@ static vkmha_status run_canaries(vk_state *vk, float *mem, uint32_t breaks)
                 st = judge(vk, VKMHA_PATH_SUBGROUP, y, r, n, 1.0, breaks);
         }
     }
-    /* 16-bit storage and the few-rows matmul: C = A B^T, fp16 or fp32. */
+    /* 16-bit storage (on the device type's matmul), the cooperative-matrix
+     * matmul (through more than one tile each way and step of k, edges
+     * included) and the few-rows matmul: C = A B^T, fp16 or fp32. */
     const bool check16 = vk->tuning.native16,
+               coop = vk->tuning.coop_matmul &&
+                      vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL_COOP}),
                gemv = vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL, .tile = TILE_GEMV});
-    for (int pass = 0; pass < 2 && !st; pass++) {
-        if (pass == 0 ? !check16 : !gemv)
+    static const uint32_t pass_bit[3] = {VKMHA_PATH_NATIVE_16BIT, VKMHA_PATH_COOPMAT_MATMUL,
+                                         VKMHA_PATH_MATMUL_GEMV};
+    for (int pass = 0; pass < 3 && !st; pass++) {
+        if (!(pass == 0 ? check16 : pass == 1 ? coop : gemv))
             continue;
-        const uint32_t m = pass == 0 ? 9 : 2, n = 37, k = 20;
-        const uint32_t dt = pass == 0 ? VKMHA_DTYPE_F16 : VKMHA_DTYPE_F32;
+        const vkmha_tile_config *ct = &vk->tuning.tile_coop;
+        const uint32_t m = pass == 0 ? 9 : pass == 1 ? ct->bm + 3 : 2,
+                       n = pass == 1 ? ct->bn + 5 : 37, k = pass == 1 ? ct->bk + 7 : 20;
+        const uint32_t dt = pass == 2 ? VKMHA_DTYPE_F32 : VKMHA_DTYPE_F16;
         float *a = mem, *b = a + m * k, *c = b + n * k, *r = c + m * n;
         uint16_t *h = (uint16_t *)(r + m * n);
         fill(a, m * k, 5), fill(b, n * k, 6);
@@ -273,6 +284,9 @@ static vkmha_status run_canaries(vk_state *vk, float *mem, uint32_t breaks)
         s.extent_a = (uint64_t)m * k, s.extent_b = (uint64_t)n * k, s.extent_c = (uint64_t)m * n;
         s.dtype = dt;
         ref_matmul(&s, a, b, NULL, r);
+        /* 16-bit storage is judged on the device type's matmul. */
+        const bool coop_before = vk->tuning.coop_matmul;
+        vk->tuning.coop_matmul = pass == 1;
         if (dt == VKMHA_DTYPE_F16) { /* inputs and output in fp16 (exact values) */
             uint16_t *ha = h, *hb = ha + m * k, *hc = hb + n * k;
             vkmha__from_f32(dt, a, m * k, ha), vkmha__from_f32(dt, b, n * k, hb);
@@ -281,9 +295,9 @@ static vkmha_status run_canaries(vk_state *vk, float *mem, uint32_t breaks)
         } else {
             st = vk_matmul(vk, &s, a, b, NULL, c);
         }
+        vk->tuning.coop_matmul = coop_before;
         if (!st)
-            st = judge(vk, pass == 0 ? VKMHA_PATH_NATIVE_16BIT : VKMHA_PATH_MATMUL_GEMV, c, r,
-                       m * n, pass == 0 ? 10.0 : 1.0, breaks);
+            st = judge(vk, pass_bit[pass], c, r, m * n, pass == 2 ? 1.0 : 10.0, breaks);
     }
     return st ? st : sparse_canary(vk, breaks);
 }
@@ -320,8 +334,15 @@ vkmha_status vk_self_check(vk_state *vk, bool run, uint32_t breaks)
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     const uint32_t before16 = vk->tuning.native16, subgroup = vk->tuning.use_subgroup;
-    const size_t mem_bytes = (size_t)(2 * H * LQ + 2 * HKV * LK + H * LQ) * DMAX * sizeof(float) +
-                             3 * 16400 * sizeof(float);
+    /* The cooperative matmul's canary: A, B, C and the reference's C in
+     * fp32, and the three in fp16. */
+    const vkmha_tile_config *ct = &vk->tuning.tile_coop;
+    const size_t cm = ct->bm + 3, cn = ct->bn + 5, ck = ct->bk + 7,
+                 coop_bytes = (cm * ck + cn * ck + 2 * cm * cn) * sizeof(float) +
+                              (cm * ck + cn * ck + cm * cn) * sizeof(uint16_t);
+    size_t mem_bytes = (size_t)(2 * H * LQ + 2 * HKV * LK + H * LQ) * DMAX * sizeof(float) +
+                       3 * 16400 * sizeof(float);
+    mem_bytes = coop_bytes > mem_bytes ? coop_bytes : mem_bytes;
     float *mem = vkmha__alloc(ctx, mem_bytes);
     if (!mem)
         return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,

@@ -46,6 +46,14 @@ typedef struct vk_tuning {
     /* vkmha_path bits not used (vk_tuning_disable): a kernel's pipelines
      * of such a path are unavailable (vk_pipe_available). */
     uint32_t disabled_paths;
+    /* The cooperative-matrix matmul (shaders/matmul_coop.comp): its tile
+     * (variant COOPERATIVE; workgroup_size 0: none on this context), the
+     * device's fp16 matrix shape coop_cm x coop_cn x coop_ck it multiplies,
+     * and coop_matmul: products of fp16 A and B take it (GPU devices; on
+     * others only when desc->matmul_tile or VKMHA_MATMUL_TILE forces it). */
+    vkmha_tile_config tile_coop;
+    uint32_t coop_cm, coop_cn, coop_ck;
+    bool coop_matmul;
 } vk_tuning;
 
 /* The pipeline store (src/vk_pipeline.c). */
@@ -225,6 +233,19 @@ struct vk_state {
     bool storage16, no_native16;
     /* desc->debug->no_push_descriptors or its profile's. */
     bool debug_no_push;
+    /* VK_KHR_cooperative_matrix: the device's shapes of subgroup scope
+     * (n_matrix_shapes of them, at most VKMHA_MAX_MATRIX_SHAPES kept), and
+     * coopmat: the extension enabled with cooperativeMatrix,
+     * vulkanMemoryModel and shaderFloat16, and an fp16 x fp16 -> fp32
+     * shape among them (vk_tuning's coop_* say which); never for a
+     * borrowed device, nor with the mobile profile (no_coopmat). */
+    uint32_t n_matrix_shapes;
+    vkmha_matrix_shape matrix_shapes[VKMHA_MAX_MATRIX_SHAPES];
+    bool coopmat, no_coopmat;
+    /* VK_EXT_subgroup_size_control's maxSubgroupSize (with coopmat): the
+     * cooperative kernels' workgroups are multiples of it, and their
+     * subgroups full (VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT). */
+    uint32_t max_subgroup_size;
     uint32_t self_check_us; /* the self-check's time (src/vk_selfcheck.c) */
 
     vk_tuning tuning;

@@ -78,6 +78,68 @@ static const char *tile_check(const vkmha_device_info *d, vkmha_tile_config *t, 
     return NULL;
 }
 
+/* Completes a cooperative tile (its workgroup size; all zero: the automatic
+ * one, 2 x 2 matrices per subgroup on 2 x 2 subgroups, 32 deep) for the
+ * context's matrix shape and checks it like tile_check. */
+static const char *coop_tile_check(const vk_state *vk, vkmha_tile_config *t, bool *limits)
+{
+    const vk_tuning *u = &vk->tuning;
+    const uint32_t cm = u->coop_cm, cn = u->coop_cn, ck = u->coop_ck;
+    *limits = true;
+    if (!vk->coopmat)
+        return vk_spirv[SPV_MATMUL_COOP].code
+                   ? "the device has no fp16 cooperative matrices (VK_KHR_cooperative_matrix "
+                     "with vulkanMemoryModel and shaderFloat16)"
+                   : "this build of vkmha has no cooperative-matrix shaders (its glslang could "
+                     "not compile them: tools/mesa26)";
+    *limits = false;
+    if (!t->bm && !t->bn && !t->bk && !t->tm && !t->tn) {
+        t->tm = t->tn = 2;
+        t->bm = 2 * t->tm * cm, t->bn = 2 * t->tn * cn;
+        for (t->bk = ck; t->bk < 32 || t->bk % 8; t->bk += ck) {
+        }
+    }
+    if (!t->tm || !t->tn || !t->bm || !t->bn || !t->bk || t->bm % (t->tm * cm) ||
+        t->bn % (t->tn * cn) || t->bk % ck || t->bk % 8)
+        return "the cooperative variant needs bm, bn nonzero multiples of tm, tn times the "
+               "device's matrix shape, and bk of its depth and of 8";
+    if (t->tm * t->tn > 16)
+        return "the cooperative variant needs tm * tn <= 16";
+    const uint64_t groups = (uint64_t)(t->bm / (t->tm * cm)) * (t->bn / (t->tn * cn));
+    if (groups * vk->max_subgroup_size > 4096)
+        return "the cooperative variant's workgroup exceeds 4096 invocations";
+    t->workgroup_size = (uint32_t)groups * vk->max_subgroup_size;
+    *limits = true;
+    if (vk_matmul_coop_shared_bytes(t->bm, t->bn, t->bk, groups * cm * cn) >
+        vk->info.max_shared_memory)
+        return "its tiles need more shared memory than the device has";
+    if (t->workgroup_size > vk->info.max_workgroup_invocations ||
+        t->workgroup_size > vk->info.max_workgroup_size[0])
+        return "its workgroup is larger than the device allows";
+    return NULL;
+}
+
+/* The device's fp16 x fp16 -> fp32 matrix shape the cooperative matmul
+ * multiplies: the largest m x n, then the deepest. */
+static void pick_matrix_shape(vk_state *vk)
+{
+    vk_tuning *u = &vk->tuning;
+    u->coop_cm = u->coop_cn = u->coop_ck = 0;
+    const uint32_t n = vk->n_matrix_shapes < VKMHA_MAX_MATRIX_SHAPES ? vk->n_matrix_shapes
+                                                                     : VKMHA_MAX_MATRIX_SHAPES;
+    for (uint32_t i = 0; i < n; i++) {
+        const vkmha_matrix_shape *s = &vk->matrix_shapes[i];
+        if (s->a_type != VK_COMPONENT_TYPE_FLOAT16_KHR ||
+            s->b_type != VK_COMPONENT_TYPE_FLOAT16_KHR ||
+            s->c_type != VK_COMPONENT_TYPE_FLOAT32_KHR ||
+            s->result_type != VK_COMPONENT_TYPE_FLOAT32_KHR || s->saturating)
+            continue;
+        const uint64_t area = (uint64_t)s->m * s->n, best = (uint64_t)u->coop_cm * u->coop_cn;
+        if (area > best || (area == best && s->k > u->coop_ck))
+            u->coop_cm = s->m, u->coop_cn = s->n, u->coop_ck = s->k;
+    }
+}
+
 static bool pick_tile(const vkmha_device_info *d, const vkmha_tile_config *cands, size_t n,
                       vkmha_tile_config *out)
 {
@@ -163,8 +225,9 @@ static uint32_t pick_workgroup(const vkmha_device_info *d, uint32_t want)
     return wg;
 }
 
-/* VKMHA_MATMUL_TILE="register:32,8,4,4,8" (variant:bm,bn,bk,tm,tn), for
- * experiments without recompiling. false if unset; a value that does not
+/* VKMHA_MATMUL_TILE="register:32,8,4,4,8" (variant:bm,bn,bk,tm,tn), or
+ * "cooperative" for its automatic tile, for experiments without
+ * recompiling. false if unset; a value that does not
  * parse gives a tile with variant AUTO and zero sizes, which fails the check
  * with a message. */
 static bool env_tile(vkmha_tile_config *t)
@@ -174,12 +237,15 @@ static bool env_tile(vkmha_tile_config *t)
     unsigned bm = 0, bn = 0, bk = 0, tm = 0, tn = 0;
     if (!e || !*e)
         return false;
-    if (sscanf(e, "%15[a-z]:%u,%u,%u,%u,%u", name, &bm, &bn, &bk, &tm, &tn) != 6)
-        bm = 0;
+    const int got = sscanf(e, "%15[a-z]:%u,%u,%u,%u,%u", name, &bm, &bn, &bk, &tm, &tn);
+    /* "cooperative" alone: its automatic tile. */
+    if (got != 6 && !(got == 1 && !strcmp(e, "cooperative")))
+        bm = 0, name[0] = '\0';
     *t = (vkmha_tile_config){bm, bn, bk, tm, tn, 0,
-                             !strcmp(name, "register") ? VKMHA_MATMUL_VARIANT_REGISTER
-                             : !strcmp(name, "shared") ? VKMHA_MATMUL_VARIANT_SHARED
-                                                       : (vkmha_matmul_variant)-1};
+                             !strcmp(name, "register")      ? VKMHA_MATMUL_VARIANT_REGISTER
+                             : !strcmp(name, "shared")      ? VKMHA_MATMUL_VARIANT_SHARED
+                             : !strcmp(name, "cooperative") ? VKMHA_MATMUL_VARIANT_COOPERATIVE
+                                                            : (vkmha_matmul_variant)-1};
     return true;
 }
 vkmha_status vk_tuning_init(vk_state *vk, const vk_tuning_desc *desc)
@@ -200,10 +266,25 @@ vkmha_status vk_tuning_init(vk_state *vk, const vk_tuning_desc *desc)
         have = true;
         what = "the environment variable VKMHA_MATMUL_TILE";
     }
-    if (have) {
+    /* The cooperative matmul: forced, or by default on GPUs (CPU devices
+     * emulate the matrix units). */
+    pick_matrix_shape(vk);
+    const bool coop_forced = have && et.variant == VKMHA_MATMUL_VARIANT_COOPERATIVE;
+    vk->tuning.tile_coop = coop_forced ? et : (vkmha_tile_config){0};
+    vk->tuning.tile_coop.variant = VKMHA_MATMUL_VARIANT_COOPERATIVE;
+    bool limits;
+    const char *coop_why = coop_tile_check(vk, &vk->tuning.tile_coop, &limits);
+    vk->tuning.coop_matmul = !coop_why && (coop_forced || !cpu);
+    if (!vk->tuning.coop_matmul) /* its kernel unavailable */
+        vk->tuning.tile_coop = (vkmha_tile_config){0};
+    if (coop_why && coop_forced)
+        return vkmha__fail(vk->ctx,
+                           limits ? VKMHA_ERROR_UNSUPPORTED : VKMHA_ERROR_INVALID_ARGUMENT,
+                           "vkmha_context_create: %s (cooperative %u,%u,%u,%u,%u): %s", what,
+                           et.bm, et.bn, et.bk, et.tm, et.tn, coop_why);
+    if (have && !coop_forced) {
         if (et.variant == VKMHA_MATMUL_VARIANT_AUTO)
             et.variant = cpu ? VKMHA_MATMUL_VARIANT_REGISTER : VKMHA_MATMUL_VARIANT_SHARED;
-        bool limits;
         const char *why = tile_check(&vk->info, &et, &limits);
         if (why)
             return vkmha__fail(vk->ctx,
@@ -222,12 +303,13 @@ vkmha_status vk_tuning_init(vk_state *vk, const vk_tuning_desc *desc)
                    &vk->tuning.tile_small))
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "vkmha_context_create: no matmul tile fits this device's limits");
-    /* CPU devices, unless a tile was forced: lanes over columns for A of a
+    /* CPU devices, unless a tile was forced (other than the cooperative
+     * one, which fp16 products take): lanes over columns for A of a
      * few rows. A workgroup of 8 lanes of 4 columns each, one row: measured
      * on lavapipe at 1 x 4096 x 4096 (a decode step's projection) against
      * the small tile's lanes over rows, which then all repeat row 0. */
     vk->tuning.tile_gemv = (vkmha_tile_config){0};
-    if (cpu && !have &&
+    if (cpu && (!have || coop_forced) &&
         vk->tuning.tile_small.variant == VKMHA_MATMUL_VARIANT_REGISTER &&
         vk->info.max_workgroup_invocations >= 8 && vk->info.max_workgroup_size[0] >= 8)
         vk->tuning.tile_gemv = (vkmha_tile_config){.bm = 1, .bn = 32, .bk = 4, .tm = 1, .tn = 4,

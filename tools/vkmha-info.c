@@ -141,6 +141,25 @@ int main(int argc, char **argv)
     printf("  %-25s %llu bytes, %s\n", "tensors up to", (unsigned long long)info.max_tensor_bytes,
            info.sparse_tensors ? "sparse buffers past maxMemoryAllocationSize"
                                : "one allocation each (maxMemoryAllocationSize)");
+    /* Matrix units: the device's shapes, and whether kernels use them. */
+    printf("  %-25s %u shape%s (VK_KHR_cooperative_matrix)%s\n", "matrix units",
+           info.matrix_shape_count, info.matrix_shape_count == 1 ? "" : "s",
+           info.matrix_shape_count ? ":" : "");
+    for (uint32_t i = 0; i < info.matrix_shape_count && i < VKMHA_MAX_MATRIX_SHAPES; i++) {
+        const vkmha_matrix_shape *m = &info.matrix_shapes[i];
+        printf("  %-25s %ux%ux%u  %s x %s + %s -> %s%s\n", "", m->m, m->n, m->k,
+               vkmha_matrix_type_name(m->a_type), vkmha_matrix_type_name(m->b_type),
+               vkmha_matrix_type_name(m->c_type), vkmha_matrix_type_name(m->result_type),
+               m->saturating ? " (saturating)" : "");
+    }
+    printf("  %-25s %s\n", "cooperative kernels",
+           !vkmha_cooperative_matrix_built()
+               ? "not in this build (its glslang could not compile them)"
+           : !info.cooperative_matrix
+               ? "built; not on this device (no fp16 matrices with vulkanMemoryModel and "
+                 "shaderFloat16, or the mobile profile)"
+               : "built and enabled (kernels: matmul_coop where listed available; CPU "
+                 "devices only with VKMHA_MATMUL_TILE=cooperative)");
     printf("  %-25s %s\n", "validation layer", info.validation_enabled ? "on" : "off");
     printf("  %-25s %s\n", "matmul tiles from",
            getenv("VKMHA_MATMUL_TILE") ? "VKMHA_MATMUL_TILE" : "device type and limits");

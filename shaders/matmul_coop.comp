@@ -1,0 +1,148 @@
+#version 450
+// The matmul of shaders/matmul.comp (same bindings, push block, batching,
+// op T, bias and ranges of k) on the device's matrix units, through
+// VK_KHR_cooperative_matrix: fp16 operands, fp32 accumulation.
+//
+// A workgroup computes a BM x BN tile of C, stepping K by BK: A's BM x BK
+// tile and op(B)'s BK x BN tile are staged in shared memory as fp16 (any
+// edge zero-filled: M, N and K need not be multiples of anything), then each
+// of the workgroup's SGM x SGN subgroups multiplies TM x TN cooperative
+// matrices of CM x CN (the device's shape, from
+// vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR), CK deep per step. At
+// the end each accumulator passes through a CM x CN staging area of its
+// subgroup, from which the subgroup's invocations write the elements inside
+// M x N with the common output (alpha, bias, ACCUMULATE, any output dtype:
+// shaders/matmul_tile.glsl). The host makes WG the subgroups times the
+// device's subgroup size; invocations of subgroups past SGM x SGN (a smaller
+// subgroup than the host's) only stage tiles.
+//
+// The fp16 operands are exact: this kernel takes fp16 A and B only (the
+// host checks), read through shaders/typed.glsl like every kernel.
+// TEXEL_LAYOUT (CPU devices, whose matmul layout puts the register
+// variant's texel views at bindings 0 and 1): A and B at bindings 4 and 5.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#include "typed.glsl"
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 128; // subgroups x the subgroup size
+layout(constant_id = 1) const uint BM = 64;
+layout(constant_id = 2) const uint BN = 64;
+layout(constant_id = 3) const uint BK = 32;  // a multiple of CK and of 8
+layout(constant_id = 4) const uint TM = 2;   // matrices per subgroup along M
+layout(constant_id = 5) const uint TN = 2;   // ... along N
+layout(constant_id = 6) const bool VEC = false;
+layout(constant_id = 7) const uint CM = 16;  // the device's matrix shape
+layout(constant_id = 8) const uint CN = 16;
+layout(constant_id = 9) const uint CK = 16;
+
+#include "matmul_push.glsl"
+
+#if defined(TEXEL_LAYOUT) && TEXEL_LAYOUT
+TYPED_IN(4, 0, a)
+TYPED_IN(5, 1, b)
+#else
+TYPED_IN(0, 0, a)
+TYPED_IN(1, 1, b)
+#endif
+TYPED_IN(2, 2, bias) // [N], or [M][ld_add] (ADDEND)
+TYPED_IO(3, 3, c)
+
+const uint SGM = BM / (TM * CM); // subgroups along M
+const uint SGN = BN / (TN * CN); // subgroups along N
+// Row strides of the staged tiles, in halves: padded by 8 (16 bytes, which
+// keeps every matrix load 16-byte aligned) against bank conflicts.
+const uint AS = BK + 8u;
+const uint BS = BN + 8u;
+
+shared float16_t As[BM * AS]; // As[m * AS + k]: A tile, row-major
+shared float16_t Bs[BK * BS]; // Bs[k * BS + n]: op(B) tile, row-major
+shared float Cs[SGM * SGN * CM * CN]; // a CM x CN staging area per subgroup
+
+void put_a(uint m, uint kk, float x) { As[m * AS + kk] = float16_t(x); }
+void put_b(uint kk, uint n, float x) { Bs[kk * BS + n] = float16_t(x); }
+void put_a4(uint m, uint kk, vec4 v)
+{
+    const uint at = m * AS + kk;
+    As[at] = float16_t(v.x); As[at + 1u] = float16_t(v.y);
+    As[at + 2u] = float16_t(v.z); As[at + 3u] = float16_t(v.w);
+}
+void put_b4_k(uint kk, uint n, vec4 v)
+{
+    Bs[kk * BS + n] = float16_t(v.x); Bs[(kk + 1u) * BS + n] = float16_t(v.y);
+    Bs[(kk + 2u) * BS + n] = float16_t(v.z); Bs[(kk + 3u) * BS + n] = float16_t(v.w);
+}
+void put_b4_n(uint kk, uint n, vec4 v)
+{
+    const uint at = kk * BS + n;
+    Bs[at] = float16_t(v.x); Bs[at + 1u] = float16_t(v.y);
+    Bs[at + 2u] = float16_t(v.z); Bs[at + 3u] = float16_t(v.w);
+}
+#include "matmul_tile.glsl"
+
+#define MAT_A coopmat<float16_t, gl_ScopeSubgroup, CM, CK, gl_MatrixUseA>
+#define MAT_B coopmat<float16_t, gl_ScopeSubgroup, CK, CN, gl_MatrixUseB>
+#define MAT_C coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator>
+
+void main()
+{
+    const uint tid = gl_LocalInvocationIndex;
+    const uint sg = gl_SubgroupID;
+    const bool computes = sg < SGM * SGN;
+    const uint sm = sg / SGN, sn = sg % SGN;
+    const uint z = gl_WorkGroupID.z + p.z_base;
+    const uint zo = z / p.batch_inner;
+    const uint zi = z % p.batch_inner;
+    const uint offa = zo * p.sa_outer + zi * p.sa_inner;
+    const uint offb = zo * p.sb_outer + (zi / p.b_div) * p.sb_inner;
+    const uint offc = zo * p.sc_outer + zi * p.sc_inner;
+    const uint row0 = (gl_WorkGroupID.y + p.y_base) * BM;
+    const uint col0 = (gl_WorkGroupID.x + p.x_base) * BN;
+    const bool trans_b = (p.flags & FLAG_TRANS_B) != 0u;
+
+    MAT_C acc[TM * TN];
+    for (uint i = 0u; i < TM * TN; i++)
+        acc[i] = MAT_C(0.0);
+
+    for (uint k0 = 0u; k0 < p.K; k0 += BK) {
+        load_tiles(tid, k0, row0, col0, offa, offb, trans_b);
+        barrier();
+        if (computes) {
+            for (uint kk = 0u; kk < BK; kk += CK) {
+                MAT_A ma[TM];
+                for (uint i = 0u; i < TM; i++)
+                    coopMatLoad(ma[i], As, (sm * TM + i) * CM * AS + kk, AS,
+                                gl_CooperativeMatrixLayoutRowMajor);
+                for (uint j = 0u; j < TN; j++) {
+                    MAT_B mb;
+                    coopMatLoad(mb, Bs, kk * BS + (sn * TN + j) * CN, BS,
+                                gl_CooperativeMatrixLayoutRowMajor);
+                    for (uint i = 0u; i < TM; i++)
+                        acc[i * TN + j] = coopMatMulAdd(ma[i], mb, acc[i * TN + j]);
+                }
+            }
+        }
+        barrier();
+    }
+
+    if (!computes)
+        return;
+    const uint stage = sg * CM * CN;
+    for (uint i = 0u; i < TM; i++)
+        for (uint j = 0u; j < TN; j++) {
+            coopMatStore(acc[i * TN + j], Cs, stage, CN, gl_CooperativeMatrixLayoutRowMajor);
+            subgroupMemoryBarrierShared();
+            subgroupBarrier();
+            const uint r0 = row0 + (sm * TM + i) * CM, c0 = col0 + (sn * TN + j) * CN;
+            for (uint e = gl_SubgroupInvocationID; e < CM * CN; e += gl_SubgroupSize) {
+                const uint r = r0 + e / CN, col = c0 + e % CN;
+                if (r < p.M && col < p.N)
+                    store_out(offc, r, col, Cs[stage + e]);
+            }
+            subgroupBarrier(); // read before the next accumulator overwrites it
+        }
+}

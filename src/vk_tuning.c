@@ -277,7 +277,16 @@ vkmha_status vk_tuning_init(vk_state *vk, const vk_tuning_desc *desc)
     vk->tuning.coop_matmul = !coop_why && (coop_forced || !cpu);
     if (!vk->tuning.coop_matmul) /* its kernel unavailable */
         vk->tuning.tile_coop = (vkmha_tile_config){0};
-    if (coop_why && coop_forced)
+    /* The environment's request is for every context of the process (how
+     * the test suite forces the kernels): contexts that cannot have matrix
+     * units by their own desc (a borrowed device, the mobile profile) keep
+     * their matmul. */
+    const bool env_only = !override && (vk->external || vk->no_coopmat);
+    if (coop_why && coop_forced && env_only)
+        vkmha__log(vk->ctx, VKMHA_LOG_INFO, VKMHA_SUCCESS,
+                   "vkmha_context_create: VKMHA_MATMUL_TILE=cooperative ignored: %s",
+                   vk->external ? "a borrowed device" : "the mobile profile");
+    else if (coop_why && coop_forced)
         return vkmha__fail(vk->ctx,
                            limits ? VKMHA_ERROR_UNSUPPORTED : VKMHA_ERROR_INVALID_ARGUMENT,
                            "vkmha_context_create: %s (cooperative %u,%u,%u,%u,%u): %s", what,

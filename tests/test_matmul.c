@@ -1,14 +1,21 @@
 /* vkmha_matmul on Vulkan vs the reference backend, element by element, on
  * sizes that are not tile multiples, both ops, bias, alpha, padded row
- * strides, batch strides and broadcast.
+ * strides, batch strides and broadcast; in fp32, and in fp16 (the products
+ * the cooperative-matrix matmul takes where the context has it: on Mesa 26's
+ * lavapipe, tests/meson.build's mesa26 setup, every fp16 case below runs on
+ * it), with the cooperative tiles given through matmul_tile.
  *
  * Tolerance: inputs are uniform in [-1, 1]; an fp32 dot product over k terms
  * differs from the double reference by about sqrt(k) * 2^-24 * |terms| in
- * practice, so |gpu - ref| <= ATOL_PER_SQRT_K * sqrt(k) + RTOL * |ref|. */
-#include "util.h"
+ * practice, so |gpu - ref| <= ATOL_PER_SQRT_K * sqrt(k) + RTOL * |ref|. In
+ * fp16 both backends multiply the same fp16 inputs exactly and sum in fp32
+ * (the reference in double), then round C to fp16 once (2^-11 relative
+ * each): RTOL16 covers the two roundings of C with a margin. */
+#include "util_dtype.h"
 
 #define RTOL 1e-5
 #define ATOL_PER_SQRT_K 2e-6
+#define RTOL16 2e-3
 
 typedef struct mm_case {
     uint32_t batch, m, n, k;
@@ -27,17 +34,19 @@ static size_t extent(uint32_t batch, int64_t stride, uint32_t rows, uint32_t ld)
     return (size_t)batch * (stride ? (size_t)stride : matrix);
 }
 
+/* One case in dtype dt (F32 or F16: the arrays rounded to it on the host). */
 static void run_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const mm_case *c,
-                     const char *tile)
+                     const char *tile, uint32_t dt)
 {
-    char name[260];
+    char name[280];
     snprintf(name, sizeof name,
-             "matmul [%s] batch %u m %u n %u k %u op %s bias %d alpha %g pad %u/%u/%u stride_a "
-             "%lld stride_b %lld",
-             tile, c->batch, c->m, c->n, c->k, c->op == VKMHA_OP_T ? "T" : "N", c->bias,
-             (double)c->alpha, c->pad_lda, c->pad_ldb, c->pad_ldc, (long long)c->stride_a,
-             (long long)c->stride_b);
+             "matmul%s [%s] batch %u m %u n %u k %u op %s bias %d alpha %g pad %u/%u/%u "
+             "stride_a %lld stride_b %lld",
+             dt == VKMHA_DTYPE_F16 ? " f16" : "", tile, c->batch, c->m, c->n, c->k,
+             c->op == VKMHA_OP_T ? "T" : "N", c->bias, (double)c->alpha, c->pad_lda,
+             c->pad_ldb, c->pad_ldc, (long long)c->stride_a, (long long)c->stride_b);
     vkmha_matmul_desc d = {0};
+    d.dtype = dt;
     d.batch = c->batch;
     d.m = c->m;
     d.n = c->n;
@@ -56,23 +65,36 @@ static void run_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const m
     size_t nc = (size_t)c->batch * c->m * ldc;
     float *a = t_random(rng, na, -1, 1), *b = t_random(rng, nb, -1, 1);
     float *bias = c->bias ? t_random(rng, c->n, -1, 1) : NULL;
-    /* C starts with a sentinel so untouched padding can be checked. */
+    /* C starts with a sentinel (exact in fp16) so untouched padding can be
+     * checked. */
     float *want = t_alloc(nc), *got = t_alloc(nc);
     for (size_t i = 0; i < nc; i++)
-        want[i] = got[i] = 12345.0f;
+        want[i] = got[i] = 12288.0f;
 
     bool ok = true;
-    T_EXPECT_STATUS(vkmha_matmul(ref, &d, a, b, bias, want), VKMHA_SUCCESS, ok);
-    vkmha_status st = vkmha_matmul(gpu, &d, a, b, bias, got);
+    vkmha_status st;
+    if (dt == VKMHA_DTYPE_F32) {
+        T_EXPECT_STATUS(vkmha_matmul(ref, &d, a, b, bias, want), VKMHA_SUCCESS, ok);
+        st = vkmha_matmul(gpu, &d, a, b, bias, got);
+    } else { /* the same 16-bit arrays for both, C's sentinel included */
+        void *a16 = t_to_dt(dt, a, na), *b16 = t_to_dt(dt, b, nb),
+             *bias16 = bias ? t_to_dt(dt, bias, c->n) : NULL, *want16 = t_to_dt(dt, want, nc),
+             *got16 = t_to_dt(dt, got, nc);
+        T_EXPECT_STATUS(vkmha_matmul(ref, &d, a16, b16, bias16, want16), VKMHA_SUCCESS, ok);
+        st = vkmha_matmul(gpu, &d, a16, b16, bias16, got16);
+        vkmha__to_f32(dt, want16, nc, want);
+        vkmha__to_f32(dt, got16, nc, got);
+        free(a16), free(b16), free(bias16), free(want16), free(got16);
+    }
     T_EXPECT_STATUS(st, VKMHA_SUCCESS, ok);
     if (st != VKMHA_SUCCESS)
         t_diag("%s", vkmha_context_last_error(gpu));
     double atol = ATOL_PER_SQRT_K * sqrt((double)c->k) * (c->alpha ? fabs(c->alpha) : 1.0);
     if (ok)
-        ok = t_close(name, "c", got, want, nc, atol, RTOL);
+        ok = t_close(name, "c", got, want, nc, atol, dt == VKMHA_DTYPE_F32 ? RTOL : RTOL16);
     /* Row padding of C is left untouched by both backends. */
     for (size_t i = 0; ok && i < nc; i++)
-        if ((i % ldc) >= c->n && got[i] != 12345.0f) {
+        if ((i % ldc) >= c->n && got[i] != 12288.0f) {
             t_diag("%s: padding c[%zu] was overwritten (%g)", name, i, (double)got[i]);
             ok = false;
         }
@@ -95,6 +117,91 @@ static const struct {
     {"register 32x8, 4x8", {32, 8, 4, 4, 8, 0, VKMHA_MATMUL_VARIANT_REGISTER}},
     {"shared 16x16x8, 4x4", {16, 16, 8, 4, 4, 0, VKMHA_MATMUL_VARIANT_SHARED}},
 };
+
+/* The cooperative matmul through desc->matmul_tile: tiles of several
+ * subgroups each way and several matrices per subgroup, in units of the
+ * device's shape. Where the context has matrix units, every fp16 case runs
+ * on each (the kernels list the tile); elsewhere the creation fails with
+ * UNSUPPORTED naming desc->matmul_tile. A malformed tile is
+ * INVALID_ARGUMENT where the shape is known. */
+static void coop_tile_cases(vkmha_context *ref, t_rng *rng, const mm_case *cases, size_t n,
+                            bool have)
+{
+    static const struct {
+        uint32_t bm, bn, bk, tm, tn; /* bm, bn, bk in matrices (CM, CN, CK) */
+    } tiles[] = {{6, 5, 3, 3, 5}, {2, 4, 1, 1, 2}};
+    uint32_t cm = 0, cn = 0, ck = 0;
+    for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
+        vkmha_context_desc desc = {0};
+        desc.enable_validation = true;
+        desc.log = t_log;
+        vkmha_tile_config tile = {0, 0, 0, 0, 0, 0, VKMHA_MATMUL_VARIANT_COOPERATIVE};
+        vkmha_context *ctx = NULL;
+        if (have && !cm) { /* the device's shape, from its automatic tile */
+            desc.matmul_tile = &tile;
+            if (vkmha_context_create(&desc, &ctx) == VKMHA_SUCCESS) {
+                vkmha_kernel_info k;
+                if (kernel_find(ctx, "matmul_coop", &k) && k.available)
+                    cm = kernel_param(&k, "CM"), cn = kernel_param(&k, "CN"),
+                    ck = kernel_param(&k, "CK");
+                vkmha_context_destroy(ctx);
+                ctx = NULL;
+            }
+            if (!t_report(cm && cn && ck, "cooperative tile: the device's matrix shape %ux%ux%u",
+                          cm, cn, ck))
+                return;
+        }
+        const uint32_t sm = have ? cm : 8, sn = have ? cn : 8, sk = have ? ck : 8;
+        tile = (vkmha_tile_config){tiles[t].bm * sm, tiles[t].bn * sn, tiles[t].bk * sk,
+                                   tiles[t].tm, tiles[t].tn, 0, VKMHA_MATMUL_VARIANT_COOPERATIVE};
+        tile.bk += tile.bk % 8 ? 8 - tile.bk % 8 : 0;
+        while (tile.bk % sk)
+            tile.bk += 8;
+        char name[96];
+        snprintf(name, sizeof name, "cooperative %ux%ux%u, %ux%u", tile.bm, tile.bn, tile.bk,
+                 tile.tm, tile.tn);
+        desc.matmul_tile = &tile;
+        const vkmha_status st = vkmha_context_create(&desc, &ctx);
+        if (!have) {
+            const char *msg = vkmha_context_last_error(NULL);
+            t_report(st == VKMHA_ERROR_UNSUPPORTED && strstr(msg, "desc->matmul_tile"),
+                     "a device without cooperative matrices: matmul_tile %s is UNSUPPORTED "
+                     "naming desc->matmul_tile (%s: %s)",
+                     name, vkmha_status_string(st), msg);
+            vkmha_context_destroy(ctx);
+            continue;
+        }
+        if (!t_report(st == VKMHA_SUCCESS, "context with matmul_tile %s: %s %s", name,
+                      vkmha_status_string(st), vkmha_context_last_error(NULL)))
+            continue;
+        vkmha_kernel_info k;
+        t_report(kernel_find(ctx, "matmul_coop", &k) && k.available &&
+                     kernel_param(&k, "BM") == tile.bm && kernel_param(&k, "BN") == tile.bn &&
+                     kernel_param(&k, "BK") == tile.bk && kernel_param(&k, "TM") == tile.tm &&
+                     kernel_param(&k, "TN") == tile.tn,
+                 "vkmha_context_get_kernels: matmul_coop runs the override %s", name);
+        for (size_t i = 0; i < n; i++)
+            run_case(ref, ctx, rng, &cases[i], name, VKMHA_DTYPE_F16);
+        t_report_validation(ctx);
+        vkmha_context_destroy(ctx);
+    }
+    if (!have)
+        return;
+    /* Malformed: bm not a multiple of tm matrices. */
+    vkmha_context_desc desc = {0};
+    desc.log = t_log;
+    const vkmha_tile_config bad = {3 * cm, 2 * cn, 2 * ck, 2, 1, 0,
+                                   VKMHA_MATMUL_VARIANT_COOPERATIVE};
+    desc.matmul_tile = &bad;
+    vkmha_context *ctx = NULL;
+    const vkmha_status st = vkmha_context_create(&desc, &ctx);
+    t_report(st == VKMHA_ERROR_INVALID_ARGUMENT &&
+                 strstr(vkmha_context_last_error(NULL), "desc->matmul_tile"),
+             "matmul_tile cooperative with bm not a multiple of tm matrices: "
+             "INVALID_ARGUMENT naming desc->matmul_tile (%s)",
+             vkmha_context_last_error(NULL));
+    vkmha_context_destroy(ctx);
+}
 
 int main(void)
 {
@@ -133,9 +240,27 @@ int main(void)
         {2, 7, 6, 5, N, false, 0, 0, 0, 0, 50, 40},    /* gaps between batch entries */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        run_case(ref, gpu, &rng, &cases[i], "auto");
+        run_case(ref, gpu, &rng, &cases[i], "auto", VKMHA_DTYPE_F32);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        run_case(ref, gpu, &rng, &cases[i], "auto", VKMHA_DTYPE_F16);
+    /* The mesa26 setup forces the cooperative matmul for every context of
+     * the process: its default context must then run it, or that setup
+     * would test nothing of it. */
+    vkmha_context_info info = {0};
+    vkmha_context_get_info(gpu, &info);
+    const char *env = getenv("VKMHA_MATMUL_TILE");
+    const bool forced = env && !strcmp(env, "cooperative");
+    vkmha_kernel_info coop;
+    const bool coop_on = kernel_find(gpu, "matmul_coop", &coop) && coop.available;
+    t_report(!forced || (info.cooperative_matrix && coop_on),
+             "VKMHA_MATMUL_TILE %s: the default context %s the cooperative matmul "
+             "(cooperative_matrix %d, matmul_coop %s)",
+             env ? env : "unset", forced ? "runs" : "may run", info.cooperative_matrix,
+             coop_on ? "available" : "unavailable");
     t_report_validation(gpu);
     vkmha_context_destroy(gpu);
+
+    coop_tile_cases(ref, &rng, cases, sizeof cases / sizeof cases[0], info.cooperative_matrix);
 
     for (size_t o = 0; o < sizeof overrides / sizeof overrides[0]; o++) {
         vkmha_context_desc desc = {0};
@@ -151,7 +276,7 @@ int main(void)
                  "vkmha_context_get_kernels: every matmul kernel runs the override %s",
                  overrides[o].name);
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-            run_case(ref, ctx, &rng, &cases[i], overrides[o].name);
+            run_case(ref, ctx, &rng, &cases[i], overrides[o].name, VKMHA_DTYPE_F32);
         t_report_validation(ctx);
         vkmha_context_destroy(ctx);
     }

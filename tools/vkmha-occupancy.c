@@ -14,6 +14,13 @@
  * It is linked with the library's objects for that internal entry point, so
  * the pipelines and specialization constants are exactly the library's.
  *
+ * Mesa 26 (tools/mesa26's root) has no null device any more: there Mesa's
+ * amdgpu drm-shim, preloaded, poses as one GPU (AMDGPU_GPU_ID: navi21 or
+ * navi31, which is gfx1100), and this tool compiles for that family only;
+ * tools/mesa26's `bin/run-radv GPU PROGRAM` sets it all up. Its RADV has
+ * VK_KHR_cooperative_matrix on gfx1100, so the cooperative-matrix kernels
+ * are compiled there (the default on GPUs).
+ *
  * Contexts: the default one (subgroup reductions where the device has them)
  * and one with VKMHA_CONTEXT_NO_SUBGROUP_OPS; a pipeline identical in both
  * (same SPIR-V variant and specialization constants) is listed once. Each
@@ -51,14 +58,14 @@
  * at d64 or d128 fits fewer than two workgroups per CU on navi21 or vega20
  * (the blocks in src/vk_tuning.c are chosen for that; docs/PERFORMANCE.md),
  * and where a pipeline's LDS is not the shared_bytes that
- * vkmha_context_get_kernels reports for it, up to RADV's 512-byte granule.
+ * vkmha_context_get_kernels reports for it, up to the family's LDS granule.
  * Sources: LLVM's AMDGPU target, llvm/lib/Target/AMDGPU/Utils/AMDGPUBaseInfo.cpp
  * (getMaxWavesPerEU, getTotalNumVGPRs, getVGPRAllocGranule, getTotalNumSGPRs,
  * getSGPRAllocGranule, getLocalMemorySize, getEUsPerCU, getMaxWorkGroupsPerCU;
  * gfx1100's 1.5x VGPRs: FeatureGFX11FullVGPRs in AMDGPU.td), and Mesa's
  * src/amd/common/ac_gpu_info.c (lds_size_per_workgroup "128KB in WGP mode",
  * lds_encode_granularity 512, lds_alloc_granularity 1024 from gfx10.3). The
- * statistics are RADV's (Mesa 22.3 here): "VGPRs" and "SGPRs" allocated per
+ * statistics are RADV's (Mesa 22.3, or 26.2 through the shim): "VGPRs" and "SGPRs" allocated per
  * wave, "LDS size" per workgroup and "Scratch size" per wave in bytes. */
 #include "vk_internal.h"
 
@@ -76,6 +83,7 @@
 
 typedef struct family {
     const char *name; /* RADV_FORCE_FAMILY */
+    const char *shim; /* the amdgpu drm-shim's AMDGPU_GPU_ID for it (NULL: none) */
     const char *gfx;  /* ISA generation, for the table */
     bool rdna;        /* block = WGP (2 CUs, 4 SIMD32), else CU (4 SIMD16) */
     uint32_t max_waves;           /* per SIMD */
@@ -89,9 +97,9 @@ typedef struct family {
 } family;
 
 static const family families[] = {
-    {"navi21", "gfx10.3", true, 16, 1024, 512, 16, 8, 0, 0, 128 * 1024, 1024, 32},
-    {"gfx1100", "gfx11", true, 16, 1536, 768, 24, 12, 0, 0, 128 * 1024, 1024, 32},
-    {"vega20", "gfx9", false, 10, 0, 256, 0, 4, 800, 16, 64 * 1024, 512, 16},
+    {"navi21", "navi21", "gfx10.3", true, 16, 1024, 512, 16, 8, 0, 0, 128 * 1024, 1024, 32},
+    {"gfx1100", "navi31", "gfx11", true, 16, 1536, 768, 24, 12, 0, 0, 128 * 1024, 1024, 32},
+    {"vega20", NULL, "gfx9", false, 10, 0, 256, 0, 4, 800, 16, 64 * 1024, 512, 16},
 };
 
 typedef struct row {
@@ -208,10 +216,11 @@ static bool add_context(const family *f, uint32_t flags, bool validate, rows *rs
     vkmha_context_info info;
     vkmha_context_get_info(ctx, &info);
     t_pin_libraries();
-    /* RADV names its null device "Null hardware (RADV NAVI21)" (Mesa 22.3);
-     * anything else means the loader picked another driver. */
+    /* RADV names its null device "Null hardware (RADV NAVI21)" (Mesa 22.3),
+     * the drm-shim's GPU "AMD Radeon Graphics (RADV NAVI31)"; anything else
+     * means the loader picked another driver. */
     char want[64];
-    snprintf(want, sizeof want, "RADV %s", f->name);
+    snprintf(want, sizeof want, "RADV %s", getenv("AMDGPU_GPU_ID") ? f->shim : f->name);
     bool ok = false;
     for (char *c = want; *c; c++)
         *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
@@ -392,6 +401,24 @@ int main(int argc, char **argv)
         for (size_t k = 0; k < VKMHA_ARRAY_LEN(families); k++)
             chosen[n_chosen++] = &families[k];
 
+    /* Mesa 26 has no null device: its amdgpu drm-shim (LD_PRELOAD, set by
+     * the caller: tools/mesa26's bin/run-radv) poses as the one GPU that
+     * AMDGPU_GPU_ID names, and the caller's VK_ICD_FILENAMES is RADV's. */
+    const char *shim = getenv("AMDGPU_GPU_ID");
+    if (shim) {
+        const family *f = NULL;
+        for (size_t k = 0; k < VKMHA_ARRAY_LEN(families); k++)
+            if (families[k].shim && !strcmp(families[k].shim, shim))
+                f = &families[k];
+        if (!f || (n_names && (n_chosen != 1 || chosen[0] != f))) {
+            fprintf(stderr, "vkmha-occupancy: AMDGPU_GPU_ID=%s (the drm-shim's GPU) is none of "
+                            "the families, or not the one --family names\n", shim);
+            return 2;
+        }
+        chosen[0] = f, n_chosen = 1;
+        if (!icd)
+            icd = getenv("VK_ICD_FILENAMES");
+    }
     /* RADV alone, whatever else is installed: never a silent fallback to
      * another driver (add_context checks the device's name too). */
     char found[512];
@@ -417,7 +444,8 @@ int main(int argc, char **argv)
     bool fam_ok[VKMHA_ARRAY_LEN(families)];
     for (size_t k = 0; k < n_chosen; k++) {
         const family *f = chosen[k];
-        setenv("RADV_FORCE_FAMILY", f->name, 1);
+        if (!shim)
+            setenv("RADV_FORCE_FAMILY", f->name, 1);
         first_of[k] = rs.n;
         fam_ok[k] = add_context(f, 0, validate, &rs, first_of[k], &clean) &&
                     add_context(f, VKMHA_CONTEXT_NO_SUBGROUP_OPS, validate, &rs, first_of[k],
@@ -445,8 +473,10 @@ int main(int argc, char **argv)
                          r->spilled_vgprs, r->spilled_sgprs, (unsigned long long)r->scratch,
                          r->waves_per_simd);
                 /* The shared memory the kernel list reports is what the
-                 * compiler allocates, up to RADV's 512-byte granule. */
-                t_report(r->shared_bytes <= r->lds && r->lds - r->shared_bytes < 512,
+                 * compiler allocates, up to the family's granule (Mesa 22.3
+                 * reports it in 512-byte steps, 26.2 in the allocation's). */
+                t_report(r->shared_bytes <= r->lds &&
+                             r->lds - r->shared_bytes < r->fam->lds_granule,
                          "%s %s/%s (%s): LDS %llu bytes, vkmha_context_get_kernels' "
                          "shared_bytes %u", r->fam->name, r->name, r->shader, r->spec,
                          (unsigned long long)r->lds, r->shared_bytes);

@@ -256,6 +256,14 @@ typedef enum vkmha_path {
                                              operands on the matrix units
                                              (VKMHA_MATMUL_VARIANT_COOPERATIVE; the
                                              device type's matmul) */
+    VKMHA_PATH_COOPMAT_FUSED_D32 = 1u << 13, /* "coopmat_fused_d32": the fused attention
+                                                of fp16 q, k, v on the matrix units,
+                                                head dims <= 32
+                                                (VKMHA_FUSED_KERNEL_COOPERATIVE; the
+                                                workgroup-shared kernel) */
+    VKMHA_PATH_COOPMAT_FUSED_D64 = 1u << 14,  /* "coopmat_fused_d64" */
+    VKMHA_PATH_COOPMAT_FUSED_D128 = 1u << 15, /* "coopmat_fused_d128" */
+    VKMHA_PATH_COOPMAT_FUSED_D256 = 1u << 16, /* "coopmat_fused_d256" */
 } vkmha_path;
 
 /* The name of one vkmha_path bit ("fused_d64"), as VKMHA_DISABLE_PATHS and
@@ -323,6 +331,16 @@ typedef enum vkmha_fused_kernel {
      * configurations (those that fit its limits). The same as SHARED on a
      * GPU. */
     VKMHA_FUSED_KERNEL_SHARED_GPU_BLOCKS = 3,
+    /* The workgroup-shared kernel's cooperative-matrix variant
+     * (shaders/flash.comp built with COOP, the "flash_coop_d*" kernels):
+     * Q K^T and P V on the matrix units, for calls whose q, k and v are all
+     * fp16 (others take the workgroup-shared kernel). GPUs with matrix units
+     * use it by default for such calls (vkmha_context_info.
+     * cooperative_matrix); forcing it is how a CPU device runs it. A device
+     * without them: VKMHA_ERROR_UNSUPPORTED at creation. The environment
+     * variable VKMHA_FUSED_KERNEL=cooperative does the same for contexts
+     * whose desc leaves this AUTO (the test suite's mesa26 setup). */
+    VKMHA_FUSED_KERNEL_COOPERATIVE = 4,
 } vkmha_fused_kernel;
 
 /* For tests: never needed in production. Makes the Vulkan backend believe
@@ -656,7 +674,8 @@ typedef struct vkmha_kernel_info {
      * matmul of fp16 products), "softmax", "heads", "layernorm", "flash_d32" .. "flash_d256"
      * (the fused attention of heads up to 32 .. 256 wide, workgroup-shared
      * kernel), "flash_combine" (its split-K combine), "flash_cpu_d32" ..
-     * "flash_cpu_d256" (the CPU-shaped fused kernel), "softmax_cpu",
+     * "flash_cpu_d256" (the CPU-shaped fused kernel), "flash_coop_d32" ..
+     * "flash_coop_d256" (the cooperative-matrix one), "softmax_cpu",
      * "heads_cpu", "layernorm_cpu" (CPU-shaped row kernels, one row per
      * invocation, for rows of up to 16384 elements on CPU devices; longer
      * rows take "softmax" / "layernorm", a workgroup per row). */

@@ -36,8 +36,28 @@
 // Tensors are addressed through strides, so the same shader reads split
 // heads [B][H][L][d] and projections [B][L][H * d] in place. Query head h
 // reads key/value head h / group (grouped-query attention).
+//
+// COOP (the build variant flash_coop, for fp16 q, k and v): the two
+// products run on the matrix units through VK_KHR_cooperative_matrix, the
+// rest is this shader's. The query block, the K block and the V block are
+// staged as fp16 (exact: the inputs are fp16; zero past d_k, d_v and the
+// block's keys). The workgroup's subgroups share the CM x CN tiles of
+// S = Q K^T (fp32 sums, stored to ps, whose scale, bias, masks and
+// non-finite rules follow as in step 2) and of the block's P V, where P,
+// the online softmax's weights in [0, 1], is rounded to fp16 (ph); P V goes
+// through ps (now [BR][4 D4]) into the same register accumulators as the
+// scalar step 4, scaled by the row's correction. The weights pass computes
+// its scores with the same matrix instructions. The host makes WG the
+// subgroups times maxSubgroupSize with full subgroups, TY * TX == WG, BR a
+// multiple of CM, BC of CN and CK, and 4 D4 of CN and CK.
 
 #extension GL_GOOGLE_include_directive : require
+#if defined(COOP) && COOP
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#endif
 #include "typed.glsl"
 #include "common.glsl"
 
@@ -48,6 +68,11 @@ layout(constant_id = 2) const uint BC = 32; // keys per step
 layout(constant_id = 3) const uint D4 = 16; // vec4s per row: d_k, d_v <= 4 * D4
 layout(constant_id = 4) const uint SR = 4;  // scores per invocation: SR rows
 layout(constant_id = 5) const uint SC = 4;  // x SC keys
+#if defined(COOP) && COOP
+layout(constant_id = 6) const uint CM = 16; // the device's matrix shape
+layout(constant_id = 7) const uint CN = 16;
+layout(constant_id = 8) const uint CK = 16;
+#endif
 // Register blocking: invocation (ty, tx) computes the scores of rows
 // ty * SR + a and keys tx + b * TX, then the outputs of the same rows in
 // vec4 columns tx + o * TX. The host guarantees WG == TY * TX and TX | D4.
@@ -84,11 +109,75 @@ layout(binding = 8) readonly buffer Lengths { uint lens[]; }; // with MASK_LENGT
 
 // MODE_* (the flags' modes): shaders/flash_push.glsl.
 
+#if defined(COOP) && COOP
+// fp16 rows padded by 8 halves (16 bytes: matrix loads stay aligned).
+const uint DS = 4u * D4 + 8u; // q, k and v rows
+const uint PS = BC + 8u;      // weight rows
+const uint DV = 4u * D4;      // P V's row stride in ps
+shared float16_t qh[BR * DS];
+shared float16_t kvh[BC * DS]; // the K block, then the V block
+shared float16_t ph[BR * PS];  // the weights, rounded
+// Scores, then the block's P V.
+shared float ps[BR * (BC > DV ? BC : DV)];
+#define MAT_A(R, C) coopmat<float16_t, gl_ScopeSubgroup, R, C, gl_MatrixUseA>
+#define MAT_B(R, C) coopmat<float16_t, gl_ScopeSubgroup, R, C, gl_MatrixUseB>
+#define MAT_C coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator>
+
+void put4h(uint at, vec4 v) // 4 halves of a staged row
+{
+    qh[at] = float16_t(v.x); qh[at + 1u] = float16_t(v.y);
+    qh[at + 2u] = float16_t(v.z); qh[at + 3u] = float16_t(v.w);
+}
+void put4kv(uint at, vec4 v)
+{
+    kvh[at] = float16_t(v.x); kvh[at + 1u] = float16_t(v.y);
+    kvh[at + 2u] = float16_t(v.z); kvh[at + 3u] = float16_t(v.w);
+}
+
+// ps[r][c] = Q K^T for the block's rows and keys (their first `depth`
+// columns, a multiple of CK), a tile per subgroup in turn.
+void scores_coop(uint depth)
+{
+    const uint tiles_c = BC / CN;
+    for (uint t = gl_SubgroupID; t < (BR / CM) * tiles_c; t += gl_NumSubgroups) {
+        const uint r0 = (t / tiles_c) * CM, c0 = (t % tiles_c) * CN;
+        MAT_C acc = MAT_C(0.0);
+        for (uint d = 0; d < depth; d += CK) {
+            MAT_A(CM, CK) a;
+            MAT_B(CK, CN) bk; // K^T: K's rows are its columns
+            coopMatLoad(a, qh, r0 * DS + d, DS, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatLoad(bk, kvh, c0 * DS + d, DS, gl_CooperativeMatrixLayoutColumnMajor);
+            acc = coopMatMulAdd(a, bk, acc);
+        }
+        coopMatStore(acc, ps, r0 * BC + c0, BC, gl_CooperativeMatrixLayoutRowMajor);
+    }
+}
+
+// ps[r][c] = (P V)[r][c] for the block, its first `width` columns (a
+// multiple of CN).
+void pv_coop(uint width)
+{
+    const uint tiles_c = width / CN;
+    for (uint t = gl_SubgroupID; t < (BR / CM) * tiles_c; t += gl_NumSubgroups) {
+        const uint r0 = (t / tiles_c) * CM, c0 = (t % tiles_c) * CN;
+        MAT_C acc = MAT_C(0.0);
+        for (uint kk = 0; kk < BC; kk += CK) {
+            MAT_A(CM, CK) a;
+            MAT_B(CK, CN) bv;
+            coopMatLoad(a, ph, r0 * PS + kk, PS, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatLoad(bv, kvh, kk * DS + c0, DS, gl_CooperativeMatrixLayoutRowMajor);
+            acc = coopMatMulAdd(a, bv, acc);
+        }
+        coopMatStore(acc, ps, r0 * DV + c0, DV, gl_CooperativeMatrixLayoutRowMajor);
+    }
+}
+#else
 const uint KS = D4 + 1; // padded K/V row stride (vec4s)
 
 shared vec4 qs[BR * D4];
 shared vec4 kvs[BC * KS]; // the K block, then the V block
 shared float ps[BR * BC]; // scores, then probabilities
+#endif
 shared float row_m[BR];
 shared float row_l[BR];
 shared float row_corr[BR];
@@ -168,8 +257,13 @@ void main()
 
     for (uint e = tid; e < BR * D4; e += WG) {
         const uint r = e / D4, c4 = e % D4;
-        qs[e] = r < rows && c4 < dk4 ? load_q(q_base + (i0 + r) * p.q_ld, 4u * c4, P_DK)
-                                     : vec4(0.0);
+        const vec4 q4 = r < rows && c4 < dk4 ? load_q(q_base + (i0 + r) * p.q_ld, 4u * c4, P_DK)
+                                             : vec4(0.0);
+#if defined(COOP) && COOP
+        put4h(r * DS + 4u * c4, q4);
+#else
+        qs[e] = q4;
+#endif
     }
     const uint rows_total = (p.groups / (P_SPLITS * p.q_blocks)) * p.len_q;
     const uint row_base = (b * p.heads + h) * p.len_q + i0; // row index of r = 0
@@ -221,13 +315,34 @@ void main()
         const uint nk = min(BC, j_end - j0);
 
         // 1. K block.
+#if defined(COOP) && COOP
+        // Zero past d_k up to the products' depth (stale keys past nk only
+        // make scores that step 2 replaces).
+        const uint depth = (dk4 * 4u + CK - 1u) / CK * CK;
+        for (uint e = tid; e < nk * (depth / 4u); e += WG) {
+            const uint j = e / (depth / 4u), c4 = e % (depth / 4u);
+            put4kv(j * DS + 4u * c4,
+                   c4 < dk4 ? load_k(k_base + (j0 + j) * p.k_ld, 4u * c4, P_DK) : vec4(0.0));
+        }
+        barrier();
+        scores_coop(depth);
+        barrier();
+#else
         for (uint e = tid; e < nk * dk4; e += WG) {
             const uint j = e / dk4, c4 = e % dk4;
             kvs[j * KS + c4] = load_k(k_base + (j0 + j) * p.k_ld, 4u * c4, P_DK);
         }
         barrier();
+#endif
 
         // 2. Scores: rows ty * SR + a against keys tx + b * TX.
+#if defined(COOP) && COOP
+        precise float sacc[SR * SC];
+        for (uint a = 0; a < SR; a++)
+            for (uint bb = 0; bb < SC; bb++)
+                sacc[a * SC + bb] = ps[(ty * SR + a) * BC + tx + bb * TX];
+        barrier(); // every score read before step 2 writes ps
+#else
         precise float sacc[SR * SC];
         for (uint s = 0; s < SR * SC; s++)
             sacc[s] = 0.0;
@@ -244,6 +359,7 @@ void main()
                                 fma(qa[a].y, kv.y, fma(qa[a].x, kv.x, sacc[a * SC + bb]))));
             }
         }
+#endif
         for (uint a = 0; a < SR; a++) {
             const uint r = ty * SR + a, i = i0 + r;
             for (uint bb = 0; bb < SC; bb++) {
@@ -289,7 +405,11 @@ void main()
             float sum = 0.0;
             for (uint cc = 0; cc < BC; cc++) {
                 const float e = exp(ps[base + cc] - m_sub);
+#if defined(COOP) && COOP
+                ph[r * PS + cc] = float16_t(e);
+#else
                 ps[base + cc] = e;
+#endif
                 sum += e;
             }
             const float corr = exp(m_old - m_sub); // 0 on the first block
@@ -297,12 +417,26 @@ void main()
             row_m[r] = m_new;
             row_corr[r] = corr;
         }
+#if defined(COOP) && COOP
+        // The V block, zero past the keys and past d_v up to the product's width.
+        const uint width = (dv4 * 4u + CN - 1u) / CN * CN;
+        for (uint e = tid; e < BC * (width / 4u); e += WG) {
+            const uint jj = e / (width / 4u), c4 = e % (width / 4u);
+            put4kv(jj * DS + 4u * c4, jj < nk && c4 < dv4
+                                          ? load_v(v_base + (j0 + jj) * p.v_ld, 4u * c4, P_DV)
+                                          : vec4(0.0));
+        }
+        barrier();
+        pv_coop(width);
+        barrier();
+#else
         for (uint e = tid; e < BC * dv4; e += WG) {
             const uint jj = e / dv4, c4 = e % dv4;
             kvs[jj * KS + c4] =
                 jj < nk ? load_v(v_base + (j0 + jj) * p.v_ld, 4u * c4, P_DV) : vec4(0.0);
         }
         barrier();
+#endif
 
         // 4. acc = acc * corr + P V, rows ty * SR + a, columns tx + o * TX.
         for (uint a = 0; a < SR; a++) {
@@ -310,6 +444,16 @@ void main()
             for (uint o = 0; o < OC; o++)
                 acc[a * OC + o] *= corr;
         }
+#if defined(COOP) && COOP
+        for (uint a = 0; a < SR; a++)
+            for (uint o = 0; o < OC; o++) {
+                const uint c4 = tx + o * TX;
+                if (c4 < dv4) {
+                    const uint at = (ty * SR + a) * DV + 4u * c4;
+                    acc[a * OC + o] += vec4(ps[at], ps[at + 1u], ps[at + 2u], ps[at + 3u]);
+                }
+            }
+#else
         for (uint cc = 0; cc < BC; cc++) {
             float pa[SR];
             for (uint a = 0; a < SR; a++)
@@ -322,6 +466,7 @@ void main()
                 }
             }
         }
+#endif
         barrier();
     }
 

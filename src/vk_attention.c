@@ -193,7 +193,9 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
     const vk_view bufs[9] = {*q, *k, *v, m.masks[0], m.masks[1], m.masks[2],
                              split ? partial_o : *out, split ? partial_ml : stats,
                              plan->lengths};
-    const vk_pipe pipe = {.kernel = plan->cpu_kernel ? KERNEL_FLASH_CPU : KERNEL_FLASH,
+    const vk_pipe pipe = {.kernel = plan->cpu_kernel ? KERNEL_FLASH_CPU
+                                    : plan->coop     ? KERNEL_FLASH_COOP
+                                                     : KERNEL_FLASH,
                           .cls = (uint8_t)plan->cls};
     vk_site *main_site = &sites[plan->cpu_kernel ? ASITE_FLASH_CPU : ASITE_FLASH];
     vk_site *weights_site = &sites[plan->cpu_kernel ? ASITE_FLASH_CPU_WEIGHTS : ASITE_FLASH_WEIGHTS];

@@ -150,11 +150,21 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
      * wherever it can, the other only where it cannot), and unfused where
      * its scores fit a buffer. */
     const vk_pipe cpu_pipe = {.kernel = KERNEL_FLASH_CPU, .cls = (uint8_t)cls},
-                  shared_pipe = {.kernel = KERNEL_FLASH, .cls = (uint8_t)cls};
+                  shared_pipe = {.kernel = KERNEL_FLASH, .cls = (uint8_t)cls},
+                  coop_pipe = {.kernel = KERNEL_FLASH_COOP, .cls = (uint8_t)cls};
+    const vkmha_fused_kernel forced = vk->tuning.fused_kernel;
+    /* The cooperative variant takes the shared-memory kernel's place for
+     * fp16 q, k and v, unless another kernel is forced. */
+    const bool coop = cls < VK_FLASH_CLASSES && vk_pipe_available(vk, coop_pipe) &&
+                      qkvo[0].dtype == VKMHA_DTYPE_F16 && qkvo[1].dtype == VKMHA_DTYPE_F16 &&
+                      qkvo[2].dtype == VKMHA_DTYPE_F16 && forced != VKMHA_FUSED_KERNEL_SHARED &&
+                      forced != VKMHA_FUSED_KERNEL_REGISTER;
     const bool have_cpu =
         cls < VK_FLASH_CLASSES && vk_pipe_available(vk, cpu_pipe) && texel_io(s, qkvo);
-    const bool have_shared = cls < VK_FLASH_CLASSES && vk_pipe_available(vk, shared_pipe);
-    const bool cpu_ok = have_cpu && vk->tuning.fused_kernel != VKMHA_FUSED_KERNEL_SHARED;
+    const bool have_shared =
+        cls < VK_FLASH_CLASSES && (coop || vk_pipe_available(vk, shared_pipe));
+    const bool cpu_ok = have_cpu && forced != VKMHA_FUSED_KERNEL_SHARED &&
+                        !(forced == VKMHA_FUSED_KERNEL_COOPERATIVE && coop);
     const bool shared_ok =
         have_shared && !(vk->tuning.fused_kernel == VKMHA_FUSED_KERNEL_REGISTER && cpu_ok);
     const bool fusable = cpu_ok || shared_ok;
@@ -184,8 +194,9 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
                               score_bytes <= vk->info.max_allocation_size;
     const double t_cpu = cpu_ok ? vk_cost_fused(vk, s, true, weights, vk->tuning.flash_cpu[cls].block_q)
                                 : INFINITY;
+    const vk_flash_config *shared_f = coop ? &vk->tuning.flash_coop[cls] : &vk->tuning.flash[cls];
     const double t_shared =
-        shared_ok ? vk_cost_fused(vk, s, false, weights, vk->tuning.flash[cls].block_q) : INFINITY;
+        shared_ok ? vk_cost_fused(vk, s, false, weights, shared_f->block_q) : INFINITY;
     /* Keys past the range: the fused path where it can (the cost model
      * knows neither path's windows). */
     const double t_unfused =
@@ -196,6 +207,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
                                    (s->path == VKMHA_ATTENTION_PATH_AUTO &&
                                     !(t_unfused < t_fused)));
     *plan = (vk_attn_plan){.s = *s, .fused = fused, .cpu_kernel = cpu_kernel,
+                           .coop = coop && !cpu_kernel,
                            .weights = weights, .cls = cls, .splits = 1, .split_len = s->len_k,
                            .chunk = s->len_k, .chunks = 1, .kv_b0 = kv_b0};
     char model[160] = "";
@@ -241,7 +253,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
         return VKMHA_SUCCESS;
     }
 
-    const vk_flash_config *f = cpu_kernel ? &vk->tuning.flash_cpu[cls] : &vk->tuning.flash[cls];
+    const vk_flash_config *f = cpu_kernel ? &vk->tuning.flash_cpu[cls] : shared_f;
     /* A block of queries that one lane holds (a decode step's): the lanes
      * take parts of the keys instead (shaders/flash_cpu.comp). */
     plan->lane_keys = cpu_kernel && s->len_q <= f->tm;
@@ -299,7 +311,8 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
                "%s: fused attention (%s kernel%s), blocks of %u queries x %u keys, "
                "%llu workgroups, %u key ranges of %u, %u dispatches each%s",
-               vk->ctx->call, cpu_kernel ? "CPU-shaped" : "shared-memory",
+               vk->ctx->call,
+               cpu_kernel ? "CPU-shaped" : plan->coop ? "cooperative-matrix" : "shared-memory",
                plan->lane_keys ? ", lanes over keys" : "",
                plan->lane_keys ? f->tm : f->block_q, f->block_k,
                (unsigned long long)(groups * plan->splits), plan->splits, plan->split_len,

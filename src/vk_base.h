@@ -480,6 +480,7 @@ typedef struct vk_attn_plan {
     attn_shape s;
     bool fused;
     bool cpu_kernel; /* fused: shaders/flash_cpu.comp, else flash.comp */
+    bool coop;       /* fused, not cpu_kernel: flash.comp's cooperative-matrix variant */
     bool weights;    /* the caller wants the weights (in SLOT_SCORES) */
     uint32_t cls;    /* fused: head-dim class, index into vk->tuning.flash */
     uint32_t q_blocks, splits, split_len;

@@ -142,7 +142,7 @@ static vkmha_status apply_debug(vk_state *vk, const vkmha_debug_options *d, uint
     if ((st = lower_limit(vk, "max_shared_memory", d->max_shared_memory, &shared)))
         return st;
     info->max_shared_memory = (uint32_t)shared;
-    if ((unsigned)d->fused_kernel > VKMHA_FUSED_KERNEL_SHARED_GPU_BLOCKS)
+    if ((unsigned)d->fused_kernel > VKMHA_FUSED_KERNEL_COOPERATIVE)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_INVALID_ARGUMENT,
                            "vkmha_context_create: desc->debug->fused_kernel (%d) is not a "
                            "vkmha_fused_kernel",

@@ -85,6 +85,12 @@ uint64_t vk_flash_shared_bytes(uint64_t br, uint64_t bc, uint64_t d4)
     return 16 * (br * d4 + bc * (d4 + 1) + d4) + 4 * (br * bc + 3 * br);
 }
 
+uint64_t vk_flash_coop_shared_bytes(uint64_t br, uint64_t bc, uint64_t d4)
+{
+    const uint64_t ds = 4 * d4 + 8, wide = bc > 4 * d4 ? bc : 4 * d4;
+    return 2 * ((br + bc) * ds + br * (bc + 8)) + 4 * (br * wide + 3 * br) + 16 * d4;
+}
+
 static const vkmha_tile_config *tile_of(const vk_state *vk, vk_pipe pipe)
 {
     return pipe.tile == TILE_GEMV ? &vk->tuning.tile_gemv
@@ -177,6 +183,28 @@ static void flash_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
                              f->tm, f->tn /* 4 SR, 5 SC */},
                    .shared_bytes = vk_flash_shared_bytes(f->block_q, f->block_k,
                                                          f->max_head_dim / 4)};
+}
+
+static void flash_coop_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
+{
+    (void)u16;
+    const vk_flash_config *f = &vk->tuning.flash_coop[pipe.cls];
+    const vk_tuning *u = &vk->tuning;
+    *o = (vk_spec){.spv = SPV_FLASH_COOP, .n = 9,
+                   .value = {f->workgroup_size, /* 0 WG */
+                             f->block_q,        /* 1 BR */
+                             f->block_k,        /* 2 BC */
+                             f->max_head_dim / 4, /* 3 D4 */
+                             f->tm, f->tn,      /* 4 SR, 5 SC */
+                             u->coop_cm, u->coop_cn, u->coop_ck /* 6 CM, 7 CN, 8 CK */},
+                   .shared_bytes = vk_flash_coop_shared_bytes(f->block_q, f->block_k,
+                                                              f->max_head_dim / 4),
+                   .full_subgroups = true};
+}
+
+static bool flash_coop_available(const vk_state *vk, vk_pipe pipe)
+{
+    return vk->tuning.flash_coop[pipe.cls].workgroup_size != 0;
 }
 
 static bool flash_available(const vk_state *vk, vk_pipe pipe)
@@ -283,6 +311,11 @@ const vk_kernel_def vk_kernel_defs[KERNEL_COUNT] = {
                             .push_size = sizeof(struct matmul_push),
                             .path = VKMHA_PATH_COOPMAT_MATMUL,
                             .available = matmul_coop_available, .spec = matmul_coop_spec},
+    [KERNEL_FLASH_COOP] = {.name = "flash_coop", .op = "attention", .kind = KIND_FLASH,
+                           .tiles = 1, .vecs = 1, .classes = VK_FLASH_CLASSES, .bufs = 9,
+                           .push_size = sizeof(struct flash_push),
+                           .path = VKMHA_PATH_COOPMAT_FUSED_D32,
+                           .available = flash_coop_available, .spec = flash_coop_spec},
 };
 
 static const char *const tile_names[TILE_COUNT] = {"large", "small", "gemv"};

@@ -38,6 +38,8 @@ typedef enum vk_kernel {
     KERNEL_LAYERNORM_CPU,
     /* The cooperative-matrix matmul of fp16 products (vk_state.tile_coop). */
     KERNEL_MATMUL_COOP,
+    /* flash.comp's cooperative-matrix variant, per class (fp16 q, k, v). */
+    KERNEL_FLASH_COOP,
     KERNEL_COUNT
 } vk_kernel;
 
@@ -141,6 +143,10 @@ uint64_t vk_matmul_coop_shared_bytes(uint64_t bm, uint64_t bn, uint64_t bk, uint
  * padded K / V block (D4 + 1 vec4s a key), the NaN / Inf bits of skipped
  * values (4 * D4 uints), the scores and 3 row statistics. */
 uint64_t vk_flash_shared_bytes(uint64_t br, uint64_t bc, uint64_t d4);
+/* The same for its cooperative-matrix variant: fp16 q, K / V and weight
+ * blocks (rows padded by 8 halves), the fp32 scores or P V, the NaN / Inf
+ * bits and 3 row statistics. */
+uint64_t vk_flash_coop_shared_bytes(uint64_t br, uint64_t bc, uint64_t d4);
 
 /* Texel bindings of any kind, at most (descriptor pools' sizes). */
 #define VK_MAX_TEXEL_BINDINGS 4

@@ -47,6 +47,18 @@ static const struct path_info {
     {VKMHA_PATH_COOPMAT_MATMUL, "coopmat_matmul",
      "the cooperative-matrix matmul (fp16 products on the matrix units)",
      "fp16 products take the device type's matmul"},
+    {VKMHA_PATH_COOPMAT_FUSED_D32, "coopmat_fused_d32",
+     "the cooperative-matrix fused attention for head dims up to 32",
+     "those heads take the workgroup-shared kernel"},
+    {VKMHA_PATH_COOPMAT_FUSED_D64, "coopmat_fused_d64",
+     "the cooperative-matrix fused attention for head dims up to 64",
+     "those heads take the workgroup-shared kernel"},
+    {VKMHA_PATH_COOPMAT_FUSED_D128, "coopmat_fused_d128",
+     "the cooperative-matrix fused attention for head dims up to 128",
+     "those heads take the workgroup-shared kernel"},
+    {VKMHA_PATH_COOPMAT_FUSED_D256, "coopmat_fused_d256",
+     "the cooperative-matrix fused attention for head dims up to 256",
+     "those heads take the workgroup-shared kernel"},
 };
 
 /* The entry of path `bit`, or NULL. */
@@ -148,26 +160,40 @@ static vkmha_status judge(vk_state *vk, uint32_t bit, float *got, const float *w
 
 enum { B = 1, H = 2, HKV = 1, LQ = 3, LK = 21, DMAX = 252 };
 
-/* One attention canary: head dims d, the given path and kernel. */
+/* One attention canary: head dims d, the given path and kernel; dtype F16
+ * (the cooperative kernel's): q, k, v and the output in fp16 on both sides
+ * (the canary's values are exact in fp16), judged 10 times as loosely. */
 static vkmha_status attention_canary(vk_state *vk, uint32_t d, vkmha_attention_path path,
-                                     vkmha_fused_kernel kernel, uint32_t bit, float *mem,
-                                     uint32_t breaks)
+                                     vkmha_fused_kernel kernel, uint32_t bit, uint32_t dtype,
+                                     float *mem, uint32_t breaks)
 {
     float *q = mem, *k = q + H * LQ * DMAX, *v = k + HKV * LK * DMAX, *o = v + HKV * LK * DMAX,
           *r = o + H * LQ * DMAX;
-    fill(q, H * LQ * d, 1 + d), fill(k, HKV * LK * d, 2 + d), fill(v, HKV * LK * d, 3 + d);
-    const attn_shape s = {.batch = B, .heads = H, .kv_heads = HKV, .len_q = LQ, .len_k = LK,
-                          .d_k = d, .d_v = d, .scale = 1.0f / sqrtf((float)d), .path = path,
-                          .kv_splits = path == VKMHA_ATTENTION_PATH_FUSED ? 3 : 0};
+    uint16_t *h = (uint16_t *)(r + H * LQ * DMAX); /* q, k, v, o in fp16 */
+    const size_t nq = (size_t)H * LQ * d, nkv = (size_t)HKV * LK * d;
+    fill(q, nq, 1 + d), fill(k, nkv, 2 + d), fill(v, nkv, 3 + d);
+    attn_shape s = {.batch = B, .heads = H, .kv_heads = HKV, .len_q = LQ, .len_k = LK,
+                    .d_k = d, .d_v = d, .scale = 1.0f / sqrtf((float)d), .path = path,
+                    .kv_splits = path == VKMHA_ATTENTION_PATH_FUSED ? 3 : 0, .dtype = dtype};
     const mask_r mask = {.kinds = VKMHA_MASK_CAUSAL, .causal_offset = LK - LQ};
+    const bool half = dtype == VKMHA_DTYPE_F16;
+    if (half) {
+        vkmha__from_f32(dtype, q, nq, h), vkmha__from_f32(dtype, k, nkv, h + nq);
+        vkmha__from_f32(dtype, v, nkv, h + nq + nkv);
+    }
     const vkmha_fused_kernel saved = vk_tuning_force_kernel(vk, kernel);
-    vkmha_status st = vk_attention(vk, &s, q, k, v, &mask, o, NULL);
+    vkmha_status st = half ? vk_attention(vk, &s, h, h + nq, h + nq + nkv, &mask,
+                                          h + nq + 2 * nkv, NULL)
+                           : vk_attention(vk, &s, q, k, v, &mask, o, NULL);
     vk_tuning_force_kernel(vk, saved);
     if (st || vk->exec.gather)
         return st;
+    if (half)
+        vkmha__to_f32(dtype, h + nq + 2 * nkv, nq, o);
+    s.dtype = VKMHA_DTYPE_F32; /* the reference on the same (exact) values */
     if ((st = ref_attention(vk->ctx, &s, q, k, v, &mask, r, NULL)))
         return vkmha__fail(vk->ctx, st, "vkmha_context_create: out of host memory");
-    return judge(vk, bit, o, r, H * LQ * d, 1.0, breaks);
+    return judge(vk, bit, o, r, nq, half ? 10.0 : 1.0, breaks);
 }
 
 /* Sparse binding: split heads of x [1][len][4 x 16] (an ordinary buffer)
@@ -234,16 +260,20 @@ static vkmha_status run_canaries(vk_state *vk, float *mem, uint32_t breaks)
     vkmha_context *ctx = vk->ctx;
     /* The unfused path: what every other one falls back to. */
     vkmha_status st = attention_canary(vk, 28, VKMHA_ATTENTION_PATH_UNFUSED,
-                                       VKMHA_FUSED_KERNEL_AUTO, 0, mem, breaks);
+                                       VKMHA_FUSED_KERNEL_AUTO, 0, VKMHA_DTYPE_F32, mem, breaks);
     /* Each fused head-dim class on each of its kernels, with key splits. */
     for (int c = 0; c < VK_FLASH_CLASSES && !st; c++) {
         const uint32_t d = (32u << c) - 4;
         if (vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH, .cls = (uint8_t)c}))
             st = attention_canary(vk, d, VKMHA_ATTENTION_PATH_FUSED, VKMHA_FUSED_KERNEL_SHARED,
-                                  VKMHA_PATH_FUSED_D32 << c, mem, breaks);
+                                  VKMHA_PATH_FUSED_D32 << c, VKMHA_DTYPE_F32, mem, breaks);
         if (!st && vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH_CPU, .cls = (uint8_t)c}))
             st = attention_canary(vk, d, VKMHA_ATTENTION_PATH_FUSED, VKMHA_FUSED_KERNEL_REGISTER,
-                                  VKMHA_PATH_FUSED_CPU_D32 << c, mem, breaks);
+                                  VKMHA_PATH_FUSED_CPU_D32 << c, VKMHA_DTYPE_F32, mem, breaks);
+        if (!st && vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH_COOP, .cls = (uint8_t)c}))
+            st = attention_canary(vk, d, VKMHA_ATTENTION_PATH_FUSED,
+                                  VKMHA_FUSED_KERNEL_COOPERATIVE, VKMHA_PATH_COOPMAT_FUSED_D32 << c,
+                                  VKMHA_DTYPE_F16, mem, breaks);
     }
     /* The reductions' subgroup variant: a row too long for CPU devices'
      * row-per-invocation kernel takes the workgroup-per-row one. */
@@ -341,6 +371,7 @@ vkmha_status vk_self_check(vk_state *vk, bool run, uint32_t breaks)
                  coop_bytes = (cm * ck + cn * ck + 2 * cm * cn) * sizeof(float) +
                               (cm * ck + cn * ck + cm * cn) * sizeof(uint16_t);
     size_t mem_bytes = (size_t)(2 * H * LQ + 2 * HKV * LK + H * LQ) * DMAX * sizeof(float) +
+                       (size_t)(2 * H * LQ + 2 * HKV * LK) * DMAX * sizeof(uint16_t) +
                        3 * 16400 * sizeof(float);
     mem_bytes = coop_bytes > mem_bytes ? coop_bytes : mem_bytes;
     float *mem = vkmha__alloc(ctx, mem_bytes);

@@ -54,6 +54,10 @@ typedef struct vk_tuning {
     vkmha_tile_config tile_coop;
     uint32_t coop_cm, coop_cn, coop_ck;
     bool coop_matmul;
+    /* shaders/flash.comp's cooperative-matrix variant per class (blocks as
+     * flash[]; workgroup_size 0: not on this context), which fused calls of
+     * fp16 q, k and v take (GPUs; CPU devices when fused_kernel forces it). */
+    vk_flash_config flash_coop[VK_FLASH_CLASSES];
 } vk_tuning;
 
 /* The pipeline store (src/vk_pipeline.c). */

@@ -202,6 +202,46 @@ static bool pick_flash(const vkmha_device_info *d, uint32_t max_dim, bool cpu,
     return false;
 }
 
+/* The cooperative-matrix variant of shaders/flash.comp for head dims up to
+ * max_dim: the first block (query rows x keys per step), best first, whose
+ * shapes are multiples of the device's matrix shape and whose shared memory
+ * and workgroup fit, with up to 4 subgroups (one per score tile at least)
+ * of maxSubgroupSize. Each invocation then keeps SR rows x D4 / TX vec4
+ * columns of the output (BR D4 / WG in all, whatever the split), taken with
+ * the most invocations along a row (TX), which read neighbouring columns. */
+static bool pick_flash_coop(const vk_state *vk, uint32_t max_dim, vk_flash_config *out)
+{
+    static const uint32_t blocks[][2] = {{64, 64}, {64, 32}, {32, 32}, {32, 16},
+                                         {16, 16}, {16, 8},  {8, 8}};
+    const vk_tuning *u = &vk->tuning;
+    const uint32_t d4 = max_dim / 4, cm = u->coop_cm, cn = u->coop_cn, ck = u->coop_ck;
+    const vkmha_device_info *d = &vk->info;
+    if (!cm || (4 * d4) % cn || (4 * d4) % ck)
+        return false;
+    for (size_t i = 0; i < VKMHA_ARRAY_LEN(blocks); i++) {
+        const uint32_t br = blocks[i][0], bc = blocks[i][1];
+        if (br % cm || bc % cn || bc % ck ||
+            vk_flash_coop_shared_bytes(br, bc, d4) > d->max_shared_memory)
+            continue;
+        const uint32_t tiles = (br / cm) * (bc / cn), groups = tiles < 4 ? tiles : 4;
+        const uint32_t wg = groups * vk->max_subgroup_size;
+        if (wg > d->max_workgroup_invocations || wg > d->max_workgroup_size[0])
+            continue;
+        uint32_t best_sr = 0, best_sc = 0;
+        for (uint32_t sr = 1; sr <= br; sr++)
+            for (uint32_t sc = 1; sc <= bc; sc++)
+                if (!(br % sr || bc % sc || (br / sr) * (bc / sc) != wg || d4 % (bc / sc)) &&
+                    (!best_sc || sc < best_sc))
+                    best_sr = sr, best_sc = sc;
+        if (!best_sr)
+            continue;
+        *out = (vk_flash_config){.max_head_dim = max_dim, .block_q = br, .block_k = bc,
+                                 .tm = best_sr, .tn = best_sc, .workgroup_size = wg};
+        return true;
+    }
+    return false;
+}
+
 /* shaders/flash_cpu.comp for CPU devices whose matmul reads texels (the
  * same texel views): 8 invocations (lavapipe's SIMD width at 256 bits) of TM
  * query rows, fewer rows for wider heads, whose q and output accumulator
@@ -364,6 +404,36 @@ vkmha_status vk_tuning_init(vk_state *vk, const vk_tuning_desc *desc)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "vkmha_context_create: desc->debug->fused_kernel: the CPU-shaped "
                            "fused kernel runs on CPU devices only");
+    /* The cooperative fused kernel: on GPUs with matrix units, and where
+     * desc->debug->fused_kernel or VKMHA_FUSED_KERNEL forces it. */
+    const char *fk = getenv("VKMHA_FUSED_KERNEL");
+    const bool fk_env = desc->fused_kernel == VKMHA_FUSED_KERNEL_AUTO && fk && *fk;
+    if (fk_env && strcmp(fk, "cooperative") != 0)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_INVALID_ARGUMENT,
+                           "vkmha_context_create: the environment variable VKMHA_FUSED_KERNEL "
+                           "is \"%s\": cooperative or unset",
+                           fk);
+    const bool flash_coop_forced =
+        desc->fused_kernel == VKMHA_FUSED_KERNEL_COOPERATIVE || fk_env;
+    const bool flash_coop = vk->coopmat && (flash_coop_forced || !cpu);
+    for (uint32_t c = 0; c < VK_FLASH_CLASSES; c++)
+        if (!flash_coop || !pick_flash_coop(vk, 32u << c, &vk->tuning.flash_coop[c]))
+            vk->tuning.flash_coop[c] = (vk_flash_config){0}; /* that class: flash.comp */
+    if (flash_coop_forced && !vk->coopmat) {
+        if (fk_env && (vk->external || vk->no_coopmat))
+            vkmha__log(vk->ctx, VKMHA_LOG_INFO, VKMHA_SUCCESS,
+                       "vkmha_context_create: VKMHA_FUSED_KERNEL=cooperative ignored: %s",
+                       vk->external ? "a borrowed device" : "the mobile profile");
+        else
+            return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                               "vkmha_context_create: %s: the cooperative-matrix fused kernel "
+                               "needs matrix units (VK_KHR_cooperative_matrix with fp16 "
+                               "shapes) and a build with their shaders",
+                               fk_env ? "the environment variable VKMHA_FUSED_KERNEL"
+                                      : "desc->debug->fused_kernel");
+    }
+    if (fk_env && vk->coopmat)
+        vk->tuning.fused_kernel = VKMHA_FUSED_KERNEL_COOPERATIVE;
     /* Split-K below this many workgroups; Vulkan does not report the number
      * of cores, so this is per device type: enough for large GPUs, and a few
      * per thread for CPU devices. */

@@ -230,15 +230,20 @@ static void heads_host(vkmha_context *ref, vkmha_context *gpu, const char *tag, 
 
 /* ---- attention ------------------------------------------------------------ */
 
+/* Causal: 19 queries, 53 keys, query i sees keys up to i. Not causal: 37
+ * queries see all of 75 keys, so every key of every block counts (the tail
+ * of a key block, the last columns of a head). */
 static void attention_host(vkmha_context *ref, vkmha_context *gpu, const char *tag, uint32_t dt,
-                           const t_attention_run *run, uint32_t d_k, float range, bool nan)
+                           const t_attention_run *run, uint32_t d_k, float range, bool nan,
+                           bool causal)
 {
     char name[200];
-    vkmha_attention_desc d = {2, 4, 2, 19, 53, d_k, d_k + 4, range > 10 ? 1.0f : 0.0f,
-                              run->path, run->kv_splits, dt};
+    vkmha_attention_desc d = {2, 4, 2, causal ? 19 : 37, causal ? 53 : 75, d_k, d_k + 4,
+                              range > 10 ? 1.0f : 0.0f, run->path, run->kv_splits, dt};
     const t_attention_sizes n = t_attention_size(&d);
-    snprintf(name, sizeof name, "attention %s dk %u |q|,|k| <= %g%s causal, weights, %s [%s]",
-             dt_name(dt), d_k, range, nan ? " NaN in v" : "", run->name, tag);
+    snprintf(name, sizeof name, "attention %s dk %u |q|,|k| <= %g%s %s, weights, %s [%s]",
+             dt_name(dt), d_k, range, nan ? " NaN in v" : "",
+             causal ? "causal" : "no mask, 37 x 75", run->name, tag);
     t_rng rng = {d_k * 3 + (uint64_t)range};
     float *fq = t_random(&rng, n.q, -range, range), *fk = t_random(&rng, n.k, -range, range),
           *fv = t_random(&rng, n.v, -1, 1);
@@ -247,7 +252,7 @@ static void attention_host(vkmha_context *ref, vkmha_context *gpu, const char *t
     void *q = t_to_dt(dt, fq, n.q), *k = t_to_dt(dt, fk, n.k), *v = t_to_dt(dt, fv, n.v);
     void *out[2] = {calloc(n.out + 2, 2), calloc(n.out + 2, 2)},
          *w[2] = {calloc(n.weights + 2, 2), calloc(n.weights + 2, 2)};
-    vkmha_mask mask = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0, 0};
+    vkmha_mask mask = {causal ? VKMHA_MASK_CAUSAL : 0, NULL, NULL, NULL, 0, 0, 0};
     bool ok = true;
     T_EXPECT_STATUS(vkmha_attention(ref, &d, q, k, v, &mask, out[0], w[0]), VKMHA_SUCCESS, ok);
     T_EXPECT_STATUS(vkmha_attention(gpu, &d, q, k, v, &mask, out[1], w[1]), VKMHA_SUCCESS, ok);
@@ -475,10 +480,12 @@ int main(void)
                 softmax_host(ref, gpu, tag, dt, 64, 30000, 60000, 2.0f); /* logits > 65504 */
             }
             for (size_t r = 0; r < T_ATTENTION_RUNS; r++)
-                attention_host(ref, gpu, tag, dt, &t_attention_runs[r], 16, 1.0f, false);
-            attention_host(ref, gpu, tag, dt, &t_attention_runs[0], 8, 150.0f, false);
-            attention_host(ref, gpu, tag, dt, &t_attention_runs[2], 8, 150.0f, false);
-            attention_host(ref, gpu, tag, dt, &t_attention_runs[0], 16, 1.0f, true);
+                attention_host(ref, gpu, tag, dt, &t_attention_runs[r], 16, 1.0f, false, true);
+            attention_host(ref, gpu, tag, dt, &t_attention_runs[0], 8, 150.0f, false, true);
+            attention_host(ref, gpu, tag, dt, &t_attention_runs[2], 8, 150.0f, false, true);
+            attention_host(ref, gpu, tag, dt, &t_attention_runs[0], 16, 1.0f, true, true);
+            attention_host(ref, gpu, tag, dt, &t_attention_runs[1], 40, 1.0f, false, false);
+            attention_host(ref, gpu, tag, dt, &t_attention_runs[1], 100, 1.0f, false, false);
             layer(ref, gpu, tag, dt, dt, dt, VKMHA_ATTENTION_PATH_AUTO, true);
             layer(ref, gpu, tag, dt, dt, dt, VKMHA_ATTENTION_PATH_AUTO, false);
             layer_tensors(ref, gpu, tag, dt);

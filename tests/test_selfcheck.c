@@ -28,6 +28,11 @@ static const struct {
     {VKMHA_PATH_NATIVE_16BIT, "native16", NULL},
     {VKMHA_PATH_MATMUL_GEMV, "gemv", "matmul_gemv"},
     {VKMHA_PATH_SPARSE, "sparse", NULL},
+    {VKMHA_PATH_COOPMAT_MATMUL, "coopmat_matmul", "matmul_coop"},
+    {VKMHA_PATH_COOPMAT_FUSED_D32, "coopmat_fused_d32", "flash_coop_d32"},
+    {VKMHA_PATH_COOPMAT_FUSED_D64, "coopmat_fused_d64", "flash_coop_d64"},
+    {VKMHA_PATH_COOPMAT_FUSED_D128, "coopmat_fused_d128", "flash_coop_d128"},
+    {VKMHA_PATH_COOPMAT_FUSED_D256, "coopmat_fused_d256", "flash_coop_d256"},
 };
 
 /* The WARN messages a context sent, and the self-check's account of its

@@ -39,7 +39,8 @@ import numpy as _np
 from . import _vkmha
 from ._vkmha import (Error, InvalidArgumentError, UnsupportedError, NoDeviceError,
                      OutOfHostMemoryError, OutOfDeviceMemoryError, DeviceLostError,
-                     VulkanError, enumerate_devices, status_string)
+                     VulkanError, enumerate_devices, status_string,
+                     cooperative_matrix_built)
 
 # Every constant of vkmha.h (VKMHA_X is vkmha.X), e.g. vkmha.DTYPE_F32.
 for _name in dir(_vkmha):
@@ -196,8 +197,11 @@ class Context(_vkmha.Context):
     scratch kept between calls (0: no budget); no_native_16bit (for tests)
     makes 16-bit data take the packed path of devices without 16-bit
     storage. info() returns vkmha_context_info as a dict (max_tensor_bytes:
-    the largest Tensor, past maxMemoryAllocationSize where sparse_tensors),
-    kernels() the
+    the largest Tensor, past maxMemoryAllocationSize where sparse_tensors;
+    matrix_shapes: the device's VK_KHR_cooperative_matrix shapes as dicts
+    m, n, k, a_type .. result_type; cooperative_matrix: the context runs
+    fp16 matmuls and fused attention on them, which
+    vkmha.cooperative_matrix_built() says the build can), kernels() the
     device kernels the context chose (vkmha_context_get_kernels) as a list
     of dicts (name, op, available, shader, workgroup_size, shared_bytes,
     params: {"WG": 64, "BM": 32, ...}; [] on the reference backend),

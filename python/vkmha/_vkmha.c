@@ -239,6 +239,32 @@ static PyObject *path_names(uint32_t paths)
     return list;
 }
 
+/* vkmha_context_info's matrix shapes: a list of dicts (m, n, k and the
+ * types' names, a_type .. result_type, saturating). */
+static PyObject *matrix_shapes(const vkmha_context_info *info)
+{
+    PyObject *list = PyList_New(0);
+    for (uint32_t i = 0; list && i < info->matrix_shape_count && i < VKMHA_MAX_MATRIX_SHAPES;
+         i++) {
+        const vkmha_matrix_shape *s = &info->matrix_shapes[i];
+        PyObject *d = PyDict_New();
+        const int bad = !d || put(d, "m", PyLong_FromUnsignedLong(s->m)) ||
+                        put(d, "n", PyLong_FromUnsignedLong(s->n)) ||
+                        put(d, "k", PyLong_FromUnsignedLong(s->k)) ||
+                        put(d, "a_type", PyUnicode_FromString(vkmha_matrix_type_name(s->a_type))) ||
+                        put(d, "b_type", PyUnicode_FromString(vkmha_matrix_type_name(s->b_type))) ||
+                        put(d, "c_type", PyUnicode_FromString(vkmha_matrix_type_name(s->c_type))) ||
+                        put(d, "result_type",
+                            PyUnicode_FromString(vkmha_matrix_type_name(s->result_type))) ||
+                        put(d, "saturating", PyBool_FromLong(s->saturating)) ||
+                        PyList_Append(list, d);
+        Py_XDECREF(d);
+        if (bad)
+            Py_CLEAR(list);
+    }
+    return list;
+}
+
 static PyObject *context_info(ContextObject *self, PyObject *unused)
 {
     (void)unused;
@@ -272,7 +298,9 @@ static PyObject *context_info(ContextObject *self, PyObject *unused)
         put(d, "scratch_budget", PyLong_FromUnsignedLongLong(info.scratch_budget)) ||
         put(d, "native_16bit_storage", PyBool_FromLong(info.native_16bit_storage)) ||
         put(d, "sparse_tensors", PyBool_FromLong(info.sparse_tensors)) ||
-        put(d, "max_tensor_bytes", PyLong_FromUnsignedLongLong(info.max_tensor_bytes))) {
+        put(d, "max_tensor_bytes", PyLong_FromUnsignedLongLong(info.max_tensor_bytes)) ||
+        put(d, "matrix_shapes", matrix_shapes(&info)) ||
+        put(d, "cooperative_matrix", PyBool_FromLong(info.cooperative_matrix))) {
         Py_DECREF(d);
         return NULL;
     }
@@ -1486,7 +1514,15 @@ static PyObject *convert(PyObject *mod, PyObject *args)
     Py_RETURN_NONE;
 }
 
+static PyObject *cooperative_matrix_built(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    return PyBool_FromLong(vkmha_cooperative_matrix_built());
+}
+
 static PyMethodDef module_methods[] = {
+    {"cooperative_matrix_built", cooperative_matrix_built, METH_NOARGS,
+     "vkmha_cooperative_matrix_built: whether this build has the matrix-unit kernels."},
     {"enumerate_devices", enumerate_devices, METH_NOARGS,
      "vkmha_enumerate_devices: a list of device dicts."},
     {"status_string", status_string, METH_O, "vkmha_status_string."},
@@ -1518,6 +1554,7 @@ static const struct {
     CONSTANT(LOG_ERROR), CONSTANT(CONTEXT_NO_SUBGROUP_OPS), CONSTANT(CONTEXT_PROFILE),
     CONSTANT(CONTEXT_EAGER_PIPELINES), CONSTANT(MATMUL_VARIANT_AUTO),
     CONSTANT(MATMUL_VARIANT_SHARED), CONSTANT(MATMUL_VARIANT_REGISTER),
+    CONSTANT(MATMUL_VARIANT_COOPERATIVE), CONSTANT(FUSED_KERNEL_COOPERATIVE),
     CONSTANT(FUSED_KERNEL_AUTO), CONSTANT(FUSED_KERNEL_SHARED), CONSTANT(FUSED_KERNEL_REGISTER),
     CONSTANT(FUSED_KERNEL_SHARED_GPU_BLOCKS),
     CONSTANT(MASK_NONE),
@@ -1525,12 +1562,15 @@ static const struct {
     CONSTANT(OP_N), CONSTANT(OP_T), CONSTANT(ATTENTION_PATH_AUTO), CONSTANT(ATTENTION_PATH_FUSED),
     CONSTANT(ATTENTION_PATH_UNFUSED), CONSTANT(DTYPE_F32), CONSTANT(DTYPE_U8), CONSTANT(DTYPE_F16), CONSTANT(DTYPE_BF16),
     CONSTANT(BROADCAST), CONSTANT(MAX_DIMS), CONSTANT(MAX_KV_SPLITS), CONSTANT(VERSION_NUMBER),
-    CONSTANT(KERNEL_MAX_PARAMS), CONSTANT(ALL_ENTRIES), CONSTANT(CONTEXT_NO_SELF_CHECK),
+    CONSTANT(KERNEL_MAX_PARAMS), CONSTANT(MAX_MATRIX_SHAPES), CONSTANT(ALL_ENTRIES), CONSTANT(CONTEXT_NO_SELF_CHECK),
     CONSTANT(CONTEXT_SINGLE_THREAD),
     CONSTANT(PATH_FUSED_D32), CONSTANT(PATH_FUSED_D64), CONSTANT(PATH_FUSED_D128),
     CONSTANT(PATH_FUSED_D256), CONSTANT(PATH_FUSED_CPU_D32), CONSTANT(PATH_FUSED_CPU_D64),
     CONSTANT(PATH_FUSED_CPU_D128), CONSTANT(PATH_FUSED_CPU_D256), CONSTANT(PATH_SUBGROUP),
     CONSTANT(PATH_NATIVE_16BIT), CONSTANT(PATH_MATMUL_GEMV), CONSTANT(PATH_SPARSE),
+    CONSTANT(PATH_COOPMAT_MATMUL), CONSTANT(PATH_COOPMAT_FUSED_D32),
+    CONSTANT(PATH_COOPMAT_FUSED_D64), CONSTANT(PATH_COOPMAT_FUSED_D128),
+    CONSTANT(PATH_COOPMAT_FUSED_D256),
     CONSTANT(DEBUG_PROFILE_NONE), CONSTANT(DEBUG_PROFILE_MOBILE),
 };
 

@@ -973,6 +973,18 @@ class TestErrors(unittest.TestCase):
             self.assertEqual(info["max_tensor_bytes"], alloc)
         ref = context("reference").info()
         self.assertEqual((ref["sparse_tensors"], ref["max_tensor_bytes"]), (False, 0))
+        # Matrix units: the device's shapes (none on Debian 12's lavapipe),
+        # and whether the context uses them (never without shapes).
+        self.assertIsInstance(info["matrix_shapes"], list)
+        for s in info["matrix_shapes"]:
+            self.assertGreater(s["m"] * s["n"] * s["k"], 0)
+            self.assertIn(s["a_type"], ("f16", "f32", "f64", "s8", "s16", "s32", "s64", "u8",
+                                        "u16", "u32", "u64", "bf16", "e4m3", "e5m2", "?"))
+        self.assertIsInstance(info["cooperative_matrix"], bool)
+        if not info["matrix_shapes"]:
+            self.assertFalse(info["cooperative_matrix"])
+        self.assertIsInstance(vkmha.cooperative_matrix_built(), bool)
+        self.assertEqual((ref["matrix_shapes"], ref["cooperative_matrix"]), ([], False))
 
     def test_disabled_path_names(self):
         # VKMHA_DISABLE_PATHS (read at creation): the bits and their names.

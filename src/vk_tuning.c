@@ -208,8 +208,12 @@ static bool pick_flash(const vkmha_device_info *d, uint32_t max_dim, bool cpu,
  * and workgroup fit, with up to 4 subgroups (one per score tile at least)
  * of maxSubgroupSize. Each invocation then keeps SR rows x D4 / TX vec4
  * columns of the output (BR D4 / WG in all, whatever the split), taken with
- * the most invocations along a row (TX), which read neighbouring columns. */
-static bool pick_flash_coop(const vk_state *vk, uint32_t max_dim, vk_flash_config *out)
+ * the most invocations along a row (TX), which read neighbouring columns.
+ * On GPUs a block first has to fit half of 64 KiB, so that two workgroups
+ * share a compute unit (as the scalar blocks: tools/vkmha-occupancy on
+ * gfx1100 measured 1 workgroup per CU at d128 with the 64 KiB block). */
+static bool pick_flash_coop_within(const vk_state *vk, uint32_t max_dim, uint64_t shared,
+                                   vk_flash_config *out)
 {
     static const uint32_t blocks[][2] = {{64, 64}, {64, 32}, {32, 32}, {32, 16},
                                          {16, 16}, {16, 8},  {8, 8}};
@@ -220,8 +224,7 @@ static bool pick_flash_coop(const vk_state *vk, uint32_t max_dim, vk_flash_confi
         return false;
     for (size_t i = 0; i < VKMHA_ARRAY_LEN(blocks); i++) {
         const uint32_t br = blocks[i][0], bc = blocks[i][1];
-        if (br % cm || bc % cn || bc % ck ||
-            vk_flash_coop_shared_bytes(br, bc, d4) > d->max_shared_memory)
+        if (br % cm || bc % cn || bc % ck || vk_flash_coop_shared_bytes(br, bc, d4) > shared)
             continue;
         const uint32_t tiles = (br / cm) * (bc / cn), groups = tiles < 4 ? tiles : 4;
         const uint32_t wg = groups * vk->max_subgroup_size;
@@ -240,6 +243,14 @@ static bool pick_flash_coop(const vk_state *vk, uint32_t max_dim, vk_flash_confi
         return true;
     }
     return false;
+}
+
+static bool pick_flash_coop(const vk_state *vk, uint32_t max_dim, vk_flash_config *out)
+{
+    const uint64_t most = vk->info.max_shared_memory;
+    return (vk->info.type != VKMHA_DEVICE_TYPE_CPU && most > 32768 &&
+            pick_flash_coop_within(vk, max_dim, 32768, out)) ||
+           pick_flash_coop_within(vk, max_dim, most, out);
 }
 
 /* shaders/flash_cpu.comp for CPU devices whose matmul reads texels (the

@@ -453,7 +453,7 @@ static const row rows[] = {
     {"context_create debug max_shared_memory above the device's", F_CONTEXT_CREATE, VK_ONLY,
      INVALID, "desc->debug->max_shared_memory", NULL, {U32(dbg.max_shared_memory, MAXU)}},
     {"context_create debug fused_kernel not a vkmha_fused_kernel", F_CONTEXT_CREATE, VK_ONLY,
-     INVALID, "desc->debug->fused_kernel", NULL, {U32(dbg.fused_kernel, 4)}},
+     INVALID, "desc->debug->fused_kernel", NULL, {U32(dbg.fused_kernel, 5)}},
 
 
     /* ---- NULL, zero and inconsistent arguments (were tests/test_errors.c's

@@ -185,6 +185,30 @@ static void coop_tile_cases(vkmha_context *ref, t_rng *rng, const mm_case *cases
         t_report_validation(ctx);
         vkmha_context_destroy(ctx);
     }
+    /* The cooperative fused kernel forced: its kernels listed where the
+     * device has matrix units, else UNSUPPORTED naming the option. */
+    {
+        vkmha_debug_options dbg = {.fused_kernel = VKMHA_FUSED_KERNEL_COOPERATIVE};
+        vkmha_context_desc desc = {0};
+        desc.enable_validation = true;
+        desc.log = t_log;
+        desc.debug = &dbg;
+        vkmha_context *ctx = NULL;
+        const vkmha_status st = vkmha_context_create(&desc, &ctx);
+        vkmha_kernel_info k = {0};
+        const bool listed = ctx && kernel_find(ctx, "flash_coop_d64", &k) && k.available;
+        if (have)
+            t_report(st == VKMHA_SUCCESS && listed,
+                     "fused_kernel COOPERATIVE: flash_coop_d64 available (%s)",
+                     vkmha_status_string(st));
+        else
+            t_report(st == VKMHA_ERROR_UNSUPPORTED &&
+                         strstr(vkmha_context_last_error(NULL), "desc->debug->fused_kernel"),
+                     "a device without cooperative matrices: fused_kernel COOPERATIVE is "
+                     "UNSUPPORTED naming desc->debug->fused_kernel (%s: %s)",
+                     vkmha_status_string(st), vkmha_context_last_error(NULL));
+        vkmha_context_destroy(ctx);
+    }
     if (!have)
         return;
     /* Malformed: bm not a multiple of tm matrices. */

@@ -564,6 +564,10 @@ typedef struct vkmha_context_info {
     bool pipeline_cache_loaded VKMHA_ZERO;
     uint64_t pipeline_cache_bytes VKMHA_ZERO;
     uint32_t pipelines_created VKMHA_ZERO; /* compute pipelines created so far */
+    /* Command buffer and fence pairs vkmha_mha_submit created so far: a
+     * destroyed submission's pair serves the next one (up to 8 kept), so a
+     * loop of submit, wait, destroy creates none after its first call. */
+    uint64_t submissions_created VKMHA_ZERO;
     /* Bytes of device memory in scratch buffers now (part of
      * device_memory_bytes; see vkmha_context_desc.scratch_budget), and the
      * budget (0: none). 0 for the reference backend. */

@@ -284,6 +284,7 @@ static void ctx_info(const vkmha_context *ctx, vkmha_context_info *out)
     out->matrix_shape_count = vk->n_matrix_shapes;
     memcpy(out->matrix_shapes, vk->matrix_shapes, sizeof out->matrix_shapes);
     out->cooperative_matrix = vk->coopmat;
+    out->submissions_created = vk->sub.created;
 }
 
 /* ---- the Vulkan backend's table (vkmha_backend_ops) ------------------------- */

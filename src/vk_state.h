@@ -161,6 +161,13 @@ typedef struct vk_exec {
 typedef struct vk_submissions {
     struct vkmha_submission **subs;
     uint32_t n_subs, cap_subs;
+    /* Finished submissions kept with their command buffer and fence for the
+     * next ones (at most VK_SUBMISSION_POOL): vkmha_mha_submit then creates
+     * no Vulkan object per call. */
+    struct vkmha_submission **pool;
+    uint32_t n_pool;
+    /* Created so far (vkmha_context_info.submissions_created). */
+    uint64_t created;
 } vk_submissions;
 
 /* The state of a context: the instance and device, which the device and

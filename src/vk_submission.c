@@ -1,7 +1,11 @@
 /* vkmha_mha_submit's submissions on the Vulkan backend: each its own
  * command buffer and fence, recorded by the executor (src/vk_command.c) in
  * MODE_SUBMIT, waited for, polled and freed here (the public functions, and
- * the reference backend's submissions, are in src/mha.c). A scratch buffer
+ * the reference backend's submissions, are in src/mha.c). A finished
+ * submission goes back to a pool with its command buffer and fence (up to
+ * VK_SUBMISSION_POOL), which the next one takes: the H100 measured submit +
+ * wait at 4.6x the host path's time when each call created and destroyed
+ * them (issue 27). A scratch buffer
  * replaced while they are pending is freed once none is (src/vk_memory.c's
  * deferred list, vk_submissions_idle); without push descriptors the context
  * waits for them before it rewrites a descriptor set they use. */
@@ -11,7 +15,11 @@ typedef struct vk_submission {
     vkmha_submission s; /* ctx, done, status */
     VkCommandBuffer cmd;
     VkFence fence;
+    bool submitted; /* its fence may be signaled, or pending until done */
 } vk_submission;
+
+/* Finished submissions kept for reuse, at most. */
+#define VK_SUBMISSION_POOL 8
 
 static vk_submission *vk_sub(vkmha_submission *s)
 {
@@ -27,11 +35,42 @@ static vkmha_status begin_commands(vk_state *vk, VkCommandBuffer cmd)
     return r == VK_SUCCESS ? VKMHA_SUCCESS : vk_fail(vk, r, "vkBeginCommandBuffer");
 }
 
-/* A submission's command buffer and fence, not pending yet. */
+/* The pool's array (false: out of host memory; the submission is then
+ * destroyed instead of kept). */
+static bool vk_pool_alloc(vk_state *vk)
+{
+    vk->sub.pool = vkmha__alloc(vk->ctx, VK_SUBMISSION_POOL * sizeof *vk->sub.pool);
+    return vk->sub.pool != NULL;
+}
+
+/* Destroys a submission's command buffer and fence, and it. */
+static void submission_destroy(vk_state *vk, vk_submission *s)
+{
+    if (s->fence)
+        vk->vkd.vkDestroyFence(vk->device, s->fence, vk->vkalloc);
+    if (s->cmd)
+        vk->vkd.vkFreeCommandBuffers(vk->device, vk->cmd_pool, 1, &s->cmd);
+    vkmha__free(vk->ctx, s);
+}
+
+/* A submission's command buffer and fence, not pending yet: a pooled one
+ * (its signaled fence reset; its executed command buffer is reset when
+ * begun, by the pool's VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT),
+ * else new ones. */
 static vkmha_status submission_new(vk_state *vk, vk_submission **out)
 {
     VkResult r;
     *out = NULL;
+    if (vk->sub.n_pool) {
+        vk_submission *s = vk_sub(vk->sub.pool[--vk->sub.n_pool]);
+        if ((r = vk->vkd.vkResetFences(vk->device, 1, &s->fence)) != VK_SUCCESS) {
+            submission_destroy(vk, s);
+            return vk_fail(vk, r, "vkResetFences");
+        }
+        *s = (vk_submission){.s.ctx = vk->ctx, .cmd = s->cmd, .fence = s->fence};
+        *out = s;
+        return VKMHA_SUCCESS;
+    }
     vk_submission *s = vkmha__calloc(vk->ctx, 1, sizeof *s);
     if (!s)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
@@ -47,6 +86,7 @@ static vkmha_status submission_new(vk_state *vk, vk_submission **out)
         vk_submission_free(vk, &s->s);
         return vk_fail(vk, r, "vkAllocateCommandBuffers / vkCreateFence");
     }
+    vk->sub.created++;
     *out = s;
     return VKMHA_SUCCESS;
 }
@@ -134,11 +174,15 @@ void vk_submission_free(vk_state *vk, vkmha_submission *sub)
             vk->sub.subs[i] = vk->sub.subs[--vk->sub.n_subs];
             break;
         }
-    if (s->fence)
-        vk->vkd.vkDestroyFence(vk->device, s->fence, vk->vkalloc);
-    if (s->cmd)
-        vk->vkd.vkFreeCommandBuffers(vk->device, vk->cmd_pool, 1, &s->cmd);
-    vkmha__free(vk->ctx, s);
+    /* Into the pool if it was submitted and finished without error: then
+     * nothing of it is pending and its command buffer can be begun again
+     * (one that failed while recording, or a lost device's, is destroyed). */
+    const bool idle = s->submitted && sub->done && !sub->status;
+    if (idle && vk->sub.n_pool < VK_SUBMISSION_POOL && (vk->sub.pool || vk_pool_alloc(vk))) {
+        vk->sub.pool[vk->sub.n_pool++] = sub;
+        return;
+    }
+    submission_destroy(vk, s);
 }
 
 /* Waits for one submission (timeout in ns) and records how it ended. */
@@ -208,6 +252,7 @@ vkmha_status vk_submission_submit(vk_state *vk)
         vk_submission_free(vk, &s->s);
         return vk_fail(vk, r, "vkQueueSubmit");
     }
+    s->submitted = true;
     return VKMHA_SUCCESS;
 }
 
@@ -215,7 +260,10 @@ void vk_submissions_destroy(vk_state *vk)
 {
     while (vk->sub.n_subs)
         vk_submission_free(vk, vk->sub.subs[vk->sub.n_subs - 1]);
+    while (vk->sub.n_pool)
+        submission_destroy(vk, vk_sub(vk->sub.pool[--vk->sub.n_pool]));
     vkmha__free(vk->ctx, vk->sub.subs);
-    vk->sub.subs = NULL;
+    vkmha__free(vk->ctx, vk->sub.pool);
+    vk->sub.subs = vk->sub.pool = NULL;
     vk->sub.cap_subs = 0;
 }

@@ -248,6 +248,28 @@ static void tensor_layer(vkmha_context *ctx, const char *be, const layer_data *l
     }
     vkmha_submission_destroy(NULL);
 
+    /* A steady loop of submit, wait, destroy reuses the pooled command
+     * buffers and fences: no new one after the first calls. */
+    vkmha_context_info before = {0}, after = {0};
+    vkmha_context_get_info(ctx, &before);
+    ok = true;
+    for (int i = 0; i < 12 && ok; i++) {
+        vkmha_submission *s = NULL;
+        tio.out = out[1];
+        ok = vkmha_mha_submit(mha, &tio, &s) == VKMHA_SUCCESS &&
+             vkmha_submission_wait(s, UINT64_MAX) == VKMHA_SUCCESS;
+        vkmha_submission_destroy(s);
+    }
+    vkmha_context_get_info(ctx, &after);
+    got = download(out[1]);
+    snprintf(name, sizeof name, "%s: 12 x (submit, wait, destroy): right, and %llu submissions "
+             "created before, %llu after", be, (unsigned long long)before.submissions_created,
+             (unsigned long long)after.submissions_created);
+    t_report(ok && t_close(name, "out", got, want, N_ACT, 1e-5, 1e-4) &&
+                 after.submissions_created == before.submissions_created,
+             "%s", name);
+    free(got);
+
     /* Two layers chained on the device: out[1] = layer(layer(x)), with no
      * host round trip, equals the host-array calls one after the other. */
     float *mid = t_alloc(N_ACT), *two = t_alloc(N_ACT);

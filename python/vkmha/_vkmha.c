@@ -294,6 +294,7 @@ static PyObject *context_info(ContextObject *self, PyObject *unused)
         put(d, "external_device", PyBool_FromLong(info.external_device)) ||
         put(d, "push_descriptors", PyBool_FromLong(info.push_descriptors)) ||
         put(d, "pipelines_created", PyLong_FromUnsignedLong(info.pipelines_created)) ||
+        put(d, "submissions_created", PyLong_FromUnsignedLongLong(info.submissions_created)) ||
         put(d, "scratch_bytes", PyLong_FromUnsignedLongLong(info.scratch_bytes)) ||
         put(d, "scratch_budget", PyLong_FromUnsignedLongLong(info.scratch_budget)) ||
         put(d, "native_16bit_storage", PyBool_FromLong(info.native_16bit_storage)) ||

@@ -1,6 +1,7 @@
 // What shaders/matmul.comp and matmul_coop.comp share: the output of an
-// element, and the staging of the tiles, which they lay out in shared memory
-// differently: the includer defines where an element goes,
+// element (shaders/matmul_out.glsl), and the staging of the tiles, which they
+// lay out in shared memory differently: the includer defines where an
+// element goes,
 //   put_a(m, kk, x)      A (row0 + m, k0 + kk)
 //   put_a4(m, kk, v)     A (row0 + m, k0 + kk .. + 3)
 //   put_b(kk, n, x)      op(B) (k0 + kk, col0 + n)
@@ -11,26 +12,7 @@
 // alignment: shaders/matmul.comp) the loads are vec4s along the contiguous
 // axis.
 
-// Ranges of k of a product past maxStorageBufferRange, as variants (bits 1
-// and 2 of VARIANT: src/vk_base.h): C += ..., or (16-bit C) the bias
-// binding is the fp32 sum of the ranges before, [M][N] at ld_add.
-const bool ACCUMULATE = ((VARIANT >> 1) & 1u) != 0u;
-const bool ADDEND = ((VARIANT >> 2) & 1u) != 0u;
-
-// What is added to output (r, col) of this dispatch besides the product.
-float bias_at(uint r, uint col)
-{
-    return ADDEND ? ld_bias(r * p.ld_add + col) : ld_bias(col);
-}
-
-// Output (r, col) of the batch entry at offc (inside M x N): alpha times the
-// product's sum, the bias, and with ACCUMULATE what C held.
-void store_out(uint offc, uint r, uint col, float sum)
-{
-    const uint at = offc + r * p.ldc + col;
-    st_c(at, p.alpha * sum + ((p.flags & FLAG_BIAS) != 0u ? bias_at(r, col) : 0.0) +
-                 (ACCUMULATE ? ld_c(at) : 0.0));
-}
+#include "matmul_out.glsl"
 
 void load_tiles(uint tid, uint k0, uint row0, uint col0, uint offa, uint offb, bool trans_b)
 {

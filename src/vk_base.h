@@ -144,6 +144,9 @@ typedef enum vk_slot {
 
 /* The most rows of A that take the matmul's TILE_GEMV (a decode step's batch). */
 #define VK_GEMV_ROWS 4u
+/* A with at most this many rows and op T takes the GPUs' GEMV
+ * (shaders/matmul_gemv.comp's RM). */
+#define VK_GPU_GEMV_ROWS 8u
 
 /* The longest row a CPU-shaped row kernel walks in one invocation: llvmpipe
  * ends any loop after 65535 iterations, and longer rows have work enough for

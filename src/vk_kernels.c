@@ -149,6 +149,22 @@ static bool matmul_coop_available(const vk_state *vk, vk_pipe pipe)
     return vk->tuning.tile_coop.workgroup_size != 0;
 }
 
+/* The GPUs' GEMV: tile_gemv_gpu's bn columns per workgroup. */
+static void matmul_gemv_gpu_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
+{
+    (void)u16;
+    const vkmha_tile_config *t = &vk->tuning.tile_gemv_gpu;
+    *o = (vk_spec){.spv = vk->tuning.matmul_texel ? SPV_MATMUL_GEMV_TEXEL : SPV_MATMUL_GEMV,
+                   .n = 3, .value = {t->workgroup_size, /* 0 WG */ t->bn, /* 1 CW */
+                                     pipe.vec /* 2 VEC */}};
+}
+
+static bool matmul_gemv_gpu_available(const vk_state *vk, vk_pipe pipe)
+{
+    (void)pipe;
+    return vk->tuning.tile_gemv_gpu.workgroup_size != 0;
+}
+
 /* The workgroup-per-row reductions: WG floats of shared memory
  * (shaders/reduce.glsl); the subgroup variant where the context uses it. */
 static void softmax_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
@@ -311,6 +327,12 @@ const vk_kernel_def vk_kernel_defs[KERNEL_COUNT] = {
                             .push_size = sizeof(struct matmul_push),
                             .path = VKMHA_PATH_COOPMAT_MATMUL,
                             .available = matmul_coop_available, .spec = matmul_coop_spec},
+    [KERNEL_MATMUL_GEMV_GPU] = {.name = "matmul_gemv_gpu", .op = "matmul", .kind = KIND_MATMUL,
+                                .tiles = 1, .vecs = 2, .classes = 1, .bufs = 4,
+                                .push_size = sizeof(struct matmul_push),
+                                .path = VKMHA_PATH_MATMUL_GEMV,
+                                .available = matmul_gemv_gpu_available,
+                                .spec = matmul_gemv_gpu_spec},
     [KERNEL_FLASH_COOP] = {.name = "flash_coop", .op = "attention", .kind = KIND_FLASH,
                            .tiles = 1, .vecs = 1, .classes = VK_FLASH_CLASSES, .bufs = 9,
                            .push_size = sizeof(struct flash_push),

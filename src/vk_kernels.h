@@ -40,6 +40,8 @@ typedef enum vk_kernel {
     KERNEL_MATMUL_COOP,
     /* flash.comp's cooperative-matrix variant, per class (fp16 q, k, v). */
     KERNEL_FLASH_COOP,
+    /* The GPUs' few-rows matmul, op T (vk_state.tile_gemv_gpu). */
+    KERNEL_MATMUL_GEMV_GPU,
     KERNEL_COUNT
 } vk_kernel;
 

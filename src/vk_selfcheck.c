@@ -252,52 +252,19 @@ static vkmha_status sparse_canary(vk_state *vk, uint32_t breaks)
     return st;
 }
 
-/* Runs every canary once, judging each path (vk->exec.gather: plans only, so
- * that their pipelines are created together before the judged pass). mem:
- * scratch for the canaries' arrays. */
-static vkmha_status run_canaries(vk_state *vk, float *mem, uint32_t breaks)
+/* The matmul paths, before the attention canaries (whose products take
+ * them: a wrong few-rows matmul would otherwise fail the unfused path,
+ * which has no fallback): 16-bit storage (on the device type's matmul), the
+ * cooperative-matrix matmul (through more than one tile each way and step
+ * of k, edges included) and the few-rows matmul: C = A B^T, fp16 or fp32. */
+static vkmha_status matmul_canaries(vk_state *vk, float *mem, uint32_t breaks)
 {
-    vkmha_context *ctx = vk->ctx;
-    /* The unfused path: what every other one falls back to. */
-    vkmha_status st = attention_canary(vk, 28, VKMHA_ATTENTION_PATH_UNFUSED,
-                                       VKMHA_FUSED_KERNEL_AUTO, 0, VKMHA_DTYPE_F32, mem, breaks);
-    /* Each fused head-dim class on each of its kernels, with key splits. */
-    for (int c = 0; c < VK_FLASH_CLASSES && !st; c++) {
-        const uint32_t d = (32u << c) - 4;
-        if (vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH, .cls = (uint8_t)c}))
-            st = attention_canary(vk, d, VKMHA_ATTENTION_PATH_FUSED, VKMHA_FUSED_KERNEL_SHARED,
-                                  VKMHA_PATH_FUSED_D32 << c, VKMHA_DTYPE_F32, mem, breaks);
-        if (!st && vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH_CPU, .cls = (uint8_t)c}))
-            st = attention_canary(vk, d, VKMHA_ATTENTION_PATH_FUSED, VKMHA_FUSED_KERNEL_REGISTER,
-                                  VKMHA_PATH_FUSED_CPU_D32 << c, VKMHA_DTYPE_F32, mem, breaks);
-        if (!st && vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH_COOP, .cls = (uint8_t)c}))
-            st = attention_canary(vk, d, VKMHA_ATTENTION_PATH_FUSED,
-                                  VKMHA_FUSED_KERNEL_COOPERATIVE, VKMHA_PATH_COOPMAT_FUSED_D32 << c,
-                                  VKMHA_DTYPE_F16, mem, breaks);
-    }
-    /* The reductions' subgroup variant: a row too long for CPU devices'
-     * row-per-invocation kernel takes the workgroup-per-row one. */
-    if (!st && vk->tuning.use_subgroup) {
-        const uint32_t n = VK_CPU_ROW_MAX + 7;
-        float *x = mem, *y = x + n, *r = y + n;
-        fill(x, n, 77);
-        const sm_shape s = {.batch = 1, .heads = 1, .len_q = 1, .len_k = n, .scale = 1.0f};
-        const mask_r none = {0};
-        if (!(st = vk_softmax(vk, &s, x, &none, y))) {
-            if (ref_softmax(ctx, &s, x, &none, r))
-                st = vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                                 "vkmha_context_create: out of host memory");
-            else
-                st = judge(vk, VKMHA_PATH_SUBGROUP, y, r, n, 1.0, breaks);
-        }
-    }
-    /* 16-bit storage (on the device type's matmul), the cooperative-matrix
-     * matmul (through more than one tile each way and step of k, edges
-     * included) and the few-rows matmul: C = A B^T, fp16 or fp32. */
+    vkmha_status st = VKMHA_SUCCESS;
     const bool check16 = vk->tuning.native16,
                coop = vk->tuning.coop_matmul &&
                       vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL_COOP}),
-               gemv = vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL, .tile = TILE_GEMV});
+               gemv = vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL, .tile = TILE_GEMV}) ||
+                      vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL_GEMV_GPU});
     static const uint32_t pass_bit[3] = {VKMHA_PATH_NATIVE_16BIT, VKMHA_PATH_COOPMAT_MATMUL,
                                          VKMHA_PATH_MATMUL_GEMV};
     for (int pass = 0; pass < 3 && !st; pass++) {
@@ -328,6 +295,50 @@ static vkmha_status run_canaries(vk_state *vk, float *mem, uint32_t breaks)
         vk->tuning.coop_matmul = coop_before;
         if (!st)
             st = judge(vk, pass_bit[pass], c, r, m * n, pass == 2 ? 1.0 : 10.0, breaks);
+    }
+    return st;
+}
+
+/* Runs every canary once, judging each path (vk->exec.gather: plans only, so
+ * that their pipelines are created together before the judged pass). mem:
+ * scratch for the canaries' arrays. */
+static vkmha_status run_canaries(vk_state *vk, float *mem, uint32_t breaks)
+{
+    vkmha_context *ctx = vk->ctx;
+    vkmha_status st = matmul_canaries(vk, mem, breaks);
+    /* The unfused path: what every other one falls back to. */
+    if (!st)
+        st = attention_canary(vk, 28, VKMHA_ATTENTION_PATH_UNFUSED, VKMHA_FUSED_KERNEL_AUTO, 0,
+                              VKMHA_DTYPE_F32, mem, breaks);
+    /* Each fused head-dim class on each of its kernels, with key splits. */
+    for (int c = 0; c < VK_FLASH_CLASSES && !st; c++) {
+        const uint32_t d = (32u << c) - 4;
+        if (vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH, .cls = (uint8_t)c}))
+            st = attention_canary(vk, d, VKMHA_ATTENTION_PATH_FUSED, VKMHA_FUSED_KERNEL_SHARED,
+                                  VKMHA_PATH_FUSED_D32 << c, VKMHA_DTYPE_F32, mem, breaks);
+        if (!st && vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH_CPU, .cls = (uint8_t)c}))
+            st = attention_canary(vk, d, VKMHA_ATTENTION_PATH_FUSED, VKMHA_FUSED_KERNEL_REGISTER,
+                                  VKMHA_PATH_FUSED_CPU_D32 << c, VKMHA_DTYPE_F32, mem, breaks);
+        if (!st && vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH_COOP, .cls = (uint8_t)c}))
+            st = attention_canary(vk, d, VKMHA_ATTENTION_PATH_FUSED,
+                                  VKMHA_FUSED_KERNEL_COOPERATIVE, VKMHA_PATH_COOPMAT_FUSED_D32 << c,
+                                  VKMHA_DTYPE_F16, mem, breaks);
+    }
+    /* The reductions' subgroup variant: a row too long for CPU devices'
+     * row-per-invocation kernel takes the workgroup-per-row one. */
+    if (!st && vk->tuning.use_subgroup) {
+        const uint32_t n = VK_CPU_ROW_MAX + 7;
+        float *x = mem, *y = x + n, *r = y + n;
+        fill(x, n, 77);
+        const sm_shape s = {.batch = 1, .heads = 1, .len_q = 1, .len_k = n, .scale = 1.0f};
+        const mask_r none = {0};
+        if (!(st = vk_softmax(vk, &s, x, &none, y))) {
+            if (ref_softmax(ctx, &s, x, &none, r))
+                st = vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                                 "vkmha_context_create: out of host memory");
+            else
+                st = judge(vk, VKMHA_PATH_SUBGROUP, y, r, n, 1.0, breaks);
+        }
     }
     return st ? st : sparse_canary(vk, breaks);
 }

@@ -54,6 +54,11 @@ typedef struct vk_tuning {
     vkmha_tile_config tile_coop;
     uint32_t coop_cm, coop_cn, coop_ck;
     bool coop_matmul;
+    bool coop_forced; /* by desc->matmul_tile or VKMHA_MATMUL_TILE */
+    /* GPUs (and CPU devices given a shared-variant tile): shaders/
+     * matmul_gemv.comp for op T products of at most VK_GPU_GEMV_ROWS rows,
+     * bn output columns per workgroup of workgroup_size (0: none). */
+    vkmha_tile_config tile_gemv_gpu;
     /* shaders/flash.comp's cooperative-matrix variant per class (blocks as
      * flash[]; workgroup_size 0: not on this context), which fused calls of
      * fp16 q, k and v take (GPUs; CPU devices when fused_kernel forces it). */

@@ -326,6 +326,7 @@ vkmha_status vk_tuning_init(vk_state *vk, const vk_tuning_desc *desc)
     bool limits;
     const char *coop_why = coop_tile_check(vk, &vk->tuning.tile_coop, &limits);
     vk->tuning.coop_matmul = !coop_why && (coop_forced || !cpu);
+    vk->tuning.coop_forced = coop_forced && vk->tuning.coop_matmul;
     if (!vk->tuning.coop_matmul) /* its kernel unavailable */
         vk->tuning.tile_coop = (vkmha_tile_config){0};
     /* The environment's request is for every context of the process (how
@@ -375,6 +376,19 @@ vkmha_status vk_tuning_init(vk_state *vk, const vk_tuning_desc *desc)
         vk->tuning.tile_gemv = (vkmha_tile_config){.bm = 1, .bn = 32, .bk = 4, .tm = 1, .tn = 4,
                                             .workgroup_size = 8,
                                             .variant = VKMHA_MATMUL_VARIANT_REGISTER};
+    /* GPUs: the few-rows matmul of op T (a decode step's projections) reads
+     * each weight once: 8 output columns per workgroup of 128 (4096 columns:
+     * 512 workgroups), a subgroup reduction along K. It needs subgroup
+     * arithmetic. CPU devices keep their own (tile_gemv) unless a
+     * shared-variant tile is forced, which gives them the GPU's choices. */
+    const bool gpu_shapes = !cpu || (have && !coop_forced &&
+                                     et.variant == VKMHA_MATMUL_VARIANT_SHARED);
+    vk->tuning.tile_gemv_gpu = (vkmha_tile_config){0};
+    if (gpu_shapes && vk->tuning.use_subgroup)
+        vk->tuning.tile_gemv_gpu = (vkmha_tile_config){
+            .bm = VK_GPU_GEMV_ROWS, .bn = 8, .bk = 4, .tm = 1, .tn = 1,
+            .workgroup_size = pick_workgroup(&vk->info, 128),
+            .variant = VKMHA_MATMUL_VARIANT_SHARED};
     /* The register variant reads A and B as vec4 texel buffers where it can
      * (every device supports R32G32B32A32_SFLOAT uniform texel buffers):
      * buffers get their views when they fit maxTexelBufferElements texels
@@ -459,8 +473,10 @@ void vk_tuning_disable(vk_state *vk, uint32_t path)
 {
     /* A kernel's path (a row of src/vk_kernels.c) needs nothing more than
      * its bit: vk_pipe_available reads it. */
-    if (path == VKMHA_PATH_SUBGROUP)
+    if (path == VKMHA_PATH_SUBGROUP) { /* the GPUs' GEMV reduces through subgroups */
         vk->tuning.use_subgroup = false;
+        vk->tuning.tile_gemv_gpu.workgroup_size = 0;
+    }
     if (path == VKMHA_PATH_NATIVE_16BIT)
         vk->tuning.native16 = false;
     /* Sparse binding: vk_sparse_tensors reads the bit. */

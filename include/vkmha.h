@@ -246,8 +246,8 @@ typedef enum vkmha_path {
                                             arithmetic (shared memory only) */
     VKMHA_PATH_NATIVE_16BIT = 1u << 9,   /* "native16": 16-bit storage (two values
                                             packed per 32-bit word) */
-    VKMHA_PATH_MATMUL_GEMV = 1u << 10,   /* "gemv": the matmul for A of a few rows
-                                            (the small-tile matmul) */
+    VKMHA_PATH_MATMUL_GEMV = 1u << 10,   /* "gemv": the matmul for A of a few rows,
+                                            CPU devices' and GPUs' (the tiled matmul) */
     VKMHA_PATH_SPARSE = 1u << 11,        /* "sparse": tensors past
                                             maxMemoryAllocationSize as sparse buffers
                                             (refused: vkmha_context_info.sparse_tensors
@@ -674,8 +674,9 @@ typedef struct vkmha_kernel_param {
 typedef struct vkmha_kernel_info {
     /* Its role, unique in the list: "matmul_large", "matmul_large_vec",
      * "matmul_small", "matmul_small_vec" (the vec ones read A and B as
-     * vec4s), "matmul_coop", "matmul_coop_vec" (the cooperative-matrix
-     * matmul of fp16 products), "softmax", "heads", "layernorm", "flash_d32" .. "flash_d256"
+     * vec4s), "matmul_gemv" (CPU devices) and "matmul_gemv_gpu" (GPUs; op
+     * T), the matmuls of a few rows, "matmul_coop", "matmul_coop_vec" (the
+     * cooperative-matrix matmul of fp16 products), "softmax", "heads", "layernorm", "flash_d32" .. "flash_d256"
      * (the fused attention of heads up to 32 .. 256 wide, workgroup-shared
      * kernel), "flash_combine" (its split-K combine), "flash_cpu_d32" ..
      * "flash_cpu_d256" (the CPU-shaped fused kernel), "flash_coop_d32" ..

@@ -17,10 +17,14 @@ steps it times STEPS steps under torch.inference_mode and prints
 
     median_ms min_ms max_ms
 
+VKMHA_TORCH_DTYPE=float16 runs the step in fp16 (weights, cache and
+activations; a GPU's, as vkmha's fp16 rows).
+
 Exit status 3 when torch cannot be imported (the bench reports the peer as
 absent).
 """
 import math
+import os
 import sys
 
 from torch_peer import DEVICE, now, torch
@@ -34,8 +38,10 @@ def main():
     d = d_model // heads
     g = torch.Generator().manual_seed(1)
 
+    dtype = getattr(torch, os.environ.get("VKMHA_TORCH_DTYPE", "float32"))
+
     def rand(*shape, scale=1.0):
-        return (torch.randn(*shape, generator=g) * scale).to(DEVICE)
+        return (torch.randn(*shape, generator=g) * scale).to(DEVICE).to(dtype)
 
     w_q = rand(heads * d, d_model, scale=d_model ** -0.5)
     w_k = rand(kv_heads * d, d_model, scale=d_model ** -0.5)

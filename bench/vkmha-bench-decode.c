@@ -220,16 +220,20 @@ int main(int argc, char **argv)
             timing tt = {0};
             const bool have_torch =
                 !no_torch && torch_step(python, script, md, C, steps, threads, &tt);
+            /* The peer's dtype: VKMHA_TORCH_DTYPE=float16 (bench/torch_decode.py). */
+            const char *tdt = getenv("VKMHA_TORCH_DTYPE");
+            const bool t16 = tdt && !strcmp(tdt, "float16");
+            const char *tname = t16 ? "f16" : "f32";
+            const unsigned long long tbytes = (unsigned long long)Hkv * 2 * d * (t16 ? 2 : 4);
             if (have_torch) {
-                printf("%-5s %-4s %6u  %-15s %10.3f %10.1f %10s %9s %8llu\n", md->name, "f32",
-                       C, "torch, cache", tt.med, 1e3 / tt.med, "-", "",
-                       (unsigned long long)Hkv * 2 * d * 4);
+                printf("%-5s %-4s %6u  %-15s %10.3f %10.1f %10s %9s %8llu\n", md->name, tname,
+                       C, "torch, cache", tt.med, 1e3 / tt.med, "-", "", tbytes);
                 if (csv)
-                    fprintf(csv, "%s,%u,%u,%u,f32,%u,torch cache,%.4f,%.4f,%.4f,0,%.2f,1,%llu\n",
-                            md->name, D, H, Hkv, C, tt.med, tt.min, tt.max, 1e3 / tt.med,
-                            (unsigned long long)Hkv * 2 * d * 4);
+                    fprintf(csv, "%s,%u,%u,%u,%s,%u,torch cache,%.4f,%.4f,%.4f,0,%.2f,1,%llu\n",
+                            md->name, D, H, Hkv, tname, C, tt.med, tt.min, tt.max,
+                            1e3 / tt.med, tbytes);
             } else {
-                printf("%-5s %-4s %6u  %-15s %10s\n", md->name, "f32", C, "torch, cache",
+                printf("%-5s %-4s %6u  %-15s %10s\n", md->name, tname, C, "torch, cache",
                        no_torch ? "skipped" : "absent");
             }
             for (size_t di = 0; di < n_dtypes; di++) {

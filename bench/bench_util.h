@@ -75,6 +75,18 @@ static inline bool bench_device(vkmha_context_info *info, char date[32])
     return true;
 }
 
+/* Exits with status 1 after "PROG: WHAT: STATUS: the context's message" on
+ * stderr unless st is VKMHA_SUCCESS (ctx may be NULL: the last creation's). */
+static inline void bench_check(const char *prog, vkmha_context *ctx, vkmha_status st,
+                               const char *what)
+{
+    if (st == VKMHA_SUCCESS)
+        return;
+    fprintf(stderr, "%s: %s: %s: %s\n", prog, what, vkmha_status_string(st),
+            vkmha_context_last_error(ctx));
+    exit(1);
+}
+
 /* The --csv FILE (path NULL: none, *out NULL) opened for writing with its
  * first two lines: "# prog,device,...,driver,...,date,..." (info and date:
  * bench_device's) and the column names; false after a message when it

@@ -60,11 +60,7 @@ static float *random_array(size_t n, float scale)
 
 static void check(vkmha_context *ctx, vkmha_status st, const char *what)
 {
-    if (st == VKMHA_SUCCESS)
-        return;
-    fprintf(stderr, "vkmha-bench-decode: %s: %s: %s\n", what, vkmha_status_string(st),
-            vkmha_context_last_error(ctx));
-    exit(1);
+    bench_check("vkmha-bench-decode", ctx, st, what);
 }
 
 typedef struct timing {

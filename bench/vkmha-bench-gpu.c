@@ -32,11 +32,7 @@ typedef struct target {
 
 static void check(vkmha_context *ctx, vkmha_status st, const char *what)
 {
-    if (st == VKMHA_SUCCESS)
-        return;
-    fprintf(stderr, "vkmha-bench-gpu: %s: %s: %s\n", what, vkmha_status_string(st),
-            vkmha_context_last_error(ctx));
-    exit(1);
+    bench_check("vkmha-bench-gpu", ctx, st, what);
 }
 
 /* An fp16 tensor of n elements from random values in [-scale, scale). */

@@ -14,43 +14,45 @@
 
 #include "matmul_out.glsl"
 
+// Rows first .. first + R - 1 (of `extent`) of A (is_a), or of B with op T,
+// BK elements from k0 along each: A's tile, or op(B)'s tile transposed.
+void load_k_rows(bool is_a, uint tid, uint k0, uint first, uint extent, uint R, uint off,
+                 uint ld)
+{
+    if (VEC) {
+        for (uint l = tid; l < R * BK / 4u; l += WG) {
+            const uint r = l / (BK / 4u), kk = (l % (BK / 4u)) * 4u;
+            const uint g = first + r, gk = k0 + kk;
+            vec4 v = vec4(0.0);
+            if (g < extent && gk < p.K)
+                v = is_a ? ld4_a((off + g * ld + gk) / 4u) : ld4_b((off + g * ld + gk) / 4u);
+            if (is_a)
+                put_a4(r, kk, v);
+            else
+                put_b4_k(kk, r, v);
+        }
+    } else {
+        for (uint l = tid; l < R * BK; l += WG) {
+            const uint r = l / BK, kk = l % BK;
+            const uint g = first + r, gk = k0 + kk;
+            float x = 0.0;
+            if (g < extent && gk < p.K)
+                x = is_a ? ld_a(off + g * ld + gk) : ld_b(off + g * ld + gk);
+            if (is_a)
+                put_a(r, kk, x);
+            else
+                put_b(kk, r, x);
+        }
+    }
+}
+
 void load_tiles(uint tid, uint k0, uint row0, uint col0, uint offa, uint offb, bool trans_b)
 {
     // A tile: BM rows x BK columns, read along rows of A.
-    if (VEC) {
-        for (uint l = tid; l < BM * BK / 4u; l += WG) {
-            const uint m = l / (BK / 4u), kk = (l % (BK / 4u)) * 4u;
-            const uint gr = row0 + m, gk = k0 + kk;
-            vec4 v = vec4(0.0);
-            if (gr < p.M && gk < p.K)
-                v = ld4_a((offa + gr * p.lda + gk) / 4u);
-            put_a4(m, kk, v);
-        }
-    } else {
-        for (uint l = tid; l < BM * BK; l += WG) {
-            const uint m = l / BK, kk = l % BK;
-            const uint gr = row0 + m, gk = k0 + kk;
-            put_a(m, kk, (gr < p.M && gk < p.K) ? ld_a(offa + gr * p.lda + gk) : 0.0);
-        }
-    }
+    load_k_rows(true, tid, k0, row0, p.M, BM, offa, p.lda);
     // op(B) tile: BK rows x BN columns, read along B's contiguous axis.
     if (trans_b) {
-        if (VEC) {
-            for (uint l = tid; l < BN * BK / 4u; l += WG) {
-                const uint n = l / (BK / 4u), kk = (l % (BK / 4u)) * 4u;
-                const uint gn = col0 + n, gk = k0 + kk;
-                vec4 v = vec4(0.0);
-                if (gn < p.N && gk < p.K)
-                    v = ld4_b((offb + gn * p.ldb + gk) / 4u);
-                put_b4_k(kk, n, v);
-            }
-        } else {
-            for (uint l = tid; l < BN * BK; l += WG) {
-                const uint n = l / BK, kk = l % BK;
-                const uint gn = col0 + n, gk = k0 + kk;
-                put_b(kk, n, (gn < p.N && gk < p.K) ? ld_b(offb + gn * p.ldb + gk) : 0.0);
-            }
-        }
+        load_k_rows(false, tid, k0, col0, p.N, BN, offb, p.ldb);
     } else {
         if (VEC) {
             for (uint l = tid; l < BK * BN / 4u; l += WG) {

@@ -303,11 +303,17 @@ int main(void)
                  "vkmha_context_get_kernels: every matmul kernel runs the override %s",
                  overrides[o].name);
         /* A shared tile on a CPU device also brings the GPUs' few-rows
-         * matmul, which the op T cases of a few rows run. */
+         * matmul, which the op T cases of a few rows run, where the context
+         * has subgroup arithmetic (its reduction; not the mobile profile). */
         if (overrides[o].tile.variant == VKMHA_MATMUL_VARIANT_SHARED) {
-            vkmha_kernel_info g;
-            t_report(kernel_find(ctx, "matmul_gemv_gpu", &g) && g.available,
-                     "matmul_tile %s: matmul_gemv_gpu available", overrides[o].name);
+            vkmha_kernel_info g = {0};
+            vkmha_context_info ci = {0};
+            vkmha_context_get_info(ctx, &ci);
+            kernel_find(ctx, "matmul_gemv_gpu", &g);
+            t_report(g.available == ci.subgroup_ops_used,
+                     "matmul_tile %s: matmul_gemv_gpu %s (subgroup arithmetic %s)",
+                     overrides[o].name, g.available ? "available" : "not available",
+                     ci.subgroup_ops_used ? "used" : "not used");
         }
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
             run_case(ref, ctx, &rng, &cases[i], overrides[o].name, VKMHA_DTYPE_F32);

@@ -274,6 +274,56 @@ static void attention_host(vkmha_context *ref, vkmha_context *gpu, const char *t
     free(out[0]), free(out[1]), free(w[0]), free(w[1]);
 }
 
+/* A PyTorch float mask in 16-bit attention (on the cooperative fused kernel
+ * where the context has it): -inf blocks at the start and end of rows, a row
+ * with one allowed key, a row with none (weights and output 0), a row
+ * without -inf, and key padding that masks a batch entry's every key (its
+ * rows average the values), on the default and the split fused paths,
+ * against the reference on the same 16-bit inputs (NaN / Inf positions
+ * equal, then 2 units of the dtype). d 40: depth and width tails. */
+static void attention_neg_inf(vkmha_context *ref, vkmha_context *gpu, const char *tag,
+                              uint32_t dt, const t_attention_run *run)
+{
+    enum { NB = 2, NH = 2, LQ = 5, LK = 37, DK = 40 };
+    char name[200];
+    snprintf(name, sizeof name, "attention %s, -inf float mask and a fully padded entry, %s [%s]",
+             dt_name(dt), run->name, tag);
+    vkmha_attention_desc d = {NB, NH, NH, LQ, LK, DK, DK, 0.0f, run->path, run->kv_splits, dt};
+    const t_attention_sizes n = t_attention_size(&d);
+    t_rng rng = {77};
+    float *fq = t_random(&rng, n.q, -1, 1), *fk = t_random(&rng, n.k, -1, 1),
+          *fv = t_random(&rng, n.v, -1, 1), *bias = t_random(&rng, NH * LQ * LK, -2, 2);
+    for (uint32_t h = 0; h < NH; h++)
+        for (uint32_t j = 0; j < LK; j++) {
+            float *row = bias + (size_t)h * LQ * LK;
+            if (j < 10)
+                row[0 * LK + j] = -INFINITY; /* a block at the start */
+            if (j != LK - 1)
+                row[1 * LK + j] = -INFINITY; /* one allowed key, the last */
+            row[2 * LK + j] = -INFINITY;     /* none: weights and output 0 */
+            if (j >= 20)
+                row[4 * LK + j] = -INFINITY; /* a block at the end */
+        }
+    uint8_t padding[NB * LK];
+    for (uint32_t j = 0; j < NB * LK; j++)
+        padding[j] = j < LK; /* entry 0 keeps every key, entry 1 none */
+    const vkmha_mask mask = {VKMHA_MASK_BIAS | VKMHA_MASK_KEY_PADDING, padding, NULL, bias, 1,
+                             NH, 0};
+    void *q = t_to_dt(dt, fq, n.q), *k = t_to_dt(dt, fk, n.k), *v = t_to_dt(dt, fv, n.v);
+    void *out[2] = {calloc(n.out + 2, 2), calloc(n.out + 2, 2)},
+         *w[2] = {calloc(n.weights + 2, 2), calloc(n.weights + 2, 2)};
+    bool ok = true;
+    T_EXPECT_STATUS(vkmha_attention(ref, &d, q, k, v, &mask, out[0], w[0]), VKMHA_SUCCESS, ok);
+    T_EXPECT_STATUS(vkmha_attention(gpu, &d, q, k, v, &mask, out[1], w[1]), VKMHA_SUCCESS, ok);
+    const double u = unit(dt);
+    if (ok)
+        ok = close_dt(name, "out", dt, out[1], out[0], n.out, 2 * u, 2 * u) &&
+             close_dt(name, "weights", dt, w[1], w[0], n.weights, 2 * u, 2 * u);
+    t_report(ok, "%s", name);
+    free(fq), free(fk), free(fv), free(bias), free(q), free(k), free(v);
+    free(out[0]), free(out[1]), free(w[0]), free(w[1]);
+}
+
 /* ---- the layer ------------------------------------------------------------ */
 
 /* The layer with weights given as wdt, stored as sdt, activations adt; with
@@ -486,6 +536,8 @@ int main(void)
             attention_host(ref, gpu, tag, dt, &t_attention_runs[0], 16, 1.0f, true, true);
             attention_host(ref, gpu, tag, dt, &t_attention_runs[1], 40, 1.0f, false, false);
             attention_host(ref, gpu, tag, dt, &t_attention_runs[1], 100, 1.0f, false, false);
+            attention_neg_inf(ref, gpu, tag, dt, &t_attention_runs[0]);
+            attention_neg_inf(ref, gpu, tag, dt, &t_attention_runs[1]);
             layer(ref, gpu, tag, dt, dt, dt, VKMHA_ATTENTION_PATH_AUTO, true);
             layer(ref, gpu, tag, dt, dt, dt, VKMHA_ATTENTION_PATH_AUTO, false);
             layer_tensors(ref, gpu, tag, dt);

@@ -230,6 +230,30 @@ static void heads_host(vkmha_context *ref, vkmha_context *gpu, const char *tag, 
 
 /* ---- attention ------------------------------------------------------------ */
 
+/* Desc d on both backends, q, k and v rounded to dt: true when the outputs
+ * and the weights agree within 2 units of dt (NaN / Inf at the same
+ * places). *gpu_out (if not NULL): the Vulkan output widened, to free. */
+static bool attention_both(vkmha_context *ref, vkmha_context *gpu, const char *name, uint32_t dt,
+                           const vkmha_attention_desc *d, const float *fq, const float *fk,
+                           const float *fv, const vkmha_mask *mask, float **gpu_out)
+{
+    const t_attention_sizes n = t_attention_size(d);
+    void *q = t_to_dt(dt, fq, n.q), *k = t_to_dt(dt, fk, n.k), *v = t_to_dt(dt, fv, n.v);
+    void *out[2] = {calloc(n.out + 2, 2), calloc(n.out + 2, 2)},
+         *w[2] = {calloc(n.weights + 2, 2), calloc(n.weights + 2, 2)};
+    bool ok = true;
+    T_EXPECT_STATUS(vkmha_attention(ref, d, q, k, v, mask, out[0], w[0]), VKMHA_SUCCESS, ok);
+    T_EXPECT_STATUS(vkmha_attention(gpu, d, q, k, v, mask, out[1], w[1]), VKMHA_SUCCESS, ok);
+    const double u = unit(dt);
+    if (ok)
+        ok = close_dt(name, "out", dt, out[1], out[0], n.out, 2 * u, 2 * u) &&
+             close_dt(name, "weights", dt, w[1], w[0], n.weights, 2 * u, 2 * u);
+    if (gpu_out)
+        *gpu_out = t_from_dt(dt, out[1], n.out);
+    free(q), free(k), free(v), free(out[0]), free(out[1]), free(w[0]), free(w[1]);
+    return ok;
+}
+
 /* Causal: 19 queries, 53 keys, query i sees keys up to i. Not causal: 37
  * queries see all of 75 keys, so every key of every block counts (the tail
  * of a key block, the last columns of a head). */
@@ -249,29 +273,17 @@ static void attention_host(vkmha_context *ref, vkmha_context *gpu, const char *t
           *fv = t_random(&rng, n.v, -1, 1);
     if (nan)
         fv[5 * d.d_v + 1] = NAN; /* key 5 of batch 0, head 0: every later row is NaN */
-    void *q = t_to_dt(dt, fq, n.q), *k = t_to_dt(dt, fk, n.k), *v = t_to_dt(dt, fv, n.v);
-    void *out[2] = {calloc(n.out + 2, 2), calloc(n.out + 2, 2)},
-         *w[2] = {calloc(n.weights + 2, 2), calloc(n.weights + 2, 2)};
-    vkmha_mask mask = {causal ? VKMHA_MASK_CAUSAL : 0, NULL, NULL, NULL, 0, 0, 0};
-    bool ok = true;
-    T_EXPECT_STATUS(vkmha_attention(ref, &d, q, k, v, &mask, out[0], w[0]), VKMHA_SUCCESS, ok);
-    T_EXPECT_STATUS(vkmha_attention(gpu, &d, q, k, v, &mask, out[1], w[1]), VKMHA_SUCCESS, ok);
-    const double u = unit(dt);
-    if (ok)
-        ok = close_dt(name, "out", dt, out[1], out[0], n.out, 2 * u, 2 * u) &&
-             close_dt(name, "weights", dt, w[1], w[0], n.weights, 2 * u, 2 * u);
-    if (ok && range > 10) { /* logits beyond 65504 must stay finite */
-        float *o = t_from_dt(dt, out[1], n.out);
+    const vkmha_mask mask = {causal ? VKMHA_MASK_CAUSAL : 0, NULL, NULL, NULL, 0, 0, 0};
+    float *o = NULL;
+    bool ok = attention_both(ref, gpu, name, dt, &d, fq, fk, fv, &mask, &o);
+    if (ok && range > 10) /* logits beyond 65504 must stay finite */
         for (size_t i = 0; i < n.out && ok; i++)
             if (!isfinite(o[i])) {
                 t_diag("%s: out[%zu] = %g with finite inputs", name, i, (double)o[i]);
                 ok = false;
             }
-        free(o);
-    }
     t_report(ok, "%s", name);
-    free(fq), free(fk), free(fv), free(q), free(k), free(v);
-    free(out[0]), free(out[1]), free(w[0]), free(w[1]);
+    free(o), free(fq), free(fk), free(fv);
 }
 
 /* A PyTorch float mask in 16-bit attention (on the cooperative fused kernel
@@ -309,19 +321,8 @@ static void attention_neg_inf(vkmha_context *ref, vkmha_context *gpu, const char
         padding[j] = j < LK; /* entry 0 keeps every key, entry 1 none */
     const vkmha_mask mask = {VKMHA_MASK_BIAS | VKMHA_MASK_KEY_PADDING, padding, NULL, bias, 1,
                              NH, 0};
-    void *q = t_to_dt(dt, fq, n.q), *k = t_to_dt(dt, fk, n.k), *v = t_to_dt(dt, fv, n.v);
-    void *out[2] = {calloc(n.out + 2, 2), calloc(n.out + 2, 2)},
-         *w[2] = {calloc(n.weights + 2, 2), calloc(n.weights + 2, 2)};
-    bool ok = true;
-    T_EXPECT_STATUS(vkmha_attention(ref, &d, q, k, v, &mask, out[0], w[0]), VKMHA_SUCCESS, ok);
-    T_EXPECT_STATUS(vkmha_attention(gpu, &d, q, k, v, &mask, out[1], w[1]), VKMHA_SUCCESS, ok);
-    const double u = unit(dt);
-    if (ok)
-        ok = close_dt(name, "out", dt, out[1], out[0], n.out, 2 * u, 2 * u) &&
-             close_dt(name, "weights", dt, w[1], w[0], n.weights, 2 * u, 2 * u);
-    t_report(ok, "%s", name);
-    free(fq), free(fk), free(fv), free(bias), free(q), free(k), free(v);
-    free(out[0]), free(out[1]), free(w[0]), free(w[1]);
+    t_report(attention_both(ref, gpu, name, dt, &d, fq, fk, fv, &mask, NULL), "%s", name);
+    free(fq), free(fk), free(fv), free(bias);
 }
 
 /* ---- the layer ------------------------------------------------------------ */

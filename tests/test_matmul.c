@@ -209,6 +209,40 @@ static void coop_tile_cases(vkmha_context *ref, t_rng *rng, const mm_case *cases
                      vkmha_status_string(st), vkmha_context_last_error(NULL));
         vkmha_context_destroy(ctx);
     }
+    /* The environment's forms: a value that names no kernel is refused
+     * naming the variable; "cooperative" on a device without matrix units
+     * is UNSUPPORTED naming it (with them: the kernels run; under the mobile
+     * profile, which has none by definition, it is ignored). */
+    const char *profile = getenv("VKMHA_PROFILE");
+    const bool mobile = profile && !strcmp(profile, "mobile");
+    static const struct {
+        const char *var, *value;
+    } envs[] = {{"VKMHA_FUSED_KERNEL", "tensorcores"}, {"VKMHA_FUSED_KERNEL", "cooperative"},
+                {"VKMHA_MATMUL_TILE", "cooperative"}};
+    for (size_t e = 0; e < sizeof envs / sizeof envs[0]; e++) {
+        const char *saved = getenv(envs[e].var);
+        char *keep = saved ? strdup(saved) : NULL;
+        setenv(envs[e].var, envs[e].value, 1);
+        vkmha_context_desc desc = {0};
+        desc.log = t_log;
+        desc.flags = VKMHA_CONTEXT_NO_SELF_CHECK;
+        vkmha_context *ctx = NULL;
+        const vkmha_status st = vkmha_context_create(&desc, &ctx);
+        const bool bad = strcmp(envs[e].value, "cooperative") != 0;
+        const vkmha_status want = bad              ? VKMHA_ERROR_INVALID_ARGUMENT
+                                  : have || mobile ? VKMHA_SUCCESS
+                                                   : VKMHA_ERROR_UNSUPPORTED;
+        t_report(st == want && (st == VKMHA_SUCCESS ||
+                                strstr(vkmha_context_last_error(NULL), envs[e].var)),
+                 "%s=%s: %s (%s)", envs[e].var, envs[e].value, vkmha_status_string(st),
+                 st ? vkmha_context_last_error(NULL) : "created");
+        vkmha_context_destroy(ctx);
+        if (keep)
+            setenv(envs[e].var, keep, 1);
+        else
+            unsetenv(envs[e].var);
+        free(keep);
+    }
     if (!have)
         return;
     /* Malformed: bm not a multiple of tm matrices. */

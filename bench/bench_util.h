@@ -57,7 +57,14 @@ static inline float *bench_random(size_t n, float scale, uint64_t *seed)
     return p;
 }
 
-/* The default Vulkan device's info and today's date (UTC, YYYY-MM-DD), for
+/* Today's date (UTC, YYYY-MM-DD), for a report's header. */
+static inline void bench_date(char date[32])
+{
+    time_t now = time(NULL);
+    strftime(date, 32, "%Y-%m-%d", gmtime(&now));
+}
+
+/* The default Vulkan device's info and today's date (bench_date), for
  * a report's header; false after a message when there is no device. */
 static inline bool bench_device(vkmha_context_info *info, char date[32])
 {
@@ -70,8 +77,7 @@ static inline bool bench_device(vkmha_context_info *info, char date[32])
     }
     vkmha_context_get_info(probe, info);
     vkmha_context_destroy(probe);
-    time_t now = time(NULL);
-    strftime(date, 32, "%Y-%m-%d", gmtime(&now));
+    bench_date(date);
     return true;
 }
 

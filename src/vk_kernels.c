@@ -75,9 +75,10 @@ uint64_t vk_matmul_shared_bytes(uint64_t bm, uint64_t bn, uint64_t bk)
     return (bm + bn) * bk * sizeof(float);
 }
 
-uint64_t vk_matmul_coop_shared_bytes(uint64_t bm, uint64_t bn, uint64_t bk, uint64_t stage)
+uint64_t vk_matmul_coop_shared_bytes(const vkmha_tile_config *t)
 {
-    return 2 * (bm * (bk + 8) + bk * (bn + 8)) + 4 * stage;
+    const uint64_t bm = t->bm, bn = t->bn, bk = t->bk;
+    return 2 * (bm * (bk + 8) + bk * (bn + 8)) + 4 * (bm / t->tm) * (bn / t->tn);
 }
 
 uint64_t vk_flash_shared_bytes(uint64_t br, uint64_t bc, uint64_t d4)
@@ -132,14 +133,13 @@ static void matmul_coop_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec
     (void)u16;
     const vkmha_tile_config *t = &vk->tuning.tile_coop;
     const vk_tuning *u = &vk->tuning;
-    const uint64_t stage = (uint64_t)(t->bm / t->tm) * (t->bn / t->tn); /* SGM CM x SGN CN */
     *o = (vk_spec){.spv = u->matmul_texel ? SPV_MATMUL_COOP_TEXEL : SPV_MATMUL_COOP, .n = 10,
                    .value = {t->workgroup_size,     /* 0 WG */
                              t->bm, t->bn, t->bk,   /* 1 BM, 2 BN, 3 BK */
                              t->tm, t->tn,          /* 4 TM, 5 TN */
                              pipe.vec,              /* 6 VEC */
                              u->coop_cm, u->coop_cn, u->coop_ck /* 7 CM, 8 CN, 9 CK */},
-                   .shared_bytes = vk_matmul_coop_shared_bytes(t->bm, t->bn, t->bk, stage),
+                   .shared_bytes = vk_matmul_coop_shared_bytes(t),
                    .full_subgroups = true};
 }
 

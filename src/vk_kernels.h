@@ -138,9 +138,11 @@ uint32_t vk_binding_source(const vk_state *vk, vk_kind kind, uint32_t binding);
 /* Bytes of shared memory shaders/matmul.comp declares for a BM x BK and a
  * BK x BN tile of floats. */
 uint64_t vk_matmul_shared_bytes(uint64_t bm, uint64_t bn, uint64_t bk);
-/* Bytes of shared memory shaders/matmul_coop.comp declares: the fp16 tiles
- * (rows padded by 8 halves) and `stage` floats of its subgroups' staging. */
-uint64_t vk_matmul_coop_shared_bytes(uint64_t bm, uint64_t bn, uint64_t bk, uint64_t stage);
+/* Bytes of shared memory shaders/matmul_coop.comp declares for tile t: the
+ * fp16 tiles (rows padded by 8 halves) and its subgroups' staging, a
+ * CM x CN matrix each of (bm / (tm CM)) x (bn / (tn CN)) subgroups:
+ * (bm / tm) x (bn / tn) floats. */
+uint64_t vk_matmul_coop_shared_bytes(const vkmha_tile_config *t);
 /* Bytes of shared memory shaders/flash.comp declares: the q block, the
  * padded K / V block (D4 + 1 vec4s a key), the NaN / Inf bits of skipped
  * values (4 * D4 uints), the scores and 3 row statistics. */

@@ -110,13 +110,21 @@ static const char *coop_tile_check(const vk_state *vk, vkmha_tile_config *t, boo
         return "the cooperative variant's workgroup exceeds 4096 invocations";
     t->workgroup_size = (uint32_t)groups * vk->max_subgroup_size;
     *limits = true;
-    if (vk_matmul_coop_shared_bytes(t->bm, t->bn, t->bk, groups * cm * cn) >
-        vk->info.max_shared_memory)
+    if (vk_matmul_coop_shared_bytes(t) > vk->info.max_shared_memory)
         return "its tiles need more shared memory than the device has";
     if (t->workgroup_size > vk->info.max_workgroup_invocations ||
         t->workgroup_size > vk->info.max_workgroup_size[0])
         return "its workgroup is larger than the device allows";
     return NULL;
+}
+
+/* Why the environment's request for the cooperative kernels
+ * (VKMHA_MATMUL_TILE, VKMHA_FUSED_KERNEL: for every context of the process,
+ * how the test suite forces them) does not apply to this context, which
+ * cannot have matrix units by its own desc; NULL when it applies. */
+static const char *coop_env_ignored(const vk_state *vk)
+{
+    return vk->external ? "a borrowed device" : vk->no_coopmat ? "the mobile profile" : NULL;
 }
 
 /* The device's fp16 x fp16 -> fp32 matrix shape the cooperative matmul
@@ -329,15 +337,12 @@ vkmha_status vk_tuning_init(vk_state *vk, const vk_tuning_desc *desc)
     vk->tuning.coop_forced = coop_forced && vk->tuning.coop_matmul;
     if (!vk->tuning.coop_matmul) /* its kernel unavailable */
         vk->tuning.tile_coop = (vkmha_tile_config){0};
-    /* The environment's request is for every context of the process (how
-     * the test suite forces the kernels): contexts that cannot have matrix
-     * units by their own desc (a borrowed device, the mobile profile) keep
-     * their matmul. */
-    const bool env_only = !override && (vk->external || vk->no_coopmat);
-    if (coop_why && coop_forced && env_only)
+    /* The environment's request skips contexts that cannot have matrix
+     * units (coop_env_ignored): they keep their matmul. */
+    const char *ignored = override ? NULL : coop_env_ignored(vk);
+    if (coop_why && coop_forced && ignored)
         vkmha__log(vk->ctx, VKMHA_LOG_INFO, VKMHA_SUCCESS,
-                   "vkmha_context_create: VKMHA_MATMUL_TILE=cooperative ignored: %s",
-                   vk->external ? "a borrowed device" : "the mobile profile");
+                   "vkmha_context_create: VKMHA_MATMUL_TILE=cooperative ignored: %s", ignored);
     else if (coop_why && coop_forced)
         return vkmha__fail(vk->ctx,
                            limits ? VKMHA_ERROR_UNSUPPORTED : VKMHA_ERROR_INVALID_ARGUMENT,
@@ -445,10 +450,10 @@ vkmha_status vk_tuning_init(vk_state *vk, const vk_tuning_desc *desc)
         if (!flash_coop || !pick_flash_coop(vk, 32u << c, &vk->tuning.flash_coop[c]))
             vk->tuning.flash_coop[c] = (vk_flash_config){0}; /* that class: flash.comp */
     if (flash_coop_forced && !vk->coopmat) {
-        if (fk_env && (vk->external || vk->no_coopmat))
+        if (fk_env && coop_env_ignored(vk))
             vkmha__log(vk->ctx, VKMHA_LOG_INFO, VKMHA_SUCCESS,
                        "vkmha_context_create: VKMHA_FUSED_KERNEL=cooperative ignored: %s",
-                       vk->external ? "a borrowed device" : "the mobile profile");
+                       coop_env_ignored(vk));
         else
             return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                                "vkmha_context_create: %s: the cooperative-matrix fused kernel "

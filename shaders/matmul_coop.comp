@@ -5,7 +5,8 @@
 //
 // A workgroup computes a BM x BN tile of C, stepping K by BK: A's BM x BK
 // tile and op(B)'s BK x BN tile are staged in shared memory as fp16 (any
-// edge zero-filled: M, N and K need not be multiples of anything), then each
+// edge zero-filled: M, N and K need not be multiples of anything; with VEC
+// the next tiles' loads are in flight during the products), then each
 // of the workgroup's SGM x SGN subgroups multiplies TM x TN cooperative
 // matrices of CM x CN (the device's shape, from
 // vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR), CK deep per step. At
@@ -84,6 +85,20 @@ void put_b4_n(uint kk, uint n, vec4 v)
 }
 #include "matmul_tile.glsl"
 
+// vec4 slots of the A and op(B) tiles per invocation (VEC).
+const uint NA = (BM * BK / 4u + WG - 1u) / WG;
+const uint NB = (BK * BN / 4u + WG - 1u) / WG;
+
+void fetch_tiles(out vec4 ra[NA], out vec4 rb[NB], uint tid, uint k0, uint row0, uint col0,
+                 uint offa, uint offb, bool trans_b)
+{
+    for (uint i = 0u; i < NA; i++)
+        ra[i] = tid + i * WG < BM * BK / 4u ? fetch_a4(tid + i * WG, k0, row0, offa) : vec4(0.0);
+    for (uint i = 0u; i < NB; i++)
+        rb[i] = tid + i * WG < BK * BN / 4u ? fetch_b4(tid + i * WG, k0, col0, offb, trans_b)
+                                            : vec4(0.0);
+}
+
 #define MAT_A coopmat<float16_t, gl_ScopeSubgroup, CM, CK, gl_MatrixUseA>
 #define MAT_B coopmat<float16_t, gl_ScopeSubgroup, CK, CN, gl_MatrixUseB>
 #define MAT_C coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator>
@@ -108,9 +123,26 @@ void main()
     for (uint i = 0u; i < TM * TN; i++)
         acc[i] = MAT_C(0.0);
 
+    // With VEC the next tile's loads are issued before the products of the
+    // staged one and held in registers (NA + NB vec4s per invocation), so
+    // that memory latency overlaps the matrix instructions.
+    vec4 ra[NA], rb[NB];
+    if (VEC)
+        fetch_tiles(ra, rb, tid, 0u, row0, col0, offa, offb, trans_b);
     for (uint k0 = 0u; k0 < p.K; k0 += BK) {
-        load_tiles(tid, k0, row0, col0, offa, offb, trans_b);
+        if (VEC) {
+            for (uint i = 0u; i < NA; i++)
+                if (tid + i * WG < BM * BK / 4u)
+                    put_a4_slot(tid + i * WG, ra[i]);
+            for (uint i = 0u; i < NB; i++)
+                if (tid + i * WG < BK * BN / 4u)
+                    put_b4_slot(tid + i * WG, rb[i], trans_b);
+        } else {
+            load_tiles(tid, k0, row0, col0, offa, offb, trans_b);
+        }
         barrier();
+        if (VEC && k0 + BK < p.K)
+            fetch_tiles(ra, rb, tid, k0 + BK, row0, col0, offa, offb, trans_b);
         if (computes) {
             for (uint kk = 0u; kk < BK; kk += CK) {
                 MAT_A ma[TM];

@@ -14,61 +14,74 @@
 
 #include "matmul_out.glsl"
 
+// The vec4 staging (VEC) in two halves, so that a kernel may hold the next
+// tile's loads in registers while it computes on the staged one: slot l of
+// A's tile (BM * BK / 4 slots) or of op(B)'s (BK * BN / 4), fetched from
+// memory for the tile at k0, then put in shared memory.
+vec4 fetch_a4(uint l, uint k0, uint row0, uint offa)
+{
+    const uint g = row0 + l / (BK / 4u), gk = k0 + (l % (BK / 4u)) * 4u;
+    return g < p.M && gk < p.K ? ld4_a((offa + g * p.lda + gk) / 4u) : vec4(0.0);
+}
+
+void put_a4_slot(uint l, vec4 v) { put_a4(l / (BK / 4u), (l % (BK / 4u)) * 4u, v); }
+
+vec4 fetch_b4(uint l, uint k0, uint col0, uint offb, bool trans_b)
+{
+    if (trans_b) { // a row of B along K
+        const uint g = col0 + l / (BK / 4u), gk = k0 + (l % (BK / 4u)) * 4u;
+        return g < p.N && gk < p.K ? ld4_b((offb + g * p.ldb + gk) / 4u) : vec4(0.0);
+    }
+    const uint gk = k0 + l / (BN / 4u), gn = col0 + (l % (BN / 4u)) * 4u;
+    return gk < p.K && gn < p.N ? ld4_b((offb + gk * p.ldb + gn) / 4u) : vec4(0.0);
+}
+
+void put_b4_slot(uint l, vec4 v, bool trans_b)
+{
+    if (trans_b)
+        put_b4_k((l % (BK / 4u)) * 4u, l / (BK / 4u), v);
+    else
+        put_b4_n(l / (BN / 4u), (l % (BN / 4u)) * 4u, v);
+}
+
 // Rows first .. first + R - 1 (of `extent`) of A (is_a), or of B with op T,
-// BK elements from k0 along each: A's tile, or op(B)'s tile transposed.
+// BK elements from k0 along each, one at a time: A's tile, or op(B)'s tile
+// transposed.
 void load_k_rows(bool is_a, uint tid, uint k0, uint first, uint extent, uint R, uint off,
                  uint ld)
 {
-    if (VEC) {
-        for (uint l = tid; l < R * BK / 4u; l += WG) {
-            const uint r = l / (BK / 4u), kk = (l % (BK / 4u)) * 4u;
-            const uint g = first + r, gk = k0 + kk;
-            vec4 v = vec4(0.0);
-            if (g < extent && gk < p.K)
-                v = is_a ? ld4_a((off + g * ld + gk) / 4u) : ld4_b((off + g * ld + gk) / 4u);
-            if (is_a)
-                put_a4(r, kk, v);
-            else
-                put_b4_k(kk, r, v);
-        }
-    } else {
-        for (uint l = tid; l < R * BK; l += WG) {
-            const uint r = l / BK, kk = l % BK;
-            const uint g = first + r, gk = k0 + kk;
-            float x = 0.0;
-            if (g < extent && gk < p.K)
-                x = is_a ? ld_a(off + g * ld + gk) : ld_b(off + g * ld + gk);
-            if (is_a)
-                put_a(r, kk, x);
-            else
-                put_b(kk, r, x);
-        }
+    for (uint l = tid; l < R * BK; l += WG) {
+        const uint r = l / BK, kk = l % BK;
+        const uint g = first + r, gk = k0 + kk;
+        float x = 0.0;
+        if (g < extent && gk < p.K)
+            x = is_a ? ld_a(off + g * ld + gk) : ld_b(off + g * ld + gk);
+        if (is_a)
+            put_a(r, kk, x);
+        else
+            put_b(kk, r, x);
     }
 }
 
 void load_tiles(uint tid, uint k0, uint row0, uint col0, uint offa, uint offb, bool trans_b)
 {
+    if (VEC) {
+        for (uint l = tid; l < BM * BK / 4u; l += WG)
+            put_a4_slot(l, fetch_a4(l, k0, row0, offa));
+        for (uint l = tid; l < BK * BN / 4u; l += WG)
+            put_b4_slot(l, fetch_b4(l, k0, col0, offb, trans_b), trans_b);
+        return;
+    }
     // A tile: BM rows x BK columns, read along rows of A.
     load_k_rows(true, tid, k0, row0, p.M, BM, offa, p.lda);
     // op(B) tile: BK rows x BN columns, read along B's contiguous axis.
     if (trans_b) {
         load_k_rows(false, tid, k0, col0, p.N, BN, offb, p.ldb);
     } else {
-        if (VEC) {
-            for (uint l = tid; l < BK * BN / 4u; l += WG) {
-                const uint kk = l / (BN / 4u), n = (l % (BN / 4u)) * 4u;
-                const uint gk = k0 + kk, gn = col0 + n;
-                vec4 v = vec4(0.0);
-                if (gk < p.K && gn < p.N)
-                    v = ld4_b((offb + gk * p.ldb + gn) / 4u);
-                put_b4_n(kk, n, v);
-            }
-        } else {
-            for (uint l = tid; l < BK * BN; l += WG) {
-                const uint kk = l / BN, n = l % BN;
-                const uint gk = k0 + kk, gn = col0 + n;
-                put_b(kk, n, (gk < p.K && gn < p.N) ? ld_b(offb + gk * p.ldb + gn) : 0.0);
-            }
+        for (uint l = tid; l < BK * BN; l += WG) {
+            const uint kk = l / BN, n = l % BN;
+            const uint gk = k0 + kk, gn = col0 + n;
+            put_b(kk, n, (gk < p.K && gn < p.N) ? ld_b(offb + gk * p.ldb + gn) : 0.0);
         }
     }
 }

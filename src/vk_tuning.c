@@ -79,7 +79,8 @@ static const char *tile_check(const vkmha_device_info *d, vkmha_tile_config *t, 
 }
 
 /* Completes a cooperative tile (its workgroup size; all zero: the automatic
- * one, 2 x 2 matrices per subgroup on 2 x 2 subgroups, 32 deep) for the
+ * one, 4 x 2 matrices per subgroup on 2 x 2 subgroups, 32 deep: 128 x 64 with
+ * 16 x 16 shapes; docs/PERFORMANCE.md has the tiles timed on a GPU) for the
  * context's matrix shape and checks it like tile_check. */
 static const char *coop_tile_check(const vk_state *vk, vkmha_tile_config *t, bool *limits)
 {
@@ -94,7 +95,7 @@ static const char *coop_tile_check(const vk_state *vk, vkmha_tile_config *t, boo
                      "not compile them: tools/mesa26)";
     *limits = false;
     if (!t->bm && !t->bn && !t->bk && !t->tm && !t->tn) {
-        t->tm = t->tn = 2;
+        t->tm = 4, t->tn = 2;
         t->bm = 2 * t->tm * cm, t->bn = 2 * t->tn * cn;
         for (t->bk = ck; t->bk < 32 || t->bk % 8; t->bk += ck) {
         }
@@ -217,9 +218,12 @@ static bool pick_flash(const vkmha_device_info *d, uint32_t max_dim, bool cpu,
  * of maxSubgroupSize. Each invocation then keeps SR rows x D4 / TX vec4
  * columns of the output (BR D4 / WG in all, whatever the split), taken with
  * the most invocations along a row (TX), which read neighbouring columns.
- * On GPUs a block first has to fit half of 64 KiB, so that two workgroups
- * share a compute unit (as the scalar blocks: tools/vkmha-occupancy on
- * gfx1100 measured 1 workgroup per CU at d128 with the 64 KiB block). */
+ * On AMD GPUs a block first has to fit half of 64 KiB, so that two
+ * workgroups share a compute unit (as the scalar blocks: tools/vkmha-occupancy
+ * on gfx1100 measured 1 workgroup per CU at d128 with the 64 KiB block);
+ * other GPUs take the largest block the workgroup's shared memory holds
+ * (NVIDIA: 48 KiB of a multiprocessor's 100-228, so several still share
+ * one; docs/PERFORMANCE.md has the blocks timed on a GPU). */
 static bool pick_flash_coop_within(const vk_state *vk, uint32_t max_dim, uint64_t shared,
                                    vk_flash_config *out)
 {
@@ -256,7 +260,8 @@ static bool pick_flash_coop_within(const vk_state *vk, uint32_t max_dim, uint64_
 static bool pick_flash_coop(const vk_state *vk, uint32_t max_dim, vk_flash_config *out)
 {
     const uint64_t most = vk->info.max_shared_memory;
-    return (vk->info.type != VKMHA_DEVICE_TYPE_CPU && most > 32768 &&
+    const bool amd = vk->info.vendor_id == 0x1002;
+    return (amd && vk->info.type != VKMHA_DEVICE_TYPE_CPU && most > 32768 &&
             pick_flash_coop_within(vk, max_dim, 32768, out)) ||
            pick_flash_coop_within(vk, max_dim, most, out);
 }

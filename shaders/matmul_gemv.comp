@@ -4,12 +4,12 @@
 // weights) and M of at most RM rows per dispatch row (the host's
 // VK_GPU_GEMV_ROWS). Reading B once at memory speed is the whole cost, so a
 // workgroup takes CW output columns and its subgroups take them in turn: the
-// lanes of a subgroup stride along K (coalesced, vec4 loads with VEC), each
-// summing its share of every row's dot product, and a subgroup reduction
-// adds the lanes' sums. No shared memory, no barrier; any subgroup size
-// (the loops follow gl_SubgroupID and gl_NumSubgroups). The same bindings,
-// push block, batching, bias and ranges of k as shaders/matmul.comp; edges
-// of any size.
+// lanes of a subgroup stride along K (coalesced, with VEC four vec4 loads in
+// flight per lane), each summing its share of every row's dot product, and
+// a subgroup reduction adds the lanes' sums. No shared memory, no barrier;
+// any subgroup size (the loops follow gl_SubgroupID and gl_NumSubgroups).
+// The same bindings, push block, batching, bias and ranges of k as
+// shaders/matmul.comp; edges of any size.
 //
 // TEXEL_LAYOUT (CPU devices, whose matmul layout puts the register
 // variant's texel views at bindings 0 and 1): A and B at bindings 4 and 5.
@@ -24,6 +24,7 @@ layout(constant_id = 0) const uint WG = 128;
 layout(constant_id = 1) const uint CW = 8;     // output columns per workgroup
 layout(constant_id = 2) const bool VEC = false; // vec4 loads along K (host-aligned)
 const uint RM = 8u; // rows per workgroup at most: VK_GPU_GEMV_ROWS
+const uint UNROLL = 4u; // vec4 loads of B per lane in flight (VEC)
 
 #include "matmul_push.glsl"
 
@@ -60,7 +61,22 @@ void main()
         for (uint r = 0u; r < RM; r++)
             acc[r] = 0.0;
         if (VEC) {
-            for (uint k4 = lane; k4 < p.K / 4u; k4 += gl_SubgroupSize) {
+            // UNROLL vec4s of B in flight per lane before their sums: a
+            // decode step is bound by how many bytes of B are in flight.
+            const uint k4s = p.K / 4u, step = gl_SubgroupSize;
+            uint k4 = lane;
+            for (; k4 + (UNROLL - 1u) * step < k4s; k4 += UNROLL * step) {
+                vec4 bv[UNROLL];
+                for (uint u = 0u; u < UNROLL; u++)
+                    bv[u] = ld4_b(b_row / 4u + k4 + u * step);
+                for (uint r = 0u; r < RM; r++)
+                    if (r < rows) {
+                        const uint a4 = (offa + (row0 + r) * p.lda) / 4u + k4;
+                        for (uint u = 0u; u < UNROLL; u++)
+                            acc[r] += dot(ld4_a(a4 + u * step), bv[u]);
+                    }
+            }
+            for (; k4 < k4s; k4 += step) {
                 const vec4 bv = ld4_b(b_row / 4u + k4);
                 for (uint r = 0u; r < RM; r++)
                     if (r < rows)

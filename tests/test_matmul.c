@@ -284,6 +284,7 @@ int main(void)
         {1, 3, 37, 64, T, true, 0, 0, 0, 0, 0, 0},
         {1, 4, 70, 32, N, true, 0, 0, 0, 0, 0, 0},
         {1, 2, 45, 13, T, true, 0, 0, 0, 0, 0, 0},
+        {1, 3, 70, 1028, T, true, 0, 0, 0, 0, 0, 0},   /* long K: the GEMV's unrolled vec4s + tail */
         {3, 4, 33, 20, T, false, 0, 0, 0, 0, 0, BC},   /* batched rows over shared weights */
         {2, 1, 9, 11, N, true, 0, 3, 5, 7, 0, 0},      /* padded rows */
         {1, 300, 1, 75, N, false, 0, 0, 0, 0, 0, 0},   /* a single column */

@@ -55,6 +55,29 @@ static vkmha_tensor *random_tensor(vkmha_context *ctx, uint32_t rank, const uint
     return t;
 }
 
+/* The kernels the rows meet, with their parameters (or "off": disabled by
+ * VKMHA_DISABLE_PATHS, say), so that runs with other tiles are told apart. */
+static void print_kernels(vkmha_context *ctx)
+{
+    static const char *const names[] = {"matmul_coop_vec", "matmul_large_vec", "flash_coop_d64",
+                                        "flash_d64"};
+    vkmha_kernel_info k[64];
+    uint32_t count = 64;
+    if (vkmha_context_get_kernels(ctx, &count, k))
+        return;
+    for (size_t n = 0; n < sizeof names / sizeof names[0]; n++)
+        for (uint32_t i = 0; i < count && i < 64; i++) {
+            if (strcmp(k[i].name, names[n]))
+                continue;
+            printf("# %-17s", k[i].name);
+            if (!k[i].available)
+                printf(" off");
+            for (uint32_t j = 0; k[i].available && j < k[i].param_count; j++)
+                printf(" %s=%u", k[i].params[j].name, k[i].params[j].value);
+            printf("\n");
+        }
+}
+
 /* Times reps calls of fn(arg) after one warm-up: median wall and device ms. */
 static void timed(vkmha_context *ctx, uint32_t reps, vkmha_status (*fn)(const void *),
                   const void *arg, double *wall, double *gpu)
@@ -220,6 +243,7 @@ int main(int argc, char **argv)
     printf("vkmha-bench-gpu %s: %s (%s %s), matrix units %s, %u reps\n", date, info.device.name,
            info.device.driver_name, info.device.driver_info,
            info.cooperative_matrix ? "used" : "not used", reps);
+    print_kernels(ctx);
     uint64_t seed = 1;
     for (size_t i = 0; i < n; i++)
         measure(ctx, &t[i], reps, &seed);

@@ -53,50 +53,55 @@ TYPED_IN(1, 1, b)
 TYPED_IN(2, 2, bias) // [N], or [M][ld_add] (ADDEND)
 TYPED_IO(3, 3, c)
 
+TYPED_LD4H(0, a)
+TYPED_LD4H(1, b)
+
 const uint SGM = BM / (TM * CM); // subgroups along M
 const uint SGN = BN / (TN * CN); // subgroups along N
-// Row strides of the staged tiles, in halves: padded by 8 (16 bytes, which
-// keeps every matrix load 16-byte aligned) against bank conflicts.
-const uint AS = BK + 8u;
-const uint BS = BN + 8u;
+// The staged tiles hold fp16 in f16vec4s (one 8-byte store per 4 elements;
+// the matrix loads count offsets and strides in them, so CN and CK are
+// multiples of 4: the host checks). Row strides padded by 2 (16 bytes,
+// which keeps every matrix load 16-byte aligned) against bank conflicts.
+// A: [BM][AS4], row-major along K. op(B): with op N [BK][BS4] (rows of B
+// along N), with op T [BN][AS4] (rows of B along K, read as a column-major
+// op(B)): either way the loads copy contiguous runs of memory.
+const uint AS4 = BK / 4u + 2u;
+const uint BS4 = BN / 4u + 2u;
+const uint BSZ = BK * BS4 > BN * AS4 ? BK * BS4 : BN * AS4;
 
-shared float16_t As[BM * AS]; // As[m * AS + k]: A tile, row-major
-shared float16_t Bs[BK * BS]; // Bs[k * BS + n]: op(B) tile, row-major
+shared f16vec4 As[BM * AS4];
+shared f16vec4 Bs[BSZ];
 shared float Cs[SGM * SGN * CM * CN]; // a CM x CN staging area per subgroup
 
-void put_a(uint m, uint kk, float x) { As[m * AS + kk] = float16_t(x); }
-void put_b(uint kk, uint n, float x) { Bs[kk * BS + n] = float16_t(x); }
-void put_a4(uint m, uint kk, vec4 v)
+void put_a(uint m, uint kk, float x) { As[m * AS4 + kk / 4u][kk % 4u] = float16_t(x); }
+void put_b(uint kk, uint n, float x)
 {
-    const uint at = m * AS + kk;
-    As[at] = float16_t(v.x); As[at + 1u] = float16_t(v.y);
-    As[at + 2u] = float16_t(v.z); As[at + 3u] = float16_t(v.w);
+    if ((p.flags & FLAG_TRANS_B) != 0u)
+        Bs[n * AS4 + kk / 4u][kk % 4u] = float16_t(x);
+    else
+        Bs[kk * BS4 + n / 4u][n % 4u] = float16_t(x);
 }
-void put_b4_k(uint kk, uint n, vec4 v)
-{
-    Bs[kk * BS + n] = float16_t(v.x); Bs[(kk + 1u) * BS + n] = float16_t(v.y);
-    Bs[(kk + 2u) * BS + n] = float16_t(v.z); Bs[(kk + 3u) * BS + n] = float16_t(v.w);
-}
-void put_b4_n(uint kk, uint n, vec4 v)
-{
-    const uint at = kk * BS + n;
-    Bs[at] = float16_t(v.x); Bs[at + 1u] = float16_t(v.y);
-    Bs[at + 2u] = float16_t(v.z); Bs[at + 3u] = float16_t(v.w);
-}
+void put_a4(uint m, uint kk, f16vec4 v) { As[m * AS4 + kk / 4u] = v; }
+void put_b4_k(uint kk, uint n, f16vec4 v) { Bs[n * AS4 + kk / 4u] = v; }
+void put_b4_n(uint kk, uint n, f16vec4 v) { Bs[kk * BS4 + n / 4u] = v; }
+#define TILE_VEC4 f16vec4
+#define TILE_LD4_A ld4h_a
+#define TILE_LD4_B ld4h_b
 #include "matmul_tile.glsl"
 
 // vec4 slots of the A and op(B) tiles per invocation (VEC).
 const uint NA = (BM * BK / 4u + WG - 1u) / WG;
 const uint NB = (BK * BN / 4u + WG - 1u) / WG;
 
-void fetch_tiles(out vec4 ra[NA], out vec4 rb[NB], uint tid, uint k0, uint row0, uint col0,
-                 uint offa, uint offb, bool trans_b)
+void fetch_tiles(out f16vec4 ra[NA], out f16vec4 rb[NB], uint tid, uint k0, uint row0,
+                 uint col0, uint offa, uint offb, bool trans_b)
 {
     for (uint i = 0u; i < NA; i++)
-        ra[i] = tid + i * WG < BM * BK / 4u ? fetch_a4(tid + i * WG, k0, row0, offa) : vec4(0.0);
+        ra[i] = tid + i * WG < BM * BK / 4u ? fetch_a4(tid + i * WG, k0, row0, offa)
+                                            : f16vec4(0.0);
     for (uint i = 0u; i < NB; i++)
         rb[i] = tid + i * WG < BK * BN / 4u ? fetch_b4(tid + i * WG, k0, col0, offb, trans_b)
-                                            : vec4(0.0);
+                                            : f16vec4(0.0);
 }
 
 #define MAT_A coopmat<float16_t, gl_ScopeSubgroup, CM, CK, gl_MatrixUseA>
@@ -126,7 +131,7 @@ void main()
     // With VEC the next tile's loads are issued before the products of the
     // staged one and held in registers (NA + NB vec4s per invocation), so
     // that memory latency overlaps the matrix instructions.
-    vec4 ra[NA], rb[NB];
+    f16vec4 ra[NA], rb[NB];
     if (VEC)
         fetch_tiles(ra, rb, tid, 0u, row0, col0, offa, offb, trans_b);
     for (uint k0 = 0u; k0 < p.K; k0 += BK) {
@@ -147,12 +152,17 @@ void main()
             for (uint kk = 0u; kk < BK; kk += CK) {
                 MAT_A ma[TM];
                 for (uint i = 0u; i < TM; i++)
-                    coopMatLoad(ma[i], As, (sm * TM + i) * CM * AS + kk, AS,
+                    coopMatLoad(ma[i], As, (sm * TM + i) * CM * AS4 + kk / 4u, AS4,
                                 gl_CooperativeMatrixLayoutRowMajor);
                 for (uint j = 0u; j < TN; j++) {
                     MAT_B mb;
-                    coopMatLoad(mb, Bs, kk * BS + (sn * TN + j) * CN, BS,
-                                gl_CooperativeMatrixLayoutRowMajor);
+                    const uint n = (sn * TN + j) * CN;
+                    if (trans_b)
+                        coopMatLoad(mb, Bs, n * AS4 + kk / 4u, AS4,
+                                    gl_CooperativeMatrixLayoutColumnMajor);
+                    else
+                        coopMatLoad(mb, Bs, kk * BS4 + n / 4u, BS4,
+                                    gl_CooperativeMatrixLayoutRowMajor);
                     for (uint i = 0u; i < TM; i++)
                         acc[i * TN + j] = coopMatMulAdd(ma[i], mb, acc[i * TN + j]);
                 }

@@ -3,14 +3,20 @@
 // lay out in shared memory differently: the includer defines where an
 // element goes,
 //   put_a(m, kk, x)      A (row0 + m, k0 + kk)
-//   put_a4(m, kk, v)     A (row0 + m, k0 + kk .. + 3)
+//   put_a4(m, kk, v)     A (row0 + m, k0 + kk .. + 3)   (v a TILE_VEC4, below)
 //   put_b(kk, n, x)      op(B) (k0 + kk, col0 + n)
 //   put_b4_k(kk, n, v)   op(B) (k0 + kk .. + 3, col0 + n)   (op T: a row of B)
 //   put_b4_n(kk, n, v)   op(B) (k0 + kk, col0 + n .. + 3)   (op N)
 // after WG, BM, BN, BK, VEC, the push block `p` and the typed bindings a and
 // b. Elements past M, N or K are zeros; with VEC (the host guarantees the
 // alignment: shaders/matmul.comp) the loads are vec4s along the contiguous
-// axis.
+// axis: TILE_VEC4 values read by TILE_LD4_A / TILE_LD4_B (default vec4,
+// ld4_a and ld4_b; matmul_coop.comp takes fp16 bits unconverted).
+#ifndef TILE_VEC4
+#define TILE_VEC4 vec4
+#define TILE_LD4_A ld4_a
+#define TILE_LD4_B ld4_b
+#endif
 
 #include "matmul_out.glsl"
 
@@ -18,25 +24,25 @@
 // tile's loads in registers while it computes on the staged one: slot l of
 // A's tile (BM * BK / 4 slots) or of op(B)'s (BK * BN / 4), fetched from
 // memory for the tile at k0, then put in shared memory.
-vec4 fetch_a4(uint l, uint k0, uint row0, uint offa)
+TILE_VEC4 fetch_a4(uint l, uint k0, uint row0, uint offa)
 {
     const uint g = row0 + l / (BK / 4u), gk = k0 + (l % (BK / 4u)) * 4u;
-    return g < p.M && gk < p.K ? ld4_a((offa + g * p.lda + gk) / 4u) : vec4(0.0);
+    return g < p.M && gk < p.K ? TILE_LD4_A((offa + g * p.lda + gk) / 4u) : TILE_VEC4(0.0);
 }
 
-void put_a4_slot(uint l, vec4 v) { put_a4(l / (BK / 4u), (l % (BK / 4u)) * 4u, v); }
+void put_a4_slot(uint l, TILE_VEC4 v) { put_a4(l / (BK / 4u), (l % (BK / 4u)) * 4u, v); }
 
-vec4 fetch_b4(uint l, uint k0, uint col0, uint offb, bool trans_b)
+TILE_VEC4 fetch_b4(uint l, uint k0, uint col0, uint offb, bool trans_b)
 {
     if (trans_b) { // a row of B along K
         const uint g = col0 + l / (BK / 4u), gk = k0 + (l % (BK / 4u)) * 4u;
-        return g < p.N && gk < p.K ? ld4_b((offb + g * p.ldb + gk) / 4u) : vec4(0.0);
+        return g < p.N && gk < p.K ? TILE_LD4_B((offb + g * p.ldb + gk) / 4u) : TILE_VEC4(0.0);
     }
     const uint gk = k0 + l / (BN / 4u), gn = col0 + (l % (BN / 4u)) * 4u;
-    return gk < p.K && gn < p.N ? ld4_b((offb + gk * p.ldb + gn) / 4u) : vec4(0.0);
+    return gk < p.K && gn < p.N ? TILE_LD4_B((offb + gk * p.ldb + gn) / 4u) : TILE_VEC4(0.0);
 }
 
-void put_b4_slot(uint l, vec4 v, bool trans_b)
+void put_b4_slot(uint l, TILE_VEC4 v, bool trans_b)
 {
     if (trans_b)
         put_b4_k((l % (BK / 4u)) * 4u, l / (BK / 4u), v);

@@ -291,6 +291,25 @@ vec4 texel16(uvec2 w, uint dt)
 #define TEXEL_FETCH(t, i, S) texelFetch(t, int(i))
 #endif
 
+// ld4h_NAME(i4) (declared by TYPED_LD4H(S, NAME) after TYPED_IN, in shaders
+// that enable float16 arithmetic types): elements 4 i4 .. 4 i4 + 3 as an
+// f16vec4, an F16 binding's bits copied unconverted where the binding is
+// 4-aligned, anything else through ld4 (exact for F16 either way).
+#if NATIVE16
+#define TYPED_RAW4H_(NAME, i4) NAME##_h4[i4]
+#else
+#define TYPED_RAW4H_(NAME, i4)                                                     \
+    f16vec4(unpackFloat2x16(NAME##_u2[i4].x), unpackFloat2x16(NAME##_u2[i4].y))
+#endif
+#define TYPED_LD4H(S, NAME)                                                        \
+    f16vec4 ld4h_##NAME(uint i4)                                                   \
+    {                                                                              \
+        const uint m = MISALIGN(S);                                                \
+        if (DTYPE(S) == DT_F16 && (m & 3u) == 0u)                                  \
+            return TYPED_RAW4H_(NAME, i4 + (m >> 2u));                             \
+        return f16vec4(ld4_##NAME(i4));                                            \
+    }
+
 #define TYPED_IN(B, S, NAME) TYPED_DECL_(B, NAME, readonly) TYPED_LD_(S, NAME)
 #define TYPED_OUT(B, S, NAME) TYPED_DECL_(B, NAME, ) TYPED_ST_(S, NAME)
 #define TYPED_IO(B, S, NAME) TYPED_DECL_(B, NAME, ) TYPED_LD_(S, NAME) TYPED_ST_(S, NAME)

@@ -77,8 +77,12 @@ uint64_t vk_matmul_shared_bytes(uint64_t bm, uint64_t bn, uint64_t bk)
 
 uint64_t vk_matmul_coop_shared_bytes(const vkmha_tile_config *t)
 {
+    /* shaders/matmul_coop.comp: A [bm][bk + 8] halves; op(B) [bk][bn + 8]
+     * (op N) or [bn][bk + 8] (op T) in one array; a float staging area of
+     * cm x cn per subgroup. */
     const uint64_t bm = t->bm, bn = t->bn, bk = t->bk;
-    return 2 * (bm * (bk + 8) + bk * (bn + 8)) + 4 * (bm / t->tm) * (bn / t->tn);
+    const uint64_t b_n = bk * (bn + 8), b_t = bn * (bk + 8);
+    return 2 * (bm * (bk + 8) + (b_n > b_t ? b_n : b_t)) + 4 * (bm / t->tm) * (bn / t->tn);
 }
 
 uint64_t vk_flash_shared_bytes(uint64_t br, uint64_t bc, uint64_t d4)

@@ -104,6 +104,8 @@ static const char *coop_tile_check(const vk_state *vk, vkmha_tile_config *t, boo
         t->bn % (t->tn * cn) || t->bk % ck || t->bk % 8)
         return "the cooperative variant needs bm, bn nonzero multiples of tm, tn times the "
                "device's matrix shape, and bk of its depth and of 8";
+    if (cn % 4 || ck % 4) /* its tiles are staged in f16vec4s */
+        return "the cooperative variant needs a matrix shape whose n and k are multiples of 4";
     if (t->tm * t->tn > 16)
         return "the cooperative variant needs tm * tn <= 16";
     const uint64_t groups = (uint64_t)(t->bm / (t->tm * cm)) * (t->bn / (t->tn * cn));

@@ -133,6 +133,16 @@ void put4kv(uint at, vec4 v)
     kvh[at] = float16_t(v.x); kvh[at + 1u] = float16_t(v.y);
     kvh[at + 2u] = float16_t(v.z); kvh[at + 3u] = float16_t(v.w);
 }
+// K and V rows whose starts are 4-aligned and whose widths are whole vec4s
+// are staged from one fp16 load of 4 elements each, their bits unconverted
+// (shaders/typed.glsl's ld4h; exact either way).
+TYPED_LD4H(1, k)
+TYPED_LD4H(2, v)
+void put4kvh(uint at, f16vec4 h)
+{
+    kvh[at] = h.x; kvh[at + 1u] = h.y;
+    kvh[at + 2u] = h.z; kvh[at + 3u] = h.w;
+}
 
 // ps[r][c] = Q K^T for the block's rows and keys (their first `depth`
 // columns, a multiple of CK), a tile per subgroup in turn.
@@ -246,6 +256,11 @@ void main()
     // zeroes its strides): the bases wrap around 2^32, the sums do not.
     const uint k_base = (b + p.kv_b0) * p.k_sb + hk * p.k_sh - p.kv_key0 * p.k_ld;
     const uint v_base = (b + p.kv_b0) * p.v_sb + hk * p.v_sh - p.kv_key0 * p.v_ld;
+#if defined(COOP) && COOP
+    // Every K (V) row starts 4-aligned and holds whole vec4s: put4kvh.
+    const bool k_whole = (k_base | p.k_ld | P_DK) % 4u == 0u;
+    const bool v_whole = (v_base | p.v_ld | P_DV) % 4u == 0u;
+#endif
     // This entry's keys: len_b (a KV cache entry may hold fewer than len_k).
     const uint len_b = (p.flags & MASK_LENGTHS) != 0u ? min(lens[b], p.len_k) : p.len_k;
     const bool weights_mode = (p.flags & MODE_WEIGHTS) != 0u;
@@ -321,8 +336,11 @@ void main()
         const uint depth = (dk4 * 4u + CK - 1u) / CK * CK;
         for (uint e = tid; e < nk * (depth / 4u); e += WG) {
             const uint j = e / (depth / 4u), c4 = e % (depth / 4u);
-            put4kv(j * DS + 4u * c4,
-                   c4 < dk4 ? load_k(k_base + (j0 + j) * p.k_ld, 4u * c4, P_DK) : vec4(0.0));
+            const uint row = k_base + (j0 + j) * p.k_ld;
+            if (c4 < dk4 && k_whole)
+                put4kvh(j * DS + 4u * c4, ld4h_k(row / 4u + c4));
+            else
+                put4kv(j * DS + 4u * c4, c4 < dk4 ? load_k(row, 4u * c4, P_DK) : vec4(0.0));
         }
         barrier();
         scores_coop(depth);
@@ -422,9 +440,12 @@ void main()
         const uint width = (dv4 * 4u + CN - 1u) / CN * CN;
         for (uint e = tid; e < BC * (width / 4u); e += WG) {
             const uint jj = e / (width / 4u), c4 = e % (width / 4u);
-            put4kv(jj * DS + 4u * c4, jj < nk && c4 < dv4
-                                          ? load_v(v_base + (j0 + jj) * p.v_ld, 4u * c4, P_DV)
-                                          : vec4(0.0));
+            const uint row = v_base + (j0 + jj) * p.v_ld;
+            if (jj < nk && c4 < dv4 && v_whole)
+                put4kvh(jj * DS + 4u * c4, ld4h_v(row / 4u + c4));
+            else
+                put4kv(jj * DS + 4u * c4,
+                       jj < nk && c4 < dv4 ? load_v(row, 4u * c4, P_DV) : vec4(0.0));
         }
         barrier();
         pv_coop(width);

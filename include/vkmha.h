@@ -294,7 +294,9 @@ typedef enum vkmha_matmul_variant {
      * through (bm / (tm * CM)) x (bn / (tn * CN)) subgroups of tm x tn
      * matrices each, where CM x CN x CK is the device's fp16 shape
      * (vkmha_context_info.matrix_shapes): bm, bn multiples of tm * CM,
-     * tn * CN, and bk of CK and of 8. All zero: the automatic tile. GPUs
+     * tn * CN, and bk of CK and of 8; CN and CK must be multiples of 4
+     * (the tiles are staged in vec4s; VKMHA_ERROR_UNSUPPORTED else).
+     * All zero: the automatic tile (2 x 2 subgroups of 2 x 2). GPUs
      * use it by default for fp16 products where the device has the
      * extension and this build its shaders
      * (vkmha_context_info.cooperative_matrix); a CPU device (lavapipe's

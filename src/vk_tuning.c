@@ -82,8 +82,9 @@ static const char *tile_check(const vkmha_device_info *d, vkmha_tile_config *t, 
  * one, 2 x 2 matrices per subgroup on 2 x 2 subgroups, 32 deep: 64 x 64 with
  * 16 x 16 shapes) for the context's matrix shape and checks it like
  * tile_check. On an H200 (docs/PERFORMANCE.md) five tiles from 64 x 64 to
- * 256 x 128 ran 4096^3 within 10% of each other (3.9-4.8 ms) and 64 x 64 ran
- * the layer of L 1024, d_model 512 fastest (its grid fills the GPU). */
+ * 256 x 128 ran 4096^3 in 3.9-4.8 ms (64 x 64: 4.2, 8% behind the best) and
+ * 64 x 64 ran the layer of L 1024, d_model 512 fastest (its grid fills the
+ * GPU). */
 static const char *coop_tile_check(const vk_state *vk, vkmha_tile_config *t, bool *limits)
 {
     const vk_tuning *u = &vk->tuning;
@@ -95,6 +96,9 @@ static const char *coop_tile_check(const vk_state *vk, vkmha_tile_config *t, boo
                      "with vulkanMemoryModel and shaderFloat16)"
                    : "this build of vkmha has no cooperative-matrix shaders (its glslang could "
                      "not compile them: tools/mesa26)";
+    if (cn % 4 || ck % 4) /* its tiles are staged in f16vec4s */
+        return "the cooperative variant needs a matrix shape whose n and k are multiples of "
+               "4 (the device's are not)";
     *limits = false;
     if (!t->bm && !t->bn && !t->bk && !t->tm && !t->tn) {
         t->tm = t->tn = 2;
@@ -106,8 +110,6 @@ static const char *coop_tile_check(const vk_state *vk, vkmha_tile_config *t, boo
         t->bn % (t->tn * cn) || t->bk % ck || t->bk % 8)
         return "the cooperative variant needs bm, bn nonzero multiples of tm, tn times the "
                "device's matrix shape, and bk of its depth and of 8";
-    if (cn % 4 || ck % 4) /* its tiles are staged in f16vec4s */
-        return "the cooperative variant needs a matrix shape whose n and k are multiples of 4";
     if (t->tm * t->tn > 16)
         return "the cooperative variant needs tm * tn <= 16";
     const uint64_t groups = (uint64_t)(t->bm / (t->tm * cm)) * (t->bn / (t->tn * cn));

@@ -29,22 +29,6 @@ static const char *dt_name(uint32_t dt)
 }
 
 /* Unit roundoff of a dtype's storage. */
-static double unit(uint32_t dt)
-{
-    return dt == VKMHA_DTYPE_F16 ? 0x1p-11 : dt == VKMHA_DTYPE_BF16 ? 0x1p-8 : 0x1p-24;
-}
-
-/* Compares two arrays of dtype dt, widened. */
-static bool close_dt(const char *name, const char *what, uint32_t dt, const void *got,
-                     const void *want, size_t n, double atol, double rtol)
-{
-    float *g = t_from_dt(dt, got, n), *w = t_from_dt(dt, want, n);
-    bool ok = t_close(name, what, g, w, n, atol, rtol);
-    free(g);
-    free(w);
-    return ok;
-}
-
 /* ---- exact rounding: fp32 tensor -> 16-bit tensor ------------------------- */
 
 static void conversion(vkmha_context *gpu, const char *tag, uint32_t dt, uint32_t dim)
@@ -115,9 +99,9 @@ static void matmul_host(vkmha_context *ref, vkmha_context *gpu, const char *tag,
     T_EXPECT_STATUS(vkmha_matmul(ref, &d, a, b, bias, want), VKMHA_SUCCESS, ok);
     T_EXPECT_STATUS(vkmha_matmul(gpu, &d, a, b, bias, got), VKMHA_SUCCESS, ok);
     /* Terms of size ~1: the sum of k products is ~sqrt(k). */
-    const double u = unit(dt), mag = sqrt((double)k);
+    const double u = t_dt_unit(dt), mag = sqrt((double)k);
     if (ok)
-        ok = close_dt(name, "c", dt, got, want, nc, 2 * u * mag, 2 * u);
+        ok = t_close_dt(name, "c", dt, got, want, nc, 2 * u * mag, 2 * u);
     t_report(ok, "%s", name);
     free(fa), free(fb), free(fbias), free(a), free(b), free(bias), free(want), free(got);
 }
@@ -172,9 +156,9 @@ static void matmul_mixed(vkmha_context *ref, vkmha_context *gpu, const char *tag
         vkmha_tensor_destroy(a), vkmha_tensor_destroy(b), vkmha_tensor_destroy(bias);
         vkmha_tensor_destroy(cc);
     }
-    const double u = unit(dt[3]) > 0x1p-20 ? unit(dt[3]) : 1e-6;
+    const double u = t_dt_unit(dt[3]) > 0x1p-20 ? t_dt_unit(dt[3]) : 1e-6;
     if (ok)
-        ok = close_dt(name, "c", dt[3], out[1], out[0], (size_t)m * n, 2 * u * sqrt(k), 2 * u);
+        ok = t_close_dt(name, "c", dt[3], out[1], out[0], (size_t)m * n, 2 * u * sqrt(k), 2 * u);
     t_report(ok, "%s", name);
     free(fa), free(fb), free(fbias), free(zero), free(out[0]), free(out[1]);
 }
@@ -198,7 +182,7 @@ static void softmax_host(vkmha_context *ref, vkmha_context *gpu, const char *tag
     T_EXPECT_STATUS(vkmha_softmax(ref, &d, x, &mask, want), VKMHA_SUCCESS, ok);
     T_EXPECT_STATUS(vkmha_softmax(gpu, &d, x, &mask, got), VKMHA_SUCCESS, ok);
     if (ok)
-        ok = close_dt(name, "y", dt, got, want, n, 2 * unit(dt), 2 * unit(dt));
+        ok = t_close_dt(name, "y", dt, got, want, n, 2 * t_dt_unit(dt), 2 * t_dt_unit(dt));
     t_report(ok, "%s", name);
     free(fx), free(x), free(want), free(got);
 }
@@ -244,10 +228,10 @@ static bool attention_both(vkmha_context *ref, vkmha_context *gpu, const char *n
     bool ok = true;
     T_EXPECT_STATUS(vkmha_attention(ref, d, q, k, v, mask, out[0], w[0]), VKMHA_SUCCESS, ok);
     T_EXPECT_STATUS(vkmha_attention(gpu, d, q, k, v, mask, out[1], w[1]), VKMHA_SUCCESS, ok);
-    const double u = unit(dt);
+    const double u = t_dt_unit(dt);
     if (ok)
-        ok = close_dt(name, "out", dt, out[1], out[0], n.out, 2 * u, 2 * u) &&
-             close_dt(name, "weights", dt, w[1], w[0], n.weights, 2 * u, 2 * u);
+        ok = t_close_dt(name, "out", dt, out[1], out[0], n.out, 2 * u, 2 * u) &&
+             t_close_dt(name, "weights", dt, w[1], w[0], n.weights, 2 * u, 2 * u);
     if (gpu_out)
         *gpu_out = t_from_dt(dt, out[1], n.out);
     free(q), free(k), free(v), free(out[0]), free(out[1]), free(w[0]), free(w[1]);
@@ -379,10 +363,10 @@ static void layer(vkmha_context *ref, vkmha_context *gpu, const char *tag, uint3
             T_EXPECT_STATUS(vkmha_mha_forward(mha, &io), VKMHA_SUCCESS, ok);
         vkmha_mha_destroy(mha);
     }
-    const double u = unit(adt) > unit(sdt) ? unit(adt) : unit(sdt);
+    const double u = t_dt_unit(adt) > t_dt_unit(sdt) ? t_dt_unit(adt) : t_dt_unit(sdt);
     if (ok)
-        ok = close_dt(name, "out", adt, out[1], out[0], l.n_out, 8 * u, 8 * u) &&
-             close_dt(name, "attn_weights", adt, aw[1], aw[0], l.n_weights, 8 * u, 8 * u);
+        ok = t_close_dt(name, "out", adt, out[1], out[0], l.n_out, 8 * u, 8 * u) &&
+             t_close_dt(name, "attn_weights", adt, aw[1], aw[0], l.n_weights, 8 * u, 8 * u);
     t_report(ok, "%s", name);
     for (int i = 0; i < 4; i++)
         free(w[i]), free(b[i]);
@@ -443,7 +427,8 @@ static void layer_tensors(vkmha_context *ref, vkmha_context *gpu, const char *ta
         vkmha_tensor_destroy(x), vkmha_tensor_destroy(y), vkmha_tensor_destroy(key32);
     }
     if (ok)
-        ok = close_dt(name, "out", dt, out[1], out[0], l.n_out, 8 * unit(dt), 8 * unit(dt));
+        ok = t_close_dt(name, "out", dt, out[1], out[0], l.n_out, 8 * t_dt_unit(dt),
+                        8 * t_dt_unit(dt));
     t_report(ok, "%s", name);
     free(out[0]), free(out[1]), free(out[2]);
     t_layer_free(&l);

@@ -15,7 +15,8 @@
  * values computed here), then every Vulkan path is compared with it element
  * by element, NaN positions included: the default path, the fused path with
  * the keys in 1, 2, 3 and 7 ranges (split-K), and the unfused path; plus the
- * layer and the softmax op.
+ * layer and the softmax op. The -inf, +Inf and NaN problems run again with q,
+ * k and v in fp16 (check_paths_f16): the cooperative fused kernel's inputs.
  *
  * Tolerances: as test_attention.c (weights 1e-6 + 1e-5 |ref|, outputs
  * 2e-6 sqrt(len_k) + 1e-5 |ref|) where the logits are exact in fp32 (small
@@ -24,7 +25,7 @@
  * a score of row i is off by at most E_i = 2^-24 ((d_k + 2) scale
  * max_j sum_c |q_ic k_jc| + max_j |bias_ij|), which moves a weight by at most
  * 2 E_i w_ij and an output by at most 2 E_i max |v|. */
-#include "util.h"
+#include "util_dtype.h"
 
 #define W_ATOL 1e-6
 #define RTOL 1e-5
@@ -224,6 +225,44 @@ static void check_paths(vkmha_context *ref, vkmha_context *gpu, problem *p)
     free(got), free(got_w);
 }
 
+/* The problem with q, k and v in fp16 (rounded; masks and bias as they are)
+ * on every run of gpu, against the reference on the same fp16 inputs: NaN
+ * and Inf at the same places, then 2 units of fp16 (test_dtype.c's bound:
+ * the cooperative fused kernel rounds its weights P to fp16, which moves an
+ * output by at most 2^-11 max |v|). The fp16 fused runs take that kernel
+ * where the context has it (GPUs with matrix units; the mesa26 setup forces
+ * it on lavapipe), else the workgroup-shared or CPU-shaped one. */
+static void check_paths_f16(vkmha_context *ref, vkmha_context *gpu, const problem *p)
+{
+    const uint32_t dt = VKMHA_DTYPE_F16;
+    const double u = t_dt_unit(dt);
+    vkmha_attention_desc d = p->d;
+    d.dtype = dt;
+    void *q = t_to_dt(dt, p->q, p->n.q), *k = t_to_dt(dt, p->k, p->n.k),
+         *v = t_to_dt(dt, p->v, p->n.v);
+    void *want = calloc(p->n.out + 2, 2), *want_w = calloc(p->n.weights + 2, 2),
+         *got = calloc(p->n.out + 2, 2), *got_w = calloc(p->n.weights + 2, 2);
+    char name[200];
+    snprintf(name, sizeof name, "%s, fp16", p->name);
+    bool ref_ok = true;
+    T_EXPECT_STATUS(vkmha_attention(ref, &d, q, k, v, problem_mask(p), want, want_w),
+                    VKMHA_SUCCESS, ref_ok);
+    for (size_t r = 0; r < N_RUNS && ref_ok; r++) {
+        d.path = runs[r].path;
+        d.kv_splits = runs[r].kv_splits;
+        bool ok = true;
+        T_EXPECT_STATUS(vkmha_attention(gpu, &d, q, k, v, problem_mask(p), got, got_w),
+                        VKMHA_SUCCESS, ok);
+        if (!ok)
+            t_diag("%s", vkmha_context_last_error(gpu));
+        ok = ok && t_close_dt(name, "weights", dt, got_w, want_w, p->n.weights, 2 * u, 2 * u) &&
+             t_close_dt(name, "out", dt, got, want, p->n.out, 2 * u, 2 * u);
+        t_report(ok, "%s [%s] matches the reference on the same fp16 inputs", name, runs[r].name);
+    }
+    t_report(ref_ok, "%s: reference backend runs", name);
+    free(q), free(k), free(v), free(want), free(want_w), free(got), free(got_w);
+}
+
 /* The reference's row (b, h, i): weights and output. */
 static const float *ref_w(const problem *p, uint32_t b, uint32_t h, uint32_t i)
 {
@@ -342,6 +381,7 @@ static void neg_inf_bias_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rn
             p.mask.key_padding = p.kp;
         }
         check_paths(ref, gpu, &p);
+        check_paths_f16(ref, gpu, &p);
         if (!random_qk) {
             bool ok = true;
             for (uint32_t i = 0; i < p.d.len_q && ok; i++)
@@ -376,6 +416,7 @@ static void nan_inf_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
     for (uint32_t j = 0; j < 130; j++)
         bias[4 * 130 + j] = j == 70 ? NAN : -INFINITY; /* row 4: -inf around a NaN */
     check_paths(ref, gpu, &p);
+    check_paths_f16(ref, gpu, &p);
     bool ok = rule_holds(&p, 0, 1, 1, weight_nan) && rule_holds(&p, 0, 1, 3, weight_nan) &&
               rule_holds(&p, 0, 1, 4, weight_nan);
     t_report(ok, "+Inf and NaN in the bias: the reference's rows are NaN");
@@ -390,6 +431,7 @@ static void nan_inf_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
     p.v[(size_t)(1 * 130 + 129) * 8 + 7] = NAN;        /* b 1: last value, column 7 */
     p.v[(size_t)(1 * 130 + 5) * 8 + 1] = -INFINITY;    /* b 1: value 5, column 1 */
     check_paths(ref, gpu, &p);
+    check_paths_f16(ref, gpu, &p);
     problem_free(&p);
 
     /* A NaN value behind a key whose weight is 0 (a -inf bias): 0 * NaN is
@@ -403,6 +445,7 @@ static void nan_inf_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
         bias[(size_t)i * 100 + 77] = -INFINITY;
     p.v[77 * 8 + 2] = NAN;
     check_paths(ref, gpu, &p);
+    check_paths_f16(ref, gpu, &p);
     problem_free(&p);
 }
 

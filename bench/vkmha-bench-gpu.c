@@ -9,6 +9,8 @@
  * vkmha's times: the median host wall clock around the call and the median
  * device time of its command buffer (VKMHA_CONTEXT_PROFILE), which is the
  * fair column against PyTorch's CUDA time (both on device-resident data).
+ * A "#" line per row says where its last call's device time went, per
+ * kernel (vkmha_context_get_profile).
  * The ratio is torch ms / vkmha device ms (1.0: as fast). --scale divides
  * every size (a quick run on a CPU device). Prints a table and, with --csv,
  * the rows; exit status 1 when vkmha fails, never because a target is
@@ -170,6 +172,33 @@ static void row_name(const target *t, char *out, size_t cap)
         snprintf(out, cap, "matmul:%u:%u:%u", t->a, t->b, t->c);
 }
 
+/* Where the row's last call spent its device time (vkmha_context_get_profile),
+ * summed per kernel in the order they first ran:
+ * "# mha:1:4096:1024:16: matmul_coop_vec x4 1.071 ms, flash_coop_d64 x1 ...". */
+static void print_profile(vkmha_context *ctx, const target *t)
+{
+    static vkmha_profile_step s[VKMHA_MAX_PROFILE_STEPS];
+    uint32_t n = VKMHA_MAX_PROFILE_STEPS;
+    char row[64];
+    if (vkmha_context_get_profile(ctx, &n, s) || !n)
+        return;
+    row_name(t, row, sizeof row);
+    printf("# %s:", row);
+    for (uint32_t i = 0; i < n && i < VKMHA_MAX_PROFILE_STEPS; i++) {
+        bool first = true;
+        for (uint32_t j = 0; j < i && first; j++)
+            first = strcmp(s[j].name, s[i].name) != 0;
+        uint32_t count = 0;
+        uint64_t ns = 0;
+        for (uint32_t j = i; first && j < n && j < VKMHA_MAX_PROFILE_STEPS; j++)
+            if (!strcmp(s[j].name, s[i].name))
+                count++, ns += s[j].time_ns;
+        if (first)
+            printf("%s %s x%u %.3f ms", i ? "," : "", s[i].name, count, ns / 1e6);
+    }
+    printf("\n");
+}
+
 /* PyTorch's medians for the targets (left 0 when the peer is absent). */
 static void torch_peer(const char *python, const char *script, uint32_t reps, uint32_t threads,
                        target *t, size_t n)
@@ -245,8 +274,10 @@ int main(int argc, char **argv)
            info.cooperative_matrix ? "used" : "not used", reps);
     print_kernels(ctx);
     uint64_t seed = 1;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         measure(ctx, &t[i], reps, &seed);
+        print_profile(ctx, &t[i]);
+    }
     vkmha_context_destroy(ctx);
     if (!no_torch)
         torch_peer(python, script, reps, threads, t, n);

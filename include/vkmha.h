@@ -198,9 +198,12 @@ typedef enum vkmha_context_flags {
     VKMHA_CONTEXT_NO_SUBGROUP_OPS = 1u << 0,
     /* Vulkan: time every call on the device with timestamp queries (written
      * at the start and the end of the call's one command buffer) and report
-     * the last call's time in vkmha_context_info.last_gpu_time_ns. Costs two
-     * timestamp writes per call. Devices whose queue has no timestamps
-     * (timestampValidBits 0) report gpu_timing false, never a made-up time. */
+     * the last call's time in vkmha_context_info.last_gpu_time_ns, and the
+     * time of each of its steps (kernels and copies) through
+     * vkmha_context_get_profile (and, with a logger at VKMHA_LOG_DEBUG, a
+     * "profile:" line per step). Costs a timestamp write per step. Devices
+     * whose queue has no timestamps (timestampValidBits 0) report gpu_timing
+     * false, never a made-up time. */
     VKMHA_CONTEXT_PROFILE = 1u << 1,
     /* Vulkan: create every compute pipeline in vkmha_context_create instead
      * of on first use, so that no later call pays for shader compilation
@@ -715,6 +718,35 @@ typedef struct vkmha_kernel_info {
  * *count, is VKMHA_ERROR_INVALID_ARGUMENT. */
 VKMHA_API vkmha_status vkmha_context_get_kernels(const vkmha_context *ctx, uint32_t *count,
                                                  vkmha_kernel_info *out);
+
+#define VKMHA_MAX_PROFILE_STEPS 256 /* steps vkmha_context_get_profile keeps */
+
+/* One step of a profiled call (vkmha_context_get_profile). */
+typedef struct vkmha_profile_step {
+    /* The kernel, as vkmha_context_get_kernels names it ("matmul_coop_vec",
+     * "flash_coop_d64", ...), or "copy", "fill" or "update" for a transfer
+     * between buffers. */
+    char name[32] VKMHA_ZERO;
+    uint32_t workgroups[3] VKMHA_ZERO; /* a kernel's grid; zeros for a transfer */
+    uint64_t bytes VKMHA_ZERO;         /* a transfer's bytes; 0 for a kernel */
+    /* Device time from the end of the step before it (the first step: from
+     * the end of the call's uploads) to its own end, so the wait at its
+     * barrier is included; timestamp ticks scaled by timestampPeriod. */
+    uint64_t time_ns VKMHA_ZERO;
+} vkmha_profile_step;
+
+/* The steps of the last call on a VKMHA_CONTEXT_PROFILE context that vkmha
+ * submitted and waited for (host arrays and tensors; not the application's
+ * command buffers of vkmha_*_record, nor vkmha_mha_submit), in the order
+ * they ran, the first VKMHA_MAX_PROFILE_STEPS of them; where the time of the
+ * call (last_gpu_time_ns) goes. Like vkmha_context_get_kernels: on entry
+ * *count is the capacity of `out` (which may be NULL when *count is 0), on
+ * return the number of steps; fills min(capacity, steps) entries. *count 0:
+ * no profiled call yet, no flag, no timestamps on the device's queue, or
+ * the reference backend. A NULL ctx or count, or a NULL out with a nonzero
+ * *count, is VKMHA_ERROR_INVALID_ARGUMENT. */
+VKMHA_API vkmha_status vkmha_context_get_profile(const vkmha_context *ctx, uint32_t *count,
+                                                 vkmha_profile_step *out);
 
 /* ------------------------------------------------------------------------ */
 /* Masks                                                                    */

@@ -120,23 +120,41 @@ VKMHA_API vkmha_status vkmha_context_get_info(const vkmha_context *ctx,
     return VKMHA_SUCCESS;
 }
 
-VKMHA_API vkmha_status vkmha_context_get_kernels(const vkmha_context *ctx, uint32_t *count,
-                                                 vkmha_kernel_info *out)
+/* The arguments of a list query (fn: vkmha_context_get_kernels, ...): a
+ * count, and an out that may be NULL only for a capacity of 0. */
+static vkmha_status list_args(const vkmha_context *ctx, const char *fn, const uint32_t *count,
+                              const void *out)
 {
     if (!ctx)
         return VKMHA_ERROR_INVALID_ARGUMENT;
-    if (!count || (!out && *count)) {
-        /* The last error is the one piece of a context that a query writes. */
-        vkmha_context *c = (vkmha_context *)ctx;
-        vkmha__begin_call(c, "vkmha_context_get_kernels");
-        return count ? vkmha__fail(c, VKMHA_ERROR_INVALID_ARGUMENT,
-                                   "vkmha_context_get_kernels: out is NULL but *count is %u",
-                                   *count)
-                     : vkmha__fail(c, VKMHA_ERROR_INVALID_ARGUMENT,
-                                   "vkmha_context_get_kernels: count is NULL");
-    }
-    ctx->ops->kernels(ctx, count, out);
-    return VKMHA_SUCCESS;
+    if (count && (out || !*count))
+        return VKMHA_SUCCESS;
+    /* The last error is the one piece of a context that a query writes. */
+    vkmha_context *c = (vkmha_context *)ctx;
+    vkmha__begin_call(c, fn);
+    return count ? vkmha__fail(c, VKMHA_ERROR_INVALID_ARGUMENT, "%s: out is NULL but *count is %u",
+                               fn, *count)
+                 : vkmha__fail(c, VKMHA_ERROR_INVALID_ARGUMENT, "%s: count is NULL", fn);
+}
+
+VKMHA_API vkmha_status vkmha_context_get_kernels(const vkmha_context *ctx, uint32_t *count,
+                                                 vkmha_kernel_info *out)
+{
+    const vkmha_status st = list_args(ctx, "vkmha_context_get_kernels", count, out);
+    if (!st)
+        ctx->ops->kernels(ctx, count, out);
+    return st;
+}
+
+VKMHA_API vkmha_status vkmha_context_get_profile(const vkmha_context *ctx, uint32_t *count,
+                                                 vkmha_profile_step *out)
+{
+    const vkmha_status st = list_args(ctx, "vkmha_context_get_profile", count, out);
+    if (!st && ctx->ops->profile)
+        ctx->ops->profile(ctx, count, out);
+    else if (!st)
+        *count = 0;
+    return st;
 }
 
 VKMHA_API vkmha_status vkmha_context_trim(vkmha_context *ctx)

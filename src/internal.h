@@ -147,6 +147,9 @@ typedef struct vkmha_backend_ops {
     /* vkmha_context_get_kernels after its argument checks: up to *count rows
      * into out, then *count = the number of kernels. */
     void (*kernels)(const vkmha_context *ctx, uint32_t *count, vkmha_kernel_info *out);
+    /* vkmha_context_get_profile after its argument checks, likewise (NULL:
+     * a backend without one, *count 0). */
+    void (*profile)(const vkmha_context *ctx, uint32_t *count, vkmha_profile_step *out);
     /* The pipeline cache (vkmha_context_get_pipeline_cache's contract; fn
      * names the public call) and the path given at creation (NULL: none);
      * both NULL for a backend without one. */

@@ -320,6 +320,10 @@ typedef enum vk_pass_op { PASS_DISPATCH, PASS_COPY, PASS_UPDATE, PASS_ZERO } vk_
 
 /* One dispatch, resolved: its pipeline was created and its descriptors
  * chosen when it was planned (vk_dispatch), so running it cannot fail. */
+/* Steps of a waited-for call timed one by one (VKMHA_CONTEXT_PROFILE); the
+ * timestamp pool holds 3 more. */
+#define VK_PROFILE_PASSES VKMHA_MAX_PROFILE_STEPS
+
 typedef struct vk_pass {
     vk_pass_op op;
     /* PASS_COPY: size bytes from src at src_off to dst at dst_off;
@@ -396,6 +400,12 @@ typedef enum vk_mode {
 
 /* The backend state of a context. */
 #include "vk_state.h"
+
+/* The public function being called, for messages ("vkmha" outside one). */
+static inline const char *vk_call_name(const vk_state *vk)
+{
+    return vk->ctx->call ? vk->ctx->call : "vkmha";
+}
 
 /* ---- src/vk_loader.c ----------------------------------------------------- */
 /* Loads the Vulkan loader once per process (thread-safe, idempotent). */

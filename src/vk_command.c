@@ -10,6 +10,7 @@
  * with one that makes its writes visible to the host. */
 #include "vk_exec.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static void barrier(vk_state *vk, VkPipelineStageFlags src, VkAccessFlags src_access,
@@ -185,6 +186,7 @@ static vkmha_status plan_start(vk_state *vk)
         up += pl->up[i].dst.map ? 0 : staging_step(pl->up[i].bytes);
     for (uint32_t i = 0; i < pl->n_down; i++)
         down += pl->down[i].src.map ? 0 : staging_step(pl->down[i].span);
+    vk->exec.timed_passes = 0; /* set below for MODE_SYNC only */
     if ((up || down) && (st = vk_staging_ensure_unmapped(vk, up, down)))
         return st;
     if (vk->exec.mode == MODE_SUBMIT)
@@ -197,12 +199,76 @@ static vkmha_status plan_start(vk_state *vk)
                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
     if ((r = vk->vkd.vkBeginCommandBuffer(vk->cmd, &bi)) != VK_SUCCESS)
         return vk_fail(vk, r, "vkBeginCommandBuffer");
+    /* Each step timed (profile_record). */
+    vk->exec.timed_passes = !vk->timestamps                   ? 0
+                            : pl->n_passes < VK_PROFILE_PASSES ? pl->n_passes
+                                                               : VK_PROFILE_PASSES;
     if (vk->timestamps) {
-        vk->vkd.vkCmdResetQueryPool(vk->cmd, vk->timestamps, 0, 2);
+        vk->vkd.vkCmdResetQueryPool(vk->cmd, vk->timestamps, 0,
+                                    vk->exec.timed_passes ? 3 + vk->exec.timed_passes : 2);
         vk->vkd.vkCmdWriteTimestamp(vk->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, vk->timestamps,
                                     0);
     }
     return VKMHA_SUCCESS;
+}
+
+/* Timestamp 2 + i (i = 0: the uploads done; i > 0: step i - 1 done), where
+ * the call times its steps. */
+static void step_timestamp(vk_state *vk, uint32_t i)
+{
+    if (i < 1 + vk->exec.timed_passes && vk->exec.timed_passes)
+        vk->vkd.vkCmdWriteTimestamp(vk->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
+                                    vk->timestamps, 2 + i);
+}
+
+/* The device time of each timed step of the call just waited for, kept for
+ * vkmha_context_get_profile and, with a logger at VKMHA_LOG_DEBUG, a line
+ * each ("profile: step 3 matmul_coop_vec (16 x 8 x 1 workgroups): 41.2 us"),
+ * then the uploads, the steps and the downloads in all. A step's time runs
+ * from the end of the step before it, so it includes the barrier it waits
+ * at. */
+static void profile_record(vk_state *vk, const uint64_t t[2])
+{
+    const uint32_t n = vk->exec.timed_passes;
+    uint64_t s[1 + VK_PROFILE_PASSES];
+    vk->profile_steps = 0;
+    if (!n || vk->vkd.vkGetQueryPoolResults(vk->device, vk->timestamps, 2, 1 + n, sizeof s, s,
+                                            sizeof s[0], VK_QUERY_RESULT_64_BIT) != VK_SUCCESS)
+        return;
+    const uint64_t mask = vk->timestamp_mask;
+    const double period = vk->info.timestamp_period;
+#define VK_NS(a, b) ((double)((((b) & mask) - ((a) & mask)) & mask) * period)
+    const bool log = vkmha__log_enabled(vk->ctx, VKMHA_LOG_DEBUG);
+    for (uint32_t i = 0; i < n; i++) {
+        const vk_pass *p = &vk->exec.plan.passes[i];
+        vkmha_profile_step *o = &vk->profile[i];
+        *o = (vkmha_profile_step){.time_ns = (uint64_t)(VK_NS(s[i], s[i + 1]) + 0.5)};
+        if (p->op == PASS_DISPATCH) {
+            vk_pipe_name(p->key.pipe, o->name, sizeof o->name);
+            memcpy(o->workgroups, p->groups, sizeof o->workgroups);
+        } else {
+            snprintf(o->name, sizeof o->name, "%s",
+                     p->op == PASS_ZERO ? "fill" : p->op == PASS_UPDATE ? "update" : "copy");
+            o->bytes = p->xfer.size;
+        }
+        char what[64];
+        if (log && p->op == PASS_DISPATCH)
+            snprintf(what, sizeof what, "%u x %u x %u workgroups", o->workgroups[0],
+                     o->workgroups[1], o->workgroups[2]);
+        else if (log)
+            snprintf(what, sizeof what, "%llu bytes", (unsigned long long)o->bytes);
+        if (log)
+            vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+                       "%s: profile: step %u %s (%s): %.1f us", vk_call_name(vk), i, o->name,
+                       what, o->time_ns / 1000.0);
+    }
+    vk->profile_steps = n;
+    if (log)
+        vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+                   "%s: profile: uploads %.1f us, %u steps %.1f us, the rest (downloads) %.1f us",
+                   vk_call_name(vk), VK_NS(t[0], s[0]) / 1000.0, n, VK_NS(s[0], s[n]) / 1000.0,
+                   VK_NS(s[n], t[1]) / 1000.0);
+#undef VK_NS
 }
 
 /* Records the plan into vk->cmd (begun). */
@@ -232,8 +298,11 @@ static void plan_record(vk_state *vk)
     if (used) /* the staged uploads, written above: one flush */
         flush(vk, &vk->mem.upload);
     barrier_if_dirty(vk); /* every pass reads what was uploaded */
-    for (uint32_t i = 0; i < pl->n_passes; i++)
+    step_timestamp(vk, 0);
+    for (uint32_t i = 0; i < pl->n_passes; i++) {
         record_pass(vk, &pl->passes[i]);
+        step_timestamp(vk, i + 1);
+    }
     used = 0;
     for (uint32_t i = 0; i < pl->n_down; i++) {
         vk_plan_download *d = &pl->down[i];
@@ -278,6 +347,7 @@ static vkmha_status sync_submit(vk_state *vk)
             uint64_t ticks = ((t[1] & vk->timestamp_mask) - (t[0] & vk->timestamp_mask)) &
                              vk->timestamp_mask;
             vk->last_gpu_time_ns = (uint64_t)((double)ticks * vk->info.timestamp_period + 0.5);
+            profile_record(vk, t);
         }
     }
     for (uint32_t i = 0; i < vk->exec.plan.n_down; i++) {

@@ -305,12 +305,23 @@ static vkmha_status ctx_trim(vkmha_context *ctx)
     return VKMHA_SUCCESS;
 }
 
+/* vkmha_context_get_profile: the last profiled call's steps
+ * (src/vk_command.c's profile_record). */
+static void vk_profile(const vkmha_context *ctx, uint32_t *count, vkmha_profile_step *out)
+{
+    const vk_state *vk = ctx->vk;
+    for (uint32_t i = 0; i < *count && i < vk->profile_steps; i++)
+        out[i] = vk->profile[i];
+    *count = vk->profile_steps;
+}
+
 const vkmha_backend_ops vk_backend_ops = {
     .create = vk_create,
     .destroy = ctx_destroy,
     .trim = ctx_trim,
     .info = ctx_info,
     .kernels = vk_kernels,
+    .profile = vk_profile,
     .pipeline_cache = vk_pipeline_cache_get,
     .pipeline_cache_path = vk_pipeline_cache_path,
     .no_commands = NULL, /* records with push descriptors or with sets of its own */

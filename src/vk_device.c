@@ -611,7 +611,7 @@ vkmha_status vk_create_timestamps(vk_state *vk)
     vk->timestamp_mask = bits >= 64 ? UINT64_MAX : (UINT64_C(1) << bits) - 1;
     VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
     qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
-    qi.queryCount = 2;
+    qi.queryCount = 3 + VK_PROFILE_PASSES; /* begin, end, uploads, the steps */
     VkResult r = vk->vkd.vkCreateQueryPool(vk->device, &qi, vk->vkalloc, &vk->timestamps);
     if (r != VK_SUCCESS) {
         vk->timestamps = VK_NULL_HANDLE;

@@ -24,11 +24,6 @@ int vk_find_memory_type(const VkPhysicalDeviceMemoryProperties *mp, uint32_t bit
 #include <stdio.h>
 #include <string.h>
 
-static const char *call_name(const vk_state *vk)
-{
-    return vk->ctx->call ? vk->ctx->call : "vkmha";
-}
-
 /* UNSUPPORTED naming `what` when `bytes` exceed the device's `limit`. */
 static vkmha_status check_limit(vk_state *vk, uint64_t bytes, uint64_t limit,
                                 const char *limit_name, const char *what)
@@ -36,7 +31,7 @@ static vkmha_status check_limit(vk_state *vk, uint64_t bytes, uint64_t limit,
     if (bytes > limit)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: %s needs %llu bytes, more than this device's %s (%llu bytes)",
-                           call_name(vk), what, (unsigned long long)bytes, limit_name,
+                           vk_call_name(vk), what, (unsigned long long)bytes, limit_name,
                            (unsigned long long)limit);
     return VKMHA_SUCCESS;
 }
@@ -84,21 +79,21 @@ vkmha_status vk_check_tensor(vk_state *vk, uint64_t bytes, const char *what)
                            "maxMemoryAllocationSize (%llu bytes), and the context cannot bind "
                            "a buffer to several allocations (sparse binding: %s); tensors of "
                            "fewer rows each can hold it in parts",
-                           call_name(vk), what, (unsigned long long)bytes,
+                           vk_call_name(vk), what, (unsigned long long)bytes,
                            (unsigned long long)alloc, sparse_why(vk));
     const uint64_t most = vk_max_tensor_bytes(vk);
     if (bytes > most)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: %s needs %llu bytes, more than the %llu bytes this device's "
                            "maxBufferSize and sparseAddressSpaceSize let one buffer hold",
-                           call_name(vk), what, (unsigned long long)bytes,
+                           vk_call_name(vk), what, (unsigned long long)bytes,
                            (unsigned long long)most);
     if (vk->mem.sparse_bytes > vk->sparse_space - bytes)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: %s needs %llu bytes of sparse address space; the context's "
                            "tensors past maxMemoryAllocationSize hold %llu of this device's "
                            "sparseAddressSpaceSize (%llu bytes)",
-                           call_name(vk), what, (unsigned long long)bytes,
+                           vk_call_name(vk), what, (unsigned long long)bytes,
                            (unsigned long long)vk->mem.sparse_bytes,
                            (unsigned long long)vk->sparse_space);
     return VKMHA_SUCCESS;
@@ -198,7 +193,7 @@ static vkmha_status allocate(vk_state *vk, uint32_t type, VkDeviceSize bytes, co
         return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_DEVICE_MEMORY,
                            "%s: %s needs %llu bytes of device memory; the context holds %llu "
                            "of the %llu bytes of memory heap %u",
-                           call_name(vk), what, (unsigned long long)bytes,
+                           vk_call_name(vk), what, (unsigned long long)bytes,
                            (unsigned long long)vk->mem.heap_bytes[heap],
                            (unsigned long long)heap_size, heap);
     const uint64_t left = budget_left(vk, heap);
@@ -207,7 +202,7 @@ static vkmha_status allocate(vk_state *vk, uint32_t type, VkDeviceSize bytes, co
                            "%s: %s needs %llu bytes of device memory; the budget of memory "
                            "heap %u (VK_EXT_memory_budget: what this process may still "
                            "allocate from it) leaves %llu; the context holds %llu",
-                           call_name(vk), what, (unsigned long long)bytes, heap,
+                           vk_call_name(vk), what, (unsigned long long)bytes, heap,
                            (unsigned long long)left, (unsigned long long)vk->mem.heap_bytes[heap]);
     VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
     ai.allocationSize = bytes;
@@ -284,7 +279,7 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
     if (!(req.memoryTypeBits & (1u << type))) {
         vk_buffer_destroy(vk, &b);
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
-                           "%s: the chosen memory type %u cannot hold %s", call_name(vk), type,
+                           "%s: the chosen memory type %u cannot hold %s", vk_call_name(vk), type,
                            what);
     }
     if ((st = allocate(vk, type, req.size, what, &b.mem))) {
@@ -320,7 +315,7 @@ static vkmha_status bind_pages(vk_state *vk, const vk_buffer *b)
     VkSparseMemoryBind *binds = vkmha__calloc(vk->ctx, b->n_pages, sizeof *binds);
     if (!binds)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
-                           call_name(vk));
+                           vk_call_name(vk));
     for (uint32_t i = 0; i < b->n_pages; i++)
         binds[i] = (VkSparseMemoryBind){.resourceOffset = (VkDeviceSize)i * b->page_size,
                                         .size = page_bytes(b->alloc_size, b->page_size, i),
@@ -362,7 +357,7 @@ vkmha_status vk_buffer_create_sparse(vk_state *vk, VkDeviceSize size, VkDeviceSi
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: %s cannot be bound sparsely: %s, sparse blocks of %llu bytes, "
                            "maxMemoryAllocationSize %llu bytes",
-                           call_name(vk), what,
+                           vk_call_name(vk), what,
                            req.memoryTypeBits >> type & 1 ? "device-local memory"
                                                           : "no device-local memory type",
                            (unsigned long long)req.alignment,
@@ -372,7 +367,7 @@ vkmha_status vk_buffer_create_sparse(vk_state *vk, VkDeviceSize size, VkDeviceSi
     if (!(b.pages = vkmha__calloc(vk->ctx, n, sizeof *b.pages))) {
         vk_buffer_destroy(vk, &b);
         return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
-                           call_name(vk));
+                           vk_call_name(vk));
     }
     vk->mem.sparse_bytes += b.size; /* vk_buffer_destroy takes it back */
     b.page_size = page;
@@ -409,7 +404,7 @@ static vkmha_status keep(vk_state *vk, vk_buffer **list, uint32_t *n, uint32_t *
         vk_buffer *r = vkmha__realloc(vk->ctx, *list, *n * sizeof *r, c * sizeof *r);
         if (!r)
             return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                               "%s: out of host memory", call_name(vk));
+                               "%s: out of host memory", vk_call_name(vk));
         *list = r;
         *cap = c;
     }
@@ -433,7 +428,7 @@ static vkmha_status vk_retire(vk_state *vk, vk_buffer *b)
         vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
                    "%s: a replaced scratch buffer (%llu bytes) is freed once the pending "
                    "submissions are done",
-                   call_name(vk), (unsigned long long)b->alloc_size);
+                   vk_call_name(vk), (unsigned long long)b->alloc_size);
         return keep(vk, &vk->mem.deferred, &vk->mem.n_deferred, &vk->mem.cap_deferred, b);
     }
     vk_buffer_destroy(vk, b);

@@ -156,6 +156,7 @@ typedef struct vk_exec {
     bool planning;
     vk_plan plan;
     bool dirty_transfer, dirty_compute; /* writes not yet covered by a barrier */
+    uint32_t timed_passes; /* steps of this call with a timestamp after them */
     /* The self-check's first pass (vk_exec_gather): plans are made (their
      * pipelines wanted) and dropped, nothing runs. */
     bool gather;
@@ -220,10 +221,15 @@ struct vk_state {
     bool lost;
 
     /* VKMHA_CONTEXT_PROFILE: 2 timestamps per call (null: off or no
-     * timestamps on this queue). */
+     * timestamps on this queue), and in a waited-for call one after the
+     * uploads and one after each of its first VK_PROFILE_PASSES steps
+     * (vk_command.c). */
     VkQueryPool timestamps;
     uint64_t timestamp_mask; /* timestampValidBits ones */
     uint64_t last_gpu_time_ns;
+    /* The steps of the last profiled call (vkmha_context_get_profile). */
+    vkmha_profile_step profile[VK_PROFILE_PASSES];
+    uint32_t profile_steps;
 
     /* Tensors past maxMemoryAllocationSize are sparse buffers (sparseBinding
      * enabled, VK_QUEUE_SPARSE_BINDING_BIT on the queue's family, and not

@@ -867,10 +867,94 @@ static void kernel_query_cases(vkmha_context *gpu, vkmha_context *ref)
     }
 }
 
+/* The per-step profile of a profiled context's debug log: the step lines
+ * ("<call>: profile: step I ...: T us") and the last summary ("N steps T
+ * us"). */
+typedef struct profile_capture {
+    int steps;         /* step lines since the last summary */
+    int summary_steps; /* N of the last summary, -1 before one */
+    double step_us, summary_us;
+    bool malformed;
+} profile_capture;
+
+static void profile_log(void *user, vkmha_log_level level, vkmha_status status, const char *msg)
+{
+    profile_capture *c = (profile_capture *)user;
+    const char *at = strstr(msg, ": profile: ");
+    t_log(NULL, level, status, msg);
+    if (level != VKMHA_LOG_DEBUG || !at)
+        return;
+    const char *us = strrchr(msg, ':');
+    double t = -1.0;
+    int n = -1;
+    if (!strncmp(at, ": profile: step ", 16)) {
+        c->malformed |= !us || sscanf(us, ": %lf us", &t) != 1 || t < 0.0;
+        c->steps++, c->step_us += t;
+    } else if (!strncmp(at, ": profile: uploads ", 19)) {
+        const char *count = strstr(at, " us, ");
+        c->malformed |= !count || sscanf(count, " us, %d steps %lf us", &n, &t) != 2;
+        c->summary_steps = n, c->summary_us = t;
+        if (n != c->steps) /* every step of the call has its line */
+            c->malformed = true;
+        c->steps = 0, c->step_us = 0.0;
+    }
+}
+
+/* vkmha_context_get_profile after a profiled matmul (info: after it, logged:
+ * the steps its debug lines counted): every step named (a kernel of the
+ * context, or a transfer), their time within the call's, the count query
+ * and its bad arguments. */
+static void profile_steps_case(vkmha_context *ctx, const vkmha_context_info *info, int logged)
+{
+    static vkmha_profile_step steps[VKMHA_MAX_PROFILE_STEPS];
+    static vkmha_kernel_info kernels[128];
+    uint32_t n = 0, got = VKMHA_MAX_PROFILE_STEPS, nk = 128;
+    bool ok = vkmha_context_get_profile(ctx, &n, NULL) == VKMHA_SUCCESS && n >= 1 &&
+              (int)n == logged && vkmha_context_get_profile(ctx, &got, steps) == VKMHA_SUCCESS &&
+              got == n && vkmha_context_get_kernels(ctx, &nk, kernels) == VKMHA_SUCCESS;
+    uint64_t sum = 0;
+    bool matmul = false;
+    for (uint32_t i = 0; ok && i < n; i++) {
+        const vkmha_profile_step *st = &steps[i];
+        const bool transfer = !strcmp(st->name, "copy") || !strcmp(st->name, "fill") ||
+                              !strcmp(st->name, "update");
+        bool listed = false;
+        for (uint32_t k = 0; k < nk && k < 128; k++)
+            listed = listed || (!strcmp(kernels[k].name, st->name) && kernels[k].available);
+        ok = transfer ? st->bytes > 0 && st->workgroups[0] == 0
+                      : listed && st->bytes == 0 && st->workgroups[0] * st->workgroups[1] *
+                                                            st->workgroups[2] > 0;
+        if (!ok)
+            t_diag("profile step %u: %s, %u x %u x %u workgroups, %llu bytes", i, st->name,
+                   st->workgroups[0], st->workgroups[1], st->workgroups[2],
+                   (unsigned long long)st->bytes);
+        matmul = matmul || !strncmp(st->name, "matmul", 6);
+        sum += st->time_ns;
+    }
+    t_report(ok && matmul && sum <= info->last_gpu_time_ns,
+             "vkmha_context_get_profile: %u step(s) of the profiled matmul, each a listed kernel "
+             "or a transfer, a matmul among them, %llu of the call's %llu ns",
+             n, (unsigned long long)sum, (unsigned long long)info->last_gpu_time_ns);
+    /* A capacity of 1 fills one and still counts all; bad arguments. */
+    uint32_t one = 1;
+    vkmha_profile_step first = {0};
+    ok = vkmha_context_get_profile(ctx, &one, &first) == VKMHA_SUCCESS && one == n &&
+         !strcmp(first.name, steps[0].name);
+    ok = ok && vkmha_context_get_profile(ctx, NULL, steps) == VKMHA_ERROR_INVALID_ARGUMENT &&
+         strstr(vkmha_context_last_error(ctx), "count is NULL");
+    one = 1;
+    ok = ok && vkmha_context_get_profile(ctx, &one, NULL) == VKMHA_ERROR_INVALID_ARGUMENT &&
+         strstr(vkmha_context_last_error(ctx), "out is NULL");
+    t_report(ok, "vkmha_context_get_profile: capacity 1 fills the first step and counts all; "
+             "a NULL count or out is INVALID_ARGUMENT naming it");
+}
+
 /* VKMHA_CONTEXT_PROFILE and the device-memory counters. */
 static void profile_memory_cases(vkmha_context *ref, t_rng *rng)
 {
-    vkmha_context *ctx = t_context(VKMHA_BACKEND_VULKAN, VKMHA_CONTEXT_PROFILE);
+    profile_capture cap = {.summary_steps = -1};
+    vkmha_context *ctx =
+        t_context_ex(VKMHA_BACKEND_VULKAN, VKMHA_CONTEXT_PROFILE, NULL, profile_log, &cap);
     vkmha_context_info before, after, plain;
     vkmha_context_get_info(ctx, &before);
     t_report(before.last_gpu_time_ns == 0 && before.device_memory_bytes > 0 &&
@@ -886,6 +970,16 @@ static void profile_memory_cases(vkmha_context *ref, t_rng *rng)
         ok = ok && after.last_gpu_time_ns > 1000 && after.last_gpu_time_ns < 60000000000ull;
         t_report(ok, "VKMHA_CONTEXT_PROFILE: last_gpu_time_ns %llu for a 300x256x512 matmul",
                  (unsigned long long)after.last_gpu_time_ns);
+        /* With a debug logger each step is timed: a line per step, their
+         * time within the call's (0.1 us of rounding per line). */
+        t_report(!cap.malformed && cap.summary_steps >= 1 &&
+                     cap.summary_us <= after.last_gpu_time_ns / 1000.0 +
+                                           0.1 * (cap.summary_steps + 1),
+                 "VKMHA_CONTEXT_PROFILE with a debug logger: %d step line(s), %.1f us of the "
+                 "call's %.1f us (well-formed: %s)",
+                 cap.summary_steps, cap.summary_us, after.last_gpu_time_ns / 1000.0,
+                 cap.malformed ? "no" : "yes");
+        profile_steps_case(ctx, &after, cap.summary_steps);
     } else {
         t_report(ok && after.last_gpu_time_ns == 0,
                  "VKMHA_CONTEXT_PROFILE: no timestamps on this queue, time reported as 0");
@@ -926,13 +1020,19 @@ static void profile_memory_cases(vkmha_context *ref, t_rng *rng)
     vkmha_context *noprof = t_context(VKMHA_BACKEND_VULKAN, 0);
     ok = matmul_matches(noprof, ref, "unprofiled matmul", rng, 17, 9, 33);
     vkmha_context_get_info(noprof, &plain);
-    t_report(ok && !plain.gpu_timing && plain.last_gpu_time_ns == 0,
-             "without VKMHA_CONTEXT_PROFILE: gpu_timing false, last_gpu_time_ns 0");
+    uint32_t steps = 5;
+    vkmha_profile_step step;
+    t_report(ok && !plain.gpu_timing && plain.last_gpu_time_ns == 0 &&
+                 vkmha_context_get_profile(noprof, &steps, &step) == VKMHA_SUCCESS && steps == 0,
+             "without VKMHA_CONTEXT_PROFILE: gpu_timing false, last_gpu_time_ns 0, no profile "
+             "steps");
     vkmha_context_destroy(noprof);
     vkmha_context_info ri;
     vkmha_context_get_info(ref, &ri);
-    t_report(!ri.gpu_timing && ri.device_memory_bytes == 0 && ri.device_memory_peak_bytes == 0,
-             "reference backend: no GPU time, no device memory");
+    steps = 5;
+    t_report(!ri.gpu_timing && ri.device_memory_bytes == 0 && ri.device_memory_peak_bytes == 0 &&
+                 vkmha_context_get_profile(ref, &steps, &step) == VKMHA_SUCCESS && steps == 0,
+             "reference backend: no GPU time, no device memory, no profile steps");
 }
 
 int main(void)

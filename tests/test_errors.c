@@ -230,12 +230,16 @@ static void null_handle_cases(const weights *w)
     uint32_t kernel_count = 1;
     T_EXPECT_STATUS(vkmha_context_get_kernels(NULL, &kernel_count, &kernel), INVALID, ok);
     T_EXPECT_STATUS(vkmha_context_get_kernels(NULL, NULL, NULL), INVALID, ok);
+    vkmha_profile_step step;
+    uint32_t step_count = 1;
+    T_EXPECT_STATUS(vkmha_context_get_profile(NULL, &step_count, &step), INVALID, ok);
+    T_EXPECT_STATUS(vkmha_context_get_profile(NULL, NULL, NULL), INVALID, ok);
     const char *le = vkmha_context_last_error(NULL);
     if (!le) {
         t_diag("vkmha_context_last_error(NULL) is NULL");
         ok = false;
     }
-    t_report(ok, "NULL ctx: get_info and get_kernels fail, last_error is a string");
+    t_report(ok, "NULL ctx: get_info, get_kernels and get_profile fail, last_error is a string");
 
     vkmha_context_destroy(NULL);
     vkmha_mha_destroy(NULL);

@@ -205,7 +205,10 @@ class Context(_vkmha.Context):
     device kernels the context chose (vkmha_context_get_kernels) as a list
     of dicts (name, op, available, shader, workgroup_size, shared_bytes,
     params: {"WG": 64, "BM": 32, ...}; [] on the reference backend),
-    last_error the message of the last failed call.
+    profile() where the last call's device time went, with flags
+    CONTEXT_PROFILE (vkmha_context_get_profile: a dict per step, name,
+    workgroups, bytes, time_ns; [] without the flag), last_error the
+    message of the last failed call.
 
     The ops take arrays (results are arrays of the call's dtype, see the
     module's doc) or Tensors (results are new Tensors of this context,

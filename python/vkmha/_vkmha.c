@@ -358,6 +358,30 @@ static PyObject *context_kernels(ContextObject *self, PyObject *unused)
     return st ? context_fail(self, st) : list;
 }
 
+static PyObject *context_profile(ContextObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (check_open(self))
+        return NULL;
+    static vkmha_profile_step steps[VKMHA_MAX_PROFILE_STEPS]; /* the GIL is held */
+    uint32_t count = VKMHA_MAX_PROFILE_STEPS;
+    vkmha_status st = vkmha_context_get_profile(self->ctx, &count, steps);
+    if (st)
+        return context_fail(self, st);
+    PyObject *list = PyList_New(0);
+    for (uint32_t i = 0; list && i < count && i < VKMHA_MAX_PROFILE_STEPS; i++) {
+        const vkmha_profile_step *p = &steps[i];
+        PyObject *d = Py_BuildValue("{s:s,s:(III),s:K,s:K}", "name", p->name, "workgroups",
+                                    p->workgroups[0], p->workgroups[1], p->workgroups[2],
+                                    "bytes", (unsigned long long)p->bytes, "time_ns",
+                                    (unsigned long long)p->time_ns);
+        if (!d || PyList_Append(list, d))
+            Py_CLEAR(list);
+        Py_XDECREF(d);
+    }
+    return list;
+}
+
 static PyObject *enumerate_devices(PyObject *mod, PyObject *unused)
 {
     (void)mod, (void)unused;
@@ -1388,6 +1412,9 @@ static PyMethodDef context_methods[] = {
     {"kernels", (PyCFunction)context_kernels, METH_NOARGS,
      "vkmha_context_get_kernels as a list of dicts (name, op, available, shader, "
      "workgroup_size, shared_bytes, params: {name: value}); [] on the reference backend."},
+    {"profile", (PyCFunction)context_profile, METH_NOARGS,
+     "vkmha_context_get_profile: the steps of the last profiled call (flags CONTEXT_PROFILE) "
+     "as a list of dicts (name, workgroups, bytes, time_ns); [] without one."},
     {"matmul", (PyCFunction)(void (*)(void))context_matmul, METH_VARARGS | METH_KEYWORDS,
      "vkmha_matmul / vkmha_matmul_tensor on packed arrays or tensors."},
     {"softmax", (PyCFunction)(void (*)(void))context_softmax, METH_VARARGS | METH_KEYWORDS,
@@ -1563,7 +1590,7 @@ static const struct {
     CONSTANT(OP_N), CONSTANT(OP_T), CONSTANT(ATTENTION_PATH_AUTO), CONSTANT(ATTENTION_PATH_FUSED),
     CONSTANT(ATTENTION_PATH_UNFUSED), CONSTANT(DTYPE_F32), CONSTANT(DTYPE_U8), CONSTANT(DTYPE_F16), CONSTANT(DTYPE_BF16),
     CONSTANT(BROADCAST), CONSTANT(MAX_DIMS), CONSTANT(MAX_KV_SPLITS), CONSTANT(VERSION_NUMBER),
-    CONSTANT(KERNEL_MAX_PARAMS), CONSTANT(MAX_MATRIX_SHAPES), CONSTANT(ALL_ENTRIES), CONSTANT(CONTEXT_NO_SELF_CHECK),
+    CONSTANT(KERNEL_MAX_PARAMS), CONSTANT(MAX_MATRIX_SHAPES), CONSTANT(MAX_PROFILE_STEPS), CONSTANT(ALL_ENTRIES), CONSTANT(CONTEXT_NO_SELF_CHECK),
     CONSTANT(CONTEXT_SINGLE_THREAD),
     CONSTANT(PATH_FUSED_D32), CONSTANT(PATH_FUSED_D64), CONSTANT(PATH_FUSED_D128),
     CONSTANT(PATH_FUSED_D256), CONSTANT(PATH_FUSED_CPU_D32), CONSTANT(PATH_FUSED_CPU_D64),

@@ -1042,6 +1042,29 @@ class TestErrors(unittest.TestCase):
         finally:
             ctx.close()
 
+    def test_profile(self):
+        # flags CONTEXT_PROFILE: the steps of the last call, a matmul among them,
+        # within the call's device time.
+        ctx = vkmha.Context("vulkan", validation=True, flags=vkmha.CONTEXT_PROFILE)
+        try:
+            a, b = torch.randn(70, 33), torch.randn(33, 45)
+            assert_close(self, ctx.matmul(a, b), a @ b, "profiled matmul")
+            steps, info = ctx.profile(), ctx.info()
+            self.assertGreaterEqual(len(steps), 1)
+            self.assertLessEqual(len(steps), vkmha.MAX_PROFILE_STEPS)
+            self.assertTrue(any(s["name"].startswith("matmul") for s in steps), steps)
+            names = {k["name"] for k in ctx.kernels() if k["available"]}
+            for s in steps:
+                if s["bytes"] == 0:
+                    self.assertIn(s["name"], names)
+                    self.assertGreater(s["workgroups"][0], 0)
+            if info["gpu_timing"]:
+                self.assertLessEqual(sum(s["time_ns"] for s in steps), info["last_gpu_time_ns"])
+        finally:
+            ctx.close()
+        self.assertEqual(context("vulkan").profile(), [])
+        self.assertEqual(context("reference").profile(), [])
+
     def test_scratch_budget(self):
         ctx = vkmha.Context("vulkan", validation=True, scratch_budget=1 << 16)
         try:

@@ -738,8 +738,9 @@ typedef struct vkmha_profile_step {
 /* The steps of the last call on a VKMHA_CONTEXT_PROFILE context that vkmha
  * submitted and waited for (host arrays and tensors; not the application's
  * command buffers of vkmha_*_record, nor vkmha_mha_submit), in the order
- * they ran, the first VKMHA_MAX_PROFILE_STEPS of them; where the time of the
- * call (last_gpu_time_ns) goes. Like vkmha_context_get_kernels: on entry
+ * they ran, the first VKMHA_MAX_PROFILE_STEPS of them (of a call that runs
+ * as several submissions, windows of very large tensors, its last); where
+ * the time of the call (last_gpu_time_ns) goes. Like vkmha_context_get_kernels: on entry
  * *count is the capacity of `out` (which may be NULL when *count is 0), on
  * return the number of steps; fills min(capacity, steps) entries. *count 0:
  * no profiled call yet, no flag, no timestamps on the device's queue, or

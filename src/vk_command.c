@@ -212,6 +212,14 @@ static vkmha_status plan_start(vk_state *vk)
     return VKMHA_SUCCESS;
 }
 
+/* Nanoseconds from timestamp a to b: their valid bits (the counter may wrap
+ * once) in ticks of timestampPeriod. */
+static uint64_t ticks_ns(const vk_state *vk, uint64_t a, uint64_t b)
+{
+    const uint64_t mask = vk->timestamp_mask, ticks = ((b & mask) - (a & mask)) & mask;
+    return (uint64_t)((double)ticks * vk->info.timestamp_period + 0.5);
+}
+
 /* Timestamp 2 + i (i = 0: the uploads done; i > 0: step i - 1 done), where
  * the call times its steps. */
 static void step_timestamp(vk_state *vk, uint32_t i)
@@ -235,28 +243,23 @@ static void profile_record(vk_state *vk, const uint64_t t[2])
     if (!n || vk->vkd.vkGetQueryPoolResults(vk->device, vk->timestamps, 2, 1 + n, sizeof s, s,
                                             sizeof s[0], VK_QUERY_RESULT_64_BIT) != VK_SUCCESS)
         return;
-    const uint64_t mask = vk->timestamp_mask;
-    const double period = vk->info.timestamp_period;
-#define VK_NS(a, b) ((double)((((b) & mask) - ((a) & mask)) & mask) * period)
     const bool log = vkmha__log_enabled(vk->ctx, VKMHA_LOG_DEBUG);
     for (uint32_t i = 0; i < n; i++) {
         const vk_pass *p = &vk->exec.plan.passes[i];
         vkmha_profile_step *o = &vk->profile[i];
-        *o = (vkmha_profile_step){.time_ns = (uint64_t)(VK_NS(s[i], s[i + 1]) + 0.5)};
+        *o = (vkmha_profile_step){.time_ns = ticks_ns(vk, s[i], s[i + 1])};
+        char what[64];
         if (p->op == PASS_DISPATCH) {
             vk_pipe_name(p->key.pipe, o->name, sizeof o->name);
             memcpy(o->workgroups, p->groups, sizeof o->workgroups);
+            snprintf(what, sizeof what, "%u x %u x %u workgroups", p->groups[0], p->groups[1],
+                     p->groups[2]);
         } else {
             snprintf(o->name, sizeof o->name, "%s",
                      p->op == PASS_ZERO ? "fill" : p->op == PASS_UPDATE ? "update" : "copy");
             o->bytes = p->xfer.size;
-        }
-        char what[64];
-        if (log && p->op == PASS_DISPATCH)
-            snprintf(what, sizeof what, "%u x %u x %u workgroups", o->workgroups[0],
-                     o->workgroups[1], o->workgroups[2]);
-        else if (log)
             snprintf(what, sizeof what, "%llu bytes", (unsigned long long)o->bytes);
+        }
         if (log)
             vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
                        "%s: profile: step %u %s (%s): %.1f us", vk_call_name(vk), i, o->name,
@@ -266,9 +269,8 @@ static void profile_record(vk_state *vk, const uint64_t t[2])
     if (log)
         vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
                    "%s: profile: uploads %.1f us, %u steps %.1f us, the rest (downloads) %.1f us",
-                   vk_call_name(vk), VK_NS(t[0], s[0]) / 1000.0, n, VK_NS(s[0], s[n]) / 1000.0,
-                   VK_NS(s[n], t[1]) / 1000.0);
-#undef VK_NS
+                   vk_call_name(vk), ticks_ns(vk, t[0], s[0]) / 1000.0, n,
+                   ticks_ns(vk, s[0], s[n]) / 1000.0, ticks_ns(vk, s[n], t[1]) / 1000.0);
 }
 
 /* Records the plan into vk->cmd (begun). */
@@ -343,10 +345,7 @@ static vkmha_status sync_submit(vk_state *vk)
         r = vk->vkd.vkGetQueryPoolResults(vk->device, vk->timestamps, 0, 2, sizeof t, t,
                                           sizeof t[0], VK_QUERY_RESULT_64_BIT);
         if (r == VK_SUCCESS) {
-            /* Only the valid bits count; the counter may wrap once. */
-            uint64_t ticks = ((t[1] & vk->timestamp_mask) - (t[0] & vk->timestamp_mask)) &
-                             vk->timestamp_mask;
-            vk->last_gpu_time_ns = (uint64_t)((double)ticks * vk->info.timestamp_period + 0.5);
+            vk->last_gpu_time_ns = ticks_ns(vk, t[0], t[1]);
             profile_record(vk, t);
         }
     }

@@ -398,12 +398,12 @@ static vkmha_status has_extension(vk_state *vk, const char *name, bool *out)
 }
 
 /* The device's cooperative-matrix shapes of subgroup scope into
- * vk->matrix_shapes (what vkmha_context_info lists); *f16: one of them
- * multiplies fp16 into fp32. */
-static vkmha_status query_matrix_shapes(vk_state *vk, bool *f16)
+ * vk->matrix_shapes (what vkmha_context_info lists), and the one the
+ * cooperative kernels multiply into vk->coop_shape (vk_state). */
+static vkmha_status query_matrix_shapes(vk_state *vk)
 {
-    *f16 = false;
     vk->n_matrix_shapes = 0;
+    vk->coop_shape = (vkmha_matrix_shape){0};
     VkPhysicalDeviceSubgroupSizeControlPropertiesEXT ssc = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES_EXT};
     VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
@@ -427,17 +427,21 @@ static vkmha_status query_matrix_shapes(vk_state *vk, bool *f16)
         const VkCooperativeMatrixPropertiesKHR *p = &props[i];
         if (p->scope != VK_SCOPE_SUBGROUP_KHR)
             continue;
+        const vkmha_matrix_shape s = {
+            .m = p->MSize, .n = p->NSize, .k = p->KSize, .a_type = (uint32_t)p->AType,
+            .b_type = (uint32_t)p->BType, .c_type = (uint32_t)p->CType,
+            .result_type = (uint32_t)p->ResultType,
+            .saturating = p->saturatingAccumulation != VK_FALSE};
         if (vk->n_matrix_shapes < VKMHA_MAX_MATRIX_SHAPES)
-            vk->matrix_shapes[vk->n_matrix_shapes] = (vkmha_matrix_shape){
-                .m = p->MSize, .n = p->NSize, .k = p->KSize, .a_type = (uint32_t)p->AType,
-                .b_type = (uint32_t)p->BType, .c_type = (uint32_t)p->CType,
-                .result_type = (uint32_t)p->ResultType,
-                .saturating = p->saturatingAccumulation != VK_FALSE};
+            vk->matrix_shapes[vk->n_matrix_shapes] = s;
         vk->n_matrix_shapes++;
-        *f16 = *f16 || (p->AType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
-                        p->BType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
-                        p->CType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
-                        p->ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR);
+        const vkmha_matrix_shape *best = &vk->coop_shape;
+        const uint64_t area = (uint64_t)s.m * s.n, best_area = (uint64_t)best->m * best->n;
+        if (s.a_type == VK_COMPONENT_TYPE_FLOAT16_KHR &&
+            s.b_type == VK_COMPONENT_TYPE_FLOAT16_KHR && s.c_type == VK_COMPONENT_TYPE_FLOAT32_KHR &&
+            s.result_type == VK_COMPONENT_TYPE_FLOAT32_KHR && !s.saturating &&
+            (area > best_area || (area == best_area && s.k > best->k)))
+            vk->coop_shape = s;
     }
     vkmha__free(vk->ctx, props);
     return VKMHA_SUCCESS;
@@ -506,8 +510,7 @@ vkmha_status vk_create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
         for (size_t i = 0; i < VKMHA_ARRAY_LEN(coop_exts) && coop; i++)
             if ((st = has_extension(vk, coop_exts[i], &coop)))
                 return st;
-        bool f16_shape = false;
-        if (coop && (st = query_matrix_shapes(vk, &f16_shape)))
+        if (coop && (st = query_matrix_shapes(vk)))
             return st;
         VkPhysicalDeviceSubgroupSizeControlFeaturesEXT ssc = {
             .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
@@ -524,7 +527,7 @@ vkmha_status vk_create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
             vk->vki.GetPhysicalDeviceFeatures2(vk->phys, &f2);
         vk->storage16 = s16.storageBuffer16BitAccess && !vk->no_native16;
         /* Device scope: the atomics of shaders/typed.glsl's narrow stores. */
-        vk->coopmat = coop && f16_shape && cm.cooperativeMatrix && vmm.vulkanMemoryModel &&
+        vk->coopmat = coop && vk->coop_shape.m && cm.cooperativeMatrix && vmm.vulkanMemoryModel &&
                       vmm.vulkanMemoryModelDeviceScope && f16.shaderFloat16 &&
                       ssc.computeFullSubgroups;
         /* Sparse binding where the device and the queue have it: tensors

@@ -136,13 +136,14 @@ static void matmul_coop_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec
 {
     (void)u16;
     const vkmha_tile_config *t = &vk->tuning.tile_coop;
-    const vk_tuning *u = &vk->tuning;
-    *o = (vk_spec){.spv = u->matmul_texel ? SPV_MATMUL_COOP_TEXEL : SPV_MATMUL_COOP, .n = 10,
+    *o = (vk_spec){.spv = vk->tuning.matmul_texel ? SPV_MATMUL_COOP_TEXEL : SPV_MATMUL_COOP,
+                   .n = 10,
                    .value = {t->workgroup_size,     /* 0 WG */
                              t->bm, t->bn, t->bk,   /* 1 BM, 2 BN, 3 BK */
                              t->tm, t->tn,          /* 4 TM, 5 TN */
                              pipe.vec,              /* 6 VEC */
-                             u->coop_cm, u->coop_cn, u->coop_ck /* 7 CM, 8 CN, 9 CK */},
+                             vk->coop_shape.m, vk->coop_shape.n,
+                             vk->coop_shape.k /* 7 CM, 8 CN, 9 CK */},
                    .shared_bytes = vk_matmul_coop_shared_bytes(t),
                    .full_subgroups = true};
 }
@@ -209,14 +210,14 @@ static void flash_coop_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec 
 {
     (void)u16;
     const vk_flash_config *f = &vk->tuning.flash_coop[pipe.cls];
-    const vk_tuning *u = &vk->tuning;
     *o = (vk_spec){.spv = SPV_FLASH_COOP, .n = 9,
                    .value = {f->workgroup_size, /* 0 WG */
                              f->block_q,        /* 1 BR */
                              f->block_k,        /* 2 BC */
                              f->max_head_dim / 4, /* 3 D4 */
                              f->tm, f->tn,      /* 4 SR, 5 SC */
-                             u->coop_cm, u->coop_cn, u->coop_ck /* 6 CM, 7 CN, 8 CK */},
+                             vk->coop_shape.m, vk->coop_shape.n,
+                             vk->coop_shape.k /* 6 CM, 7 CN, 8 CK */},
                    .shared_bytes = vk_flash_coop_shared_bytes(f->block_q, f->block_k,
                                                               f->max_head_dim / 4),
                    .full_subgroups = true};

@@ -47,12 +47,11 @@ typedef struct vk_tuning {
      * of such a path are unavailable (vk_pipe_available). */
     uint32_t disabled_paths;
     /* The cooperative-matrix matmul (shaders/matmul_coop.comp): its tile
-     * (variant COOPERATIVE; workgroup_size 0: none on this context), the
-     * device's fp16 matrix shape coop_cm x coop_cn x coop_ck it multiplies,
-     * and coop_matmul: products of fp16 A and B take it (GPU devices; on
-     * others only when desc->matmul_tile or VKMHA_MATMUL_TILE forces it). */
+     * (variant COOPERATIVE; workgroup_size 0: none on this context), of the
+     * device's vk_state.coop_shape, and coop_matmul: products of fp16 A and
+     * B take it (GPU devices; on others only when desc->matmul_tile or
+     * VKMHA_MATMUL_TILE forces it). */
     vkmha_tile_config tile_coop;
-    uint32_t coop_cm, coop_cn, coop_ck;
     bool coop_matmul;
     bool coop_forced; /* by desc->matmul_tile or VKMHA_MATMUL_TILE */
     /* GPUs (and CPU devices given a shared-variant tile): shaders/
@@ -256,13 +255,16 @@ struct vk_state {
     /* desc->debug->no_push_descriptors or its profile's. */
     bool debug_no_push;
     /* VK_KHR_cooperative_matrix: the device's shapes of subgroup scope
-     * (n_matrix_shapes of them, at most VKMHA_MAX_MATRIX_SHAPES kept), and
-     * coopmat: the extension enabled with cooperativeMatrix,
-     * vulkanMemoryModel and shaderFloat16, and an fp16 x fp16 -> fp32
-     * shape among them (vk_tuning's coop_* say which); never for a
-     * borrowed device, nor with the mobile profile (no_coopmat). */
+     * (n_matrix_shapes of them, at most VKMHA_MAX_MATRIX_SHAPES kept);
+     * coop_shape: the one the cooperative kernels multiply, the largest
+     * m x n, then the deepest, of the non-saturating fp16 x fp16 -> fp32
+     * ones among all (m 0: none); and coopmat: the extension enabled with
+     * cooperativeMatrix, vulkanMemoryModel and shaderFloat16 and a
+     * coop_shape; never for a borrowed device, nor with the mobile profile
+     * (no_coopmat). */
     uint32_t n_matrix_shapes;
     vkmha_matrix_shape matrix_shapes[VKMHA_MAX_MATRIX_SHAPES];
+    vkmha_matrix_shape coop_shape;
     bool coopmat, no_coopmat;
     /* VK_EXT_subgroup_size_control's maxSubgroupSize (with coopmat): the
      * cooperative kernels' workgroups are multiples of it, and their

@@ -87,8 +87,7 @@ static const char *tile_check(const vkmha_device_info *d, vkmha_tile_config *t, 
  * GPU). */
 static const char *coop_tile_check(const vk_state *vk, vkmha_tile_config *t, bool *limits)
 {
-    const vk_tuning *u = &vk->tuning;
-    const uint32_t cm = u->coop_cm, cn = u->coop_cn, ck = u->coop_ck;
+    const uint32_t cm = vk->coop_shape.m, cn = vk->coop_shape.n, ck = vk->coop_shape.k;
     *limits = true;
     if (!vk->coopmat)
         return vk_spirv[SPV_MATMUL_COOP].code
@@ -132,27 +131,6 @@ static const char *coop_tile_check(const vk_state *vk, vkmha_tile_config *t, boo
 static const char *coop_env_ignored(const vk_state *vk)
 {
     return vk->external ? "a borrowed device" : vk->no_coopmat ? "the mobile profile" : NULL;
-}
-
-/* The device's fp16 x fp16 -> fp32 matrix shape the cooperative matmul
- * multiplies: the largest m x n, then the deepest. */
-static void pick_matrix_shape(vk_state *vk)
-{
-    vk_tuning *u = &vk->tuning;
-    u->coop_cm = u->coop_cn = u->coop_ck = 0;
-    const uint32_t n = vk->n_matrix_shapes < VKMHA_MAX_MATRIX_SHAPES ? vk->n_matrix_shapes
-                                                                     : VKMHA_MAX_MATRIX_SHAPES;
-    for (uint32_t i = 0; i < n; i++) {
-        const vkmha_matrix_shape *s = &vk->matrix_shapes[i];
-        if (s->a_type != VK_COMPONENT_TYPE_FLOAT16_KHR ||
-            s->b_type != VK_COMPONENT_TYPE_FLOAT16_KHR ||
-            s->c_type != VK_COMPONENT_TYPE_FLOAT32_KHR ||
-            s->result_type != VK_COMPONENT_TYPE_FLOAT32_KHR || s->saturating)
-            continue;
-        const uint64_t area = (uint64_t)s->m * s->n, best = (uint64_t)u->coop_cm * u->coop_cn;
-        if (area > best || (area == best && s->k > u->coop_ck))
-            u->coop_cm = s->m, u->coop_cn = s->n, u->coop_ck = s->k;
-    }
 }
 
 static bool pick_tile(const vkmha_device_info *d, const vkmha_tile_config *cands, size_t n,
@@ -237,8 +215,8 @@ static bool pick_flash_coop_within(const vk_state *vk, uint32_t max_dim, uint64_
 {
     static const uint32_t blocks[][2] = {{64, 64}, {64, 32}, {32, 32}, {32, 16},
                                          {16, 16}, {16, 8},  {8, 8}};
-    const vk_tuning *u = &vk->tuning;
-    const uint32_t d4 = max_dim / 4, cm = u->coop_cm, cn = u->coop_cn, ck = u->coop_ck;
+    const uint32_t d4 = max_dim / 4, cm = vk->coop_shape.m, cn = vk->coop_shape.n,
+                   ck = vk->coop_shape.k;
     const vkmha_device_info *d = &vk->info;
     if (!cm || (4 * d4) % cn || (4 * d4) % ck)
         return false;
@@ -340,7 +318,6 @@ vkmha_status vk_tuning_init(vk_state *vk, const vk_tuning_desc *desc)
     }
     /* The cooperative matmul: forced, or by default on GPUs (CPU devices
      * emulate the matrix units). */
-    pick_matrix_shape(vk);
     const bool coop_forced = have && et.variant == VKMHA_MATMUL_VARIANT_COOPERATIVE;
     vk->tuning.tile_coop = coop_forced ? et : (vkmha_tile_config){0};
     vk->tuning.tile_coop.variant = VKMHA_MATMUL_VARIANT_COOPERATIVE;

@@ -123,26 +123,20 @@ shared float ps[BR * (BC > DV ? BC : DV)];
 #define MAT_B(R, C) coopmat<float16_t, gl_ScopeSubgroup, R, C, gl_MatrixUseB>
 #define MAT_C coopmat<float, gl_ScopeSubgroup, CM, CN, gl_MatrixUseAccumulator>
 
-void put4h(uint at, vec4 v) // 4 halves of a staged row
-{
-    qh[at] = float16_t(v.x); qh[at + 1u] = float16_t(v.y);
-    qh[at + 2u] = float16_t(v.z); qh[at + 3u] = float16_t(v.w);
-}
-void put4kv(uint at, vec4 v)
-{
-    kvh[at] = float16_t(v.x); kvh[at + 1u] = float16_t(v.y);
-    kvh[at + 2u] = float16_t(v.z); kvh[at + 3u] = float16_t(v.w);
-}
+// Four halves of a staged row at AT of the shared array S: a vec4 rounded
+// (exact for fp16 inputs), or an f16vec4's bits as they are. A macro: GLSL
+// passes no shared array to a function.
+#define PUT4H(S, AT, V)                                                        \
+    {                                                                          \
+        const uint at_ = (AT);                                                 \
+        const f16vec4 h_ = f16vec4(V);                                         \
+        S[at_] = h_.x; S[at_ + 1u] = h_.y; S[at_ + 2u] = h_.z; S[at_ + 3u] = h_.w; \
+    }
 // K and V rows whose starts are 4-aligned and whose widths are whole vec4s
 // are staged from one fp16 load of 4 elements each, their bits unconverted
 // (shaders/typed.glsl's ld4h; exact either way).
 TYPED_LD4H(1, k)
 TYPED_LD4H(2, v)
-void put4kvh(uint at, f16vec4 h)
-{
-    kvh[at] = h.x; kvh[at + 1u] = h.y;
-    kvh[at + 2u] = h.z; kvh[at + 3u] = h.w;
-}
 
 // ps[r][c] = Q K^T for the block's rows and keys (their first `depth`
 // columns, a multiple of CK), a tile per subgroup in turn.
@@ -257,7 +251,7 @@ void main()
     const uint k_base = (b + p.kv_b0) * p.k_sb + hk * p.k_sh - p.kv_key0 * p.k_ld;
     const uint v_base = (b + p.kv_b0) * p.v_sb + hk * p.v_sh - p.kv_key0 * p.v_ld;
 #if defined(COOP) && COOP
-    // Every K (V) row starts 4-aligned and holds whole vec4s: put4kvh.
+    // Every K (V) row starts 4-aligned and holds whole vec4s: one ld4h per 4.
     const bool k_whole = (k_base | p.k_ld | P_DK) % 4u == 0u;
     const bool v_whole = (v_base | p.v_ld | P_DV) % 4u == 0u;
 #endif
@@ -275,7 +269,7 @@ void main()
         const vec4 q4 = r < rows && c4 < dk4 ? load_q(q_base + (i0 + r) * p.q_ld, 4u * c4, P_DK)
                                              : vec4(0.0);
 #if defined(COOP) && COOP
-        put4h(r * DS + 4u * c4, q4);
+        PUT4H(qh, r * DS + 4u * c4, q4);
 #else
         qs[e] = q4;
 #endif
@@ -338,9 +332,9 @@ void main()
             const uint j = e / (depth / 4u), c4 = e % (depth / 4u);
             const uint row = k_base + (j0 + j) * p.k_ld;
             if (c4 < dk4 && k_whole)
-                put4kvh(j * DS + 4u * c4, ld4h_k(row / 4u + c4));
+                PUT4H(kvh, j * DS + 4u * c4, ld4h_k(row / 4u + c4))
             else
-                put4kv(j * DS + 4u * c4, c4 < dk4 ? load_k(row, 4u * c4, P_DK) : vec4(0.0));
+                PUT4H(kvh, j * DS + 4u * c4, c4 < dk4 ? load_k(row, 4u * c4, P_DK) : vec4(0.0))
         }
         barrier();
         scores_coop(depth);
@@ -442,10 +436,10 @@ void main()
             const uint jj = e / (width / 4u), c4 = e % (width / 4u);
             const uint row = v_base + (j0 + jj) * p.v_ld;
             if (jj < nk && c4 < dv4 && v_whole)
-                put4kvh(jj * DS + 4u * c4, ld4h_v(row / 4u + c4));
+                PUT4H(kvh, jj * DS + 4u * c4, ld4h_v(row / 4u + c4))
             else
-                put4kv(jj * DS + 4u * c4,
-                       jj < nk && c4 < dv4 ? load_v(row, 4u * c4, P_DV) : vec4(0.0));
+                PUT4H(kvh, jj * DS + 4u * c4,
+                      jj < nk && c4 < dv4 ? load_v(row, 4u * c4, P_DV) : vec4(0.0))
         }
         barrier();
         pv_coop(width);

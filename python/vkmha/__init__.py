@@ -227,6 +227,14 @@ class Context(_vkmha.Context):
                          bool(validation), flags, fused_kernel, scratch_budget,
                          bool(no_native_16bit))
 
+    # A context is a handle on a device: copies of an object holding one
+    # (copy.deepcopy of a torch model with vkmha.nn modules) share it.
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
     # ---- tensors ----
     def tensor(self, array=None, shape=None, dtype=None):
         """A device tensor: of array's shape and contents (bool / uint8 arrays
@@ -545,8 +553,10 @@ class MultiheadAttention:
     include/vkmha.h defines: zero weights and zero attention output when
     every key is -inf (float masks, 3-D bool attn_mask; as PyTorch >= 2.5),
     uniform weights when every key is masked by a key_padding_mask or 2-D
-    bool attn_mask (vkmha's masked_fill(-1e9) semantics). Inference only:
-    dropout is not applied."""
+    bool attn_mask (vkmha's masked_fill(-1e9) semantics). causal=True adds
+    vkmha's causal mask (query i sees keys j <= i). Inference only:
+    dropout is not applied. vkmha.nn.MultiheadAttention is the
+    torch.nn.Module form."""
 
     def __init__(self, layer, num_heads, batch_first, embed_dim):
         self.layer = layer
@@ -555,7 +565,7 @@ class MultiheadAttention:
         self.embed_dim = embed_dim
 
     def __call__(self, query, key, value, key_padding_mask=None, need_weights=True,
-                 attn_mask=None, average_attn_weights=True, path="auto"):
+                 attn_mask=None, average_attn_weights=True, path="auto", causal=False):
         template = query
         Q, dt = _typed(query, "query", None)
         K, V = _typed(key, "key", dt)[0], _typed(value, "value", dt)[0]
@@ -568,6 +578,7 @@ class MultiheadAttention:
             Q, K, V = (_np.ascontiguousarray(t.transpose(1, 0, 2)) for t in (Q, K, V))
         b, lq, lk, h = Q.shape[0], Q.shape[1], K.shape[1], self.num_heads
         masks = _torch_masks(key_padding_mask, attn_mask, b, h, lq, lk)
+        masks["causal"] = bool(causal)
         out, w = self.layer(Q, K, V, need_weights=True, path=path, dtype=dt, **masks) \
             if need_weights else (self.layer(Q, K, V, path=path, dtype=dt, **masks), None)
         if w is not None and average_attn_weights:
@@ -627,7 +638,7 @@ def _torch_masks(key_padding_mask, attn_mask, b, h, lq, lk):
 
 def from_torch(module, context=None, storage_dtype=None, heads=None):
     """A MultiheadAttention computing module's forward on vkmha (context:
-    a Context, default a new Vulkan one). Reads the module's weights once:
+    a Context, default default_context()). Reads the module's weights once:
     packed (in_proj_weight) or separate (q/k/v_proj_weight, kdim / vdim)
     in-projections, with or without biases; batch_first either way; in the
     module's dtype (float32, float16, bfloat16), kept on the device in
@@ -644,7 +655,16 @@ def from_torch(module, context=None, storage_dtype=None, heads=None):
         raise NotImplementedError("from_torch: add_bias_kv is not supported by vkmha")
     if module.add_zero_attn:
         raise NotImplementedError("from_torch: add_zero_attn is not supported by vkmha")
-    ctx = Context() if context is None else context
+    ctx = default_context() if context is None else context
+    layer = _layer_of(module, ctx, storage_dtype, heads)
+    return MultiheadAttention(layer, layer.desc["n_head"], bool(module.batch_first),
+                              module.embed_dim)
+
+
+def _layer_of(module, ctx, storage_dtype=None, heads=None):
+    """The MHA holding a torch.nn.MultiheadAttention's weights (from_torch,
+    vkmha.nn.MultiheadAttention)."""
+    import torch
     E, H = module.embed_dim, module.num_heads
     with torch.no_grad():
         if module._qkv_same_embed_dim:
@@ -659,10 +679,22 @@ def from_torch(module, context=None, storage_dtype=None, heads=None):
             biases = {"b_q": b_q, "b_k": b_k, "b_v": b_v}
         if module.out_proj.bias is not None:
             biases["b_o"] = module.out_proj.bias.detach().cpu()
-        layer = MHA(ctx, E, H, w_q, w_k, w_v, module.out_proj.weight.detach().cpu(),
-                    kdim=module.kdim, vdim=module.vdim, storage_dtype=storage_dtype,
-                    heads=heads, **biases)
-    return MultiheadAttention(layer, layer.desc["n_head"], bool(module.batch_first), E)
+        return MHA(ctx, E, H, w_q, w_k, w_v, module.out_proj.weight.detach().cpu(),
+                   kdim=module.kdim, vdim=module.vdim, storage_dtype=storage_dtype,
+                   heads=heads, **biases)
+
+
+_DEFAULT_CONTEXT = []
+
+
+def default_context():
+    """The process's shared Vulkan Context, created at the first call: what
+    from_torch, load_safetensors, vkmha.nn and vkmha.functional use when no
+    context is given. Like every Context, one thread at a time (each call
+    holds the GIL)."""
+    if not _DEFAULT_CONTEXT:
+        _DEFAULT_CONTEXT.append(Context())
+    return _DEFAULT_CONTEXT[0]
 
 
 def load_safetensors(path_or_bytes, n_head, context=None, prefix=None, storage_dtype=None,
@@ -672,8 +704,9 @@ def load_safetensors(path_or_bytes, n_head, context=None, prefix=None, storage_d
     looks for under prefix. storage_dtype: the dtype the layer keeps the
     weights in, whatever the file's (_F32, _F16, _BF16 tensors, may be mixed),
     default _F32. heads=(h0, h1): a head shard (see MHA). kw: n_kv_head,
-    scale, post_norm, norm_prefix, norm_eps."""
-    ctx = Context() if context is None else context
+    scale, post_norm, norm_prefix, norm_eps. context: default
+    default_context()."""
+    ctx = default_context() if context is None else context
     if heads is not None:
         kw["head_begin"], kw["head_end"] = (int(h) for h in heads)
     kw["storage_dtype"] = _dtype(storage_dtype) or _F32

@@ -1,6 +1,8 @@
 """Tests of the Python package vkmha (python/), printed as TAP (one line per
-test method), run by `meson test` (suite python) with PYTHONPATH pointing at
-build/python and VKMHA_HEADER at include/vkmha.h.
+test method, checks.py), run by `meson test` (suite python: tests/python/
+installed.py runs it in a virtual environment where the package's wheel is
+installed) with VKMHA_HEADER pointing at include/vkmha.h; by hand,
+PYTHONPATH=build/python runs it on the build directory's package.
 
 Against torch.nn.MultiheadAttention (Debian's python3-torch, fp32 on the
 CPU), element by element: |vkmha - torch| <= ATOL + RTOL * |torch|, ATOL
@@ -19,7 +21,6 @@ import os
 import struct
 import sys
 import tempfile
-import traceback
 import unittest
 
 try:
@@ -33,7 +34,9 @@ except ImportError as e:  # pragma: no cover - the message is the point
 
 import vkmha
 
-ATOL, RTOL = 2e-5, 1e-4
+import checks
+from checks import assert_close
+
 torch.manual_seed(0)
 BACKENDS = ("vulkan", "reference")
 CONTEXTS = {}
@@ -58,26 +61,6 @@ def context(backend):
     if backend not in CONTEXTS:
         CONTEXTS[backend] = vkmha.Context(backend, validation=backend == "vulkan")
     return CONTEXTS[backend]
-
-
-def assert_close(tc, got, want, what, atol=ATOL, rtol=RTOL, rows=None):
-    """Element by element; NaN / Inf must match. rows: a boolean mask of the
-    elements to compare (the others are not defined by the oracle)."""
-    got = np.asarray(got.detach() if torch.is_tensor(got) else got, dtype=np.float64)
-    want = np.asarray(want.detach() if torch.is_tensor(want) else want, dtype=np.float64)
-    tc.assertEqual(got.shape, want.shape, "%s: shape" % what)
-    if rows is not None:
-        got, want = got[rows], want[rows]
-    fin = np.isfinite(want)
-    tc.assertTrue(np.array_equal(fin, np.isfinite(got)),
-                  "%s: non-finite elements differ (%d vs %d)" % (what, (~np.isfinite(got)).sum(),
-                                                                  (~fin).sum()))
-    err = np.abs(got[fin] - want[fin])
-    bound = atol + rtol * np.abs(want[fin])
-    if err.size and (err > bound).any():
-        i = int(np.argmax(err - bound))
-        tc.fail("%s: element %d: %r vs %r, |diff| %.3g > %.3g (max |diff| %.3g over %d)"
-                % (what, i, got[fin][i], want[fin][i], err[i], bound[i], err.max(), err.size))
 
 
 def torch_mha(module, q, k, v, **kw):
@@ -1185,39 +1168,5 @@ class TestZValidation(unittest.TestCase):
         self.assertEqual(info["validation_messages"], 0)
 
 
-class TapResult(unittest.TestResult):
-    def __init__(self):
-        super().__init__()
-        self.n = 0
-
-    def report(self, test, ok, detail=None):
-        self.n += 1
-        print("%s %d - %s" % ("ok" if ok else "not ok", self.n, test.id()))
-        if detail:
-            for line in detail.rstrip().splitlines():
-                print("# " + line)
-        sys.stdout.flush()
-
-    def addSuccess(self, test):
-        super().addSuccess(test)
-        self.report(test, True)
-
-    def addFailure(self, test, err):
-        super().addFailure(test, err)
-        self.report(test, False, "".join(traceback.format_exception(*err)))
-
-    def addError(self, test, err):
-        super().addError(test, err)
-        self.report(test, False, "".join(traceback.format_exception(*err)))
-
-    def addSkip(self, test, reason):  # no test skips; treat one as a failure
-        super().addSkip(test, reason)
-        self.report(test, False, "skipped: " + reason)
-
-
 if __name__ == "__main__":
-    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[__name__])
-    result = TapResult()
-    suite.run(result)
-    print("1..%d" % result.n)
-    sys.exit(0 if result.wasSuccessful() and not result.skipped else 1)
+    checks.run(__name__)

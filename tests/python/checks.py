@@ -1,0 +1,70 @@
+"""What the Python tests share: TAP output (unittest: one line per test
+method, a failure's traceback as comments, a skip counted as a failure: no
+test skips; run(module) runs every TestCase of a module and exits 0 only if
+all passed) and assert_close, the element-by-element comparison."""
+import sys
+import traceback
+import unittest
+
+import numpy as np
+import torch
+
+ATOL, RTOL = 2e-5, 1e-4
+
+
+def assert_close(tc, got, want, what, atol=ATOL, rtol=RTOL, rows=None):
+    """Element by element; NaN / Inf must match. rows: a boolean mask of the
+    elements to compare (the others are not defined by the oracle)."""
+    got = np.asarray(got.detach() if torch.is_tensor(got) else got, dtype=np.float64)
+    want = np.asarray(want.detach() if torch.is_tensor(want) else want, dtype=np.float64)
+    tc.assertEqual(got.shape, want.shape, "%s: shape" % what)
+    if rows is not None:
+        got, want = got[rows], want[rows]
+    fin = np.isfinite(want)
+    tc.assertTrue(np.array_equal(fin, np.isfinite(got)),
+                  "%s: non-finite elements differ (%d vs %d)" % (what, (~np.isfinite(got)).sum(),
+                                                                  (~fin).sum()))
+    err = np.abs(got[fin] - want[fin])
+    bound = atol + rtol * np.abs(want[fin])
+    if err.size and (err > bound).any():
+        i = int(np.argmax(err - bound))
+        tc.fail("%s: element %d: %r vs %r, |diff| %.3g > %.3g (max |diff| %.3g over %d)"
+                % (what, i, got[fin][i], want[fin][i], err[i], bound[i], err.max(), err.size))
+
+
+class TapResult(unittest.TestResult):
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def report(self, test, ok, detail=None):
+        self.n += 1
+        print("%s %d - %s" % ("ok" if ok else "not ok", self.n, test.id()))
+        if detail:
+            for line in detail.rstrip().splitlines():
+                print("# " + line)
+        sys.stdout.flush()
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self.report(test, True)
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self.report(test, False, "".join(traceback.format_exception(*err)))
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self.report(test, False, "".join(traceback.format_exception(*err)))
+
+    def addSkip(self, test, reason):  # no test skips; treat one as a failure
+        super().addSkip(test, reason)
+        self.report(test, False, "skipped: " + reason)
+
+
+def run(module_name):
+    suite = unittest.defaultTestLoader.loadTestsFromModule(sys.modules[module_name])
+    result = TapResult()
+    suite.run(result)
+    print("1..%d" % result.n)
+    sys.exit(0 if result.wasSuccessful() and not result.skipped else 1)

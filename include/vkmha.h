@@ -206,10 +206,11 @@ typedef enum vkmha_context_flags {
      * false, never a made-up time. */
     VKMHA_CONTEXT_PROFILE = 1u << 1,
     /* Vulkan: create every compute pipeline in vkmha_context_create instead
-     * of on first use, so that no later call pays for shader compilation
-     * (an engine does this at load time, not in the middle of a frame). */
+     * of on first use, and run the whole self-check there (vkmha_path), so
+     * that no later call pays for shader compilation or checks (an engine
+     * does this at load time, not in the middle of a frame). */
     VKMHA_CONTEXT_EAGER_PIPELINES = 1u << 2,
-    /* Vulkan: skip the self-check of context creation (vkmha_path). */
+    /* Vulkan: skip the self-check (vkmha_path): no path is checked. */
     VKMHA_CONTEXT_NO_SELF_CHECK = 1u << 3,
     /* Vulkan: create pipelines on the calling thread only. By default the
      * pipelines a call needs that do not exist yet (the self-check's, a
@@ -224,16 +225,29 @@ typedef enum vkmha_context_flags {
     VKMHA_CONTEXT_SINGLE_THREAD = 1u << 4,
 } vkmha_context_flags;
 
-/* The code paths a Vulkan context checks when it is created: each runs once
+/* The code paths a Vulkan context checks (its self-check): each runs once
  * on a small canary input (the fused attention of each head-dim class with
  * its key splits on each of its kernels, the reductions with subgroup
- * arithmetic, 16-bit storage, the matmul for few rows) and is compared with
- * the reference backend. A path that disagrees is disabled for that context
- * with a VKMHA_LOG_WARN message naming it and the error, and the context
- * takes the path's fallback (in parentheses); vkmha_context_info.
- * disabled_paths tells. The environment variable VKMHA_DISABLE_PATHS (a
- * comma-separated list of the names below, e.g. "fused_d64,subgroup")
- * disables paths without checking, to work around a driver. */
+ * arithmetic, 16-bit storage, sparse binding, the matmul for few rows and
+ * on matrix units) and is compared with the reference backend, right before
+ * the first call that may take it: context creation compiles and runs none
+ * of them (VKMHA_CONTEXT_EAGER_PIPELINES checks them all there instead).
+ * The first call of any op checks 16-bit storage, the reductions and sparse
+ * binding (they change every pipeline or tensor); the first matmul the
+ * matmul paths; the first attention or layer forward of a head-dim class
+ * also the unfused attention and that class's fused kernels (a layer's
+ * first forward checks only what it may use). A path that disagrees is
+ * disabled for that context with a VKMHA_LOG_WARN message naming it, the
+ * call and the error, and the context takes the path's fallback (in
+ * parentheses) from that call on; vkmha_context_info.disabled_paths tells
+ * (the paths checked so far). An unfused attention that disagrees leaves
+ * no attention path: that call and every later attention and layer forward
+ * fail with VKMHA_ERROR_UNSUPPORTED saying so; the other ops still work. A
+ * check that cannot finish (out of memory) fails its call; the next call
+ * needing those paths checks them again. The environment variable
+ * VKMHA_DISABLE_PATHS (a comma-separated list of the names below, e.g.
+ * "fused_d64,subgroup") disables paths without checking, to work around a
+ * driver. */
 typedef enum vkmha_path {
     VKMHA_PATH_FUSED_D32 = 1u << 0,  /* "fused_d32": workgroup-shared fused attention,
                                         head dims <= 32 (the CPU-shaped kernel, or unfused) */
@@ -585,7 +599,8 @@ typedef struct vkmha_context_info {
     bool native_16bit_storage VKMHA_ZERO;
     /* Vulkan: the vkmha_path bits this context does not use (its
      * self-check found them wrong, or VKMHA_DISABLE_PATHS named them), and
-     * what the self-check took, in microseconds (0: skipped). */
+     * what the self-check took so far, in microseconds (0: skipped, or no
+     * call needed a check yet; paths are checked before their first use). */
     uint32_t disabled_paths VKMHA_ZERO;
     uint32_t self_check_us VKMHA_ZERO;
     /* Vulkan: the largest tensor vkmha_tensor_create makes (and a KV

@@ -208,10 +208,13 @@ vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc, bool 
         return st;
     if ((st = vk_buffer_create(vk, 16, false, false, "placeholder", &vk->mem.dummy)))
         return st;
-    /* The self-check's canaries run through the ops' own entry points. */
+    /* The self-check: each path before its first use, or (with
+     * EAGER_PIPELINES: nothing left for later calls) all of them now. Its
+     * canaries run through the ops' own entry points. */
     const char *call = ctx->call;
     ctx->call = "vkmha_context_create";
     st = vk_self_check(vk, !(desc->flags & VKMHA_CONTEXT_NO_SELF_CHECK),
+                       (desc->flags & VKMHA_CONTEXT_EAGER_PIPELINES) != 0,
                        desc->debug ? desc->debug->self_check_break : 0);
     ctx->call = call;
     if (st)
@@ -272,7 +275,7 @@ static void ctx_info(const vkmha_context *ctx, vkmha_context_info *out)
     out->external_device = vk->external;
     out->push_descriptors = vk->push_descriptors;
     out->disabled_paths = vk->tuning.disabled_paths;
-    out->self_check_us = vk->self_check_us;
+    out->self_check_us = vk->check.us;
     out->pipeline_cache_loaded = vk->cache.loaded;
     out->pipeline_cache_bytes = vk->cache.bytes;
     out->pipelines_created = vk->pipelines.created;

@@ -25,9 +25,23 @@
 vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc, bool compile_only);
 void vk_destroy(vk_state *vk);
 
-/* src/vk_selfcheck.c: VKMHA_DISABLE_PATHS, then (run) the canaries of every
- * path the context would use; breaks: desc->debug->self_check_break. */
-vkmha_status vk_self_check(vk_state *vk, bool run, uint32_t breaks);
+/* src/vk_selfcheck.c: the self-check (vkmha_path). vk_self_check applies
+ * VKMHA_DISABLE_PATHS, then (run) marks every path to be checked and (now)
+ * checks them all at once; breaks: desc->debug->self_check_break. Each op
+ * then calls vk_self_check_need with the paths it may take, before it plans
+ * or records anything: the canaries of those not checked yet run first,
+ * with those of VK_CHECK_BASE (the paths that change every pipeline's code
+ * or the tensors' memory: checked before any pipeline is used). The bits
+ * are VKMHA_PATH_* and VK_CHECK_UNFUSED (the unfused attention, which has
+ * no fallback: found wrong, every attention fails). */
+#define VK_CHECK_UNFUSED (1u << 31)
+#define VK_CHECK_BASE (VKMHA_PATH_NATIVE_16BIT | VKMHA_PATH_SUBGROUP | VKMHA_PATH_SPARSE)
+#define VK_CHECK_MATMUL (VKMHA_PATH_COOPMAT_MATMUL | VKMHA_PATH_MATMUL_GEMV)
+vkmha_status vk_self_check(vk_state *vk, bool run, bool now, uint32_t breaks);
+vkmha_status vk_self_check_need(vk_state *vk, uint32_t paths);
+/* The paths an attention of head dims d_k, d_v may take: its matmuls, the
+ * unfused path and each fused kernel of its head-dim class. */
+uint32_t vk_check_attention(uint32_t d_k, uint32_t d_v);
 
 /* ---- the backend table's entries (vk_backend_ops, src/vk_context.c) ------ */
 

@@ -507,6 +507,8 @@ vkmha_status vk_mha_forward(vkmha_mha *mha, const vkmha_run *run, const mha_fwd 
 {
     vk_state *vk = mha->ctx->vk;
     vkmha_status st;
+    if ((st = vk_self_check_need(vk, vk_check_attention(mha->d.d_k, mha->d.d_v))))
+        return st;
     if (run->form == FORM_HOST)
         return forward_host(mha, f, io);
     fwd_bufs b = {.query = vk_tensor_view(&io[0]), .key = vk_tensor_view(&io[1]),

@@ -1,11 +1,13 @@
-/* The self-check of context creation (vkmha_path): each code path the
- * context would use runs once on a small canary input, through the same
- * host-array entry points as the public ops, and is compared with the
- * reference backend's functions (src/reference.c). A path that disagrees
- * is disabled (its fallback taken: another fused kernel or the unfused
- * path, shared-memory reductions, packed 16-bit data, the small-tile
- * matmul) with a warning; a wrong unfused attention, for which nothing is
- * left, fails the creation. VKMHA_DISABLE_PATHS disables paths unchecked. */
+/* The self-check (vkmha_path): each code path the context uses runs once on
+ * a small canary input, through the same host-array entry points as the
+ * public ops, and is compared with the reference backend's functions
+ * (src/reference.c), right before the first call that may take it (or all
+ * at context creation with VKMHA_CONTEXT_EAGER_PIPELINES). A path that
+ * disagrees is disabled (its fallback taken: another fused kernel or the
+ * unfused path, shared-memory reductions, packed 16-bit data, the
+ * small-tile matmul) with a warning; a wrong unfused attention, for which
+ * nothing is left, fails that call and every later attention.
+ * VKMHA_DISABLE_PATHS disables paths unchecked. */
 #include "vk_internal.h"
 
 #include <math.h>
@@ -135,25 +137,29 @@ static vkmha_status judge(vk_state *vk, uint32_t bit, float *got, const float *w
     size_t at;
     if (vk->exec.gather) /* the first pass: nothing ran */
         return VKMHA_SUCCESS;
-    if ((bit ? bit : 1u << 31) & breaks)
+    const uint32_t check = bit ? bit : VK_CHECK_UNFUSED;
+    vk->check.pending &= ~check; /* judged, whatever the verdict */
+    if (check & breaks)
         got[0] += 1.0f; /* desc->debug->self_check_break (bit 31: the unfused path) */
     if (agrees(got, want, n, tol, &diff, &at))
         return VKMHA_SUCCESS;
-    if (!bit)
+    const char *fn = vk->ctx->call;
+    if (!bit) {
+        vk->check.unfused_wrong = true;
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
-                           "vkmha_context_create: self-check: the unfused attention (matmul, "
-                           "softmax, matmul) disagrees with the reference backend (|diff| %g "
-                           "at element %zu): no attention path is left on this device",
-                           diff, at);
+                           "%s: self-check: the unfused attention (matmul, softmax, matmul) "
+                           "disagrees with the reference backend (|diff| %g at element %zu): "
+                           "no attention path is left on this device",
+                           fn, diff, at);
+    }
     const struct path_info *p = path_of_bit(bit);
     if (!p)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
-                           "vkmha_context_create: internal error: self-check path bit 0x%x",
-                           bit);
+                           "%s: internal error: self-check path bit 0x%x", fn, bit);
     vkmha__log(vk->ctx, VKMHA_LOG_WARN, VKMHA_SUCCESS,
-               "vkmha_context_create: self-check: %s (\"%s\") disagrees with the reference "
-               "backend (|diff| %g at element %zu): disabled for this context; %s",
-               p->what, p->name, diff, at, p->fallback);
+               "%s: self-check: %s (\"%s\") disagrees with the reference backend (|diff| %g "
+               "at element %zu): disabled for this context; %s",
+               fn, p->what, p->name, diff, at, p->fallback);
     vk_tuning_disable(vk, bit);
     return VKMHA_SUCCESS;
 }
@@ -192,7 +198,7 @@ static vkmha_status attention_canary(vk_state *vk, uint32_t d, vkmha_attention_p
         vkmha__to_f32(dtype, h + nq + 2 * nkv, nq, o);
     s.dtype = VKMHA_DTYPE_F32; /* the reference on the same (exact) values */
     if ((st = ref_attention(vk->ctx, &s, q, k, v, &mask, r, NULL)))
-        return vkmha__fail(vk->ctx, st, "vkmha_context_create: out of host memory");
+        return vkmha__fail(vk->ctx, st, "%s: out of host memory", vk->ctx->call);
     return judge(vk, bit, o, r, nq, half ? 10.0 : 1.0, breaks);
 }
 
@@ -213,7 +219,7 @@ static vkmha_status sparse_canary(vk_state *vk, uint32_t breaks)
     vk_buffer plain = {0}, sparse = {0};
     vkmha_status st = x ? VKMHA_SUCCESS
                         : vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                                      "vkmha_context_create: out of host memory");
+                                      "%s: out of host memory", ctx->call);
     if (!st && !(st = vk_buffer_create(vk, 2 * bytes, false, false, "self-check", &plain)))
         st = vk_buffer_create_sparse(vk, bytes, 1, "self-check", &sparse);
     const vk_view xv = {.buf = &plain, .dtype = VKMHA_DTYPE_F32},
@@ -257,14 +263,15 @@ static vkmha_status sparse_canary(vk_state *vk, uint32_t breaks)
  * which has no fallback): 16-bit storage (on the device type's matmul), the
  * cooperative-matrix matmul (through more than one tile each way and step
  * of k, edges included) and the few-rows matmul: C = A B^T, fp16 or fp32. */
-static vkmha_status matmul_canaries(vk_state *vk, float *mem, uint32_t breaks)
+static vkmha_status matmul_canaries(vk_state *vk, float *mem, uint32_t todo, uint32_t breaks)
 {
     vkmha_status st = VKMHA_SUCCESS;
-    const bool check16 = vk->tuning.native16,
-               coop = vk->tuning.coop_matmul &&
+    const bool check16 = (todo & VKMHA_PATH_NATIVE_16BIT) && vk->tuning.native16,
+               coop = (todo & VKMHA_PATH_COOPMAT_MATMUL) && vk->tuning.coop_matmul &&
                       vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL_COOP}),
-               gemv = vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL, .tile = TILE_GEMV}) ||
-                      vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL_GEMV_GPU});
+               gemv = (todo & VKMHA_PATH_MATMUL_GEMV) &&
+                      (vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL, .tile = TILE_GEMV}) ||
+                       vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL_GEMV_GPU}));
     static const uint32_t pass_bit[3] = {VKMHA_PATH_NATIVE_16BIT, VKMHA_PATH_COOPMAT_MATMUL,
                                          VKMHA_PATH_MATMUL_GEMV};
     for (int pass = 0; pass < 3 && !st; pass++) {
@@ -299,48 +306,59 @@ static vkmha_status matmul_canaries(vk_state *vk, float *mem, uint32_t breaks)
     return st;
 }
 
-/* Runs every canary once, judging each path (vk->exec.gather: plans only, so
- * that their pipelines are created together before the judged pass). mem:
- * scratch for the canaries' arrays. */
-static vkmha_status run_canaries(vk_state *vk, float *mem, uint32_t breaks)
+/* The reductions' subgroup variant: a row too long for CPU devices'
+ * row-per-invocation kernel takes the workgroup-per-row one. */
+static vkmha_status subgroup_canary(vk_state *vk, float *mem, uint32_t breaks)
 {
     vkmha_context *ctx = vk->ctx;
-    vkmha_status st = matmul_canaries(vk, mem, breaks);
-    /* The unfused path: what every other one falls back to. */
-    if (!st)
+    const uint32_t n = VK_CPU_ROW_MAX + 7;
+    float *x = mem, *y = x + n, *r = y + n;
+    fill(x, n, 77);
+    const sm_shape s = {.batch = 1, .heads = 1, .len_q = 1, .len_k = n, .scale = 1.0f};
+    const mask_r none = {0};
+    vkmha_status st = vk_softmax(vk, &s, x, &none, y);
+    if (st || vk->exec.gather)
+        return st;
+    if (ref_softmax(ctx, &s, x, &none, r))
+        return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
+                           ctx->call);
+    return judge(vk, VKMHA_PATH_SUBGROUP, y, r, n, 1.0, breaks);
+}
+
+/* Runs the canaries of the paths in todo once, judging each path
+ * (vk->exec.gather: plans only, so that their pipelines are created together
+ * before the judged pass), in an order where each canary's own ops take
+ * only paths judged before it: the matmuls, the reductions and sparse
+ * binding, then the unfused attention (what every fused kernel falls back
+ * to), then the fused kernels. mem: scratch for the canaries' arrays. */
+static vkmha_status run_canaries(vk_state *vk, float *mem, uint32_t todo, uint32_t breaks)
+{
+    vkmha_status st = matmul_canaries(vk, mem, todo, breaks);
+    if (!st && (todo & VKMHA_PATH_SUBGROUP) && vk->tuning.use_subgroup)
+        st = subgroup_canary(vk, mem, breaks);
+    if (!st && (todo & VKMHA_PATH_SPARSE))
+        st = sparse_canary(vk, breaks);
+    if (!st && (todo & VK_CHECK_UNFUSED))
         st = attention_canary(vk, 28, VKMHA_ATTENTION_PATH_UNFUSED, VKMHA_FUSED_KERNEL_AUTO, 0,
                               VKMHA_DTYPE_F32, mem, breaks);
     /* Each fused head-dim class on each of its kernels, with key splits. */
     for (int c = 0; c < VK_FLASH_CLASSES && !st; c++) {
         const uint32_t d = (32u << c) - 4;
-        if (vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH, .cls = (uint8_t)c}))
+        if ((todo & (VKMHA_PATH_FUSED_D32 << c)) &&
+            vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH, .cls = (uint8_t)c}))
             st = attention_canary(vk, d, VKMHA_ATTENTION_PATH_FUSED, VKMHA_FUSED_KERNEL_SHARED,
                                   VKMHA_PATH_FUSED_D32 << c, VKMHA_DTYPE_F32, mem, breaks);
-        if (!st && vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH_CPU, .cls = (uint8_t)c}))
+        if (!st && (todo & (VKMHA_PATH_FUSED_CPU_D32 << c)) &&
+            vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH_CPU, .cls = (uint8_t)c}))
             st = attention_canary(vk, d, VKMHA_ATTENTION_PATH_FUSED, VKMHA_FUSED_KERNEL_REGISTER,
                                   VKMHA_PATH_FUSED_CPU_D32 << c, VKMHA_DTYPE_F32, mem, breaks);
-        if (!st && vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH_COOP, .cls = (uint8_t)c}))
+        if (!st && (todo & (VKMHA_PATH_COOPMAT_FUSED_D32 << c)) &&
+            vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH_COOP, .cls = (uint8_t)c}))
             st = attention_canary(vk, d, VKMHA_ATTENTION_PATH_FUSED,
                                   VKMHA_FUSED_KERNEL_COOPERATIVE, VKMHA_PATH_COOPMAT_FUSED_D32 << c,
                                   VKMHA_DTYPE_F16, mem, breaks);
     }
-    /* The reductions' subgroup variant: a row too long for CPU devices'
-     * row-per-invocation kernel takes the workgroup-per-row one. */
-    if (!st && vk->tuning.use_subgroup) {
-        const uint32_t n = VK_CPU_ROW_MAX + 7;
-        float *x = mem, *y = x + n, *r = y + n;
-        fill(x, n, 77);
-        const sm_shape s = {.batch = 1, .heads = 1, .len_q = 1, .len_k = n, .scale = 1.0f};
-        const mask_r none = {0};
-        if (!(st = vk_softmax(vk, &s, x, &none, y))) {
-            if (ref_softmax(ctx, &s, x, &none, r))
-                st = vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                                 "vkmha_context_create: out of host memory");
-            else
-                st = judge(vk, VKMHA_PATH_SUBGROUP, y, r, n, 1.0, breaks);
-        }
-    }
-    return st ? st : sparse_canary(vk, breaks);
+    return st;
 }
 
 static double elapsed_ms(const struct timespec *a, const struct timespec *b)
@@ -348,7 +366,19 @@ static double elapsed_ms(const struct timespec *a, const struct timespec *b)
     return (double)(b->tv_sec - a->tv_sec) * 1e3 + (double)(b->tv_nsec - a->tv_nsec) / 1e6;
 }
 
-vkmha_status vk_self_check(vk_state *vk, bool run, uint32_t breaks)
+uint32_t vk_check_attention(uint32_t d_k, uint32_t d_v)
+{
+    const uint32_t dim = d_k > d_v ? d_k : d_v;
+    uint32_t bits = VK_CHECK_MATMUL | VK_CHECK_UNFUSED;
+    for (uint32_t c = 0; c < VK_FLASH_CLASSES; c++)
+        if (dim <= (32u << c)) /* its class, as vk_attention_prepare picks it */
+            return bits | ((VKMHA_PATH_FUSED_D32 | VKMHA_PATH_FUSED_CPU_D32 |
+                            VKMHA_PATH_COOPMAT_FUSED_D32)
+                           << c);
+    return bits;
+}
+
+vkmha_status vk_self_check(vk_state *vk, bool run, bool now, uint32_t breaks)
 {
     vkmha_context *ctx = vk->ctx;
     const char *env = getenv("VKMHA_DISABLE_PATHS");
@@ -370,7 +400,23 @@ vkmha_status vk_self_check(vk_state *vk, bool run, uint32_t breaks)
         }
         s += n + (s[n] == ',');
     }
-    if (!run)
+    vk->check.pending = run ? ~0u : 0;
+    vk->check.breaks = breaks;
+    return now ? vk_self_check_need(vk, ~0u) : VKMHA_SUCCESS;
+}
+
+vkmha_status vk_self_check_need(vk_state *vk, uint32_t paths)
+{
+    vkmha_context *ctx = vk->ctx;
+    if (vk->check.running) /* a canary's own op */
+        return VKMHA_SUCCESS;
+    if ((paths & VK_CHECK_UNFUSED) && vk->check.unfused_wrong)
+        return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: the self-check found the unfused attention wrong on this device "
+                           "(an earlier call said how): no attention path is left",
+                           ctx->call);
+    const uint32_t todo = vk->check.pending & (paths | VK_CHECK_BASE);
+    if (!todo)
         return VKMHA_SUCCESS;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -387,13 +433,14 @@ vkmha_status vk_self_check(vk_state *vk, bool run, uint32_t breaks)
     mem_bytes = coop_bytes > mem_bytes ? coop_bytes : mem_bytes;
     float *mem = vkmha__alloc(ctx, mem_bytes);
     if (!mem)
-        return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                           "vkmha_context_create: out of host memory");
+        return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
+                           ctx->call);
     /* Two passes: the first only plans (vk->exec.gather), so that the pipelines
      * of every canary are created together, on several threads. */
     memset(mem, 0, mem_bytes);
+    vk->check.running = true;
     vk_exec_gather(vk, true);
-    vkmha_status st = run_canaries(vk, mem, breaks);
+    vkmha_status st = run_canaries(vk, mem, todo, vk->check.breaks);
     vk_exec_gather(vk, false);
     const uint32_t created = vk->pipelines.created;
     struct timespec ta, tb;
@@ -403,17 +450,22 @@ vkmha_status vk_self_check(vk_state *vk, bool run, uint32_t breaks)
     const uint32_t built = vk->pipelines.created;
     clock_gettime(CLOCK_MONOTONIC, &tb);
     if (!st)
-        st = run_canaries(vk, mem, breaks);
+        st = run_canaries(vk, mem, todo, vk->check.breaks);
+    vk->check.running = false;
     /* Read by tests/test_selfcheck.c: the judged pass creates nothing. */
     vkmha__log(ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
-               "vkmha_context_create: self-check: %u pipelines created together in %.1f ms, "
-               "%u while judging",
-               built - created, elapsed_ms(&ta, &tb), vk->pipelines.created - built);
+               "%s: self-check: %u pipelines created together in %.1f ms, %u while judging",
+               ctx->call, built - created, elapsed_ms(&ta, &tb), vk->pipelines.created - built);
     vkmha__free(ctx, mem);
-    /* Pipelines built before a fallback changed their code: built anew. */
-    if (!st && (vk->tuning.native16 != before16 || vk->tuning.use_subgroup != subgroup))
+    /* Every path of todo is judged (or not on this device) unless a
+     * canary failed: those left are checked by the next call needing them. */
+    if (!st)
+        vk->check.pending &= ~todo;
+    /* Pipelines built before a fallback changed their code: built anew (the
+     * paths of VK_CHECK_BASE are checked before any call used a pipeline). */
+    if (vk->tuning.native16 != before16 || vk->tuning.use_subgroup != subgroup)
         vk_pipelines_forget(vk);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    vk->self_check_us = (uint32_t)(elapsed_ms(&t0, &t1) * 1e3);
+    vk->check.us += (uint32_t)(elapsed_ms(&t0, &t1) * 1e3);
     return st;
 }

@@ -270,7 +270,16 @@ struct vk_state {
      * cooperative kernels' workgroups are multiples of it, and their
      * subgroups full (VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT). */
     uint32_t max_subgroup_size;
-    uint32_t self_check_us; /* the self-check's time (src/vk_selfcheck.c) */
+    /* The self-check (src/vk_selfcheck.c): the checks not run yet
+     * (VKMHA_PATH_* bits and VK_CHECK_UNFUSED), the breaks asked for
+     * (vkmha_debug_options.self_check_break), whether checks are running
+     * (their canaries' ops check nothing), whether the unfused attention
+     * was found wrong (every attention then fails), the time spent. */
+    struct {
+        uint32_t pending, breaks;
+        bool running, unfused_wrong;
+        uint32_t us;
+    } check;
 
     vk_tuning tuning;
     vk_pipelines pipelines;

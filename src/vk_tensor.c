@@ -78,8 +78,11 @@ vkmha_status vk_tensor_alloc(vkmha_tensor *t)
     const uint64_t alloc = vkmha__tensor_words(t);
     vkmha_status st;
     /* Past maxStorageBufferRange the ops bind it in windows or parts; past
-     * maxMemoryAllocationSize it is sparse (where the context can). */
-    if ((st = vk_check_tensor(vk, alloc, "desc->dims")) ||
+     * maxMemoryAllocationSize it is sparse (where the context can: checked
+     * first by the self-check). */
+    if ((alloc > vk->info.max_allocation_size &&
+         (st = vk_self_check_need(vk, VKMHA_PATH_SPARSE))) ||
+        (st = vk_check_tensor(vk, alloc, "desc->dims")) ||
         (st = alloc > vk->info.max_allocation_size
                   ? vk_buffer_create_sparse(vk, alloc, vk->info.max_allocation_size, "tensor",
                                             &v->buf)
@@ -206,6 +209,8 @@ vkmha_status vk_op_matmul(vkmha_context *ctx, const vkmha_run *run, const mm_sha
 {
     vk_state *vk = ctx->vk;
     vkmha_status st;
+    if ((st = vk_self_check_need(vk, VK_CHECK_MATMUL)))
+        return st;
     if (run->form == FORM_HOST)
         return vk_matmul(vk, s, a->host, b->host, bias->host, out_host(c));
     const vk_matmul_args args = vk_matmul_args_of(s, vk_tensor_view(a), vk_tensor_view(b),
@@ -222,6 +227,8 @@ vkmha_status vk_op_softmax(vkmha_context *ctx, const vkmha_run *run, const sm_sh
 {
     vk_state *vk = ctx->vk;
     vkmha_status st;
+    if ((st = vk_self_check_need(vk, 0)))
+        return st;
     if (run->form == FORM_HOST)
         return vk_softmax(vk, s, x->host, &mask->m, out_host(y));
     if ((st = vk_run_begin(vk, run)))
@@ -240,6 +247,8 @@ vkmha_status vk_op_heads(vkmha_context *ctx, const vkmha_run *run, const heads_s
 {
     vk_state *vk = ctx->vk;
     vkmha_status st;
+    if ((st = vk_self_check_need(vk, 0)))
+        return st;
     if (run->form == FORM_HOST)
         return vk_heads(vk, s, split, x->host, out_host(y));
     if ((st = vk_run_begin(vk, run)))
@@ -256,6 +265,8 @@ vkmha_status vk_op_attention(vkmha_context *ctx, const vkmha_run *run, const att
 {
     vk_state *vk = ctx->vk;
     vkmha_status st;
+    if ((st = vk_self_check_need(vk, vk_check_attention(s->d_k, s->d_v))))
+        return st;
     if (run->form == FORM_HOST)
         return vk_attention(vk, s, q->host, k->host, v->host, &mask->m, out_host(out),
                             out_host(weights));

@@ -1,11 +1,15 @@
-/* The self-check of context creation (vkmha_path): on by default, each path
- * the context uses made wrong on purpose (desc->debug->self_check_break) is
- * disabled with a warning naming it, and the ops then take its fallback and
- * still match the reference; VKMHA_DISABLE_PATHS disables paths unchecked
- * and refuses an unknown name; a wrong unfused attention fails the
- * creation; VKMHA_CONTEXT_NO_SELF_CHECK skips it. Its pipelines are created
- * together (on several threads unless VKMHA_PIPELINE_THREADS=1 or
- * VKMHA_CONTEXT_SINGLE_THREAD) before the judged pass, which creates none. Prints the check's cost.
+/* The self-check (vkmha_path): on by default, each path checked right
+ * before the first call that may take it (context creation compiles and
+ * runs nothing), or all at creation with VKMHA_CONTEXT_EAGER_PIPELINES;
+ * each path the context uses made wrong on purpose
+ * (desc->debug->self_check_break) is disabled with a warning naming it when
+ * it is first needed, and the ops then take its fallback and still match
+ * the reference; VKMHA_DISABLE_PATHS disables paths unchecked and refuses
+ * an unknown name; a wrong unfused attention fails every attention call
+ * (the context stays usable for the rest); VKMHA_CONTEXT_NO_SELF_CHECK skips
+ * it. A check's pipelines are created together (on several threads unless
+ * VKMHA_PIPELINE_THREADS=1 or VKMHA_CONTEXT_SINGLE_THREAD) before its
+ * judged pass, which creates none. Prints the check's cost.
  * Sparse binding (Mesa 25's lavapipe, not 22's) is one of the paths: made
  * wrong, the context makes no sparse tensors. */
 #include "util.h"
@@ -84,6 +88,24 @@ static bool in_use(const vkmha_context_info *info, const vkmha_kernel_info *k, u
     return false;
 }
 
+/* An attention of head dims d (5 queries, 40 keys, causal) against the
+ * reference; the GPU call's status in *st. */
+static bool attention_right(vkmha_context *gpu, vkmha_context *ref, t_rng *rng, uint32_t d,
+                            const char *tag, vkmha_status *st)
+{
+    const vkmha_attention_desc ad = {.batch = 1, .heads = 2, .kv_heads = 1, .len_q = 5,
+                                     .len_k = 40, .d_k = d, .d_v = d};
+    const t_attention_sizes n = t_attention_size(&ad);
+    float *q = t_random(rng, n.q, -1, 1), *k = t_random(rng, n.k, -1, 1),
+          *v = t_random(rng, n.v, -1, 1), *o = t_alloc(n.out), *r = t_alloc(n.out);
+    const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
+    *st = vkmha_attention(gpu, &ad, q, k, v, &causal, o, NULL);
+    const bool ok = !*st && !vkmha_attention(ref, &ad, q, k, v, &causal, r, NULL) &&
+                    t_close(tag, "attention", o, r, n.out, 1e-5, 1e-4);
+    free(q), free(k), free(v), free(o), free(r);
+    return ok;
+}
+
 /* The ops that run each path, against the reference: attention at head
  * dims 20, 60, 120, 250 (one per class, default path), a long softmax row,
  * an fp16 matmul and a matmul of 2 rows. */
@@ -91,18 +113,9 @@ static bool ops_right(vkmha_context *gpu, vkmha_context *ref, t_rng *rng, const 
 {
     bool ok = true;
     static const uint32_t dims[4] = {20, 60, 120, 250};
-    for (int c = 0; c < 4 && ok; c++) {
-        const vkmha_attention_desc d = {.batch = 1, .heads = 2, .kv_heads = 1, .len_q = 5,
-                                        .len_k = 40, .d_k = dims[c], .d_v = dims[c]};
-        const t_attention_sizes n = t_attention_size(&d);
-        float *q = t_random(rng, n.q, -1, 1), *k = t_random(rng, n.k, -1, 1),
-              *v = t_random(rng, n.v, -1, 1), *o = t_alloc(n.out), *r = t_alloc(n.out);
-        const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
-        ok = !vkmha_attention(gpu, &d, q, k, v, &causal, o, NULL) &&
-             !vkmha_attention(ref, &d, q, k, v, &causal, r, NULL) &&
-             t_close(tag, "attention", o, r, n.out, 1e-5, 1e-4);
-        free(q), free(k), free(v), free(o), free(r);
-    }
+    vkmha_status st;
+    for (int c = 0; c < 4 && ok; c++)
+        ok = attention_right(gpu, ref, rng, dims[c], tag, &st);
     const uint32_t n = 16400;
     float *x = t_random(rng, n, -4, 4), *y = t_alloc(n), *yr = t_alloc(n);
     const vkmha_softmax_desc sd = {.len_q = 1, .len_k = n};
@@ -141,7 +154,8 @@ int main(void)
     warnings w;
     vkmha_status st;
 
-    /* On by default: every path in use checked, none disabled, its cost. */
+    /* On by default, and lazy: creation runs and compiles nothing; the ops
+     * check every path in use, none disabled; its cost. */
     vkmha_context *gpu = create(0, 0, &w, &st);
     vkmha_context_info info;
     vkmha_kernel_info kernels[64];
@@ -152,16 +166,50 @@ int main(void)
         printf("Bail out! cannot create a Vulkan context: %s\n", vkmha_context_last_error(NULL));
         return 1;
     }
-    t_report(info.self_check_us > 0 && info.disabled_paths == 0 && w.text[0] == '\0',
-             "the self-check ran at creation (%u us on %s) and found every path right",
+    t_report(info.self_check_us == 0 && info.pipelines_created == 0,
+             "context creation checked and compiled nothing (self-check %u us, %u pipelines)",
+             info.self_check_us, info.pipelines_created);
+    ok = ops_right(gpu, ref, &rng, "checked context") && !vkmha_context_get_info(gpu, &info);
+    t_report(ok && info.self_check_us > 0 && info.disabled_paths == 0 && w.text[0] == '\0',
+             "the first calls checked the paths they take (%u us on %s) and found every path "
+             "right; the checked context computes right",
              info.self_check_us, info.device.name);
-    t_report(ops_right(gpu, ref, &rng, "checked context"), "the checked context computes right");
     t_report_validation(gpu);
     const vkmha_context_info base = info;
     vkmha_context_destroy(gpu);
 
-    /* Its pipelines: created together before the judged pass, which creates
-     * none; the same on the calling thread alone (VKMHA_PIPELINE_THREADS=1,
+    /* Each path right before its first use: a wrong fused_d64 kernel (or
+     * CPU-shaped one, the kernel this device uses for head dims up to 64)
+     * is not seen by an attention of head dim 20, and is disabled by the
+     * first one of head dim 60. With VKMHA_CONTEXT_EAGER_PIPELINES every
+     * path is checked at creation. */
+    const uint32_t d64 = in_use(&base, kernels, n_kernels, 1) ? VKMHA_PATH_FUSED_D64
+                                                               : VKMHA_PATH_FUSED_CPU_D64;
+    gpu = create(0, VKMHA_PATH_FUSED_D64 | VKMHA_PATH_FUSED_CPU_D64, &w, &st);
+    vkmha_context_info after20 = {0};
+    ok = gpu && attention_right(gpu, ref, &rng, 20, "d 20", &st) &&
+         !vkmha_context_get_info(gpu, &after20) && after20.disabled_paths == 0 &&
+         w.text[0] == '\0' && attention_right(gpu, ref, &rng, 60, "d 60", &st) &&
+         !vkmha_context_get_info(gpu, &info) && (info.disabled_paths & d64) &&
+         t_has_word(w.text, vkmha_path_name(d64)) &&
+         info.self_check_us > after20.self_check_us;
+    t_report(ok, "a wrong %s: unseen after an attention of head dim 20 (disabled 0x%x), "
+                 "disabled by the first of head dim 60 (0x%x), which is right",
+             vkmha_path_name(d64), after20.disabled_paths, gpu ? info.disabled_paths : 0);
+    vkmha_context_destroy(gpu);
+    gpu = create(VKMHA_CONTEXT_EAGER_PIPELINES, d64, &w, &st);
+    ok = gpu && !vkmha_context_get_info(gpu, &info) && info.self_check_us > 0 &&
+         info.disabled_paths == d64 && t_has_word(w.text, vkmha_path_name(d64)) &&
+         ops_right(gpu, ref, &rng, "eager");
+    t_report(ok, "with VKMHA_CONTEXT_EAGER_PIPELINES: every path checked at creation (%u us), "
+                 "the wrong one disabled there (0x%x)",
+             gpu ? info.self_check_us : 0, gpu ? info.disabled_paths : 0);
+    vkmha_context_destroy(gpu);
+
+    /* The first attention's check (its matmuls, the unfused path, the fused
+     * kernels of head dim 20, the reductions): its pipelines created
+     * together before the judged pass, which creates none; the same on the
+     * calling thread alone (VKMHA_PIPELINE_THREADS=1,
      * VKMHA_CONTEXT_SINGLE_THREAD). */
     static const char *const how[3] = {"", " with VKMHA_PIPELINE_THREADS=1",
                                        " with VKMHA_CONTEXT_SINGLE_THREAD"};
@@ -172,11 +220,12 @@ int main(void)
         gpu = create(mode == 2 ? VKMHA_CONTEXT_SINGLE_THREAD : 0, 0, &w, &st);
         unsigned together = 0, judging = 1;
         double ms = 0;
+        ok = gpu && attention_right(gpu, ref, &rng, 20, "first attention", &st);
         const char *at = strstr(w.pipelines, "self-check: ");
-        ok = gpu && !vkmha_context_get_info(gpu, &info) && at &&
+        ok = ok && !vkmha_context_get_info(gpu, &info) && at &&
              sscanf(at, "self-check: %u pipelines created together in %lf ms, %u while judging",
                     &together, &ms, &judging) == 3 &&
-             together >= 3 && judging == 0 && info.pipelines_created == together &&
+             together >= 3 && judging == 0 && info.pipelines_created >= together &&
              (!mode || together == first) && info.disabled_paths == 0 &&
              ops_right(gpu, ref, &rng, how[mode][0] ? how[mode] : "threads");
         if (!mode)
@@ -196,8 +245,9 @@ int main(void)
              strcmp(vkmha_path_name(paths[p].bit), paths[p].name) == 0;
     t_report(ok, "vkmha_path_name names each path as VKMHA_DISABLE_PATHS does, NULL otherwise");
 
-    /* Each path in use, made wrong: disabled with a warning naming it, and
-     * the ops still right through its fallback. */
+    /* Each path in use, made wrong: disabled with a warning naming it (by
+     * the first call needing it), and the ops still right through its
+     * fallback. */
     for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
         if (!in_use(&base, kernels, n_kernels, p)) {
             t_report(true, "path %s: not used on this device (nothing to check)", paths[p].name);
@@ -206,12 +256,12 @@ int main(void)
         gpu = create(0, paths[p].bit, &w, &st);
         char tag[64];
         snprintf(tag, sizeof tag, "%s broken", paths[p].name);
-        ok = gpu && !vkmha_context_get_info(gpu, &info) && info.disabled_paths == paths[p].bit &&
-             t_has_word(w.text, paths[p].name) && strstr(w.text, "disabled");
+        ok = gpu && ops_right(gpu, ref, &rng, tag) && !vkmha_context_get_info(gpu, &info) &&
+             info.disabled_paths == paths[p].bit && t_has_word(w.text, paths[p].name) &&
+             strstr(w.text, "disabled");
         if (!ok)
             t_diag("%s: %s, disabled_paths 0x%x, warnings: %s", tag, vkmha_status_string(st),
                    gpu ? info.disabled_paths : 0, w.text);
-        ok = ok && ops_right(gpu, ref, &rng, tag);
         if (gpu && paths[p].bit == VKMHA_PATH_SUBGROUP)
             ok = ok && !info.subgroup_ops_used;
         if (gpu && paths[p].bit == VKMHA_PATH_NATIVE_16BIT)
@@ -246,12 +296,34 @@ int main(void)
              vkmha_context_last_error(NULL));
     unsetenv("VKMHA_DISABLE_PATHS");
 
-    /* No path left: a wrong unfused attention fails the creation. */
+    /* No path left: a wrong unfused attention fails the first attention
+     * and every later one, naming the call; the other ops still work. */
     gpu = create(0, 1u << 31, &w, &st);
-    t_report(!gpu && st == VKMHA_ERROR_UNSUPPORTED &&
-                 strstr(vkmha_context_last_error(NULL), "no attention path"),
-             "a wrong unfused attention fails the creation: %s (%s)", vkmha_status_string(st),
-             vkmha_context_last_error(NULL));
+    vkmha_status later = VKMHA_SUCCESS;
+    char first_error[512] = "";
+    ok = gpu && !attention_right(gpu, ref, &rng, 20, "unfused broken", &st) &&
+         st == VKMHA_ERROR_UNSUPPORTED &&
+         strstr(vkmha_context_last_error(gpu), "vkmha_attention: self-check") &&
+         strstr(vkmha_context_last_error(gpu), "no attention path");
+    if (gpu)
+        snprintf(first_error, sizeof first_error, "%s", vkmha_context_last_error(gpu));
+    ok = ok && !attention_right(gpu, ref, &rng, 60, "unfused broken", &later) &&
+         later == VKMHA_ERROR_UNSUPPORTED &&
+         strstr(vkmha_context_last_error(gpu), "no attention path");
+    t_report(ok, "a wrong unfused attention fails every attention call: %s (%s), then %s (%s)",
+             vkmha_status_string(st), first_error, vkmha_status_string(later),
+             gpu ? vkmha_context_last_error(gpu) : "no context");
+    if (gpu) {
+        const uint32_t n = 100;
+        float *x = t_random(&rng, n, -4, 4), *y = t_alloc(n), *yr = t_alloc(n);
+        const vkmha_softmax_desc sd = {.len_q = 4, .len_k = 25};
+        t_report(!vkmha_softmax(gpu, &sd, x, NULL, y) && !vkmha_softmax(ref, &sd, x, NULL, yr) &&
+                     t_close("unfused broken", "softmax", y, yr, n, 1e-7, 1e-4),
+                 "the other ops still work there");
+        free(x), free(y), free(yr);
+        t_report_validation(gpu);
+    }
+    vkmha_context_destroy(gpu);
     vkmha_context_destroy(ref);
     return t_finish();
 }

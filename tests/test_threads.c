@@ -5,7 +5,9 @@
  *      forwards (fused, split-K and unfused in turn) plus a matmul each
  *      time, all at once; every result matches the reference computed
  *      beforehand on the main thread; each thread's own reference context
- *      gives that reference bit for bit;
+ *      gives that reference bit for bit; the contexts' self-checks (on by
+ *      default, each path checked before its first use) run on the four
+ *      threads' first forwards at once, for the same paths;
  *   2. one context used by one thread at a time: 4 threads share one Vulkan
  *      context and one layer, each call (and the read of its last error)
  *      under a mutex, the external synchronization the header asks for.
@@ -48,6 +50,7 @@ typedef struct worker {
     pthread_mutex_t *lock;
     /* results */
     int forwards_ok, forwards, validation;
+    uint32_t checked_before, checked_after; /* self_check_us around the first forward */
     bool matmul_ok, setup_ok, reference_ok;
     char error[256];
 } worker;
@@ -92,11 +95,16 @@ static void *own_context(void *arg)
         snprintf(wk->error, sizeof wk->error, "thread %d: context or layer creation failed (%s)",
                  wk->index, gpu ? vkmha_context_last_error(gpu) : vkmha_context_last_error(NULL));
     wk->matmul_ok = wk->setup_ok;
+    vkmha_context_info info;
+    if (wk->setup_ok && !vkmha_context_get_info(gpu, &info))
+        wk->checked_before = info.self_check_us;
     for (int i = 0; wk->setup_ok && i < FORWARDS; i++) {
         /* Each thread starts at another path, so that all paths run at once. */
         size_t r = (size_t)(i + wk->index) % T_ATTENTION_RUNS;
         wk->forwards++;
         wk->forwards_ok += forward_matches(m, r, out, w, wk->error, sizeof wk->error);
+        if (i == 0 && !vkmha_context_get_info(gpu, &info))
+            wk->checked_after = info.self_check_us;
         bool mm = vkmha_matmul(gpu, &g_mm, g_a, g_b, NULL, c) == VKMHA_SUCCESS;
         for (size_t j = 0; j < g_nc && mm; j++)
             mm = fabs((double)c[j] - g_want_c[j]) <=
@@ -202,6 +210,10 @@ int main(void)
                  i, wk[i].forwards_ok, FORWARDS);
         t_report(wk[i].matmul_ok, "own context, thread %d: %d matmuls match the reference", i,
                  FORWARDS);
+        t_report(wk[i].checked_before == 0 && wk[i].checked_after > 0,
+                 "own context, thread %d: the self-check ran in the first forward (%u us), "
+                 "not at creation (%u us)",
+                 i, wk[i].checked_after, wk[i].checked_before);
         t_report(wk[i].reference_ok,
                  "own reference context, thread %d: the matmul bit for bit as on the main "
                  "thread",

@@ -2,7 +2,8 @@
  * uses, and what a context picks (device, and its kernels with their tiles,
  * blocks and workgroups).
  *
- *   vkmha-info [--device N] [--no-subgroup-ops] [--validation] [--verbose]
+ *   vkmha-info [--device N] [--no-subgroup-ops] [--self-check] [--validation]
+ *              [--verbose]
  *   (--help describes them)
  *
  * The environment variable VKMHA_MATMUL_TILE="register:32,8,4,4,8"
@@ -87,12 +88,14 @@ static void print_kernels(vkmha_context *ctx)
 int main(int argc, char **argv)
 {
     vkmha_context_desc desc = {0};
-    bool no_subgroup = false, verbose = false;
+    bool no_subgroup = false, verbose = false, self_check = false;
     const cli_opt opts[] = {
         {.name = "--device", .metavar = "N",
          .help = "create the context on device N of the list (default: automatic)",
          .u32 = &desc.device_index, .given = &desc.use_device_index},
         CLI_FLAG("--no-subgroup-ops", no_subgroup, "reductions without subgroup arithmetic"),
+        CLI_FLAG("--self-check", self_check,
+                 "check every path now (VKMHA_CONTEXT_EAGER_PIPELINES), not before first use"),
         CLI_FLAG("--validation", desc.enable_validation, "enable the Vulkan validation layer"),
         CLI_FLAG("--verbose", verbose, "also print vkmha's debug and info messages"),
     };
@@ -104,6 +107,8 @@ int main(int argc, char **argv)
               opts, argc, argv);
     if (no_subgroup)
         desc.flags |= VKMHA_CONTEXT_NO_SUBGROUP_OPS;
+    if (self_check)
+        desc.flags |= VKMHA_CONTEXT_EAGER_PIPELINES;
     desc.log = cli_log_stderr;
     desc.log_level = verbose ? VKMHA_LOG_DEBUG : VKMHA_LOG_DEFAULT;
     printf("vkmha %u.%u.%u\n", vkmha_version() / 10000, vkmha_version() / 100 % 100,
@@ -168,7 +173,8 @@ int main(int argc, char **argv)
     if (info.self_check_us)
         printf("  %-25s %.1f ms\n", "self-check", info.self_check_us / 1000.0);
     else
-        printf("  %-25s %s\n", "self-check", "skipped");
+        printf("  %-25s %s\n", "self-check",
+               "not run yet (each path before its first use; --self-check: all now)");
     printf("  %-25s", "disabled paths");
     for (uint32_t i = 0; i < 32; i++)
         if (info.disabled_paths & (1u << i))

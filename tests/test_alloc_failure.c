@@ -12,6 +12,11 @@
  *   persistent: allocation N and every later one fail. Every call returns
  *     success (matching the reference) or VKMHA_ERROR_OUT_OF_DEVICE_MEMORY.
  *
+ * The transient sweep runs again with the self-check on: each path is then
+ * checked by the first call that may take it, so its canaries' allocations
+ * fail inside that call, which must fail cleanly and check again when
+ * repeated.
+ *
  * Every run: the validation layer stays silent up to and including
  * vkDestroyDevice, where it reports any VkDeviceMemory or VkBuffer not freed
  * (the logger here outlives the context, so those messages are counted).
@@ -218,13 +223,17 @@ static bool check_oom(const char *label, const char *fn, const char *msg)
 
 /* fail_at 0: no failure (the baseline). persistent: every allocation from
  * fail_at on fails. */
+/* Whether the runs' contexts have the self-check on (the last sweep). */
+static bool g_checked;
+
 static run_result run(uint64_t fail_at, bool persistent)
 {
     run_result res = {false, true, 0, 0, ""};
     run_log log = {0, ""};
     char label[128];
-    snprintf(label, sizeof label, "%s failure at device allocation %llu",
-             persistent ? "persistent" : "transient", (unsigned long long)fail_at);
+    snprintf(label, sizeof label, "%s failure at device allocation %llu%s",
+             persistent ? "persistent" : "transient", (unsigned long long)fail_at,
+             g_checked ? " (self-check on)" : "");
     vkmha_debug_options dbg = {.fail_device_allocation_at = fail_at,
                                .fail_device_allocation_count = persistent ? UINT64_MAX : 1};
     vkmha_context_desc cd = {0};
@@ -232,9 +241,10 @@ static run_result run(uint64_t fail_at, bool persistent)
     cd.debug = &dbg;
     cd.log = run_logger;
     cd.log_user = &log;
-    /* Every allocation point of creation and the forward, each run in turn:
-     * the self-check's canaries (test_selfcheck.c) would multiply them. */
-    cd.flags = VKMHA_CONTEXT_NO_SELF_CHECK;
+    /* Every allocation point of creation and the forward, each run in turn;
+     * the self-check's canaries (test_selfcheck.c) multiply them: only the
+     * last sweep has them. */
+    cd.flags = g_checked ? 0 : VKMHA_CONTEXT_NO_SELF_CHECK;
     vkmha_context *ctx = (vkmha_context *)(uintptr_t)1;
     fill_outputs();
     vkmha_status st = vkmha_context_create(&cd, &ctx);
@@ -311,9 +321,10 @@ static int sweep(bool persistent, const run_result *base)
         run_result r = run(n, persistent);
         if (!r.injected) {
             bool ok = r.ok && r.memory == base->memory;
-            t_report(ok, "%s failures: a run with allocation %llu failing needs no failure "
+            t_report(ok, "%s failures%s: a run with allocation %llu failing needs no failure "
                      "(the scenario makes %llu device allocations) and ends like the baseline",
-                     persistent ? "persistent" : "transient", (unsigned long long)n,
+                     persistent ? "persistent" : "transient",
+                     g_checked ? " (self-check on)" : "", (unsigned long long)n,
                      (unsigned long long)(n - 1));
             break;
         }
@@ -327,9 +338,10 @@ static int sweep(bool persistent, const run_result *base)
                    (unsigned long long)base->memory, (unsigned long long)base->memory_no_layer);
             r.ok = false;
         }
-        t_report(r.ok, "%s failure at device allocation %llu: %s returns "
+        t_report(r.ok, "%s failure at device allocation %llu%s: %s returns "
                  "VKMHA_ERROR_OUT_OF_DEVICE_MEMORY, %s, no leak",
-                 persistent ? "persistent" : "transient", (unsigned long long)n, r.where,
+                 persistent ? "persistent" : "transient", (unsigned long long)n,
+                 g_checked ? " (self-check on)" : "", r.where,
                  persistent ? "every call succeeds or fails cleanly"
                             : "the call repeated succeeds and matches the reference");
     }
@@ -502,8 +514,16 @@ int main(void)
              (unsigned long long)base.memory);
     int transient = sweep(false, &base);
     int persistent = sweep(true, &base);
-    t_diag("device allocation points tried: %d transient + %d persistent", transient,
-           persistent);
+    g_checked = true;
+    const run_result checked = run(0, false);
+    t_report(checked.ok && !checked.injected,
+             "baseline run with the self-check on: every step matches the reference, %llu "
+             "bytes of device memory at the end",
+             (unsigned long long)checked.memory);
+    int with_check = sweep(false, &checked);
+    t_diag("device allocation points tried: %d transient + %d persistent + %d transient with "
+           "the self-check on",
+           transient, persistent, with_check);
     over_allocation_case();
     near_heap_tensor_case();
 

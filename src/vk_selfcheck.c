@@ -270,7 +270,8 @@ static vkmha_status matmul_canaries(vk_state *vk, float *mem, uint32_t todo, uin
                coop = (todo & VKMHA_PATH_COOPMAT_MATMUL) && vk->tuning.coop_matmul &&
                       vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL_COOP}),
                gemv = (todo & VKMHA_PATH_MATMUL_GEMV) &&
-                      (vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL, .tile = TILE_GEMV}) ||
+                      (vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL,
+                                                       .tile = TILE_GEMV}) ||
                        vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL_GEMV_GPU}));
     static const uint32_t pass_bit[3] = {VKMHA_PATH_NATIVE_16BIT, VKMHA_PATH_COOPMAT_MATMUL,
                                          VKMHA_PATH_MATMUL_GEMV};

@@ -22,23 +22,17 @@ Each Vulkan context runs with the validation layer; none may report."""
 import copy
 import io
 import pickle
-import sys
 import unittest
 
-try:
-    import numpy as np
-    import torch
-except ImportError as e:  # pragma: no cover - the message is the point
-    print("1..1")
-    print("not ok 1 - cannot import numpy and torch (%s): install python3-numpy and "
-          "python3-torch (tools/install-deps) for %s" % (e, sys.executable))
-    sys.exit(1)
+import checks  # first: fails the run, naming them, without numpy and torch
+
+import numpy as np
+import torch
 
 import vkmha
 import vkmha.functional as VF
 import vkmha.nn
 
-import checks
 from checks import assert_close
 
 torch.manual_seed(1)

@@ -7,6 +7,11 @@ reference backend), with numpy arrays and CPU torch tensors in and out.
     attn = vkmha.from_torch(mha, ctx)            # weights copied to the device once
     out, weights = attn(x, x, x, key_padding_mask=pad)   # as mha(x, x, x, ...)
 
+PyTorch's own shapes: vkmha.nn.MultiheadAttention (the module itself,
+state_dict and all) and vkmha.nn.convert(model); vkmha.functional.
+scaled_dot_product_attention. Installed with `pip install .` (a wheel
+holding the library; pyproject.toml).
+
 Arrays: anything numpy can read (numpy arrays, CPU torch tensors, buffers).
 Each call computes on one float dtype, fp32 or 16-bit storage (vkmha.h:
 16-bit values are only stored in 16 bits, every sum is fp32):

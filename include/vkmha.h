@@ -1457,6 +1457,88 @@ VKMHA_API vkmha_status vkmha_context_get_pipeline_cache(vkmha_context *ctx, void
  * file behind. */
 VKMHA_API vkmha_status vkmha_context_save_pipeline_cache(vkmha_context *ctx, const char *path);
 
+/* ------------------------------------------------------------------------ */
+/* Quantized weights: 8 and 4 bits, group-wise                               */
+/* ------------------------------------------------------------------------ */
+
+/* A weight matrix W [rows][cols] in torch.nn.Linear layout ([out][in]: cols
+ * is the input dimension K of the product) kept in 8 or 4 bits per value,
+ * with a scale per group of group_size consecutive values of a row (and, for
+ * Q4Z, a zero point per group). These are the host-side formats and
+ * functions (vkmha_quantize, vkmha_dequantize); the ops and the layer do
+ * not take them yet (issue 28: the kernels will read this layout).
+ *
+ *   Q8    value = scale * q, q an int8 in -127..127 (symmetric);
+ *   Q4    value = scale * q, q in -8..7 (symmetric; the 4-bit code is q + 8);
+ *   Q4Z   value = scale * (q - zero), q and zero in 0..15 (asymmetric: the
+ *         GPTQ / AWQ convention).
+ *
+ * The bytes of one quantized matrix, in this order (offsets in bytes from
+ * its start; vkmha_quant_layout computes them; G = cols / group_size groups
+ * per row):
+ *   values  at 0: Q8: rows * cols int8_t, row after row; Q4, Q4Z: rows *
+ *           cols / 2 bytes, row after row, byte j of a row holding the codes
+ *           of elements 2j (bits 0-3) and 2j + 1 (bits 4-7);
+ *   scales  at scales_offset (the values' size; a multiple of 16): rows * G
+ *           fp16 bit patterns (uint16_t, little-endian), [rows][G];
+ *   zeros   (Q4Z only) at zeros_offset (the scales' end rounded up to 16):
+ *           rows * G bytes, [rows][G], each 0..15;
+ *   bytes   the end rounded up to 16 (padding bytes are zero).
+ *
+ * Quantizing one group x (its values in fp32, exact for F32, F16 and BF16
+ * sources; every operation below in fp32 with rounding to nearest even,
+ * rint() for "round"):
+ *   Q8:  d = fp16(max|x| / 127); q = clamp(round(x / d), -127, 127)
+ *   Q4:  d = fp16(max|x| / 7);   q = clamp(round(x / d), -8, 7)
+ *   Q4Z: lo = min(min x, 0), hi = max(max x, 0) (lo = -1, hi = 1 when both
+ *        are 0); d = fp16((hi - lo) / 15); zero = clamp(round(-lo / d), 0,
+ *        15); q = clamp(round(x / d) + zero, 0, 15)
+ * where fp16() rounds to nearest even (subnormals included). A group whose d
+ * is 0 (all zeros, or values so small that the scale underflows fp16:
+ * below about 2^-24 times 7 to 127) keeps d = 0 and every q (and zero) 0:
+ * it decodes to zeros. A group holding NaN or +-Inf, or whose scale's
+ * quotient exceeds 65504 (the largest fp16; |x| above about 8.3e6 for Q8),
+ * cannot be quantized: VKMHA_ERROR_INVALID_ARGUMENT naming the row, the
+ * group and why. */
+typedef enum vkmha_quant_type {
+    VKMHA_QUANT_NONE = 0, /* not quantized */
+    VKMHA_QUANT_Q8 = 1,
+    VKMHA_QUANT_Q4 = 2,
+    VKMHA_QUANT_Q4Z = 3,
+} vkmha_quant_type;
+
+typedef struct vkmha_quant_desc {
+    uint32_t type VKMHA_ZERO;       /* vkmha_quant_type: Q8, Q4 or Q4Z */
+    uint32_t group_size VKMHA_ZERO; /* 32, 64 or 128 */
+    /* The matrix [rows][cols], each >= 1; cols a multiple of group_size. */
+    uint32_t rows VKMHA_ZERO, cols VKMHA_ZERO;
+} vkmha_quant_desc;
+
+typedef struct vkmha_quant_layout {
+    uint64_t scales_offset VKMHA_ZERO, zeros_offset VKMHA_ZERO; /* zeros: 0 unless Q4Z */
+    uint64_t bytes VKMHA_ZERO;                                /* the whole matrix */
+} vkmha_quant_layout;
+
+/* The layout above for desc (VKMHA_ERROR_INVALID_ARGUMENT naming the field
+ * of a bad desc). Any backend. */
+VKMHA_API vkmha_status vkmha_quant_layout_of(vkmha_context *ctx, const vkmha_quant_desc *desc,
+                                             vkmha_quant_layout *out);
+/* Quantizes src, [rows][cols] values of src_dtype (F32, F16 or BF16), into
+ * dst (dst_bytes >= the layout's bytes), on the host, as above. On an error
+ * dst's contents are undefined. Any backend. */
+VKMHA_API vkmha_status vkmha_quantize(vkmha_context *ctx, const vkmha_quant_desc *desc,
+                                      uint32_t src_dtype, const void *src, void *dst,
+                                      uint64_t dst_bytes);
+/* The values a quantized matrix stands for (scale * q, scale * (q - zero)),
+ * exact in fp32, into dst [rows][cols] of dst_dtype (F32; F16 and BF16 round
+ * to nearest even, saturating at the largest finite value, as every vkmha
+ * conversion does). src holds src_bytes >= the layout's bytes; a zero point
+ * above 15 or a scale that is not a finite fp16 is refused naming its row
+ * and group. Any backend. */
+VKMHA_API vkmha_status vkmha_dequantize(vkmha_context *ctx, const vkmha_quant_desc *desc,
+                                        const void *src, uint64_t src_bytes, uint32_t dst_dtype,
+                                        void *dst);
+
 #ifdef __cplusplus
 }
 #endif

@@ -689,6 +689,56 @@ def _layer_of(module, ctx, storage_dtype=None, heads=None):
                    heads=heads, **biases)
 
 
+_QUANT_TYPES = {"q8": _vkmha.QUANT_Q8, "q4": _vkmha.QUANT_Q4, "q4z": _vkmha.QUANT_Q4Z}
+
+
+def _quant(qtype, shape, group_size, context):
+    """(type code, rows, cols, context) of a quantized matrix's arguments."""
+    if isinstance(qtype, str):
+        if qtype.lower() not in _QUANT_TYPES:
+            raise ValueError("qtype: one of %s, got %r" % (", ".join(_QUANT_TYPES), qtype))
+        qtype = _QUANT_TYPES[qtype.lower()]
+    shape = tuple(int(n) for n in shape)
+    if len(shape) != 2:
+        raise ValueError("a quantized matrix is 2-D ([rows][cols]), got shape %s" % (shape,))
+    ctx = default_context() if context is None else context
+    return int(qtype), shape[0], shape[1], int(group_size), ctx
+
+
+def quant_layout(qtype, shape, group_size=32, context=None):
+    """Where the parts of a quantized [rows][cols] matrix lie in its bytes
+    (vkmha_quant_layout_of): a dict of scales_offset, zeros_offset (0 but
+    for "q4z") and bytes. qtype: "q8", "q4", "q4z" (or a QUANT_ value);
+    include/vkmha.h ("Quantized weights") documents the layout."""
+    t, rows, cols, g, ctx = _quant(qtype, shape, group_size, context)
+    return ctx._quant_layout(t, g, rows, cols)
+
+
+def quantize(w, qtype="q8", group_size=32, context=None):
+    """w [rows][cols] (a torch.nn.Linear weight: groups of group_size along
+    each row; float32, float16 or bfloat16, as every vkmha array) quantized
+    as vkmha_quantize does: a numpy uint8 array of the layout's bytes
+    (quant_layout). NaN / Inf, or a scale past fp16's range, raise
+    InvalidArgumentError naming the row and group."""
+    W, dt = _typed(w, "w", None)
+    t, rows, cols, g, ctx = _quant(qtype, W.shape, group_size, context)
+    out = _np.zeros(ctx._quant_layout(t, g, rows, cols)["bytes"], _np.uint8)
+    ctx._quantize(t, g, rows, cols, W, dt, out)
+    return out
+
+
+def dequantize(data, qtype, shape, group_size=32, dtype="f32", context=None):
+    """The [rows][cols] values (scale * q, or scale * (q - zero)) of a
+    quantized matrix's bytes (vkmha_dequantize), as a numpy array of dtype
+    ("f32", "f16", or "bf16" as uint16 bits)."""
+    t, rows, cols, g, ctx = _quant(qtype, shape, group_size, context)
+    dt = _dtype(dtype)
+    out = _np.empty((rows, cols), DTYPES[dt])
+    ctx._dequantize(t, g, rows, cols, _np.ascontiguousarray(_np_of(data), dtype=_np.uint8),
+                    out, dt)
+    return out
+
+
 _DEFAULT_CONTEXT = []
 
 

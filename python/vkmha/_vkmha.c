@@ -1405,6 +1405,93 @@ static PyObject *kv_desc(KVCacheObject *self, void *unused)
         .tp_getset = getset,                                                   \
     }
 
+/* ---- quantized weights ---------------------------------------------------- */
+
+/* The vkmha_quant_desc of (type, group_size, rows, cols). */
+static int quant_desc(Py_ssize_t type, Py_ssize_t group, Py_ssize_t rows, Py_ssize_t cols,
+                      vkmha_quant_desc *d)
+{
+    memset(d, 0, sizeof *d);
+    return to_u32(type, "type", &d->type) || to_u32(group, "group_size", &d->group_size) ||
+           to_u32(rows, "rows", &d->rows) || to_u32(cols, "cols", &d->cols);
+}
+
+static PyObject *context_quant_layout(ContextObject *self, PyObject *args)
+{
+    Py_ssize_t type, group, rows, cols;
+    vkmha_quant_desc d;
+    vkmha_quant_layout l;
+    if (!PyArg_ParseTuple(args, "nnnn", &type, &group, &rows, &cols) || check_open(self) ||
+        quant_desc(type, group, rows, cols, &d))
+        return NULL;
+    vkmha_status st = vkmha_quant_layout_of(self->ctx, &d, &l);
+    if (st)
+        return context_fail(self, st);
+    return Py_BuildValue("{s:K,s:K,s:K}", "scales_offset", (unsigned long long)l.scales_offset,
+                         "zeros_offset", (unsigned long long)l.zeros_offset, "bytes",
+                         (unsigned long long)l.bytes);
+}
+
+/* quantize(type, group_size, rows, cols, src, src_dtype, dst): vkmha_quantize
+ * of src (rows * cols values of src_dtype) into the writable buffer dst. */
+static PyObject *context_quantize(ContextObject *self, PyObject *args)
+{
+    Py_ssize_t type, group, rows, cols;
+    int dt;
+    PyObject *src_o, *dst_o;
+    vkmha_quant_desc d;
+    if (!PyArg_ParseTuple(args, "nnnnOiO", &type, &group, &rows, &cols, &src_o, &dt, &dst_o) ||
+        check_open(self) || check_dtype(dt, "src_dtype", false) ||
+        quant_desc(type, group, rows, cols, &d))
+        return NULL;
+    arg a[1];
+    memset(a, 0, sizeof a);
+    if (arg_get(src_o, "src", (uint32_t)dt, false, PROD2(d.rows, d.cols), false, self, &a[0]))
+        return NULL;
+    Py_buffer out;
+    if (PyObject_GetBuffer(dst_o, &out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) {
+        args_release(a, 1);
+        return NULL;
+    }
+    vkmha_status st = vkmha_quantize(self->ctx, &d, (uint32_t)dt, a[0].p, out.buf,
+                                     (uint64_t)out.len);
+    PyBuffer_Release(&out);
+    args_release(a, 1);
+    if (st)
+        return context_fail(self, st);
+    Py_RETURN_NONE;
+}
+
+/* dequantize(type, group_size, rows, cols, src, dst, dst_dtype): vkmha_dequantize
+ * of the bytes src into dst (rows * cols values of dst_dtype). */
+static PyObject *context_dequantize(ContextObject *self, PyObject *args)
+{
+    Py_ssize_t type, group, rows, cols;
+    int dt;
+    PyObject *src_o, *dst_o;
+    vkmha_quant_desc d;
+    if (!PyArg_ParseTuple(args, "nnnnOOi", &type, &group, &rows, &cols, &src_o, &dst_o, &dt) ||
+        check_open(self) || check_dtype(dt, "dst_dtype", false) ||
+        quant_desc(type, group, rows, cols, &d))
+        return NULL;
+    Py_buffer in;
+    if (PyObject_GetBuffer(src_o, &in, PyBUF_C_CONTIGUOUS) != 0)
+        return NULL;
+    arg a[1];
+    memset(a, 0, sizeof a);
+    if (arg_get(dst_o, "dst", (uint32_t)dt, true, PROD2(d.rows, d.cols), false, self, &a[0])) {
+        PyBuffer_Release(&in);
+        return NULL;
+    }
+    vkmha_status st = vkmha_dequantize(self->ctx, &d, in.buf, (uint64_t)in.len, (uint32_t)dt,
+                                       a[0].p);
+    args_release(a, 1);
+    PyBuffer_Release(&in);
+    if (st)
+        return context_fail(self, st);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef context_methods[] = {
     {"close", (PyCFunction)context_close, METH_NOARGS,
      "Destroys the context now (every layer and tensor of it must be gone)."},
@@ -1425,6 +1512,12 @@ static PyMethodDef context_methods[] = {
      METH_VARARGS | METH_KEYWORDS, "vkmha_merge_heads / _tensor."},
     {"attention", (PyCFunction)(void (*)(void))context_attention, METH_VARARGS | METH_KEYWORDS,
      "vkmha_attention / vkmha_attention_tensor."},
+    {"_quant_layout", (PyCFunction)context_quant_layout, METH_VARARGS,
+     "vkmha_quant_layout_of(type, group_size, rows, cols) as a dict."},
+    {"_quantize", (PyCFunction)context_quantize, METH_VARARGS,
+     "vkmha_quantize(type, group_size, rows, cols, src, src_dtype, dst)."},
+    {"_dequantize", (PyCFunction)context_dequantize, METH_VARARGS,
+     "vkmha_dequantize(type, group_size, rows, cols, src, dst, dst_dtype)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1600,6 +1693,7 @@ static const struct {
     CONSTANT(PATH_COOPMAT_FUSED_D64), CONSTANT(PATH_COOPMAT_FUSED_D128),
     CONSTANT(PATH_COOPMAT_FUSED_D256),
     CONSTANT(DEBUG_PROFILE_NONE), CONSTANT(DEBUG_PROFILE_MOBILE),
+    CONSTANT(QUANT_NONE), CONSTANT(QUANT_Q8), CONSTANT(QUANT_Q4), CONSTANT(QUANT_Q4Z),
 };
 
 PyMODINIT_FUNC PyInit__vkmha(void)

@@ -535,6 +535,44 @@ static void fuzz_layer(reader *r, pool *pl, uint8_t ptrs)
 
 /* vkmha_context_create without a device: the reference backend, invalid
  * backends and flags, a NULL out. */
+/* Quantized weights: vkmha_quant_layout_of, vkmha_quantize and
+ * vkmha_dequantize with fuzzed descs (types, group sizes, sizes), dtypes,
+ * buffer sizes around the layout's and NULL pointers. A desc the layout
+ * refuses must fail the other two; the arrays are sized from the layout
+ * where it exists (dst and src bytes: the layout's, or one byte short). */
+static void fuzz_quant(reader *r, pool *pl, uint8_t ptrs)
+{
+    static const uint32_t groups[8] = {32, 64, 128, 32, 0, 16, 96, 0xffffffffu};
+    vkmha_quant_desc d = {0};
+    d.type = u8(r) % 5;
+    d.group_size = groups[u8(r) & 7];
+    d.rows = size_field(r), d.cols = size_field(r);
+    vkmha_quant_layout l = {0};
+    const vkmha_quant_desc *dp = (ptrs & 16) ? NULL : &d;
+    const vkmha_status st = vkmha_quant_layout_of(g_ref, dp, (ptrs & 32) ? NULL : &l);
+    check(g_ref, st, FITS);
+    sizer sz = {FITS};
+    uint64_t es, n;
+    const uint32_t dt = dtype_field(r, &sz, &es);
+    need(&sz, mul4(&n, d.rows, d.cols, 1, 1), n, es);
+    vkmha_quant_layout lay;
+    if (vkmha_quant_layout_of(g_ref, &d, &lay) != VKMHA_SUCCESS)
+        sz.worst = UNADDRESSABLE, lay.bytes = 1;
+    else
+        need(&sz, true, lay.bytes, 1);
+    if (sz.worst == TOO_LARGE)
+        return;
+    /* One byte short of the layout: must fail. */
+    const bool short_bytes = (ptrs & 64) && lay.bytes > 1;
+    const uint64_t bytes = short_bytes ? lay.bytes - 1 : lay.bytes;
+    const fit f = short_bytes ? UNADDRESSABLE : sz.worst;
+    const void *x = array(pl, ptrs & 1, sz.worst, n, es, r);
+    void *q = array(pl, ptrs & 2, sz.worst, lay.bytes, 1, r);
+    void *y = array(pl, ptrs & 4, sz.worst, n, es, r);
+    check(g_ref, vkmha_quantize(g_ref, dp, dt, x, q, bytes), f);
+    check(g_ref, vkmha_dequantize(g_ref, dp, q, bytes, dt, y), f);
+}
+
 static void fuzz_context(reader *r)
 {
     vkmha_context_desc d = {0};
@@ -590,7 +628,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     reader r = {data, size};
     pool pl = {{0}, 0};
     uint8_t fn = u8(&r), ptrs = u8(&r);
-    switch (fn % 8) {
+    switch (fn % 9) {
     case 0:
         fuzz_matmul(&r, &pl, ptrs);
         break;
@@ -612,12 +650,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 6:
         fuzz_context(&r);
         break;
+    case 7:
+        fuzz_quant(&r, &pl, ptrs);
+        break;
     default: /* NULL handles */
         check(NULL, vkmha_matmul(NULL, NULL, NULL, NULL, NULL, NULL), UNADDRESSABLE);
         check(NULL, vkmha_mha_forward(NULL, NULL), UNADDRESSABLE);
         check(NULL, vkmha_mha_get_desc(NULL, NULL), UNADDRESSABLE);
         check(NULL, vkmha_context_get_info(NULL, NULL), UNADDRESSABLE);
         check(NULL, vkmha_context_get_kernels(NULL, NULL, NULL), UNADDRESSABLE);
+        check(NULL, vkmha_quantize(NULL, NULL, 0, NULL, NULL, 0), UNADDRESSABLE);
         vkmha_mha_destroy(NULL);
         vkmha_context_destroy(NULL);
         break;

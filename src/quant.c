@@ -1,0 +1,253 @@
+/* Quantized weights on the host (include/vkmha.h, "Quantized weights"):
+ * the layout of a quantized matrix, vkmha_quantize and vkmha_dequantize.
+ * Backend-neutral: the same bytes for every backend, computed in fp32 as
+ * the header defines them (tests/python/test_quant.py holds an independent
+ * transcription that must agree bit for bit). */
+#include "internal.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "half.h"
+
+#define INVALID VKMHA_ERROR_INVALID_ARGUMENT
+#define FP16_MAX 65504.0f
+
+static const char *const type_names[] = {"NONE", "Q8", "Q4", "Q4Z"};
+
+/* desc checked, and its layout; fn names the call. */
+static vkmha_status layout_of(vkmha_context *ctx, const vkmha_quant_desc *d,
+                              vkmha_quant_layout *out)
+{
+    const char *fn = ctx->call;
+    if (!d)
+        return vkmha__fail(ctx, INVALID, "%s: desc is NULL", fn);
+    if (d->type < VKMHA_QUANT_Q8 || d->type > VKMHA_QUANT_Q4Z)
+        return vkmha__fail(ctx, INVALID, "%s: desc->type (%u) is not a quantized "
+                           "vkmha_quant_type (Q8, Q4 or Q4Z)", fn, d->type);
+    if (d->group_size != 32 && d->group_size != 64 && d->group_size != 128)
+        return vkmha__fail(ctx, INVALID, "%s: desc->group_size (%u) is not 32, 64 or 128", fn,
+                           d->group_size);
+    if (!d->rows || !d->cols)
+        return vkmha__fail(ctx, INVALID, "%s: desc->%s is 0 (must be >= 1)", fn,
+                           !d->rows ? "rows" : "cols");
+    if (d->cols % d->group_size)
+        return vkmha__fail(ctx, INVALID, "%s: desc->cols (%u) is not a multiple of "
+                           "desc->group_size (%u): the groups run along a row", fn, d->cols,
+                           d->group_size);
+    /* Past this, no host array holds it, and the sums below could wrap. */
+    if ((uint64_t)d->rows * d->cols > (uint64_t)(SIZE_MAX / 4))
+        return vkmha__fail(ctx, INVALID, "%s: desc->rows * desc->cols (%llu) is too many "
+                           "elements", fn, (unsigned long long)d->rows * d->cols);
+    const uint64_t groups = (uint64_t)d->rows * (d->cols / d->group_size),
+                   values = (uint64_t)d->rows * d->cols / (d->type == VKMHA_QUANT_Q8 ? 1 : 2),
+                   scales_end = values + 2 * groups;
+    out->scales_offset = values; /* a multiple of 16: cols is a multiple of 32 */
+    out->zeros_offset = d->type == VKMHA_QUANT_Q4Z ? (scales_end + 15) / 16 * 16 : 0;
+    const uint64_t end = out->zeros_offset ? out->zeros_offset + groups : scales_end;
+    out->bytes = (end + 15) / 16 * 16;
+    return VKMHA_SUCCESS;
+}
+
+VKMHA_API vkmha_status vkmha_quant_layout_of(vkmha_context *ctx, const vkmha_quant_desc *desc,
+                                             vkmha_quant_layout *out)
+{
+    if (!ctx)
+        return INVALID;
+    vkmha__begin_call(ctx, "vkmha_quant_layout_of");
+    if (!out)
+        return vkmha__fail(ctx, INVALID, "%s: out is NULL", ctx->call);
+    vkmha_quant_layout l;
+    vkmha_status st = layout_of(ctx, desc, &l);
+    if (!st)
+        *out = l;
+    return st;
+}
+
+/* Element i of a row of src_dtype, in fp32 (exact). */
+static float element(uint32_t dtype, const void *row, uint32_t i)
+{
+    if (dtype == VKMHA_DTYPE_F32) {
+        float f;
+        memcpy(&f, (const char *)row + 4 * (size_t)i, sizeof f);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, (const char *)row + 2 * (size_t)i, sizeof h);
+    return dtype == VKMHA_DTYPE_F16 ? vkmha__half_to_float(h) : vkmha__bf16_to_float(h);
+}
+
+static float clampf(float v, float lo, float hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* The scale of a group from its fp32 quotient: fp16 bits in *bits, false
+ * when the quotient exceeds the largest fp16. */
+static bool scale_of(float quotient, uint16_t *bits, float *d)
+{
+    if (!(quotient <= FP16_MAX))
+        return false;
+    *bits = vkmha__float_to_half(quotient);
+    *d = vkmha__half_to_float(*bits);
+    return true;
+}
+
+/* Quantizes group g of row r (x: its group_size values) into codes (one per
+ * value: the stored code, Q4 already offset by 8), *scale and *zero. */
+static vkmha_status quantize_group(vkmha_context *ctx, const vkmha_quant_desc *d, uint32_t r,
+                                   uint32_t g, const float *x, uint8_t *codes, uint16_t *scale,
+                                   uint8_t *zero)
+{
+    const uint32_t n = d->group_size;
+    float amax = 0, lo = 0, hi = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!isfinite(x[i]))
+            return vkmha__fail(ctx, INVALID, "%s: src row %u, group %u (columns %u..%u) holds "
+                               "%s: it cannot be quantized", ctx->call, r, g, g * n,
+                               g * n + n - 1, isnan(x[i]) ? "NaN" : "an infinity");
+        amax = fmaxf(amax, fabsf(x[i]));
+        lo = fminf(lo, x[i]);
+        hi = fmaxf(hi, x[i]);
+    }
+    const bool z = d->type == VKMHA_QUANT_Q4Z;
+    if (z && lo == hi)
+        lo = -1.0f, hi = 1.0f;
+    /* The fp32 quotient of the scale, as the header writes it. */
+    const float quotient = z ? (hi - lo) / 15.0f
+                             : amax / (d->type == VKMHA_QUANT_Q8 ? 127.0f : 7.0f);
+    float s;
+    if (!scale_of(quotient, scale, &s))
+        return vkmha__fail(ctx, INVALID, "%s: src row %u, group %u (columns %u..%u): its "
+                           "scale (%g) exceeds the largest fp16 (65504)", ctx->call, r, g,
+                           g * n, g * n + n - 1, (double)quotient);
+    *zero = 0;
+    if (s == 0.0f) { /* all zeros, or a scale below fp16's smallest */
+        memset(codes, d->type == VKMHA_QUANT_Q4 ? 8 : 0, n);
+        return VKMHA_SUCCESS;
+    }
+    if (z)
+        *zero = (uint8_t)clampf(rintf(-lo / s), 0.0f, 15.0f);
+    for (uint32_t i = 0; i < n; i++) {
+        const float q = rintf(x[i] / s);
+        codes[i] = d->type == VKMHA_QUANT_Q8 ? (uint8_t)(int8_t)clampf(q, -127.0f, 127.0f)
+                   : z ? (uint8_t)clampf(q + (float)*zero, 0.0f, 15.0f)
+                       : (uint8_t)(clampf(q, -8.0f, 7.0f) + 8.0f);
+    }
+    return VKMHA_SUCCESS;
+}
+
+/* The common checks of vkmha_quantize and vkmha_dequantize: the float
+ * array (src or dst, of dtype) and the quantized bytes (the other, of
+ * `bytes` bytes) named as the call names them. */
+static vkmha_status check_call(vkmha_context *ctx, const vkmha_quant_desc *desc,
+                               uint32_t dtype, const char *dtype_name, const void *src,
+                               const void *dst, bool src_quantized, uint64_t bytes,
+                               const char *bytes_name, vkmha_quant_layout *l)
+{
+    vkmha_status st;
+    uint64_t n;
+    if ((st = layout_of(ctx, desc, l)))
+        return st;
+    if (!src || !dst)
+        return vkmha__fail(ctx, INVALID, "%s: %s is NULL", ctx->call, !src ? "src" : "dst");
+    if (dtype != VKMHA_DTYPE_F32 && dtype != VKMHA_DTYPE_F16 && dtype != VKMHA_DTYPE_BF16)
+        return vkmha__fail(ctx, INVALID, "%s: %s (%u) is not a float vkmha_dtype (F32, F16 or "
+                           "BF16)", ctx->call, dtype_name, dtype);
+    /* Both arrays addressable, as every host array of vkmha's. */
+    if ((st = vkmha__check_count(ctx, ctx->call, src_quantized ? "dst" : "src",
+                                 (uint64_t)desc->rows * desc->cols,
+                                 vkmha__dtype_size(dtype), &n)) ||
+        (st = vkmha__check_count(ctx, ctx->call, src_quantized ? "src" : "dst", l->bytes, 1,
+                                 &n)))
+        return st;
+    if (bytes < l->bytes)
+        return vkmha__fail(ctx, INVALID, "%s: %s (%llu) is less than the %s matrix's %llu "
+                           "bytes (vkmha_quant_layout_of)", ctx->call, bytes_name,
+                           (unsigned long long)bytes, type_names[desc->type],
+                           (unsigned long long)l->bytes);
+    return VKMHA_SUCCESS;
+}
+
+VKMHA_API vkmha_status vkmha_quantize(vkmha_context *ctx, const vkmha_quant_desc *desc,
+                                      uint32_t src_dtype, const void *src, void *dst,
+                                      uint64_t dst_bytes)
+{
+    vkmha_quant_layout l;
+    vkmha_status st;
+    if (!ctx)
+        return INVALID;
+    vkmha__begin_call(ctx, "vkmha_quantize");
+    if ((st = check_call(ctx, desc, src_dtype, "src_dtype", src, dst, false, dst_bytes,
+                         "dst_bytes", &l)))
+        return st;
+    const uint32_t n = desc->group_size, groups = desc->cols / n;
+    const size_t es = vkmha__dtype_size(src_dtype);
+    uint8_t *out = dst;
+    memset(out, 0, (size_t)l.bytes);
+    float x[128];
+    uint8_t codes[128];
+    for (uint32_t r = 0; r < desc->rows; r++) {
+        const char *row = (const char *)src + (size_t)r * desc->cols * es;
+        for (uint32_t g = 0; g < groups; g++) {
+            for (uint32_t i = 0; i < n; i++)
+                x[i] = element(src_dtype, row, g * n + i);
+            const size_t at = (size_t)r * groups + g;
+            uint16_t scale = 0;
+            uint8_t zero = 0;
+            if ((st = quantize_group(ctx, desc, r, g, x, codes, &scale, &zero)))
+                return st;
+            memcpy(out + l.scales_offset + 2 * at, &scale, sizeof scale);
+            if (desc->type == VKMHA_QUANT_Q4Z)
+                out[l.zeros_offset + at] = zero;
+            const size_t first = (size_t)r * desc->cols + (size_t)g * n;
+            for (uint32_t i = 0; i < n; i++) {
+                if (desc->type == VKMHA_QUANT_Q8)
+                    out[first + i] = codes[i];
+                else
+                    out[(first + i) / 2] |= (uint8_t)(codes[i] << (4 * ((first + i) & 1)));
+            }
+        }
+    }
+    return VKMHA_SUCCESS;
+}
+
+VKMHA_API vkmha_status vkmha_dequantize(vkmha_context *ctx, const vkmha_quant_desc *desc,
+                                        const void *src, uint64_t src_bytes, uint32_t dst_dtype,
+                                        void *dst)
+{
+    vkmha_quant_layout l;
+    vkmha_status st;
+    if (!ctx)
+        return INVALID;
+    vkmha__begin_call(ctx, "vkmha_dequantize");
+    if ((st = check_call(ctx, desc, dst_dtype, "dst_dtype", src, dst, true, src_bytes,
+                         "src_bytes", &l)))
+        return st;
+    const uint32_t n = desc->group_size, groups = desc->cols / n;
+    const uint8_t *in = src;
+    const size_t es = vkmha__dtype_size(dst_dtype);
+    float row[128];
+    for (uint32_t r = 0; r < desc->rows; r++)
+        for (uint32_t g = 0; g < groups; g++) {
+            const size_t at = (size_t)r * groups + g;
+            uint16_t bits;
+            memcpy(&bits, in + l.scales_offset + 2 * at, sizeof bits);
+            const float s = vkmha__half_to_float(bits);
+            const uint8_t zero = desc->type == VKMHA_QUANT_Q4Z ? in[l.zeros_offset + at] : 0;
+            if (!isfinite(s) || zero > 15)
+                return vkmha__fail(ctx, INVALID, "%s: src row %u, group %u: %s", ctx->call, r,
+                                   g, !isfinite(s) ? "the scale is not a finite fp16"
+                                                   : "the zero point is above 15");
+            const size_t first = (size_t)r * desc->cols + (size_t)g * n;
+            for (uint32_t i = 0; i < n; i++) {
+                const size_t e = first + i;
+                const int code = desc->type == VKMHA_QUANT_Q8 ? (int)(int8_t)in[e]
+                                 : (in[e / 2] >> (4 * (e & 1))) & 15;
+                const int q = desc->type == VKMHA_QUANT_Q4 ? code - 8 : code - zero;
+                row[i] = s * (float)q; /* exact: 11 bits times at most 8 */
+            }
+            vkmha__from_f32(dst_dtype, row, n, (char *)dst + first * es);
+        }
+    return VKMHA_SUCCESS;
+}

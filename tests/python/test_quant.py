@@ -1,0 +1,211 @@
+"""vkmha.quantize / vkmha.dequantize (vkmha_quantize, vkmha_dequantize) bit
+for bit against an independent numpy transcription of include/vkmha.h's
+"Quantized weights" (the layout and the formulas, every step in float32
+with numpy's round-to-nearest-even: np.rint, float32 -> float16 casts), on
+random matrices of every type and group size from float32, float16 and
+bfloat16 sources, and on the edge groups the header names: all zeros,
+fp32 subnormals (the scale underflows fp16), scales that are fp16
+subnormals, one value far above the rest, values on half steps (ties to
+even), constant groups, the largest quantizable values; NaN, +-Inf and
+scales past 65504 raise InvalidArgumentError naming the row and group.
+Printed as TAP (checks.py); run on the installed wheel (installed.py)."""
+import unittest
+
+import checks  # first: fails the run, naming them, without numpy and torch
+
+import numpy as np
+import torch
+
+import vkmha
+
+GROUPS = (32, 64, 128)
+TYPES = ("q8", "q4", "q4z")
+RNG = np.random.default_rng(5)
+CTX = {}
+
+
+def ctx(backend):
+    if backend not in CTX:
+        CTX[backend] = vkmha.Context(backend, validation=backend == "vulkan")
+    return CTX[backend]
+
+
+def round16(n):
+    return (n + 15) // 16 * 16
+
+
+def transcribe(w, qtype, g):
+    """The header's quantization of float32 w [rows][cols], as bytes."""
+    w = np.asarray(w, np.float32)
+    rows, cols = w.shape
+    ng = cols // g
+    x = w.reshape(rows, ng, g)
+    f32 = np.float32
+    if qtype == "q4z":
+        lo = np.minimum(x.min(axis=2), f32(0))
+        hi = np.maximum(x.max(axis=2), f32(0))
+        flat = lo == hi
+        lo[flat], hi[flat] = f32(-1), f32(1)
+        quotient = (hi - lo) / f32(15)
+    else:
+        quotient = np.abs(x).max(axis=2) / f32(127 if qtype == "q8" else 7)
+    assert (quotient <= f32(65504)).all()
+    d16 = quotient.astype(np.float16)
+    d = d16.astype(np.float32)[:, :, None]
+    live = d != 0
+    safe = np.where(live, d, f32(1))
+    q = np.rint(x / safe)
+    zero = np.zeros((rows, ng), np.uint8)
+    if qtype == "q4z":
+        z = np.clip(np.rint(-lo[:, :, None] / safe), 0, 15)
+        z = np.where(live, z, 0)
+        codes = np.where(live, np.clip(q + z, 0, 15), 0).astype(np.uint8)
+        zero = z[:, :, 0].astype(np.uint8)
+    elif qtype == "q8":
+        codes = np.where(live, np.clip(q, -127, 127), 0).astype(np.int8).view(np.uint8)
+    else:
+        codes = (np.where(live, np.clip(q, -8, 7), 0) + 8).astype(np.uint8)
+    codes = codes.reshape(rows, cols)
+    if qtype == "q8":
+        values = codes.reshape(-1)
+    else:
+        values = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8).reshape(-1)
+    scales = d16.reshape(-1).astype("<f2").view(np.uint8)
+    end = values.size + scales.size
+    out = [values, scales]
+    if qtype == "q4z":
+        zeros_at = round16(end)
+        out += [np.zeros(zeros_at - end, np.uint8), zero.reshape(-1)]
+        end = zeros_at + zero.size
+    out.append(np.zeros(round16(end) - end, np.uint8))
+    return np.concatenate(out)
+
+
+def values_of(b, qtype, shape, g):
+    """The transcription's decoding: scale * q, scale * (q - zero), float32."""
+    rows, cols = shape
+    ng = cols // g
+    nv = rows * cols if qtype == "q8" else rows * cols // 2
+    if qtype == "q8":
+        q = b[:nv].view(np.int8).astype(np.float32).reshape(rows, cols)
+    else:
+        v = b[:nv].reshape(rows, cols // 2)
+        q = np.empty((rows, cols), np.float32)
+        q[:, 0::2], q[:, 1::2] = v & 15, v >> 4
+        if qtype == "q4":
+            q -= 8
+    s = b[nv:nv + 2 * rows * ng].view("<f2").astype(np.float32).reshape(rows, ng)
+    if qtype == "q4z":
+        zat = round16(nv + 2 * rows * ng)
+        q = q - np.repeat(b[zat:zat + rows * ng].reshape(rows, ng), g, axis=1).astype(np.float32)
+    return np.repeat(s, g, axis=1) * q
+
+
+def edge_matrix(g):
+    """Rows of the header's edge cases, [8][2 g]."""
+    rows = []
+    rows.append(np.zeros(2 * g))                                   # all zeros
+    rows.append(np.tile([1e-40, -3e-41], g))                      # fp32 subnormals
+    rows.append(np.linspace(-2e-5, 3e-5, 2 * g))                  # fp16-subnormal scales
+    far = RNG.uniform(-0.1, 0.1, 2 * g)
+    far[3], far[g + 5] = 1e4, -2e4                                 # one far value per group
+    rows.append(far)
+    rows.append(np.concatenate([0.125 * (np.arange(g) % 8 + 0.5),  # half steps (ties)
+                                (np.arange(g) % 16 + 0.5)]))
+    rows.append(np.concatenate([np.full(g, 0.75), np.full(g, -3.0)]))  # constant groups
+    big = np.full(2 * g, 1.0)
+    big[0], big[g] = 65504 * 7, -65504 * 7                         # the largest Q4 values
+    rows.append(big)
+    rows.append(RNG.standard_normal(2 * g) * 10.0 ** RNG.integers(-6, 4, 2 * g))
+    return np.asarray(rows, np.float32)
+
+
+class TestQuantize(unittest.TestCase):
+    def check(self, w, qtype, g, what, source=None):
+        """vkmha's bytes and values equal the transcription's, both backends."""
+        want = transcribe(w, qtype, g)
+        lay = vkmha.quant_layout(qtype, w.shape, g, context=ctx("reference"))
+        self.assertEqual(lay["bytes"], want.size, what)
+        vals = values_of(want, qtype, w.shape, g)
+        for be in ("reference", "vulkan"):
+            got = vkmha.quantize(w if source is None else source, qtype, g, context=ctx(be))
+            self.assertEqual(got.dtype, np.uint8)
+            self.assertTrue(np.array_equal(got, want), "%s %s: bytes differ at %s" % (
+                be, what, np.flatnonzero(got != want)[:8]))
+            back = vkmha.dequantize(got, qtype, w.shape, g, context=ctx(be))
+            self.assertTrue(np.array_equal(back, vals), "%s %s: values" % (be, what))
+            h = vkmha.dequantize(got, qtype, w.shape, g, dtype="f16", context=ctx(be))
+            # fp16: nearest even, saturating at 65504 (vkmha's conversions)
+            want16 = np.clip(vals, -65504, 65504).astype(np.float16)
+            self.assertTrue(np.array_equal(h, want16), "%s %s f16" % (be, what))
+
+    def test_random(self):
+        for qtype in TYPES:
+            for g in GROUPS:
+                w = RNG.standard_normal((7, 3 * g)).astype(np.float32)
+                self.check(w, qtype, g, "%s g%d" % (qtype, g))
+
+    def test_16bit_sources(self):
+        for qtype in TYPES:
+            w = RNG.standard_normal((5, 128)).astype(np.float32)
+            h = w.astype(np.float16)
+            self.check(h.astype(np.float32), qtype, 64, qtype + " from float16", source=h)
+            b = torch.from_numpy(w).to(torch.bfloat16)
+            self.check(b.float().numpy(), qtype, 32, qtype + " from bfloat16", source=b)
+
+    def test_edge_groups(self):
+        for qtype in TYPES:
+            for g in GROUPS:
+                w = edge_matrix(g)
+                if qtype == "q8":  # its scale stays far below fp16's largest
+                    w[6] = np.clip(w[6], -1e6, 1e6)
+                if qtype == "q4z":  # (hi - lo) / 15 must stay within fp16
+                    w[6] = np.clip(w[6], -65504 * 7, 65504 * 7) / 2
+                self.check(w, qtype, g, "%s g%d edges" % (qtype, g))
+
+    def test_ties_round_to_even(self):
+        """A group whose step is exactly 1/8: x = (k + 1/2) / 8 quantizes to
+        the even neighbour (a round-half-away rule fails here)."""
+        x = np.zeros((1, 32), np.float32)
+        x[0, 0] = 127 / 8
+        x[0, 1:] = (np.arange(1, 32) % 8 + 0.5) / 8
+        got = vkmha.dequantize(vkmha.quantize(x, "q8", 32, context=ctx("vulkan")), "q8",
+                               x.shape, 32, context=ctx("vulkan"))[0, 1:]
+        k = np.arange(1, 32) % 8
+        self.assertTrue(np.array_equal(got, (k + (k % 2)) / 8.0))
+
+    def test_unquantizable_groups(self):
+        for qtype, v, why in (("q8", np.nan, "NaN"), ("q4", np.inf, "infinity"),
+                              ("q4z", -np.inf, "infinity"), ("q8", 1e7, "65504"),
+                              ("q4", 1e6, "65504"), ("q4z", 2e6, "65504")):
+            w = RNG.standard_normal((3, 64)).astype(np.float32)
+            w[2, 40] = v
+            for be in ("reference", "vulkan"):
+                with self.assertRaises(vkmha.InvalidArgumentError) as cm:
+                    vkmha.quantize(w, qtype, 32, context=ctx(be))
+                msg = str(cm.exception.message)
+                self.assertIn("row 2, group 1", msg)
+                self.assertIn(why, msg)
+
+    def test_bad_arguments(self):
+        w = np.zeros((2, 64), np.float32)
+        for kw, text in (({"group_size": 48}, "group_size"), ({"qtype": "q3"}, "qtype")):
+            args = {"qtype": "q8", "group_size": 32}
+            args.update(kw)
+            with self.assertRaisesRegex((vkmha.InvalidArgumentError, ValueError), text):
+                vkmha.quantize(w, args["qtype"], args["group_size"], context=ctx("vulkan"))
+        with self.assertRaisesRegex(vkmha.InvalidArgumentError, "cols"):
+            vkmha.quantize(np.zeros((2, 48), np.float32), "q4", 32, context=ctx("vulkan"))
+        with self.assertRaisesRegex(vkmha.InvalidArgumentError, "src_bytes"):
+            vkmha.dequantize(np.zeros(8, np.uint8), "q4", (2, 64), 32, context=ctx("vulkan"))
+
+
+class TestZValidation(unittest.TestCase):
+    def test_validation_layer_silent(self):
+        info = ctx("vulkan").info()
+        self.assertTrue(info["validation_enabled"])
+        self.assertEqual(info["validation_messages"], 0)
+
+
+if __name__ == "__main__":
+    checks.run(__name__)

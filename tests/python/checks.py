@@ -40,6 +40,28 @@ def assert_close(tc, got, want, what, atol=ATOL, rtol=RTOL, rows=None):
                 % (what, i, got[fin][i], want[fin][i], err[i], bound[i], err.max(), err.size))
 
 
+_CONTEXTS = {}
+
+
+def context(backend="vulkan"):
+    """One context per backend for the whole run of a test file (validation
+    on for Vulkan: TestZValidation checks it stayed silent)."""
+    import vkmha
+    if backend not in _CONTEXTS:
+        _CONTEXTS[backend] = vkmha.Context(backend, validation=backend == "vulkan")
+    return _CONTEXTS[backend]
+
+
+class TestZValidation(unittest.TestCase):
+    """Last (by name): the validation layer sent nothing to the file's
+    Vulkan context over the whole run."""
+
+    def test_validation_layer_silent(self):
+        info = context("vulkan").info()
+        self.assertTrue(info["validation_enabled"])
+        self.assertEqual(info["validation_messages"], 0)
+
+
 class TapResult(unittest.TestResult):
     def __init__(self):
         super().__init__()

@@ -33,17 +33,11 @@ import vkmha
 import vkmha.functional as VF
 import vkmha.nn
 
-from checks import assert_close
+from checks import TestZValidation, assert_close  # noqa: F401 (a test)
+from checks import context as ctx
 
 torch.manual_seed(1)
-CTX = {}
 TOL16 = {torch.float16: (1e-3, 4e-3), torch.bfloat16: (8e-3, 3e-2)}
-
-
-def ctx(backend="vulkan"):
-    if backend not in CTX:
-        CTX[backend] = vkmha.Context(backend, validation=backend == "vulkan")
-    return CTX[backend]
 
 
 def pair(backend="vulkan", **kw):
@@ -386,15 +380,6 @@ class TestSDPA(unittest.TestCase):
             VF.scaled_dot_product_attention(q.requires_grad_(), k, v, context=ctx())
         out = VF.scaled_dot_product_attention(q.detach(), k, v, context=ctx())
         self.assertEqual(tuple(out.shape), (2, 3, 7, 8), "the context works after errors")
-
-
-class TestZValidation(unittest.TestCase):
-    """Last: the validation layer sent nothing over the whole run."""
-
-    def test_validation_layer_silent(self):
-        info = ctx().info()
-        self.assertTrue(info["validation_enabled"])
-        self.assertEqual(info["validation_messages"], 0)
 
 
 if __name__ == "__main__":

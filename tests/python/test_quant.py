@@ -18,16 +18,12 @@ import torch
 
 import vkmha
 
+from checks import TestZValidation  # noqa: F401 (a test)
+from checks import context as ctx
+
 GROUPS = (32, 64, 128)
 TYPES = ("q8", "q4", "q4z")
 RNG = np.random.default_rng(5)
-CTX = {}
-
-
-def ctx(backend):
-    if backend not in CTX:
-        CTX[backend] = vkmha.Context(backend, validation=backend == "vulkan")
-    return CTX[backend]
 
 
 def round16(n):
@@ -198,13 +194,6 @@ class TestQuantize(unittest.TestCase):
             vkmha.quantize(np.zeros((2, 48), np.float32), "q4", 32, context=ctx("vulkan"))
         with self.assertRaisesRegex(vkmha.InvalidArgumentError, "src_bytes"):
             vkmha.dequantize(np.zeros(8, np.uint8), "q4", (2, 64), 32, context=ctx("vulkan"))
-
-
-class TestZValidation(unittest.TestCase):
-    def test_validation_layer_silent(self):
-        info = ctx("vulkan").info()
-        self.assertTrue(info["validation_enabled"])
-        self.assertEqual(info["validation_messages"], 0)
 
 
 if __name__ == "__main__":

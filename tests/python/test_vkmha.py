@@ -29,11 +29,10 @@ import torch
 
 import vkmha
 
-from checks import assert_close
+from checks import TestZValidation, assert_close, context  # noqa: F401 (a test)
 
 torch.manual_seed(0)
 BACKENDS = ("vulkan", "reference")
-CONTEXTS = {}
 
 
 def context_with_env(name, value):
@@ -48,13 +47,6 @@ def context_with_env(name, value):
             del os.environ[name]
         else:
             os.environ[name] = old
-
-
-def context(backend):
-    """One context per backend for the whole run (validation on for Vulkan)."""
-    if backend not in CONTEXTS:
-        CONTEXTS[backend] = vkmha.Context(backend, validation=backend == "vulkan")
-    return CONTEXTS[backend]
 
 
 def torch_mha(module, q, k, v, **kw):
@@ -1153,15 +1145,6 @@ class TestShards(unittest.TestCase):
         with self.assertRaises(vkmha.InvalidArgumentError) as e:
             vkmha.from_torch(mha, context("vulkan"), heads=(3, 2))
         self.assertIn("head_begin", str(e.exception))
-
-
-class TestZValidation(unittest.TestCase):
-    """Last: the validation layer sent nothing over the whole run."""
-
-    def test_validation_layer_silent(self):
-        info = context("vulkan").info()
-        self.assertTrue(info["validation_enabled"])
-        self.assertEqual(info["validation_messages"], 0)
 
 
 if __name__ == "__main__":

@@ -313,6 +313,16 @@ static vkmha_status subgroup_canary(vk_state *vk, float *mem, uint32_t breaks)
 {
     vkmha_context *ctx = vk->ctx;
     const uint32_t n = VK_CPU_ROW_MAX + 7;
+    if ((uint64_t)n * sizeof(float) > vk->info.max_storage_buffer_range) {
+        /* Only a debug limit (vkmha_debug_options) is this low: Vulkan
+         * guarantees 2^27 bytes. */
+        if (!vk->exec.gather)
+            vkmha__log(ctx, VKMHA_LOG_INFO, VKMHA_SUCCESS,
+                       "%s: self-check: the subgroup reductions' canary row (%u floats) is "
+                       "past maxStorageBufferRange (%llu bytes): not checked",
+                       ctx->call, n, (unsigned long long)vk->info.max_storage_buffer_range);
+        return VKMHA_SUCCESS;
+    }
     float *x = mem, *y = x + n, *r = y + n;
     fill(x, n, 77);
     const sm_shape s = {.batch = 1, .heads = 1, .len_q = 1, .len_k = n, .scale = 1.0f};

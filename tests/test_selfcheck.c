@@ -206,6 +206,42 @@ int main(void)
              gpu ? info.self_check_us : 0, gpu ? info.disabled_paths : 0);
     vkmha_context_destroy(gpu);
 
+    /* The first call a layer forward in parts (its arrays past a lowered
+     * maxStorageBufferRange: the forward records part after part into one
+     * submission): the check runs before the first part, and the forward
+     * equals the reference. */
+    {
+        vkmha_debug_options dbg = {.max_storage_buffer_range = 64 * 1024};
+        vkmha_context_desc d = {.backend = VKMHA_BACKEND_VULKAN, .enable_validation = true,
+                                .debug = &dbg, .log = keep_warnings, .log_user = &w,
+                                .log_level = VKMHA_LOG_DEBUG};
+        memset(&w, 0, sizeof w);
+        vkmha_context *parts = NULL;
+        t_layer l;
+        t_layer_make(&l, &rng, 64, 4, 2, 2, 300, 0, VKMHA_MASK_CAUSAL);
+        vkmha_mha *mg = NULL, *mr = NULL;
+        float *want = t_alloc(l.n_out), *got = t_alloc(l.n_out);
+        vkmha_mha_io io = l.io, io_ref = l.io;
+        io.out = got;
+        io_ref.out = want;
+        ok = !vkmha_context_create(&d, &parts) && !vkmha_context_get_info(parts, &info) &&
+             info.self_check_us == 0 && !vkmha_mha_create(parts, &l.desc, &mg) &&
+             !vkmha_mha_create(ref, &l.desc, &mr) && !vkmha_mha_forward(mg, &io) &&
+             !vkmha_mha_forward(mr, &io_ref) &&
+             t_close("parts", "forward", got, want, l.n_out, T_LAYER_ATOL, T_LAYER_RTOL) &&
+             !vkmha_context_get_info(parts, &info) && info.self_check_us > 0 &&
+             info.disabled_paths == 0;
+        t_report(ok, "a first call that runs in parts (a layer past a 64 KiB storage range) "
+                     "checks its paths first (%u us) and equals the reference",
+                 parts ? info.self_check_us : 0);
+        if (parts)
+            t_report_validation(parts);
+        vkmha_mha_destroy(mg), vkmha_mha_destroy(mr);
+        vkmha_context_destroy(parts);
+        free(want), free(got);
+        t_layer_free(&l);
+    }
+
     /* The first attention's check (its matmuls, the unfused path, the fused
      * kernels of head dim 20, the reductions): its pipelines created
      * together before the judged pass, which creates none; the same on the

@@ -114,10 +114,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             raise TypeError("scaled_dot_product_attention: attn_mask: bool or float is "
                             "needed, got %s" % m.dtype)
         full = batch + (heads, L, S)
-        _broadcast([m.shape, full], "attn_mask and [..., heads, L, S]")
-        if m.ndim > len(full):
-            raise ValueError("scaled_dot_product_attention: attn_mask has %d dims, more than "
-                             "the result's %d" % (m.ndim, len(full)))
+        if m.ndim > len(full) or _broadcast([m.shape, full], "attn_mask") != full:
+            raise ValueError("scaled_dot_product_attention: attn_mask of shape %s does not "
+                             "broadcast to the scores' %s" % (m.shape, full))
         m = m.reshape((1,) * (len(full) - m.ndim) + m.shape)
         # vkmha's bias is [1 or batch][1 or heads][L][S]: broadcast only the
         # axes the mask varies along.

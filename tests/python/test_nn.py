@@ -365,9 +365,16 @@ class TestSDPA(unittest.TestCase):
                               ({"attn_mask": torch.ones(7, 9, dtype=torch.int32)}, TypeError,
                                "attn_mask"),
                               ({"attn_mask": torch.ones(5, 7, 9, dtype=bool)}, ValueError,
-                               "attn_mask")):
+                               "attn_mask"),
+                              ({"attn_mask": torch.ones(4, 3, 7, 9, dtype=bool)}, ValueError,
+                               "do not broadcast")):
             with self.assertRaisesRegex(exc, text):
                 VF.scaled_dot_product_attention(q, k, v, context=ctx(), **kw)
+        with self.assertRaisesRegex(ValueError, "does not broadcast to the scores"):
+            # it broadcasts, but would widen the result's batch (1 -> 4)
+            VF.scaled_dot_product_attention(r(1, 3, 7, 8), r(1, 3, 9, 8), r(1, 3, 9, 8),
+                                            attn_mask=torch.ones(4, 3, 7, 9, dtype=bool),
+                                            context=ctx())
         with self.assertRaisesRegex(ValueError, "not a multiple"):
             VF.scaled_dot_product_attention(r(2, 3, 7, 8), r(2, 2, 9, 8), r(2, 2, 9, 8),
                                             enable_gqa=True, context=ctx())

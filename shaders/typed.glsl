@@ -46,7 +46,8 @@
 layout(constant_id = 16) const uint DTYPES = 0u;
 // The pipeline's variant bits, set by the host (VK_VARIANT_* in
 // src/vk_base.h): bit 0 a misaligned buffer (below); bits 1 and 2 the
-// matmul's ranges of k (shaders/matmul.comp).
+// matmul's ranges of k (shaders/matmul.comp); bit 3 fp16 texels widened
+// with integer operations (texel16, below).
 layout(constant_id = 17) const uint VARIANT = 0u;
 #define DT_F32 0u
 #define DT_U8 1u
@@ -282,6 +283,9 @@ uint dt_narrow_encode(uint dt, float v)
 #define TEXEL_FETCH(t, i, S) texel16(texelFetch(t, int(i)).xy, DTYPE(S))
 vec4 texel16(uvec2 w, uint dt)
 {
+    if (dt == DT_F16 && (VARIANT & 8u) != 0u) // exact, and no unpackHalf2x16 (VK_VARIANT_EXACT_F16)
+        return vec4(f16_bits_to_f32(w.x), f16_bits_to_f32(w.x >> 16), f16_bits_to_f32(w.y),
+                    f16_bits_to_f32(w.y >> 16));
     if (dt == DT_F16)
         return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
     return uintBitsToFloat(uvec4(w.x << 16, w.x & 0xffff0000u, w.y << 16, w.y & 0xffff0000u));

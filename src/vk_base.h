@@ -213,12 +213,16 @@ static inline uint32_t vk_dtype_bits(uint32_t dt)
  * reads the misalign push words. ACCUMULATE and ADDEND: the matmul variants
  * for ranges of k past maxStorageBufferRange (vk_record_matmul;
  * shaders/matmul.comp): C += ..., or the bias binding is an fp32 [m][n]
- * addend. Specialized, so that the plain shaders' code is untouched by
- * them. */
+ * addend. EXACT_F16, set by vk_dispatch where the context asks
+ * (vk_state.exact_f16_texels): the CPU kernels' packed fp16 texels are
+ * widened with integer operations, not unpackHalf2x16 (a driver whose
+ * compiler aborts on it). Specialized, so that the plain shaders' code is
+ * untouched by them. */
 #define VK_SPEC_VARIANT 17
 #define VK_VARIANT_MISALIGNED 1u
 #define VK_VARIANT_ACCUMULATE 2u
 #define VK_VARIANT_ADDEND 4u
+#define VK_VARIANT_EXACT_F16 8u
 
 /* Bindings of a site, at most: KIND_FLASH has 9 (q, k, v, 3 masks, out,
  * statistics, key lengths), and so has KIND_FLASH_CPU (q, k, v as vec4

@@ -159,6 +159,39 @@ static vkmha_status apply_debug(vk_state *vk, const vkmha_debug_options *d, uint
     return VKMHA_SUCCESS;
 }
 
+/* Driver bugs that abort the process (nothing the self-check can catch,
+ * since it runs in the process): each avoided on exactly the drivers that
+ * have it, with an INFO message naming it (docs/RELIABILITY.md). */
+static void driver_workarounds(vk_state *vk)
+{
+#if defined(__aarch64__)
+    /* lavapipe on 64-bit ARM with LLVM 15 (Debian 12's arm64 Mesa 22.3):
+     * AArch64 instruction selection aborts compiling (1) any kernel that
+     * widens 16-bit storage to fp32 ("LLVM ERROR: Cannot select: v4f32 =
+     * fp_extend v4i16"; a 1 x 1 x 1 fp16 matmul is enough, on every matmul
+     * tile), and (2) unpackHalf2x16 on the CPU kernels' packed texels
+     * ("v4f32 = AArch64ISD::VLSHR ..."; an fp16 matmul with op T and k a
+     * multiple of 4). It compiles the packed 16-bit path (two values per
+     * 32-bit word, as on devices without 16-bit storage) with the texels
+     * widened by integer operations (VK_VARIANT_EXACT_F16: 1.4-2x slower
+     * fp16 products on x86 lavapipe, so there only). LLVM 15 is the one
+     * seen; older ones are taken as no better. */
+    unsigned llvm = 0;
+    const char *at = strstr(vk->info.name, "(LLVM ");
+    if (!vk->no_native16 && strncmp(vk->info.name, "llvmpipe", 8) == 0 && at &&
+        sscanf(at, "(LLVM %u", &llvm) == 1 && llvm <= 15) {
+        vk->no_native16 = vk->exact_f16_texels = true;
+        vkmha__log(vk->ctx, VKMHA_LOG_INFO, VKMHA_SUCCESS,
+                   "vkmha_context_create: %s on 64-bit ARM: 16-bit data is packed two per "
+                   "word and fp16 widened with integer operations (this LLVM aborts compiling "
+                   "fp16 -> fp32 conversions; docs/RELIABILITY.md)",
+                   vk->info.name);
+    }
+#else
+    (void)vk;
+#endif
+}
+
 vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc, bool compile_only)
 {
     vkmha_status st;
@@ -186,6 +219,8 @@ vkmha_status vk_create(vkmha_context *ctx, const vkmha_context_desc *desc, bool 
     else if (!(st = vk_create_instance(vk, ctx, desc->enable_validation)))
         st = vk_pick_device(vk, desc);
     uint32_t flags = desc->flags;
+    if (!st)
+        driver_workarounds(vk);
     if (st || (st = apply_debug(vk, desc->debug, &flags)) || (st = vk_create_device(vk, ext)))
         return st; /* the caller destroys the partial state */
     const vk_tuning_desc tuning = {

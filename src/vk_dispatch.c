@@ -62,6 +62,8 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_vie
     }
     if (misalign[0] | misalign[1])
         key.variant |= VK_VARIANT_MISALIGNED;
+    if (vk->exact_f16_texels)
+        key.variant |= VK_VARIANT_EXACT_F16;
     /* A pipeline that does not exist yet is created with the plan's others
      * (vk_exec_end), on several threads. */
     const VkPipeline pipeline = vk_pipeline_find(vk, &key);

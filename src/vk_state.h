@@ -250,8 +250,10 @@ struct vk_state {
     uint32_t max_texel_elements; /* maxTexelBufferElements */
     VkDeviceSize min_storage_offset_align; /* minStorageBufferOffsetAlignment */
     /* storageBuffer16BitAccess enabled (vk_tuning.native16 starts from it);
-     * no_native16: desc->debug->no_native_16bit. */
-    bool storage16, no_native16;
+     * no_native16: desc->debug->no_native_16bit (or a driver workaround,
+     * vk_context.c). exact_f16_texels: every dispatch's pipeline is the
+     * VK_VARIANT_EXACT_F16 one (a driver workaround, vk_context.c). */
+    bool storage16, no_native16, exact_f16_texels;
     /* desc->debug->no_push_descriptors or its profile's. */
     bool debug_no_push;
     /* VK_KHR_cooperative_matrix: the device's shapes of subgroup scope

@@ -142,10 +142,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
                            "%s: k: one key row is more than maxStorageBufferRange (%llu bytes) "
                            "lets one binding hold",
                            vk->ctx->call, (unsigned long long)vk->info.max_storage_buffer_range);
-    const uint32_t dim = s->d_k > s->d_v ? s->d_k : s->d_v;
-    uint32_t cls = 0;
-    while (cls < VK_FLASH_CLASSES && (32u << cls) < dim)
-        cls++;
+    const uint32_t cls = vk_flash_class(s->d_k, s->d_v);
     /* The candidates: each fused kernel where it can run (a forced kernel
      * wherever it can, the other only where it cannot), and unfused where
      * its scores fit a buffer. */

@@ -155,6 +155,18 @@ typedef enum vk_slot {
 
 /* Fused attention pipelines by largest head dim: 32, 64, 128, 256. */
 #define VK_FLASH_CLASSES 4
+
+/* The class of an attention of head dims d_k, d_v: the first whose largest
+ * head dim holds both; VK_FLASH_CLASSES when none does (unfused only). */
+static inline uint32_t vk_flash_class(uint32_t d_k, uint32_t d_v)
+{
+    const uint32_t dim = d_k > d_v ? d_k : d_v;
+    uint32_t cls = 0;
+    while (cls < VK_FLASH_CLASSES && (32u << cls) < dim)
+        cls++;
+    return cls;
+}
+
 /* Keys per online-softmax step of shaders/flash_cpu.comp (its BK). */
 #define VK_FLASH_CPU_BLOCK_K 4
 

@@ -379,14 +379,11 @@ static double elapsed_ms(const struct timespec *a, const struct timespec *b)
 
 uint32_t vk_check_attention(uint32_t d_k, uint32_t d_v)
 {
-    const uint32_t dim = d_k > d_v ? d_k : d_v;
-    uint32_t bits = VK_CHECK_MATMUL | VK_CHECK_UNFUSED;
-    for (uint32_t c = 0; c < VK_FLASH_CLASSES; c++)
-        if (dim <= (32u << c)) /* its class, as vk_attention_prepare picks it */
-            return bits | ((VKMHA_PATH_FUSED_D32 | VKMHA_PATH_FUSED_CPU_D32 |
-                            VKMHA_PATH_COOPMAT_FUSED_D32)
-                           << c);
-    return bits;
+    const uint32_t bits = VK_CHECK_MATMUL | VK_CHECK_UNFUSED, c = vk_flash_class(d_k, d_v);
+    if (c == VK_FLASH_CLASSES) /* unfused only */
+        return bits;
+    return bits |
+           ((VKMHA_PATH_FUSED_D32 | VKMHA_PATH_FUSED_CPU_D32 | VKMHA_PATH_COOPMAT_FUSED_D32) << c);
 }
 
 vkmha_status vk_self_check(vk_state *vk, bool run, bool now, uint32_t breaks)

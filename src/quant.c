@@ -137,23 +137,26 @@ static vkmha_status quantize_group(vkmha_context *ctx, const vkmha_quant_desc *d
     return VKMHA_SUCCESS;
 }
 
-/* The common checks of vkmha_quantize and vkmha_dequantize: the float
- * array (src or dst, of dtype) and the quantized bytes (the other, of
- * `bytes` bytes) named as the call names them. */
-static vkmha_status check_call(vkmha_context *ctx, const vkmha_quant_desc *desc,
-                               uint32_t dtype, const char *dtype_name, const void *src,
-                               const void *dst, bool src_quantized, uint64_t bytes,
-                               const char *bytes_name, vkmha_quant_layout *l)
+/* The start of vkmha_quantize and vkmha_dequantize (fn): the call named,
+ * and its checks: the float array (src or dst, of dtype) and the quantized
+ * bytes (the other, of `bytes` bytes) named as the call names them. */
+static vkmha_status begin_call(vkmha_context *ctx, const char *fn,
+                               const vkmha_quant_desc *desc, uint32_t dtype,
+                               const char *dtype_name, const void *src, const void *dst,
+                               bool src_quantized, uint64_t bytes, const char *bytes_name,
+                               vkmha_quant_layout *l)
 {
     vkmha_status st;
     uint64_t n;
+    if (!ctx)
+        return INVALID;
+    vkmha__begin_call(ctx, fn);
     if ((st = layout_of(ctx, desc, l)))
         return st;
     if (!src || !dst)
         return vkmha__fail(ctx, INVALID, "%s: %s is NULL", ctx->call, !src ? "src" : "dst");
-    if (dtype != VKMHA_DTYPE_F32 && dtype != VKMHA_DTYPE_F16 && dtype != VKMHA_DTYPE_BF16)
-        return vkmha__fail(ctx, INVALID, "%s: %s (%u) is not a float vkmha_dtype (F32, F16 or "
-                           "BF16)", ctx->call, dtype_name, dtype);
+    if ((st = vkmha__check_dtype(ctx, dtype_name, dtype)))
+        return st;
     /* Both arrays addressable, as every host array of vkmha's. */
     if ((st = vkmha__check_count(ctx, ctx->call, src_quantized ? "dst" : "src",
                                  (uint64_t)desc->rows * desc->cols,
@@ -175,11 +178,8 @@ VKMHA_API vkmha_status vkmha_quantize(vkmha_context *ctx, const vkmha_quant_desc
 {
     vkmha_quant_layout l;
     vkmha_status st;
-    if (!ctx)
-        return INVALID;
-    vkmha__begin_call(ctx, "vkmha_quantize");
-    if ((st = check_call(ctx, desc, src_dtype, "src_dtype", src, dst, false, dst_bytes,
-                         "dst_bytes", &l)))
+    if ((st = begin_call(ctx, "vkmha_quantize", desc, src_dtype, "src_dtype", src, dst, false,
+                         dst_bytes, "dst_bytes", &l)))
         return st;
     const uint32_t n = desc->group_size, groups = desc->cols / n;
     const size_t es = vkmha__dtype_size(src_dtype);
@@ -218,11 +218,8 @@ VKMHA_API vkmha_status vkmha_dequantize(vkmha_context *ctx, const vkmha_quant_de
 {
     vkmha_quant_layout l;
     vkmha_status st;
-    if (!ctx)
-        return INVALID;
-    vkmha__begin_call(ctx, "vkmha_dequantize");
-    if ((st = check_call(ctx, desc, dst_dtype, "dst_dtype", src, dst, true, src_bytes,
-                         "src_bytes", &l)))
+    if ((st = begin_call(ctx, "vkmha_dequantize", desc, dst_dtype, "dst_dtype", src, dst, true,
+                         src_bytes, "src_bytes", &l)))
         return st;
     const uint32_t n = desc->group_size, groups = desc->cols / n;
     const uint8_t *in = src;

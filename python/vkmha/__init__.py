@@ -693,7 +693,7 @@ _QUANT_TYPES = {"q8": _vkmha.QUANT_Q8, "q4": _vkmha.QUANT_Q4, "q4z": _vkmha.QUAN
 
 
 def _quant(qtype, shape, group_size, context):
-    """(type code, rows, cols, context) of a quantized matrix's arguments."""
+    """(type code, rows, cols, group size, context) of a quantized matrix's arguments."""
     if isinstance(qtype, str):
         if qtype.lower() not in _QUANT_TYPES:
             raise ValueError("qtype: one of %s, got %r" % (", ".join(_QUANT_TYPES), qtype))
@@ -734,8 +734,8 @@ def dequantize(data, qtype, shape, group_size=32, dtype="f32", context=None):
     t, rows, cols, g, ctx = _quant(qtype, shape, group_size, context)
     dt = _dtype(dtype)
     out = _np.empty((rows, cols), DTYPES[dt])
-    ctx._dequantize(t, g, rows, cols, _np.ascontiguousarray(_np_of(data), dtype=_np.uint8),
-                    out, dt)
+    ctx._dequantize(t, g, rows, cols, out, dt,
+                    _np.ascontiguousarray(_np_of(data), dtype=_np.uint8))
     return out
 
 

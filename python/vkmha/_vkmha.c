@@ -1432,64 +1432,50 @@ static PyObject *context_quant_layout(ContextObject *self, PyObject *args)
                          (unsigned long long)l.bytes);
 }
 
-/* quantize(type, group_size, rows, cols, src, src_dtype, dst): vkmha_quantize
- * of src (rows * cols values of src_dtype) into the writable buffer dst. */
-static PyObject *context_quantize(ContextObject *self, PyObject *args)
+/* _quantize and _dequantize(type, group_size, rows, cols, values, dtype,
+ * data): vkmha_quantize of values (rows * cols of dtype) into the writable
+ * buffer data, or vkmha_dequantize of data's bytes into values. */
+static PyObject *quant_convert(ContextObject *self, PyObject *args, bool quantize)
 {
     Py_ssize_t type, group, rows, cols;
     int dt;
-    PyObject *src_o, *dst_o;
+    PyObject *values_o, *data_o;
     vkmha_quant_desc d;
-    if (!PyArg_ParseTuple(args, "nnnnOiO", &type, &group, &rows, &cols, &src_o, &dt, &dst_o) ||
-        check_open(self) || check_dtype(dt, "src_dtype", false) ||
+    const char *values_name = quantize ? "src" : "dst";
+    if (!PyArg_ParseTuple(args, "nnnnOiO", &type, &group, &rows, &cols, &values_o, &dt,
+                          &data_o) ||
+        check_open(self) || check_dtype(dt, quantize ? "src_dtype" : "dst_dtype", false) ||
         quant_desc(type, group, rows, cols, &d))
         return NULL;
     arg a[1];
     memset(a, 0, sizeof a);
-    if (arg_get(src_o, "src", (uint32_t)dt, false, PROD2(d.rows, d.cols), false, self, &a[0]))
+    if (arg_get(values_o, values_name, (uint32_t)dt, !quantize, PROD2(d.rows, d.cols), false,
+                self, &a[0]))
         return NULL;
-    Py_buffer out;
-    if (PyObject_GetBuffer(dst_o, &out, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0) {
+    Py_buffer data;
+    if (PyObject_GetBuffer(data_o, &data, PyBUF_C_CONTIGUOUS | (quantize ? PyBUF_WRITABLE : 0))) {
         args_release(a, 1);
         return NULL;
     }
-    vkmha_status st = vkmha_quantize(self->ctx, &d, (uint32_t)dt, a[0].p, out.buf,
-                                     (uint64_t)out.len);
-    PyBuffer_Release(&out);
+    vkmha_status st =
+        quantize ? vkmha_quantize(self->ctx, &d, (uint32_t)dt, a[0].p, data.buf, (uint64_t)data.len)
+                 : vkmha_dequantize(self->ctx, &d, data.buf, (uint64_t)data.len, (uint32_t)dt,
+                                    a[0].p);
+    PyBuffer_Release(&data);
     args_release(a, 1);
     if (st)
         return context_fail(self, st);
     Py_RETURN_NONE;
 }
 
-/* dequantize(type, group_size, rows, cols, src, dst, dst_dtype): vkmha_dequantize
- * of the bytes src into dst (rows * cols values of dst_dtype). */
+static PyObject *context_quantize(ContextObject *self, PyObject *args)
+{
+    return quant_convert(self, args, true);
+}
+
 static PyObject *context_dequantize(ContextObject *self, PyObject *args)
 {
-    Py_ssize_t type, group, rows, cols;
-    int dt;
-    PyObject *src_o, *dst_o;
-    vkmha_quant_desc d;
-    if (!PyArg_ParseTuple(args, "nnnnOOi", &type, &group, &rows, &cols, &src_o, &dst_o, &dt) ||
-        check_open(self) || check_dtype(dt, "dst_dtype", false) ||
-        quant_desc(type, group, rows, cols, &d))
-        return NULL;
-    Py_buffer in;
-    if (PyObject_GetBuffer(src_o, &in, PyBUF_C_CONTIGUOUS) != 0)
-        return NULL;
-    arg a[1];
-    memset(a, 0, sizeof a);
-    if (arg_get(dst_o, "dst", (uint32_t)dt, true, PROD2(d.rows, d.cols), false, self, &a[0])) {
-        PyBuffer_Release(&in);
-        return NULL;
-    }
-    vkmha_status st = vkmha_dequantize(self->ctx, &d, in.buf, (uint64_t)in.len, (uint32_t)dt,
-                                       a[0].p);
-    args_release(a, 1);
-    PyBuffer_Release(&in);
-    if (st)
-        return context_fail(self, st);
-    Py_RETURN_NONE;
+    return quant_convert(self, args, false);
 }
 
 static PyMethodDef context_methods[] = {
@@ -1517,7 +1503,7 @@ static PyMethodDef context_methods[] = {
     {"_quantize", (PyCFunction)context_quantize, METH_VARARGS,
      "vkmha_quantize(type, group_size, rows, cols, src, src_dtype, dst)."},
     {"_dequantize", (PyCFunction)context_dequantize, METH_VARARGS,
-     "vkmha_dequantize(type, group_size, rows, cols, src, dst, dst_dtype)."},
+     "vkmha_dequantize(type, group_size, rows, cols, dst, dst_dtype, src)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -283,7 +283,8 @@ uint dt_narrow_encode(uint dt, float v)
 #define TEXEL_FETCH(t, i, S) texel16(texelFetch(t, int(i)).xy, DTYPE(S))
 vec4 texel16(uvec2 w, uint dt)
 {
-    if (dt == DT_F16 && (VARIANT & 8u) != 0u) // exact, and no unpackHalf2x16 (VK_VARIANT_EXACT_F16)
+    // VK_VARIANT_EXACT_F16: exact, and no unpackHalf2x16
+    if (dt == DT_F16 && (VARIANT & 8u) != 0u)
         return vec4(f16_bits_to_f32(w.x), f16_bits_to_f32(w.x >> 16), f16_bits_to_f32(w.y),
                     f16_bits_to_f32(w.y >> 16));
     if (dt == DT_F16)

@@ -334,12 +334,12 @@ typedef struct vk_plan_download {
  * vk_update, vk_zero). */
 typedef enum vk_pass_op { PASS_DISPATCH, PASS_COPY, PASS_UPDATE, PASS_ZERO } vk_pass_op;
 
-/* One dispatch, resolved: its pipeline was created and its descriptors
- * chosen when it was planned (vk_dispatch), so running it cannot fail. */
 /* Steps of a waited-for call timed one by one (VKMHA_CONTEXT_PROFILE); the
  * timestamp pool holds 3 more. */
 #define VK_PROFILE_PASSES VKMHA_MAX_PROFILE_STEPS
 
+/* One dispatch, resolved: its pipeline was created and its descriptors
+ * chosen when it was planned (vk_dispatch), so running it cannot fail. */
 typedef struct vk_pass {
     vk_pass_op op;
     /* PASS_COPY: size bytes from src at src_off to dst at dst_off;

@@ -76,17 +76,16 @@ vkmha_status vk_tensor_alloc(vkmha_tensor *t)
     vk_state *vk = t->ctx->vk;
     vk_tensor *v = (vk_tensor *)t;
     const uint64_t alloc = vkmha__tensor_words(t);
+    const bool sparse = alloc > vk->info.max_allocation_size;
     vkmha_status st;
     /* Past maxStorageBufferRange the ops bind it in windows or parts; past
      * maxMemoryAllocationSize it is sparse (where the context can: checked
      * first by the self-check). */
-    if ((alloc > vk->info.max_allocation_size &&
-         (st = vk_self_check_need(vk, VKMHA_PATH_SPARSE))) ||
+    if ((sparse && (st = vk_self_check_need(vk, VKMHA_PATH_SPARSE))) ||
         (st = vk_check_tensor(vk, alloc, "desc->dims")) ||
-        (st = alloc > vk->info.max_allocation_size
-                  ? vk_buffer_create_sparse(vk, alloc, vk->info.max_allocation_size, "tensor",
-                                            &v->buf)
-                  : vk_buffer_create(vk, alloc, false, false, "tensor", &v->buf)))
+        (st = sparse ? vk_buffer_create_sparse(vk, alloc, vk->info.max_allocation_size, "tensor",
+                                               &v->buf)
+                     : vk_buffer_create(vk, alloc, false, false, "tensor", &v->buf)))
         return st;
     t->mem = buffer_handle(v->buf.buf);
     t->offset = v->buf.offset;

@@ -281,6 +281,12 @@ typedef enum vkmha_path {
     VKMHA_PATH_COOPMAT_FUSED_D64 = 1u << 14,  /* "coopmat_fused_d64" */
     VKMHA_PATH_COOPMAT_FUSED_D128 = 1u << 15, /* "coopmat_fused_d128" */
     VKMHA_PATH_COOPMAT_FUSED_D256 = 1u << 16, /* "coopmat_fused_d256" */
+    VKMHA_PATH_COOPMAT2_MATMUL = 1u << 17, /* "coopmat2_matmul": the matmul of fp16
+                                              operands through
+                                              VK_NV_cooperative_matrix2
+                                              (VKMHA_MATMUL_VARIANT_COOPERATIVE2;
+                                              the cooperative-matrix matmul, else
+                                              the device type's) */
 } vkmha_path;
 
 /* The name of one vkmha_path bit ("fused_d64"), as VKMHA_DISABLE_PATHS and
@@ -320,6 +326,21 @@ typedef enum vkmha_matmul_variant {
      * emulation) only when forced, which a device without them fails with
      * VKMHA_ERROR_UNSUPPORTED. */
     VKMHA_MATMUL_VARIANT_COOPERATIVE = 3,
+    /* Matrix units through VK_NV_cooperative_matrix2 (NVIDIA's drivers,
+     * Mesa's lavapipe 25.2+), for the same products as COOPERATIVE: the
+     * workgroup owns one bm x bn accumulator of workgroup scope and loads
+     * A's and op(B)'s slices, bk deep, straight from the buffers (the
+     * driver stages them); edges read zeros, nothing past M x N is
+     * written. workgroup_size: one the device lists for fp16 x fp16 ->
+     * fp32 matrices of workgroup scope (0: the largest of them up to 256);
+     * bm, bn, bk: multiples of that entry's granularities; tm, tn: 0. All
+     * zero: the automatic tile (128 x 128 x 32 where the granularities
+     * allow). GPUs use it by default before COOPERATIVE where the device
+     * has the extension (vkmha_context_info.cooperative_matrix2); a CPU
+     * device only when forced, which a device without it fails with
+     * VKMHA_ERROR_UNSUPPORTED. The environment variable: "coopmat2" or
+     * "coopmat2:bm,bn,bk,workgroup_size". */
+    VKMHA_MATMUL_VARIANT_COOPERATIVE2 = 4,
 } vkmha_matmul_variant;
 
 /* A matmul tile to force (vkmha_context_desc.matmul_tile); an input only. */
@@ -625,6 +646,14 @@ typedef struct vkmha_context_info {
     uint32_t matrix_shape_count VKMHA_ZERO;
     vkmha_matrix_shape matrix_shapes[VKMHA_MAX_MATRIX_SHAPES] VKMHA_ZERO;
     bool cooperative_matrix VKMHA_ZERO;
+    /* Vulkan: VK_NV_cooperative_matrix2 enabled besides
+     * (cooperative_matrix, Vulkan 1.3, 16-bit storage, fp16 x fp16 -> fp32
+     * matrices of workgroup scope, and this build's glslang compiled its
+     * kernel): the "matmul_cm2" kernel (VKMHA_MATMUL_VARIANT_COOPERATIVE2).
+     * matrix2_workgroup_sizes: with it, the workgroup sizes the device
+     * lists for those matrices (the first four; 0: none). */
+    bool cooperative_matrix2 VKMHA_ZERO;
+    uint32_t matrix2_workgroup_sizes[4] VKMHA_ZERO;
 } vkmha_context_info;
 
 /* Whether this build of vkmha has the cooperative-matrix kernels (its

@@ -58,6 +58,44 @@ typedef VkResult(VKAPI_PTR *PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKH
     VkPhysicalDevice, uint32_t *, VkCooperativeMatrixPropertiesKHR *);
 #endif
 
+/* VK_NV_cooperative_matrix2 (Vulkan headers 1.4.303), likewise. */
+#ifndef VK_NV_cooperative_matrix2
+#define VK_NV_cooperative_matrix2 1
+#define VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME "VK_NV_cooperative_matrix2"
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV ((VkStructureType)1000593000)
+#define VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV ((VkStructureType)1000593001)
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_PROPERTIES_NV ((VkStructureType)1000593002)
+typedef struct VkCooperativeMatrixFlexibleDimensionsPropertiesNV {
+    VkStructureType sType;
+    void *pNext;
+    uint32_t MGranularity, NGranularity, KGranularity;
+    VkComponentTypeKHR AType, BType, CType, ResultType;
+    VkBool32 saturatingAccumulation;
+    VkScopeKHR scope;
+    uint32_t workgroupInvocations;
+} VkCooperativeMatrixFlexibleDimensionsPropertiesNV;
+typedef struct VkPhysicalDeviceCooperativeMatrix2FeaturesNV {
+    VkStructureType sType;
+    void *pNext;
+    VkBool32 cooperativeMatrixWorkgroupScope;
+    VkBool32 cooperativeMatrixFlexibleDimensions;
+    VkBool32 cooperativeMatrixReductions;
+    VkBool32 cooperativeMatrixConversions;
+    VkBool32 cooperativeMatrixPerElementOperations;
+    VkBool32 cooperativeMatrixTensorAddressing;
+    VkBool32 cooperativeMatrixBlockLoads;
+} VkPhysicalDeviceCooperativeMatrix2FeaturesNV;
+typedef struct VkPhysicalDeviceCooperativeMatrix2PropertiesNV {
+    VkStructureType sType;
+    void *pNext;
+    uint32_t cooperativeMatrixWorkgroupScopeMaxWorkgroupSize;
+    uint32_t cooperativeMatrixFlexibleDimensionsMaxDimension;
+    uint32_t cooperativeMatrixWorkgroupScopeReservedSharedMemory;
+} VkPhysicalDeviceCooperativeMatrix2PropertiesNV;
+typedef VkResult(VKAPI_PTR *PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV)(
+    VkPhysicalDevice, uint32_t *, VkCooperativeMatrixFlexibleDimensionsPropertiesNV *);
+#endif
+
 /* ---- buffers (src/vk_memory.c) ------------------------------------------ */
 
 typedef struct vk_buffer {
@@ -152,6 +190,9 @@ typedef enum vk_slot {
  * ends any loop after 65535 iterations, and longer rows have work enough for
  * the workgroup-per-row kernels. */
 #define VK_CPU_ROW_MAX 16384u
+
+/* The most VK_NV_cooperative_matrix2 workgroup shapes kept (vk_state). */
+#define VK_CM2_SHAPES 8
 
 /* Fused attention pipelines by largest head dim: 32, 64, 128, 256. */
 #define VK_FLASH_CLASSES 4
@@ -405,6 +446,9 @@ typedef struct vk_instance_table {
     /* NULL where the loader has no VK_KHR_cooperative_matrix. */
     PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR
         GetPhysicalDeviceCooperativeMatrixPropertiesKHR;
+    /* NULL where it has no VK_NV_cooperative_matrix2. */
+    PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV
+        GetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV;
 } vk_instance_table;
 
 /* Where a call's commands go. */

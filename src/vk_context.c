@@ -322,6 +322,11 @@ static void ctx_info(const vkmha_context *ctx, vkmha_context_info *out)
     out->matrix_shape_count = vk->n_matrix_shapes;
     memcpy(out->matrix_shapes, vk->matrix_shapes, sizeof out->matrix_shapes);
     out->cooperative_matrix = vk->coopmat;
+    out->cooperative_matrix2 = vk->coopmat2;
+    for (uint32_t i = 0; vk->coopmat2 && i < vk->n_cm2_shapes &&
+                         i < VKMHA_ARRAY_LEN(out->matrix2_workgroup_sizes);
+         i++)
+        out->matrix2_workgroup_sizes[i] = vk->cm2_shapes[i].workgroup_size;
     out->submissions_created = vk->sub.created;
 }
 

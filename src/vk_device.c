@@ -447,6 +447,41 @@ static vkmha_status query_matrix_shapes(vk_state *vk)
     return VKMHA_SUCCESS;
 }
 
+/* The device's fp16 x fp16 -> fp32 matrices of workgroup scope
+ * (VK_NV_cooperative_matrix2's flexible dimensions) into vk->cm2_shapes. */
+static vkmha_status query_cm2_shapes(vk_state *vk)
+{
+    vk->n_cm2_shapes = 0;
+    PFN_vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV get =
+        vk->vki.GetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV;
+    uint32_t n = 0;
+    if (!get || get(vk->phys, &n, NULL) != VK_SUCCESS || n == 0)
+        return VKMHA_SUCCESS;
+    VkCooperativeMatrixFlexibleDimensionsPropertiesNV *props =
+        vkmha__alloc(vk->ctx, n * sizeof *props);
+    if (!props)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                           "vkmha_context_create: out of host memory");
+    for (uint32_t i = 0; i < n; i++)
+        props[i] = (VkCooperativeMatrixFlexibleDimensionsPropertiesNV){
+            .sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV};
+    VkResult r = get(vk->phys, &n, props);
+    for (uint32_t i = 0; (r == VK_SUCCESS || r == VK_INCOMPLETE) && i < n; i++) {
+        const VkCooperativeMatrixFlexibleDimensionsPropertiesNV *p = &props[i];
+        if ((uint32_t)p->scope == 2u /* VK_SCOPE_WORKGROUP_KHR */ &&
+            p->AType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
+            p->BType == VK_COMPONENT_TYPE_FLOAT16_KHR &&
+            p->CType == VK_COMPONENT_TYPE_FLOAT32_KHR &&
+            p->ResultType == VK_COMPONENT_TYPE_FLOAT32_KHR && !p->saturatingAccumulation &&
+            p->workgroupInvocations && p->MGranularity && p->NGranularity &&
+            p->KGranularity && vk->n_cm2_shapes < VK_CM2_SHAPES)
+            vk->cm2_shapes[vk->n_cm2_shapes++] = (struct vk_cm2_shape){
+                p->workgroupInvocations, p->MGranularity, p->NGranularity, p->KGranularity};
+    }
+    vkmha__free(vk->ctx, props);
+    return VKMHA_SUCCESS;
+}
+
 vkmha_status vk_create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
 {
     VkResult r;
@@ -467,7 +502,7 @@ vkmha_status vk_create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
         vk_load_device_table(vk->device, vk->vki.GetDeviceProcAddr, &vk->vkd);
     } else {
         float priority = 1.0f;
-        const char *exts[7];
+        const char *exts[8];
         uint32_t n_exts = 0;
         if ((st = has_extension(vk, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME,
                                 &vk->push_descriptors)))
@@ -512,6 +547,14 @@ vkmha_status vk_create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
                 return st;
         if (coop && (st = query_matrix_shapes(vk)))
             return st;
+        /* VK_NV_cooperative_matrix2 on top (shaders/matmul_cm2.comp). */
+        bool coop2 = coop && vk_spirv[SPV_MATMUL_CM2].code != NULL &&
+                     vk->instance_api >= VK_API_VERSION_1_3 &&
+                     vk->info.api_version >= VK_API_VERSION_1_3;
+        if (coop2 && (st = has_extension(vk, VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME, &coop2)))
+            return st;
+        if (coop2 && (st = query_cm2_shapes(vk)))
+            return st;
         VkPhysicalDeviceSubgroupSizeControlFeaturesEXT ssc = {
             .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
         VkPhysicalDeviceShaderFloat16Int8Features f16 = {
@@ -521,8 +564,13 @@ vkmha_status vk_create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
         VkPhysicalDeviceCooperativeMatrixFeaturesKHR cm = {
             .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
             .pNext = &vmm};
+        VkPhysicalDeviceMaintenance4Features m4 = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_FEATURES, .pNext = &cm};
+        VkPhysicalDeviceCooperativeMatrix2FeaturesNV cm2 = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV,
+            .pNext = &m4};
         if (coop)
-            s16.pNext = &cm;
+            s16.pNext = coop2 ? (void *)&cm2 : (void *)&cm;
         if (vk->vki.GetPhysicalDeviceFeatures2)
             vk->vki.GetPhysicalDeviceFeatures2(vk->phys, &f2);
         vk->storage16 = s16.storageBuffer16BitAccess && !vk->no_native16;
@@ -530,6 +578,14 @@ vkmha_status vk_create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
         vk->coopmat = coop && vk->coop_shape.m && cm.cooperativeMatrix && vmm.vulkanMemoryModel &&
                       vmm.vulkanMemoryModelDeviceScope && f16.shaderFloat16 &&
                       ssc.computeFullSubgroups;
+        /* Its shaders declare workgroup scope, flexible dimensions, tensor
+         * addressing, per-element operations, 16-bit storage and (SPIR-V
+         * 1.6's LocalSizeId) maintenance4. */
+        vk->coopmat2 = vk->coopmat && coop2 && vk->n_cm2_shapes && vk->storage16 &&
+                       cm2.cooperativeMatrixWorkgroupScope &&
+                       cm2.cooperativeMatrixFlexibleDimensions &&
+                       cm2.cooperativeMatrixTensorAddressing &&
+                       cm2.cooperativeMatrixPerElementOperations && m4.maintenance4;
         /* Sparse binding where the device and the queue have it: tensors
          * past maxMemoryAllocationSize (vk_buffer_create_sparse). */
         sparse = f2.features.sparseBinding && !vk->no_sparse &&
@@ -553,11 +609,22 @@ vkmha_status vk_create_device(vk_state *vk, const vkmha_vulkan_desc *ext)
         VkPhysicalDeviceCooperativeMatrixFeaturesKHR cm_on = {
             .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR,
             .pNext = &vmm_on, .cooperativeMatrix = VK_TRUE};
+        VkPhysicalDeviceMaintenance4Features m4_on = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_FEATURES, .pNext = &cm_on,
+            .maintenance4 = VK_TRUE};
+        VkPhysicalDeviceCooperativeMatrix2FeaturesNV cm2_on = {
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_2_FEATURES_NV,
+            .pNext = &m4_on, .cooperativeMatrixWorkgroupScope = VK_TRUE,
+            .cooperativeMatrixFlexibleDimensions = VK_TRUE,
+            .cooperativeMatrixPerElementOperations = VK_TRUE,
+            .cooperativeMatrixTensorAddressing = VK_TRUE};
         if (vk->coopmat)
             for (size_t i = 0; i < VKMHA_ARRAY_LEN(coop_exts); i++)
                 exts[n_exts++] = coop_exts[i];
+        if (vk->coopmat2)
+            exts[n_exts++] = VK_NV_COOPERATIVE_MATRIX_2_EXTENSION_NAME;
         VkDeviceCreateInfo di = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
-        di.pNext = vk->coopmat ? (void *)&cm_on : ssc_on.pNext;
+        di.pNext = vk->coopmat2 ? (void *)&cm2_on : vk->coopmat ? (void *)&cm_on : ssc_on.pNext;
         di.pEnabledFeatures = &sparse_on;
         di.queueCreateInfoCount = 1;
         di.pQueueCreateInfos = &qi;

@@ -169,7 +169,12 @@ vkmha_status vk_create_instance(vk_state *vk, vkmha_context *ctx, bool validatio
     VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO};
     app.pEngineName = "vkmha";
     app.engineVersion = VKMHA_VERSION_NUMBER;
-    app.apiVersion = VK_API_VERSION_1_1;
+    /* 1.3 where the loader has it: the VK_NV_cooperative_matrix2 kernel is
+     * SPIR-V 1.6, which needs a device used at 1.3 (the effective version
+     * is the lower of this and the device's; nothing else changes). */
+    app.apiVersion = loader_version >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3
+                                                          : VK_API_VERSION_1_1;
+    vk->instance_api = app.apiVersion;
     VkInstanceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
     ci.pNext = next;
     ci.pApplicationInfo = &app;

@@ -36,7 +36,8 @@ void vk_destroy(vk_state *vk);
  * no fallback: found wrong, every attention fails). */
 #define VK_CHECK_UNFUSED (1u << 31)
 #define VK_CHECK_BASE (VKMHA_PATH_NATIVE_16BIT | VKMHA_PATH_SUBGROUP | VKMHA_PATH_SPARSE)
-#define VK_CHECK_MATMUL (VKMHA_PATH_COOPMAT_MATMUL | VKMHA_PATH_MATMUL_GEMV)
+#define VK_CHECK_MATMUL \
+    (VKMHA_PATH_COOPMAT_MATMUL | VKMHA_PATH_COOPMAT2_MATMUL | VKMHA_PATH_MATMUL_GEMV)
 vkmha_status vk_self_check(vk_state *vk, bool run, bool now, uint32_t breaks);
 vkmha_status vk_self_check_need(vk_state *vk, uint32_t paths);
 /* The paths an attention of head dims d_k, d_v may take: its matmuls, the

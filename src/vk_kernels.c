@@ -154,6 +154,23 @@ static bool matmul_coop_available(const vk_state *vk, vk_pipe pipe)
     return vk->tuning.tile_coop.workgroup_size != 0;
 }
 
+/* The VK_NV_cooperative_matrix2 matmul (its fp16 views need 16-bit
+ * storage: without it, or with native16 found wrong, none). */
+static void matmul_cm2_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
+{
+    (void)u16, (void)pipe;
+    const vkmha_tile_config *t = &vk->tuning.tile_cm2;
+    *o = (vk_spec){.spv = vk->tuning.matmul_texel ? SPV_MATMUL_CM2_TEXEL : SPV_MATMUL_CM2, .n = 4,
+                   .value = {t->workgroup_size, /* 0 WG */
+                             t->bm, t->bn, t->bk /* 1 BM, 2 BN, 3 BK */}};
+}
+
+static bool matmul_cm2_available(const vk_state *vk, vk_pipe pipe)
+{
+    (void)pipe;
+    return vk->tuning.cm2_matmul && vk->tuning.native16;
+}
+
 /* The GPUs' GEMV: tile_gemv_gpu's bn columns per workgroup. */
 static void matmul_gemv_gpu_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
 {
@@ -343,6 +360,11 @@ const vk_kernel_def vk_kernel_defs[KERNEL_COUNT] = {
                            .push_size = sizeof(struct flash_push),
                            .path = VKMHA_PATH_COOPMAT_FUSED_D32,
                            .available = flash_coop_available, .spec = flash_coop_spec},
+    [KERNEL_MATMUL_CM2] = {.name = "matmul_cm2", .op = "matmul", .kind = KIND_MATMUL,
+                           .tiles = 1, .vecs = 1, .classes = 1, .bufs = 4,
+                           .push_size = sizeof(struct matmul_push),
+                           .path = VKMHA_PATH_COOPMAT2_MATMUL,
+                           .available = matmul_cm2_available, .spec = matmul_cm2_spec},
 };
 
 static const char *const tile_names[TILE_COUNT] = {"large", "small", "gemv"};

@@ -42,6 +42,9 @@ typedef enum vk_kernel {
     KERNEL_FLASH_COOP,
     /* The GPUs' few-rows matmul, op T (vk_state.tile_gemv_gpu). */
     KERNEL_MATMUL_GEMV_GPU,
+    /* The VK_NV_cooperative_matrix2 matmul of fp16 products
+     * (vk_state.tile_cm2). */
+    KERNEL_MATMUL_CM2,
     KERNEL_COUNT
 } vk_kernel;
 

@@ -50,6 +50,7 @@ void vk_load_instance_table(PFN_vkGetInstanceProcAddr gipa, VkInstance instance,
     LOAD(CreateDebugUtilsMessengerEXT);
     LOAD(DestroyDebugUtilsMessengerEXT);
     LOAD(GetPhysicalDeviceCooperativeMatrixPropertiesKHR);
+    LOAD(GetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV);
 #undef LOAD
 }
 

@@ -26,20 +26,24 @@ static vkmha_status record_block(vk_state *vk, vk_site *site, const vk_matmul_ar
 
     const vkmha_tile_config *large = &vk->tuning.tile_large, *small = &vk->tuning.tile_small;
     /* A few rows of op T on GPUs: the GEMV (vk_state.tile_gemv_gpu), unless
-     * the matrix units are forced; else fp16 products on the matrix units
-     * (vk_state.tile_coop). */
+     * the matrix units are forced; else fp16 products on the matrix units,
+     * through VK_NV_cooperative_matrix2 (vk_state.tile_cm2) or
+     * VK_KHR_cooperative_matrix (vk_state.tile_coop). */
     const bool gemv_gpu = a->m <= VK_GPU_GEMV_ROWS && a->trans_b && !vk->tuning.coop_forced &&
                           vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL_GEMV_GPU});
-    const bool coop = !gemv_gpu && vk->tuning.coop_matmul && a->a.dtype == VKMHA_DTYPE_F16 &&
-                      a->b.dtype == VKMHA_DTYPE_F16 &&
+    const bool f16 = a->a.dtype == VKMHA_DTYPE_F16 && a->b.dtype == VKMHA_DTYPE_F16;
+    const bool cm2 =
+        !gemv_gpu && f16 && vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL_CM2});
+    const bool coop = !gemv_gpu && !cm2 && vk->tuning.coop_matmul && f16 &&
                       vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL_COOP});
     uint64_t large_tiles = (((uint64_t)a->m + large->bm - 1) / large->bm) *
                            (((uint64_t)a->n + large->bn - 1) / large->bn) * batch;
     bool use_small = large_tiles < SMALL_TILE_THRESHOLD;
     /* A few rows on a CPU device: lanes over columns (vk_state.tile_gemv). */
-    const bool gemv = !coop && !gemv_gpu && a->m <= VK_GEMV_ROWS &&
+    const bool gemv = !coop && !cm2 && !gemv_gpu && a->m <= VK_GEMV_ROWS &&
                       vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL, .tile = TILE_GEMV});
     const vkmha_tile_config *t = gemv_gpu ? &vk->tuning.tile_gemv_gpu
+                                 : cm2  ? &vk->tuning.tile_cm2
                                  : coop ? &vk->tuning.tile_coop
                                  : gemv ? &vk->tuning.tile_gemv
                                  : use_small ? small : large;
@@ -53,10 +57,11 @@ static vkmha_status record_block(vk_state *vk, vk_site *site, const vk_matmul_ar
                t->bn % 4 == 0;
     /* Texel reads need a vec4 view of the buffer in its dtype (wrapped
      * tensors and bf16 have none). */
-    if (vk->tuning.matmul_texel && !coop && !gemv_gpu &&
+    if (vk->tuning.matmul_texel && !coop && !cm2 && !gemv_gpu &&
         !vk_texel_ok((const vk_view *const[]){&a->a, &a->b}, 2, true))
         vec = false;
     const vk_pipe pipe = gemv_gpu ? (vk_pipe){.kernel = KERNEL_MATMUL_GEMV_GPU, .vec = vec}
+                         : cm2    ? (vk_pipe){.kernel = KERNEL_MATMUL_CM2}
                          : coop   ? (vk_pipe){.kernel = KERNEL_MATMUL_COOP, .vec = vec}
                                   : (vk_pipe){.kernel = KERNEL_MATMUL,
                                           .tile = gemv        ? TILE_GEMV

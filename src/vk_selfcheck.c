@@ -61,6 +61,9 @@ static const struct path_info {
     {VKMHA_PATH_COOPMAT_FUSED_D256, "coopmat_fused_d256",
      "the cooperative-matrix fused attention for head dims up to 256",
      "those heads take the workgroup-shared kernel"},
+    {VKMHA_PATH_COOPMAT2_MATMUL, "coopmat2_matmul",
+     "the VK_NV_cooperative_matrix2 matmul (fp16 products on the matrix units)",
+     "fp16 products take the cooperative-matrix matmul or the device type's"},
 };
 
 /* The entry of path `bit`, or NULL. */
@@ -262,7 +265,9 @@ static vkmha_status sparse_canary(vk_state *vk, uint32_t breaks)
  * them: a wrong few-rows matmul would otherwise fail the unfused path,
  * which has no fallback): 16-bit storage (on the device type's matmul), the
  * cooperative-matrix matmul (through more than one tile each way and step
- * of k, edges included) and the few-rows matmul: C = A B^T, fp16 or fp32. */
+ * of k, edges included), the few-rows matmul, and the cooperative-matrix 2
+ * matmul (a tile wholly inside, which takes its loads without bounds
+ * checks, and edge tiles): C = A B^T, fp16 or fp32. */
 static vkmha_status matmul_canaries(vk_state *vk, float *mem, uint32_t todo, uint32_t breaks)
 {
     vkmha_status st = VKMHA_SUCCESS;
@@ -272,15 +277,18 @@ static vkmha_status matmul_canaries(vk_state *vk, float *mem, uint32_t todo, uin
                gemv = (todo & VKMHA_PATH_MATMUL_GEMV) &&
                       (vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL,
                                                        .tile = TILE_GEMV}) ||
-                       vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL_GEMV_GPU}));
-    static const uint32_t pass_bit[3] = {VKMHA_PATH_NATIVE_16BIT, VKMHA_PATH_COOPMAT_MATMUL,
-                                         VKMHA_PATH_MATMUL_GEMV};
-    for (int pass = 0; pass < 3 && !st; pass++) {
-        if (!(pass == 0 ? check16 : pass == 1 ? coop : gemv))
+                       vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL_GEMV_GPU})),
+               cm2 = (todo & VKMHA_PATH_COOPMAT2_MATMUL) &&
+                     vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL_CM2});
+    static const uint32_t pass_bit[4] = {VKMHA_PATH_NATIVE_16BIT, VKMHA_PATH_COOPMAT_MATMUL,
+                                         VKMHA_PATH_MATMUL_GEMV, VKMHA_PATH_COOPMAT2_MATMUL};
+    for (int pass = 0; pass < 4 && !st; pass++) {
+        if (!(pass == 0 ? check16 : pass == 1 ? coop : pass == 2 ? gemv : cm2))
             continue;
-        const vkmha_tile_config *ct = &vk->tuning.tile_coop;
-        const uint32_t m = pass == 0 ? 9 : pass == 1 ? ct->bm + 3 : 2,
-                       n = pass == 1 ? ct->bn + 5 : 37, k = pass == 1 ? ct->bk + 7 : 20;
+        const vkmha_tile_config *ct = &vk->tuning.tile_coop, *c2 = &vk->tuning.tile_cm2;
+        const uint32_t m = pass == 0 ? 9 : pass == 1 ? ct->bm + 3 : pass == 2 ? 2 : c2->bm + 3,
+                       n = pass == 1 ? ct->bn + 5 : pass == 3 ? c2->bn + 5 : 37,
+                       k = pass == 1 ? ct->bk + 7 : pass == 3 ? 2 * c2->bk : 20;
         const uint32_t dt = pass == 2 ? VKMHA_DTYPE_F32 : VKMHA_DTYPE_F16;
         float *a = mem, *b = a + m * k, *c = b + n * k, *r = c + m * n;
         uint16_t *h = (uint16_t *)(r + m * n);
@@ -290,8 +298,9 @@ static vkmha_status matmul_canaries(vk_state *vk, float *mem, uint32_t todo, uin
         s.dtype = dt;
         ref_matmul(&s, a, b, NULL, r);
         /* 16-bit storage is judged on the device type's matmul. */
-        const bool coop_before = vk->tuning.coop_matmul;
+        const bool coop_before = vk->tuning.coop_matmul, cm2_before = vk->tuning.cm2_matmul;
         vk->tuning.coop_matmul = pass == 1;
+        vk->tuning.cm2_matmul = pass == 3;
         if (dt == VKMHA_DTYPE_F16) { /* inputs and output in fp16 (exact values) */
             uint16_t *ha = h, *hb = ha + m * k, *hc = hb + n * k;
             vkmha__from_f32(dt, a, m * k, ha), vkmha__from_f32(dt, b, n * k, hb);
@@ -301,6 +310,7 @@ static vkmha_status matmul_canaries(vk_state *vk, float *mem, uint32_t todo, uin
             st = vk_matmul(vk, &s, a, b, NULL, c);
         }
         vk->tuning.coop_matmul = coop_before;
+        vk->tuning.cm2_matmul = cm2_before;
         if (!st)
             st = judge(vk, pass_bit[pass], c, r, m * n, pass == 2 ? 1.0 : 10.0, breaks);
     }
@@ -429,16 +439,20 @@ vkmha_status vk_self_check_need(vk_state *vk, uint32_t paths)
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     const uint32_t before16 = vk->tuning.native16, subgroup = vk->tuning.use_subgroup;
-    /* The cooperative matmul's canary: A, B, C and the reference's C in
-     * fp32, and the three in fp16. */
-    const vkmha_tile_config *ct = &vk->tuning.tile_coop;
-    const size_t cm = ct->bm + 3, cn = ct->bn + 5, ck = ct->bk + 7,
-                 coop_bytes = (cm * ck + cn * ck + 2 * cm * cn) * sizeof(float) +
-                              (cm * ck + cn * ck + cm * cn) * sizeof(uint16_t);
+    /* The cooperative matmuls' canaries (matmul_canaries): A, B, C and the
+     * reference's C in fp32, and the three in fp16. */
+    const vkmha_tile_config *ct = &vk->tuning.tile_coop, *c2 = &vk->tuning.tile_cm2;
     size_t mem_bytes = (size_t)(2 * H * LQ + 2 * HKV * LK + H * LQ) * DMAX * sizeof(float) +
                        (size_t)(2 * H * LQ + 2 * HKV * LK) * DMAX * sizeof(uint16_t) +
                        3 * 16400 * sizeof(float);
-    mem_bytes = coop_bytes > mem_bytes ? coop_bytes : mem_bytes;
+    const size_t dims[2][3] = {{ct->bm + 3, ct->bn + 5, ct->bk + 7},
+                               {c2->bm + 3, c2->bn + 5, 2 * c2->bk}};
+    for (int i = 0; i < 2; i++) {
+        const size_t cm = dims[i][0], cn = dims[i][1], ck = dims[i][2],
+                     bytes = (cm * ck + cn * ck + 2 * cm * cn) * sizeof(float) +
+                             (cm * ck + cn * ck + cm * cn) * sizeof(uint16_t);
+        mem_bytes = bytes > mem_bytes ? bytes : mem_bytes;
+    }
     float *mem = vkmha__alloc(ctx, mem_bytes);
     if (!mem)
         return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",

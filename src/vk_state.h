@@ -53,7 +53,14 @@ typedef struct vk_tuning {
      * VKMHA_MATMUL_TILE forces it). */
     vkmha_tile_config tile_coop;
     bool coop_matmul;
-    bool coop_forced; /* by desc->matmul_tile or VKMHA_MATMUL_TILE */
+    bool coop_forced; /* by desc->matmul_tile or VKMHA_MATMUL_TILE (either kernel) */
+    /* The VK_NV_cooperative_matrix2 matmul (shaders/matmul_cm2.comp): its
+     * tile (variant COOPERATIVE2; workgroup_size 0: none on this context),
+     * and cm2_matmul: products of fp16 A and B take it, before the
+     * KHR kernel (GPU devices with vk_state.coopmat2; on others only when
+     * forced). */
+    vkmha_tile_config tile_cm2;
+    bool cm2_matmul;
     /* GPUs (and CPU devices given a shared-variant tile): shaders/
      * matmul_gemv.comp for op T products of at most VK_GPU_GEMV_ROWS rows,
      * bn output columns per workgroup of workgroup_size (0: none). */
@@ -268,6 +275,19 @@ struct vk_state {
     vkmha_matrix_shape matrix_shapes[VKMHA_MAX_MATRIX_SHAPES];
     vkmha_matrix_shape coop_shape;
     bool coopmat, no_coopmat;
+    /* VK_NV_cooperative_matrix2, enabled with coopmat where the device has
+     * it with workgroup scope, flexible dimensions, tensor addressing and
+     * per-element operations, Vulkan 1.3 (its shaders are SPIR-V 1.6, with
+     * maintenance4), 16-bit storage, and lists fp16 x fp16 -> fp32 matrices
+     * of workgroup scope: cm2_shapes are those entries (workgroup size and
+     * M, N, K granularities; at most VK_CM2_SHAPES kept). instance_api: the
+     * apiVersion vkmha's instance asked for (0: a borrowed instance). */
+    bool coopmat2;
+    uint32_t n_cm2_shapes;
+    struct vk_cm2_shape {
+        uint32_t workgroup_size, m, n, k;
+    } cm2_shapes[VK_CM2_SHAPES];
+    uint32_t instance_api;
     /* VK_EXT_subgroup_size_control's maxSubgroupSize (with coopmat): the
      * cooperative kernels' workgroups are multiples of it, and their
      * subgroups full (VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT). */

@@ -124,6 +124,54 @@ static const char *coop_tile_check(const vk_state *vk, vkmha_tile_config *t, boo
     return NULL;
 }
 
+/* Completes a VK_NV_cooperative_matrix2 tile: its workgroup size (0: the
+ * largest the device lists up to 256) and, all sizes zero, 128 x 128 x 32
+ * (rounded up to the entry's granularities). Checked against the entry of
+ * that workgroup size. */
+static const char *cm2_tile_check(const vk_state *vk, vkmha_tile_config *t, bool *limits)
+{
+    *limits = true;
+    if (!vk->coopmat2)
+        return vk_spirv[SPV_MATMUL_CM2].code
+                   ? "the device has no VK_NV_cooperative_matrix2 (with workgroup scope, "
+                     "flexible dimensions, tensor addressing, per-element operations, "
+                     "Vulkan 1.3, 16-bit storage and fp16 x fp16 -> fp32 matrices of "
+                     "workgroup scope)"
+                   : "this build of vkmha has no VK_NV_cooperative_matrix2 shaders (its "
+                     "glslang could not compile them: tools/mesa26)";
+    const struct vk_cm2_shape *e = NULL;
+    for (uint32_t i = 0; i < vk->n_cm2_shapes; i++) {
+        const struct vk_cm2_shape *c = &vk->cm2_shapes[i];
+        if (t->workgroup_size ? c->workgroup_size == t->workgroup_size
+                              : c->workgroup_size <= 256 &&
+                                    (!e || c->workgroup_size > e->workgroup_size))
+            e = c;
+    }
+    *limits = false;
+    if (!e)
+        return t->workgroup_size ? "the device lists no fp16 matrices of workgroup scope "
+                                   "for that workgroup size"
+                                 : "the device lists no fp16 matrices of workgroup scope "
+                                   "for 256 invocations or fewer";
+    if (!t->bm && !t->bn && !t->bk) {
+        t->bm = (128 + e->m - 1) / e->m * e->m;
+        t->bn = (128 + e->n - 1) / e->n * e->n;
+        t->bk = (32 + e->k - 1) / e->k * e->k;
+    }
+    if (!t->bm || !t->bn || !t->bk || t->bm % e->m || t->bn % e->n || t->bk % e->k ||
+        t->tm || t->tn)
+        return "the cooperative2 variant needs bm, bn, bk nonzero multiples of the "
+               "granularities the device lists for its workgroup size, and tm, tn 0";
+    if (t->bm > 256 || t->bn > 256 || t->bk > 256)
+        return "the cooperative2 variant's bm, bn and bk are at most 256";
+    t->workgroup_size = e->workgroup_size;
+    *limits = true;
+    if (t->workgroup_size > vk->info.max_workgroup_invocations ||
+        t->workgroup_size > vk->info.max_workgroup_size[0])
+        return "its workgroup is larger than the device allows";
+    return NULL;
+}
+
 /* Why the environment's request for the cooperative kernels
  * (VKMHA_MATMUL_TILE, VKMHA_FUSED_KERNEL: for every context of the process,
  * how the test suite forces them) does not apply to this context, which
@@ -284,9 +332,17 @@ static bool env_tile(vkmha_tile_config *t)
 {
     const char *e = getenv("VKMHA_MATMUL_TILE");
     char name[16] = "";
-    unsigned bm = 0, bn = 0, bk = 0, tm = 0, tn = 0;
+    unsigned bm = 0, bn = 0, bk = 0, tm = 0, tn = 0, wg = 0;
     if (!e || !*e)
         return false;
+    /* "coopmat2" (automatic) or "coopmat2:bm,bn,bk,workgroup_size". */
+    if (!strncmp(e, "coopmat2", 8)) {
+        const bool ok = !e[8] || sscanf(e + 8, ":%u,%u,%u,%u%15s", &bm, &bn, &bk, &wg, name) == 4;
+        *t = (vkmha_tile_config){ok ? bm : 1, bn, bk, 0, 0, wg,
+                                 ok ? VKMHA_MATMUL_VARIANT_COOPERATIVE2
+                                    : (vkmha_matmul_variant)-1};
+        return true;
+    }
     const int got = sscanf(e, "%15[a-z]:%u,%u,%u,%u,%u", name, &bm, &bn, &bk, &tm, &tn);
     /* "cooperative" alone: its automatic tile. */
     if (got != 6 && !(got == 1 && !strcmp(e, "cooperative")))
@@ -318,13 +374,33 @@ vkmha_status vk_tuning_init(vk_state *vk, const vk_tuning_desc *desc)
     }
     /* The cooperative matmul: forced, or by default on GPUs (CPU devices
      * emulate the matrix units). */
+    const bool cm2_forced = have && et.variant == VKMHA_MATMUL_VARIANT_COOPERATIVE2;
+    vk->tuning.tile_cm2 = cm2_forced ? et : (vkmha_tile_config){0};
+    vk->tuning.tile_cm2.variant = VKMHA_MATMUL_VARIANT_COOPERATIVE2;
+    bool cm2_limits;
+    const char *cm2_why = cm2_tile_check(vk, &vk->tuning.tile_cm2, &cm2_limits);
+    vk->tuning.cm2_matmul = !cm2_why && (cm2_forced || !cpu);
+    if (!vk->tuning.cm2_matmul)
+        vk->tuning.tile_cm2 = (vkmha_tile_config){0};
+    if (cm2_why && cm2_forced && !override && coop_env_ignored(vk))
+        vkmha__log(vk->ctx, VKMHA_LOG_INFO, VKMHA_SUCCESS,
+                   "vkmha_context_create: VKMHA_MATMUL_TILE=coopmat2 ignored: %s",
+                   coop_env_ignored(vk));
+    else if (cm2_why && cm2_forced)
+        return vkmha__fail(vk->ctx,
+                           cm2_limits ? VKMHA_ERROR_UNSUPPORTED : VKMHA_ERROR_INVALID_ARGUMENT,
+                           "vkmha_context_create: %s (coopmat2 %u,%u,%u, workgroup %u): %s",
+                           what, et.bm, et.bn, et.bk, et.workgroup_size, cm2_why);
+    /* Forcing either cooperative kernel forces that one: the other is off
+     * (on GPUs both are on, the cooperative2 one first). */
     const bool coop_forced = have && et.variant == VKMHA_MATMUL_VARIANT_COOPERATIVE;
     vk->tuning.tile_coop = coop_forced ? et : (vkmha_tile_config){0};
     vk->tuning.tile_coop.variant = VKMHA_MATMUL_VARIANT_COOPERATIVE;
     bool limits;
     const char *coop_why = coop_tile_check(vk, &vk->tuning.tile_coop, &limits);
-    vk->tuning.coop_matmul = !coop_why && (coop_forced || !cpu);
-    vk->tuning.coop_forced = coop_forced && vk->tuning.coop_matmul;
+    vk->tuning.coop_matmul = !coop_why && (coop_forced || (!cpu && !cm2_forced));
+    vk->tuning.coop_forced = (coop_forced && vk->tuning.coop_matmul) ||
+                             (cm2_forced && vk->tuning.cm2_matmul);
     if (!vk->tuning.coop_matmul) /* its kernel unavailable */
         vk->tuning.tile_coop = (vkmha_tile_config){0};
     /* The environment's request skips contexts that cannot have matrix
@@ -338,7 +414,7 @@ vkmha_status vk_tuning_init(vk_state *vk, const vk_tuning_desc *desc)
                            limits ? VKMHA_ERROR_UNSUPPORTED : VKMHA_ERROR_INVALID_ARGUMENT,
                            "vkmha_context_create: %s (cooperative %u,%u,%u,%u,%u): %s", what,
                            et.bm, et.bn, et.bk, et.tm, et.tn, coop_why);
-    if (have && !coop_forced) {
+    if (have && !coop_forced && !cm2_forced) {
         if (et.variant == VKMHA_MATMUL_VARIANT_AUTO)
             et.variant = cpu ? VKMHA_MATMUL_VARIANT_REGISTER : VKMHA_MATMUL_VARIANT_SHARED;
         const char *why = tile_check(&vk->info, &et, &limits);
@@ -365,7 +441,7 @@ vkmha_status vk_tuning_init(vk_state *vk, const vk_tuning_desc *desc)
      * on lavapipe at 1 x 4096 x 4096 (a decode step's projection) against
      * the small tile's lanes over rows, which then all repeat row 0. */
     vk->tuning.tile_gemv = (vkmha_tile_config){0};
-    if (cpu && (!have || coop_forced) &&
+    if (cpu && (!have || coop_forced || cm2_forced) &&
         vk->tuning.tile_small.variant == VKMHA_MATMUL_VARIANT_REGISTER &&
         vk->info.max_workgroup_invocations >= 8 && vk->info.max_workgroup_size[0] >= 8)
         vk->tuning.tile_gemv = (vkmha_tile_config){.bm = 1, .bn = 32, .bk = 4, .tm = 1, .tn = 4,
@@ -376,8 +452,7 @@ vkmha_status vk_tuning_init(vk_state *vk, const vk_tuning_desc *desc)
      * 512 workgroups), a subgroup reduction along K. It needs subgroup
      * arithmetic. CPU devices keep their own (tile_gemv) unless a
      * shared-variant tile is forced, which gives them the GPU's choices. */
-    const bool gpu_shapes = !cpu || (have && !coop_forced &&
-                                     et.variant == VKMHA_MATMUL_VARIANT_SHARED);
+    const bool gpu_shapes = !cpu || (have && et.variant == VKMHA_MATMUL_VARIANT_SHARED);
     vk->tuning.tile_gemv_gpu = (vkmha_tile_config){0};
     if (gpu_shapes && vk->tuning.use_subgroup)
         vk->tuning.tile_gemv_gpu = (vkmha_tile_config){

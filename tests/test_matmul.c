@@ -261,6 +261,120 @@ static void coop_tile_cases(vkmha_context *ref, t_rng *rng, const mm_case *cases
     vkmha_context_destroy(ctx);
 }
 
+/* The VK_NV_cooperative_matrix2 matmul through desc->matmul_tile. Where
+ * the context has it (vkmha_context_info.cooperative_matrix2: NVIDIA's
+ * drivers; no lavapipe has workgroup scope or tensor addressing): the
+ * automatic tile at each workgroup size the device lists, and one twice as
+ * deep, run every fp16 case (tiles wholly inside M x N, which take the
+ * unchecked loads, and edge tiles); a tile off the device's granularity or
+ * with tm set is INVALID_ARGUMENT naming desc->matmul_tile. Elsewhere the
+ * forced variant is UNSUPPORTED naming desc->matmul_tile, and the
+ * environment's "coopmat2" UNSUPPORTED naming VKMHA_MATMUL_TILE (ignored
+ * under the mobile profile); a malformed value is INVALID_ARGUMENT. */
+static void cm2_tile_cases(vkmha_context *ref, t_rng *rng, const mm_case *cases, size_t n,
+                           const vkmha_context_info *info)
+{
+    const bool have = info->cooperative_matrix2;
+    vkmha_tile_config tiles[5];
+    size_t n_tiles = 0;
+    for (size_t i = 0; i < 4 && info->matrix2_workgroup_sizes[i]; i++)
+        tiles[n_tiles++] = (vkmha_tile_config){0, 0, 0, 0, 0, info->matrix2_workgroup_sizes[i],
+                                               VKMHA_MATMUL_VARIANT_COOPERATIVE2};
+    if (!have)
+        tiles[n_tiles++] = (vkmha_tile_config){0, 0, 0, 0, 0, 0,
+                                               VKMHA_MATMUL_VARIANT_COOPERATIVE2};
+    uint32_t bm = 0, bn = 0, bk = 0, wg = 0;
+    for (size_t t = 0; t <= n_tiles; t++) {
+        vkmha_tile_config tile;
+        if (t < n_tiles)
+            tile = tiles[t];
+        else if (have && bk && 2 * bk <= 256) /* the first automatic tile, twice as deep */
+            tile = (vkmha_tile_config){bm, bn, 2 * bk, 0, 0, wg,
+                                       VKMHA_MATMUL_VARIANT_COOPERATIVE2};
+        else
+            break;
+        char name[96];
+        snprintf(name, sizeof name, "coopmat2 %ux%ux%u, workgroup %u", tile.bm, tile.bn, tile.bk,
+                 tile.workgroup_size);
+        vkmha_context_desc desc = {0};
+        desc.enable_validation = true;
+        desc.log = t_log;
+        desc.matmul_tile = &tile;
+        vkmha_context *ctx = NULL;
+        const vkmha_status st = vkmha_context_create(&desc, &ctx);
+        if (!have) {
+            const char *msg = vkmha_context_last_error(NULL);
+            t_report(st == VKMHA_ERROR_UNSUPPORTED && strstr(msg, "desc->matmul_tile") &&
+                         strstr(msg, "VK_NV_cooperative_matrix2"),
+                     "a device without VK_NV_cooperative_matrix2: matmul_tile %s is "
+                     "UNSUPPORTED naming desc->matmul_tile and the extension (%s: %s)",
+                     name, vkmha_status_string(st), msg);
+            vkmha_context_destroy(ctx);
+            continue;
+        }
+        if (!t_report(st == VKMHA_SUCCESS, "context with matmul_tile %s: %s %s", name,
+                      vkmha_status_string(st), vkmha_context_last_error(NULL)))
+            continue;
+        vkmha_kernel_info k;
+        const bool listed = kernel_find(ctx, "matmul_cm2", &k) && k.available &&
+                            (!tile.bm || (kernel_param(&k, "BM") == tile.bm &&
+                                          kernel_param(&k, "BN") == tile.bn &&
+                                          kernel_param(&k, "BK") == tile.bk)) &&
+                            kernel_param(&k, "WG") == tile.workgroup_size;
+        t_report(listed, "vkmha_context_get_kernels: matmul_cm2 runs %s", name);
+        if (listed && !bm)
+            bm = kernel_param(&k, "BM"), bn = kernel_param(&k, "BN"),
+            bk = kernel_param(&k, "BK"), wg = kernel_param(&k, "WG");
+        for (size_t i = 0; i < n; i++)
+            run_case(ref, ctx, rng, &cases[i], name, VKMHA_DTYPE_F16);
+        t_report_validation(ctx);
+        vkmha_context_destroy(ctx);
+    }
+    if (have && bm) { /* off the granularity (bm 1), and tm set */
+        const vkmha_tile_config bad[2] = {
+            {1, bn, bk, 0, 0, wg, VKMHA_MATMUL_VARIANT_COOPERATIVE2},
+            {bm, bn, bk, 1, 0, wg, VKMHA_MATMUL_VARIANT_COOPERATIVE2}};
+        for (int i = 0; i < 2; i++) {
+            vkmha_context_desc desc = {0};
+            desc.log = t_log;
+            desc.matmul_tile = &bad[i];
+            vkmha_context *ctx = NULL;
+            const vkmha_status st = vkmha_context_create(&desc, &ctx);
+            t_report(st == VKMHA_ERROR_INVALID_ARGUMENT &&
+                         strstr(vkmha_context_last_error(NULL), "desc->matmul_tile"),
+                     "matmul_tile coopmat2 %s: INVALID_ARGUMENT naming desc->matmul_tile (%s)",
+                     i ? "with tm 1" : "with bm 1", vkmha_context_last_error(NULL));
+            vkmha_context_destroy(ctx);
+        }
+    }
+    const char *profile = getenv("VKMHA_PROFILE");
+    const bool mobile = profile && !strcmp(profile, "mobile");
+    static const char *const values[] = {"coopmat2", "coopmat2:64,64", "coopmat2:x"};
+    for (size_t e = 0; e < sizeof values / sizeof values[0]; e++) {
+        const char *saved = getenv("VKMHA_MATMUL_TILE");
+        char *keep = saved ? strdup(saved) : NULL;
+        setenv("VKMHA_MATMUL_TILE", values[e], 1);
+        vkmha_context_desc desc = {0};
+        desc.log = t_log;
+        desc.flags = VKMHA_CONTEXT_NO_SELF_CHECK;
+        vkmha_context *ctx = NULL;
+        const vkmha_status st = vkmha_context_create(&desc, &ctx);
+        const vkmha_status want = e                ? VKMHA_ERROR_INVALID_ARGUMENT
+                                  : have || mobile ? VKMHA_SUCCESS
+                                                   : VKMHA_ERROR_UNSUPPORTED;
+        t_report(st == want && (st == VKMHA_SUCCESS ||
+                                strstr(vkmha_context_last_error(NULL), "VKMHA_MATMUL_TILE")),
+                 "VKMHA_MATMUL_TILE=%s: %s (%s)", values[e], vkmha_status_string(st),
+                 st ? vkmha_context_last_error(NULL) : "created");
+        vkmha_context_destroy(ctx);
+        if (keep)
+            setenv("VKMHA_MATMUL_TILE", keep, 1);
+        else
+            unsetenv("VKMHA_MATMUL_TILE");
+        free(keep);
+    }
+}
+
 int main(void)
 {
     vkmha_context *ref = t_context(VKMHA_BACKEND_REFERENCE, 0);
@@ -297,6 +411,10 @@ int main(void)
         {2, 9, 10, 11, N, true, 0, 3, 5, 7, 0, 0},     /* padded rows everywhere */
         {2, 9, 8, 12, T, true, 0, 4, 4, 3, 0, 0},      /* padded, vec4-aligned A and B */
         {2, 7, 6, 5, N, false, 0, 0, 0, 0, 50, 40},    /* gaps between batch entries */
+        /* Whole 128 x 128 tiles and edge ones, K a multiple of 32, 8-aligned
+         * rows: the cooperative2 kernel's unchecked and clamped loads. */
+        {1, 260, 264, 96, N, true, 0, 0, 0, 0, 0, 0},
+        {2, 260, 264, 96, T, false, 0.5f, 0, 0, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(ref, gpu, &rng, &cases[i], "auto", VKMHA_DTYPE_F32);
@@ -316,10 +434,19 @@ int main(void)
              "(cooperative_matrix %d, matmul_coop %s)",
              env ? env : "unset", forced ? "runs" : "may run", info.cooperative_matrix,
              coop_on ? "available" : "unavailable");
+    /* Likewise "coopmat2" (how a GPU run forces that kernel on the suite). */
+    const bool forced2 = env && !strcmp(env, "coopmat2");
+    const bool cm2_on = kernel_find(gpu, "matmul_cm2", &coop) && coop.available;
+    t_report(!forced2 || (info.cooperative_matrix2 && cm2_on),
+             "VKMHA_MATMUL_TILE %s: the default context %s the cooperative2 matmul "
+             "(cooperative_matrix2 %d, matmul_cm2 %s)",
+             env ? env : "unset", forced2 ? "runs" : "may run", info.cooperative_matrix2,
+             cm2_on ? "available" : "unavailable");
     t_report_validation(gpu);
     vkmha_context_destroy(gpu);
 
     coop_tile_cases(ref, &rng, cases, sizeof cases / sizeof cases[0], info.cooperative_matrix);
+    cm2_tile_cases(ref, &rng, cases, sizeof cases / sizeof cases[0], &info);
 
     for (size_t o = 0; o < sizeof overrides / sizeof overrides[0]; o++) {
         vkmha_context_desc desc = {0};

@@ -37,6 +37,7 @@ static const struct {
     {VKMHA_PATH_COOPMAT_FUSED_D64, "coopmat_fused_d64", "flash_coop_d64"},
     {VKMHA_PATH_COOPMAT_FUSED_D128, "coopmat_fused_d128", "flash_coop_d128"},
     {VKMHA_PATH_COOPMAT_FUSED_D256, "coopmat_fused_d256", "flash_coop_d256"},
+    {VKMHA_PATH_COOPMAT2_MATMUL, "coopmat2_matmul", "matmul_cm2"},
 };
 
 /* The WARN messages a context sent, and the self-check's account of its

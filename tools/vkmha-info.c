@@ -165,6 +165,15 @@ int main(int argc, char **argv)
                  "shaderFloat16, or the mobile profile)"
                : "built and enabled (kernels: matmul_coop where listed available; CPU "
                  "devices only with VKMHA_MATMUL_TILE=cooperative)");
+    printf("  %-25s %s", "VK_NV_cooperative_matrix2",
+           info.cooperative_matrix2
+               ? "enabled (kernel: matmul_cm2 where listed available; CPU devices only with "
+                 "VKMHA_MATMUL_TILE=coopmat2); fp16 workgroup sizes"
+               : "not used (needs the extension with workgroup scope and tensor addressing, "
+                 "Vulkan 1.3, and a build whose glslang compiled its kernel)");
+    for (uint32_t i = 0; i < 4 && info.matrix2_workgroup_sizes[i]; i++)
+        printf(" %u", info.matrix2_workgroup_sizes[i]);
+    printf("\n");
     printf("  %-25s %s\n", "validation layer", info.validation_enabled ? "on" : "off");
     printf("  %-25s %s\n", "matmul tiles from",
            getenv("VKMHA_MATMUL_TILE") ? "VKMHA_MATMUL_TILE" : "device type and limits");

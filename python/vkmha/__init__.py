@@ -206,7 +206,10 @@ class Context(_vkmha.Context):
     matrix_shapes: the device's VK_KHR_cooperative_matrix shapes as dicts
     m, n, k, a_type .. result_type; cooperative_matrix: the context runs
     fp16 matmuls and fused attention on them, which
-    vkmha.cooperative_matrix_built() says the build can), kernels() the
+    vkmha.cooperative_matrix_built() says the build can;
+    cooperative_matrix2: fp16 matmuls also through VK_NV_cooperative_matrix2,
+    whose workgroup sizes for fp16 matrices are matrix2_workgroup_sizes),
+    kernels() the
     device kernels the context chose (vkmha_context_get_kernels) as a list
     of dicts (name, op, available, shader, workgroup_size, shared_bytes,
     params: {"WG": 64, "BM": 32, ...}; [] on the reference backend),

@@ -222,6 +222,24 @@ static PyObject *device_dict(const vkmha_device_info *di)
     return d;
 }
 
+/* vkmha_context_info.matrix2_workgroup_sizes without its zeros, as a list. */
+static PyObject *matrix2_workgroup_sizes(const vkmha_context_info *info)
+{
+    PyObject *l = PyList_New(0);
+    for (size_t i = 0; l && i < sizeof info->matrix2_workgroup_sizes / sizeof(uint32_t); i++) {
+        if (!info->matrix2_workgroup_sizes[i])
+            continue;
+        PyObject *v = PyLong_FromUnsignedLong(info->matrix2_workgroup_sizes[i]);
+        if (!v || PyList_Append(l, v)) {
+            Py_XDECREF(v);
+            Py_DECREF(l);
+            return NULL;
+        }
+        Py_DECREF(v);
+    }
+    return l;
+}
+
 /* The names of the vkmha_path bits in `paths` (vkmha_path_name), as a list. */
 static PyObject *path_names(uint32_t paths)
 {
@@ -301,7 +319,9 @@ static PyObject *context_info(ContextObject *self, PyObject *unused)
         put(d, "sparse_tensors", PyBool_FromLong(info.sparse_tensors)) ||
         put(d, "max_tensor_bytes", PyLong_FromUnsignedLongLong(info.max_tensor_bytes)) ||
         put(d, "matrix_shapes", matrix_shapes(&info)) ||
-        put(d, "cooperative_matrix", PyBool_FromLong(info.cooperative_matrix))) {
+        put(d, "cooperative_matrix", PyBool_FromLong(info.cooperative_matrix)) ||
+        put(d, "cooperative_matrix2", PyBool_FromLong(info.cooperative_matrix2)) ||
+        put(d, "matrix2_workgroup_sizes", matrix2_workgroup_sizes(&info))) {
         Py_DECREF(d);
         return NULL;
     }
@@ -1677,7 +1697,7 @@ static const struct {
     CONSTANT(PATH_NATIVE_16BIT), CONSTANT(PATH_MATMUL_GEMV), CONSTANT(PATH_SPARSE),
     CONSTANT(PATH_COOPMAT_MATMUL), CONSTANT(PATH_COOPMAT_FUSED_D32),
     CONSTANT(PATH_COOPMAT_FUSED_D64), CONSTANT(PATH_COOPMAT_FUSED_D128),
-    CONSTANT(PATH_COOPMAT_FUSED_D256),
+    CONSTANT(PATH_COOPMAT_FUSED_D256), CONSTANT(PATH_COOPMAT2_MATMUL),
     CONSTANT(DEBUG_PROFILE_NONE), CONSTANT(DEBUG_PROFILE_MOBILE),
     CONSTANT(QUANT_NONE), CONSTANT(QUANT_Q8), CONSTANT(QUANT_Q4), CONSTANT(QUANT_Q4Z),
 };

@@ -952,6 +952,11 @@ class TestErrors(unittest.TestCase):
         self.assertIsInstance(info["cooperative_matrix"], bool)
         if not info["matrix_shapes"]:
             self.assertFalse(info["cooperative_matrix"])
+        # VK_NV_cooperative_matrix2 only on top of them, with workgroup sizes.
+        self.assertIsInstance(info["cooperative_matrix2"], bool)
+        self.assertEqual(info["cooperative_matrix2"],
+                         info["cooperative_matrix2"] and info["cooperative_matrix"])
+        self.assertEqual(bool(info["matrix2_workgroup_sizes"]), info["cooperative_matrix2"])
         self.assertIsInstance(vkmha.cooperative_matrix_built(), bool)
         self.assertEqual((ref["matrix_shapes"], ref["cooperative_matrix"]), ([], False))
 

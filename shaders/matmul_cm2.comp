@@ -1,0 +1,179 @@
+#version 450
+// The matmul of shaders/matmul.comp (same bindings, push block, batching,
+// op T, bias and ranges of k) on the device's matrix units through
+// VK_NV_cooperative_matrix2: fp16 operands, fp32 accumulation.
+//
+// Unlike shaders/matmul_coop.comp (subgroup-scope matrices staged by the
+// kernel in shared memory), the whole workgroup owns one BM x BN
+// accumulator of workgroup scope, and A's BM x BK and op(B)'s BK x BN
+// slices are loaded straight from the buffers by tensor-addressed loads
+// (coopMatLoadTensorNV): the driver stages them, in the layout its matrix
+// units want, through the shared memory it reserves. A tile wholly inside
+// M x N, with K a multiple of BK and 8-aligned strides, takes loads without
+// bounds checks; any other tile takes clamped loads, which read zeros past
+// M, N or K (no edge is padded by the caller). Op T reads B [N][K] through
+// a transposed view; op N reads B [K][N] as it is.
+//
+// The output: without ACCUMULATE or ADDEND, and C in fp32 or fp16, the
+// accumulator gets alpha and the bias per element (coopMatPerElementNV),
+// then is stored by a clamped tensor store (nothing past M x N is
+// written). Otherwise (bf16 C, C += ..., the fp32 addend of a 16-bit C)
+// each element goes through matmul_out.glsl's store_out from inside the
+// per-element operation, like every other matmul kernel.
+//
+// Needs SPIR-V 1.6 (the tensor layouts), so this shader is built for
+// Vulkan 1.3 (meson.build), and storageBuffer16BitAccess (the fp16 views
+// below, in both build variants). The host sizes WG to a workgroup size
+// the device lists for fp16 x fp16 -> fp32 matrices of workgroup scope,
+// and BM, BN, BK to multiples of that entry's granularities.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_NV_cooperative_matrix2 : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int32 : require
+#extension GL_EXT_control_flow_attributes : require
+#include "typed.glsl"
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 256;
+layout(constant_id = 1) const uint BM = 128;
+layout(constant_id = 2) const uint BN = 128;
+layout(constant_id = 3) const uint BK = 32;
+
+#include "matmul_push.glsl"
+
+// TEXEL_LAYOUT (CPU devices, whose matmul layout puts the register
+// variant's texel views at bindings 0 and 1): A and B at bindings 4 and 5.
+#if defined(TEXEL_LAYOUT) && TEXEL_LAYOUT
+#define BINDING_A 4
+#define BINDING_B 5
+#else
+#define BINDING_A 0
+#define BINDING_B 1
+#endif
+TYPED_IN(2, 2, bias) // [N], or [M][ld_add] (ADDEND)
+TYPED_IO(3, 3, c)
+// The fp16 views of A and B and the fp16 and fp32 views of C that the
+// tensor loads and stores address in elements.
+layout(binding = BINDING_A) readonly buffer A16 { float16_t a16[]; };
+layout(binding = BINDING_B) readonly buffer B16 { float16_t b16[]; };
+layout(binding = 3) buffer C16 { float16_t c16[]; };
+layout(binding = 3) buffer C32 { float c32[]; };
+
+#include "matmul_out.glsl"
+
+#define ACC coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>
+#define MAT_A coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>
+#define MAT_B coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>
+
+// The tensor store takes the accumulator as it is (fp32 C), or converted
+// (fp16 C: the conversion rounds as the device's OpFConvert does, to
+// nearest even on the devices measured).
+// (A function: glslang's spec-constant expression of these references an
+// undefined id, as typed.glsl notes; folded all the same once specialized.)
+bool direct()
+{
+    return !ACCUMULATE && !ADDEND && (DTYPE(3) == DT_F32 || DTYPE(3) == DT_F16);
+}
+
+// Per element (r, col) of the tile at (row0, col0): alpha and the bias
+// (direct()), or the whole output through store_out.
+float epilogue(const in uint32_t r, const in uint32_t col, const in float sum,
+               const in uint32_t row0, const in uint32_t col0, const in uint32_t offc)
+{
+    const uint gr = row0 + r, gc = col0 + col;
+    if (direct()) {
+        const float v =
+            p.alpha * sum + ((p.flags & FLAG_BIAS) != 0u && gc < p.N ? ld_bias(gc) : 0.0);
+        // fp16 C: finite values past the format saturate, as every store
+        // does (shaders/dtype.glsl); Inf and NaN stay what they are.
+        return DTYPE(3) == DT_F16 && abs(v) > 65504.0 && !isinf(v) ? sign(v) * 65504.0 : v;
+    }
+    if (gr < p.M && gc < p.N)
+        store_out(offc, gr, gc, sum);
+    return sum;
+}
+
+void main()
+{
+    const uint z = gl_WorkGroupID.z + p.z_base;
+    const uint zo = z / p.batch_inner;
+    const uint zi = z % p.batch_inner;
+    const uint offa = zo * p.sa_outer + zi * p.sa_inner + MISALIGN(0);
+    const uint offb = zo * p.sb_outer + (zi / p.b_div) * p.sb_inner + MISALIGN(1);
+    const uint offc = zo * p.sc_outer + zi * p.sc_inner;
+    const uint row0 = (gl_WorkGroupID.y + p.y_base) * BM;
+    const uint col0 = (gl_WorkGroupID.x + p.x_base) * BN;
+    const bool trans_b = (p.flags & FLAG_TRANS_B) != 0u;
+
+    // A [M][K] at lda; B [N][K] (op T) or [K][N] (op N) at ldb.
+    tensorLayoutNV<2> la = createTensorLayoutNV(2);
+    tensorLayoutNV<2> lb = createTensorLayoutNV(2);
+    tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> la_c =
+        createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+    tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lb_c =
+        createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+    la = setTensorLayoutDimensionNV(la, p.M, p.K);
+    la_c = setTensorLayoutDimensionNV(la_c, p.M, p.K);
+    la = setTensorLayoutStrideNV(la, p.lda, 1);
+    la_c = setTensorLayoutStrideNV(la_c, p.lda, 1);
+    if (trans_b) {
+        lb = setTensorLayoutDimensionNV(lb, p.N, p.K);
+        lb_c = setTensorLayoutDimensionNV(lb_c, p.N, p.K);
+    } else {
+        lb = setTensorLayoutDimensionNV(lb, p.K, p.N);
+        lb_c = setTensorLayoutDimensionNV(lb_c, p.K, p.N);
+    }
+    lb = setTensorLayoutStrideNV(lb, p.ldb, 1);
+    lb_c = setTensorLayoutStrideNV(lb_c, p.ldb, 1);
+    tensorViewNV<2, false, 1, 0> transpose = createTensorViewNV(2, false, 1, 0);
+
+    ACC acc = ACC(0.0);
+    const bool inside = row0 + BM <= p.M && col0 + BN <= p.N && p.K % BK == 0u &&
+                        p.lda % 8u == 0u && p.ldb % 8u == 0u && offa % 8u == 0u &&
+                        offb % 8u == 0u;
+    if (inside) {
+        for (uint k0 = 0u; k0 < p.K; k0 += BK) {
+            MAT_A ma;
+            MAT_B mb;
+            coopMatLoadTensorNV(ma, a16, offa, sliceTensorLayoutNV(la, row0, BM, k0, BK));
+            if (trans_b)
+                coopMatLoadTensorNV(mb, b16, offb, sliceTensorLayoutNV(lb, col0, BN, k0, BK),
+                                    transpose);
+            else
+                coopMatLoadTensorNV(mb, b16, offb, sliceTensorLayoutNV(lb, k0, BK, col0, BN));
+            acc = coopMatMulAdd(ma, mb, acc);
+        }
+    } else {
+        for (uint k0 = 0u; k0 < p.K; k0 += BK) {
+            MAT_A ma;
+            MAT_B mb;
+            coopMatLoadTensorNV(ma, a16, offa, sliceTensorLayoutNV(la_c, row0, BM, k0, BK));
+            if (trans_b)
+                coopMatLoadTensorNV(mb, b16, offb, sliceTensorLayoutNV(lb_c, col0, BN, k0, BK),
+                                    transpose);
+            else
+                coopMatLoadTensorNV(mb, b16, offb, sliceTensorLayoutNV(lb_c, k0, BK, col0, BN));
+            acc = coopMatMulAdd(ma, mb, acc);
+        }
+    }
+
+    coopMatPerElementNV(acc, acc, epilogue, row0, col0, offc);
+    if (!direct())
+        return;
+    tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lc =
+        createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+    lc = setTensorLayoutDimensionNV(lc, p.M, p.N);
+    lc = setTensorLayoutStrideNV(lc, p.ldc, 1);
+    const uint at = offc + MISALIGN(3);
+    if (DTYPE(3) == DT_F32) {
+        coopMatStoreTensorNV(acc, c32, at, sliceTensorLayoutNV(lc, row0, BM, col0, BN));
+    } else {
+        coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> h =
+            coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc);
+        coopMatStoreTensorNV(h, c16, at, sliceTensorLayoutNV(lc, row0, BM, col0, BN));
+    }
+}

@@ -9,15 +9,17 @@
 // slices are loaded straight from the buffers by tensor-addressed loads
 // (coopMatLoadTensorNV): the driver stages them, in the layout its matrix
 // units want, through the shared memory it reserves. A tile wholly inside
-// M x N, with K a multiple of BK and 8-aligned strides, takes loads without
-// bounds checks; any other tile takes clamped loads, which read zeros past
-// M, N or K (no edge is padded by the caller). Op T reads B [N][K] through
-// a transposed view; op N reads B [K][N] as it is.
+// M x N, with K a multiple of BK and strides and offsets multiples of 8
+// elements, takes loads without bounds checks that the compiler knows
+// 16-byte aligned, UNROLL steps of k unrolled at a time; any other tile
+// takes clamped loads, which read zeros past M, N or K (no edge is padded
+// by the caller). Op T reads B [N][K] through a transposed view; op N reads
+// B [K][N] as it is.
 //
 // The output: without ACCUMULATE or ADDEND, and C in fp32 or fp16, the
 // accumulator gets alpha and the bias per element (coopMatPerElementNV),
-// then is stored by a clamped tensor store (nothing past M x N is
-// written). Otherwise (bf16 C, C += ..., the fp32 addend of a 16-bit C)
+// then is stored by a tensor store (clamped at edges: nothing past M x N
+// is written). Otherwise (bf16 C, C += ..., the fp32 addend of a 16-bit C)
 // each element goes through matmul_out.glsl's store_out from inside the
 // per-element operation, like every other matmul kernel.
 //
@@ -97,6 +99,18 @@ float epilogue(const in uint32_t r, const in uint32_t col, const in float sum,
     return sum;
 }
 
+// The tensor store of the accumulator, converted to C's dtype (fp32 or
+// fp16), through layout L at element offset AT (a macro: the clamped and
+// unclamped layouts are different types).
+#define store_tile(ACCUM, L, AT)                                                           \
+    if (DTYPE(3) == DT_F32) {                                                              \
+        coopMatStoreTensorNV(ACCUM, c32, AT, L);                                           \
+    } else {                                                                               \
+        coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> h =         \
+            coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(ACCUM); \
+        coopMatStoreTensorNV(h, c16, AT, L);                                               \
+    }
+
 void main()
 {
     const uint z = gl_WorkGroupID.z + p.z_base;
@@ -110,32 +124,67 @@ void main()
     const bool trans_b = (p.flags & FLAG_TRANS_B) != 0u;
 
     // A [M][K] at lda; B [N][K] (op T) or [K][N] (op N) at ldb.
-    tensorLayoutNV<2> la = createTensorLayoutNV(2);
-    tensorLayoutNV<2> lb = createTensorLayoutNV(2);
-    tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> la_c =
-        createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-    tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lb_c =
-        createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-    la = setTensorLayoutDimensionNV(la, p.M, p.K);
-    la_c = setTensorLayoutDimensionNV(la_c, p.M, p.K);
-    la = setTensorLayoutStrideNV(la, p.lda, 1);
-    la_c = setTensorLayoutStrideNV(la_c, p.lda, 1);
-    if (trans_b) {
-        lb = setTensorLayoutDimensionNV(lb, p.N, p.K);
-        lb_c = setTensorLayoutDimensionNV(lb_c, p.N, p.K);
-    } else {
-        lb = setTensorLayoutDimensionNV(lb, p.K, p.N);
-        lb_c = setTensorLayoutDimensionNV(lb_c, p.K, p.N);
-    }
-    lb = setTensorLayoutStrideNV(lb, p.ldb, 1);
-    lb_c = setTensorLayoutStrideNV(lb_c, p.ldb, 1);
     tensorViewNV<2, false, 1, 0> transpose = createTensorViewNV(2, false, 1, 0);
-
     ACC acc = ACC(0.0);
     const bool inside = row0 + BM <= p.M && col0 + BN <= p.N && p.K % BK == 0u &&
                         p.lda % 8u == 0u && p.ldb % 8u == 0u && offa % 8u == 0u &&
                         offb % 8u == 0u;
     if (inside) {
+        // Strides and offsets masked to what the test above found them:
+        // multiples of 8 elements. The masks change nothing but tell the
+        // compiler the rows are 16-byte aligned, so that the driver's
+        // staging copies 16 bytes at a time (without them, on an H200, the
+        // kernel ran at a tenth of the speed and slower as tiles grew).
+        const uint lda = p.lda & ~7u, ldb = p.ldb & ~7u, oa = offa & ~7u, ob = offb & ~7u;
+        tensorLayoutNV<2> la = createTensorLayoutNV(2);
+        tensorLayoutNV<2> lb = createTensorLayoutNV(2);
+        la = setTensorLayoutDimensionNV(la, p.M, p.K);
+        la = setTensorLayoutStrideNV(la, lda, 1);
+        lb = trans_b ? setTensorLayoutDimensionNV(lb, p.N, p.K)
+                     : setTensorLayoutDimensionNV(lb, p.K, p.N);
+        lb = setTensorLayoutStrideNV(lb, ldb, 1);
+        // UNROLL steps of BK per iteration, unrolled, so that the loads of
+        // later steps can be issued during the products of earlier ones;
+        // the rest of K one step at a time.
+        const uint UNROLL = BK >= 128u ? 2u : 256u / BK;
+        const uint k_main = p.K - p.K % (UNROLL * BK);
+        uint k0 = 0u;
+        for (; k0 < k_main; k0 += UNROLL * BK) {
+            [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+                MAT_A ma;
+                MAT_B mb;
+                const uint k = k0 + u * BK;
+                coopMatLoadTensorNV(ma, a16, oa, sliceTensorLayoutNV(la, row0, BM, k, BK));
+                if (trans_b)
+                    coopMatLoadTensorNV(mb, b16, ob, sliceTensorLayoutNV(lb, col0, BN, k, BK),
+                                        transpose);
+                else
+                    coopMatLoadTensorNV(mb, b16, ob, sliceTensorLayoutNV(lb, k, BK, col0, BN));
+                acc = coopMatMulAdd(ma, mb, acc);
+            }
+        }
+        for (; k0 < p.K; k0 += BK) {
+            MAT_A ma;
+            MAT_B mb;
+            coopMatLoadTensorNV(ma, a16, oa, sliceTensorLayoutNV(la, row0, BM, k0, BK));
+            if (trans_b)
+                coopMatLoadTensorNV(mb, b16, ob, sliceTensorLayoutNV(lb, col0, BN, k0, BK),
+                                    transpose);
+            else
+                coopMatLoadTensorNV(mb, b16, ob, sliceTensorLayoutNV(lb, k0, BK, col0, BN));
+            acc = coopMatMulAdd(ma, mb, acc);
+        }
+    } else {
+        // Edge tiles: reads past M, N or K give zeros.
+        tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> la =
+            createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+        tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lb =
+            createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+        la = setTensorLayoutDimensionNV(la, p.M, p.K);
+        la = setTensorLayoutStrideNV(la, p.lda, 1);
+        lb = trans_b ? setTensorLayoutDimensionNV(lb, p.N, p.K)
+                     : setTensorLayoutDimensionNV(lb, p.K, p.N);
+        lb = setTensorLayoutStrideNV(lb, p.ldb, 1);
         for (uint k0 = 0u; k0 < p.K; k0 += BK) {
             MAT_A ma;
             MAT_B mb;
@@ -147,33 +196,23 @@ void main()
                 coopMatLoadTensorNV(mb, b16, offb, sliceTensorLayoutNV(lb, k0, BK, col0, BN));
             acc = coopMatMulAdd(ma, mb, acc);
         }
-    } else {
-        for (uint k0 = 0u; k0 < p.K; k0 += BK) {
-            MAT_A ma;
-            MAT_B mb;
-            coopMatLoadTensorNV(ma, a16, offa, sliceTensorLayoutNV(la_c, row0, BM, k0, BK));
-            if (trans_b)
-                coopMatLoadTensorNV(mb, b16, offb, sliceTensorLayoutNV(lb_c, col0, BN, k0, BK),
-                                    transpose);
-            else
-                coopMatLoadTensorNV(mb, b16, offb, sliceTensorLayoutNV(lb_c, k0, BK, col0, BN));
-            acc = coopMatMulAdd(ma, mb, acc);
-        }
     }
 
     coopMatPerElementNV(acc, acc, epilogue, row0, col0, offc);
     if (!direct())
         return;
-    tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lc =
-        createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-    lc = setTensorLayoutDimensionNV(lc, p.M, p.N);
-    lc = setTensorLayoutStrideNV(lc, p.ldc, 1);
     const uint at = offc + MISALIGN(3);
-    if (DTYPE(3) == DT_F32) {
-        coopMatStoreTensorNV(acc, c32, at, sliceTensorLayoutNV(lc, row0, BM, col0, BN));
+    if (row0 + BM <= p.M && col0 + BN <= p.N && p.ldc % 8u == 0u && at % 8u == 0u) {
+        // A whole tile at 16-byte aligned rows (as the loads above).
+        tensorLayoutNV<2> lc = createTensorLayoutNV(2);
+        lc = setTensorLayoutDimensionNV(lc, p.M, p.N);
+        lc = setTensorLayoutStrideNV(lc, p.ldc & ~7u, 1);
+        store_tile(acc, sliceTensorLayoutNV(lc, row0, BM, col0, BN), at & ~7u);
     } else {
-        coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> h =
-            coopmat<float16_t, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(acc);
-        coopMatStoreTensorNV(h, c16, at, sliceTensorLayoutNV(lc, row0, BM, col0, BN));
+        tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lc =
+            createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+        lc = setTensorLayoutDimensionNV(lc, p.M, p.N);
+        lc = setTensorLayoutStrideNV(lc, p.ldc, 1);
+        store_tile(acc, sliceTensorLayoutNV(lc, row0, BM, col0, BN), at);
     }
 }

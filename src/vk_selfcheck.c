@@ -261,6 +261,13 @@ static vkmha_status sparse_canary(vk_state *vk, uint32_t breaks)
     return st;
 }
 
+/* The cooperative2 canary's K: one unrolled run of steps
+ * (shaders/matmul_cm2.comp's UNROLL) and one step after it. */
+static uint32_t vk_cm2_canary_k(const vkmha_tile_config *t)
+{
+    return t->bk ? ((t->bk >= 128 ? 2 : 256 / t->bk) + 1) * t->bk : 0;
+}
+
 /* The matmul paths, before the attention canaries (whose products take
  * them: a wrong few-rows matmul would otherwise fail the unfused path,
  * which has no fallback): 16-bit storage (on the device type's matmul), the
@@ -288,7 +295,7 @@ static vkmha_status matmul_canaries(vk_state *vk, float *mem, uint32_t todo, uin
         const vkmha_tile_config *ct = &vk->tuning.tile_coop, *c2 = &vk->tuning.tile_cm2;
         const uint32_t m = pass == 0 ? 9 : pass == 1 ? ct->bm + 3 : pass == 2 ? 2 : c2->bm + 3,
                        n = pass == 1 ? ct->bn + 5 : pass == 3 ? c2->bn + 5 : 37,
-                       k = pass == 1 ? ct->bk + 7 : pass == 3 ? 2 * c2->bk : 20;
+                       k = pass == 1 ? ct->bk + 7 : pass == 3 ? vk_cm2_canary_k(c2) : 20;
         const uint32_t dt = pass == 2 ? VKMHA_DTYPE_F32 : VKMHA_DTYPE_F16;
         float *a = mem, *b = a + m * k, *c = b + n * k, *r = c + m * n;
         uint16_t *h = (uint16_t *)(r + m * n);
@@ -446,7 +453,7 @@ vkmha_status vk_self_check_need(vk_state *vk, uint32_t paths)
                        (size_t)(2 * H * LQ + 2 * HKV * LK) * DMAX * sizeof(uint16_t) +
                        3 * 16400 * sizeof(float);
     const size_t dims[2][3] = {{ct->bm + 3, ct->bn + 5, ct->bk + 7},
-                               {c2->bm + 3, c2->bn + 5, 2 * c2->bk}};
+                               {c2->bm + 3, c2->bn + 5, vk_cm2_canary_k(c2)}};
     for (int i = 0; i < 2; i++) {
         const size_t cm = dims[i][0], cn = dims[i][1], ck = dims[i][2],
                      bytes = (cm * ck + cn * ck + 2 * cm * cn) * sizeof(float) +

@@ -411,10 +411,12 @@ int main(void)
         {2, 9, 10, 11, N, true, 0, 3, 5, 7, 0, 0},     /* padded rows everywhere */
         {2, 9, 8, 12, T, true, 0, 4, 4, 3, 0, 0},      /* padded, vec4-aligned A and B */
         {2, 7, 6, 5, N, false, 0, 0, 0, 0, 50, 40},    /* gaps between batch entries */
-        /* Whole 128 x 128 tiles and edge ones, K a multiple of 32, 8-aligned
-         * rows: the cooperative2 kernel's unchecked and clamped loads. */
-        {1, 260, 264, 96, N, true, 0, 0, 0, 0, 0, 0},
-        {2, 260, 264, 96, T, false, 0.5f, 0, 0, 0, 0, 0},
+        /* Whole 128 x 128 tiles and edge ones, K a multiple of 32 and 64
+         * (past 256: an unrolled run of steps and single steps after it),
+         * 8-aligned rows: the cooperative2 kernel's unchecked and clamped
+         * loads and stores. */
+        {1, 260, 264, 320, N, true, 0, 0, 0, 0, 0, 0},
+        {2, 260, 264, 320, T, false, 0.5f, 0, 0, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         run_case(ref, gpu, &rng, &cases[i], "auto", VKMHA_DTYPE_F32);

@@ -332,10 +332,11 @@ typedef enum vkmha_matmul_variant {
      * A's and op(B)'s slices, bk deep, straight from the buffers (the
      * driver stages them); edges read zeros, nothing past M x N is
      * written. workgroup_size: one the device lists for fp16 x fp16 ->
-     * fp32 matrices of workgroup scope (0: the largest of them up to 256);
-     * bm, bn, bk: multiples of that entry's granularities; tm, tn: 0. All
-     * zero: the automatic tile (128 x 128 x 32 where the granularities
-     * allow). GPUs use it by default before COOPERATIVE where the device
+     * fp32 matrices of workgroup scope (0: 128 where listed, else the
+     * largest of them up to 256); bm, bn, bk: multiples of that entry's
+     * granularities, at most 256, bm x bn at most 64 per invocation; tm,
+     * tn: 0. All zero: the automatic tile (64 x 64 x 32, or 32 x 32 x 32
+     * for workgroups under 128, where the granularities allow). GPUs use it by default before COOPERATIVE where the device
      * has the extension (vkmha_context_info.cooperative_matrix2); a CPU
      * device only when forced, which a device without it fails with
      * VKMHA_ERROR_UNSUPPORTED. The environment variable: "coopmat2" or

@@ -124,10 +124,15 @@ static const char *coop_tile_check(const vk_state *vk, vkmha_tile_config *t, boo
     return NULL;
 }
 
-/* Completes a VK_NV_cooperative_matrix2 tile: its workgroup size (0: the
- * largest the device lists up to 256) and, all sizes zero, 128 x 128 x 32
- * (rounded up to the entry's granularities). Checked against the entry of
- * that workgroup size. */
+/* Completes a VK_NV_cooperative_matrix2 tile: its workgroup size (0: 128
+ * where the device lists it, else the largest it lists up to 256) and, all
+ * sizes zero, 64 x 64 x 32 (32 x 32 x 32 for workgroups under 128; rounded
+ * up to the entry's granularities). Checked against the entry of that
+ * workgroup size, and at most 64 accumulator elements per invocation. On
+ * an H200 (docs/PERFORMANCE.md) 64 x 64 x 32 on 128 invocations ran
+ * 4096^3 in 1.37 ms (64 deep: 1.28) and the layer of L 1024, d_model 512
+ * fastest; 128 x 128 (256 invocations) 1.6 ms, and every larger tile 3-4x
+ * slower. */
 static const char *cm2_tile_check(const vk_state *vk, vkmha_tile_config *t, bool *limits)
 {
     *limits = true;
@@ -144,7 +149,9 @@ static const char *cm2_tile_check(const vk_state *vk, vkmha_tile_config *t, bool
         const struct vk_cm2_shape *c = &vk->cm2_shapes[i];
         if (t->workgroup_size ? c->workgroup_size == t->workgroup_size
                               : c->workgroup_size <= 256 &&
-                                    (!e || c->workgroup_size > e->workgroup_size))
+                                    (!e || (e->workgroup_size != 128 &&
+                                            (c->workgroup_size == 128 ||
+                                             c->workgroup_size > e->workgroup_size))))
             e = c;
     }
     *limits = false;
@@ -154,8 +161,9 @@ static const char *cm2_tile_check(const vk_state *vk, vkmha_tile_config *t, bool
                                  : "the device lists no fp16 matrices of workgroup scope "
                                    "for 256 invocations or fewer";
     if (!t->bm && !t->bn && !t->bk) {
-        t->bm = (128 + e->m - 1) / e->m * e->m;
-        t->bn = (128 + e->n - 1) / e->n * e->n;
+        const uint32_t side = e->workgroup_size >= 128 ? 64 : 32;
+        t->bm = (side + e->m - 1) / e->m * e->m;
+        t->bn = (side + e->n - 1) / e->n * e->n;
         t->bk = (32 + e->k - 1) / e->k * e->k;
     }
     if (!t->bm || !t->bn || !t->bk || t->bm % e->m || t->bn % e->n || t->bk % e->k ||
@@ -164,6 +172,12 @@ static const char *cm2_tile_check(const vk_state *vk, vkmha_tile_config *t, bool
                "granularities the device lists for its workgroup size, and tm, tn 0";
     if (t->bm > 256 || t->bn > 256 || t->bk > 256)
         return "the cooperative2 variant's bm, bn and bk are at most 256";
+    /* The accumulator lives in the invocations' registers: past 64 fp32
+     * each, NVIDIA's compiler spills (a 128 x 128 tile on 32 invocations
+     * did not finish compiling in minutes). */
+    if ((uint64_t)t->bm * t->bn > 64ull * e->workgroup_size)
+        return "the cooperative2 variant's bm x bn is at most 64 elements per invocation "
+               "of its workgroup";
     t->workgroup_size = e->workgroup_size;
     *limits = true;
     if (t->workgroup_size > vk->info.max_workgroup_invocations ||

@@ -330,11 +330,14 @@ static void cm2_tile_cases(vkmha_context *ref, t_rng *rng, const mm_case *cases,
         t_report_validation(ctx);
         vkmha_context_destroy(ctx);
     }
-    if (have && bm) { /* off the granularity (bm 1), and tm set */
-        const vkmha_tile_config bad[2] = {
+    if (have && bm) { /* off the granularity (bm 1), tm set, too large for the workgroup */
+        static const char *const why[3] = {"with bm 1", "with tm 1",
+                                           "past 64 accumulators per invocation"};
+        const vkmha_tile_config bad[3] = {
             {1, bn, bk, 0, 0, wg, VKMHA_MATMUL_VARIANT_COOPERATIVE2},
-            {bm, bn, bk, 1, 0, wg, VKMHA_MATMUL_VARIANT_COOPERATIVE2}};
-        for (int i = 0; i < 2; i++) {
+            {bm, bn, bk, 1, 0, wg, VKMHA_MATMUL_VARIANT_COOPERATIVE2},
+            {256, 256, bk, 0, 0, wg, VKMHA_MATMUL_VARIANT_COOPERATIVE2}};
+        for (int i = 0; i < 3; i++) {
             vkmha_context_desc desc = {0};
             desc.log = t_log;
             desc.matmul_tile = &bad[i];
@@ -343,7 +346,7 @@ static void cm2_tile_cases(vkmha_context *ref, t_rng *rng, const mm_case *cases,
             t_report(st == VKMHA_ERROR_INVALID_ARGUMENT &&
                          strstr(vkmha_context_last_error(NULL), "desc->matmul_tile"),
                      "matmul_tile coopmat2 %s: INVALID_ARGUMENT naming desc->matmul_tile (%s)",
-                     i ? "with tm 1" : "with bm 1", vkmha_context_last_error(NULL));
+                     why[i], vkmha_context_last_error(NULL));
             vkmha_context_destroy(ctx);
         }
     }

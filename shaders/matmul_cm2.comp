@@ -16,12 +16,14 @@
 // by the caller). Op T reads B [N][K] through a transposed view; op N reads
 // B [K][N] as it is.
 //
-// The output: without ACCUMULATE or ADDEND, and C in fp32 or fp16, the
-// accumulator gets alpha and the bias per element (coopMatPerElementNV),
-// then is stored by a tensor store (clamped at edges: nothing past M x N
-// is written). Otherwise (bf16 C, C += ..., the fp32 addend of a 16-bit C)
-// each element goes through matmul_out.glsl's store_out from inside the
-// per-element operation, like every other matmul kernel.
+// The output: the accumulator gets alpha and the bias per element
+// (coopMatPerElementNV, a pure function: a device may evaluate an element
+// in more than one invocation), then an fp32 or fp16 C is stored by a
+// tensor store (clamped at edges: nothing past M x N is written), a bf16 C
+// element by element from a second per-element operation (a store of the
+// same value, harmless if repeated). The host sends no product in ranges
+// of k here (matmul_out.glsl's ACCUMULATE and ADDEND, which read C or an
+// addend back): those take the other kernels.
 //
 // Needs SPIR-V 1.6 (the tensor layouts), so this shader is built for
 // Vulkan 1.3 (meson.build), and storageBuffer16BitAccess (the fp16 views
@@ -56,8 +58,8 @@ layout(constant_id = 3) const uint BK = 32;
 #define BINDING_A 0
 #define BINDING_B 1
 #endif
-TYPED_IN(2, 2, bias) // [N], or [M][ld_add] (ADDEND)
-TYPED_IO(3, 3, c)
+TYPED_IN(2, 2, bias) // [N]
+TYPED_OUT(3, 3, c)
 // The fp16 views of A and B and the fp16 and fp32 views of C that the
 // tensor loads and stores address in elements.
 layout(binding = BINDING_A) readonly buffer A16 { float16_t a16[]; };
@@ -65,38 +67,34 @@ layout(binding = BINDING_B) readonly buffer B16 { float16_t b16[]; };
 layout(binding = 3) buffer C16 { float16_t c16[]; };
 layout(binding = 3) buffer C32 { float c32[]; };
 
-#include "matmul_out.glsl"
 
 #define ACC coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>
 #define MAT_A coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA>
 #define MAT_B coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB>
 
-// The tensor store takes the accumulator as it is (fp32 C), or converted
-// (fp16 C: the conversion rounds as the device's OpFConvert does, to
-// nearest even on the devices measured).
-// (A function: glslang's spec-constant expression of these references an
-// undefined id, as typed.glsl notes; folded all the same once specialized.)
-bool direct()
+// Per element (r, col) of the tile at (row0, col0): alpha times the sum,
+// plus the bias.
+float epilogue(const in uint32_t r, const in uint32_t col, const in float sum,
+               const in uint32_t row0, const in uint32_t col0)
 {
-    return !ACCUMULATE && !ADDEND && (DTYPE(3) == DT_F32 || DTYPE(3) == DT_F16);
+    const uint gc = col0 + col;
+    const float v = p.alpha * sum + ((p.flags & FLAG_BIAS) != 0u && gc < p.N ? ld_bias(gc) : 0.0);
+    // fp16 C: finite values past the format saturate, as every store does
+    // (shaders/dtype.glsl); Inf and NaN stay what they are. The tensor
+    // store's conversion rounds as the device's OpFConvert does (to
+    // nearest even on the devices measured).
+    return DTYPE(3) == DT_F16 && abs(v) > 65504.0 && !isinf(v) ? sign(v) * 65504.0 : v;
 }
 
-// Per element (r, col) of the tile at (row0, col0): alpha and the bias
-// (direct()), or the whole output through store_out.
-float epilogue(const in uint32_t r, const in uint32_t col, const in float sum,
-               const in uint32_t row0, const in uint32_t col0, const in uint32_t offc)
+// A bf16 C: element (r, col) stored through typed.glsl (round to nearest
+// even, saturating).
+float store_bf16(const in uint32_t r, const in uint32_t col, const in float v,
+                 const in uint32_t row0, const in uint32_t col0, const in uint32_t offc)
 {
     const uint gr = row0 + r, gc = col0 + col;
-    if (direct()) {
-        const float v =
-            p.alpha * sum + ((p.flags & FLAG_BIAS) != 0u && gc < p.N ? ld_bias(gc) : 0.0);
-        // fp16 C: finite values past the format saturate, as every store
-        // does (shaders/dtype.glsl); Inf and NaN stay what they are.
-        return DTYPE(3) == DT_F16 && abs(v) > 65504.0 && !isinf(v) ? sign(v) * 65504.0 : v;
-    }
     if (gr < p.M && gc < p.N)
-        store_out(offc, gr, gc, sum);
-    return sum;
+        st_c(offc + gr * p.ldc + gc, v);
+    return v;
 }
 
 // The tensor store of the accumulator, converted to C's dtype (fp32 or
@@ -198,9 +196,11 @@ void main()
         }
     }
 
-    coopMatPerElementNV(acc, acc, epilogue, row0, col0, offc);
-    if (!direct())
+    coopMatPerElementNV(acc, acc, epilogue, row0, col0);
+    if (DTYPE(3) == DT_BF16) {
+        coopMatPerElementNV(acc, acc, store_bf16, row0, col0, offc);
         return;
+    }
     const uint at = offc + MISALIGN(3);
     if (row0 + BM <= p.M && col0 + BN <= p.N && p.ldc % 8u == 0u && at % 8u == 0u) {
         // A whole tile at 16-byte aligned rows (as the loads above).

@@ -195,6 +195,15 @@ static const char *coop_env_ignored(const vk_state *vk)
     return vk->external ? "a borrowed device" : vk->no_coopmat ? "the mobile profile" : NULL;
 }
 
+/* The same for the cooperative2 matmul, which also needs 16-bit storage:
+ * a context whose desc turns it off (desc->debug->no_native_16bit, or a
+ * driver workaround) keeps its matmul. */
+static const char *cm2_env_ignored(const vk_state *vk)
+{
+    const char *why = coop_env_ignored(vk);
+    return why ? why : vk->no_native16 ? "16-bit storage is off for this context" : NULL;
+}
+
 static bool pick_tile(const vkmha_device_info *d, const vkmha_tile_config *cands, size_t n,
                       vkmha_tile_config *out)
 {
@@ -396,10 +405,10 @@ vkmha_status vk_tuning_init(vk_state *vk, const vk_tuning_desc *desc)
     vk->tuning.cm2_matmul = !cm2_why && (cm2_forced || !cpu);
     if (!vk->tuning.cm2_matmul)
         vk->tuning.tile_cm2 = (vkmha_tile_config){0};
-    if (cm2_why && cm2_forced && !override && coop_env_ignored(vk))
+    if (cm2_why && cm2_forced && !override && cm2_env_ignored(vk))
         vkmha__log(vk->ctx, VKMHA_LOG_INFO, VKMHA_SUCCESS,
                    "vkmha_context_create: VKMHA_MATMUL_TILE=coopmat2 ignored: %s",
-                   coop_env_ignored(vk));
+                   cm2_env_ignored(vk));
     else if (cm2_why && cm2_forced)
         return vkmha__fail(vk->ctx,
                            cm2_limits ? VKMHA_ERROR_UNSUPPORTED : VKMHA_ERROR_INVALID_ARGUMENT,

@@ -370,6 +370,18 @@ static void cm2_tile_cases(vkmha_context *ref, t_rng *rng, const mm_case *cases,
                  "VKMHA_MATMUL_TILE=%s: %s (%s)", values[e], vkmha_status_string(st),
                  st ? vkmha_context_last_error(NULL) : "created");
         vkmha_context_destroy(ctx);
+        if (!e) { /* a context with 16-bit storage off cannot have it: ignored */
+            vkmha_debug_options dbg = {.no_native_16bit = true};
+            desc.debug = &dbg;
+            ctx = NULL;
+            const vkmha_status s16 = vkmha_context_create(&desc, &ctx);
+            vkmha_kernel_info k = {0};
+            const bool used = ctx && kernel_find(ctx, "matmul_cm2", &k) && k.available;
+            t_report(s16 == VKMHA_SUCCESS && !used,
+                     "VKMHA_MATMUL_TILE=coopmat2 with no_native_16bit: ignored (%s%s)",
+                     vkmha_status_string(s16), used ? ", matmul_cm2 available" : "");
+            vkmha_context_destroy(ctx);
+        }
         if (keep)
             setenv("VKMHA_MATMUL_TILE", keep, 1);
         else

@@ -71,9 +71,16 @@ static vkmha_status map_file(vkmha_context *ctx, const char *fn, const char *pat
      * process's ANSI code page (CreateFileA). */
     HANDLE file = CreateFileA(path, GENERIC_READ, FILE_SHARE_READ, NULL, OPEN_EXISTING,
                               FILE_ATTRIBUTE_NORMAL, NULL);
-    if (file == INVALID_HANDLE_VALUE)
+    if (file == INVALID_HANDLE_VALUE) {
+        const DWORD e = GetLastError(), attributes = GetFileAttributesA(path);
+        /* A directory cannot be opened this way ("access denied"): say
+         * what it is, as on POSIX. */
+        if (attributes != INVALID_FILE_ATTRIBUTES && (attributes & FILE_ATTRIBUTE_DIRECTORY))
+            return vkmha__fail(ctx, INVALID, "%s: desc->path (%s) is not a regular file", fn,
+                               path);
         return vkmha__fail(ctx, INVALID, "%s: cannot open desc->path (%s): %s", fn, path,
-                           vkmha__win_error_text(GetLastError(), err, sizeof err));
+                           vkmha__win_error_text(e, err, sizeof err));
+    }
     LARGE_INTEGER size;
     if (GetFileType(file) != FILE_TYPE_DISK || !GetFileSizeEx(file, &size)) {
         CloseHandle(file);

@@ -237,7 +237,7 @@ static run_result run(uint64_t fail_at, bool persistent)
     vkmha_debug_options dbg = {.fail_device_allocation_at = fail_at,
                                .fail_device_allocation_count = persistent ? UINT64_MAX : 1};
     vkmha_context_desc cd = {0};
-    cd.enable_validation = true;
+    cd.enable_validation = t_validation();
     cd.debug = &dbg;
     cd.log = run_logger;
     cd.log_user = &log;

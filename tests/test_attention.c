@@ -106,7 +106,7 @@ static void auto_split_case(vkmha_context *ref, t_rng *rng)
 {
     char plan[256] = "";
     vkmha_context_desc desc = {0};
-    desc.enable_validation = true;
+    desc.enable_validation = t_validation();
     desc.log = keep_plan;
     desc.log_user = plan;
     desc.log_level = VKMHA_LOG_DEBUG; /* the plan of each attention */

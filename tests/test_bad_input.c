@@ -32,7 +32,13 @@
 #include "util.h"
 
 #include <stddef.h>
+#ifdef _WIN32
+#include <windows.h>
+#undef IN /* windows.h's annotations; the rows below name their own */
+#undef OUT
+#else
 #include <sys/mman.h>
+#endif
 
 /* The maxStorageBufferRange and maxMemoryAllocationSize the rows are written
  * for (lavapipe's). */
@@ -838,9 +844,14 @@ int main(void)
         g_in[IN_WQ + i] *= 0.25f, g_in[IN_WK + i] *= 0.25f, g_in[IN_WV + i] *= 0.25f,
             g_in[IN_WO + i] *= 0.25f;
 
+#ifdef _WIN32
+    g_far = VirtualAlloc(NULL, 3 * FAR_SPAN, MEM_RESERVE, PAGE_NOACCESS);
+    if (!g_far) {
+#else
     g_far = mmap(NULL, 3 * FAR_SPAN, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                  -1, 0);
     if (g_far == MAP_FAILED) {
+#endif
         printf("Bail out! cannot reserve %zu bytes of address space\n", 3 * FAR_SPAN);
         return 1;
     }
@@ -921,7 +932,11 @@ int main(void)
     vkmha_mha_destroy(layer_ref);
     vkmha_mha_destroy(layer_gpu);
     free(g_in), free(g_out), free(g_w), free(g_ref_out), free(g_ref_w);
+#ifdef _WIN32
+    VirtualFree(g_far, 0, MEM_RELEASE);
+#else
     munmap(g_far, 3 * FAR_SPAN);
+#endif
     t_report_validation(gpu);
     vkmha_context_destroy(gpu);
     vkmha_context_destroy(ref);

@@ -377,11 +377,12 @@ static void info_cases(vkmha_context *gpu, vkmha_context *ref)
              "get_kernels: unique names, known ops, workgroups and shared memory within the "
              "limits, consistent matmul tiles");
 
-    bool v = ok && info.validation_enabled && (!info.subgroup_ops_used || dev->subgroup_arithmetic);
+    bool v = ok && info.validation_enabled == t_validation() &&
+             (!info.subgroup_ops_used || dev->subgroup_arithmetic);
     if (ok && !v)
         t_diag("validation_enabled %d, subgroup_ops_used %d, subgroup_arithmetic %d",
                info.validation_enabled, info.subgroup_ops_used, dev->subgroup_arithmetic);
-    t_report(v, "get_info: validation_enabled for t_context, subgroup ops only if supported");
+    t_report(v, "get_info: validation_enabled as t_context asked, subgroup ops only if supported");
 
     vkmha_context_info ri;
     memset(&ri, 0x5A, sizeof ri);
@@ -473,7 +474,7 @@ static void log_cases(vkmha_backend backend, vkmha_context *ref, log_record *rec
     vkmha_context_desc cd = {0};
     vkmha_context *ctx = NULL;
     cd.backend = backend;
-    cd.enable_validation = backend == VKMHA_BACKEND_VULKAN;
+    cd.enable_validation = backend == VKMHA_BACKEND_VULKAN && t_validation();
     cd.log = my_log;
     cd.log_user = rec;
     memset(rec, 0, sizeof *rec);
@@ -689,7 +690,7 @@ static void tile_override_cases(vkmha_context *ref, t_rng *rng)
     /* Variant AUTO takes the device type's variant; the context works. */
     vkmha_tile_config autov = {16, 8, 4, 2, 8, 0, VKMHA_MATMUL_VARIANT_AUTO};
     vkmha_context_desc d = {0};
-    d.enable_validation = true;
+    d.enable_validation = t_validation();
     d.log = t_log;
     d.matmul_tile = &autov;
     vkmha_context *ctx = NULL;
@@ -727,7 +728,7 @@ static bool planned_blocks(uint32_t kernel, const vkmha_tile_config *tile, uint3
     char line[512] = "";
     vkmha_debug_options dbg = {.fused_kernel = kernel};
     vkmha_context_desc cd = {0};
-    cd.enable_validation = true;
+    cd.enable_validation = t_validation();
     cd.log = plan_log;
     cd.log_user = line;
     cd.log_level = VKMHA_LOG_DEBUG;
@@ -795,7 +796,7 @@ static void kernel_query_cases(vkmha_context *gpu, vkmha_context *ref)
      * matmul's texel views, are then unavailable and say so. */
     const vkmha_tile_config shm = {32, 32, 16, 4, 4, 0, VKMHA_MATMUL_VARIANT_SHARED};
     vkmha_context_desc cd = {0};
-    cd.enable_validation = true;
+    cd.enable_validation = t_validation();
     cd.log = t_log;
     cd.matmul_tile = &shm;
     vkmha_context *ctx = NULL;

@@ -17,14 +17,32 @@
 
 #include "vkmha_vulkan.h"
 
+/* The system's Vulkan loader, opened by the test itself (a custom loader). */
+#ifdef _WIN32
+#include <windows.h>
+#define LOADER_NAME "vulkan-1.dll"
+static void *loader_open(void) { return (void *)LoadLibraryA(LOADER_NAME); }
+static void *loader_sym(void *lib, const char *name)
+{
+    return (void *)(uintptr_t)GetProcAddress((HMODULE)lib, name);
+}
+static const char *loader_error(void) { return "LoadLibraryA failed"; }
+static void loader_close(void *lib) { FreeLibrary((HMODULE)lib); }
+#else
 #include <dlfcn.h>
+#define LOADER_NAME "libvulkan.so.1"
+static void *loader_open(void) { return dlopen(LOADER_NAME, RTLD_NOW | RTLD_LOCAL); }
+static void *loader_sym(void *lib, const char *name) { return dlsym(lib, name); }
+static const char *loader_error(void) { return dlerror(); }
+static void loader_close(void *lib) { dlclose(lib); }
+#endif
 
 static vkmha_context *counted_context(vkmha_backend backend, t_counting *c, vkmha_status *st)
 {
     vkmha_allocator a = {t_counting_alloc, NULL, t_counting_free, c};
     vkmha_context_desc d = {0};
     d.backend = backend;
-    d.enable_validation = backend == VKMHA_BACKEND_VULKAN;
+    d.enable_validation = backend == VKMHA_BACKEND_VULKAN && t_validation();
     d.allocator = &a;
     d.log = t_log;
     /* Host allocations are counted and failed in turn here: not the
@@ -625,17 +643,18 @@ static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL t_counting_gipa(VkInstance i, co
  * and device through the application's loader. */
 static void own_device_custom_loader(const layer_data *ld, const float *want)
 {
-    void *lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
-    system_gipa = lib ? (PFN_vkGetInstanceProcAddr)dlsym(lib, "vkGetInstanceProcAddr") : NULL;
+    void *lib = loader_open();
+    system_gipa =
+        lib ? (PFN_vkGetInstanceProcAddr)loader_sym(lib, "vkGetInstanceProcAddr") : NULL;
     if (!system_gipa) {
-        t_report(false, "custom loader: cannot open libvulkan.so.1: %s", dlerror());
+        t_report(false, "custom loader: cannot open " LOADER_NAME ": %s", loader_error());
         return;
     }
     vkmha_vulkan_desc vd = {0};
     vd.get_instance_proc_addr = t_counting_gipa;
     vkmha_context_desc d = {0};
     d.vulkan = &vd;
-    d.enable_validation = true;
+    d.enable_validation = t_validation();
     d.log = t_log;
     vkmha_context *ctx = NULL;
     vkmha_status st = vkmha_context_create(&d, &ctx);
@@ -659,7 +678,7 @@ static void own_device_custom_loader(const layer_data *ld, const float *want)
         t_report_validation(ctx);
     vkmha_context_destroy(ctx);
     free(out);
-    dlclose(lib);
+    loader_close(lib);
 }
 
 int main(void)

@@ -133,7 +133,7 @@ static void coop_tile_cases(vkmha_context *ref, t_rng *rng, const mm_case *cases
     uint32_t cm = 0, cn = 0, ck = 0;
     for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
         vkmha_context_desc desc = {0};
-        desc.enable_validation = true;
+        desc.enable_validation = t_validation();
         desc.log = t_log;
         vkmha_tile_config tile = {0, 0, 0, 0, 0, 0, VKMHA_MATMUL_VARIANT_COOPERATIVE};
         vkmha_context *ctx = NULL;
@@ -190,7 +190,7 @@ static void coop_tile_cases(vkmha_context *ref, t_rng *rng, const mm_case *cases
     {
         vkmha_debug_options dbg = {.fused_kernel = VKMHA_FUSED_KERNEL_COOPERATIVE};
         vkmha_context_desc desc = {0};
-        desc.enable_validation = true;
+        desc.enable_validation = t_validation();
         desc.log = t_log;
         desc.debug = &dbg;
         vkmha_context *ctx = NULL;
@@ -297,7 +297,7 @@ static void cm2_tile_cases(vkmha_context *ref, t_rng *rng, const mm_case *cases,
         snprintf(name, sizeof name, "coopmat2 %ux%ux%u, workgroup %u", tile.bm, tile.bn, tile.bk,
                  tile.workgroup_size);
         vkmha_context_desc desc = {0};
-        desc.enable_validation = true;
+        desc.enable_validation = t_validation();
         desc.log = t_log;
         desc.matmul_tile = &tile;
         vkmha_context *ctx = NULL;
@@ -467,7 +467,7 @@ int main(void)
 
     for (size_t o = 0; o < sizeof overrides / sizeof overrides[0]; o++) {
         vkmha_context_desc desc = {0};
-        desc.enable_validation = true;
+        desc.enable_validation = t_validation();
         desc.log = t_log;
         desc.matmul_tile = &overrides[o].tile;
         /* As the suite's contexts: the cases, not the self-check's

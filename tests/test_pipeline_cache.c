@@ -250,7 +250,7 @@ static vkmha_status create(vkmha_context_desc d, log_capture *cap, vkmha_context
 {
     memset(cap, 0, sizeof *cap);
     d.backend = VKMHA_BACKEND_VULKAN;
-    d.enable_validation = true;
+    d.enable_validation = t_validation();
     d.log = capture;
     d.log_user = cap;
     d.log_level = VKMHA_LOG_INFO; /* what became of the cache */
@@ -277,7 +277,7 @@ static void destroy(vkmha_context *ctx)
         return;
     vkmha_context_info info = info_of(ctx);
     g_validation += info.validation_messages;
-    g_validation_on = g_validation_on && info.validation_enabled;
+    g_validation_on = g_validation_on && info.validation_enabled == t_validation();
     vkmha_context_destroy(ctx);
 }
 
@@ -810,7 +810,7 @@ int main(void)
     }
     char sub[600];
     path_in_dir(sub, sizeof sub, "subdir");
-    if (mkdir(sub, 0700) != 0) {
+    if (t_mkdir(sub, 0700) != 0) {
         printf("Bail out! cannot create %s: %s\n", sub, strerror(errno));
         return 1;
     }

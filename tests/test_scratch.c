@@ -128,7 +128,7 @@ int main(void)
     pair p = {{NULL, NULL}, {0, 0}, false};
     for (int i = 0; i < 2; i++) {
         vkmha_context_desc desc = {0};
-        desc.enable_validation = true;
+        desc.enable_validation = t_validation();
         desc.log = t_log;
         desc.scratch_budget = i == 0 ? BUDGET : 0;
         /* Scratch is what these cases measure: none left by the self-check

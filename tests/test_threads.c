@@ -84,7 +84,7 @@ static void *own_context(void *arg)
     worker *wk = (worker *)arg;
     float *out = t_alloc(g_layer.n_out), *w = t_alloc(g_layer.n_weights), *c = t_alloc(g_nc);
     vkmha_context_desc cd = {0};
-    cd.enable_validation = true;
+    cd.enable_validation = t_validation();
     cd.log = count_validation;
     cd.log_user = &wk->validation;
     vkmha_context *gpu = NULL;

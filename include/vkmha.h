@@ -326,19 +326,22 @@ typedef enum vkmha_matmul_variant {
      * emulation) only when forced, which a device without them fails with
      * VKMHA_ERROR_UNSUPPORTED. */
     VKMHA_MATMUL_VARIANT_COOPERATIVE = 3,
-    /* Matrix units through VK_NV_cooperative_matrix2 (NVIDIA's drivers,
-     * Mesa's lavapipe 25.2+), for the same products as COOPERATIVE: the
-     * workgroup owns one bm x bn accumulator of workgroup scope and loads
-     * A's and op(B)'s slices, bk deep, straight from the buffers (the
-     * driver stages them); edges read zeros, nothing past M x N is
-     * written. workgroup_size: one the device lists for fp16 x fp16 ->
-     * fp32 matrices of workgroup scope (0: 128 where listed, else the
-     * largest of them up to 256); bm, bn, bk: multiples of that entry's
+    /* Matrix units through VK_NV_cooperative_matrix2 with workgroup scope
+     * and tensor addressing (NVIDIA's drivers; Mesa's lavapipe lists the
+     * extension without either), for the same products as COOPERATIVE but
+     * those split in ranges of k past maxStorageBufferRange: the workgroup
+     * owns one bm x bn accumulator of workgroup scope and loads A's and
+     * op(B)'s slices, bk deep, straight from the buffers (the driver
+     * stages them); edges read zeros, nothing past M x N is written.
+     * workgroup_size: one the device lists for fp16 x fp16 -> fp32
+     * matrices of workgroup scope (0: 128 where listed, else the largest
+     * of them up to 256); bm, bn, bk: multiples of that entry's
      * granularities, at most 256, bm x bn at most 64 per invocation; tm,
      * tn: 0. All zero: the automatic tile (64 x 64 x 32, or 32 x 32 x 32
-     * for workgroups under 128, where the granularities allow). GPUs use it by default before COOPERATIVE where the device
-     * has the extension (vkmha_context_info.cooperative_matrix2); a CPU
-     * device only when forced, which a device without it fails with
+     * for workgroups under 128, where the granularities allow). GPUs use
+     * it by default, before COOPERATIVE, where the device has the
+     * extension (vkmha_context_info.cooperative_matrix2); a CPU device
+     * only when forced, which a device without it fails with
      * VKMHA_ERROR_UNSUPPORTED. The environment variable: "coopmat2" or
      * "coopmat2:bm,bn,bk,workgroup_size". */
     VKMHA_MATMUL_VARIANT_COOPERATIVE2 = 4,

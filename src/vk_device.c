@@ -397,6 +397,23 @@ static vkmha_status has_extension(vk_state *vk, const char *name, bool *out)
     return VKMHA_SUCCESS;
 }
 
+/* n zeroed structures of `size` bytes, each with sType `type` (their first
+ * member), for a vkGetPhysicalDevice*PropertiesKHR/NV enumeration; NULL
+ * after failing the call (out of host memory). */
+static void *alloc_out_structs(vk_state *vk, uint32_t n, size_t size, VkStructureType type)
+{
+    unsigned char *p = vkmha__alloc(vk->ctx, (size_t)n * size);
+    if (!p) {
+        vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                    "vkmha_context_create: out of host memory");
+        return NULL;
+    }
+    memset(p, 0, (size_t)n * size);
+    for (uint32_t i = 0; i < n; i++)
+        memcpy(p + (size_t)i * size, &type, sizeof type);
+    return p;
+}
+
 /* The device's cooperative-matrix shapes of subgroup scope into
  * vk->matrix_shapes (what vkmha_context_info lists), and the one the
  * cooperative kernels multiply into vk->coop_shape (vk_state). */
@@ -415,13 +432,10 @@ static vkmha_status query_matrix_shapes(vk_state *vk)
     uint32_t n = 0;
     if (!get || get(vk->phys, &n, NULL) != VK_SUCCESS || n == 0)
         return VKMHA_SUCCESS;
-    VkCooperativeMatrixPropertiesKHR *props = vkmha__alloc(vk->ctx, n * sizeof *props);
+    VkCooperativeMatrixPropertiesKHR *props = alloc_out_structs(
+        vk, n, sizeof *props, VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR);
     if (!props)
-        return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                           "vkmha_context_create: out of host memory");
-    for (uint32_t i = 0; i < n; i++)
-        props[i] = (VkCooperativeMatrixPropertiesKHR){
-            .sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR};
+        return VKMHA_ERROR_OUT_OF_HOST_MEMORY;
     VkResult r = get(vk->phys, &n, props);
     for (uint32_t i = 0; (r == VK_SUCCESS || r == VK_INCOMPLETE) && i < n; i++) {
         const VkCooperativeMatrixPropertiesKHR *p = &props[i];
@@ -457,14 +471,12 @@ static vkmha_status query_cm2_shapes(vk_state *vk)
     uint32_t n = 0;
     if (!get || get(vk->phys, &n, NULL) != VK_SUCCESS || n == 0)
         return VKMHA_SUCCESS;
+    const VkStructureType type =
+        VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV;
     VkCooperativeMatrixFlexibleDimensionsPropertiesNV *props =
-        vkmha__alloc(vk->ctx, n * sizeof *props);
+        alloc_out_structs(vk, n, sizeof *props, type);
     if (!props)
-        return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                           "vkmha_context_create: out of host memory");
-    for (uint32_t i = 0; i < n; i++)
-        props[i] = (VkCooperativeMatrixFlexibleDimensionsPropertiesNV){
-            .sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_FLEXIBLE_DIMENSIONS_PROPERTIES_NV};
+        return VKMHA_ERROR_OUT_OF_HOST_MEMORY;
     VkResult r = get(vk->phys, &n, props);
     for (uint32_t i = 0; (r == VK_SUCCESS || r == VK_INCOMPLETE) && i < n; i++) {
         const VkCooperativeMatrixFlexibleDimensionsPropertiesNV *p = &props[i];

@@ -118,6 +118,34 @@ static const struct {
     {"shared 16x16x8, 4x4", {16, 16, 8, 4, 4, 0, VKMHA_MATMUL_VARIANT_SHARED}},
 };
 
+/* A context forcing `tile` (called `name` in the cases): where the device
+ * has its kernel (have), the context, or NULL after a failed case;
+ * elsewhere (a device without `lacks`) NULL after a case that the creation
+ * was refused with UNSUPPORTED naming desc->matmul_tile and `word`. */
+static vkmha_context *forced_tile_context(const vkmha_tile_config *tile, const char *name,
+                                          bool have, const char *lacks, const char *word)
+{
+    vkmha_context_desc desc = {0};
+    desc.enable_validation = t_validation();
+    desc.log = t_log;
+    desc.matmul_tile = tile;
+    vkmha_context *ctx = NULL;
+    const vkmha_status st = vkmha_context_create(&desc, &ctx);
+    if (!have) {
+        const char *msg = vkmha_context_last_error(NULL);
+        t_report(st == VKMHA_ERROR_UNSUPPORTED && strstr(msg, "desc->matmul_tile") &&
+                     strstr(msg, word),
+                 "a device without %s: matmul_tile %s is UNSUPPORTED naming "
+                 "desc->matmul_tile and what it lacks (%s: %s)",
+                 lacks, name, vkmha_status_string(st), msg);
+        vkmha_context_destroy(ctx);
+        return NULL;
+    }
+    t_report(st == VKMHA_SUCCESS, "context with matmul_tile %s: %s %s", name,
+             vkmha_status_string(st), vkmha_context_last_error(NULL));
+    return ctx;
+}
+
 /* The cooperative matmul through desc->matmul_tile: tiles of several
  * subgroups each way and several matrices per subgroup, in units of the
  * device's shape. Where the context has matrix units, every fp16 case runs
@@ -160,19 +188,8 @@ static void coop_tile_cases(vkmha_context *ref, t_rng *rng, const mm_case *cases
         char name[96];
         snprintf(name, sizeof name, "cooperative %ux%ux%u, %ux%u", tile.bm, tile.bn, tile.bk,
                  tile.tm, tile.tn);
-        desc.matmul_tile = &tile;
-        const vkmha_status st = vkmha_context_create(&desc, &ctx);
-        if (!have) {
-            const char *msg = vkmha_context_last_error(NULL);
-            t_report(st == VKMHA_ERROR_UNSUPPORTED && strstr(msg, "desc->matmul_tile"),
-                     "a device without cooperative matrices: matmul_tile %s is UNSUPPORTED "
-                     "naming desc->matmul_tile (%s: %s)",
-                     name, vkmha_status_string(st), msg);
-            vkmha_context_destroy(ctx);
-            continue;
-        }
-        if (!t_report(st == VKMHA_SUCCESS, "context with matmul_tile %s: %s %s", name,
-                      vkmha_status_string(st), vkmha_context_last_error(NULL)))
+        if (!(ctx = forced_tile_context(&tile, name, have, "cooperative matrices",
+                                        "cooperative")))
             continue;
         vkmha_kernel_info k;
         t_report(kernel_find(ctx, "matmul_coop", &k) && k.available &&
@@ -296,24 +313,9 @@ static void cm2_tile_cases(vkmha_context *ref, t_rng *rng, const mm_case *cases,
         char name[96];
         snprintf(name, sizeof name, "coopmat2 %ux%ux%u, workgroup %u", tile.bm, tile.bn, tile.bk,
                  tile.workgroup_size);
-        vkmha_context_desc desc = {0};
-        desc.enable_validation = t_validation();
-        desc.log = t_log;
-        desc.matmul_tile = &tile;
-        vkmha_context *ctx = NULL;
-        const vkmha_status st = vkmha_context_create(&desc, &ctx);
-        if (!have) {
-            const char *msg = vkmha_context_last_error(NULL);
-            t_report(st == VKMHA_ERROR_UNSUPPORTED && strstr(msg, "desc->matmul_tile") &&
-                         strstr(msg, "VK_NV_cooperative_matrix2"),
-                     "a device without VK_NV_cooperative_matrix2: matmul_tile %s is "
-                     "UNSUPPORTED naming desc->matmul_tile and the extension (%s: %s)",
-                     name, vkmha_status_string(st), msg);
-            vkmha_context_destroy(ctx);
-            continue;
-        }
-        if (!t_report(st == VKMHA_SUCCESS, "context with matmul_tile %s: %s %s", name,
-                      vkmha_status_string(st), vkmha_context_last_error(NULL)))
+        vkmha_context *ctx = forced_tile_context(&tile, name, have, "VK_NV_cooperative_matrix2",
+                                                 "VK_NV_cooperative_matrix2");
+        if (!ctx)
             continue;
         vkmha_kernel_info k;
         const bool listed = kernel_find(ctx, "matmul_cm2", &k) && k.available &&
@@ -442,23 +444,20 @@ int main(void)
      * would test nothing of it. */
     vkmha_context_info info = {0};
     vkmha_context_get_info(gpu, &info);
-    const char *env = getenv("VKMHA_MATMUL_TILE");
-    const bool forced = env && !strcmp(env, "cooperative");
-    vkmha_kernel_info coop;
-    const bool coop_on = kernel_find(gpu, "matmul_coop", &coop) && coop.available;
-    t_report(!forced || (info.cooperative_matrix && coop_on),
-             "VKMHA_MATMUL_TILE %s: the default context %s the cooperative matmul "
-             "(cooperative_matrix %d, matmul_coop %s)",
-             env ? env : "unset", forced ? "runs" : "may run", info.cooperative_matrix,
-             coop_on ? "available" : "unavailable");
     /* Likewise "coopmat2" (how a GPU run forces that kernel on the suite). */
-    const bool forced2 = env && !strcmp(env, "coopmat2");
-    const bool cm2_on = kernel_find(gpu, "matmul_cm2", &coop) && coop.available;
-    t_report(!forced2 || (info.cooperative_matrix2 && cm2_on),
-             "VKMHA_MATMUL_TILE %s: the default context %s the cooperative2 matmul "
-             "(cooperative_matrix2 %d, matmul_cm2 %s)",
-             env ? env : "unset", forced2 ? "runs" : "may run", info.cooperative_matrix2,
-             cm2_on ? "available" : "unavailable");
+    const char *env = getenv("VKMHA_MATMUL_TILE");
+    static const char *const forms[2] = {"cooperative", "coopmat2"},
+                             *const kernels[2] = {"matmul_coop", "matmul_cm2"};
+    const bool device_has[2] = {info.cooperative_matrix, info.cooperative_matrix2};
+    for (int i = 0; i < 2; i++) {
+        const bool forced = env && !strcmp(env, forms[i]);
+        vkmha_kernel_info k;
+        const bool on = kernel_find(gpu, kernels[i], &k) && k.available;
+        t_report(!forced || (device_has[i] && on),
+                 "VKMHA_MATMUL_TILE %s: the default context %s %s (the device's %d, %s)",
+                 env ? env : "unset", forced ? "runs" : "may run", kernels[i], device_has[i],
+                 on ? "available" : "unavailable");
+    }
     t_report_validation(gpu);
     vkmha_context_destroy(gpu);
 

@@ -63,8 +63,8 @@ static void keep_warnings(void *user, vkmha_log_level level, vkmha_status status
 static vkmha_context *create(uint32_t flags, uint32_t breaks, warnings *w, vkmha_status *st)
 {
     vkmha_debug_options dbg = {.self_check_break = breaks};
-    vkmha_context_desc d = {.backend = VKMHA_BACKEND_VULKAN, .enable_validation = t_validation(),
-                            .flags = flags, .debug = &dbg, .log = keep_warnings, .log_user = w,
+    vkmha_context_desc d = {.backend = VKMHA_BACKEND_VULKAN,
+                            .enable_validation = t_validation(), .flags = flags, .debug = &dbg, .log = keep_warnings, .log_user = w,
                             .log_level = VKMHA_LOG_DEBUG};
     vkmha_context *ctx = NULL;
     memset(w, 0, sizeof *w);
@@ -213,8 +213,9 @@ int main(void)
      * equals the reference. */
     {
         vkmha_debug_options dbg = {.max_storage_buffer_range = 64 * 1024};
-        vkmha_context_desc d = {.backend = VKMHA_BACKEND_VULKAN, .enable_validation = t_validation(),
-                                .debug = &dbg, .log = keep_warnings, .log_user = &w,
+        vkmha_context_desc d = {.backend = VKMHA_BACKEND_VULKAN,
+                                .enable_validation = t_validation(), .debug = &dbg,
+                                .log = keep_warnings, .log_user = &w,
                                 .log_level = VKMHA_LOG_DEBUG};
         memset(&w, 0, sizeof w);
         vkmha_context *parts = NULL;

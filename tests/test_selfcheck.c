@@ -64,7 +64,8 @@ static vkmha_context *create(uint32_t flags, uint32_t breaks, warnings *w, vkmha
 {
     vkmha_debug_options dbg = {.self_check_break = breaks};
     vkmha_context_desc d = {.backend = VKMHA_BACKEND_VULKAN,
-                            .enable_validation = t_validation(), .flags = flags, .debug = &dbg, .log = keep_warnings, .log_user = w,
+                            .enable_validation = t_validation(), .flags = flags,
+                            .debug = &dbg, .log = keep_warnings, .log_user = w,
                             .log_level = VKMHA_LOG_DEBUG};
     vkmha_context *ctx = NULL;
     memset(w, 0, sizeof *w);

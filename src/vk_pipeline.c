@@ -332,9 +332,12 @@ vkmha_status vk_pipelines_build(vk_state *vk)
 vkmha_status vk_pipelines_create_all(vk_state *vk)
 {
     vkmha_status st;
+    /* The variant every dispatch of the context takes (vk_dispatch): with
+     * the arm64 LLVM 15 workaround, the exact fp16 one. */
+    const uint32_t variant = vk->exact_f16_texels ? VK_VARIANT_EXACT_F16 : 0;
     for (uint32_t i = 0; i < vk->pipelines.n_pipes; i++)
         if (vk_pipe_available(vk, vk_pipe_at(i)) &&
-            (st = vk_pipeline_want(vk, &(vk_pipe_key){.pipe = vk_pipe_at(i)})))
+            (st = vk_pipeline_want(vk, &(vk_pipe_key){.pipe = vk_pipe_at(i), .variant = variant})))
             return st;
     return vk_pipelines_build(vk);
 }

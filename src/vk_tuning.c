@@ -196,12 +196,12 @@ static const char *coop_env_ignored(const vk_state *vk)
 }
 
 /* The same for the cooperative2 matmul, which also needs 16-bit storage:
- * a context whose desc turns it off (desc->debug->no_native_16bit, or a
- * driver workaround) keeps its matmul. */
+ * a context without it (desc->debug->no_native_16bit, a driver workaround,
+ * or a device without storageBuffer16BitAccess) keeps its matmul. */
 static const char *cm2_env_ignored(const vk_state *vk)
 {
     const char *why = coop_env_ignored(vk);
-    return why ? why : vk->no_native16 ? "16-bit storage is off for this context" : NULL;
+    return why ? why : !vk->storage16 ? "this context has no 16-bit storage" : NULL;
 }
 
 static bool pick_tile(const vkmha_device_info *d, const vkmha_tile_config *cands, size_t n,

@@ -261,11 +261,14 @@ static vkmha_status sparse_canary(vk_state *vk, uint32_t breaks)
     return st;
 }
 
-/* The cooperative2 canary's K: one unrolled run of steps
- * (shaders/matmul_cm2.comp's UNROLL) and one step after it. */
-static uint32_t vk_cm2_canary_k(const vkmha_tile_config *t)
+/* A cooperative kernel's canary product m x n x k for its tile t: past one
+ * tile each way, with edges; k past one step with a tail (KHR), or (cm2,
+ * the cooperative2 kernel) one unrolled run of steps of shaders/
+ * matmul_cm2.comp's UNROLL and one step after it, a multiple of bk. */
+static void coop_canary_dims(const vkmha_tile_config *t, bool cm2, uint32_t d[3])
 {
-    return t->bk ? ((t->bk >= 128 ? 2 : 256 / t->bk) + 1) * t->bk : 0;
+    d[0] = t->bm + 3, d[1] = t->bn + 5;
+    d[2] = !cm2 ? t->bk + 7 : t->bk ? ((t->bk >= 128 ? 2 : 256 / t->bk) + 1) * t->bk : 0;
 }
 
 /* The matmul paths, before the attention canaries (whose products take
@@ -292,10 +295,11 @@ static vkmha_status matmul_canaries(vk_state *vk, float *mem, uint32_t todo, uin
     for (int pass = 0; pass < 4 && !st; pass++) {
         if (!(pass == 0 ? check16 : pass == 1 ? coop : pass == 2 ? gemv : cm2))
             continue;
-        const vkmha_tile_config *ct = &vk->tuning.tile_coop, *c2 = &vk->tuning.tile_cm2;
-        const uint32_t m = pass == 0 ? 9 : pass == 1 ? ct->bm + 3 : pass == 2 ? 2 : c2->bm + 3,
-                       n = pass == 1 ? ct->bn + 5 : pass == 3 ? c2->bn + 5 : 37,
-                       k = pass == 1 ? ct->bk + 7 : pass == 3 ? vk_cm2_canary_k(c2) : 20;
+        uint32_t d[3] = {pass == 0 ? 9 : 2, 37, 20};
+        if (pass == 1 || pass == 3)
+            coop_canary_dims(pass == 1 ? &vk->tuning.tile_coop : &vk->tuning.tile_cm2, pass == 3,
+                             d);
+        const uint32_t m = d[0], n = d[1], k = d[2];
         const uint32_t dt = pass == 2 ? VKMHA_DTYPE_F32 : VKMHA_DTYPE_F16;
         float *a = mem, *b = a + m * k, *c = b + n * k, *r = c + m * n;
         uint16_t *h = (uint16_t *)(r + m * n);
@@ -448,14 +452,13 @@ vkmha_status vk_self_check_need(vk_state *vk, uint32_t paths)
     const uint32_t before16 = vk->tuning.native16, subgroup = vk->tuning.use_subgroup;
     /* The cooperative matmuls' canaries (matmul_canaries): A, B, C and the
      * reference's C in fp32, and the three in fp16. */
-    const vkmha_tile_config *ct = &vk->tuning.tile_coop, *c2 = &vk->tuning.tile_cm2;
     size_t mem_bytes = (size_t)(2 * H * LQ + 2 * HKV * LK + H * LQ) * DMAX * sizeof(float) +
                        (size_t)(2 * H * LQ + 2 * HKV * LK) * DMAX * sizeof(uint16_t) +
                        3 * 16400 * sizeof(float);
-    const size_t dims[2][3] = {{ct->bm + 3, ct->bn + 5, ct->bk + 7},
-                               {c2->bm + 3, c2->bn + 5, vk_cm2_canary_k(c2)}};
     for (int i = 0; i < 2; i++) {
-        const size_t cm = dims[i][0], cn = dims[i][1], ck = dims[i][2],
+        uint32_t d[3];
+        coop_canary_dims(i ? &vk->tuning.tile_cm2 : &vk->tuning.tile_coop, i == 1, d);
+        const size_t cm = d[0], cn = d[1], ck = d[2],
                      bytes = (cm * ck + cn * ck + 2 * cm * cn) * sizeof(float) +
                              (cm * ck + cn * ck + cm * cn) * sizeof(uint16_t);
         mem_bytes = bytes > mem_bytes ? bytes : mem_bytes;

@@ -736,7 +736,7 @@ int main(void)
         VKMHA_CHECK(vkmha_tensor_upload(wt, 0, w, (uint64_t)n_w * 4));
         const vkmha_heads_desc hd = {B, L, H, dk, 0};
         const vkmha_attention_desc ad = {B, H, 0, L, L, dk, dk, 0, 0, 0, 0};
-        const vkmha_matmul_desc mmd = {1, B * L, D, D, VKMHA_OP_T, 0, 0, 0, 0, 0, 0, 0, 0};
+        const vkmha_matmul_desc mmd = {.batch = 1, .m = B * L, .n = D, .k = D, .op_b = VKMHA_OP_T};
         const vkmha_softmax_desc sd = {1, 1, B * L, D, 0, 0};
         const vkmha_tensor_mask causal = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0, 0};
         memcpy((char *)e.arena_map + q_off, doubled, bytes);

@@ -914,6 +914,24 @@ typedef struct vkmha_matmul_desc {
     /* vkmha_dtype of the host arrays a, b, bias and c: F32 (0, default), F16
      * or BF16. The tensor forms ignore it: each tensor has its own. */
     uint32_t dtype VKMHA_ZERO;
+    /* A quantized B: a vkmha_quant_type (0, VKMHA_QUANT_NONE: B is of the
+     * float dtype like the others) and its group size (32, 64 or 128). b
+     * then holds one quantized matrix in the layout of "Quantized weights"
+     * (below): op T [n][k], its groups along k (a torch.nn.Linear weight;
+     * k a multiple of the group size), op N [k][n], its groups along n (n
+     * a multiple of it); ldb 0; stride_b 0 with batch 1, or VKMHA_BROADCAST
+     * (one B for every product). The tensor forms take b as a U8 tensor of
+     * at least the layout's bytes. The kernels dequantize B while loading
+     * it (scale * q, scale * (q - zero), exact in fp32) and accumulate in
+     * fp32; they read the bytes as they are (vkmha_dequantize's checks are
+     * not repeated): a scale that is not finite makes its group's products
+     * non-finite, and Q4Z's zero points are read from their low 4 bits. The
+     * reference backend computes from the same values in double. Vulkan:
+     * every array must fit one binding (maxStorageBufferRange) and one
+     * allocation: the windows and blocks of larger products are not taken
+     * with a quantized B (VKMHA_ERROR_UNSUPPORTED naming the array). */
+    uint32_t b_quant VKMHA_ZERO;
+    uint32_t b_group_size VKMHA_ZERO;
 } vkmha_matmul_desc;
 
 /* C[b] = alpha * A[b] * op(B[b]) + bias, for b < batch.
@@ -1497,9 +1515,11 @@ VKMHA_API vkmha_status vkmha_context_save_pipeline_cache(vkmha_context *ctx, con
 /* A weight matrix W [rows][cols] in torch.nn.Linear layout ([out][in]: cols
  * is the input dimension K of the product) kept in 8 or 4 bits per value,
  * with a scale per group of group_size consecutive values of a row (and, for
- * Q4Z, a zero point per group). These are the host-side formats and
- * functions (vkmha_quantize, vkmha_dequantize); the ops and the layer do
- * not take them yet (issue 28: the kernels will read this layout).
+ * Q4Z, a zero point per group). The host functions below write and read
+ * it (vkmha_quantize, vkmha_dequantize); vkmha_matmul and
+ * vkmha_matmul_tensor take B in it (vkmha_matmul_desc.b_quant), every
+ * matmul kernel dequantizing while it loads; the layer does not take it
+ * yet.
  *
  *   Q8    value = scale * q, q an int8 in -127..127 (symmetric);
  *   Q4    value = scale * q, q in -8..7 (symmetric; the 4-bit code is q + 8);

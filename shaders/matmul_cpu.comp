@@ -25,7 +25,9 @@
 // lane and B's are gathers (one row of B per column).
 // With VEC the host guarantees 16-byte alignment of every row start, K % 4 ==
 // 0 and, when B is not transposed, N % 4 == 0 (then TN % 4 == 0 too); without
-// it every load is a scalar read of the storage-buffer bindings.
+// it every load is a scalar read of the storage-buffer bindings. A quantized
+// B (shaders/quant.glsl) is read through its storage binding and
+// dequantized as it is read, with VEC four elements of a row at a time.
 
 #extension GL_GOOGLE_include_directive : require
 #include "typed.glsl"
@@ -58,6 +60,7 @@ TYPED_IN(2, 2, bias) // [N], or [M][ld_add] (ADDEND)
 TYPED_IO(3, 3, c)
 TYPED_IN(4, 0, a)
 TYPED_IN(5, 1, b)
+#include "quant.glsl"
 
 // What is added to output (r, col) of this dispatch besides the product.
 float bias_at(uint r, uint col)
@@ -81,10 +84,19 @@ uint b_item(uint item, uint k4, bool trans_b, uint col0, uint offb)
            (k4 * 4u + item % 4u) * (p.ldb / 4u);
 }
 
+// The same items of a quantized B (shaders/quant.glsl), dequantized from
+// its storage binding (offb 0): four elements along a row of B either way.
+vec4 qb_item(uint item, uint k4, bool trans_b, uint col0)
+{
+    if (trans_b)
+        return qb_at4(min(col0 + item, p.N - 1u), 4u * k4);
+    return qb_at4(4u * k4 + item % 4u, min(col0 + (item / 4u) * 4u, p.N - 4u));
+}
+
 void load_b(out vec4 bv[TN], uint k4, bool trans_b, uint col0, uint offb)
 {
     for (uint j = 0u; j < TN; j++)
-        bv[j] = b4(b_item(j, k4, trans_b, col0, offb));
+        bv[j] = quant_b() ? qb_item(j, k4, trans_b, col0) : b4(b_item(j, k4, trans_b, col0, offb));
 }
 
 void main()
@@ -149,10 +161,11 @@ void main()
         }
     } else {
         // Any shape and stride: scalar loads.
-        uint bidx[TN];
+        uint bidx[TN], bcol[TN];
         for (uint j = 0u; j < TN; j++) {
             const uint col = min(col0 + j, p.N - 1u);
             bidx[j] = offb + (trans_b ? col * p.ldb : col);
+            bcol[j] = col;
         }
         const uint bstep = trans_b ? 1u : p.ldb; // B index step per k
         for (uint k = 0u; k < p.K; k++) {
@@ -160,7 +173,9 @@ void main()
             for (uint t = 0u; t < TM; t++)
                 av[t] = ld_a(arow[t] + k);
             for (uint j = 0u; j < TN; j++) {
-                const float bv = ld_b(bidx[j] + k * bstep);
+                const float bv = !quant_b() ? ld_b(bidx[j] + k * bstep)
+                                 : trans_b    ? qb_at(bcol[j], k)
+                                              : qb_at(k, bcol[j]);
                 for (uint t = 0u; t < TM; t++)
                     acc[t * TN + j] = fma(av[t], bv, acc[t * TN + j]);
             }

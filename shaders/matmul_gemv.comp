@@ -9,7 +9,8 @@
 // a subgroup reduction adds the lanes' sums. No shared memory, no barrier;
 // any subgroup size (the loops follow gl_SubgroupID and gl_NumSubgroups).
 // The same bindings, push block, batching, bias and ranges of k as
-// shaders/matmul.comp; edges of any size.
+// shaders/matmul.comp; edges of any size. A quantized B (shaders/quant.glsl)
+// is dequantized as it is read.
 //
 // TEXEL_LAYOUT (CPU devices, whose matmul layout puts the register
 // variant's texel views at bindings 0 and 1): A and B at bindings 4 and 5.
@@ -39,6 +40,7 @@ TYPED_IN(2, 2, bias) // [N], or [M][ld_add] (ADDEND)
 TYPED_IO(3, 3, c)
 
 #include "matmul_out.glsl"
+#include "quant.glsl"
 
 void main()
 {
@@ -68,7 +70,8 @@ void main()
             for (; k4 + (UNROLL - 1u) * step < k4s; k4 += UNROLL * step) {
                 vec4 bv[UNROLL];
                 for (uint u = 0u; u < UNROLL; u++)
-                    bv[u] = ld4_b(b_row / 4u + k4 + u * step);
+                    bv[u] = quant_b() ? qb_at4(col, 4u * (k4 + u * step))
+                                      : ld4_b(b_row / 4u + k4 + u * step);
                 for (uint r = 0u; r < RM; r++)
                     if (r < rows) {
                         const uint a4 = (offa + (row0 + r) * p.lda) / 4u + k4;
@@ -77,14 +80,14 @@ void main()
                     }
             }
             for (; k4 < k4s; k4 += step) {
-                const vec4 bv = ld4_b(b_row / 4u + k4);
+                const vec4 bv = quant_b() ? qb_at4(col, 4u * k4) : ld4_b(b_row / 4u + k4);
                 for (uint r = 0u; r < RM; r++)
                     if (r < rows)
                         acc[r] += dot(ld4_a((offa + (row0 + r) * p.lda) / 4u + k4), bv);
             }
         } else {
             for (uint k = lane; k < p.K; k += gl_SubgroupSize) {
-                const float bv = ld_b(b_row + k);
+                const float bv = quant_b() ? qb_at(col, k) : ld_b(b_row + k);
                 for (uint r = 0u; r < RM; r++)
                     if (r < rows)
                         acc[r] = fma(ld_a(offa + (row0 + r) * p.lda + k), bv, acc[r]);

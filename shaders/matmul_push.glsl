@@ -18,6 +18,9 @@ PUSH_BEGIN(matmul_push)
     uint flags;  // FLAG_* below
     uint x_base, y_base; // first column and row tile of this dispatch
     uint ld_add; // ADDEND: the bias binding's row stride
+    // A quantized B (shaders/quant.glsl): the bytes of its scales and (Q4Z;
+    // 0 otherwise) zero points from its start, and log2 of its group size.
+    uint q_scales, q_zeros, q_shift;
 PUSH_END(matmul_push)
 
 PUSH_CONST(FLAG_TRANS_B, 1u) // op(B) = B^T

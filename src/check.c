@@ -111,6 +111,45 @@ static vkmha_status check_desc_dtype(vkmha_context *ctx, uint32_t dtype, uint32_
     return VKMHA_SUCCESS;
 }
 
+/* A quantized B (desc->b_quant): one matrix [b_rows][b_cols] of op(B)'s
+ * layout, its groups along b_cols, packed; into s->quant_b, layout_b and
+ * extent_b (bytes). Without one, b_group_size must be 0. */
+static vkmha_status check_quant_b(vkmha_context *ctx, const vkmha_matmul_desc *desc,
+                                  mm_shape *s)
+{
+    const uint32_t g = desc->b_group_size, b_cols = s->trans_b ? s->k : s->n;
+    if (!desc->b_quant) {
+        if (g)
+            return vkmha__fail(ctx, INVALID, "%s: desc->b_group_size (%u) is set but "
+                               "desc->b_quant is 0 (B not quantized)", ctx->call, g);
+        return VKMHA_SUCCESS;
+    }
+    if (desc->b_quant > VKMHA_QUANT_Q4Z)
+        return vkmha__fail(ctx, INVALID, "%s: desc->b_quant (%u) is not a vkmha_quant_type",
+                           ctx->call, desc->b_quant);
+    if (g != 32 && g != 64 && g != 128)
+        return vkmha__fail(ctx, INVALID, "%s: desc->b_group_size (%u) is not 32, 64 or 128",
+                           ctx->call, g);
+    if (b_cols % g)
+        return vkmha__fail(ctx, INVALID, "%s: desc->%s (%u) is not a multiple of "
+                           "desc->b_group_size (%u): a quantized b's groups run along %s",
+                           ctx->call, s->trans_b ? "k" : "n", b_cols, g,
+                           s->trans_b ? "k (op T)" : "n (op N)");
+    if (desc->ldb && desc->ldb != b_cols)
+        return vkmha__fail(ctx, INVALID, "%s: desc->ldb (%u) must be 0 with a quantized b "
+                           "(its rows are packed)", ctx->call, desc->ldb);
+    if (desc->stride_b != VKMHA_BROADCAST && (desc->stride_b != 0 || s->batch > 1))
+        return vkmha__fail(ctx, INVALID, "%s: desc->stride_b (%lld) must be VKMHA_BROADCAST "
+                           "with a quantized b (or 0 with batch 1): one matrix for every "
+                           "product", ctx->call, (long long)desc->stride_b);
+    s->quant_b = (vkmha_quant_desc){.type = desc->b_quant, .group_size = g,
+                                    .rows = s->trans_b ? s->n : s->k, .cols = b_cols};
+    s->layout_b = vkmha__quant_layout(&s->quant_b);
+    s->sb = 0;
+    s->extent_b = s->layout_b.bytes;
+    return VKMHA_SUCCESS;
+}
+
 vkmha_status vkmha__check_matmul(vkmha_context *ctx, const vkmha_matmul_desc *desc,
                                  const void *a, const void *b, const void *bias,
                                  const void *c, mm_shape *out)
@@ -146,13 +185,16 @@ vkmha_status vkmha__check_matmul(vkmha_context *ctx, const vkmha_matmul_desc *de
         return st;
     if ((st = resolve_batch(ctx, "stride_a", desc->stride_a, true, s.batch, s.m, s.lda,
                             s.k, &s.sa, &s.extent_a)) ||
-        (st = resolve_batch(ctx, "stride_b", desc->stride_b, true, s.batch, b_rows,
-                            s.ldb, b_cols, &s.sb, &s.extent_b)) ||
+        (!desc->b_quant &&
+         (st = resolve_batch(ctx, "stride_b", desc->stride_b, true, s.batch, b_rows,
+                             s.ldb, b_cols, &s.sb, &s.extent_b))) ||
+        (st = check_quant_b(ctx, desc, &s)) ||
         (st = resolve_batch(ctx, "stride_c", desc->stride_c, false, s.batch, s.m, s.ldc,
                             s.n, &s.sc, &s.extent_c)))
         return st;
     if ((st = vkmha__check_count(ctx, ctx->call, "a", s.extent_a, es, &bytes_a)) ||
-        (st = vkmha__check_count(ctx, ctx->call, "b", s.extent_b, es, &bytes_b)) ||
+        (st = vkmha__check_count(ctx, ctx->call, "b", s.extent_b,
+                                 s.quant_b.type ? 1 : es, &bytes_b)) ||
         (st = vkmha__check_count(ctx, ctx->call, "c", s.extent_c, es, &bytes_c)))
         return st;
     if (overlaps(ctx, c, bytes_c, a, bytes_a) || overlaps(ctx, c, bytes_c, b, bytes_b) ||

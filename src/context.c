@@ -179,7 +179,8 @@ VKMHA_API vkmha_status vkmha_matmul(vkmha_context *ctx, const vkmha_matmul_desc 
     vkmha__begin_call(ctx, "vkmha_matmul");
     if ((st = vkmha__check_matmul(ctx, desc, a, b, bias, c, &s)))
         return st;
-    const vkmha_arg aa = {.host = a, .dtype = s.dtype}, ab = {.host = b, .dtype = s.dtype},
+    const vkmha_arg aa = {.host = a, .dtype = s.dtype},
+                    ab = {.host = b, .dtype = s.quant_b.type ? VKMHA_DTYPE_U8 : s.dtype},
                     abias = {.host = bias, .dtype = s.dtype}, ac = {.host = c, .dtype = s.dtype};
     return vkmha__matmul_split(ctx, &run_host, &s, &aa, &ab, &abias, &ac);
 }

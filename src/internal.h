@@ -30,6 +30,11 @@ typedef struct mm_shape {
     /* Elements each array spans: the smallest array that holds every index. */
     uint64_t extent_a, extent_b, extent_c;
     uint32_t dtype; /* host arrays: desc->dtype (tensors have their own) */
+    /* A quantized B (vkmha_matmul_desc.b_quant; quant_b.type 0: none): b is
+     * one matrix [quant_b.rows][quant_b.cols] (op T [n][k], op N [k][n]) of
+     * layout_b.bytes bytes, extent_b; sb 0 and ldb its cols. */
+    vkmha_quant_desc quant_b;
+    vkmha_quant_layout layout_b;
 } mm_shape;
 
 typedef struct sm_shape {
@@ -448,6 +453,14 @@ mm_shape vkmha__projection(uint32_t rows, uint32_t out, uint32_t in);
 /* A submission that is already done (the reference backend's), or NULL out
  * of host memory. */
 vkmha_submission *vkmha__submission_done(vkmha_context *ctx);
+
+/* src/quant.c. The layout of a checked quant desc (include/vkmha.h). */
+vkmha_quant_layout vkmha__quant_layout(const vkmha_quant_desc *d);
+/* The values of the quantized matrix src (desc checked; layout l) in fp32,
+ * exact, read as the kernels read them: no checks, a zero point's low 4
+ * bits. */
+void vkmha__dequantize_f32(const vkmha_quant_desc *d, const vkmha_quant_layout *l,
+                           const uint8_t *src, float *dst);
 
 /* src/check.c: argument checking shared by both backends. Each returns
  * VKMHA_SUCCESS and a resolved shape, or VKMHA_ERROR_INVALID_ARGUMENT with a

@@ -39,14 +39,57 @@ static vkmha_status layout_of(vkmha_context *ctx, const vkmha_quant_desc *d,
     if ((uint64_t)d->rows * d->cols > (uint64_t)(SIZE_MAX / 4))
         return vkmha__fail(ctx, INVALID, "%s: desc->rows * desc->cols (%llu) is too many "
                            "elements", fn, (unsigned long long)d->rows * d->cols);
+    *out = vkmha__quant_layout(d);
+    return VKMHA_SUCCESS;
+}
+
+vkmha_quant_layout vkmha__quant_layout(const vkmha_quant_desc *d)
+{
+    vkmha_quant_layout l;
     const uint64_t groups = (uint64_t)d->rows * (d->cols / d->group_size),
                    values = (uint64_t)d->rows * d->cols / (d->type == VKMHA_QUANT_Q8 ? 1 : 2),
                    scales_end = values + 2 * groups;
-    out->scales_offset = values; /* a multiple of 16: cols is a multiple of 32 */
-    out->zeros_offset = d->type == VKMHA_QUANT_Q4Z ? (scales_end + 15) / 16 * 16 : 0;
-    const uint64_t end = out->zeros_offset ? out->zeros_offset + groups : scales_end;
-    out->bytes = (end + 15) / 16 * 16;
-    return VKMHA_SUCCESS;
+    l.scales_offset = values; /* a multiple of 16: cols is a multiple of 32 */
+    l.zeros_offset = d->type == VKMHA_QUANT_Q4Z ? (scales_end + 15) / 16 * 16 : 0;
+    const uint64_t end = l.zeros_offset ? l.zeros_offset + groups : scales_end;
+    l.bytes = (end + 15) / 16 * 16;
+    return l;
+}
+
+/* Row r's group g of the quantized bytes `in` into x[group_size] (exact in
+ * fp32), read as they are: the zero point's low 4 bits; *scale and *zero
+ * (the whole byte) for the caller's checks. */
+static void decode_group(const vkmha_quant_desc *d, const vkmha_quant_layout *l,
+                         const uint8_t *in, uint32_t r, uint32_t g, float *x, float *scale,
+                         uint8_t *zero)
+{
+    const uint32_t n = d->group_size;
+    const size_t at = (size_t)r * (d->cols / n) + g, first = (size_t)r * d->cols + (size_t)g * n;
+    uint16_t bits;
+    memcpy(&bits, in + l->scales_offset + 2 * at, sizeof bits);
+    const float s = vkmha__half_to_float(bits);
+    *scale = s;
+    *zero = d->type == VKMHA_QUANT_Q4Z ? in[l->zeros_offset + at] : 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const size_t e = first + i;
+        const int code = d->type == VKMHA_QUANT_Q8 ? (int)(int8_t)in[e]
+                                                   : (in[e / 2] >> (4 * (e & 1))) & 15;
+        const int q = d->type == VKMHA_QUANT_Q4 ? code - 8
+                      : d->type == VKMHA_QUANT_Q4Z ? code - (*zero & 15)
+                                                   : code;
+        x[i] = s * (float)q; /* exact: 11 bits times at most 8 */
+    }
+}
+
+void vkmha__dequantize_f32(const vkmha_quant_desc *d, const vkmha_quant_layout *l,
+                           const uint8_t *src, float *dst)
+{
+    float s;
+    uint8_t z;
+    for (uint32_t r = 0; r < d->rows; r++)
+        for (uint32_t g = 0; g < d->cols / d->group_size; g++)
+            decode_group(d, l, src, r, g,
+                         dst + (size_t)r * d->cols + (size_t)g * d->group_size, &s, &z);
 }
 
 VKMHA_API vkmha_status vkmha_quant_layout_of(vkmha_context *ctx, const vkmha_quant_desc *desc,
@@ -222,29 +265,19 @@ VKMHA_API vkmha_status vkmha_dequantize(vkmha_context *ctx, const vkmha_quant_de
                          src_bytes, "src_bytes", &l)))
         return st;
     const uint32_t n = desc->group_size, groups = desc->cols / n;
-    const uint8_t *in = src;
     const size_t es = vkmha__dtype_size(dst_dtype);
     float row[128];
     for (uint32_t r = 0; r < desc->rows; r++)
         for (uint32_t g = 0; g < groups; g++) {
-            const size_t at = (size_t)r * groups + g;
-            uint16_t bits;
-            memcpy(&bits, in + l.scales_offset + 2 * at, sizeof bits);
-            const float s = vkmha__half_to_float(bits);
-            const uint8_t zero = desc->type == VKMHA_QUANT_Q4Z ? in[l.zeros_offset + at] : 0;
+            float s;
+            uint8_t zero;
+            decode_group(desc, &l, src, r, g, row, &s, &zero);
             if (!isfinite(s) || zero > 15)
                 return vkmha__fail(ctx, INVALID, "%s: src row %u, group %u: %s", ctx->call, r,
                                    g, !isfinite(s) ? "the scale is not a finite fp16"
                                                    : "the zero point is above 15");
-            const size_t first = (size_t)r * desc->cols + (size_t)g * n;
-            for (uint32_t i = 0; i < n; i++) {
-                const size_t e = first + i;
-                const int code = desc->type == VKMHA_QUANT_Q8 ? (int)(int8_t)in[e]
-                                 : (in[e / 2] >> (4 * (e & 1))) & 15;
-                const int q = desc->type == VKMHA_QUANT_Q4 ? code - 8 : code - zero;
-                row[i] = s * (float)q; /* exact: 11 bits times at most 8 */
-            }
-            vkmha__from_f32(dst_dtype, row, n, (char *)dst + first * es);
+            vkmha__from_f32(dst_dtype, row, n,
+                            (char *)dst + ((size_t)r * desc->cols + (size_t)g * n) * es);
         }
     return VKMHA_SUCCESS;
 }

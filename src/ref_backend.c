@@ -78,10 +78,25 @@ static vkmha_status op_matmul(vkmha_context *ctx, const vkmha_run *run, const mm
                               const vkmha_arg *a, const vkmha_arg *b, const vkmha_arg *bias,
                               const vkmha_arg *c)
 {
-    const uint32_t dt[4] = {a->dtype, b->dtype, bias->dtype, c->dtype};
+    uint32_t dt[4] = {a->dtype, b->dtype, bias->dtype, c->dtype};
     (void)run;
-    return oom(ctx, ref_matmul_typed(ctx, s, dt, arg_host(a), arg_host(b), arg_host(bias),
-                                     arg_host(c)));
+    if (!s->quant_b.type)
+        return oom(ctx, ref_matmul_typed(ctx, s, dt, arg_host(a), arg_host(b), arg_host(bias),
+                                         arg_host(c)));
+    /* A quantized B: its values (exact in fp32) as an F32 B [rows][cols]. */
+    const vkmha_quant_desc *q = &s->quant_b;
+    float *fb = vkmha__alloc(ctx, (size_t)q->rows * q->cols * sizeof *fb);
+    if (!fb)
+        return oom(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY);
+    vkmha__dequantize_f32(q, &s->layout_b, arg_host(b), fb);
+    mm_shape fs = *s;
+    fs.quant_b.type = 0;
+    fs.extent_b = (uint64_t)q->rows * q->cols;
+    dt[1] = VKMHA_DTYPE_F32;
+    const vkmha_status st =
+        ref_matmul_typed(ctx, &fs, dt, arg_host(a), fb, arg_host(bias), arg_host(c));
+    vkmha__free(ctx, fb);
+    return oom(ctx, st);
 }
 
 static vkmha_status op_softmax(vkmha_context *ctx, const vkmha_run *run, const sm_shape *s,

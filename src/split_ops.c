@@ -162,7 +162,9 @@ static vkmha_status matmul_call(vkmha_context *ctx, const vkmha_run *run, const 
                                 const vkmha_arg *c)
 {
     const uint64_t es = vkmha__dtype_size(s->dtype), most = ctx->allocation_size;
-    if (s->batch == 1 && run->form == FORM_HOST && most &&
+    /* A quantized B is not taken in blocks: the backend refuses what does
+     * not fit. */
+    if (s->batch == 1 && run->form == FORM_HOST && most && !s->quant_b.type &&
         (s->extent_a * es > most || s->extent_b * es > most || s->extent_c * es > most))
         return matmul_blocks(ctx, run, s, a, b, bias, c);
     return ctx->ops->matmul(ctx, run, s, a, b, bias, c);
@@ -172,7 +174,8 @@ vkmha_status vkmha__matmul_split(vkmha_context *ctx, const vkmha_run *run, const
                                  const vkmha_arg *a, const vkmha_arg *b, const vkmha_arg *bias,
                                  const vkmha_arg *c)
 {
-    const uint64_t limit = vkmha__split_limit(ctx, run), es = vkmha__dtype_size(s->dtype);
+    const uint64_t limit = vkmha__split_limit(ctx, run), es = vkmha__dtype_size(s->dtype),
+                   es_b = s->quant_b.type ? 1 : es; /* a quantized B's extent is bytes */
     /* One matrix of each: the extent without the batch strides. */
     const uint64_t one_a = s->extent_a - (s->batch - 1) * s->sa,
                    one_b = s->extent_b - (s->batch - 1) * s->sb,
@@ -180,7 +183,7 @@ vkmha_status vkmha__matmul_split(vkmha_context *ctx, const vkmha_run *run, const
     uint32_t nb = s->batch;
     /* A single product is windowed by the backend (vk_record_matmul). */
     while (limit && nb > 1 &&
-           (((nb - 1) * s->sa + one_a) * es > limit || ((nb - 1) * s->sb + one_b) * es > limit ||
+           (((nb - 1) * s->sa + one_a) * es > limit || ((nb - 1) * s->sb + one_b) * es_b > limit ||
             ((nb - 1) * s->sc + one_c) * es > limit))
         nb = nb / 2 > 1 ? nb / 2 : 1;
     if (nb == s->batch)

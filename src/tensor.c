@@ -342,7 +342,8 @@ vkmha_status vkmha__matmul_tensors(vkmha_context *ctx, const vkmha_run *run,
         (st = vkmha__check_matmul(ctx, desc, host_of(a), host_of(b), host_of(bias),
                                   host_of(c), &s)) ||
         (st = check_tensor(ctx, "a", a, false, DTYPE_FLOAT, s.extent_a)) ||
-        (st = check_tensor(ctx, "b", b, false, DTYPE_FLOAT, s.extent_b)) ||
+        (st = check_tensor(ctx, "b", b, false,
+                           s.quant_b.type ? VKMHA_DTYPE_U8 : DTYPE_FLOAT, s.extent_b)) ||
         (st = check_tensor(ctx, "bias", bias, true, DTYPE_FLOAT, s.n)) ||
         (st = check_tensor(ctx, "c", c, false, DTYPE_FLOAT, s.extent_c)) ||
         (st = check_disjoint(ctx, c, "c", (const vkmha_tensor *const[]){a, b, bias},

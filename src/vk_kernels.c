@@ -448,7 +448,9 @@ bool vk_texel_u16(const vk_state *vk, vk_pipe pipe, uint32_t dtypes)
         return false;
     for (uint32_t i = 0; i < VK_DT_SLOTS; i++) {
         const uint32_t dt = VK_DT_OF(dtypes, i);
-        if ((sources >> i & 1) && dt != VKMHA_DTYPE_F16 && dt != VKMHA_DTYPE_BF16)
+        /* a quantized B (VK_DTYPE_I8, U4) is read through its storage binding */
+        if ((sources >> i & 1) && dt != VKMHA_DTYPE_F16 && dt != VKMHA_DTYPE_BF16 &&
+            dt != VK_DTYPE_I8 && dt != VK_DTYPE_U4)
             return false;
     }
     return true;

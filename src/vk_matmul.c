@@ -59,9 +59,10 @@ static vkmha_status record_block(vk_state *vk, vk_site *site, const vk_matmul_ar
     bool vec = all_aligned4(align, VKMHA_ARRAY_LEN(align)) && t->bk % 4 == 0 &&
                t->bn % 4 == 0;
     /* Texel reads need a vec4 view of the buffer in its dtype (wrapped
-     * tensors and bf16 have none). */
+     * tensors and bf16 have none); a quantized B is read through its
+     * storage binding. */
     if (vk->tuning.matmul_texel && !coop && !cm2 && !gemv_gpu &&
-        !vk_texel_ok((const vk_view *const[]){&a->a, &a->b}, 2, true))
+        !vk_texel_ok((const vk_view *const[]){&a->a, &a->b}, a->quant.type ? 1 : 2, true))
         vec = false;
     const vk_pipe pipe = gemv_gpu ? (vk_pipe){.kernel = KERNEL_MATMUL_GEMV_GPU, .vec = vec}
                          : cm2    ? (vk_pipe){.kernel = KERNEL_MATMUL_CM2}
@@ -82,7 +83,10 @@ static vkmha_status record_block(vk_state *vk, vk_site *site, const vk_matmul_ar
         .sc_outer = (uint32_t)a->c.stride[0], .sc_inner = (uint32_t)a->c.stride[1],
         .alpha = a->alpha,
         .flags = (a->trans_b ? FLAG_TRANS_B : 0u) | (a->bias.buf ? FLAG_BIAS : 0u),
-        .ld_add = a->addend ? (uint32_t)a->bias.stride[2] : 0u};
+        .ld_add = a->addend ? (uint32_t)a->bias.stride[2] : 0u,
+        .q_scales = (uint32_t)a->qlayout.scales_offset,
+        .q_zeros = (uint32_t)a->qlayout.zeros_offset,
+        .q_shift = a->quant.group_size == 128 ? 7u : a->quant.group_size == 64 ? 6u : 5u};
     const uint32_t variant = (a->accumulate ? VK_VARIANT_ACCUMULATE : 0u) |
                              (a->addend ? VK_VARIANT_ADDEND : 0u);
     const vk_view bufs[4] = {a->a, a->b, a->bias, a->c};
@@ -151,7 +155,9 @@ static vkmha_status plan_windows(vk_state *vk, const vk_matmul_args *a, uint64_t
     const uint64_t m = a->m, n = a->n, k = a->k, batch = (uint64_t)a->batch_outer * a->batch_inner;
     const uint64_t range = vk->info.max_storage_buffer_range, most = vk_window_bytes(vk);
     const uint64_t ba = span(m, k, lda, a->a.dtype),
-                   bb = a->trans_b ? span(n, k, ldb, a->b.dtype) : span(k, n, ldb, a->b.dtype),
+                   bb = a->quant.type ? a->qlayout.bytes
+                        : a->trans_b  ? span(n, k, ldb, a->b.dtype)
+                                      : span(k, n, ldb, a->b.dtype),
                    bc = span(m, n, ldc, a->c.dtype),
                    bbias = a->bias.buf ? n * vkmha__dtype_size(a->bias.dtype) : 0;
     *mc = m, *nc = n, *kc = k, *count = 1;
@@ -160,6 +166,11 @@ static vkmha_status plan_windows(vk_state *vk, const vk_matmul_args *a, uint64_t
     if (fit_a && fit_b && fit_c && vk_view_fits(vk, &a->bias, bbias))
         return VKMHA_SUCCESS;
     const char *what = !fit_a ? "a" : !fit_b ? "b" : !fit_c ? "c" : "bias";
+    if (a->quant.type)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: %s of a matmul with a quantized b is beyond "
+                           "maxStorageBufferRange (%llu bytes): such products are not run in "
+                           "windows", vk->ctx->call, what, (unsigned long long)range);
     if (batch > 1)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: %s of a batched matmul is beyond maxStorageBufferRange (%llu "
@@ -291,9 +302,12 @@ vk_matmul_args vk_matmul_args_of(const mm_shape *s, vk_view a, vk_view b, vk_vie
     a.stride[0] = s->sa, a.stride[2] = s->lda;
     b.stride[0] = s->sb, b.stride[2] = s->ldb;
     c.stride[0] = s->sc, c.stride[2] = s->ldc;
+    if (s->quant_b.type)
+        b.dtype = s->quant_b.type == VKMHA_QUANT_Q8 ? VK_DTYPE_I8 : VK_DTYPE_U4;
     return (vk_matmul_args){.a = a, .b = b, .bias = bias, .c = c, .m = s->m, .n = s->n,
                             .k = s->k, .trans_b = s->trans_b, .alpha = s->alpha,
-                            .batch_outer = s->batch, .batch_inner = 1, .b_div = 1};
+                            .batch_outer = s->batch, .batch_inner = 1, .b_div = 1,
+                            .quant = s->quant_b, .qlayout = s->layout_b};
 }
 
 static vkmha_status record_op(vk_state *vk, const void *args)
@@ -372,9 +386,11 @@ vkmha_status vk_matmul(vk_state *vk, const mm_shape *s, const void *a, const voi
 {
     vkmha_status st;
     const uint64_t es = vkmha__dtype_size(s->dtype);
-    if (s->batch <= 1 && !s->trans_b && s->extent_b * es > vk->info.max_allocation_size)
+    if (s->batch <= 1 && !s->trans_b && !s->quant_b.type &&
+        s->extent_b * es > vk->info.max_allocation_size)
         return matmul_k_blocks(vk, s, a, b, bias, c);
-    const uint64_t ba = s->extent_a * es, bb = s->extent_b * es, bc = s->extent_c * es,
+    const uint64_t ba = s->extent_a * es, bc = s->extent_c * es,
+                   bb = s->extent_b * (s->quant_b.type ? 1 : es), /* quantized: bytes */
                    bbias = bias ? (uint64_t)s->n * es : 0;
     const uint32_t dt = s->dtype;
     const vk_matmul_args args = vk_matmul_args_of(

@@ -17,6 +17,12 @@ typedef struct vk_matmul_args {
     uint32_t batch_outer, batch_inner, b_div;
     bool accumulate; /* C += alpha A op(B) (+ bias) */
     bool addend;     /* bias is an fp32 [m][n] at its stride[2] (vk_record_matmul) */
+    /* A quantized B (quant.type 0: none): b's view (dtype VK_DTYPE_I8 for
+     * Q8, VK_DTYPE_U4 for Q4 and Q4Z) holds one matrix [quant.rows]
+     * [quant.cols] in the layout qlayout (shaders/quant.glsl); never in
+     * windows. */
+    vkmha_quant_desc quant;
+    vkmha_quant_layout qlayout;
 } vk_matmul_args;
 /* Records C = alpha A op(B) + bias. Operands past maxStorageBufferRange
  * (one product only) are bound in windows: B over its rows with op T (the

@@ -93,8 +93,8 @@ static void matmul_host(vkmha_context *ref, vkmha_context *gpu, const char *tag,
           *fbias = t_random(&rng, n, -1, 1);
     void *a = t_to_dt(dt, fa, na), *b = t_to_dt(dt, fb, nb), *bias = t_to_dt(dt, fbias, n);
     void *want = calloc(nc + 2, 2), *got = calloc(nc + 2, 2);
-    vkmha_matmul_desc d = {batch, m, n, k, trans_b ? VKMHA_OP_T : VKMHA_OP_N, 0, 0, 0, 0,
-                           0, 0, 0, dt};
+    vkmha_matmul_desc d = {.batch = batch, .m = m, .n = n, .k = k,
+                           .op_b = trans_b ? VKMHA_OP_T : VKMHA_OP_N, .dtype = dt};
     bool ok = true;
     T_EXPECT_STATUS(vkmha_matmul(ref, &d, a, b, bias, want), VKMHA_SUCCESS, ok);
     T_EXPECT_STATUS(vkmha_matmul(gpu, &d, a, b, bias, got), VKMHA_SUCCESS, ok);
@@ -140,7 +140,7 @@ static void matmul_mixed(vkmha_context *ref, vkmha_context *gpu, const char *tag
           *fbias = t_random(&rng, n, -1, 1), *zero = t_alloc((size_t)m * n);
     vkmha_context *ctx[2] = {ref, gpu};
     void *out[2] = {NULL, NULL};
-    vkmha_matmul_desc d = {1, m, n, k, VKMHA_OP_T, 0, 0, 0, 0, 0, 0, 0, 0};
+    vkmha_matmul_desc d = {.batch = 1, .m = m, .n = n, .k = k, .op_b = VKMHA_OP_T};
     bool ok = true;
     for (int c = 0; c < 2; c++) {
         vkmha_tensor *a = tensor_of(ctx[c], dt[0], fa, (size_t)m * k),

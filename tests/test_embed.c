@@ -126,7 +126,7 @@ static void tensor_ops(vkmha_context *ctx, const char *be, t_rng *r)
     const uint32_t M = 7, N = 9, K = 13, BT = 2;
     float *a = t_random(r, BT * M * K, -1, 1), *b = t_random(r, BT * N * K, -1, 1),
           *bias = t_random(r, N, -1, 1), *c = t_alloc(BT * M * N);
-    vkmha_matmul_desc md = {BT, M, N, K, VKMHA_OP_T, 0.5f, 0, 0, 0, 0, 0, 0, 0};
+    vkmha_matmul_desc md = {.batch = BT, .m = M, .n = N, .k = K, .op_b = VKMHA_OP_T, .alpha = 0.5f};
     bool ok = vkmha_matmul(ctx, &md, a, b, bias, c) == VKMHA_SUCCESS;
     vkmha_tensor *ta = tensor_from(ctx, a, BT, M, K), *tb = tensor_from(ctx, b, BT, N, K),
                  *tbias = tensor_from(ctx, bias, 1, 1, N), *tc = tensor(ctx, VKMHA_DTYPE_F32, 3,
@@ -426,7 +426,7 @@ static void bad_tensors(vkmha_context *gpu, vkmha_context *ref)
                  *small = tensor(gpu, VKMHA_DTYPE_F32, 1, 15, 0, 0, 0),
                  *dead = tensor(gpu, VKMHA_DTYPE_F32, 2, 4, 4, 0, 0);
     vkmha_tensor_destroy(dead);
-    vkmha_matmul_desc md = {1, 4, 4, 4, VKMHA_OP_N, 0, 0, 0, 0, 0, 0, 0, 0};
+    vkmha_matmul_desc md = {.batch = 1, .m = 4, .n = 4, .k = 4, .op_b = VKMHA_OP_N};
     expect(gpu, vkmha_matmul_tensor(gpu, &md, other, a, NULL, c), VKMHA_ERROR_INVALID_ARGUMENT,
            "a", "vkmha_matmul_tensor with another context's tensor");
     expect(gpu, vkmha_matmul_tensor(gpu, &md, a, dead, NULL, c), VKMHA_ERROR_INVALID_ARGUMENT,

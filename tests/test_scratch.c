@@ -51,8 +51,9 @@ static bool random_call(pair *p, t_rng *r, vkmha_mha *layers[2], int kind)
     vkmha_status st[2];
     switch (kind) {
     case 0: { /* matmul */
-        vkmha_matmul_desc d = {pick(r, 1, 3), pick(r, 1, 300), pick(r, 1, 300), pick(r, 1, 200),
-                               VKMHA_OP_T, 0, 0, 0, 0, 0, 0, 0, 0};
+        vkmha_matmul_desc d = {.batch = pick(r, 1, 3), .m = pick(r, 1, 300),
+                               .n = pick(r, 1, 300), .k = pick(r, 1, 200),
+                               .op_b = VKMHA_OP_T};
         in[0] = t_random(r, (size_t)d.batch * d.m * d.k, -1, 1);
         in[1] = t_random(r, (size_t)d.batch * d.n * d.k, -1, 1);
         n_out = (size_t)d.batch * d.m * d.n;

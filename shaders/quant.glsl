@@ -1,0 +1,75 @@
+// A quantized B of the matmul kernels (vkmha_matmul_desc.b_quant;
+// src/vk_matmul.c): binding b (dtype slot 1) holds one matrix [rows][cols]
+// in the layout of include/vkmha.h, "Quantized weights": the values (Q8:
+// int8, dtype DT_I8; Q4 and Q4Z: 4-bit codes, two per byte, the low nibble
+// first, DT_U4), row after row with cols = p.ldb; fp16 scales
+// [rows][cols >> p.q_shift] at byte p.q_scales; for Q4Z a zero point a byte
+// each, [rows][cols >> p.q_shift] at byte p.q_zeros (0 for Q8 and Q4,
+// whose zero is 0 and 8). An element is scale * (q - zero), exact in fp32
+// (11 bits of scale times at most 8), as the reference dequantizes it; the
+// bytes are read as they are (a zero point's low 4 bits). The matrix is
+// read through the binding's words (b_w, declared by TYPED_IN for every
+// dtype) from MISALIGN_BYTES(1).
+// Include after the push block and TYPED_IN(.., 1, b).
+
+// Whether B is quantized: its dtype, a specialization constant, so the
+// other branch is folded away.
+bool quant_b()
+{
+    return DTYPE(1) == DT_I8 || DTYPE(1) == DT_U4;
+}
+
+// Byte `at` of the matrix.
+uint qb_byte(uint at)
+{
+    at += MISALIGN_BYTES(1);
+    return (b_w[at >> 2] >> (8u * (at & 3u))) & 0xffu;
+}
+
+// The scale and the zero point of the group of element (row, col).
+vec2 qb_group(uint row, uint col)
+{
+    const uint g = row * (p.ldb >> p.q_shift) + (col >> p.q_shift);
+    const uint at = p.q_scales + 2u * g + MISALIGN_BYTES(1); // even
+    const float scale = f16_bits_to_f32((b_w[at >> 2] >> (8u * (at & 3u))) & 0xffffu);
+    const float zero = DTYPE(1) == DT_I8 ? 0.0
+                       : p.q_zeros != 0u ? float(qb_byte(p.q_zeros + g) & 15u)
+                                         : 8.0;
+    return vec2(scale, zero);
+}
+
+// The code of element i (row * cols + col) as a float: int8, or 0..15.
+float qb_code(uint i)
+{
+    if (DTYPE(1) == DT_I8)
+        return float(int(qb_byte(i) << 24) >> 24);
+    return float((qb_byte(i >> 1) >> (4u * (i & 1u))) & 15u);
+}
+
+// Element (row, col) of the stored matrix.
+float qb_at(uint row, uint col)
+{
+    const vec2 sz = qb_group(row, col);
+    return sz.x * (qb_code(row * p.ldb + col) - sz.y);
+}
+
+// Elements (row, col .. col + 3), col a multiple of 4 (one group: group
+// sizes are multiples of 32): one word of Q8 codes, or two bytes of Q4,
+// where the binding's start keeps them in one word.
+vec4 qb_at4(uint row, uint col)
+{
+    const vec2 sz = qb_group(row, col);
+    const uint i = row * p.ldb + col; // a multiple of 4: cols is one
+    vec4 q;
+    if ((MISALIGN_BYTES(1) & 3u) != 0u) {
+        q = vec4(qb_code(i), qb_code(i + 1u), qb_code(i + 2u), qb_code(i + 3u));
+    } else if (DTYPE(1) == DT_I8) {
+        const uint w = b_w[(i + MISALIGN_BYTES(1)) >> 2];
+        q = vec4(ivec4(int(w << 24), int(w << 16), int(w << 8), int(w)) >> 24);
+    } else {
+        const uint at = (i >> 1) + MISALIGN_BYTES(1); // even
+        const uint h = b_w[at >> 2] >> (8u * (at & 3u));
+        q = vec4(h & 15u, (h >> 4) & 15u, (h >> 8) & 15u, (h >> 12) & 15u);
+    }
+    return sz.x * (q - sz.y);
+}

@@ -1,0 +1,350 @@
+/* vkmha_matmul and vkmha_matmul_tensor with a quantized B
+ * (vkmha_matmul_desc.b_quant) on Vulkan vs the reference backend, element
+ * by element: Q8, Q4 and Q4Z at group sizes 32, 64 and 128, op T ([n][k],
+ * groups along k: a torch.nn.Linear weight) and op N ([k][n], groups along
+ * n), f32 / f16 / bf16 activations, bias, alpha, padded rows of A and C,
+ * a B broadcast over a batch, sizes that are multiples of no tile (k and n
+ * only as the groups require), on every matmul kernel the device has for
+ * them: the CPU-shaped register kernel (vec4 texel reads of A and scalar
+ * reads), its few-rows form (lanes over columns), the shared-memory tile
+ * kernel and the GPUs' few-rows GEMV (forced through matmul_tile). Also:
+ * bytes no quantizer writes (an Inf scale, a zero point above 15, the int8
+ * code -128) read alike by both backends; the tensor form (a U8 tensor b,
+ * mixed activation dtypes); bad arguments refused naming them, the context
+ * working after each. The independent check of the values (numpy's
+ * transcription of the format) is tests/python/test_quant.py's.
+ *
+ * Tolerance: both backends multiply the same activations by the same
+ * dequantized weights (exact in fp32); the reference sums in double, the
+ * kernels in fp32: |gpu - ref| <= ATOL_PER_SQRT_K * sqrt(k) + rtol |ref|,
+ * rtol 1e-5 for an fp32 C, two roundings of C for 16-bit ones (2^-10 for
+ * fp16, 2^-7 for bf16). */
+#include "util_dtype.h"
+
+#define ATOL_PER_SQRT_K 4e-6
+
+static const char *const qnames[] = {"", "q8", "q4", "q4z"};
+static const char *const dnames[] = {"f32", "u8", "f16", "bf16"};
+
+typedef struct qcase {
+    uint32_t type, group;
+    vkmha_op op;
+    uint32_t batch, m, n, k;
+    uint32_t dt; /* a, bias, c */
+    bool bias, broadcast;
+    float alpha;
+    uint32_t pad_lda, pad_ldc;
+} qcase;
+
+static double rtol_of(uint32_t dt)
+{
+    return dt == VKMHA_DTYPE_F32 ? 1e-5 : 2 * t_dt_unit(dt);
+}
+
+/* B's quantized bytes for case c: random weights in [-1, 1] quantized on
+ * the host (*bytes set). */
+static uint8_t *quantized_b(vkmha_context *ref, t_rng *rng, const qcase *c, uint64_t *bytes)
+{
+    const vkmha_quant_desc q = {c->type, c->group, c->op == VKMHA_OP_T ? c->n : c->k,
+                                c->op == VKMHA_OP_T ? c->k : c->n};
+    vkmha_quant_layout l;
+    if (vkmha_quant_layout_of(ref, &q, &l))
+        return NULL;
+    float *w = t_random(rng, (size_t)q.rows * q.cols, -1, 1);
+    uint8_t *b = malloc(l.bytes);
+    if (!b || vkmha_quantize(ref, &q, VKMHA_DTYPE_F32, w, b, l.bytes)) {
+        free(w);
+        free(b);
+        return NULL;
+    }
+    free(w);
+    *bytes = l.bytes;
+    return b;
+}
+
+/* Case c on host arrays: gpu against ref. edit (may be NULL) changes B's
+ * bytes before both run (bytes no quantizer writes). */
+static void run_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const qcase *c,
+                     const char *ctx_name, void (*edit)(uint8_t *, const qcase *),
+                     const char *edit_name)
+{
+    char name[256];
+    snprintf(name, sizeof name,
+             "[%s] %s g%u op %s batch %u m %u n %u k %u %s bias %d alpha %g pads %u/%u%s%s%s",
+             ctx_name, qnames[c->type], c->group, c->op == VKMHA_OP_T ? "T" : "N", c->batch,
+             c->m, c->n, c->k, dnames[c->dt], c->bias, (double)c->alpha, c->pad_lda,
+             c->pad_ldc, c->broadcast ? " broadcast b" : "", edit_name ? ", " : "",
+             edit_name ? edit_name : "");
+    vkmha_matmul_desc d = {.batch = c->batch, .m = c->m, .n = c->n, .k = c->k, .op_b = c->op,
+                           .alpha = c->alpha, .dtype = c->dt, .b_quant = c->type,
+                           .b_group_size = c->group};
+    d.lda = c->pad_lda ? c->k + c->pad_lda : 0;
+    d.ldc = c->pad_ldc ? c->n + c->pad_ldc : 0;
+    d.stride_b = c->broadcast ? VKMHA_BROADCAST : 0;
+    const uint32_t lda = c->k + c->pad_lda, ldc = c->n + c->pad_ldc, B = c->batch ? c->batch : 1;
+    const size_t na = (size_t)B * c->m * lda, nc = (size_t)B * c->m * ldc;
+    uint64_t nb = 0;
+    uint8_t *b = quantized_b(ref, rng, c, &nb);
+    if (!b) {
+        t_report(false, "%s: quantizing b: %s", name, vkmha_context_last_error(ref));
+        return;
+    }
+    if (edit)
+        edit(b, c);
+    float *a = t_random(rng, na, -1, 1), *bias = c->bias ? t_random(rng, c->n, -1, 1) : NULL;
+    float *sentinel = t_alloc(nc);
+    t_fill(sentinel, nc, 12288.0f); /* exact in every dtype: padding must keep it */
+    void *a_dt = t_to_dt(c->dt, a, na), *bias_dt = bias ? t_to_dt(c->dt, bias, c->n) : NULL,
+         *want = t_to_dt(c->dt, sentinel, nc), *got = t_to_dt(c->dt, sentinel, nc);
+    bool ok = true;
+    T_EXPECT_STATUS(vkmha_matmul(ref, &d, a_dt, b, bias_dt, want), VKMHA_SUCCESS, ok);
+    const vkmha_status st = vkmha_matmul(gpu, &d, a_dt, b, bias_dt, got);
+    T_EXPECT_STATUS(st, VKMHA_SUCCESS, ok);
+    if (st)
+        t_diag("%s", vkmha_context_last_error(gpu));
+    float *g = t_from_dt(c->dt, got, nc), *w = t_from_dt(c->dt, want, nc);
+    const double atol = ATOL_PER_SQRT_K * sqrt((double)c->k) * (c->alpha ? fabs(c->alpha) : 1);
+    ok = ok && t_close(name, "c", g, w, nc, atol, rtol_of(c->dt));
+    for (size_t i = 0; ok && i < nc; i++)
+        if (i % ldc >= c->n && g[i] != 12288.0f) {
+            t_diag("%s: padding c[%zu] was overwritten (%g)", name, i, (double)g[i]);
+            ok = false;
+        }
+    t_report(ok, "%s", name);
+    free(a), free(bias), free(sentinel), free(a_dt), free(bias_dt), free(want), free(got);
+    free(g), free(w), free(b);
+}
+
+/* ---- bytes no quantizer writes --------------------------------------------- */
+
+static uint64_t layout_bytes_scales(const qcase *c, uint64_t *zeros)
+{
+    /* The header's layout, written out: values, fp16 scales, then zeros. */
+    const uint64_t rows = c->op == VKMHA_OP_T ? c->n : c->k,
+                   cols = c->op == VKMHA_OP_T ? c->k : c->n,
+                   values = rows * cols / (c->type == VKMHA_QUANT_Q8 ? 1 : 2);
+    *zeros = (values + 2 * rows * (cols / c->group) + 15) / 16 * 16;
+    return values;
+}
+
+/* Row 1's second group: an Inf scale (its products non-finite). */
+static void edit_inf_scale(uint8_t *b, const qcase *c)
+{
+    uint64_t zeros;
+    const uint64_t scales = layout_bytes_scales(c, &zeros),
+                   cols = c->op == VKMHA_OP_T ? c->k : c->n, g = cols / c->group + 1;
+    b[scales + 2 * g] = 0x00, b[scales + 2 * g + 1] = 0x7c; /* +Inf */
+}
+
+/* Every zero point with its high bits set (read: the low 4 bits). */
+static void edit_zero_high(uint8_t *b, const qcase *c)
+{
+    uint64_t zeros;
+    const uint64_t rows = c->op == VKMHA_OP_T ? c->n : c->k,
+                   cols = c->op == VKMHA_OP_T ? c->k : c->n;
+    layout_bytes_scales(c, &zeros);
+    for (uint64_t i = 0; i < rows * (cols / c->group); i++)
+        b[zeros + i] |= 0xa0;
+}
+
+/* Q8: every fifth code -128 (the quantizer writes -127 .. 127). */
+static void edit_code_min(uint8_t *b, const qcase *c)
+{
+    const uint64_t n = (uint64_t)c->n * c->k;
+    for (uint64_t i = 0; i < n; i += 5)
+        b[i] = 0x80;
+}
+
+/* ---- the tensor form ------------------------------------------------------- */
+
+static vkmha_tensor *tensor_of(vkmha_context *ctx, uint32_t dt, uint64_t n, const void *data)
+{
+    const vkmha_tensor_desc td = {.dtype = dt, .rank = 1, .dims = {(uint32_t)n}};
+    vkmha_tensor *t = NULL;
+    if (vkmha_tensor_create(ctx, &td, &t))
+        return NULL;
+    const uint64_t bytes = dt == VKMHA_DTYPE_U8 ? (n + 3) / 4 * 4 : n * (dt ? 2 : 4);
+    if (data && vkmha_tensor_upload(t, 0, data, dt == VKMHA_DTYPE_U8 ? n : bytes)) {
+        vkmha_tensor_destroy(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* The tensor form on both backends: A f16, bias f32, C bf16 (each tensor
+ * its own dtype), B a U8 tensor; against the host form of the reference
+ * with the same values. */
+static void tensor_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const char *ctx_name)
+{
+    const qcase c = {VKMHA_QUANT_Q4Z, 64, VKMHA_OP_T, 1, 5, 21, 128, VKMHA_DTYPE_F32, true, false,
+                     0, 0, 0};
+    char name[160];
+    snprintf(name, sizeof name, "[%s] tensors: q4z g64 op T m 5 n 21 k 128, a f16, bias f32, "
+             "c bf16", ctx_name);
+    uint64_t nb = 0;
+    uint8_t *b = quantized_b(ref, rng, &c, &nb);
+    float *a = t_random(rng, 5 * 128, -1, 1), *bias = t_random(rng, 21, -1, 1);
+    void *a16 = t_to_dt(VKMHA_DTYPE_F16, a, 5 * 128);
+    vkmha_matmul_desc d = {.m = 5, .n = 21, .k = 128, .op_b = VKMHA_OP_T,
+                           .b_quant = VKMHA_QUANT_Q4Z, .b_group_size = 64};
+    bool ok = b != NULL;
+    float *want = t_alloc(5 * 21), *got = t_alloc(5 * 21);
+    for (int be = 0; ok && be < 2; be++) {
+        vkmha_context *ctx = be ? gpu : ref;
+        vkmha_tensor *ta = tensor_of(ctx, VKMHA_DTYPE_F16, 5 * 128, a16),
+                     *tb = tensor_of(ctx, VKMHA_DTYPE_U8, nb, b),
+                     *tbias = tensor_of(ctx, VKMHA_DTYPE_F32, 21, bias),
+                     *tc = tensor_of(ctx, VKMHA_DTYPE_BF16, 5 * 21, NULL);
+        uint16_t c16[5 * 21];
+        ok = ta && tb && tbias && tc;
+        T_EXPECT_STATUS(ok ? vkmha_matmul_tensor(ctx, &d, ta, tb, tbias, tc)
+                           : VKMHA_ERROR_OUT_OF_DEVICE_MEMORY,
+                        VKMHA_SUCCESS, ok);
+        if (!ok)
+            t_diag("%s: %s", name, vkmha_context_last_error(ctx));
+        ok = ok && !vkmha_tensor_download(tc, 0, c16, sizeof c16);
+        if (ok)
+            vkmha__to_f32(VKMHA_DTYPE_BF16, c16, 5 * 21, be ? got : want);
+        /* A b tensor of a float dtype, and one a byte short. */
+        if (ok && be) {
+            vkmha_tensor *f = tensor_of(ctx, VKMHA_DTYPE_F32, nb, NULL),
+                         *shorter = tensor_of(ctx, VKMHA_DTYPE_U8, nb - 1, NULL);
+            ok = t_report(f && shorter &&
+                              vkmha_matmul_tensor(ctx, &d, ta, f, tbias, tc) ==
+                                  VKMHA_ERROR_INVALID_ARGUMENT &&
+                              t_message_names(name, vkmha_context_last_error(ctx),
+                                              "vkmha_matmul_tensor", "b", "U8") &&
+                              vkmha_matmul_tensor(ctx, &d, ta, shorter, tbias, tc) ==
+                                  VKMHA_ERROR_INVALID_ARGUMENT &&
+                              t_message_names(name, vkmha_context_last_error(ctx),
+                                              "vkmha_matmul_tensor", "b", NULL) &&
+                              t_context_works(ctx, name),
+                          "[%s] tensors: a quantized b of dtype F32, or a byte short: refused "
+                          "naming b", ctx_name);
+            vkmha_tensor_destroy(f);
+            vkmha_tensor_destroy(shorter);
+        }
+        vkmha_tensor_destroy(ta), vkmha_tensor_destroy(tb);
+        vkmha_tensor_destroy(tbias), vkmha_tensor_destroy(tc);
+    }
+    ok = ok && t_close(name, "c", got, want, 5 * 21, ATOL_PER_SQRT_K * sqrt(128.0),
+                       rtol_of(VKMHA_DTYPE_BF16));
+    t_report(ok, "%s", name);
+    free(b), free(a), free(bias), free(a16), free(want), free(got);
+}
+
+/* ---- bad arguments --------------------------------------------------------- */
+
+static void bad_cases(vkmha_context *ctx, const char *be)
+{
+    float a[64 * 4], c[64 * 4];
+    uint8_t b[4096];
+    memset(a, 0, sizeof a);
+    memset(b, 0, sizeof b);
+    const vkmha_matmul_desc good = {.m = 2, .n = 3, .k = 64, .op_b = VKMHA_OP_T,
+                                    .b_quant = VKMHA_QUANT_Q8, .b_group_size = 32};
+    struct {
+        const char *what, *arg, *extra;
+        vkmha_matmul_desc d;
+    } bad[] = {
+        {"b_quant 4", "desc->b_quant", "vkmha_quant_type", good},
+        {"group size 48", "desc->b_group_size", "32", good},
+        {"op T, k 48 not a multiple of the group", "desc->k", "b_group_size", good},
+        {"op N, n 3 not a multiple of the group", "desc->n", "b_group_size", good},
+        {"ldb set", "desc->ldb", "packed", good},
+        {"batch 2, stride_b packed", "desc->stride_b", "VKMHA_BROADCAST", good},
+        {"batch 1, stride_b 500", "desc->stride_b", "VKMHA_BROADCAST", good},
+        {"b_group_size without b_quant", "desc->b_group_size", "b_quant", good},
+    };
+    bad[0].d.b_quant = 4;
+    bad[1].d.b_group_size = 48;
+    bad[2].d.k = 48;
+    bad[3].d.op_b = VKMHA_OP_N;
+    bad[4].d.ldb = 80;
+    bad[5].d.batch = 2;
+    bad[6].d.stride_b = 500;
+    bad[7].d.b_quant = 0;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char name[160];
+        snprintf(name, sizeof name, "%s: quantized b, %s: refused naming %s", be, bad[i].what,
+                 bad[i].arg);
+        t_fill(c, 64 * 4, 7.0f);
+        const vkmha_status st = vkmha_matmul(ctx, &bad[i].d, a, b, NULL, c);
+        bool untouched = true;
+        for (int j = 0; j < 64 * 4; j++)
+            untouched = untouched && c[j] == 7.0f;
+        t_report(st == VKMHA_ERROR_INVALID_ARGUMENT &&
+                     t_message_names(name, vkmha_context_last_error(ctx), "vkmha_matmul",
+                                     bad[i].arg, bad[i].extra) &&
+                     untouched && t_context_works(ctx, name),
+                 "%s", name);
+    }
+}
+
+int main(void)
+{
+    t_rng rng = {0x5eed28};
+    vkmha_context *ref = t_context(VKMHA_BACKEND_REFERENCE, 0);
+    bad_cases(ref, "reference");
+
+    /* The device's own kernels, then the shared-memory tile kernel (with the
+     * GPUs' few-rows GEMV, where the context has subgroup arithmetic). */
+    static const vkmha_tile_config shared = {16, 16, 8, 4, 4, 0, VKMHA_MATMUL_VARIANT_SHARED};
+    const struct {
+        const char *name;
+        const vkmha_tile_config *tile;
+    } contexts[] = {{"auto", NULL}, {"shared 16x16x8", &shared}};
+    const vkmha_op T = VKMHA_OP_T, N = VKMHA_OP_N;
+    const uint32_t F32 = VKMHA_DTYPE_F32, F16 = VKMHA_DTYPE_F16, BF16 = VKMHA_DTYPE_BF16;
+    static const uint32_t groups[3] = {32, 64, 128};
+    for (size_t x = 0; x < sizeof contexts / sizeof contexts[0]; x++) {
+        vkmha_context_desc desc = {0};
+        desc.enable_validation = t_validation();
+        desc.log = t_log;
+        desc.matmul_tile = contexts[x].tile;
+        vkmha_context *gpu = NULL;
+        const vkmha_status st = vkmha_context_create(&desc, &gpu);
+        if (!t_report(st == VKMHA_SUCCESS, "context %s: %s %s", contexts[x].name,
+                      vkmha_status_string(st), vkmha_context_last_error(NULL)))
+            continue;
+        if (!x)
+            bad_cases(gpu, "vulkan");
+        for (uint32_t type = VKMHA_QUANT_Q8; type <= VKMHA_QUANT_Q4Z; type++)
+            for (int gi = 0; gi < 3; gi++) {
+                const uint32_t g = groups[gi], dt = gi == 0 ? F32 : gi == 1 ? F16 : BF16;
+                const qcase cases[] = {
+                    /* a decode step's row, and a few rows (the GEMVs) */
+                    {type, g, T, 1, 1, 45, 3 * g, dt, true, false, 0, 0, 0},
+                    {type, g, T, 1, 3, 37, 2 * g, F32, false, false, 0.5f, 0, 0},
+                    /* many rows, vec4 and padded (scalar) A */
+                    {type, g, T, 1, 37, 70, 2 * g, dt, true, false, 0, 0, 3},
+                    {type, g, T, 1, 19, 9, g, F16, true, false, 0, 5, 0},
+                    /* op N: groups along n; k of any size */
+                    {type, g, N, 1, 13, 2 * g, 77, dt, true, false, 0, 0, 0},
+                    {type, g, N, 1, 2, g, 5, BF16, false, false, 2.0f, 1, 0},
+                    /* one B for a batch of products */
+                    {type, g, T, 3, 7, 11, g, F32, true, true, 0, 0, 0},
+                };
+                for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+                    run_case(ref, gpu, &rng, &cases[i], contexts[x].name, NULL, NULL);
+            }
+        /* Bytes no quantizer writes, read alike. */
+        const qcase inf = {VKMHA_QUANT_Q4, 32, T, 1, 6, 9, 96, F32, true, false, 0, 0, 0},
+                    inf_n = {VKMHA_QUANT_Q8, 32, N, 1, 6, 64, 5, F16, false, false, 0, 0, 0},
+                    zero = {VKMHA_QUANT_Q4Z, 64, T, 1, 4, 10, 128, F32, true, false, 0, 0, 0},
+                    zero_n = {VKMHA_QUANT_Q4Z, 32, N, 1, 3, 96, 7, F32, false, false, 0, 0, 0},
+                    code = {VKMHA_QUANT_Q8, 128, T, 1, 5, 13, 256, F32, false, false, 0, 0, 0};
+        run_case(ref, gpu, &rng, &inf, contexts[x].name, edit_inf_scale, "an Inf scale");
+        run_case(ref, gpu, &rng, &inf_n, contexts[x].name, edit_inf_scale, "an Inf scale");
+        run_case(ref, gpu, &rng, &zero, contexts[x].name, edit_zero_high,
+                 "zero points above 15");
+        run_case(ref, gpu, &rng, &zero_n, contexts[x].name, edit_zero_high,
+                 "zero points above 15");
+        run_case(ref, gpu, &rng, &code, contexts[x].name, edit_code_min, "codes -128");
+        tensor_case(ref, gpu, &rng, contexts[x].name);
+        t_report_validation(gpu);
+        vkmha_context_destroy(gpu);
+    }
+    vkmha_context_destroy(ref);
+    return t_finish();
+}

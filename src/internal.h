@@ -454,11 +454,24 @@ mm_shape vkmha__projection(uint32_t rows, uint32_t out, uint32_t in);
  * of host memory. */
 vkmha_submission *vkmha__submission_done(vkmha_context *ctx);
 
-/* src/quant.c. The layout of a checked quant desc (include/vkmha.h). */
-vkmha_quant_layout vkmha__quant_layout(const vkmha_quant_desc *d);
-/* The values of the quantized matrix src (desc checked; layout l) in fp32,
- * exact, read as the kernels read them: no checks, a zero point's low 4
- * bits. */
+/* The layout of a checked quant desc (include/vkmha.h, "Quantized
+ * weights"). */
+static inline vkmha_quant_layout vkmha__quant_layout(const vkmha_quant_desc *d)
+{
+    vkmha_quant_layout l;
+    const uint64_t groups = (uint64_t)d->rows * (d->cols / d->group_size),
+                   values = (uint64_t)d->rows * d->cols / (d->type == VKMHA_QUANT_Q8 ? 1 : 2),
+                   scales_end = values + 2 * groups;
+    l.scales_offset = values; /* a multiple of 16: cols is a multiple of 32 */
+    l.zeros_offset = d->type == VKMHA_QUANT_Q4Z ? (scales_end + 15) / 16 * 16 : 0;
+    const uint64_t end = l.zeros_offset ? l.zeros_offset + groups : scales_end;
+    l.bytes = (end + 15) / 16 * 16;
+    return l;
+}
+
+/* src/quant.c. The values of the quantized matrix src (desc checked;
+ * layout l) in fp32, exact, read as the kernels read them: no checks, a
+ * zero point's low 4 bits. */
 void vkmha__dequantize_f32(const vkmha_quant_desc *d, const vkmha_quant_layout *l,
                            const uint8_t *src, float *dst);
 

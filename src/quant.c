@@ -43,19 +43,6 @@ static vkmha_status layout_of(vkmha_context *ctx, const vkmha_quant_desc *d,
     return VKMHA_SUCCESS;
 }
 
-vkmha_quant_layout vkmha__quant_layout(const vkmha_quant_desc *d)
-{
-    vkmha_quant_layout l;
-    const uint64_t groups = (uint64_t)d->rows * (d->cols / d->group_size),
-                   values = (uint64_t)d->rows * d->cols / (d->type == VKMHA_QUANT_Q8 ? 1 : 2),
-                   scales_end = values + 2 * groups;
-    l.scales_offset = values; /* a multiple of 16: cols is a multiple of 32 */
-    l.zeros_offset = d->type == VKMHA_QUANT_Q4Z ? (scales_end + 15) / 16 * 16 : 0;
-    const uint64_t end = l.zeros_offset ? l.zeros_offset + groups : scales_end;
-    l.bytes = (end + 15) / 16 * 16;
-    return l;
-}
-
 /* Row r's group g of the quantized bytes `in` into x[group_size] (exact in
  * fp32), read as they are: the zero point's low 4 bits; *scale and *zero
  * (the whole byte) for the caller's checks. */

@@ -286,7 +286,12 @@ class Context(_vkmha.Context):
     def matmul(self, a, b, bias=None, transpose_b=False, alpha=1.0, dtype=None):
         """alpha * a @ op(b) + bias: a [batch][m][k] or [m][k]; b [batch][k][n],
         or [k][n] (the same for every batch entry); op(b) = b^T when
-        transpose_b (b then [.., n, k], a torch.nn.Linear weight)."""
+        transpose_b (b then [.., n, k], a torch.nn.Linear weight). b may be a
+        QuantizedMatrix (quantized()): [n][k] with transpose_b (groups along
+        k), else [k][n] (groups along n), the same for every batch entry,
+        dequantized by the kernels as they load it."""
+        if isinstance(b, QuantizedMatrix):
+            return self._matmul_quantized(a, b, bias, transpose_b, alpha, dtype)
         (A, B, bias_a), dt, tm = self._inputs(dtype, (a, "a"), (b, "b"), (bias, "bias"))
         ra, rb = len(A.shape), len(B.shape)
         if ra not in (2, 3) or rb not in (2, 3):
@@ -300,6 +305,25 @@ class Context(_vkmha.Context):
         c = self._new(tm, (batch, m, n) if ra == 3 or rb == 3 else (m, n), dt)
         super().matmul(A, B, c, m, n, k, bias=bias_a, batch=batch, transpose_b=transpose_b,
                        alpha=alpha, broadcast_a=ra == 2, broadcast_b=rb == 2, dtype=dt)
+        return _out(c, a, dt)
+
+    def _matmul_quantized(self, a, q, bias, transpose_b, alpha, dtype):
+        (A, bias_a), dt, tm = self._inputs(dtype, (a, "a"), (bias, "bias"))
+        if tm != _is_tensor(q.data):
+            raise TypeError("matmul: a quantized b's data must be a Tensor (of dtype u8) "
+                            "exactly when a is one")
+        ra = len(A.shape)
+        if ra not in (2, 3):
+            raise ValueError("matmul: a must have 2 or 3 dims")
+        batch = A.shape[0] if ra == 3 else 1
+        m, k = A.shape[-2:]
+        n, kb = q.shape if transpose_b else q.shape[::-1]
+        if kb != k:
+            raise ValueError("matmul: a has k = %d columns, b has %d" % (k, kb))
+        c = self._new(tm, (batch, m, n) if ra == 3 else (m, n), dt)
+        super().matmul(A, q.data, c, m, n, k, bias=bias_a, batch=batch,
+                       transpose_b=transpose_b, alpha=alpha, broadcast_a=False,
+                       broadcast_b=True, dtype=dt, b_quant=q.qtype, b_group_size=q.group_size)
         return _out(c, a, dt)
 
     def softmax(self, x, scale=1.0, key_padding=None, full=None, causal=False, bias=None,
@@ -695,8 +719,8 @@ def _layer_of(module, ctx, storage_dtype=None, heads=None):
 _QUANT_TYPES = {"q8": _vkmha.QUANT_Q8, "q4": _vkmha.QUANT_Q4, "q4z": _vkmha.QUANT_Q4Z}
 
 
-def _quant(qtype, shape, group_size, context):
-    """(type code, rows, cols, group size, context) of a quantized matrix's arguments."""
+def _quant_shape(qtype, shape):
+    """(type code, rows, cols) of a quantized matrix's arguments."""
     if isinstance(qtype, str):
         if qtype.lower() not in _QUANT_TYPES:
             raise ValueError("qtype: one of %s, got %r" % (", ".join(_QUANT_TYPES), qtype))
@@ -704,8 +728,13 @@ def _quant(qtype, shape, group_size, context):
     shape = tuple(int(n) for n in shape)
     if len(shape) != 2:
         raise ValueError("a quantized matrix is 2-D ([rows][cols]), got shape %s" % (shape,))
+    return int(qtype), shape[0], shape[1]
+
+
+def _quant(qtype, shape, group_size, context):
+    """(type code, rows, cols, group size, context) of a quantized matrix's arguments."""
     ctx = default_context() if context is None else context
-    return int(qtype), shape[0], shape[1], int(group_size), ctx
+    return _quant_shape(qtype, shape) + (int(group_size), ctx)
 
 
 def quant_layout(qtype, shape, group_size=32, context=None):
@@ -728,6 +757,34 @@ def quantize(w, qtype="q8", group_size=32, context=None):
     out = _np.zeros(ctx._quant_layout(t, g, rows, cols)["bytes"], _np.uint8)
     ctx._quantize(t, g, rows, cols, W, dt, out)
     return out
+
+
+class QuantizedMatrix:
+    """A quantized [rows][cols] matrix as the ops take it (Context.matmul's
+    b): data, its bytes in vkmha's layout (a numpy uint8 array, anything
+    numpy reads as bytes, or a Tensor of dtype u8 for the tensor form);
+    qtype ("q8", "q4", "q4z" or a QUANT_ value), shape (rows, cols) and
+    group_size, its groups running along each row."""
+
+    __slots__ = ("data", "qtype", "shape", "group_size")
+
+    def __init__(self, data, qtype, shape, group_size=32):
+        self.qtype, rows, cols = _quant_shape(qtype, shape)
+        self.shape, self.group_size = (rows, cols), int(group_size)
+        self.data = data if _is_tensor(data) else \
+            _np.ascontiguousarray(_np_of(data)).view(_np.uint8).reshape(-1)
+
+    def __repr__(self):
+        name = {v: k for k, v in _QUANT_TYPES.items()}.get(self.qtype, self.qtype)
+        return "QuantizedMatrix(%s, shape=%s, group_size=%d)" % (name, self.shape,
+                                                                self.group_size)
+
+
+def quantized(w, qtype="q8", group_size=32, context=None):
+    """quantize(w, ...) as a QuantizedMatrix of w's shape (for
+    Context.matmul's b)."""
+    return QuantizedMatrix(quantize(w, qtype, group_size, context), qtype, tuple(w.shape),
+                           group_size)
 
 
 def dequantize(data, qtype, shape, group_size=32, dtype="f32", context=None):

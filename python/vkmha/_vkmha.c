@@ -628,14 +628,16 @@ static int mask_get(const mask_args *m, uint32_t B, uint32_t H, uint32_t Lq, uin
 static PyObject *context_matmul(ContextObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"a", "b", "c", "m", "n", "k", "bias", "batch", "transpose_b",
-                             "alpha", "broadcast_a", "broadcast_b", "dtype", NULL};
+                             "alpha", "broadcast_a", "broadcast_b", "dtype", "b_quant",
+                             "b_group_size", NULL};
     PyObject *a_o, *b_o, *c_o, *bias_o = Py_None;
     Py_ssize_t m_, n_, k_, batch_ = 1;
     int trans = 0, bc_a = 0, bc_b = 0, dt = VKMHA_DTYPE_F32;
+    unsigned int b_quant = 0, b_group = 0;
     float alpha = 1.0f;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOnnn|Onpfppi", kwlist, &a_o, &b_o, &c_o, &m_,
-                                     &n_, &k_, &bias_o, &batch_, &trans, &alpha, &bc_a, &bc_b,
-                                     &dt) ||
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOnnn|OnpfppiII", kwlist, &a_o, &b_o, &c_o,
+                                     &m_, &n_, &k_, &bias_o, &batch_, &trans, &alpha, &bc_a,
+                                     &bc_b, &dt, &b_quant, &b_group) ||
         check_open(self) || check_dtype(dt, "dtype", false))
         return NULL;
     vkmha_matmul_desc d;
@@ -648,13 +650,23 @@ static PyObject *context_matmul(ContextObject *self, PyObject *args, PyObject *k
     d.alpha = alpha;
     d.stride_a = bc_a ? VKMHA_BROADCAST : 0;
     d.stride_b = bc_b ? VKMHA_BROADCAST : 0;
+    d.b_quant = b_quant;
+    d.b_group_size = b_group;
     const uint64_t B = d.batch ? d.batch : 1;
+    /* A quantized b: its bytes (vkmha checks the desc; a bad one leaves 0
+     * and vkmha_matmul names the field). */
+    uint64_t nb = PROD3(bc_b ? 1 : B, d.k, d.n);
+    if (b_quant) {
+        const vkmha_quant_desc q = {b_quant, b_group, trans ? d.n : d.k, trans ? d.k : d.n};
+        vkmha_quant_layout l = {0};
+        nb = vkmha_quant_layout_of(self->ctx, &q, &l) ? 0 : l.bytes;
+    }
     bool tm = is_tensor(a_o);
     arg a[4];
     memset(a, 0, sizeof a);
     vkmha_status st;
     if (arg_get(a_o, "a", d.dtype, false, PROD3(bc_a ? 1 : B, d.m, d.k), tm, self, &a[0]) ||
-        arg_get(b_o, "b", d.dtype, false, PROD3(bc_b ? 1 : B, d.k, d.n), tm, self, &a[1]) ||
+        arg_get(b_o, "b", b_quant ? VKMHA_DTYPE_U8 : d.dtype, false, nb, tm, self, &a[1]) ||
         arg_get(bias_o, "bias", d.dtype, false, d.n, tm, self, &a[2]) ||
         arg_get(c_o, "c", d.dtype, true, PROD3(B, d.m, d.n), tm, self, &a[3])) {
         args_release(a, 4);

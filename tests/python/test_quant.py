@@ -196,5 +196,71 @@ class TestQuantize(unittest.TestCase):
             vkmha.dequantize(np.zeros(8, np.uint8), "q4", (2, 64), 32, context=ctx("vulkan"))
 
 
+class TestQuantizedMatmul(unittest.TestCase):
+    """Context.matmul with a QuantizedMatrix b against numpy in float64 on
+    the transcription's values (values_of), both backends, both ops, every
+    type and group size, f32 / f16 / bf16 activations, a batch over one b,
+    and the tensor form; its error against the unquantized product is
+    printed, not a gate."""
+
+    def product(self, x, vals, transpose_b, bias, alpha):
+        w = vals.astype(np.float64)
+        y = alpha * (x.astype(np.float64) @ (w.T if transpose_b else w))
+        return y + (0 if bias is None else bias.astype(np.float64))
+
+    def test_ops(self):
+        for qtype in TYPES:
+            for g, dt in zip(GROUPS, ("f32", "f16", "bf16")):
+                for transpose_b in (True, False):
+                    # op T: b [n][k] (groups along k); op N: b [k][n] (along n)
+                    m, n, k = (5, 37, 2 * g) if transpose_b else (6, 2 * g, 29)
+                    shape = (n, k) if transpose_b else (k, n)
+                    w = RNG.uniform(-1, 1, shape).astype(np.float32)
+                    q = vkmha.quantized(w, qtype, g, context=ctx("reference"))
+                    self.assertTrue(np.array_equal(q.data, transcribe(w, qtype, g)))
+                    vals = values_of(q.data, qtype, shape, g)
+                    x = torch.from_numpy(RNG.uniform(-1, 1, (m, k)).astype(np.float32))
+                    bias = RNG.uniform(-1, 1, n).astype(np.float32)
+                    xt = {"f32": x, "f16": x.half(), "bf16": x.bfloat16()}[dt]
+                    want = self.product(xt.float().numpy(), vals, transpose_b,
+                                        torch.from_numpy(bias).to(xt.dtype).float().numpy(),
+                                        0.5)
+                    unit = {"f32": 2.0 ** -24, "f16": 2.0 ** -11, "bf16": 2.0 ** -8}[dt]
+                    for be in ("reference", "vulkan"):
+                        got = ctx(be).matmul(xt, q, bias=torch.from_numpy(bias).to(xt.dtype),
+                                             transpose_b=transpose_b, alpha=0.5)
+                        self.assertEqual(got.dtype, xt.dtype)
+                        err = np.abs(got.float().numpy() - want)
+                        tol = 4e-6 * np.sqrt(k) + 2 * unit * np.abs(want)
+                        what = "%s %s g%d op %s %s" % (be, qtype, g, "T" if transpose_b
+                                                       else "N", dt)
+                        self.assertTrue((err <= tol).all(), "%s: max error %g" % (
+                            what, err.max()))
+                    exact = self.product(x.numpy(), w, transpose_b, bias, 0.5)
+                    print("# %s g%d op %s: max |error| against the unquantized "
+                                "weights %.3g (not a gate)" % (qtype, g, "T" if transpose_b
+                                                               else "N", np.abs(
+                                    got.float().numpy() - exact).max()))
+
+    def test_batch_and_tensors(self):
+        w = RNG.uniform(-1, 1, (21, 128)).astype(np.float32)
+        q = vkmha.quantized(w, "q4z", 64, context=ctx("vulkan"))
+        vals = values_of(q.data, "q4z", w.shape, 64)
+        x = RNG.uniform(-1, 1, (3, 4, 128)).astype(np.float32)
+        want = self.product(x, vals, True, None, 1.0)
+        got = ctx("vulkan").matmul(x, q, transpose_b=True)
+        self.assertEqual(got.shape, (3, 4, 21))
+        self.assertTrue(np.allclose(got, want, rtol=1e-5, atol=1e-4))
+        c = ctx("vulkan")
+        ta = c.tensor(x.reshape(12, 128))
+        tq = vkmha.QuantizedMatrix(c.tensor(q.data), "q4z", w.shape, 64)
+        tc = c.matmul(ta, tq, transpose_b=True)
+        self.assertTrue(np.allclose(tc.numpy(), want.reshape(12, 21), rtol=1e-5, atol=1e-4))
+        with self.assertRaisesRegex(vkmha.InvalidArgumentError, "b_group_size"):
+            c.matmul(x, vkmha.QuantizedMatrix(q.data, "q4z", w.shape, 48), transpose_b=True)
+        with self.assertRaisesRegex(TypeError, "Tensor"):
+            c.matmul(ta, q, transpose_b=True)
+
+
 if __name__ == "__main__":
     checks.run(__name__)

@@ -285,8 +285,37 @@ static void fuzz_matmul(reader *r, pool *pl, uint8_t ptrs)
     sizer sz = {FITS};
     uint64_t ext[3], es;
     d.dtype = dtype_field(r, &sz, &es);
+    /* Perhaps a quantized B: a type (4 unknown; 0 with a group size, which
+     * must fail), a group size (48 must fail). */
+    const uint8_t qb = u8(r);
+    static const uint32_t groups[4] = {32, 64, 128, 48};
+    if (qb & 1)
+        d.b_quant = (qb >> 1) % 5, d.b_group_size = groups[qb >> 4 & 3];
     bool shape_ok = d.m && d.n && d.k;
+    uint64_t es_b = es;
+    if (qb & 1) {
+        const uint32_t g = d.b_group_size;
+        const bool valid = d.b_quant >= 1 && d.b_quant <= 3 && g != 48 && cols[1] % g == 0 &&
+                           (!d.ldb || d.ldb == cols[1]) &&
+                           (d.stride_b == VKMHA_BROADCAST || (d.stride_b == 0 && batch == 1));
+        shape_ok = shape_ok && valid;
+        uint64_t values, groups_n;
+        /* The header's layout: codes, fp16 scales, Q4Z's zeros, each
+         * plane's end rounded up to 16. */
+        const bool ok = mul4(&values, rows[1], cols[1], 1, 1);
+        values = d.b_quant == VKMHA_QUANT_Q8 ? values : values / 2;
+        groups_n = ok ? rows[1] * (cols[1] / g) : 0;
+        uint64_t end = values + 2 * groups_n;
+        if (d.b_quant == VKMHA_QUANT_Q4Z)
+            end = (end + 15) / 16 * 16 + groups_n;
+        ext[1] = (end + 15) / 16 * 16;
+        if (shape_ok)
+            need(&sz, ok, ext[1], 1);
+        es_b = 1;
+    }
     for (int i = 0; i < 3 && shape_ok; i++) {
+        if (i == 1 && (qb & 1))
+            continue; /* sized above */
         uint64_t ld = lds[i] ? lds[i] : cols[i], s, tail, e = 0;
         s = strides[i] == 0 ? rows[i] * ld : strides[i] == VKMHA_BROADCAST ? 0 : (uint64_t)strides[i];
         if (strides[i] < 0 && strides[i] != VKMHA_BROADCAST) {
@@ -309,7 +338,7 @@ static void fuzz_matmul(reader *r, pool *pl, uint8_t ptrs)
     if (sz.worst == TOO_LARGE)
         return;
     const void *a = array(pl, ptrs & 1, sz.worst, ext[0], es, r);
-    const void *b = array(pl, ptrs & 2, sz.worst, ext[1], es, r);
+    const void *b = array(pl, ptrs & 2, sz.worst, ext[1], es_b, r);
     const void *bias = array(pl, ptrs & 4, sz.worst, d.n, es, r);
     void *c = array(pl, ptrs & 8, sz.worst, ext[2], es, r);
     check(g_ref, vkmha_matmul(g_ref, (ptrs & 16) ? NULL : &d, a, b, bias, c), sz.worst);

@@ -12,14 +12,24 @@ os.makedirs(here, exist_ok=True)
 EDGE = {"2^16-1": 0x80 | 6, "2^16": 0x80 | 7, "2^31-1": 0x80 | 8, "2^32-1": 0x80 | 11}
 ALL = 0x0F  # the four main pointers present, desc present
 seeds = {
-    # matmul: batch m n k op alpha lda ldb ldc stride_a stride_b stride_c, array seeds
-    "matmul_nn": [0, ALL, 2, 3, 5, 4, 0, 1, 0, 0, 0, 0, 0, 0, 7, 9, 11, 13],
-    "matmul_nt_bias": [0, ALL, 1, 7, 3, 5, 1, 3, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4],
-    "matmul_broadcast": [0, ALL, 3, 2, 4, 4, 0, 1, 6, 0, 0, 3, 3, 0, 5, 5, 5, 5],
-    "matmul_strides": [0, ALL, 2, 2, 2, 3, 0, 1, 5, 4, 3, 4 | (12 << 3), 0, 4 | (8 << 3), 1, 1, 1, 1],
-    "matmul_overflow": [0, ALL, EDGE["2^32-1"], EDGE["2^32-1"], 2, EDGE["2^32-1"], 0, 1, 0, 0, 0, 0, 0, 0],
-    "matmul_nan": [0, ALL, 1, 2, 2, 2, 0, 254, 0, 0, 0, 0, 0, 0, 0xfe, 0xff, 1, 1],
-    "matmul_null_b": [0, 0x0D, 1, 2, 2, 2, 0, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1],
+    # matmul: batch m n k op alpha lda ldb ldc stride_a stride_b stride_c,
+    # dtype, quantized b (bit 0; type (b >> 1) % 5, group size [32, 64, 128,
+    # 48][b >> 4 & 3]), array seeds
+    "matmul_nn": [0, ALL, 2, 3, 5, 4, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 7, 9, 11, 13],
+    "matmul_nt_bias": [0, ALL, 1, 7, 3, 5, 1, 3, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4],
+    "matmul_broadcast": [0, ALL, 3, 2, 4, 4, 0, 1, 6, 0, 0, 3, 3, 0, 0, 0, 5, 5, 5, 5],
+    "matmul_strides": [0, ALL, 2, 2, 2, 3, 0, 1, 5, 4, 3, 4 | (12 << 3), 0, 4 | (8 << 3), 0, 0,
+                       1, 1, 1, 1],
+    "matmul_overflow": [0, ALL, EDGE["2^32-1"], EDGE["2^32-1"], 2, EDGE["2^32-1"], 0, 1, 0, 0, 0,
+                        0, 0, 0, 0, 0],
+    "matmul_nan": [0, ALL, 1, 2, 2, 2, 0, 254, 0, 0, 0, 0, 0, 0, 0, 0, 0xfe, 0xff, 1, 1],
+    "matmul_null_b": [0, 0x0D, 1, 2, 2, 2, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1],
+    # quantized b: q4 g32 op T (k 256), q4z g64 op T in f16, q8 g128 op N (n 256)
+    "matmul_q4": [0, ALL, 1, 3, 5, 0x80 | 5, 1, 1, 0, 0, 0, 0, 0, 0, 0, 5, 1, 2, 3, 4],
+    "matmul_q4z_f16": [0, ALL, 1, 2, 3, 0x80 | 5, 1, 1, 0, 0, 0, 0, 0, 0, 4, 7 | (1 << 4),
+                       1, 2, 3, 4],
+    "matmul_q8_n": [0, ALL, 1, 2, 0x80 | 5, 7, 0, 1, 0, 0, 0, 0, 0, 0, 0, 3 | (2 << 4),
+                    1, 2, 3, 4],
     # softmax: batch heads len_q len_k scale, mask byte (+fields), arrays
     "softmax": [1, 0x03, 2, 2, 3, 5, 1, 0, 3, 4],
     "softmax_inplace": [1, 0x07, 1, 1, 4, 9, 3, 0, 6],

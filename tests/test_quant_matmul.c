@@ -307,6 +307,7 @@ int main(void)
         if (!t_report(st == VKMHA_SUCCESS, "context %s: %s %s", contexts[x].name,
                       vkmha_status_string(st), vkmha_context_last_error(NULL)))
             continue;
+        t_pin_libraries(); /* sanitizer reports name the driver's and layer's frames */
         if (!x)
             bad_cases(gpu, "vulkan");
         for (uint32_t type = VKMHA_QUANT_Q8; type <= VKMHA_QUANT_Q4Z; type++)

@@ -113,4 +113,12 @@ static inline bool bench_csv_open(const char *path, const char *prog,
     return true;
 }
 
+/* A report's start: bench_device, then bench_csv_open; false after a
+ * message. */
+static inline bool bench_begin(const char *csv_path, const char *prog, const char *columns,
+                               vkmha_context_info *info, char date[32], FILE **csv)
+{
+    return bench_device(info, date) && bench_csv_open(csv_path, prog, info, date, columns, csv);
+}
+
 #endif /* VKMHA_BENCH_UTIL_H */

@@ -153,13 +153,11 @@ int main(int argc, char **argv)
     }
     vkmha_context_info info;
     char date[32];
-    if (!bench_device(&info, date))
-        return 1;
     FILE *csv;
-    if (!bench_csv_open(csv_path, prog, &info, date,
-                        "m,n,k,weight,bytes,bytes_vs_f16,wall_ms,wall_vs_f16,gpu_ms,gpu_vs_f16,"
-                        "max_abs_diff",
-                        &csv))
+    if (!bench_begin(csv_path, prog,
+                     "m,n,k,weight,bytes,bytes_vs_f16,wall_ms,wall_vs_f16,gpu_ms,gpu_vs_f16,"
+                     "max_abs_diff",
+                     &info, date, &csv))
         return 1;
     vkmha_context_desc cd = {.backend = VKMHA_BACKEND_VULKAN, .flags = VKMHA_CONTEXT_PROFILE};
     vkmha_context *ctx = NULL, *ref = NULL;

@@ -141,15 +141,13 @@ int main(int argc, char **argv)
               opts, argc, argv);
     vkmha_context_info info;
     char date[32];
-    if (!bench_device(&info, date))
+    FILE *csv;
+    if (!bench_begin(csv_path, "vkmha-bench-sparse",
+                     "op,m,n_or_len_k,k_or_dim,tensor_bytes,page_bytes,whole_ms,sparse_ms,"
+                     "max_abs_diff",
+                     &info, date, &csv))
         return 1;
     const uint64_t page = (uint64_t)page_mib << 20;
-    FILE *csv;
-    if (!bench_csv_open(csv_path, "vkmha-bench-sparse", &info, date,
-                        "op,m,n_or_len_k,k_or_dim,tensor_bytes,page_bytes,whole_ms,sparse_ms,"
-                        "max_abs_diff",
-                        &csv))
-        return 1;
     printf("tensors past maxMemoryAllocationSize (sparse, pages of %u MiB) vs one allocation "
            "each,\nthe range lowered to %u MiB in both\ndevice %s (%s %s), %s\n",
            page_mib, page_mib, info.device.name, info.device.driver_name,

@@ -90,13 +90,11 @@ int main(int argc, char **argv)
     }
     vkmha_context_info info;
     char date[32];
-    if (!bench_device(&info, date))
-        return 1;
     FILE *csv;
-    if (!bench_csv_open(csv_path, "vkmha-bench-windows", &info, date,
-                        "path,heads,kv_heads,len_q,dim,len_k,range_bytes,status,shared_whole_ms,"
-                        "shared_windows_ms,default_whole_ms,default_lowered_ms",
-                        &csv))
+    if (!bench_begin(csv_path, "vkmha-bench-windows",
+                     "path,heads,kv_heads,len_q,dim,len_k,range_bytes,status,shared_whole_ms,"
+                     "shared_windows_ms,default_whole_ms,default_lowered_ms",
+                     &info, date, &csv))
         return 1;
     printf("attention (%s path), keys read in windows vs bound whole: %u heads over %u, %u "
            "queries, d %u, %u windows a head, fp32\ndevice %s (%s %s), %s\n",

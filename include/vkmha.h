@@ -1116,6 +1116,21 @@ typedef struct vkmha_mha_desc {
      * its heads' [batch][head_end - head_begin][len_q][len_k]; a KV cache
      * of the shard holds its key/value heads. */
     uint32_t head_begin VKMHA_ZERO, head_end VKMHA_ZERO;
+    /* Quantized projection weights: a vkmha_quant_type (0: none) and its
+     * group size (32, 64 or 128). The layer then keeps w_q, w_k, w_v and
+     * w_o quantized ("Quantized weights" below), each quantized at creation
+     * from the float arrays above (weight_dtype; rounding as
+     * vkmha_quantize: a group holding NaN or Inf, or past fp16's scale
+     * range, is refused naming the weight, its row and group), its groups
+     * along its inputs: d_model, kdim, vdim and (the shard's) heads * d_v
+     * must be multiples of the group size. The projections run as
+     * vkmha_matmul with that B (b_quant); the biases, gamma and beta stay
+     * in storage_dtype. The reference backend computes from the same
+     * dequantized values. Vulkan: each quantized weight must fit one
+     * binding (maxStorageBufferRange) and one allocation
+     * (VKMHA_ERROR_UNSUPPORTED naming it). */
+    uint32_t weight_quant VKMHA_ZERO;
+    uint32_t weight_group_size VKMHA_ZERO;
 } vkmha_mha_desc;
 
 /* Creates the layer and copies its weights to the device, once. The context
@@ -1518,8 +1533,8 @@ VKMHA_API vkmha_status vkmha_context_save_pipeline_cache(vkmha_context *ctx, con
  * Q4Z, a zero point per group). The host functions below write and read
  * it (vkmha_quantize, vkmha_dequantize); vkmha_matmul and
  * vkmha_matmul_tensor take B in it (vkmha_matmul_desc.b_quant), every
- * matmul kernel dequantizing while it loads; the layer does not take it
- * yet.
+ * matmul kernel dequantizing while it loads; the layer keeps its
+ * projection weights in it when asked (vkmha_mha_desc.weight_quant).
  *
  *   Q8    value = scale * q, q an int8 in -127..127 (symmetric);
  *   Q4    value = scale * q, q in -8..7 (symmetric; the 4-bit code is q + 8);

@@ -198,7 +198,9 @@ typedef struct vkmha_backend_ops {
 
     /* The layer: the backend's struct (starting with a vkmha_mha) is
      * mha_size bytes. mha_weights keeps the weights src[i] (dtype dt[i],
-     * n[i] elements; NULL: absent) in mha->d.storage_dtype; mha_free frees
+     * n[i] elements; NULL: absent) in mha->d.storage_dtype, but for the
+     * projection weights of a layer with mha->d.weight_quant, which come
+     * quantized (dt U8; vkmha__weight_quant) and stay so; mha_free frees
      * what it kept (also after a failed mha_weights); mha_forward runs the
      * forward (io: query, key, value, out, attn_weights). */
     size_t mha_size;
@@ -454,6 +456,28 @@ mm_shape vkmha__projection(uint32_t rows, uint32_t out, uint32_t in);
  * of host memory. */
 vkmha_submission *vkmha__submission_done(vkmha_context *ctx);
 
+/* Projection weight i (W_Q + i) of a resolved layer desc: [out][in]. */
+static inline uint32_t vkmha__weight_in(const vkmha_mha_desc *d, int i)
+{
+    const uint32_t ins[4] = {d->d_model, d->kdim, d->vdim, d->n_head * d->d_v};
+    return ins[i];
+}
+
+static inline uint32_t vkmha__weight_out(const vkmha_mha_desc *d, int i)
+{
+    const uint32_t outs[4] = {d->n_head * d->d_k, d->n_kv_head * d->d_k,
+                              d->n_kv_head * d->d_v, d->d_model};
+    return outs[i];
+}
+
+/* The quantized matrix the layer keeps of projection weight i
+ * (d->weight_quant set). */
+static inline vkmha_quant_desc vkmha__weight_quant(const vkmha_mha_desc *d, int i)
+{
+    return (vkmha_quant_desc){.type = d->weight_quant, .group_size = d->weight_group_size,
+                              .rows = vkmha__weight_out(d, i), .cols = vkmha__weight_in(d, i)};
+}
+
 /* The layout of a checked quant desc (include/vkmha.h, "Quantized
  * weights"). */
 static inline vkmha_quant_layout vkmha__quant_layout(const vkmha_quant_desc *d)
@@ -469,7 +493,12 @@ static inline vkmha_quant_layout vkmha__quant_layout(const vkmha_quant_desc *d)
     return l;
 }
 
-/* src/quant.c. The values of the quantized matrix src (desc checked;
+/* src/quant.c. vkmha_quantize after its checks (desc, layout l), in the
+ * current call: an unquantizable group's message names `what`. */
+vkmha_status vkmha__quantize(vkmha_context *ctx, const vkmha_quant_desc *desc,
+                             const vkmha_quant_layout *l, uint32_t src_dtype, const void *src,
+                             void *dst, const char *what);
+/* The values of the quantized matrix src (desc checked;
  * layout l) in fp32, exact, read as the kernels read them: no checks, a
  * zero point's low 4 bits. */
 void vkmha__dequantize_f32(const vkmha_quant_desc *d, const vkmha_quant_layout *l,

@@ -41,6 +41,36 @@ static void weight_sizes(const vkmha_mha_desc *d, uint64_t n[WEIGHT_COUNT])
     n[GAMMA] = n[BETA] = d->post_norm ? d->d_model : 0;
 }
 
+/* desc->weight_quant and weight_group_size (a resolved desc d): every
+ * projection weight's inputs whole groups (w_o's: the shard's heads). */
+static vkmha_status check_quant(vkmha_context *ctx, const vkmha_mha_desc *d)
+{
+    const char *fn = ctx->call;
+    const uint32_t g = d->weight_group_size;
+    if (!d->weight_quant) {
+        if (g)
+            return vkmha__fail(ctx, INVALID, "%s: desc->weight_group_size (%u) is set but "
+                               "desc->weight_quant is 0 (weights not quantized)", fn, g);
+        return VKMHA_SUCCESS;
+    }
+    if (d->weight_quant > VKMHA_QUANT_Q4Z)
+        return vkmha__fail(ctx, INVALID, "%s: desc->weight_quant (%u) is not a "
+                           "vkmha_quant_type", fn, d->weight_quant);
+    if (g != 32 && g != 64 && g != 128)
+        return vkmha__fail(ctx, INVALID, "%s: desc->weight_group_size (%u) is not 32, 64 or "
+                           "128", fn, g);
+    const uint32_t heads = d->head_end ? d->head_end - d->head_begin : d->n_head;
+    const uint64_t ins[4] = {d->d_model, d->kdim, d->vdim, (uint64_t)heads * d->d_v};
+    static const char *const names[4] = {"d_model", "kdim", "vdim", "d_v"};
+    for (int i = 0; i < 4; i++)
+        if (ins[i] % g)
+            return vkmha__fail(ctx, INVALID, "%s: desc->%s (%u%s) is not a multiple of "
+                               "desc->weight_group_size (%u): the groups of w_%c run along "
+                               "its inputs", fn, names[i], i < 3 ? (uint32_t)ins[i] : d->d_v,
+                               i < 3 ? "" : " times the heads", g, "qkvo"[i]);
+    return VKMHA_SUCCESS;
+}
+
 static vkmha_status check_desc(vkmha_context *ctx, const vkmha_mha_desc *in,
                                vkmha_mha_desc *d)
 {
@@ -110,7 +140,7 @@ static vkmha_status check_desc(vkmha_context *ctx, const vkmha_mha_desc *in,
                                fn, d->head_begin % g ? "head_begin" : "head_end",
                                d->head_begin % g ? d->head_begin : d->head_end, g);
     }
-    return VKMHA_SUCCESS;
+    return check_quant(ctx, d);
 }
 
 /* A head shard (d->head_begin, head_end of the whole layer's resolved desc
@@ -196,6 +226,29 @@ static vkmha_status gather_weights(const vkmha_context *ctx, const vkmha_mha_des
     return VKMHA_SUCCESS;
 }
 
+/* The projection weights src[W_Q .. W_O] (of dt[]) quantized as the layer
+ * keeps them (vkmha__weight_quant) into new arrays out[] (freed by the
+ * caller), which replace them in src (dtype U8). */
+static vkmha_status quantize_weights(vkmha_mha *mha, const void *src[WEIGHT_COUNT],
+                                     uint32_t dt[WEIGHT_COUNT], void *out[4])
+{
+    static const char *const names[4] = {"desc->w_q", "desc->w_k", "desc->w_v", "desc->w_o"};
+    vkmha_context *ctx = mha->ctx;
+    vkmha_status st;
+    for (int i = 0; i < 4; i++) {
+        const vkmha_quant_desc q = vkmha__weight_quant(&mha->d, i);
+        const vkmha_quant_layout l = vkmha__quant_layout(&q);
+        if (!(out[i] = vkmha__alloc(ctx, (size_t)l.bytes)))
+            return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
+                               ctx->call);
+        if ((st = vkmha__quantize(ctx, &q, &l, dt[i], src[i], out[i], names[i])))
+            return st;
+        src[i] = out[i];
+        dt[i] = VKMHA_DTYPE_U8;
+    }
+    return VKMHA_SUCCESS;
+}
+
 vkmha_status vkmha__mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc, vkmha_mha **out)
 {
     vkmha_status st;
@@ -203,7 +256,7 @@ vkmha_status vkmha__mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc, v
     const void *src[WEIGHT_COUNT];
     uint32_t dt[WEIGHT_COUNT];
     float *ones = NULL;
-    void *w_o = NULL;
+    void *w_o = NULL, *quantized[4] = {NULL, NULL, NULL, NULL};
     if (!out)
         return vkmha__fail(ctx, INVALID, "%s: out is NULL", ctx->call);
     *out = NULL;
@@ -223,8 +276,12 @@ vkmha_status vkmha__mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc, v
         vkmha__fail(ctx, st, "%s: out of host memory", ctx->call);
         goto fail;
     }
+    if (mha->d.weight_quant && (st = quantize_weights(mha, src, dt, quantized)))
+        goto fail;
     if ((st = ctx->ops->mha_weights(mha, src, dt, n)))
         goto fail;
+    for (int i = 0; i < 4; i++)
+        vkmha__free(ctx, quantized[i]);
     vkmha__free(ctx, ones);
     vkmha__free(ctx, w_o);
     /* The layer keeps its own copies: the caller's pointers are not kept. */
@@ -234,6 +291,8 @@ vkmha_status vkmha__mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc, v
     *out = mha;
     return VKMHA_SUCCESS;
 fail:
+    for (int i = 0; i < 4; i++)
+        vkmha__free(ctx, quantized[i]);
     vkmha__free(ctx, ones);
     vkmha__free(ctx, w_o);
     vkmha_mha_destroy(mha);

@@ -125,16 +125,16 @@ static bool scale_of(float quotient, uint16_t *bits, float *d)
 
 /* Quantizes group g of row r (x: its group_size values) into codes (one per
  * value: the stored code, Q4 already offset by 8), *scale and *zero. */
-static vkmha_status quantize_group(vkmha_context *ctx, const vkmha_quant_desc *d, uint32_t r,
-                                   uint32_t g, const float *x, uint8_t *codes, uint16_t *scale,
-                                   uint8_t *zero)
+static vkmha_status quantize_group(vkmha_context *ctx, const vkmha_quant_desc *d,
+                                   const char *what, uint32_t r, uint32_t g, const float *x,
+                                   uint8_t *codes, uint16_t *scale, uint8_t *zero)
 {
     const uint32_t n = d->group_size;
     float amax = 0, lo = 0, hi = 0;
     for (uint32_t i = 0; i < n; i++) {
         if (!isfinite(x[i]))
-            return vkmha__fail(ctx, INVALID, "%s: src row %u, group %u (columns %u..%u) holds "
-                               "%s: it cannot be quantized", ctx->call, r, g, g * n,
+            return vkmha__fail(ctx, INVALID, "%s: %s row %u, group %u (columns %u..%u) holds "
+                               "%s: it cannot be quantized", ctx->call, what, r, g, g * n,
                                g * n + n - 1, isnan(x[i]) ? "NaN" : "an infinity");
         amax = fmaxf(amax, fabsf(x[i]));
         lo = fminf(lo, x[i]);
@@ -148,8 +148,8 @@ static vkmha_status quantize_group(vkmha_context *ctx, const vkmha_quant_desc *d
                              : amax / (d->type == VKMHA_QUANT_Q8 ? 127.0f : 7.0f);
     float s;
     if (!scale_of(quotient, scale, &s))
-        return vkmha__fail(ctx, INVALID, "%s: src row %u, group %u (columns %u..%u): its "
-                           "scale (%g) exceeds the largest fp16 (65504)", ctx->call, r, g,
+        return vkmha__fail(ctx, INVALID, "%s: %s row %u, group %u (columns %u..%u): its "
+                           "scale (%g) exceeds the largest fp16 (65504)", ctx->call, what, r, g,
                            g * n, g * n + n - 1, (double)quotient);
     *zero = 0;
     if (s == 0.0f) { /* all zeros, or a scale below fp16's smallest */
@@ -202,19 +202,15 @@ static vkmha_status begin_call(vkmha_context *ctx, const char *fn,
     return VKMHA_SUCCESS;
 }
 
-VKMHA_API vkmha_status vkmha_quantize(vkmha_context *ctx, const vkmha_quant_desc *desc,
-                                      uint32_t src_dtype, const void *src, void *dst,
-                                      uint64_t dst_bytes)
+vkmha_status vkmha__quantize(vkmha_context *ctx, const vkmha_quant_desc *desc,
+                             const vkmha_quant_layout *l, uint32_t src_dtype, const void *src,
+                             void *dst, const char *what)
 {
-    vkmha_quant_layout l;
     vkmha_status st;
-    if ((st = begin_call(ctx, "vkmha_quantize", desc, src_dtype, "src_dtype", src, dst, false,
-                         dst_bytes, "dst_bytes", &l)))
-        return st;
     const uint32_t n = desc->group_size, groups = desc->cols / n;
     const size_t es = vkmha__dtype_size(src_dtype);
     uint8_t *out = dst;
-    memset(out, 0, (size_t)l.bytes);
+    memset(out, 0, (size_t)l->bytes);
     float x[128];
     uint8_t codes[128];
     for (uint32_t r = 0; r < desc->rows; r++) {
@@ -225,11 +221,11 @@ VKMHA_API vkmha_status vkmha_quantize(vkmha_context *ctx, const vkmha_quant_desc
             const size_t at = (size_t)r * groups + g;
             uint16_t scale = 0;
             uint8_t zero = 0;
-            if ((st = quantize_group(ctx, desc, r, g, x, codes, &scale, &zero)))
+            if ((st = quantize_group(ctx, desc, what, r, g, x, codes, &scale, &zero)))
                 return st;
-            memcpy(out + l.scales_offset + 2 * at, &scale, sizeof scale);
+            memcpy(out + l->scales_offset + 2 * at, &scale, sizeof scale);
             if (desc->type == VKMHA_QUANT_Q4Z)
-                out[l.zeros_offset + at] = zero;
+                out[l->zeros_offset + at] = zero;
             const size_t first = (size_t)r * desc->cols + (size_t)g * n;
             for (uint32_t i = 0; i < n; i++) {
                 if (desc->type == VKMHA_QUANT_Q8)
@@ -240,6 +236,18 @@ VKMHA_API vkmha_status vkmha_quantize(vkmha_context *ctx, const vkmha_quant_desc
         }
     }
     return VKMHA_SUCCESS;
+}
+
+VKMHA_API vkmha_status vkmha_quantize(vkmha_context *ctx, const vkmha_quant_desc *desc,
+                                      uint32_t src_dtype, const void *src, void *dst,
+                                      uint64_t dst_bytes)
+{
+    vkmha_quant_layout l;
+    vkmha_status st;
+    if ((st = begin_call(ctx, "vkmha_quantize", desc, src_dtype, "src_dtype", src, dst, false,
+                         dst_bytes, "dst_bytes", &l)))
+        return st;
+    return vkmha__quantize(ctx, desc, &l, src_dtype, src, dst, "src");
 }
 
 VKMHA_API vkmha_status vkmha_dequantize(vkmha_context *ctx, const vkmha_quant_desc *desc,

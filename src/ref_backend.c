@@ -180,6 +180,12 @@ static vkmha_status mha_weights(vkmha_mha *mha, const void *const src[WEIGHT_COU
         if (!(host[i] = vkmha__alloc(mha->ctx, (size_t)n[i] * sizeof(float))))
             return vkmha__fail(mha->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
                                "%s: out of host memory", mha->ctx->call);
+        if (mha->d.weight_quant && i <= W_O) { /* the values, exact in fp32 */
+            const vkmha_quant_desc q = vkmha__weight_quant(&mha->d, i);
+            const vkmha_quant_layout l = vkmha__quant_layout(&q);
+            vkmha__dequantize_f32(&q, &l, src[i], host[i]);
+            continue;
+        }
         vkmha__convert(dt[i], src[i], sd, host[i], (size_t)n[i]);
         if (sd != VKMHA_DTYPE_F32) /* widen in place, from the back */
             for (uint64_t j = n[i]; j-- > 0;)

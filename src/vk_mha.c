@@ -21,24 +21,10 @@ enum mha_site {
     SITE_COUNT
 };
 
-/* The dimensions of projection i's weight [out][in] (W_Q + i). */
-static uint32_t weight_in(const vkmha_mha_desc *d, int i)
-{
-    const uint32_t ins[4] = {d->d_model, d->kdim, d->vdim, d->n_head * d->d_v};
-    return ins[i];
-}
-
-static uint32_t weight_out(const vkmha_mha_desc *d, int i)
-{
-    const uint32_t outs[4] = {d->n_head * d->d_k, d->n_kv_head * d->d_k,
-                              d->n_kv_head * d->d_v, d->d_model};
-    return outs[i];
-}
-
 /* Rows of block j of projection i's weight: block_rows, fewer for the last. */
 static uint32_t block_len(const vk_mha *vm, const vkmha_mha_desc *d, int i, uint32_t j)
 {
-    const uint32_t out = weight_out(d, i), r0 = j * vm->block_rows[i];
+    const uint32_t out = vkmha__weight_out(d, i), r0 = j * vm->block_rows[i];
     return out - r0 < vm->block_rows[i] ? out - r0 : vm->block_rows[i];
 }
 
@@ -75,8 +61,18 @@ vkmha_status vk_mha_weights(vkmha_mha *mha, const void *const src[WEIGHT_COUNT],
          * matmuls bind them in windows: vk_record_matmul) and
          * maxMemoryAllocationSize (blocks of rows: whole rows must fit). */
         const bool matrix = i <= W_O;
-        const uint64_t in = matrix ? weight_in(&mha->d, i) : n[i], out = n[i] / in;
+        const uint64_t in = matrix ? vkmha__weight_in(&mha->d, i) : n[i], out = n[i] / in;
         uint64_t rows = out;
+        if (matrix && mha->d.weight_quant) { /* one buffer, one binding */
+            const vkmha_quant_desc q = vkmha__weight_quant(&mha->d, i);
+            const uint64_t bytes = vkmha__quant_layout(&q).bytes;
+            if ((st = vk_check_size(vk, bytes, name)) ||
+                (st = vk_buffer_create(vk, bytes, false, false, name, &vm->dev[i])))
+                return st;
+            vm->block_rows[i] = (uint32_t)out;
+            vm->n_blocks[i] = 1;
+            continue;
+        }
         if (matrix && n[i] * es > most)
             rows = most / (in * es);
         if ((st = matrix ? vk_check_alloc(vk, rows ? rows * in * es : in * es, name)
@@ -114,7 +110,12 @@ vkmha_status vk_mha_weights(vkmha_mha *mha, const void *const src[WEIGHT_COUNT],
             st = vk_upload_converted(vk, &vm->dev[i], src[i], dt[i], sd, n[i]);
             continue;
         }
-        const uint64_t in = weight_in(&mha->d, i), rows = vm->block_rows[i];
+        if (mha->d.weight_quant) {
+            const vkmha_quant_desc q = vkmha__weight_quant(&mha->d, i);
+            st = vk_upload(vk, &vm->dev[i], 0, src[i], vkmha__quant_layout(&q).bytes);
+            continue;
+        }
+        const uint64_t in = vkmha__weight_in(&mha->d, i), rows = vm->block_rows[i];
         for (uint32_t j = 0; j < vm->n_blocks[i] && !st; j++)
             st = vk_upload_converted(vk, weight_block(vm, i, j),
                                      (const char *)src[i] +
@@ -143,10 +144,15 @@ static vk_matmul_args projection_block(const vkmha_mha *mha, int i, uint32_t j, 
                                        vk_view y, uint32_t rows)
 {
     const vk_mha *vm = (const vk_mha *)mha;
-    const uint32_t sd = mha->d.storage_dtype, in = weight_in(&mha->d, i),
-                   out = weight_out(&mha->d, i), r0 = j * vm->block_rows[i];
+    const uint32_t sd = mha->d.storage_dtype, in = vkmha__weight_in(&mha->d, i),
+                   out = vkmha__weight_out(&mha->d, i), r0 = j * vm->block_rows[i];
     mm_shape s = vkmha__projection(rows, out, in);
     s.n = block_len(vm, &mha->d, i, j);
+    if (mha->d.weight_quant) { /* one block */
+        s.quant_b = vkmha__weight_quant(&mha->d, i);
+        s.layout_b = vkmha__quant_layout(&s.quant_b);
+        s.extent_b = s.layout_b.bytes;
+    }
     const vk_buffer *b = &vm->dev[B_Q + i];
     vk_view bias = vk_view_of(b->buf ? b : NULL, sd);
     if (b->buf)

@@ -281,11 +281,206 @@ static void bad_cases(vkmha_context *ctx, const char *be)
     }
 }
 
+/* ---- the layer with quantized weights ------------------------------------- */
+
+/* The layer's out and weights on `ctx` (io as made, its out and weights
+ * given here); false after a message. */
+static bool layer_run(vkmha_context *ctx, const vkmha_mha_desc *d, vkmha_mha_io io,
+                      float *out, float *weights, const char *name)
+{
+    vkmha_mha *mha = NULL;
+    io.out = out;
+    io.attn_weights = weights;
+    vkmha_status st = vkmha_mha_create(ctx, d, &mha);
+    if (!st)
+        st = vkmha_mha_forward(mha, &io);
+    if (st)
+        t_diag("%s: %s", name, vkmha_context_last_error(ctx));
+    vkmha_mha_destroy(mha);
+    return !st;
+}
+
+/* d's projection weights (fp32) replaced by copies holding the values of
+ * their quantization (type, group): the float layer the quantized one must
+ * compute; *mem frees them. */
+static bool dequantized_desc(vkmha_context *ref, vkmha_mha_desc *d, uint32_t type,
+                             uint32_t group, float **mem)
+{
+    const uint32_t heads = d->head_end ? d->head_end - d->head_begin : d->n_head;
+    const uint32_t rows[4] = {d->n_head * (d->d_k ? d->d_k : d->d_model / d->n_head),
+                              (d->n_kv_head ? d->n_kv_head : d->n_head) *
+                                  (d->d_k ? d->d_k : d->d_model / d->n_head),
+                              (d->n_kv_head ? d->n_kv_head : d->n_head) *
+                                  (d->d_v ? d->d_v : d->d_model / d->n_head),
+                              d->d_model};
+    const uint32_t cols[4] = {d->d_model, d->kdim ? d->kdim : d->d_model,
+                              d->vdim ? d->vdim : d->d_model,
+                              d->n_head * (d->d_v ? d->d_v : d->d_model / d->n_head)};
+    const void **w[4] = {&d->w_q, &d->w_k, &d->w_v, &d->w_o};
+    size_t total = 0;
+    for (int i = 0; i < 4; i++)
+        total += (size_t)rows[i] * cols[i];
+    float *p = *mem = t_alloc(total);
+    (void)heads;
+    for (int i = 0; i < 4; i++) {
+        /* w_o of a shard: the groups run along the shard's columns, which
+         * the layer quantizes from its slice; the whole matrix's groups of
+         * those columns are the same groups when the shard's first column
+         * is a multiple of the group size (the tests' shards are). */
+        const vkmha_quant_desc q = {type, group, rows[i], cols[i]};
+        vkmha_quant_layout l;
+        if (vkmha_quant_layout_of(ref, &q, &l))
+            return false;
+        uint8_t *b = malloc(l.bytes);
+        const bool ok = b && !vkmha_quantize(ref, &q, VKMHA_DTYPE_F32, *w[i], b, l.bytes) &&
+                        !vkmha_dequantize(ref, &q, b, l.bytes, VKMHA_DTYPE_F32, p);
+        free(b);
+        if (!ok)
+            return false;
+        *w[i] = p;
+        p += (size_t)rows[i] * cols[i];
+    }
+    return true;
+}
+
+static void layer_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, uint32_t type,
+                       uint32_t group, uint32_t path, uint32_t shard, const char *ctx_name)
+{
+    char name[200];
+    snprintf(name, sizeof name, "[%s] layer %s g%u, d_model 128, 4 heads over 2, path %s%s",
+             ctx_name, qnames[type], group, path == VKMHA_ATTENTION_PATH_FUSED ? "fused"
+                                                 : path ? "unfused" : "auto",
+             shard ? ", shard of heads 2..4" : "");
+    t_layer l;
+    t_layer_make(&l, rng, 128, 4, 2, 2, 7, 0, VKMHA_MASK_KEY_PADDING | VKMHA_MASK_CAUSAL);
+    l.io.attention_path = path;
+    vkmha_mha_desc d = l.desc;
+    if (shard)
+        d.head_begin = 2, d.head_end = 4;
+    d.weight_quant = type;
+    d.weight_group_size = group;
+    float *want = t_alloc(l.n_out), *got = t_alloc(l.n_out), *flat = t_alloc(l.n_out),
+          *ww = t_alloc(l.n_weights), *gw = t_alloc(l.n_weights), *mem = NULL;
+    /* The float layer on the quantization's values (the reference): the
+     * quantized layer must compute exactly it. */
+    vkmha_mha_desc fd = l.desc;
+    if (shard)
+        fd.head_begin = 2, fd.head_end = 4;
+    bool ok = dequantized_desc(ref, &fd, type, group, &mem) &&
+              layer_run(ref, &fd, l.io, flat, NULL, name) &&
+              layer_run(ref, &d, l.io, want, ww, name) && layer_run(gpu, &d, l.io, got, gw, name);
+    const size_t nw = shard ? l.n_weights / 2 : l.n_weights;
+    ok = ok && t_close(name, "reference vs the float layer on the dequantized weights", want,
+                       flat, l.n_out, 1e-6, 1e-6) &&
+         t_close(name, "out", got, want, l.n_out, T_LAYER_ATOL, T_LAYER_RTOL) &&
+         t_close(name, "attn_weights", gw, ww, nw, 1e-6, 1e-5);
+    t_report(ok, "%s", name);
+    free(want), free(got), free(flat), free(ww), free(gw), free(mem);
+    t_layer_free(&l);
+}
+
+/* A decode: a prompt of 5 positions, then 3 steps of one, through a KV
+ * cache, each step's out against the reference's. */
+static void layer_cache_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, uint32_t type,
+                             uint32_t group, const char *ctx_name)
+{
+    char name[160];
+    snprintf(name, sizeof name, "[%s] layer %s g%u over a KV cache: prompt 5, 3 steps",
+             ctx_name, qnames[type], group);
+    t_layer_desc ld;
+    t_layer_desc_make(&ld, rng, 128, 4, 2, 32, 32, 128, 0.1f);
+    ld.d.weight_quant = type;
+    ld.d.weight_group_size = group;
+    float *x = t_random(rng, 8 * 128, -1, 1), *out[2] = {t_alloc(5 * 128), t_alloc(5 * 128)};
+    vkmha_mha *m[2] = {NULL, NULL};
+    vkmha_kv_cache *c[2] = {NULL, NULL};
+    const vkmha_kv_cache_desc cd = {.capacity = 16};
+    bool ok = true;
+    for (int b = 0; b < 2; b++)
+        ok = ok && !vkmha_mha_create(b ? gpu : ref, &ld.d, &m[b]) &&
+             !vkmha_kv_cache_create(m[b], &cd, &c[b]);
+    for (uint32_t t = 0; ok && t < 4; t++) {
+        const uint32_t len = t ? 1 : 5, first = t ? 4 + t : 0;
+        for (int b = 0; ok && b < 2; b++) {
+            const vkmha_mha_io io = {.len_q = len, .query = x + first * 128,
+                                     .key = x + first * 128, .value = x + first * 128,
+                                     .out = out[b], .kv_cache = c[b]};
+            ok = !vkmha_mha_forward(m[b], &io);
+            if (!ok)
+                t_diag("%s: %s", name, vkmha_context_last_error(b ? gpu : ref));
+        }
+        ok = ok && t_close(name, t ? "a step's out" : "the prompt's out", out[1], out[0],
+                           (size_t)len * 128, T_LAYER_ATOL, T_LAYER_RTOL);
+    }
+    t_report(ok, "%s", name);
+    for (int b = 0; b < 2; b++) {
+        vkmha_kv_cache_destroy(c[b]);
+        vkmha_mha_destroy(m[b]);
+        free(out[b]);
+    }
+    free(x);
+    free(ld.mem);
+}
+
+/* Bad layer descs, refused naming the field (or the weight, row and
+ * group), nothing created, the context working after. */
+static void layer_bad_cases(vkmha_context *ctx, t_rng *rng, const char *be)
+{
+    t_layer_desc ld;
+    t_layer_desc_make(&ld, rng, 128, 4, 2, 32, 32, 128, 0.1f);
+    struct {
+        const char *what, *arg, *extra;
+        uint32_t type, group, d_model_96, shard, nan;
+    } bad[] = {
+        {"weight_quant 4", "desc->weight_quant", "vkmha_quant_type", 4, 32, 0, 0, 0},
+        {"group size 16", "desc->weight_group_size", "32", 1, 16, 0, 0, 0},
+        {"group size without weight_quant", "desc->weight_group_size", "weight_quant", 0, 32,
+         0, 0, 0},
+        {"kdim 96 with groups of 64", "desc->kdim", "weight_group_size", 2, 64, 1, 0, 0},
+        {"a shard of 1 head of 32 with groups of 64", "desc->d_v", "weight_group_size", 3, 64,
+         0, 1, 0},
+        {"w_k holding NaN", "desc->w_k", "row 3, group 1", 1, 32, 0, 0, 1},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char name[160];
+        snprintf(name, sizeof name, "%s: layer with %s: refused naming %s", be, bad[i].what,
+                 bad[i].arg);
+        vkmha_mha_desc d = ld.d;
+        d.weight_quant = bad[i].type;
+        d.weight_group_size = bad[i].group;
+        float *wk = NULL;
+        if (bad[i].d_model_96) { /* kdim 96: w_k and w_v [64][96] */
+            d.kdim = d.vdim = 96;
+            wk = t_random(rng, 64 * 96, -1, 1);
+            d.w_k = d.w_v = wk;
+        }
+        if (bad[i].shard) /* heads 0..1 of 4 over 4 key/value heads */
+            d.n_kv_head = 4, d.head_begin = 0, d.head_end = 1, d.w_k = d.w_v = d.w_q;
+        if (bad[i].nan) {
+            wk = t_alloc(64 * 128);
+            memcpy(wk, d.w_k, 64 * 128 * sizeof *wk);
+            wk[3 * 128 + 40] = NAN;
+            d.w_k = wk;
+        }
+        vkmha_mha *mha = (vkmha_mha *)&d; /* must be set to NULL */
+        const vkmha_status st = vkmha_mha_create(ctx, &d, &mha);
+        t_report(st == VKMHA_ERROR_INVALID_ARGUMENT && !mha &&
+                     t_message_names(name, vkmha_context_last_error(ctx), "vkmha_mha_create",
+                                     bad[i].arg, bad[i].extra) &&
+                     t_context_works(ctx, name),
+                 "%s", name);
+        vkmha_mha_destroy(mha);
+        free(wk);
+    }
+    free(ld.mem);
+}
+
 int main(void)
 {
     t_rng rng = {0x5eed28};
     vkmha_context *ref = t_context(VKMHA_BACKEND_REFERENCE, 0);
     bad_cases(ref, "reference");
+    layer_bad_cases(ref, &rng, "reference");
 
     /* The device's own kernels, then the shared-memory tile kernel (with the
      * GPUs' few-rows GEMV, where the context has subgroup arithmetic). */
@@ -308,8 +503,21 @@ int main(void)
                       vkmha_status_string(st), vkmha_context_last_error(NULL)))
             continue;
         t_pin_libraries(); /* sanitizer reports name the driver's and layer's frames */
-        if (!x)
+        if (!x) {
             bad_cases(gpu, "vulkan");
+            layer_bad_cases(gpu, &rng, "vulkan");
+        }
+        /* The layer: every type, the attention paths, a head shard, a
+         * decode over a KV cache. */
+        for (uint32_t type = VKMHA_QUANT_Q8; type <= VKMHA_QUANT_Q4Z; type++) {
+            const uint32_t g = groups[(type + x) % 3];
+            layer_case(ref, gpu, &rng, type, g, VKMHA_ATTENTION_PATH_FUSED, 0,
+                       contexts[x].name);
+            layer_case(ref, gpu, &rng, type, g, VKMHA_ATTENTION_PATH_UNFUSED, 0,
+                       contexts[x].name);
+            layer_case(ref, gpu, &rng, type, 32, 0, 1, contexts[x].name);
+            layer_cache_case(ref, gpu, &rng, type, g, contexts[x].name);
+        }
         for (uint32_t type = VKMHA_QUANT_Q8; type <= VKMHA_QUANT_Q4Z; type++)
             for (int gi = 0; gi < 3; gi++) {
                 const uint32_t g = groups[gi], dt = gi == 0 ? F32 : gi == 1 ? F16 : BF16;

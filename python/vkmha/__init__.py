@@ -452,14 +452,23 @@ class MHA(_vkmha.MHA):
     weights; the layer computes heads h0 .. h1 - 1 and their part of the
     output projection, without b_o and the post-norm, for an all-reduce;
     vkmha_mha_desc.head_begin / head_end).
+    weight_quant="q8" | "q4" | "q4z" (or a QUANT_ value), weight_group_size
+    (default 32): the layer keeps w_q .. w_o quantized, quantized at
+    creation (vkmha_mha_desc.weight_quant; the biases stay in storage_dtype).
     MHA.from_safetensors(context, n_head, path=... or data=..., prefix=...)
     loads them from a safetensors file. For PyTorch's conventions, see
     from_torch and MultiheadAttention. desc: vkmha_mha_get_desc as a dict."""
 
     def __init__(self, context, d_model, n_head, w_q, w_k, w_v, w_o, weight_dtype=None,
-                 storage_dtype=None, heads=None, **kw):
+                 storage_dtype=None, heads=None, weight_quant=None, weight_group_size=None,
+                 **kw):
         if heads is not None:
             kw["head_begin"], kw["head_end"] = (int(h) for h in heads)
+        if weight_quant is not None:
+            kw["weight_quant"] = _quant_shape(weight_quant, (0, 0))[0]
+            kw["weight_group_size"] = 32 if weight_group_size is None else int(weight_group_size)
+        elif weight_group_size is not None:
+            kw["weight_group_size"] = int(weight_group_size)
         ws, wdt = [], _dtype(weight_dtype)
         for x, name in ((w_q, "w_q"), (w_k, "w_k"), (w_v, "w_v"), (w_o, "w_o")):
             a, wdt = _typed(x, name, wdt)
@@ -668,7 +677,8 @@ def _torch_masks(key_padding_mask, attn_mask, b, h, lq, lk):
     return kw
 
 
-def from_torch(module, context=None, storage_dtype=None, heads=None):
+def from_torch(module, context=None, storage_dtype=None, heads=None, weight_dtype=None,
+               group_size=32):
     """A MultiheadAttention computing module's forward on vkmha (context:
     a Context, default default_context()). Reads the module's weights once:
     packed (in_proj_weight) or separate (q/k/v_proj_weight, kdim / vdim)
@@ -678,6 +688,9 @@ def from_torch(module, context=None, storage_dtype=None, heads=None):
     heads=(h0, h1): a head shard (see MHA): the call returns the shard's
     partial output (out_proj.bias not added) and its heads' weights; a 3-D
     attn_mask must then hold the shard's heads.
+    weight_dtype="q8" | "q4" | "q4z": the projection weights kept quantized
+    (groups of group_size along their inputs; MHA's weight_quant), the
+    biases in storage_dtype.
     add_bias_kv and add_zero_attn raise NotImplementedError."""
     import torch
     if not isinstance(module, torch.nn.MultiheadAttention):
@@ -688,12 +701,12 @@ def from_torch(module, context=None, storage_dtype=None, heads=None):
     if module.add_zero_attn:
         raise NotImplementedError("from_torch: add_zero_attn is not supported by vkmha")
     ctx = default_context() if context is None else context
-    layer = _layer_of(module, ctx, storage_dtype, heads)
+    layer = _layer_of(module, ctx, storage_dtype, heads, weight_dtype, group_size)
     return MultiheadAttention(layer, layer.desc["n_head"], bool(module.batch_first),
                               module.embed_dim)
 
 
-def _layer_of(module, ctx, storage_dtype=None, heads=None):
+def _layer_of(module, ctx, storage_dtype=None, heads=None, weight_quant=None, group_size=32):
     """The MHA holding a torch.nn.MultiheadAttention's weights (from_torch,
     vkmha.nn.MultiheadAttention)."""
     import torch
@@ -713,7 +726,9 @@ def _layer_of(module, ctx, storage_dtype=None, heads=None):
             biases["b_o"] = module.out_proj.bias.detach().cpu()
         return MHA(ctx, E, H, w_q, w_k, w_v, module.out_proj.weight.detach().cpu(),
                    kdim=module.kdim, vdim=module.vdim, storage_dtype=storage_dtype,
-                   heads=heads, **biases)
+                   heads=heads, weight_quant=weight_quant,
+                   weight_group_size=group_size if weight_quant is not None else None,
+                   **biases)
 
 
 _QUANT_TYPES = {"q8": _vkmha.QUANT_Q8, "q4": _vkmha.QUANT_Q4, "q4z": _vkmha.QUANT_Q4Z}

@@ -1026,18 +1026,20 @@ static int mha_init(MHAObject *self, PyObject *args, PyObject *kw)
     static char *kwlist[] = {"context", "d_model", "n_head", "w_q", "w_k", "w_v", "w_o",
                              "n_kv_head", "d_k", "d_v", "kdim", "vdim", "scale", "b_q", "b_k",
                              "b_v", "b_o", "post_norm", "norm_gamma", "norm_beta", "norm_eps",
-                             "weight_dtype", "storage_dtype", "head_begin", "head_end", NULL};
+                             "weight_dtype", "storage_dtype", "head_begin", "head_end",
+                             "weight_quant", "weight_group_size", NULL};
     ContextObject *ctx;
     Py_ssize_t dm, nh, nkv = 0, dk = 0, dv = 0, kdim = 0, vdim = 0, h0 = 0, h1 = 0;
+    unsigned int wq = 0, wg = 0;
     PyObject *w[4], *b[4] = {Py_None, Py_None, Py_None, Py_None}, *gamma = Py_None,
                     *beta = Py_None;
     float scale = 0.0f, eps = 0.0f;
     int post_norm = 0, wdt = VKMHA_DTYPE_F32, sdt = VKMHA_DTYPE_F32;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!nnOOOO|nnnnnfOOOOpOOfiinn", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!nnOOOO|nnnnnfOOOOpOOfiinnII", kwlist,
                                      &ContextType, &ctx, &dm, &nh, &w[0], &w[1], &w[2], &w[3],
                                      &nkv, &dk, &dv, &kdim, &vdim, &scale, &b[0], &b[1], &b[2],
                                      &b[3], &post_norm, &gamma, &beta, &eps, &wdt, &sdt, &h0,
-                                     &h1) ||
+                                     &h1, &wq, &wg) ||
         check_open(ctx) || check_dtype(wdt, "weight_dtype", false) ||
         check_dtype(sdt, "storage_dtype", false))
         return -1;
@@ -1058,6 +1060,8 @@ static int mha_init(MHAObject *self, PyObject *args, PyObject *kw)
     d.norm_eps = eps;
     d.weight_dtype = (uint32_t)wdt;
     d.storage_dtype = (uint32_t)sdt;
+    d.weight_quant = wq;
+    d.weight_group_size = wg;
     /* The sizes the weights must have; where a default cannot be resolved
      * vkmha_mha_create rejects the desc before reading any weight. */
     const uint64_t H = d.n_head, Hkv = d.n_kv_head ? d.n_kv_head : d.n_head;
@@ -1166,13 +1170,14 @@ static PyObject *mha_desc(MHAObject *self, void *unused)
     const vkmha_mha_desc *d = &self->d;
     if (live(self->mha, "MHA"))
         return NULL;
-    return Py_BuildValue("{sIsIsIsIsIsIsIsfsOsfsIsIsIsI}", "d_model", d->d_model, "n_head",
+    return Py_BuildValue("{sIsIsIsIsIsIsIsfsOsfsIsIsIsIsIsI}", "d_model", d->d_model, "n_head",
                          d->n_head, "n_kv_head", d->n_kv_head, "d_k", d->d_k, "d_v", d->d_v,
                          "kdim", d->kdim, "vdim", d->vdim, "scale", (double)d->scale,
                          "post_norm", d->post_norm ? Py_True : Py_False, "norm_eps",
                          (double)d->norm_eps, "weight_dtype", d->weight_dtype,
                          "storage_dtype", d->storage_dtype, "head_begin", d->head_begin,
-                         "head_end", d->head_end);
+                         "head_end", d->head_end, "weight_quant", d->weight_quant,
+                         "weight_group_size", d->weight_group_size);
 }
 
 static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)

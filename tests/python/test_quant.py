@@ -262,5 +262,37 @@ class TestQuantizedMatmul(unittest.TestCase):
             c.matmul(ta, q, transpose_b=True)
 
 
+class TestQuantizedLayer(unittest.TestCase):
+    """from_torch(module, weight_dtype="q8" | "q4" | "q4z") against PyTorch
+    in float64 on a copy of the module whose weights are the
+    transcription's values of their quantization, both backends."""
+
+    def test_from_torch(self):
+        import copy
+        E = 128
+        for qtype, g in (("q8", 32), ("q4", 64), ("q4z", 128)):
+            torch.manual_seed(3)
+            m = torch.nn.MultiheadAttention(E, 4, batch_first=True).eval()
+            x = torch.randn(2, 6, E)
+            ref = copy.deepcopy(m).double()
+            with torch.no_grad():
+                for p in (ref.in_proj_weight, ref.out_proj.weight):
+                    w = p.detach().float().numpy()
+                    for r0 in range(0, w.shape[0], E):  # each of w_q, w_k, w_v, w_o
+                        part = w[r0:r0 + E]
+                        vals = values_of(transcribe(part, qtype, g), qtype, part.shape, g)
+                        p[r0:r0 + E] = torch.from_numpy(vals).double()
+                want = ref(x.double(), x.double(), x.double(), need_weights=False)[0].numpy()
+            for be in ("reference", "vulkan"):
+                attn = vkmha.from_torch(m, ctx(be), weight_dtype=qtype, group_size=g)
+                self.assertEqual(attn.layer.desc["weight_quant"],
+                                 getattr(vkmha, "QUANT_" + qtype.upper()))
+                got = attn(x, x, x, need_weights=False)[0].numpy()
+                err = np.abs(got - want).max()
+                self.assertLess(err, 1e-4, "%s %s g%d: %g" % (be, qtype, g, err))
+        with self.assertRaisesRegex(vkmha.InvalidArgumentError, "weight_group_size"):
+            vkmha.from_torch(m, ctx("vulkan"), weight_dtype="q4", group_size=48)
+
+
 if __name__ == "__main__":
     checks.run(__name__)

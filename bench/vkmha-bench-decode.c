@@ -17,7 +17,11 @@
  *                    cached keys and values (torch_decode.py).
  * Models: small (d_model 512, 8 heads) and large (d_model 4096, 32 query heads
  * over 8 key/value heads: each step reads 168 MB of fp32 weights). vkmha's
- * dtype is that of the weights, the cache and the activations. Each row:
+ * dtype is that of the weights, the cache and the activations; q8, q4 and
+ * q4z are f16 activations and cache with the projection weights quantized
+ * (vkmha_mha_desc.weight_quant: q8 and q4 in groups of 32, q4z of 128).
+ * Each row also gives the bytes of the layer's projection weights
+ * (scales and zero points included). Each row:
  * median ms per step over --reps steps (after one warm-up), tokens per second,
  * the device time per step (VKMHA_CONTEXT_PROFILE: the rest of a step is the
  * host's: its uploads, recording, submission and waiting), and the device
@@ -121,25 +125,54 @@ static bool torch_step(const char *python, const char *script, const model *md,
 static FILE *csv;
 
 static void row(const model *md, const char *dtype, uint32_t context, const char *impl,
-                const timing *t, double torch_ms, uint64_t token_bytes)
+                const timing *t, double torch_ms, uint64_t token_bytes, uint64_t weight_bytes)
 {
-    printf("%-5s %-4s %6u  %-15s %10.3f %10.1f %10.3f %9s %8llu\n", md->name, dtype, context,
-           impl, t->med, 1e3 / t->med, t->gpu, "", (unsigned long long)token_bytes);
+    printf("%-5s %-4s %6u  %-15s %10.3f %10.1f %10.3f %9.2f %8llu\n", md->name, dtype,
+           context, impl, t->med, 1e3 / t->med, t->gpu, weight_bytes / 1048576.0,
+           (unsigned long long)token_bytes);
     if (torch_ms > 0)
         printf("%58s%.2fx the torch peer's tokens/s\n", "", torch_ms / t->med);
     if (csv)
-        fprintf(csv, "%s,%u,%u,%u,%s,%u,%s,%.4f,%.4f,%.4f,%.4f,%.2f,%.4f,%llu\n", md->name,
-                md->d_model, md->heads, md->kv_heads, dtype, context, impl, t->med, t->min,
-                t->max, t->gpu, 1e3 / t->med, torch_ms > 0 ? torch_ms / t->med : 0,
-                (unsigned long long)token_bytes);
+        fprintf(csv, "%s,%u,%u,%u,%s,%u,%s,%.4f,%.4f,%.4f,%.4f,%.2f,%.4f,%llu,%llu\n",
+                md->name, md->d_model, md->heads, md->kv_heads, dtype, context, impl, t->med,
+                t->min, t->max, t->gpu, 1e3 / t->med, torch_ms > 0 ? torch_ms / t->med : 0,
+                (unsigned long long)token_bytes, (unsigned long long)weight_bytes);
+}
+
+/* The weights of dtype name `dt` ("f32", "f16", "q8", "q4", "q4z"): the
+ * storage dtype and the activations' (*dt, f16 for the quantized ones), the
+ * quantization (*quant, *group; 0 for the float ones). */
+static void weights_of(const char *name, uint32_t *dt, uint32_t *quant, uint32_t *group)
+{
+    *dt = strcmp(name, "f32") == 0 ? VKMHA_DTYPE_F32 : VKMHA_DTYPE_F16;
+    *quant = strcmp(name, "q8") == 0    ? VKMHA_QUANT_Q8
+             : strcmp(name, "q4") == 0  ? VKMHA_QUANT_Q4
+             : strcmp(name, "q4z") == 0 ? VKMHA_QUANT_Q4Z
+                                        : 0;
+    *group = *quant == VKMHA_QUANT_Q4Z ? 128 : *quant ? 32 : 0;
+}
+
+/* Bytes of the layer's projection weights w [out][in] (4 of them). */
+static uint64_t weight_bytes(vkmha_context *ctx, const uint32_t out[4], const uint32_t in[4],
+                             uint32_t dt, uint32_t quant, uint32_t group)
+{
+    uint64_t total = 0;
+    for (int i = 0; i < 4; i++) {
+        const vkmha_quant_desc q = {quant, group, out[i], in[i]};
+        vkmha_quant_layout l = {0};
+        if (quant)
+            check(ctx, vkmha_quant_layout_of(ctx, &q, &l), "vkmha_quant_layout_of");
+        total += quant ? l.bytes : (uint64_t)out[i] * in[i] * (dt == VKMHA_DTYPE_F32 ? 4 : 2);
+    }
+    return total;
 }
 
 int main(int argc, char **argv)
 {
     static const char *const model_names[] = {"small", "large", NULL};
-    static const char *const dtype_names[] = {"f32", "f16", NULL};
+    static const char *const dtype_names[] = {"f32", "f16", "q8", "q4", "q4z", NULL};
     static const char *const context_names[] = {"512", "2048", "8192", NULL};
-    const char *model_arg[2], *dtype_arg[2], *context_arg[3];
+    const char *model_arg[2], *dtype_arg[5], *context_arg[3];
     size_t n_models = 0, n_dtypes = 0, n_contexts = 0;
     uint32_t steps = 9, threads = 2, no_cache_max = 2048;
     const char *csv_path = NULL, *python = "/usr/bin/python3", *script = VKMHA_TORCH_DECODE;
@@ -149,7 +182,8 @@ int main(int argc, char **argv)
                     "small (d_model 512, 8 heads) or large (4096, 32 over 8 key/value heads); "
                     "repeatable (default: both)"),
         CLI_CHOICES("--dtype", "NAME", dtype_arg, n_dtypes, dtype_names,
-                    "vkmha's weights and cache: f32 or f16; repeatable (default: both)"),
+                    "vkmha's weights and cache: f32 or f16, or f16 with the projection "
+                    "weights in q8, q4 or q4z; repeatable (default: f32 and f16)"),
         CLI_CHOICES("--context", "N", context_arg, n_contexts, context_names,
                     "cached positions before the step; repeatable (default: all)"),
         CLI_U32("--reps", "N", steps, 1, 1000, "timed steps per row (default 9)"),
@@ -177,7 +211,7 @@ int main(int argc, char **argv)
     }
     if (csv)
         fprintf(csv, "model,d_model,heads,kv_heads,dtype,context,impl,ms_med,ms_min,ms_max,"
-                     "device_ms,tokens_per_s,vs_torch,cache_bytes_per_token\n");
+                     "device_ms,tokens_per_s,vs_torch,cache_bytes_per_token,weight_bytes\n");
 
     vkmha_context_desc cd = {.backend = VKMHA_BACKEND_VULKAN, .flags = VKMHA_CONTEXT_PROFILE};
     if (verbose) {
@@ -194,7 +228,7 @@ int main(int argc, char **argv)
     printf("vkmha-bench-decode %s: %s (%s), %u steps per row, torch peer %u threads\n", date,
            info.device.name, info.device.driver_info, steps, threads);
     printf("%-5s %-4s %6s  %-15s %10s %10s %10s %9s %8s\n", "model", "dt", "ctx", "impl",
-           "ms/step", "tokens/s", "device ms", "", "B/token");
+           "ms/step", "tokens/s", "device ms", "W MiB", "B/token");
 
     for (size_t mi = 0; mi < n_models; mi++) {
         const model *md = &models[strcmp(model_arg[mi], "small") == 0 ? 0 : 1];
@@ -233,12 +267,15 @@ int main(int argc, char **argv)
                        no_torch ? "skipped" : "absent");
             }
             for (size_t di = 0; di < n_dtypes; di++) {
-                const uint32_t dt =
-                    strcmp(dtype_arg[di], "f16") == 0 ? VKMHA_DTYPE_F16 : VKMHA_DTYPE_F32;
+                uint32_t dt, quant, group;
+                weights_of(dtype_arg[di], &dt, &quant, &group);
                 const uint64_t es = dt == VKMHA_DTYPE_F32 ? 4 : 2;
                 vkmha_mha_desc ld = {.d_model = D, .n_head = H, .n_kv_head = Hkv,
                                      .w_q = w[0], .w_k = w[1], .w_v = w[2], .w_o = w[3],
-                                     .storage_dtype = dt};
+                                     .storage_dtype = dt, .weight_quant = quant,
+                                     .weight_group_size = group};
+                const uint32_t w_out[4] = {H * d, Hkv * d, Hkv * d, D}, w_in[4] = {D, D, D, H * d};
+                const uint64_t wb = weight_bytes(ctx, w_out, w_in, dt, quant, group);
                 vkmha_mha *m = NULL;
                 check(ctx, vkmha_mha_create(ctx, &ld, &m), "vkmha_mha_create");
                 /* The cache, filled with C positions of random keys and values. */
@@ -272,7 +309,7 @@ int main(int argc, char **argv)
                 const uint64_t token_bytes = (uint64_t)Hkv * 2 * d * es;
                 timing t = time_steps(ctx, m, &io, cache, C, steps);
                 row(md, dtype_arg[di], C, "vkmha, cache", &t, have_torch ? tt.med : 0,
-                    token_bytes);
+                    token_bytes, wb);
                 vkmha_kv_cache_destroy(cache);
                 if (C <= no_cache_max) {
                     /* The last of C + 1 positions attends over all of them. */
@@ -280,7 +317,8 @@ int main(int argc, char **argv)
                                        .query = (uint8_t *)x + (size_t)C * D * es, .key = x,
                                        .value = x, .out = out, .dtype = dt};
                     timing tn = time_steps(ctx, m, &nc, NULL, C, steps < 3 ? steps : 3);
-                    row(md, dtype_arg[di], C, "vkmha, no cache", &tn, have_torch ? tt.med : 0, 0);
+                    row(md, dtype_arg[di], C, "vkmha, no cache", &tn, have_torch ? tt.med : 0, 0,
+                        wb);
                     printf("%58s%.1fx faster with the cache\n", "", tn.med / t.med);
                 }
                 vkmha_mha_destroy(m);

@@ -123,7 +123,37 @@ void main()
     for (uint i = 0u; i < TM * TN; i++)
         acc[i] = 0.0;
 
-    if (VEC && trans_b) {
+    if (VEC && trans_b && quant_b()) {
+        // A quantized B [N][K] (shaders/quant.glsl; K a multiple of the
+        // group size): each row's scale and zero point read once per group,
+        // its codes per step, dequantized as the reference does (s (q - z),
+        // exact in fp32) and used like B's texels below.
+        const uint gk4 = (1u << p.q_shift) / 4u; // vec4 steps per group
+        uint brow[TN];
+        for (uint j = 0u; j < TN; j++)
+            brow[j] = min(col0 + j, p.N - 1u);
+        for (uint g4 = 0u; g4 < p.K / 4u; g4 += gk4) {
+            vec2 sz[TN];
+            for (uint j = 0u; j < TN; j++)
+                sz[j] = qb_group(brow[j], 4u * g4);
+            for (uint k4 = g4; k4 < g4 + gk4; k4++) {
+                vec4 av[TM];
+                for (uint t = 0u; t < TM; t++)
+                    av[t] = a4(arow[t] / 4u + k4);
+                for (uint j = 0u; j < TN; j++) {
+                    const vec4 bv = sz[j].x * (qb_codes4(brow[j], 4u * k4) - sz[j].y);
+                    for (uint t = 0u; t < TM; t++) {
+                        float s = acc[t * TN + j];
+                        s = fma(av[t].x, bv.x, s);
+                        s = fma(av[t].y, bv.y, s);
+                        s = fma(av[t].z, bv.z, s);
+                        s = fma(av[t].w, bv.w, s);
+                        acc[t * TN + j] = s;
+                    }
+                }
+            }
+        }
+    } else if (VEC && trans_b) {
         for (uint k4 = 0u; k4 < p.K / 4u; k4++) {
             vec4 av[TM], bv[TN];
             for (uint t = 0u; t < TM; t++)

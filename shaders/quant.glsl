@@ -53,23 +53,27 @@ float qb_at(uint row, uint col)
     return sz.x * (qb_code(row * p.ldb + col) - sz.y);
 }
 
-// Elements (row, col .. col + 3), col a multiple of 4 (one group: group
-// sizes are multiples of 32): one word of Q8 codes, or two bytes of Q4,
-// where the binding's start keeps them in one word.
+// The codes of elements (row, col .. col + 3), col a multiple of 4 (one
+// group: group sizes are multiples of 32), as floats (int8, or 0..15): one
+// word of Q8 codes, or two bytes of Q4, where the binding's start keeps
+// them in one word.
+vec4 qb_codes4(uint row, uint col)
+{
+    const uint i = row * p.ldb + col; // a multiple of 4: cols is one
+    if ((MISALIGN_BYTES(1) & 3u) != 0u)
+        return vec4(qb_code(i), qb_code(i + 1u), qb_code(i + 2u), qb_code(i + 3u));
+    if (DTYPE(1) == DT_I8) {
+        const uint w = b_w[(i + MISALIGN_BYTES(1)) >> 2];
+        return vec4(ivec4(int(w << 24), int(w << 16), int(w << 8), int(w)) >> 24);
+    }
+    const uint at = (i >> 1) + MISALIGN_BYTES(1); // even
+    const uint h = b_w[at >> 2] >> (8u * (at & 3u));
+    return vec4(h & 15u, (h >> 4) & 15u, (h >> 8) & 15u, (h >> 12) & 15u);
+}
+
+// Elements (row, col .. col + 3) of the stored matrix, col as above.
 vec4 qb_at4(uint row, uint col)
 {
     const vec2 sz = qb_group(row, col);
-    const uint i = row * p.ldb + col; // a multiple of 4: cols is one
-    vec4 q;
-    if ((MISALIGN_BYTES(1) & 3u) != 0u) {
-        q = vec4(qb_code(i), qb_code(i + 1u), qb_code(i + 2u), qb_code(i + 3u));
-    } else if (DTYPE(1) == DT_I8) {
-        const uint w = b_w[(i + MISALIGN_BYTES(1)) >> 2];
-        q = vec4(ivec4(int(w << 24), int(w << 16), int(w << 8), int(w)) >> 24);
-    } else {
-        const uint at = (i >> 1) + MISALIGN_BYTES(1); // even
-        const uint h = b_w[at >> 2] >> (8u * (at & 3u));
-        q = vec4(h & 15u, (h >> 4) & 15u, (h >> 8) & 15u, (h >> 12) & 15u);
-    }
-    return sz.x * (q - sz.y);
+    return sz.x * (qb_codes4(row, col) - sz.y);
 }

@@ -1131,6 +1131,17 @@ typedef struct vkmha_mha_desc {
      * (VKMHA_ERROR_UNSUPPORTED naming it). */
     uint32_t weight_quant VKMHA_ZERO;
     uint32_t weight_group_size VKMHA_ZERO;
+    /* With weight_quant: w_q, w_k, w_v and w_o already hold quantized
+     * matrices in that layout (each [out][in] as above, its groups along
+     * in; at least vkmha_quant_layout_of's bytes), not float arrays to
+     * quantize; weight_dtype then describes the biases, gamma and beta
+     * only. Checked at creation: a scale that is not a finite fp16, or a
+     * Q4Z zero point above 15, is refused naming the weight, its row and
+     * group. A head shard takes its rows and its columns of w_o from them
+     * (whole groups: head_begin * d_v must be a multiple of the group size,
+     * which a shard of float weights quantized at creation needs too, so
+     * that its groups are the whole layer's). */
+    bool weights_quantized VKMHA_ZERO;
 } vkmha_mha_desc;
 
 /* Creates the layer and copies its weights to the device, once. The context

@@ -498,6 +498,18 @@ static inline vkmha_quant_layout vkmha__quant_layout(const vkmha_quant_desc *d)
 vkmha_status vkmha__quantize(vkmha_context *ctx, const vkmha_quant_desc *desc,
                              const vkmha_quant_layout *l, uint32_t src_dtype, const void *src,
                              void *dst, const char *what);
+/* The bytes of a quantized matrix (desc checked, layout l) as the
+ * dequantization takes them: scales finite, Q4Z zero points at most 15;
+ * INVALID naming `what`, the row and group otherwise. */
+vkmha_status vkmha__quant_check(vkmha_context *ctx, const vkmha_quant_desc *d,
+                                const vkmha_quant_layout *l, const uint8_t *src,
+                                const char *what);
+/* Rows [r0, r0 + sub->rows) and columns [c0, c0 + sub->cols) (c0 and the
+ * columns whole groups) of the quantized matrix src (d, layout l), as a
+ * matrix of their own in dst (sub, layout sl, sl->bytes written). */
+void vkmha__quant_slice(const vkmha_quant_desc *d, const vkmha_quant_layout *l,
+                        const uint8_t *src, uint32_t r0, uint32_t c0,
+                        const vkmha_quant_desc *sub, const vkmha_quant_layout *sl, uint8_t *dst);
 /* The values of the quantized matrix src (desc checked;
  * layout l) in fp32, exact, read as the kernels read them: no checks, a
  * zero point's low 4 bits. */

@@ -26,6 +26,10 @@
 
 #define INVALID VKMHA_ERROR_INVALID_ARGUMENT
 
+/* The projection weights' names in messages. */
+static const char *const weight_names[4] = {"desc->w_q", "desc->w_k", "desc->w_v",
+                                            "desc->w_o"};
+
 /* Elements of each weight, 0 where it is absent. */
 static void weight_sizes(const vkmha_mha_desc *d, uint64_t n[WEIGHT_COUNT])
 {
@@ -48,9 +52,10 @@ static vkmha_status check_quant(vkmha_context *ctx, const vkmha_mha_desc *d)
     const char *fn = ctx->call;
     const uint32_t g = d->weight_group_size;
     if (!d->weight_quant) {
-        if (g)
-            return vkmha__fail(ctx, INVALID, "%s: desc->weight_group_size (%u) is set but "
-                               "desc->weight_quant is 0 (weights not quantized)", fn, g);
+        if (g || d->weights_quantized)
+            return vkmha__fail(ctx, INVALID, "%s: desc->%s is set but desc->weight_quant is 0 "
+                               "(weights not quantized)", fn,
+                               g ? "weight_group_size" : "weights_quantized");
         return VKMHA_SUCCESS;
     }
     if (d->weight_quant > VKMHA_QUANT_Q4Z)
@@ -68,6 +73,11 @@ static vkmha_status check_quant(vkmha_context *ctx, const vkmha_mha_desc *d)
                                "desc->weight_group_size (%u): the groups of w_%c run along "
                                "its inputs", fn, names[i], i < 3 ? (uint32_t)ins[i] : d->d_v,
                                i < 3 ? "" : " times the heads", g, "qkvo"[i]);
+    if ((uint64_t)d->head_begin * d->d_v % g)
+        return vkmha__fail(ctx, INVALID, "%s: desc->head_begin (%u) times d_v (%u) is not a "
+                           "multiple of desc->weight_group_size (%u): a shard's columns of "
+                           "w_o must be whole groups of the layer's", fn, d->head_begin,
+                           d->d_v, g);
     return VKMHA_SUCCESS;
 }
 
@@ -101,10 +111,9 @@ static vkmha_status check_desc(vkmha_context *ctx, const vkmha_mha_desc *in,
         return vkmha__fail(ctx, INVALID, "%s: desc->norm_eps (%g) is not positive", fn,
                            (double)d->norm_eps);
     const void *const required[4] = {d->w_q, d->w_k, d->w_v, d->w_o};
-    const char *const names[4] = {"desc->w_q", "desc->w_k", "desc->w_v", "desc->w_o"};
     for (int i = 0; i < 4; i++)
         if (!required[i])
-            return vkmha__fail(ctx, INVALID, "%s: %s is NULL", fn, names[i]);
+            return vkmha__fail(ctx, INVALID, "%s: %s is NULL", fn, weight_names[i]);
     if (!d->post_norm && (d->norm_gamma || d->norm_beta))
         return vkmha__fail(ctx, INVALID, "%s: desc->%s is set but desc->post_norm is false",
                            fn, d->norm_gamma ? "norm_gamma" : "norm_beta");
@@ -120,10 +129,10 @@ static vkmha_status check_desc(vkmha_context *ctx, const vkmha_mha_desc *in,
     for (int i = 0; i < 4; i++)
         if (!vkmha__mul_u64(rows[i], cols[i], &n))
             return vkmha__fail(ctx, INVALID, "%s: %s is too large: its size overflows 64 bits",
-                               fn, names[i]);
+                               fn, weight_names[i]);
     weight_sizes(d, sizes);
     for (int i = 0; i < W_O + 1; i++)
-        if ((st = vkmha__check_count(ctx, fn, names[i], sizes[i], 4, &bytes)))
+        if ((st = vkmha__check_count(ctx, fn, weight_names[i], sizes[i], 4, &bytes)))
             return st;
     if (d->head_begin || d->head_end) {
         const uint32_t g = d->n_head / d->n_kv_head;
@@ -143,37 +152,65 @@ static vkmha_status check_desc(vkmha_context *ctx, const vkmha_mha_desc *in,
     return check_quant(ctx, d);
 }
 
+/* The projection weights of a shard (d, as shard_desc leaves it) cut from
+ * the whole layer's quantized ones (whole, the desc before): new matrices
+ * in owned[0 .. 3] (freed by the caller). */
+static vkmha_status shard_quantized(const vkmha_context *ctx, const vkmha_mha_desc *whole,
+                                    vkmha_mha_desc *d, void *owned[4])
+{
+    const uint32_t kv0 = whole->head_begin / (whole->n_head / whole->n_kv_head);
+    const uint32_t r0[4] = {whole->head_begin * whole->d_k, kv0 * whole->d_k,
+                            kv0 * whole->d_v, 0};
+    const void **w[4] = {&d->w_q, &d->w_k, &d->w_v, &d->w_o};
+    for (int i = 0; i < 4; i++) {
+        const vkmha_quant_desc q = vkmha__weight_quant(whole, i),
+                               sub = vkmha__weight_quant(d, i);
+        const vkmha_quant_layout l = vkmha__quant_layout(&q), sl = vkmha__quant_layout(&sub);
+        if (!(owned[i] = vkmha__alloc(ctx, (size_t)sl.bytes)))
+            return VKMHA_ERROR_OUT_OF_HOST_MEMORY;
+        vkmha__quant_slice(&q, &l, *w[i], r0[i], i == 3 ? whole->head_begin * whole->d_v : 0,
+                           &sub, &sl, owned[i]);
+        *w[i] = owned[i];
+    }
+    return VKMHA_SUCCESS;
+}
+
 /* A head shard (d->head_begin, head_end of the whole layer's resolved desc
  * d) as the smaller layer it computes: its rows of the projections (whole
- * rows: pointers into the caller's weights), its columns of w_o (a copy in
- * *w_o, freed by the caller), no b_o and no post-norm. */
-static vkmha_status shard_desc(const vkmha_context *ctx, vkmha_mha_desc *d, void **w_o)
+ * rows: pointers into the caller's weights, or of quantized ones copies),
+ * its columns of w_o (a copy), no b_o and no post-norm; the copies in
+ * owned[0 .. 3], freed by the caller. */
+static vkmha_status shard_desc(const vkmha_context *ctx, vkmha_mha_desc *d, void *owned[4])
 {
+    const vkmha_mha_desc whole = *d;
     const uint32_t g = d->n_head / d->n_kv_head, h0 = d->head_begin, h1 = d->head_end;
     const uint32_t kv0 = h0 / g;
     const size_t es = vkmha__dtype_size(d->weight_dtype);
-    const size_t col0 = (size_t)h0 * d->d_v * es, cols = (size_t)(h1 - h0) * d->d_v * es,
-                 row = (size_t)d->n_head * d->d_v * es; /* bytes of a row of w_o */
-    uint8_t *o = vkmha__alloc(ctx, cols * d->d_model);
-    if (!o)
-        return VKMHA_ERROR_OUT_OF_HOST_MEMORY;
-    for (uint32_t r = 0; r < d->d_model; r++)
-        memcpy(o + r * cols, (const uint8_t *)d->w_o + r * row + col0, cols);
-    *w_o = o;
 #define AT(p, elems) ((p) ? (const void *)((const uint8_t *)(p) + (size_t)(elems) * es) : NULL)
-    d->w_q = AT(d->w_q, (size_t)h0 * d->d_k * d->d_model);
     d->b_q = AT(d->b_q, (size_t)h0 * d->d_k);
-    d->w_k = AT(d->w_k, (size_t)kv0 * d->d_k * d->kdim);
     d->b_k = AT(d->b_k, (size_t)kv0 * d->d_k);
-    d->w_v = AT(d->w_v, (size_t)kv0 * d->d_v * d->vdim);
     d->b_v = AT(d->b_v, (size_t)kv0 * d->d_v);
+    if (!d->weights_quantized) {
+        d->w_q = AT(d->w_q, (size_t)h0 * d->d_k * d->d_model);
+        d->w_k = AT(d->w_k, (size_t)kv0 * d->d_k * d->kdim);
+        d->w_v = AT(d->w_v, (size_t)kv0 * d->d_v * d->vdim);
+    }
 #undef AT
-    d->w_o = o;
     d->n_head = h1 - h0;
     d->n_kv_head = (h1 - h0) / g;
     d->b_o = NULL;
     d->post_norm = false;
     d->norm_gamma = d->norm_beta = NULL;
+    if (d->weights_quantized)
+        return shard_quantized(ctx, &whole, d, owned);
+    const size_t col0 = (size_t)h0 * d->d_v * es, cols = (size_t)(h1 - h0) * d->d_v * es,
+                 row = (size_t)whole.n_head * d->d_v * es; /* bytes of a row of w_o */
+    uint8_t *o = vkmha__alloc(ctx, cols * d->d_model);
+    if (!o)
+        return VKMHA_ERROR_OUT_OF_HOST_MEMORY;
+    for (uint32_t r = 0; r < d->d_model; r++)
+        memcpy(o + r * cols, (const uint8_t *)d->w_o + r * row + col0, cols);
+    d->w_o = owned[3] = o;
     return VKMHA_SUCCESS;
 }
 
@@ -232,7 +269,6 @@ static vkmha_status gather_weights(const vkmha_context *ctx, const vkmha_mha_des
 static vkmha_status quantize_weights(vkmha_mha *mha, const void *src[WEIGHT_COUNT],
                                      uint32_t dt[WEIGHT_COUNT], void *out[4])
 {
-    static const char *const names[4] = {"desc->w_q", "desc->w_k", "desc->w_v", "desc->w_o"};
     vkmha_context *ctx = mha->ctx;
     vkmha_status st;
     for (int i = 0; i < 4; i++) {
@@ -241,9 +277,25 @@ static vkmha_status quantize_weights(vkmha_mha *mha, const void *src[WEIGHT_COUN
         if (!(out[i] = vkmha__alloc(ctx, (size_t)l.bytes)))
             return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
                                ctx->call);
-        if ((st = vkmha__quantize(ctx, &q, &l, dt[i], src[i], out[i], names[i])))
+        if ((st = vkmha__quantize(ctx, &q, &l, dt[i], src[i], out[i], weight_names[i])))
             return st;
         src[i] = out[i];
+        dt[i] = VKMHA_DTYPE_U8;
+    }
+    return VKMHA_SUCCESS;
+}
+
+/* Projection weights given quantized (desc->weights_quantized): their
+ * bytes checked (vkmha__quant_check), src[W_Q .. W_O] marked U8. */
+static vkmha_status check_quantized(vkmha_mha *mha, const void *src[WEIGHT_COUNT],
+                                    uint32_t dt[WEIGHT_COUNT])
+{
+    vkmha_status st;
+    for (int i = 0; i < 4; i++) {
+        const vkmha_quant_desc q = vkmha__weight_quant(&mha->d, i);
+        const vkmha_quant_layout l = vkmha__quant_layout(&q);
+        if ((st = vkmha__quant_check(mha->ctx, &q, &l, src[i], weight_names[i])))
+            return st;
         dt[i] = VKMHA_DTYPE_U8;
     }
     return VKMHA_SUCCESS;
@@ -256,7 +308,7 @@ vkmha_status vkmha__mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc, v
     const void *src[WEIGHT_COUNT];
     uint32_t dt[WEIGHT_COUNT];
     float *ones = NULL;
-    void *w_o = NULL, *quantized[4] = {NULL, NULL, NULL, NULL};
+    void *shard[4] = {NULL, NULL, NULL, NULL}, *quantized[4] = {NULL, NULL, NULL, NULL};
     if (!out)
         return vkmha__fail(ctx, INVALID, "%s: out is NULL", ctx->call);
     *out = NULL;
@@ -267,7 +319,7 @@ vkmha_status vkmha__mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc, v
     mha->ctx = ctx;
     if ((st = check_desc(ctx, desc, &mha->d)))
         goto fail;
-    if ((mha->d.head_begin || mha->d.head_end) && (st = shard_desc(ctx, &mha->d, &w_o))) {
+    if ((mha->d.head_begin || mha->d.head_end) && (st = shard_desc(ctx, &mha->d, shard))) {
         vkmha__fail(ctx, st, "%s: out of host memory", ctx->call);
         goto fail;
     }
@@ -276,14 +328,17 @@ vkmha_status vkmha__mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc, v
         vkmha__fail(ctx, st, "%s: out of host memory", ctx->call);
         goto fail;
     }
-    if (mha->d.weight_quant && (st = quantize_weights(mha, src, dt, quantized)))
+    if (mha->d.weight_quant && (st = mha->d.weights_quantized
+                                         ? check_quantized(mha, src, dt)
+                                         : quantize_weights(mha, src, dt, quantized)))
         goto fail;
     if ((st = ctx->ops->mha_weights(mha, src, dt, n)))
         goto fail;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 4; i++) {
         vkmha__free(ctx, quantized[i]);
+        vkmha__free(ctx, shard[i]);
+    }
     vkmha__free(ctx, ones);
-    vkmha__free(ctx, w_o);
     /* The layer keeps its own copies: the caller's pointers are not kept. */
     mha->d.w_q = mha->d.w_k = mha->d.w_v = mha->d.w_o = NULL;
     mha->d.b_q = mha->d.b_k = mha->d.b_v = mha->d.b_o = NULL;
@@ -291,10 +346,11 @@ vkmha_status vkmha__mha_create(vkmha_context *ctx, const vkmha_mha_desc *desc, v
     *out = mha;
     return VKMHA_SUCCESS;
 fail:
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 4; i++) {
         vkmha__free(ctx, quantized[i]);
+        vkmha__free(ctx, shard[i]);
+    }
     vkmha__free(ctx, ones);
-    vkmha__free(ctx, w_o);
     vkmha_mha_destroy(mha);
     return st;
 }

@@ -44,39 +44,71 @@ static vkmha_status layout_of(vkmha_context *ctx, const vkmha_quant_desc *d,
 }
 
 /* Row r's group g of the quantized bytes `in` into x[group_size] (exact in
- * fp32), read as they are: the zero point's low 4 bits; *scale and *zero
- * (the whole byte) for the caller's checks. */
+ * fp32), read as they are: the zero point's low 4 bits. */
 static void decode_group(const vkmha_quant_desc *d, const vkmha_quant_layout *l,
-                         const uint8_t *in, uint32_t r, uint32_t g, float *x, float *scale,
-                         uint8_t *zero)
+                         const uint8_t *in, uint32_t r, uint32_t g, float *x)
 {
     const uint32_t n = d->group_size;
     const size_t at = (size_t)r * (d->cols / n) + g, first = (size_t)r * d->cols + (size_t)g * n;
     uint16_t bits;
     memcpy(&bits, in + l->scales_offset + 2 * at, sizeof bits);
     const float s = vkmha__half_to_float(bits);
-    *scale = s;
-    *zero = d->type == VKMHA_QUANT_Q4Z ? in[l->zeros_offset + at] : 0;
+    const uint8_t zero = d->type == VKMHA_QUANT_Q4Z ? in[l->zeros_offset + at] : 0;
     for (uint32_t i = 0; i < n; i++) {
         const size_t e = first + i;
         const int code = d->type == VKMHA_QUANT_Q8 ? (int)(int8_t)in[e]
                                                    : (in[e / 2] >> (4 * (e & 1))) & 15;
         const int q = d->type == VKMHA_QUANT_Q4 ? code - 8
-                      : d->type == VKMHA_QUANT_Q4Z ? code - (*zero & 15)
+                      : d->type == VKMHA_QUANT_Q4Z ? code - (zero & 15)
                                                    : code;
         x[i] = s * (float)q; /* exact: 11 bits times at most 8 */
+    }
+}
+
+vkmha_status vkmha__quant_check(vkmha_context *ctx, const vkmha_quant_desc *d,
+                                const vkmha_quant_layout *l, const uint8_t *src,
+                                const char *what)
+{
+    const uint32_t groups = d->cols / d->group_size;
+    for (uint32_t r = 0; r < d->rows; r++)
+        for (uint32_t g = 0; g < groups; g++) {
+            const size_t at = (size_t)r * groups + g;
+            uint16_t bits;
+            memcpy(&bits, src + l->scales_offset + 2 * at, sizeof bits);
+            const bool finite = isfinite(vkmha__half_to_float(bits));
+            if (!finite || (d->type == VKMHA_QUANT_Q4Z && src[l->zeros_offset + at] > 15))
+                return vkmha__fail(ctx, INVALID, "%s: %s row %u, group %u: %s", ctx->call,
+                                   what, r, g, !finite ? "the scale is not a finite fp16"
+                                                       : "the zero point is above 15");
+        }
+    return VKMHA_SUCCESS;
+}
+
+void vkmha__quant_slice(const vkmha_quant_desc *d, const vkmha_quant_layout *l,
+                        const uint8_t *src, uint32_t r0, uint32_t c0,
+                        const vkmha_quant_desc *sub, const vkmha_quant_layout *sl, uint8_t *dst)
+{
+    const uint32_t g = d->group_size, groups = d->cols / g, sub_groups = sub->cols / g;
+    const size_t per = d->type == VKMHA_QUANT_Q8 ? 1 : 2; /* elements per byte */
+    memset(dst, 0, (size_t)sl->bytes);
+    for (uint32_t r = 0; r < sub->rows; r++) {
+        const size_t row = (size_t)r0 + r, at = row * groups + c0 / g,
+                     sub_at = (size_t)r * sub_groups;
+        memcpy(dst + (size_t)r * sub->cols / per, src + (row * d->cols + c0) / per,
+               sub->cols / per);
+        memcpy(dst + sl->scales_offset + 2 * sub_at, src + l->scales_offset + 2 * at,
+               2 * (size_t)sub_groups);
+        if (d->type == VKMHA_QUANT_Q4Z)
+            memcpy(dst + sl->zeros_offset + sub_at, src + l->zeros_offset + at, sub_groups);
     }
 }
 
 void vkmha__dequantize_f32(const vkmha_quant_desc *d, const vkmha_quant_layout *l,
                            const uint8_t *src, float *dst)
 {
-    float s;
-    uint8_t z;
     for (uint32_t r = 0; r < d->rows; r++)
         for (uint32_t g = 0; g < d->cols / d->group_size; g++)
-            decode_group(d, l, src, r, g,
-                         dst + (size_t)r * d->cols + (size_t)g * d->group_size, &s, &z);
+            decode_group(d, l, src, r, g, dst + (size_t)r * d->cols + (size_t)g * d->group_size);
 }
 
 VKMHA_API vkmha_status vkmha_quant_layout_of(vkmha_context *ctx, const vkmha_quant_desc *desc,
@@ -259,18 +291,14 @@ VKMHA_API vkmha_status vkmha_dequantize(vkmha_context *ctx, const vkmha_quant_de
     if ((st = begin_call(ctx, "vkmha_dequantize", desc, dst_dtype, "dst_dtype", src, dst, true,
                          src_bytes, "src_bytes", &l)))
         return st;
+    if ((st = vkmha__quant_check(ctx, desc, &l, src, "src")))
+        return st;
     const uint32_t n = desc->group_size, groups = desc->cols / n;
     const size_t es = vkmha__dtype_size(dst_dtype);
     float row[128];
     for (uint32_t r = 0; r < desc->rows; r++)
         for (uint32_t g = 0; g < groups; g++) {
-            float s;
-            uint8_t zero;
-            decode_group(desc, &l, src, r, g, row, &s, &zero);
-            if (!isfinite(s) || zero > 15)
-                return vkmha__fail(ctx, INVALID, "%s: src row %u, group %u: %s", ctx->call, r,
-                                   g, !isfinite(s) ? "the scale is not a finite fp16"
-                                                   : "the zero point is above 15");
+            decode_group(desc, &l, src, r, g, row);
             vkmha__from_f32(dst_dtype, row, n,
                             (char *)dst + ((size_t)r * desc->cols + (size_t)g * n) * es);
         }

@@ -379,6 +379,58 @@ static void layer_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, uint3
     t_layer_free(&l);
 }
 
+/* The layer given its weights already quantized (weights_quantized: the
+ * host's vkmha_quantize of the whole layer's weights, a shard cutting its
+ * part from them) against the same layer quantizing the float weights at
+ * creation: the same values, so the same outputs, bit for bit, on both
+ * backends. */
+static void prequantized_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, uint32_t type,
+                              uint32_t group, bool shard, const char *ctx_name)
+{
+    char name[200];
+    snprintf(name, sizeof name, "[%s] layer %s g%u given quantized%s: the same outputs as "
+             "quantized at creation", ctx_name, qnames[type], group,
+             shard ? ", shard of heads 2..4" : "");
+    t_layer l;
+    t_layer_make(&l, rng, 128, 4, 2, 1, 5, 0, VKMHA_MASK_CAUSAL);
+    vkmha_mha_desc d = l.desc;
+    d.weight_quant = type;
+    d.weight_group_size = group;
+    if (shard)
+        d.head_begin = 2, d.head_end = 4;
+    vkmha_mha_desc pq = d;
+    pq.weights_quantized = true;
+    const void **w[4] = {&pq.w_q, &pq.w_k, &pq.w_v, &pq.w_o};
+    const uint32_t rows[4] = {128, 64, 64, 128}, cols[4] = {128, 128, 128, 128};
+    uint8_t *bytes[4] = {NULL, NULL, NULL, NULL};
+    bool ok = true;
+    for (int i = 0; i < 4 && ok; i++) {
+        const vkmha_quant_desc q = {type, group, rows[i], cols[i]};
+        vkmha_quant_layout ql;
+        ok = !vkmha_quant_layout_of(ref, &q, &ql) && (bytes[i] = malloc(ql.bytes)) &&
+             !vkmha_quantize(ref, &q, VKMHA_DTYPE_F32, *w[i], bytes[i], ql.bytes);
+        *w[i] = bytes[i];
+    }
+    float *out[2][2];
+    for (int b = 0; b < 2; b++)
+        for (int k = 0; k < 2; k++)
+            out[b][k] = t_alloc(l.n_out);
+    for (int b = 0; b < 2 && ok; b++)
+        ok = layer_run(b ? gpu : ref, &d, l.io, out[b][0], NULL, name) &&
+             layer_run(b ? gpu : ref, &pq, l.io, out[b][1], NULL, name);
+    for (int b = 0; b < 2 && ok; b++)
+        if (memcmp(out[b][0], out[b][1], l.n_out * sizeof(float))) {
+            t_diag("%s: the %s backend's outputs differ", name, b ? "Vulkan" : "reference");
+            ok = false;
+        }
+    t_report(ok, "%s", name);
+    for (int i = 0; i < 4; i++)
+        free(bytes[i]);
+    for (int b = 0; b < 2; b++)
+        free(out[b][0]), free(out[b][1]);
+    t_layer_free(&l);
+}
+
 /* A decode: a prompt of 5 positions, then 3 steps of one, through a KV
  * cache, each step's out against the reference's. */
 static void layer_cache_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, uint32_t type,
@@ -440,12 +492,19 @@ static void layer_bad_cases(vkmha_context *ctx, t_rng *rng, const char *be)
         {"a shard of 1 head of 32 with groups of 64", "desc->d_v", "weight_group_size", 3, 64,
          0, 1, 0},
         {"w_k holding NaN", "desc->w_k", "row 3, group 1", 1, 32, 0, 0, 1},
+        {"weights_quantized without weight_quant", "desc->weights_quantized", "weight_quant",
+         0, 0, 0, 0, 2},
+        {"a shard from head 1 (column 32) with groups of 64", "desc->head_begin",
+         "weight_group_size", 2, 64, 0, 2, 0},
+        {"a given w_o with an Inf scale", "desc->w_o", "row 2, group 1", 3, 64, 0, 0, 3},
+        {"a given w_q with a zero point of 16", "desc->w_q", "row 0, group 0", 3, 32, 0, 0, 4},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char name[160];
         snprintf(name, sizeof name, "%s: layer with %s: refused naming %s", be, bad[i].what,
                  bad[i].arg);
         vkmha_mha_desc d = ld.d;
+        void *wo_inf = NULL;
         d.weight_quant = bad[i].type;
         d.weight_group_size = bad[i].group;
         float *wk = NULL;
@@ -454,13 +513,31 @@ static void layer_bad_cases(vkmha_context *ctx, t_rng *rng, const char *be)
             wk = t_random(rng, 64 * 96, -1, 1);
             d.w_k = d.w_v = wk;
         }
-        if (bad[i].shard) /* heads 0..1 of 4 over 4 key/value heads */
-            d.n_kv_head = 4, d.head_begin = 0, d.head_end = 1, d.w_k = d.w_v = d.w_q;
-        if (bad[i].nan) {
+        if (bad[i].shard) { /* heads 0..1, or 1..3, of 4 over 4 key/value heads */
+            d.n_kv_head = 4, d.w_k = d.w_v = d.w_q;
+            d.head_begin = bad[i].shard - 1;
+            d.head_end = bad[i].shard == 1 ? 1 : 3;
+        }
+        if (bad[i].nan == 1) {
             wk = t_alloc(64 * 128);
             memcpy(wk, d.w_k, 64 * 128 * sizeof *wk);
             wk[3 * 128 + 40] = NAN;
             d.w_k = wk;
+        }
+        if (bad[i].nan >= 2) /* given quantized: zero bytes, a scale or zero point set */
+            d.weights_quantized = true;
+        if (bad[i].nan >= 3) {
+            /* room for the largest of the four (w_q, w_o [128][128] in Q4Z) */
+            wk = calloc(128 * 128 + 2 * 128 * 4 + 128 * 4 + 64, 1);
+            d.w_q = d.w_k = d.w_v = d.w_o = wk;
+            uint8_t *q = (uint8_t *)wk;
+            if (bad[i].nan == 3) { /* w_o [128][128] Q4Z g64: scales at 8192 */
+                uint8_t *o = wo_inf = calloc(128 * 128, 1);
+                o[8192 + 2 * (2 * 2 + 1) + 1] = 0x7c; /* row 2, group 1: +Inf */
+                d.w_o = o;
+            } else { /* w_q Q4Z g32: its zero points after 8192 + 2 * 512 bytes */
+                q[8192 + 1024] = 16;
+            }
         }
         vkmha_mha *mha = (vkmha_mha *)&d; /* must be set to NULL */
         const vkmha_status st = vkmha_mha_create(ctx, &d, &mha);
@@ -471,6 +548,7 @@ static void layer_bad_cases(vkmha_context *ctx, t_rng *rng, const char *be)
                  "%s", name);
         vkmha_mha_destroy(mha);
         free(wk);
+        free(wo_inf);
     }
     free(ld.mem);
 }
@@ -517,6 +595,8 @@ int main(void)
                        contexts[x].name);
             layer_case(ref, gpu, &rng, type, 32, 0, 1, contexts[x].name);
             layer_cache_case(ref, gpu, &rng, type, g, contexts[x].name);
+            prequantized_case(ref, gpu, &rng, type, g, false, contexts[x].name);
+            prequantized_case(ref, gpu, &rng, type, 32, true, contexts[x].name);
         }
         for (uint32_t type = VKMHA_QUANT_Q8; type <= VKMHA_QUANT_Q4Z; type++)
             for (int gi = 0; gi < 3; gi++) {

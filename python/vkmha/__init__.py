@@ -455,6 +455,10 @@ class MHA(_vkmha.MHA):
     weight_quant="q8" | "q4" | "q4z" (or a QUANT_ value), weight_group_size
     (default 32): the layer keeps w_q .. w_o quantized, quantized at
     creation (vkmha_mha_desc.weight_quant; the biases stay in storage_dtype).
+    w_q .. w_o may instead be QuantizedMatrix objects of one qtype and group
+    size (quantized(), or bytes written by hand or read from a checkpoint):
+    taken as they are (vkmha_mha_desc.weights_quantized); weight_dtype then
+    describes the biases.
     MHA.from_safetensors(context, n_head, path=... or data=..., prefix=...)
     loads them from a safetensors file. For PyTorch's conventions, see
     from_torch and MultiheadAttention. desc: vkmha_mha_get_desc as a dict."""
@@ -464,15 +468,29 @@ class MHA(_vkmha.MHA):
                  **kw):
         if heads is not None:
             kw["head_begin"], kw["head_end"] = (int(h) for h in heads)
+        ws, wdt = [], _dtype(weight_dtype)
+        named = ((w_q, "w_q"), (w_k, "w_k"), (w_v, "w_v"), (w_o, "w_o"))
+        given = [isinstance(x, QuantizedMatrix) for x, _ in named]
+        if any(given):
+            if not all(given) or len({(x.qtype, x.group_size) for x, _ in named}) != 1:
+                raise ValueError("MHA: w_q, w_k, w_v and w_o must all be QuantizedMatrix "
+                                 "objects of one qtype and group size, or none")
+            if weight_quant is not None or weight_group_size is not None:
+                raise ValueError("MHA: weight_quant / weight_group_size come from the "
+                                 "QuantizedMatrix weights")
+            ws = [x.data for x, _ in named]
+            weight_quant, weight_group_size = w_q.qtype, w_q.group_size
+            kw["weights_quantized"] = True
+            wdt = _vkmha.DTYPE_F32 if wdt is None else wdt
+        else:
+            for x, name in named:
+                a, wdt = _typed(x, name, wdt)
+                ws.append(a)
         if weight_quant is not None:
             kw["weight_quant"] = _quant_shape(weight_quant, (0, 0))[0]
             kw["weight_group_size"] = 32 if weight_group_size is None else int(weight_group_size)
         elif weight_group_size is not None:
             kw["weight_group_size"] = int(weight_group_size)
-        ws, wdt = [], _dtype(weight_dtype)
-        for x, name in ((w_q, "w_q"), (w_k, "w_k"), (w_v, "w_v"), (w_o, "w_o")):
-            a, wdt = _typed(x, name, wdt)
-            ws.append(a)
         for name in ("b_q", "b_k", "b_v", "b_o", "norm_gamma", "norm_beta"):
             if name in kw:
                 kw[name] = _typed(kw[name], name, wdt)[0]

@@ -1027,19 +1027,20 @@ static int mha_init(MHAObject *self, PyObject *args, PyObject *kw)
                              "n_kv_head", "d_k", "d_v", "kdim", "vdim", "scale", "b_q", "b_k",
                              "b_v", "b_o", "post_norm", "norm_gamma", "norm_beta", "norm_eps",
                              "weight_dtype", "storage_dtype", "head_begin", "head_end",
-                             "weight_quant", "weight_group_size", NULL};
+                             "weight_quant", "weight_group_size", "weights_quantized", NULL};
     ContextObject *ctx;
     Py_ssize_t dm, nh, nkv = 0, dk = 0, dv = 0, kdim = 0, vdim = 0, h0 = 0, h1 = 0;
     unsigned int wq = 0, wg = 0;
+    int given_quantized = 0;
     PyObject *w[4], *b[4] = {Py_None, Py_None, Py_None, Py_None}, *gamma = Py_None,
                     *beta = Py_None;
     float scale = 0.0f, eps = 0.0f;
     int post_norm = 0, wdt = VKMHA_DTYPE_F32, sdt = VKMHA_DTYPE_F32;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!nnOOOO|nnnnnfOOOOpOOfiinnII", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!nnOOOO|nnnnnfOOOOpOOfiinnIIp", kwlist,
                                      &ContextType, &ctx, &dm, &nh, &w[0], &w[1], &w[2], &w[3],
                                      &nkv, &dk, &dv, &kdim, &vdim, &scale, &b[0], &b[1], &b[2],
                                      &b[3], &post_norm, &gamma, &beta, &eps, &wdt, &sdt, &h0,
-                                     &h1, &wq, &wg) ||
+                                     &h1, &wq, &wg, &given_quantized) ||
         check_open(ctx) || check_dtype(wdt, "weight_dtype", false) ||
         check_dtype(sdt, "storage_dtype", false))
         return -1;
@@ -1062,22 +1063,37 @@ static int mha_init(MHAObject *self, PyObject *args, PyObject *kw)
     d.storage_dtype = (uint32_t)sdt;
     d.weight_quant = wq;
     d.weight_group_size = wg;
+    d.weights_quantized = given_quantized != 0;
     /* The sizes the weights must have; where a default cannot be resolved
      * vkmha_mha_create rejects the desc before reading any weight. */
     const uint64_t H = d.n_head, Hkv = d.n_kv_head ? d.n_kv_head : d.n_head;
     const uint64_t per = d.n_head && d.d_model % d.n_head == 0 ? d.d_model / d.n_head : 0;
     const uint64_t d_k = d.d_k ? d.d_k : per, d_v = d.d_v ? d.d_v : per;
     const uint64_t kd = d.kdim ? d.kdim : d.d_model, vd = d.vdim ? d.vdim : d.d_model;
-    const uint64_t need[10] = {PROD3(H, d_k, d.d_model), PROD3(Hkv, d_k, kd),
-                               PROD3(Hkv, d_v, vd), PROD3(d.d_model, H, d_v),
-                               H * d_k, Hkv * d_k, Hkv * d_v, d.d_model, d.d_model, d.d_model};
+    uint64_t need[10] = {PROD3(H, d_k, d.d_model), PROD3(Hkv, d_k, kd),
+                         PROD3(Hkv, d_v, vd), PROD3(d.d_model, H, d_v),
+                         H * d_k, Hkv * d_k, Hkv * d_v, d.d_model, d.d_model, d.d_model};
+    /* Weights given quantized: their layouts' bytes (a bad desc leaves 0,
+     * and vkmha_mha_create names the field). */
+    const uint64_t rows[4] = {H * d_k, Hkv * d_k, Hkv * d_v, d.d_model},
+                   cols[4] = {d.d_model, kd, vd, H * d_v};
+    for (int i = 0; i < 4 && d.weights_quantized; i++) {
+        const vkmha_quant_desc q = {wq, wg, (uint32_t)rows[i], (uint32_t)cols[i]};
+        vkmha_quant_layout l = {0};
+        need[i] = rows[i] <= UINT32_MAX && cols[i] <= UINT32_MAX &&
+                          !vkmha_quant_layout_of(ctx->ctx, &q, &l)
+                      ? l.bytes
+                      : 0;
+    }
     static const char *const names[10] = {"w_q", "w_k", "w_v", "w_o", "b_q",
                                           "b_k", "b_v", "b_o", "norm_gamma", "norm_beta"};
     PyObject *objs[10] = {w[0], w[1], w[2], w[3], b[0], b[1], b[2], b[3], gamma, beta};
     arg a[10];
     memset(a, 0, sizeof a);
     for (int i = 0; i < 10; i++)
-        if (arg_get(objs[i], names[i], d.weight_dtype, false, need[i], false, ctx, &a[i])) {
+        if (arg_get(objs[i], names[i],
+                    i < 4 && d.weights_quantized ? VKMHA_DTYPE_U8 : d.weight_dtype, false,
+                    need[i], false, ctx, &a[i])) {
             args_release(a, 10);
             return -1;
         }
@@ -1170,14 +1186,16 @@ static PyObject *mha_desc(MHAObject *self, void *unused)
     const vkmha_mha_desc *d = &self->d;
     if (live(self->mha, "MHA"))
         return NULL;
-    return Py_BuildValue("{sIsIsIsIsIsIsIsfsOsfsIsIsIsIsIsI}", "d_model", d->d_model, "n_head",
+    return Py_BuildValue("{sIsIsIsIsIsIsIsfsOsfsIsIsIsIsIsIsO}", "d_model", d->d_model,
+                         "n_head",
                          d->n_head, "n_kv_head", d->n_kv_head, "d_k", d->d_k, "d_v", d->d_v,
                          "kdim", d->kdim, "vdim", d->vdim, "scale", (double)d->scale,
                          "post_norm", d->post_norm ? Py_True : Py_False, "norm_eps",
                          (double)d->norm_eps, "weight_dtype", d->weight_dtype,
                          "storage_dtype", d->storage_dtype, "head_begin", d->head_begin,
                          "head_end", d->head_end, "weight_quant", d->weight_quant,
-                         "weight_group_size", d->weight_group_size);
+                         "weight_group_size", d->weight_group_size, "weights_quantized",
+                         d->weights_quantized ? Py_True : Py_False);
 }
 
 static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)

@@ -293,6 +293,30 @@ class TestQuantizedLayer(unittest.TestCase):
         with self.assertRaisesRegex(vkmha.InvalidArgumentError, "weight_group_size"):
             vkmha.from_torch(m, ctx("vulkan"), weight_dtype="q4", group_size=48)
 
+    def test_given_quantized(self):
+        """MHA with QuantizedMatrix weights (the transcription's bytes, a
+        head shard cut from them) equals the layer quantizing the same float
+        weights at creation, bit for bit; bad bytes are named."""
+        E, H = 128, 4
+        w = [RNG.uniform(-0.2, 0.2, (E, E)).astype(np.float32) for _ in range(4)]
+        x = RNG.uniform(-1, 1, (1, 5, E)).astype(np.float32)
+        for qtype, g, heads in (("q8", 32, None), ("q4", 64, (2, 4)), ("q4z", 32, (1, 3))):
+            q = [vkmha.QuantizedMatrix(transcribe(m, qtype, g), qtype, m.shape, g) for m in w]
+            for be in ("reference", "vulkan"):
+                a = vkmha.MHA(ctx(be), E, H, *q, heads=heads)
+                self.assertTrue(a.desc["weights_quantized"])
+                b = vkmha.MHA(ctx(be), E, H, *w, weight_quant=qtype, weight_group_size=g,
+                              heads=heads)
+                ya, yb = a(x, x, x)[0], b(x, x, x)[0]
+                self.assertTrue(np.array_equal(ya, yb), "%s %s g%d heads %s" % (
+                    be, qtype, g, heads))
+        bad = transcribe(w[3], "q4z", 32)
+        zat = round16(E * E // 2 + 2 * E * (E // 32))
+        bad[zat + 4 * 7 + 2] = 16  # row 7, group 2
+        q = [vkmha.QuantizedMatrix(transcribe(m, "q4z", 32), "q4z", m.shape, 32) for m in w[:3]]
+        with self.assertRaisesRegex(vkmha.InvalidArgumentError, "w_o row 7, group 2"):
+            vkmha.MHA(ctx("vulkan"), E, H, *q, vkmha.QuantizedMatrix(bad, "q4z", (E, E), 32))
+
 
 if __name__ == "__main__":
     checks.run(__name__)

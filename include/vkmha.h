@@ -1311,6 +1311,22 @@ VKMHA_API vkmha_status vkmha_kv_cache_get_tensors(vkmha_kv_cache *cache, vkmha_t
  *     q_proj.weight [H * d_k][d_model], k_proj.weight [Hkv * d_k][kdim],
  *     v_proj.weight [Hkv * d_v][vdim], o_proj.weight or out_proj.weight
  *     [d_model][H * d_v], each with an optional .bias [rows]
+ *   GPTQ-packed 4-bit Linear layers (AutoGPTQ's "gptq" checkpoint format),
+ *   the same four names with .qweight, .qzeros, .scales and an optional
+ *   .g_idx in place of .weight (a layer of K inputs and N outputs in groups
+ *   of G inputs):
+ *     qweight I32 [K / 8][N]: input k of output n in bits 4 (k % 8) .. + 3
+ *     of element [k / 8][n];
+ *     qzeros I32 [K / G][N / 8]: the zero point of group g of output n,
+ *     minus one, in bits 4 (n % 8) .. + 3 of element [g][n / 8];
+ *     scales F16 [K / G][N]; g_idx I32 [K], if present, k / G for each k;
+ *     weight (n, k) = scales[k / G][n] * (q - (stored zero + 1)).
+ *   The layer then keeps them as VKMHA_QUANT_Q4Z in groups of G
+ *   (vkmha_mha_desc.weight_quant, weights_quantized), the values exactly
+ *   those above. Refused, naming the tensor: other bit widths (told by
+ *   qzeros' columns), G other than 32, 64 or 128, projections of different
+ *   group sizes, GPTQ mixed with float projections, act-order (a permuted
+ *   g_idx), a stored zero of 15 (a zero point of 16: Q4Z's hold 0 .. 15).
  *
  * Every bias is optional. d_model, d_k, d_v, kdim and vdim come from the
  * shapes; the number of heads is not in the file and must be given. Tensors

@@ -141,6 +141,7 @@ VKMHA_API vkmha_status vkmha_mha_create_from_safetensors(vkmha_context *ctx,
     st_layer L;
     float *converted[ST_WEIGHT_COUNT] = {0};
     const float *w[ST_WEIGHT_COUNT] = {0};
+    uint8_t *quantized[4] = {NULL, NULL, NULL, NULL};
     vkmha_status st;
     if (out)
         *out = NULL;
@@ -210,8 +211,30 @@ VKMHA_API vkmha_status vkmha_mha_create_from_safetensors(vkmha_context *ctx,
     md.storage_dtype = desc->storage_dtype;
     md.head_begin = desc->head_begin;
     md.head_end = desc->head_end;
+    if (L.group) { /* GPTQ: the projections as vkmha's Q4Z, given quantized */
+        md.weight_quant = VKMHA_QUANT_Q4Z;
+        md.weight_group_size = L.group;
+        md.weights_quantized = true;
+        const void **mw[4] = {&md.w_q, &md.w_k, &md.w_v, &md.w_o};
+        for (int i = 0; i < 4; i++) {
+            const vkmha_quant_desc q = vkmha__weight_quant(&md, i);
+            const vkmha_quant_layout l = vkmha__quant_layout(&q);
+            if (!(quantized[i] = vkmha__alloc(ctx, (size_t)l.bytes))) {
+                st = vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
+                                 fn);
+                goto done;
+            }
+            if ((st = st_gptq_to_q4z(&L, i, &q, &l, quantized[i], why, sizeof why))) {
+                vkmha__fail(ctx, st, "%s: %s: %s", fn, source, why);
+                goto done;
+            }
+            *mw[i] = quantized[i];
+        }
+    }
     st = vkmha__mha_create(ctx, &md, out); /* messages keep this function's name */
 done:
+    for (int i = 0; i < 4; i++)
+        vkmha__free(ctx, quantized[i]);
     for (int i = 0; i < ST_WEIGHT_COUNT; i++)
         vkmha__free(ctx, converted[i]);
     st_free(&ctx->allocator, &file);

@@ -81,7 +81,13 @@ typedef struct st_slice {
 typedef struct st_layer {
     st_slice w[ST_WEIGHT_COUNT];
     uint32_t d_model, n_head, n_kv_head, d_k, d_v, kdim, vdim;
-    const char *layout; /* "in_proj_weight", "q_proj_weight" or "q_proj.weight" */
+    /* "in_proj_weight", "q_proj_weight", "q_proj.weight" or "q_proj.qweight" */
+    const char *layout;
+    /* GPTQ-packed projections (layout "q_proj.qweight"; w[ST_W_Q .. ST_W_O]
+     * then absent): each one's qweight, qzeros and scales, 4-bit, groups of
+     * `group` inputs (st_gptq_to_q4z). */
+    const st_tensor *gptq[4][3];
+    uint32_t group;
 } st_layer;
 
 /* Finds the layer's tensors under `prefix` (NULL: none) and checks their
@@ -93,10 +99,30 @@ typedef struct st_layer {
  *   q_proj_weight, k_proj_weight, v_proj_weight, in_proj_bias
  *                                                  (the same with kdim / vdim)
  *   q_proj.weight, k_proj.weight, v_proj.weight, each with an optional .bias
- * and out_proj.weight / out_proj.bias or o_proj.weight / o_proj.bias. */
+ *   q_proj.qweight, .qzeros, .scales (and .g_idx, optional), the same for
+ *                  k_proj, v_proj and o_proj / out_proj: GPTQ-packed 4-bit
+ *                  linear layers as AutoGPTQ writes them (below), each with
+ *                  an optional .bias
+ * and out_proj.weight / out_proj.bias or o_proj.weight / o_proj.bias.
+ * GPTQ (AutoGPTQ's "gptq" checkpoint format) for a linear layer of K inputs
+ * and N outputs in groups of G inputs: qweight I32 [K / 8][N], input k of
+ * output n in bits 4 (k % 8) .. + 3 of qweight[k / 8][n]; qzeros I32
+ * [K / G][N / 8], the zero point of group g of output n minus one in bits
+ * 4 (n % 8) .. of qzeros[g][n / 8]; scales F16 [K / G][N]; g_idx I32 [K],
+ * if present, k / G for every k (act-order is refused); the weight is
+ * scales[g][n] * (q - (stored zero + 1)). Refused naming the tensor: other
+ * bit widths (told by qzeros' columns), G not 32, 64 or 128, projections
+ * of different group sizes, a mix with float projections, a stored zero of
+ * 15 (a zero point of 16, which vkmha's Q4Z cannot hold). */
 vkmha_status st_find_layer(const st_file *f, const char *prefix, const char *norm_prefix,
                            uint32_t n_head, uint32_t n_kv_head, st_layer *out, char *why,
                            size_t why_cap);
+
+/* GPTQ projection i of L as vkmha's Q4Z matrix (q: [N][K] in groups of
+ * L->group, layout l) into dst; INVALID with why naming the tensor when a
+ * zero point is 16. */
+vkmha_status st_gptq_to_q4z(const st_layer *L, int i, const vkmha_quant_desc *q,
+                            const vkmha_quant_layout *l, uint8_t *dst, char *why, size_t cap);
 
 /* Whether slice s can be used as floats in place (F32, 4-byte aligned, on a
  * little-endian host), and those floats. */

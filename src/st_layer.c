@@ -84,6 +84,159 @@ static st_slice part(const st_tensor *t, uint64_t first, uint64_t count)
     return s;
 }
 
+/* The LayerNorm's weights under norm_prefix (NULL: none) into L. */
+static vkmha_status find_norm(const st_file *f, const char *norm_prefix, uint64_t E,
+                              st_layer *L, char *why, size_t cap)
+{
+    if (!norm_prefix)
+        return VKMHA_SUCCESS;
+    finder nf = {f, norm_prefix, why, cap};
+    const st_tensor *g = find(&nf, "weight"), *be = find(&nf, "bias");
+    vkmha_status st;
+    if (!g)
+        return st_bad(why, cap, "missing tensor '%sweight' (the LayerNorm's)", norm_prefix);
+    if ((st = check_shape(&nf, g, 1, E, 0, "[d_model]")) ||
+        (st = check_shape(&nf, be, 1, E, 0, "[d_model]")))
+        return st;
+    L->w[ST_GAMMA] = whole(g);
+    L->w[ST_BETA] = whole(be);
+    return VKMHA_SUCCESS;
+}
+
+/* Element i of an I32 tensor (little-endian), as unsigned bits. */
+static uint32_t i32_at(const st_tensor *t, uint64_t i)
+{
+    const uint8_t *p = t->bytes + 4 * i;
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* One GPTQ linear layer `name` (e.g. "q_proj"): its qweight, qzeros,
+ * scales (t[0 .. 2]) and g_idx checked; *in, *out its inputs and outputs,
+ * *group its group size. */
+static vkmha_status find_gptq(const finder *fd, const char *name, const st_tensor *t[3],
+                              uint64_t *in, uint64_t *out, uint32_t *group)
+{
+    static const char *const parts[4] = {"qweight", "qzeros", "scales", "g_idx"};
+    static const st_dtype dtypes[4] = {ST_I32, ST_I32, ST_F16, ST_I32};
+    static const uint32_t ranks[4] = {2, 2, 2, 1};
+    const st_tensor *all[4];
+    char full[64];
+    for (int i = 0; i < 4; i++) {
+        snprintf(full, sizeof full, "%s.%s", name, parts[i]);
+        all[i] = find(fd, full);
+        if (!all[i] && i < 3)
+            return st_bad(fd->why, fd->cap, "missing tensor '%s%s' (a GPTQ layer)", fd->prefix,
+                          full);
+        if (all[i] && (all[i]->dtype != dtypes[i] || all[i]->rank != ranks[i]))
+            return st_bad(fd->why, fd->cap, "tensor '%s': %s of rank %u, expected %s of rank %u "
+                          "(AutoGPTQ's %s)", st_show_tensor(all[i]).s,
+                          st_dtype_name(all[i]->dtype), all[i]->rank,
+                          st_dtype_name(dtypes[i]), ranks[i], parts[i]);
+    }
+    const uint64_t K = all[0]->dims[0] * 8, N = all[0]->dims[1], G = all[2]->dims[0];
+    if (!N || !G || N > UINT32_MAX || K > UINT32_MAX || all[2]->dims[1] != N)
+        return st_bad(fd->why, fd->cap, "tensor '%s': shape [%llu, %llu], expected [groups, "
+                      "%llu] (qweight's outputs)", st_show_tensor(all[2]).s,
+                      (unsigned long long)G, (unsigned long long)all[2]->dims[1],
+                      (unsigned long long)N);
+    if (all[1]->dims[0] != G || all[1]->dims[1] * 8 != N)
+        return st_bad(fd->why, fd->cap, "tensor '%s': shape [%llu, %llu]: vkmha takes 4-bit GPTQ "
+                      "([groups %llu, outputs / 8 = %llu]); other bit widths are not supported",
+                      st_show_tensor(all[1]).s, (unsigned long long)all[1]->dims[0],
+                      (unsigned long long)all[1]->dims[1], (unsigned long long)G,
+                      (unsigned long long)(N / 8));
+    if (K % G || (K / G != 32 && K / G != 64 && K / G != 128))
+        return st_bad(fd->why, fd->cap, "tensor '%s': %llu groups over %llu inputs: vkmha "
+                      "takes groups of 32, 64 or 128 inputs", st_show_tensor(all[2]).s,
+                      (unsigned long long)G, (unsigned long long)K);
+    *group = (uint32_t)(K / G);
+    if (all[3]) {
+        if (all[3]->dims[0] != K)
+            return st_bad(fd->why, fd->cap, "tensor '%s': %llu entries, expected %llu (inputs)",
+                          st_show_tensor(all[3]).s, (unsigned long long)all[3]->dims[0],
+                          (unsigned long long)K);
+        for (uint64_t k = 0; k < K; k++)
+            if (i32_at(all[3], k) != k / *group)
+                return st_bad(fd->why, fd->cap, "tensor '%s': entry %llu is %d, not %llu: "
+                              "act-order GPTQ (a permuted g_idx) is not supported",
+                              st_show_tensor(all[3]).s, (unsigned long long)k,
+                              (int)i32_at(all[3], k), (unsigned long long)(k / *group));
+    }
+    for (int i = 0; i < 3; i++)
+        t[i] = all[i];
+    *in = K, *out = N;
+    return VKMHA_SUCCESS;
+}
+
+/* The GPTQ layout (q_proj.qweight present): every projection GPTQ, of one
+ * group size, with optional biases. */
+static vkmha_status find_gptq_layer(const finder *fd, uint32_t H, uint32_t Hkv, st_layer *L)
+{
+    static const char *const base[4] = {"q_proj", "k_proj", "v_proj", "o_proj"};
+    vkmha_status st;
+    uint64_t in[4], out[4];
+    const st_tensor *oq = find(fd, "out_proj.qweight");
+    for (int i = 0; i < 4; i++) {
+        const char *name = i == 3 && oq ? "out_proj" : base[i];
+        uint32_t group = 0;
+        char bias[64];
+        if ((st = find_gptq(fd, name, L->gptq[i], &in[i], &out[i], &group)))
+            return st;
+        if (i && group != L->group)
+            return st_bad(fd->why, fd->cap, "tensor '%s': groups of %u inputs, but '%s' has "
+                          "groups of %u (one group size for the layer)",
+                          st_show_tensor(L->gptq[i][2]).s, group,
+                          st_show_tensor(L->gptq[0][2]).s, L->group);
+        L->group = group;
+        snprintf(bias, sizeof bias, "%s.bias", name);
+        const st_tensor *b = find(fd, bias);
+        if ((st = check_shape(fd, b, 1, out[i], 0, "[outputs of its weight]")))
+            return st;
+        L->w[ST_B_Q + i] = whole(b);
+    }
+    const uint64_t E = out[3];
+    if (in[0] != E || out[0] % H || out[1] != out[0] / H * Hkv || out[2] % Hkv ||
+        in[3] != out[2] / Hkv * H)
+        return st_bad(fd->why, fd->cap, "GPTQ projections of inputs x outputs %llux%llu, "
+                      "%llux%llu, %llux%llu, %llux%llu do not make a layer of %u heads over "
+                      "%u key/value heads", (unsigned long long)in[0], (unsigned long long)out[0],
+                      (unsigned long long)in[1], (unsigned long long)out[1],
+                      (unsigned long long)in[2], (unsigned long long)out[2],
+                      (unsigned long long)in[3], (unsigned long long)out[3], H, Hkv);
+    L->layout = "q_proj.qweight";
+    L->d_model = (uint32_t)E;
+    L->d_k = (uint32_t)(out[0] / H);
+    L->d_v = (uint32_t)(out[2] / Hkv);
+    L->kdim = (uint32_t)in[1];
+    L->vdim = (uint32_t)in[2];
+    return VKMHA_SUCCESS;
+}
+
+vkmha_status st_gptq_to_q4z(const st_layer *L, int i, const vkmha_quant_desc *q,
+                            const vkmha_quant_layout *l, uint8_t *dst, char *why, size_t cap)
+{
+    const st_tensor *qw = L->gptq[i][0], *qz = L->gptq[i][1], *sc = L->gptq[i][2];
+    const uint64_t N = q->rows, K = q->cols, G = K / q->group_size;
+    memset(dst, 0, (size_t)l->bytes);
+    for (uint64_t n = 0; n < N; n++) {
+        for (uint64_t k = 0; k < K; k++) {
+            const uint32_t code = i32_at(qw, (k / 8) * N + n) >> (4 * (k % 8)) & 15;
+            dst[(n * K + k) / 2] |= (uint8_t)(code << (4 * (k & 1)));
+        }
+        for (uint64_t g = 0; g < G; g++) {
+            const uint32_t stored = i32_at(qz, g * (N / 8) + n / 8) >> (4 * (n % 8)) & 15;
+            if (stored == 15)
+                return st_bad(why, cap, "tensor '%s': output %llu, group %llu: a stored zero "
+                              "of 15 (zero point 16) does not fit vkmha's 4-bit zero points",
+                              st_show_tensor(qz).s, (unsigned long long)n,
+                              (unsigned long long)g);
+            dst[l->zeros_offset + n * G + g] = (uint8_t)(stored + 1);
+            memcpy(dst + l->scales_offset + 2 * (n * G + g), sc->bytes + 2 * (g * N + n), 2);
+        }
+    }
+    return VKMHA_SUCCESS;
+}
+
 vkmha_status st_find_layer(const st_file *f, const char *prefix, const char *norm_prefix,
                            uint32_t n_head, uint32_t n_kv_head, st_layer *L, char *why,
                            size_t cap)
@@ -99,18 +252,29 @@ vkmha_status st_find_layer(const st_file *f, const char *prefix, const char *nor
         return st_bad(why, cap, "n_head (%u) is not a multiple of n_kv_head (%u)", H, Hkv);
     const st_tensor *packed = find(&fd, "in_proj_weight");
     const st_tensor *sep = find(&fd, "q_proj_weight"), *lin = find(&fd, "q_proj.weight");
-    if (!!packed + !!sep + !!lin > 1)
+    const st_tensor *gptq = find(&fd, "q_proj.qweight");
+    if (!!packed + !!sep + !!lin + !!gptq > 1) {
+        const st_tensor *first = packed ? packed : sep ? sep : lin;
+        const st_tensor *second = gptq ? gptq : lin && first != lin ? lin : sep;
         return st_bad(why, cap, "two layouts under prefix '%s': both '%s' and '%s'", P,
-                   st_show_tensor(packed ? packed : sep).s, st_show_tensor(lin ? lin : sep).s);
-    if (!packed && !sep && !lin)
+                      st_show_tensor(first).s, st_show_tensor(second).s);
+    }
+    if (!packed && !sep && !lin && !gptq)
         return st_bad(why, cap,
                    "no attention weights under prefix '%s' (none of '%sin_proj_weight', "
-                   "'%sq_proj_weight', '%sq_proj.weight')",
-                   P, P, P, P);
+                   "'%sq_proj_weight', '%sq_proj.weight', '%sq_proj.qweight')",
+                   P, P, P, P, P);
     const st_tensor *bias_kv = find(&fd, "bias_k");
     if (bias_kv || (bias_kv = find(&fd, "bias_v"))) {
         snprintf(why, cap, "tensor '%s': add_bias_kv is not supported", st_show_tensor(bias_kv).s);
         return VKMHA_ERROR_UNSUPPORTED;
+    }
+    if (gptq) {
+        L->n_head = H;
+        L->n_kv_head = Hkv;
+        if ((st = find_gptq_layer(&fd, H, Hkv, L)))
+            return st;
+        return find_norm(f, norm_prefix, L->d_model, L, why, cap);
     }
     const st_tensor *wo = NULL, *bo = NULL;
     if ((st = find_either(&fd, "out_proj.weight", "o_proj.weight", &wo)) ||
@@ -196,17 +360,8 @@ vkmha_status st_find_layer(const st_file *f, const char *prefix, const char *nor
     }
     L->w[ST_W_O] = whole(wo);
     L->w[ST_B_O] = whole(bo);
-    if (norm_prefix) {
-        finder nf = {f, norm_prefix, why, cap};
-        const st_tensor *g = find(&nf, "weight"), *be = find(&nf, "bias");
-        if (!g)
-            return st_bad(why, cap, "missing tensor '%sweight' (the LayerNorm's)", norm_prefix);
-        if ((st = check_shape(&nf, g, 1, E, 0, "[d_model]")) ||
-            (st = check_shape(&nf, be, 1, E, 0, "[d_model]")))
-            return st;
-        L->w[ST_GAMMA] = whole(g);
-        L->w[ST_BETA] = whole(be);
-    }
+    if ((st = find_norm(f, norm_prefix, E, L, why, cap)))
+        return st;
     L->d_model = (uint32_t)E;
     L->n_head = H;
     L->n_kv_head = Hkv;

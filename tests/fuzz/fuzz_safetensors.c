@@ -9,12 +9,17 @@
  *   - a found layer's slices lie inside their tensors and have the sizes the
  *     layer's dims give; converting every slice reads only those bytes, and
  *     the in-place fp32 view, where there is one, equals the conversion;
+ *   - a GPTQ layer's projections convert to vkmha's Q4Z layout reading only
+ *     their tensors and writing only the layout's bytes, with zero points
+ *     1 .. 15, or are refused naming the tensor;
  *   - a rejection is VKMHA_ERROR_INVALID_ARGUMENT (or _UNSUPPORTED for
  *     add_bias_kv) with a terminated, non-empty reason.
  * The layer is looked for under prefix "" with 1, 2 and 3 heads, with and
  * without LayerNorm weights under "norm.". Seeds: tests/fuzz/corpus_safetensors/
  * (tests/fuzz/make-corpus-safetensors.py). */
 #include "safetensors_format.h"
+
+#include "internal.h" /* vkmha__quant_layout */
 
 #include <math.h>
 #include <stdio.h>
@@ -71,10 +76,12 @@ static void check_layer(const st_layer *L, size_t size)
     for (int i = 0; i < ST_WEIGHT_COUNT; i++) {
         const st_slice *s = &L->w[i];
         if (!s->t) {
-            if (i <= ST_W_O)
+            if (i <= ST_W_O && !L->group)
                 fail("a found layer lacks a weight", size);
             continue;
         }
+        if (i <= ST_W_O && L->group)
+            fail("a GPTQ layer with a float weight", size);
         if (s->count != want[i] || s->first > s->t->numel || s->count > s->t->numel - s->first)
             fail("a slice of the wrong size or outside its tensor", size);
         float *dst = malloc(s->count * sizeof(float) + 1);
@@ -84,6 +91,31 @@ static void check_layer(const st_layer *L, size_t size)
         const float *direct = st_slice_f32(s);
         if (direct && memcmp(direct, dst, s->count * sizeof(float)) != 0)
             fail("the in-place fp32 view differs from the conversion", size);
+        free(dst);
+    }
+}
+
+/* A GPTQ layer's projections converted (ASan: within their tensors and
+ * the layout's bytes); each zero point 1 .. 15 when accepted. */
+static void check_gptq(const st_layer *L, size_t size)
+{
+    const uint32_t rows[4] = {L->n_head * L->d_k, L->n_kv_head * L->d_k,
+                              L->n_kv_head * L->d_v, L->d_model},
+                   cols[4] = {L->d_model, L->kdim, L->vdim, L->n_head * L->d_v};
+    for (int i = 0; i < 4; i++) {
+        const vkmha_quant_desc q = {VKMHA_QUANT_Q4Z, L->group, rows[i], cols[i]};
+        const vkmha_quant_layout l = vkmha__quant_layout(&q);
+        uint8_t *dst = malloc((size_t)l.bytes);
+        char why[256];
+        if (!dst)
+            fail("out of memory", size);
+        memset(why, 'x', sizeof why);
+        const vkmha_status st = st_gptq_to_q4z(L, i, &q, &l, dst, why, sizeof why);
+        if (st)
+            check_why(st, why, sizeof why, size);
+        for (uint64_t z = 0; !st && z < (uint64_t)rows[i] * (cols[i] / L->group); z++)
+            if (dst[l.zeros_offset + z] < 1 || dst[l.zeros_offset + z] > 15)
+                fail("a converted zero point outside 1 .. 15", size);
         free(dst);
     }
 }
@@ -108,10 +140,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *bytes, size_t size)
             st_layer L;
             memset(why, 'x', sizeof why);
             st = st_find_layer(&f, "", norm ? "norm." : NULL, heads, 0, &L, why, sizeof why);
-            if (st == VKMHA_SUCCESS)
-                check_layer(&L, size);
-            else
+            if (st != VKMHA_SUCCESS) {
                 check_why(st, why, sizeof why, size);
+                continue;
+            }
+            check_layer(&L, size);
+            if (L.group)
+                check_gptq(&L, size);
         }
     st_free(NULL, &f);
     return 0;

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of fuzz_safetensors (tests/fuzz/corpus_safetensors/):
-small valid safetensors files of each layout and dtype (under 512 bytes, the
-fuzz session's input limit) and a few broken ones. Plain Python, no numpy."""
+small valid safetensors files of each layout and dtype (under 512 bytes, but
+a GPTQ layer's under 4096: the fuzz session's input limit, FUZZ_MAX_LEN in
+tests/fuzz/meson.build) and a few broken ones. Plain Python, no numpy."""
 import json
 import os
 import struct
@@ -9,7 +10,7 @@ import struct
 here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus_safetensors")
 os.makedirs(here, exist_ok=True)
 
-SIZES = {"F32": 4, "F16": 2, "BF16": 2, "I64": 8}
+SIZES = {"F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4}
 
 
 def encode(dtype, values):
@@ -19,6 +20,9 @@ def encode(dtype, values):
         return struct.pack("<%de" % len(values), *values)
     if dtype == "BF16":
         return b"".join(struct.pack("<f", v)[2:] for v in values)
+    if dtype == "I32":  # packed nibbles: codes and stored zeros 0 .. 14
+        return b"".join(struct.pack("<I", (0x76543210 + 0x11111111 * (k % 7)) & 0xEEEEEEEE)
+                        for k in range(len(values)))
     return bytes(8 * len(values))
 
 
@@ -56,12 +60,25 @@ seeds = {
     "bias_kv": file([("in_proj_weight", "F32", [3, 1]), ("bias_k", "F32", [1, 1]),
                      ("out_proj.weight", "F32", [1, 1])]),
 }
+# GPTQ, 4-bit, groups of 32: the smallest GPTQ layer, d_model 32 (every
+# projection 32 x 32: one group per row), found with 1 and 2 heads.
+def gptq(name, k=32, n=32, g_idx=False):
+    t = [(name + ".qweight", "I32", [k // 8, n]), (name + ".qzeros", "I32", [k // 32, n // 8]),
+         (name + ".scales", "F16", [k // 32, n])]
+    return t + ([(name + ".g_idx", "I32", [k])] if g_idx else [])
+
+
+seeds["gptq"] = file(gptq("q_proj") + gptq("k_proj") + gptq("v_proj") + gptq("o_proj"),
+                     metadata=False)
+seeds["gptq_8bit"] = file(gptq("q_proj") + [("k_proj.qweight", "I32", [8, 32]),
+                                            ("k_proj.qzeros", "I32", [1, 8]),
+                                            ("k_proj.scales", "F16", [1, 32])], metadata=False)
 seeds["truncated"] = seeds["packed_f32"][:100]
 seeds["bad_json"] = struct.pack("<Q", 10) + b'{"w":{"dt"'
 seeds["overlap"] = (lambda h: struct.pack("<Q", len(h)) + h + bytes(12))(
     b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},'
     b'"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}')
 for name, data in seeds.items():
-    assert len(data) <= 512, name
+    assert len(data) <= (4096 if name.startswith("gptq") else 512), (name, len(data))
     with open(os.path.join(here, name), "wb") as f:
         f.write(data)

@@ -307,7 +307,7 @@ class TestQuantizedLayer(unittest.TestCase):
                 self.assertTrue(a.desc["weights_quantized"])
                 b = vkmha.MHA(ctx(be), E, H, *w, weight_quant=qtype, weight_group_size=g,
                               heads=heads)
-                ya, yb = a(x, x, x)[0], b(x, x, x)[0]
+                ya, yb = a(x, x, x), b(x, x, x)
                 self.assertTrue(np.array_equal(ya, yb), "%s %s g%d heads %s" % (
                     be, qtype, g, heads))
         bad = transcribe(w[3], "q4z", 32)
@@ -316,6 +316,155 @@ class TestQuantizedLayer(unittest.TestCase):
         q = [vkmha.QuantizedMatrix(transcribe(m, "q4z", 32), "q4z", m.shape, 32) for m in w[:3]]
         with self.assertRaisesRegex(vkmha.InvalidArgumentError, "w_o row 7, group 2"):
             vkmha.MHA(ctx("vulkan"), E, H, *q, vkmha.QuantizedMatrix(bad, "q4z", (E, E), 32))
+
+
+def gptq_pack(w, g, sym):
+    """AutoGPTQ's 4-bit quantization and packing of a torch.nn.Linear weight
+    w [N][K] (float64) in groups of g inputs, as its "gptq" checkpoints hold
+    it: (qweight I32 [K/8][N], qzeros I32 [K/g][N/8] holding zero - 1,
+    scales F16 [K/g][N]), the values from its quantizer's rules (scale =
+    (max - min) / 15 over a group including 0, zero = round(-min / scale),
+    symmetric: zero 8)."""
+    n, k = w.shape
+    x = w.reshape(n, k // g, g)
+    if sym:
+        amax = np.maximum(np.abs(x).max(axis=2), 1e-8)
+        scale, zero = 2 * amax / 15, np.full((n, k // g), 8.0)
+    else:
+        lo, hi = np.minimum(x.min(axis=2), 0), np.maximum(x.max(axis=2), 0)
+        scale = np.maximum(hi - lo, 1e-8) / 15
+        zero = np.clip(np.round(-lo / scale), 1, 15)  # stored zero - 1 >= 0, below 15
+    scale = scale.astype(np.float16)
+    s64 = scale.astype(np.float64)[:, :, None]
+    q = np.clip(np.round(x / s64 + zero[:, :, None]), 0, 15).astype(np.uint32).reshape(n, k)
+    qweight = np.zeros((k // 8, n), np.uint32)
+    for j in range(8):
+        qweight |= q[:, j::8].T << (4 * j)
+    stored = (zero - 1).astype(np.uint32).T  # [groups][N]
+    qzeros = np.zeros((k // g, n // 8), np.uint32)
+    for j in range(8):
+        qzeros |= stored[:, j::8] << (4 * j)
+    return qweight.view(np.int32), qzeros.view(np.int32), scale.T.copy()
+
+
+def gptq_weight(qweight, qzeros, scales, g):
+    """The weight a GPTQ checkpoint stands for, float64 [N][K]: AutoGPTQ's
+    dequantization, scales[g][n] * (q - (stored zero + 1)), unpacked here
+    from the packed tensors independently of gptq_pack."""
+    qw, qz = qweight.view(np.uint32), qzeros.view(np.uint32)
+    k, n = qw.shape[0] * 8, qw.shape[1]
+    q = np.zeros((k, n))
+    for j in range(8):
+        q[j::8] = (qw >> (4 * j)) & 15
+    z = np.zeros((qz.shape[0], n))
+    for j in range(8):
+        z[:, j::8] = (qz >> (4 * j)) & 15
+    rows = np.arange(k) // g
+    return (scales.astype(np.float64)[rows] * (q - (z[rows] + 1))).T
+
+
+def safetensors_bytes(tensors):
+    """name -> numpy array (int32, float16, float32) as a safetensors file."""
+    import json
+    import struct
+    names = {np.dtype(np.int32): "I32", np.dtype(np.float16): "F16",
+             np.dtype(np.float32): "F32"}
+    header, data = {}, b""
+    for name, a in tensors.items():
+        raw = np.ascontiguousarray(a).tobytes()
+        header[name] = {"dtype": names[a.dtype], "shape": list(a.shape),
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+class TestGPTQ(unittest.TestCase):
+    """vkmha_mha_create_from_safetensors on GPTQ-packed projections (written
+    here by AutoGPTQ's packing) against PyTorch in float64 on the weights
+    AutoGPTQ's dequantization gives; the layouts it refuses, named."""
+
+    E, H, HKV = 128, 4, 2
+
+    def layer(self, g, sym, bias=True):
+        rng = np.random.default_rng(7 + g)
+        E, d = self.E, self.E // self.H
+        shapes = {"q_proj": (E, E), "k_proj": (self.HKV * d, E), "v_proj": (self.HKV * d, E),
+                  "o_proj": (E, E)}
+        tensors, weights, biases = {}, {}, {}
+        for name, shape in shapes.items():
+            w = rng.uniform(-0.3, 0.3, shape)
+            qw, qz, sc = gptq_pack(w, g, sym)
+            tensors.update({"attn." + name + ".qweight": qw, "attn." + name + ".qzeros": qz,
+                            "attn." + name + ".scales": sc,
+                            "attn." + name + ".g_idx": (np.arange(shape[1]) // g).astype(np.int32)})
+            weights[name] = gptq_weight(qw, qz, sc, g)
+            if bias:
+                b = rng.uniform(-0.1, 0.1, shape[0]).astype(np.float16)
+                tensors["attn." + name + ".bias"] = b
+                biases[name] = b.astype(np.float64)
+        return tensors, weights, biases
+
+    def reference(self, x, weights, biases):
+        """GQA attention in float64 from the formula (4 query heads over 2)."""
+        E, H, d = self.E, self.H, self.E // self.H
+        b = lambda n: biases.get(n, 0.0)  # noqa: E731
+        q = x @ weights["q_proj"].T + b("q_proj")
+        k = x @ weights["k_proj"].T + b("k_proj")
+        v = x @ weights["v_proj"].T + b("v_proj")
+        L = x.shape[1]
+        q = q.reshape(-1, L, H, d).transpose(0, 2, 1, 3)
+        k = np.repeat(k.reshape(-1, L, self.HKV, d).transpose(0, 2, 1, 3), H // self.HKV, 1)
+        v = np.repeat(v.reshape(-1, L, self.HKV, d).transpose(0, 2, 1, 3), H // self.HKV, 1)
+        s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d)
+        p = np.exp(s - s.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+        o = (p @ v).transpose(0, 2, 1, 3).reshape(-1, L, E)
+        return o @ weights["o_proj"].T + b("o_proj")
+
+    def test_layers(self):
+        x = np.random.default_rng(3).uniform(-1, 1, (2, 6, self.E)).astype(np.float32)
+        for g, sym in ((32, False), (64, True), (128, False)):
+            tensors, weights, biases = self.layer(g, sym)
+            want = self.reference(x.astype(np.float64), weights, biases)
+            blob = safetensors_bytes(tensors)
+            for be in ("reference", "vulkan"):
+                m = vkmha.load_safetensors(blob, self.H, ctx(be), prefix="attn.",
+                                           n_kv_head=self.HKV)
+                self.assertEqual((m.desc["weight_quant"], m.desc["weight_group_size"]),
+                                 (vkmha.QUANT_Q4Z, g))
+                got = m(x, x, x)
+                self.assertEqual(got.shape, want.shape)
+                err = np.abs(got - want).max()
+                self.assertLess(err, 2e-4, "%s g%d sym %s: %g" % (be, g, sym, err))
+
+    def test_refused(self):
+        tensors, _, _ = self.layer(32, False, bias=False)
+        cases = []
+        t = dict(tensors)
+        t["attn.k_proj.g_idx"] = t["attn.k_proj.g_idx"][::-1].copy()
+        cases.append((t, "k_proj.g_idx", "act-order"))
+        t = dict(tensors)  # 8-bit: qzeros of N / 4 columns
+        t["attn.v_proj.qzeros"] = np.zeros((4, 16), np.int32)
+        cases.append((t, "v_proj.qzeros", "4-bit"))
+        t = dict(tensors)
+        qz = t["attn.o_proj.qzeros"].view(np.uint32).copy()
+        qz[1, 2] |= np.uint32(15 << 12)  # output 19, group 1: stored 15
+        t["attn.o_proj.qzeros"] = qz.view(np.int32)
+        cases.append((t, "o_proj.qzeros", "output 19, group 1"))
+        t = dict(tensors)
+        t["attn.q_proj.weight"] = np.zeros((self.E, self.E), np.float32)
+        cases.append((t, "q_proj.weight", "two layouts"))
+        t = {k: v for k, v in tensors.items() if not k.startswith("attn.v_proj.scales")}
+        cases.append((t, "v_proj.scales", "missing"))
+        for t, name, why in cases:
+            with self.assertRaises(vkmha.InvalidArgumentError) as cm:
+                vkmha.load_safetensors(safetensors_bytes(t), self.H, ctx("vulkan"),
+                                       prefix="attn.", n_kv_head=self.HKV)
+            msg = str(cm.exception.message)
+            self.assertIn(name, msg)
+            self.assertIn(why, msg)
 
 
 if __name__ == "__main__":

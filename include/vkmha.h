@@ -1327,6 +1327,13 @@ VKMHA_API vkmha_status vkmha_kv_cache_get_tensors(vkmha_kv_cache *cache, vkmha_t
  *   qzeros' columns), G other than 32, 64 or 128, projections of different
  *   group sizes, GPTQ mixed with float projections, act-order (a permuted
  *   g_idx), a stored zero of 15 (a zero point of 16: Q4Z's hold 0 .. 15).
+ *   vkmha's own layout ("Quantized weights" below), a tensor per plane, the
+ *   same four names with .qvalues (I8 [N][K]: Q8; U8 [N][K / 2]: Q4 and
+ *   Q4Z, two codes per byte, the low nibble first), .qscales (F16
+ *   [N][K / G]) and, for Q4Z, .qzero_points (U8 [N][K / G], each at most
+ *   15), one type and group size for the four; taken as they are
+ *   (weights_quantized). A scale that is not finite or a zero point above 15
+ *   is refused naming the tensor, row and group.
  *
  * Every bias is optional. d_model, d_k, d_v, kdim and vdim come from the
  * shapes; the number of heads is not in the file and must be given. Tensors

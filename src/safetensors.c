@@ -211,8 +211,8 @@ VKMHA_API vkmha_status vkmha_mha_create_from_safetensors(vkmha_context *ctx,
     md.storage_dtype = desc->storage_dtype;
     md.head_begin = desc->head_begin;
     md.head_end = desc->head_end;
-    if (L.group) { /* GPTQ: the projections as vkmha's Q4Z, given quantized */
-        md.weight_quant = VKMHA_QUANT_Q4Z;
+    if (L.group) { /* GPTQ's or vkmha's layout: the bytes, given quantized */
+        md.weight_quant = L.quant;
         md.weight_group_size = L.group;
         md.weights_quantized = true;
         const void **mw[4] = {&md.w_q, &md.w_k, &md.w_v, &md.w_o};
@@ -224,7 +224,7 @@ VKMHA_API vkmha_status vkmha_mha_create_from_safetensors(vkmha_context *ctx,
                                  fn);
                 goto done;
             }
-            if ((st = st_gptq_to_q4z(&L, i, &q, &l, quantized[i], why, sizeof why))) {
+            if ((st = st_quant_bytes(&L, i, &q, &l, quantized[i], why, sizeof why))) {
                 vkmha__fail(ctx, st, "%s: %s: %s", fn, source, why);
                 goto done;
             }

@@ -81,13 +81,16 @@ typedef struct st_slice {
 typedef struct st_layer {
     st_slice w[ST_WEIGHT_COUNT];
     uint32_t d_model, n_head, n_kv_head, d_k, d_v, kdim, vdim;
-    /* "in_proj_weight", "q_proj_weight", "q_proj.weight" or "q_proj.qweight" */
+    /* "in_proj_weight", "q_proj_weight", "q_proj.weight", "q_proj.qweight"
+     * or "q_proj.qvalues" */
     const char *layout;
-    /* GPTQ-packed projections (layout "q_proj.qweight"; w[ST_W_Q .. ST_W_O]
-     * then absent): each one's qweight, qzeros and scales, 4-bit, groups of
-     * `group` inputs (st_gptq_to_q4z). */
-    const st_tensor *gptq[4][3];
-    uint32_t group;
+    /* Quantized projections (w[ST_W_Q .. ST_W_O] then absent; group 0:
+     * none): GPTQ's (gptq: each one's qweight, qzeros and scales, Q4Z) or
+     * vkmha's layout (qvalues, qscales, qzero_points), `quant` (a
+     * vkmha_quant_type) in groups of `group` inputs (st_quant_bytes). */
+    const st_tensor *qt[4][3];
+    uint32_t group, quant;
+    bool gptq;
 } st_layer;
 
 /* Finds the layer's tensors under `prefix` (NULL: none) and checks their
@@ -113,15 +116,21 @@ typedef struct st_layer {
  * scales[g][n] * (q - (stored zero + 1)). Refused naming the tensor: other
  * bit widths (told by qzeros' columns), G not 32, 64 or 128, projections
  * of different group sizes, a mix with float projections, a stored zero of
- * 15 (a zero point of 16, which vkmha's Q4Z cannot hold). */
+ * 15 (a zero point of 16, which vkmha's Q4Z cannot hold).
+ * vkmha's layout ("Quantized weights" in vkmha.h), a tensor per plane:
+ * q_proj.qvalues I8 [N][K] (Q8) or U8 [N][K / 2] (Q4, Q4Z: two codes per
+ * byte, the low nibble first), .qscales F16 [N][K / G], .qzero_points U8
+ * [N][K / G] (Q4Z; Q4 without it); the same for k_proj, v_proj and o_proj /
+ * out_proj, one type and group size for the layer. */
 vkmha_status st_find_layer(const st_file *f, const char *prefix, const char *norm_prefix,
                            uint32_t n_head, uint32_t n_kv_head, st_layer *out, char *why,
                            size_t why_cap);
 
-/* GPTQ projection i of L as vkmha's Q4Z matrix (q: [N][K] in groups of
- * L->group, layout l) into dst; INVALID with why naming the tensor when a
- * zero point is 16. */
-vkmha_status st_gptq_to_q4z(const st_layer *L, int i, const vkmha_quant_desc *q,
+/* Quantized projection i of L as vkmha's bytes (q: [N][K], L->quant in
+ * groups of L->group, layout l) into dst; INVALID with why naming the
+ * tensor for a zero point vkmha's layout cannot hold (GPTQ's 16, above 15)
+ * or a scale that is not finite. */
+vkmha_status st_quant_bytes(const st_layer *L, int i, const vkmha_quant_desc *q,
                             const vkmha_quant_layout *l, uint8_t *dst, char *why, size_t cap);
 
 /* Whether slice s can be used as floats in place (F32, 4-byte aligned, on a

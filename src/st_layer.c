@@ -12,6 +12,8 @@
 
 #define INVALID VKMHA_ERROR_INVALID_ARGUMENT
 
+static const char *const quant_names[4] = {"float", "Q8", "Q4", "Q4Z"};
+
 /* ---- the layer ------------------------------------------------------------ */
 
 typedef struct finder {
@@ -168,26 +170,74 @@ static vkmha_status find_gptq(const finder *fd, const char *name, const st_tenso
     return VKMHA_SUCCESS;
 }
 
-/* The GPTQ layout (q_proj.qweight present): every projection GPTQ, of one
- * group size, with optional biases. */
-static vkmha_status find_gptq_layer(const finder *fd, uint32_t H, uint32_t Hkv, st_layer *L)
+/* One linear layer `name` in vkmha's layout, a tensor per plane: qvalues
+ * (I8 [N][K]: Q8; U8 [N][K / 2]: Q4, or Q4Z with qzero_points), qscales
+ * (F16 [N][K / G]) and qzero_points (U8 [N][K / G]); t[0 .. 2] (t[2] NULL
+ * but for Q4Z), *in = K, *out = N, *group = G, *type. */
+static vkmha_status find_vq(const finder *fd, const char *name, const st_tensor *t[3],
+                            uint64_t *in, uint64_t *out, uint32_t *group, uint32_t *type)
+{
+    static const char *const parts[3] = {"qvalues", "qscales", "qzero_points"};
+    char full[64];
+    for (int i = 0; i < 3; i++) {
+        snprintf(full, sizeof full, "%s.%s", name, parts[i]);
+        t[i] = find(fd, full);
+        if (!t[i] && i < 2)
+            return st_bad(fd->why, fd->cap, "missing tensor '%s%s' (a layer in vkmha's "
+                          "quantized layout)", fd->prefix, full);
+        if (t[i] && t[i]->rank != 2)
+            return st_bad(fd->why, fd->cap, "tensor '%s': rank %u, expected 2",
+                          st_show_tensor(t[i]).s, t[i]->rank);
+    }
+    const bool q8 = t[0]->dtype == ST_I8;
+    const uint64_t N = t[0]->dims[0], K = t[0]->dims[1] * (q8 ? 1 : 2), G = t[1]->dims[1];
+    if ((!q8 && t[0]->dtype != ST_U8) || t[1]->dtype != ST_F16 ||
+        (t[2] && (q8 || t[2]->dtype != ST_U8)))
+        return st_bad(fd->why, fd->cap, "tensor '%s': dtype %s; vkmha's layout has qvalues I8 "
+                      "(Q8) or U8 (Q4, Q4Z), qscales F16, qzero_points U8 (Q4Z only)",
+                      st_show_tensor(t[t[1]->dtype != ST_F16 ? 1 : t[2] && !q8 ? 2 : 0]).s,
+                      st_dtype_name(t[t[1]->dtype != ST_F16 ? 1 : t[2] && !q8 ? 2 : 0]->dtype));
+    if (!N || !G || N > UINT32_MAX || K > UINT32_MAX || t[1]->dims[0] != N ||
+        (t[2] && (t[2]->dims[0] != N || t[2]->dims[1] != G)))
+        return st_bad(fd->why, fd->cap, "tensor '%s': shape [%llu, %llu], expected [%llu "
+                      "(qvalues' rows), groups]", st_show_tensor(t[1]).s,
+                      (unsigned long long)t[1]->dims[0], (unsigned long long)G,
+                      (unsigned long long)N);
+    if (K % G || (K / G != 32 && K / G != 64 && K / G != 128))
+        return st_bad(fd->why, fd->cap, "tensor '%s': %llu groups over %llu inputs: vkmha "
+                      "takes groups of 32, 64 or 128 inputs", st_show_tensor(t[1]).s,
+                      (unsigned long long)G, (unsigned long long)K);
+    *group = (uint32_t)(K / G);
+    *type = q8 ? VKMHA_QUANT_Q8 : t[2] ? VKMHA_QUANT_Q4Z : VKMHA_QUANT_Q4;
+    *in = K, *out = N;
+    return VKMHA_SUCCESS;
+}
+
+/* A quantized layout (q_proj.qweight: GPTQ; q_proj.qvalues: vkmha's):
+ * every projection in it, of one type and group size, with optional
+ * biases. */
+static vkmha_status find_quant_layer(const finder *fd, uint32_t H, uint32_t Hkv, bool gptq,
+                                     st_layer *L)
 {
     static const char *const base[4] = {"q_proj", "k_proj", "v_proj", "o_proj"};
     vkmha_status st;
     uint64_t in[4], out[4];
-    const st_tensor *oq = find(fd, "out_proj.qweight");
+    const st_tensor *oq = find(fd, gptq ? "out_proj.qweight" : "out_proj.qvalues");
+    L->gptq = gptq;
     for (int i = 0; i < 4; i++) {
         const char *name = i == 3 && oq ? "out_proj" : base[i];
-        uint32_t group = 0;
+        uint32_t group = 0, type = VKMHA_QUANT_Q4Z;
         char bias[64];
-        if ((st = find_gptq(fd, name, L->gptq[i], &in[i], &out[i], &group)))
+        if ((st = gptq ? find_gptq(fd, name, L->qt[i], &in[i], &out[i], &group)
+                       : find_vq(fd, name, L->qt[i], &in[i], &out[i], &group, &type)))
             return st;
-        if (i && group != L->group)
-            return st_bad(fd->why, fd->cap, "tensor '%s': groups of %u inputs, but '%s' has "
-                          "groups of %u (one group size for the layer)",
-                          st_show_tensor(L->gptq[i][2]).s, group,
-                          st_show_tensor(L->gptq[0][2]).s, L->group);
+        if (i && (group != L->group || type != L->quant))
+            return st_bad(fd->why, fd->cap, "tensor '%s': %s in groups of %u inputs, but '%s' "
+                          "%s in groups of %u (one quantization for the layer)",
+                          st_show_tensor(L->qt[i][0]).s, quant_names[type], group,
+                          st_show_tensor(L->qt[0][0]).s, quant_names[L->quant], L->group);
         L->group = group;
+        L->quant = type;
         snprintf(bias, sizeof bias, "%s.bias", name);
         const st_tensor *b = find(fd, bias);
         if ((st = check_shape(fd, b, 1, out[i], 0, "[outputs of its weight]")))
@@ -197,13 +247,14 @@ static vkmha_status find_gptq_layer(const finder *fd, uint32_t H, uint32_t Hkv, 
     const uint64_t E = out[3];
     if (in[0] != E || out[0] % H || out[1] != out[0] / H * Hkv || out[2] % Hkv ||
         in[3] != out[2] / Hkv * H)
-        return st_bad(fd->why, fd->cap, "GPTQ projections of inputs x outputs %llux%llu, "
-                      "%llux%llu, %llux%llu, %llux%llu do not make a layer of %u heads over "
-                      "%u key/value heads", (unsigned long long)in[0], (unsigned long long)out[0],
+        return st_bad(fd->why, fd->cap, "quantized projections of inputs x outputs "
+                      "%llux%llu, %llux%llu, %llux%llu, %llux%llu do not make a layer of %u "
+                      "heads over %u key/value heads", (unsigned long long)in[0],
+                      (unsigned long long)out[0],
                       (unsigned long long)in[1], (unsigned long long)out[1],
                       (unsigned long long)in[2], (unsigned long long)out[2],
                       (unsigned long long)in[3], (unsigned long long)out[3], H, Hkv);
-    L->layout = "q_proj.qweight";
+    L->layout = gptq ? "q_proj.qweight" : "q_proj.qvalues";
     L->d_model = (uint32_t)E;
     L->d_k = (uint32_t)(out[0] / H);
     L->d_v = (uint32_t)(out[2] / Hkv);
@@ -212,10 +263,37 @@ static vkmha_status find_gptq_layer(const finder *fd, uint32_t H, uint32_t Hkv, 
     return VKMHA_SUCCESS;
 }
 
-vkmha_status st_gptq_to_q4z(const st_layer *L, int i, const vkmha_quant_desc *q,
+/* vkmha's layout: the planes copied, each scale finite and zero point at
+ * most 15 (else named). */
+static vkmha_status vq_bytes(const st_layer *L, int i, const vkmha_quant_desc *q,
+                             const vkmha_quant_layout *l, uint8_t *dst, char *why, size_t cap)
+{
+    const st_tensor *const *t = L->qt[i];
+    const uint64_t groups = (uint64_t)q->rows * (q->cols / q->group_size);
+    memset(dst, 0, (size_t)l->bytes);
+    memcpy(dst, t[0]->bytes, (size_t)(t[0]->end - t[0]->begin));
+    memcpy(dst + l->scales_offset, t[1]->bytes, (size_t)(2 * groups));
+    if (t[2])
+        memcpy(dst + l->zeros_offset, t[2]->bytes, (size_t)groups);
+    for (uint64_t g = 0; g < groups; g++) {
+        const uint16_t bits = (uint16_t)(t[1]->bytes[2 * g] | t[1]->bytes[2 * g + 1] << 8);
+        if ((bits & 0x7c00) == 0x7c00 || (t[2] && t[2]->bytes[g] > 15))
+            return st_bad(why, cap, "tensor '%s': row %llu, group %llu: %s",
+                          st_show_tensor(t[(bits & 0x7c00) == 0x7c00 ? 1 : 2]).s,
+                          (unsigned long long)(g / (q->cols / q->group_size)),
+                          (unsigned long long)(g % (q->cols / q->group_size)),
+                          (bits & 0x7c00) == 0x7c00 ? "the scale is not a finite fp16"
+                                                    : "the zero point is above 15");
+    }
+    return VKMHA_SUCCESS;
+}
+
+vkmha_status st_quant_bytes(const st_layer *L, int i, const vkmha_quant_desc *q,
                             const vkmha_quant_layout *l, uint8_t *dst, char *why, size_t cap)
 {
-    const st_tensor *qw = L->gptq[i][0], *qz = L->gptq[i][1], *sc = L->gptq[i][2];
+    if (!L->gptq)
+        return vq_bytes(L, i, q, l, dst, why, cap);
+    const st_tensor *qw = L->qt[i][0], *qz = L->qt[i][1], *sc = L->qt[i][2];
     const uint64_t N = q->rows, K = q->cols, G = K / q->group_size;
     memset(dst, 0, (size_t)l->bytes);
     for (uint64_t n = 0; n < N; n++) {
@@ -252,27 +330,31 @@ vkmha_status st_find_layer(const st_file *f, const char *prefix, const char *nor
         return st_bad(why, cap, "n_head (%u) is not a multiple of n_kv_head (%u)", H, Hkv);
     const st_tensor *packed = find(&fd, "in_proj_weight");
     const st_tensor *sep = find(&fd, "q_proj_weight"), *lin = find(&fd, "q_proj.weight");
-    const st_tensor *gptq = find(&fd, "q_proj.qweight");
-    if (!!packed + !!sep + !!lin + !!gptq > 1) {
-        const st_tensor *first = packed ? packed : sep ? sep : lin;
-        const st_tensor *second = gptq ? gptq : lin && first != lin ? lin : sep;
+    const st_tensor *gptq = find(&fd, "q_proj.qweight"), *vq = find(&fd, "q_proj.qvalues");
+    const st_tensor *const layouts[5] = {packed, sep, lin, gptq, vq};
+    const st_tensor *first = NULL, *second = NULL;
+    for (int i = 0; i < 5; i++)
+        if (layouts[i] && !first)
+            first = layouts[i];
+        else if (layouts[i] && !second)
+            second = layouts[i];
+    if (second)
         return st_bad(why, cap, "two layouts under prefix '%s': both '%s' and '%s'", P,
                       st_show_tensor(first).s, st_show_tensor(second).s);
-    }
-    if (!packed && !sep && !lin && !gptq)
+    if (!first)
         return st_bad(why, cap,
                    "no attention weights under prefix '%s' (none of '%sin_proj_weight', "
-                   "'%sq_proj_weight', '%sq_proj.weight', '%sq_proj.qweight')",
-                   P, P, P, P, P);
+                   "'%sq_proj_weight', '%sq_proj.weight', '%sq_proj.qweight', "
+                   "'%sq_proj.qvalues')", P, P, P, P, P, P);
     const st_tensor *bias_kv = find(&fd, "bias_k");
     if (bias_kv || (bias_kv = find(&fd, "bias_v"))) {
         snprintf(why, cap, "tensor '%s': add_bias_kv is not supported", st_show_tensor(bias_kv).s);
         return VKMHA_ERROR_UNSUPPORTED;
     }
-    if (gptq) {
+    if (gptq || vq) {
         L->n_head = H;
         L->n_kv_head = Hkv;
-        if ((st = find_gptq_layer(&fd, H, Hkv, L)))
+        if ((st = find_quant_layer(&fd, H, Hkv, gptq != NULL, L)))
             return st;
         return find_norm(f, norm_prefix, L->d_model, L, why, cap);
     }

@@ -9,9 +9,10 @@
  *   - a found layer's slices lie inside their tensors and have the sizes the
  *     layer's dims give; converting every slice reads only those bytes, and
  *     the in-place fp32 view, where there is one, equals the conversion;
- *   - a GPTQ layer's projections convert to vkmha's Q4Z layout reading only
- *     their tensors and writing only the layout's bytes, with zero points
- *     1 .. 15, or are refused naming the tensor;
+ *   - a quantized layer's projections (GPTQ's or vkmha's layout) convert to
+ *     vkmha's bytes reading only their tensors and writing only the
+ *     layout's, with zero points of at most 15 (GPTQ's 1 .. 15), or are
+ *     refused naming the tensor;
  *   - a rejection is VKMHA_ERROR_INVALID_ARGUMENT (or _UNSUPPORTED for
  *     add_bias_kv) with a terminated, non-empty reason.
  * The layer is looked for under prefix "" with 1, 2 and 3 heads, with and
@@ -95,27 +96,29 @@ static void check_layer(const st_layer *L, size_t size)
     }
 }
 
-/* A GPTQ layer's projections converted (ASan: within their tensors and
- * the layout's bytes); each zero point 1 .. 15 when accepted. */
-static void check_gptq(const st_layer *L, size_t size)
+/* A quantized layer's projections converted (ASan: within their tensors
+ * and the layout's bytes); its zero points 1 .. 15 (GPTQ) or 0 .. 15 when
+ * accepted. */
+static void check_quant(const st_layer *L, size_t size)
 {
     const uint32_t rows[4] = {L->n_head * L->d_k, L->n_kv_head * L->d_k,
                               L->n_kv_head * L->d_v, L->d_model},
                    cols[4] = {L->d_model, L->kdim, L->vdim, L->n_head * L->d_v};
     for (int i = 0; i < 4; i++) {
-        const vkmha_quant_desc q = {VKMHA_QUANT_Q4Z, L->group, rows[i], cols[i]};
+        const vkmha_quant_desc q = {L->quant, L->group, rows[i], cols[i]};
         const vkmha_quant_layout l = vkmha__quant_layout(&q);
         uint8_t *dst = malloc((size_t)l.bytes);
         char why[256];
         if (!dst)
             fail("out of memory", size);
         memset(why, 'x', sizeof why);
-        const vkmha_status st = st_gptq_to_q4z(L, i, &q, &l, dst, why, sizeof why);
+        const vkmha_status st = st_quant_bytes(L, i, &q, &l, dst, why, sizeof why);
         if (st)
             check_why(st, why, sizeof why, size);
-        for (uint64_t z = 0; !st && z < (uint64_t)rows[i] * (cols[i] / L->group); z++)
-            if (dst[l.zeros_offset + z] < 1 || dst[l.zeros_offset + z] > 15)
-                fail("a converted zero point outside 1 .. 15", size);
+        for (uint64_t z = 0; !st && l.zeros_offset && z < (uint64_t)rows[i] * (cols[i] / L->group);
+             z++)
+            if (dst[l.zeros_offset + z] < (L->gptq ? 1 : 0) || dst[l.zeros_offset + z] > 15)
+                fail("a converted zero point outside its range", size);
         free(dst);
     }
 }
@@ -146,7 +149,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *bytes, size_t size)
             }
             check_layer(&L, size);
             if (L.group)
-                check_gptq(&L, size);
+                check_quant(&L, size);
         }
     st_free(NULL, &f);
     return 0;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of fuzz_safetensors (tests/fuzz/corpus_safetensors/):
 small valid safetensors files of each layout and dtype (under 512 bytes, but
-a GPTQ layer's under 4096: the fuzz session's input limit, FUZZ_MAX_LEN in
+a quantized layer's under 4096: the fuzz session's input limit, FUZZ_MAX_LEN in
 tests/fuzz/meson.build) and a few broken ones. Plain Python, no numpy."""
 import json
 import os
@@ -10,7 +10,7 @@ import struct
 here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus_safetensors")
 os.makedirs(here, exist_ok=True)
 
-SIZES = {"F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4}
+SIZES = {"F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I8": 1, "U8": 1}
 
 
 def encode(dtype, values):
@@ -20,6 +20,8 @@ def encode(dtype, values):
         return struct.pack("<%de" % len(values), *values)
     if dtype == "BF16":
         return b"".join(struct.pack("<f", v)[2:] for v in values)
+    if dtype in ("I8", "U8"):  # codes, and zero points 0 .. 14
+        return bytes((3 * k) % 15 for k in range(len(values)))
     if dtype == "I32":  # packed nibbles: codes and stored zeros 0 .. 14
         return b"".join(struct.pack("<I", (0x76543210 + 0x11111111 * (k % 7)) & 0xEEEEEEEE)
                         for k in range(len(values)))
@@ -70,6 +72,17 @@ def gptq(name, k=32, n=32, g_idx=False):
 
 seeds["gptq"] = file(gptq("q_proj") + gptq("k_proj") + gptq("v_proj") + gptq("o_proj"),
                      metadata=False)
+def vq(name, dtype="U8", k=32, n=32, zeros=True):
+    cols = k if dtype == "I8" else k // 2
+    t = [(name + ".qvalues", dtype, [n, cols]), (name + ".qscales", "F16", [n, k // 32])]
+    return t + ([(name + ".qzero_points", "U8", [n, k // 32])] if zeros else [])
+
+
+seeds["vkmha_q4z"] = file(vq("q_proj") + vq("k_proj") + vq("v_proj") + vq("o_proj"),
+                          metadata=False)
+seeds["vkmha_q8"] = file(vq("q_proj", "I8", n=16, zeros=False) +  # d_k 16, d_v 32
+                         vq("k_proj", "I8", n=16, zeros=False) + vq("v_proj", "I8", zeros=False) +
+                         vq("out_proj", "I8", zeros=False), metadata=False)
 seeds["gptq_8bit"] = file(gptq("q_proj") + [("k_proj.qweight", "I32", [8, 32]),
                                             ("k_proj.qzeros", "I32", [1, 8]),
                                             ("k_proj.scales", "F16", [1, 32])], metadata=False)
@@ -79,6 +92,6 @@ seeds["overlap"] = (lambda h: struct.pack("<Q", len(h)) + h + bytes(12))(
     b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},'
     b'"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}')
 for name, data in seeds.items():
-    assert len(data) <= (4096 if name.startswith("gptq") else 512), (name, len(data))
+    assert len(data) <= (4096 if name.startswith(("gptq", "vkmha")) else 512), (name, len(data))
     with open(os.path.join(here, name), "wb") as f:
         f.write(data)

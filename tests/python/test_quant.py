@@ -368,7 +368,7 @@ def safetensors_bytes(tensors):
     import json
     import struct
     names = {np.dtype(np.int32): "I32", np.dtype(np.float16): "F16",
-             np.dtype(np.float32): "F32"}
+             np.dtype(np.float32): "F32", np.dtype(np.int8): "I8", np.dtype(np.uint8): "U8"}
     header, data = {}, b""
     for name, a in tensors.items():
         raw = np.ascontiguousarray(a).tobytes()
@@ -438,6 +438,44 @@ class TestGPTQ(unittest.TestCase):
                 self.assertEqual(got.shape, want.shape)
                 err = np.abs(got - want).max()
                 self.assertLess(err, 2e-4, "%s g%d sym %s: %g" % (be, g, sym, err))
+
+    def test_vkmha_layout(self):
+        """The same projections in vkmha's own layout (a tensor per plane,
+        include/vkmha.h): the layer equals MHA given the same bytes as
+        QuantizedMatrix weights, bit for bit; a zero point of 16 is named."""
+        E, d = self.E, self.E // self.H
+        rng = np.random.default_rng(11)
+        shapes = {"q_proj": (E, E), "k_proj": (self.HKV * d, E), "v_proj": (self.HKV * d, E),
+                  "out_proj": (E, E)}
+        x = rng.uniform(-1, 1, (1, 5, E)).astype(np.float32)
+        for qtype, g in (("q8", 64), ("q4", 32), ("q4z", 128)):
+            tensors, mats = {}, []
+            for name, shape in shapes.items():
+                w = rng.uniform(-0.3, 0.3, shape).astype(np.float32)
+                b = transcribe(w, qtype, g)
+                lay = vkmha.quant_layout(qtype, shape, g, context=ctx("reference"))
+                n, groups = shape[0], shape[0] * (shape[1] // g)
+                values = b[:lay["scales_offset"]]
+                tensors[name + ".qvalues"] = (values.view(np.int8) if qtype == "q8"
+                                              else values).reshape(n, -1)
+                tensors[name + ".qscales"] = b[lay["scales_offset"]:][:2 * groups].view(
+                    np.float16).reshape(n, -1)
+                if qtype == "q4z":
+                    tensors[name + ".qzero_points"] = b[lay["zeros_offset"]:][:groups].reshape(
+                        n, -1)
+                mats.append(vkmha.QuantizedMatrix(b, qtype, shape, g))
+            blob = safetensors_bytes(tensors)
+            for be in ("reference", "vulkan"):
+                m = vkmha.load_safetensors(blob, self.H, ctx(be), n_kv_head=self.HKV)
+                want = vkmha.MHA(ctx(be), E, self.H, *mats, n_kv_head=self.HKV)
+                self.assertTrue(np.array_equal(m(x, x, x), want(x, x, x)), "%s %s" % (be, qtype))
+        t = dict(tensors)
+        z = t["k_proj.qzero_points"].copy()
+        z[3, 0] = 16
+        t["k_proj.qzero_points"] = z
+        with self.assertRaisesRegex(vkmha.InvalidArgumentError,
+                                    "k_proj.qzero_points.*row 3, group 0"):
+            vkmha.load_safetensors(safetensors_bytes(t), self.H, ctx("vulkan"), n_kv_head=self.HKV)
 
     def test_refused(self):
         tensors, _, _ = self.layer(32, False, bias=False)

@@ -1385,6 +1385,13 @@ typedef struct vkmha_safetensors_desc {
     uint32_t storage_dtype VKMHA_ZERO;
     /* As vkmha_mha_desc: a head shard of the file's layer (both 0: all). */
     uint32_t head_begin VKMHA_ZERO, head_end VKMHA_ZERO;
+    /* As vkmha_mha_desc.weight_quant and weight_group_size: a file's float
+     * projections quantized as the layer is created (0: kept in
+     * storage_dtype). A file holding quantized projections (GPTQ's or
+     * vkmha's layout) keeps its own quantization: these must then be 0 or
+     * the same (VKMHA_ERROR_INVALID_ARGUMENT naming them otherwise). */
+    uint32_t weight_quant VKMHA_ZERO;
+    uint32_t weight_group_size VKMHA_ZERO;
 } vkmha_safetensors_desc;
 
 /* Creates a layer (as vkmha_mha_create) from the tensors of a safetensors

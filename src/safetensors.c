@@ -211,6 +211,21 @@ VKMHA_API vkmha_status vkmha_mha_create_from_safetensors(vkmha_context *ctx,
     md.storage_dtype = desc->storage_dtype;
     md.head_begin = desc->head_begin;
     md.head_end = desc->head_end;
+    md.weight_quant = desc->weight_quant; /* a float file's, checked by the layer */
+    md.weight_group_size = desc->weight_group_size;
+    if (L.group && ((desc->weight_quant && desc->weight_quant != L.quant) ||
+                    (desc->weight_group_size && desc->weight_group_size != L.group))) {
+        st = vkmha__fail(ctx, INVALID, "%s: %s: desc->%s (%u) differs from the file's "
+                         "quantized projections (%s, groups of %u)", fn, source,
+                         desc->weight_quant && desc->weight_quant != L.quant
+                             ? "weight_quant" : "weight_group_size",
+                         desc->weight_quant && desc->weight_quant != L.quant
+                             ? desc->weight_quant : desc->weight_group_size,
+                         L.quant == VKMHA_QUANT_Q8 ? "Q8" : L.quant == VKMHA_QUANT_Q4 ? "Q4"
+                                                                               : "Q4Z",
+                         L.group);
+        goto done;
+    }
     if (L.group) { /* GPTQ's or vkmha's layout: the bytes, given quantized */
         md.weight_quant = L.quant;
         md.weight_group_size = L.group;

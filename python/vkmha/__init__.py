@@ -846,17 +846,22 @@ def default_context():
 
 
 def load_safetensors(path_or_bytes, n_head, context=None, prefix=None, storage_dtype=None,
-                     heads=None, **kw):
+                     heads=None, weight_quant=None, group_size=32, **kw):
     """An MHA from a safetensors file (a path, or the file's bytes):
     vkmha_mha_create_from_safetensors, see include/vkmha.h for the names it
-    looks for under prefix. storage_dtype: the dtype the layer keeps the
+    looks for under prefix (float projections, GPTQ's 4-bit packing or
+    vkmha's quantized layout). storage_dtype: the dtype the layer keeps the
     weights in, whatever the file's (_F32, _F16, _BF16 tensors, may be mixed),
-    default _F32. heads=(h0, h1): a head shard (see MHA). kw: n_kv_head,
-    scale, post_norm, norm_prefix, norm_eps. context: default
-    default_context()."""
+    default _F32. weight_quant="q8" | "q4" | "q4z", group_size: a float
+    file's projections quantized as the layer is created. heads=(h0, h1): a
+    head shard (see MHA). kw: n_kv_head, scale, post_norm, norm_prefix,
+    norm_eps. context: default default_context()."""
     ctx = default_context() if context is None else context
     if heads is not None:
         kw["head_begin"], kw["head_end"] = (int(h) for h in heads)
+    if weight_quant is not None:
+        kw["weight_quant"] = _quant_shape(weight_quant, (0, 0))[0]
+        kw["weight_group_size"] = int(group_size)
     kw["storage_dtype"] = _dtype(storage_dtype) or _F32
     if isinstance(path_or_bytes, (bytes, bytearray, memoryview)):
         return MHA.from_safetensors(ctx, n_head, data=path_or_bytes, prefix=prefix, **kw)

@@ -1114,16 +1114,18 @@ static PyObject *mha_from_safetensors(PyObject *cls, PyObject *args, PyObject *k
 {
     static char *kwlist[] = {"context", "n_head", "path", "data", "prefix", "n_kv_head",
                              "scale", "post_norm", "norm_prefix", "norm_eps", "storage_dtype",
-                             "head_begin", "head_end", NULL};
+                             "head_begin", "head_end", "weight_quant", "weight_group_size",
+                             NULL};
     ContextObject *ctx;
     Py_ssize_t nh, nkv = 0, h0 = 0, h1 = 0;
     PyObject *path = Py_None, *data = Py_None;
     const char *prefix = NULL, *norm_prefix = NULL;
     float scale = 0.0f, eps = 0.0f;
     int post_norm = 0, sdt = VKMHA_DTYPE_F32;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!n|OOznfpzfinn", kwlist, &ContextType, &ctx,
+    unsigned int wq = 0, wg = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!n|OOznfpzfinnII", kwlist, &ContextType, &ctx,
                                      &nh, &path, &data, &prefix, &nkv, &scale, &post_norm,
-                                     &norm_prefix, &eps, &sdt, &h0, &h1) ||
+                                     &norm_prefix, &eps, &sdt, &h0, &h1, &wq, &wg) ||
         check_open(ctx) || check_dtype(sdt, "storage_dtype", false))
         return NULL;
     vkmha_safetensors_desc sd;
@@ -1137,6 +1139,8 @@ static PyObject *mha_from_safetensors(PyObject *cls, PyObject *args, PyObject *k
     sd.norm_prefix = norm_prefix;
     sd.norm_eps = eps;
     sd.storage_dtype = (uint32_t)sdt;
+    sd.weight_quant = wq;
+    sd.weight_group_size = wg;
     PyObject *path_bytes = NULL;
     Py_buffer v;
     bool have_view = false;

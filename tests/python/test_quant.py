@@ -477,6 +477,29 @@ class TestGPTQ(unittest.TestCase):
                                     "k_proj.qzero_points.*row 3, group 0"):
             vkmha.load_safetensors(safetensors_bytes(t), self.H, ctx("vulkan"), n_kv_head=self.HKV)
 
+    def test_float_file_quantized_at_load(self):
+        """A float checkpoint with weight_quant: the layer MHA quantizing the
+        same weights at creation makes, bit for bit; a GPTQ file with
+        another weight_quant is refused naming it."""
+        E, d = self.E, self.E // self.H
+        rng = np.random.default_rng(5)
+        w = {n: rng.uniform(-0.3, 0.3, s).astype(np.float32) for n, s in (
+            ("q_proj", (E, E)), ("k_proj", (self.HKV * d, E)), ("v_proj", (self.HKV * d, E)),
+            ("o_proj", (E, E)))}
+        blob = safetensors_bytes({n + ".weight": a for n, a in w.items()})
+        x = rng.uniform(-1, 1, (1, 4, E)).astype(np.float32)
+        for be in ("reference", "vulkan"):
+            m = vkmha.load_safetensors(blob, self.H, ctx(be), n_kv_head=self.HKV,
+                                       weight_quant="q4", group_size=64)
+            want = vkmha.MHA(ctx(be), E, self.H, w["q_proj"], w["k_proj"], w["v_proj"],
+                             w["o_proj"], n_kv_head=self.HKV, weight_quant="q4",
+                             weight_group_size=64)
+            self.assertTrue(np.array_equal(m(x, x, x), want(x, x, x)), be)
+        tensors, _, _ = self.layer(32, False, bias=False)
+        with self.assertRaisesRegex(vkmha.InvalidArgumentError, "weight_quant"):
+            vkmha.load_safetensors(safetensors_bytes(tensors), self.H, ctx("vulkan"),
+                                   prefix="attn.", n_kv_head=self.HKV, weight_quant="q8")
+
     def test_refused(self):
         tensors, _, _ = self.layer(32, False, bias=False)
         cases = []

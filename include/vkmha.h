@@ -923,9 +923,13 @@ typedef struct vkmha_matmul_desc {
      * (one B for every product). The tensor forms take b as a U8 tensor of
      * at least the layout's bytes. The kernels dequantize B while loading
      * it (scale * q, scale * (q - zero), exact in fp32) and accumulate in
-     * fp32; they read the bytes as they are (vkmha_dequantize's checks are
-     * not repeated): a scale that is not finite makes its group's products
-     * non-finite, and Q4Z's zero points are read from their low 4 bits. The
+     * fp32; the VK_KHR_cooperative_matrix kernel (fp16 A, op T) multiplies
+     * the codes minus their zero points (exact in fp16) and scales each
+     * group's sums, the same values up to the order of the fp32 sums. They
+     * read the bytes as they are (vkmha_dequantize's checks are not
+     * repeated): a scale that is not finite makes its group's products
+     * non-finite (Inf or NaN, as the kernel's order of operations gives),
+     * and Q4Z's zero points are read from their low 4 bits. The
      * reference backend computes from the same values in double. Vulkan:
      * every array must fit one binding (maxStorageBufferRange) and one
      * allocation: the windows and blocks of larger products are not taken

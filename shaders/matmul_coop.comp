@@ -18,7 +18,15 @@
 // subgroup than the host's) only stage tiles.
 //
 // The fp16 operands are exact: this kernel takes fp16 A and B only (the
-// host checks), read through shaders/typed.glsl like every kernel.
+// host checks), read through shaders/typed.glsl like every kernel, or fp16
+// A and a quantized B with op T (shaders/quant.glsl): B's tile is staged
+// as its codes minus their zero points (small integers, exact in fp16),
+// and since a step of BK (32) lies within one group of k, each step's
+// products go to accumulators of their own that are then multiplied,
+// column by column, by the group's scales (a CM x CN matrix of them per
+// column block, rows alike, written in the subgroup's staging area) and
+// added: sum_k a_k s (q_k - z) = s sum_k a_k (q_k - z), exactly the
+// dequantized values' products up to the fp32 sums' order.
 // TEXEL_LAYOUT (CPU devices, whose matmul layout puts the register
 // variant's texel views at bindings 0 and 1): A and B at bindings 4 and 5.
 #extension GL_GOOGLE_include_directive : require
@@ -87,6 +95,7 @@ void put_b4_n(uint kk, uint n, f16vec4 v) { Bs[kk * BS4 + n / 4u] = v; }
 #define TILE_VEC4 f16vec4
 #define TILE_LD4_A ld4h_a
 #define TILE_LD4_B ld4h_b
+#define TILE_QUANT_CODES 1
 #include "matmul_tile.glsl"
 
 // vec4 slots of the A and op(B) tiles per invocation (VEC).
@@ -149,6 +158,11 @@ void main()
         if (VEC && k0 + BK < p.K)
             fetch_tiles(ra, rb, tid, k0 + BK, row0, col0, offa, offb, trans_b);
         if (computes) {
+            // A quantized B: this step's products apart (part), then scaled.
+            MAT_C part[TM * TN];
+            if (quant_b())
+                for (uint i = 0u; i < TM * TN; i++)
+                    part[i] = MAT_C(0.0);
             for (uint kk = 0u; kk < BK; kk += CK) {
                 MAT_A ma[TM];
                 for (uint i = 0u; i < TM; i++)
@@ -164,9 +178,27 @@ void main()
                         coopMatLoad(mb, Bs, kk * BS4 + n / 4u, BS4,
                                     gl_CooperativeMatrixLayoutRowMajor);
                     for (uint i = 0u; i < TM; i++)
-                        acc[i * TN + j] = coopMatMulAdd(ma[i], mb, acc[i * TN + j]);
+                        if (quant_b())
+                            part[i * TN + j] = coopMatMulAdd(ma[i], mb, part[i * TN + j]);
+                        else
+                            acc[i * TN + j] = coopMatMulAdd(ma[i], mb, acc[i * TN + j]);
                 }
             }
+            if (quant_b())
+                for (uint j = 0u; j < TN; j++) {
+                    // The scales of columns c0 .. c0 + CN - 1 at this step's
+                    // group, in every row (0 past N).
+                    const uint stage = sg * CM * CN, c0 = col0 + (sn * TN + j) * CN;
+                    for (uint e = gl_SubgroupInvocationID; e < CM * CN; e += gl_SubgroupSize)
+                        Cs[stage + e] = c0 + e % CN < p.N ? qb_group(c0 + e % CN, k0).x : 0.0;
+                    subgroupMemoryBarrierShared();
+                    subgroupBarrier();
+                    MAT_C scales;
+                    coopMatLoad(scales, Cs, stage, CN, gl_CooperativeMatrixLayoutRowMajor);
+                    for (uint i = 0u; i < TM; i++)
+                        acc[i * TN + j] += part[i * TN + j] * scales;
+                    subgroupBarrier(); // loaded before the next block's scales
+                }
         }
         barrier();
     }

@@ -12,7 +12,9 @@
 // alignment: shaders/matmul.comp) the loads are vec4s along the contiguous
 // axis: TILE_VEC4 values read by TILE_LD4_A / TILE_LD4_B (default vec4,
 // ld4_a and ld4_b; matmul_coop.comp takes fp16 bits unconverted). A
-// quantized B (shaders/quant.glsl; offb 0) is dequantized as it is read.
+// quantized B (shaders/quant.glsl; offb 0) is dequantized as it is read,
+// or with TILE_QUANT_CODES (matmul_coop.comp, which applies the groups'
+// scales itself) read as its codes minus their zero points.
 #ifndef TILE_VEC4
 #define TILE_VEC4 vec4
 #define TILE_LD4_A ld4_a
@@ -21,6 +23,13 @@
 
 #include "matmul_out.glsl"
 #include "quant.glsl"
+#if defined(TILE_QUANT_CODES) && TILE_QUANT_CODES
+#define TILE_QB(r, c) qb_codez(r, c)
+#define TILE_QB4(r, c) qb_codes4z(r, c)
+#else
+#define TILE_QB(r, c) qb_at(r, c)
+#define TILE_QB4(r, c) qb_at4(r, c)
+#endif
 
 // The vec4 staging (VEC) in two halves, so that a kernel may hold the next
 // tile's loads in registers while it computes on the staged one: slot l of
@@ -40,12 +49,12 @@ TILE_VEC4 fetch_b4(uint l, uint k0, uint col0, uint offb, bool trans_b)
         const uint g = col0 + l / (BK / 4u), gk = k0 + (l % (BK / 4u)) * 4u;
         if (!(g < p.N && gk < p.K))
             return TILE_VEC4(0.0);
-        return quant_b() ? TILE_VEC4(qb_at4(g, gk)) : TILE_LD4_B((offb + g * p.ldb + gk) / 4u);
+        return quant_b() ? TILE_VEC4(TILE_QB4(g, gk)) : TILE_LD4_B((offb + g * p.ldb + gk) / 4u);
     }
     const uint gk = k0 + l / (BN / 4u), gn = col0 + (l % (BN / 4u)) * 4u;
     if (!(gk < p.K && gn < p.N))
         return TILE_VEC4(0.0);
-    return quant_b() ? TILE_VEC4(qb_at4(gk, gn)) : TILE_LD4_B((offb + gk * p.ldb + gn) / 4u);
+    return quant_b() ? TILE_VEC4(TILE_QB4(gk, gn)) : TILE_LD4_B((offb + gk * p.ldb + gn) / 4u);
 }
 
 void put_b4_slot(uint l, TILE_VEC4 v, bool trans_b)
@@ -67,7 +76,9 @@ void load_k_rows(bool is_a, uint tid, uint k0, uint first, uint extent, uint R, 
         const uint g = first + r, gk = k0 + kk;
         float x = 0.0;
         if (g < extent && gk < p.K)
-            x = is_a ? ld_a(off + g * ld + gk) : quant_b() ? qb_at(g, gk) : ld_b(off + g * ld + gk);
+            x = is_a       ? ld_a(off + g * ld + gk)
+                : quant_b() ? TILE_QB(g, gk)
+                            : ld_b(off + g * ld + gk);
         if (is_a)
             put_a(r, kk, x);
         else
@@ -94,7 +105,7 @@ void load_tiles(uint tid, uint k0, uint row0, uint col0, uint offa, uint offb, b
             const uint kk = l / BN, n = l % BN;
             const uint gk = k0 + kk, gn = col0 + n;
             put_b(kk, n, !(gk < p.K && gn < p.N) ? 0.0
-                         : quant_b()                ? qb_at(gk, gn)
+                         : quant_b()                ? TILE_QB(gk, gn)
                                                     : ld_b(offb + gk * p.ldb + gn));
         }
     }

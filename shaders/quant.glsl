@@ -26,16 +26,20 @@ uint qb_byte(uint at)
     return (b_w[at >> 2] >> (8u * (at & 3u))) & 0xffu;
 }
 
+// The zero point of the group of element (row, col).
+float qb_zero(uint row, uint col)
+{
+    const uint g = row * (p.ldb >> p.q_shift) + (col >> p.q_shift);
+    return DTYPE(1) == DT_I8 ? 0.0 : p.q_zeros != 0u ? float(qb_byte(p.q_zeros + g) & 15u) : 8.0;
+}
+
 // The scale and the zero point of the group of element (row, col).
 vec2 qb_group(uint row, uint col)
 {
     const uint g = row * (p.ldb >> p.q_shift) + (col >> p.q_shift);
     const uint at = p.q_scales + 2u * g + MISALIGN_BYTES(1); // even
     const float scale = f16_bits_to_f32((b_w[at >> 2] >> (8u * (at & 3u))) & 0xffffu);
-    const float zero = DTYPE(1) == DT_I8 ? 0.0
-                       : p.q_zeros != 0u ? float(qb_byte(p.q_zeros + g) & 15u)
-                                         : 8.0;
-    return vec2(scale, zero);
+    return vec2(scale, qb_zero(row, col));
 }
 
 // The code of element i (row * cols + col) as a float: int8, or 0..15.
@@ -76,4 +80,16 @@ vec4 qb_at4(uint row, uint col)
 {
     const vec2 sz = qb_group(row, col);
     return sz.x * (qb_codes4(row, col) - sz.y);
+}
+
+// A kernel that scales by group itself (shaders/matmul_coop.comp) reads the
+// codes minus their zero point, small integers (exact in fp16).
+float qb_codez(uint row, uint col)
+{
+    return qb_code(row * p.ldb + col) - qb_zero(row, col);
+}
+
+vec4 qb_codes4z(uint row, uint col)
+{
+    return qb_codes4(row, col) - qb_zero(row, col);
 }

@@ -32,12 +32,18 @@ static vkmha_status record_block(vk_state *vk, vk_site *site, const vk_matmul_ar
     const bool gemv_gpu = a->m <= VK_GPU_GEMV_ROWS && a->trans_b && !vk->tuning.coop_forced &&
                           vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL_GEMV_GPU});
     const bool f16 = a->a.dtype == VKMHA_DTYPE_F16 && a->b.dtype == VKMHA_DTYPE_F16;
+    /* fp16 A by a quantized B with op T: the KHR kernel stages B's codes and
+     * scales each step of k by its group (shaders/matmul_coop.comp), so a
+     * step must lie within one group. */
+    const bool f16_quant = a->a.dtype == VKMHA_DTYPE_F16 && a->quant.type && a->trans_b &&
+                           vk->tuning.tile_coop.bk &&
+                           a->quant.group_size % vk->tuning.tile_coop.bk == 0;
     /* Not for the ranges of k past maxStorageBufferRange (C += ..., or the
      * addend of a 16-bit C), which read C or the addend back while storing:
      * shaders/matmul_cm2.comp's output is stores only. */
     const bool cm2 = !gemv_gpu && f16 && !a->accumulate && !a->addend &&
                      vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL_CM2});
-    const bool coop = !gemv_gpu && !cm2 && vk->tuning.coop_matmul && f16 &&
+    const bool coop = !gemv_gpu && !cm2 && vk->tuning.coop_matmul && (f16 || f16_quant) &&
                       vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL_COOP});
     uint64_t large_tiles = (((uint64_t)a->m + large->bm - 1) / large->bm) *
                            (((uint64_t)a->n + large->bn - 1) / large->bn) * batch;

@@ -167,6 +167,12 @@ static vkmha_status plan_windows(vk_state *vk, const vk_matmul_args *a, uint64_t
                    bc = span(m, n, ldc, a->c.dtype),
                    bbias = a->bias.buf ? n * vkmha__dtype_size(a->bias.dtype) : 0;
     *mc = m, *nc = n, *kc = k, *count = 1;
+    /* The kernels index a quantized B's elements in 32 bits. */
+    if (a->quant.type && (uint64_t)a->quant.rows * a->quant.cols > UINT32_MAX)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: b: a quantized matrix of %llu elements (2^32 or more) is not "
+                           "supported", vk->ctx->call,
+                           (unsigned long long)a->quant.rows * a->quant.cols);
     const bool fit_a = vk_view_fits(vk, &a->a, ba), fit_b = vk_view_fits(vk, &a->b, bb),
                fit_c = vk_view_fits(vk, &a->c, bc);
     if (fit_a && fit_b && fit_c && vk_view_fits(vk, &a->bias, bbias))

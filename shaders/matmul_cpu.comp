@@ -126,9 +126,11 @@ void main()
     if (VEC && trans_b && quant_b()) {
         // A quantized B [N][K] (shaders/quant.glsl; K a multiple of the
         // group size): each row's scale and zero point read once per group,
-        // its codes per step, dequantized as the reference does (s (q - z),
-        // exact in fp32) and used like B's texels below.
+        // its codes per step (4-bit ones two steps, eight codes, per word
+        // where the binding starts on a word), dequantized as the reference
+        // does (s (q - z), exact in fp32) and used like B's texels below.
         const uint gk4 = (1u << p.q_shift) / 4u; // vec4 steps per group
+        const uint ks = DTYPE(1) == DT_U4 && (MISALIGN_BYTES(1) & 3u) == 0u ? 2u : 1u;
         uint brow[TN];
         for (uint j = 0u; j < TN; j++)
             brow[j] = min(col0 + j, p.N - 1u);
@@ -136,19 +138,27 @@ void main()
             vec2 sz[TN];
             for (uint j = 0u; j < TN; j++)
                 sz[j] = qb_group(brow[j], 4u * g4);
-            for (uint k4 = g4; k4 < g4 + gk4; k4++) {
-                vec4 av[TM];
-                for (uint t = 0u; t < TM; t++)
-                    av[t] = a4(arow[t] / 4u + k4);
+            for (uint k4 = g4; k4 < g4 + gk4; k4 += ks) {
+                vec4 av[2u * TM];
+                for (uint h = 0u; h < ks; h++)
+                    for (uint t = 0u; t < TM; t++)
+                        av[h * TM + t] = a4(arow[t] / 4u + k4 + h);
                 for (uint j = 0u; j < TN; j++) {
-                    const vec4 bv = sz[j].x * (qb_codes4(brow[j], 4u * k4) - sz[j].y);
-                    for (uint t = 0u; t < TM; t++) {
-                        float s = acc[t * TN + j];
-                        s = fma(av[t].x, bv.x, s);
-                        s = fma(av[t].y, bv.y, s);
-                        s = fma(av[t].z, bv.z, s);
-                        s = fma(av[t].w, bv.w, s);
-                        acc[t * TN + j] = s;
+                    vec4 q[2];
+                    if (ks == 2u)
+                        q[0] = qb_codes8(brow[j], 4u * k4, q[1]);
+                    else
+                        q[0] = qb_codes4(brow[j], 4u * k4);
+                    for (uint h = 0u; h < ks; h++) {
+                        const vec4 bv = sz[j].x * (q[h] - sz[j].y);
+                        for (uint t = 0u; t < TM; t++) {
+                            float s = acc[t * TN + j];
+                            s = fma(av[h * TM + t].x, bv.x, s);
+                            s = fma(av[h * TM + t].y, bv.y, s);
+                            s = fma(av[h * TM + t].z, bv.z, s);
+                            s = fma(av[h * TM + t].w, bv.w, s);
+                            acc[t * TN + j] = s;
+                        }
                     }
                 }
             }

@@ -75,6 +75,16 @@ vec4 qb_codes4(uint row, uint col)
     return vec4(h & 15u, (h >> 4) & 15u, (h >> 8) & 15u, (h >> 12) & 15u);
 }
 
+// 4-bit codes of elements (row, col .. col + 7), col a multiple of 8, from
+// one word: the first four returned, the next four in *hi. Only where the
+// binding starts on a word (MISALIGN_BYTES(1) a multiple of 4).
+vec4 qb_codes8(uint row, uint col, out vec4 hi)
+{
+    const uint w = b_w[(((row * p.ldb + col) >> 1) + MISALIGN_BYTES(1)) >> 2];
+    hi = vec4((w >> 16) & 15u, (w >> 20) & 15u, (w >> 24) & 15u, w >> 28);
+    return vec4(w & 15u, (w >> 4) & 15u, (w >> 8) & 15u, (w >> 12) & 15u);
+}
+
 // Elements (row, col .. col + 3) of the stored matrix, col as above.
 vec4 qb_at4(uint row, uint col)
 {

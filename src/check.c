@@ -127,7 +127,7 @@ static vkmha_status check_quant_b(vkmha_context *ctx, const vkmha_matmul_desc *d
     if (desc->b_quant > VKMHA_QUANT_Q4Z)
         return vkmha__fail(ctx, INVALID, "%s: desc->b_quant (%u) is not a vkmha_quant_type",
                            ctx->call, desc->b_quant);
-    if (g != 32 && g != 64 && g != 128)
+    if (!vkmha__quant_group_ok(g))
         return vkmha__fail(ctx, INVALID, "%s: desc->b_group_size (%u) is not 32, 64 or 128",
                            ctx->call, g);
     if (b_cols % g)

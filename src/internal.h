@@ -478,6 +478,12 @@ static inline vkmha_quant_desc vkmha__weight_quant(const vkmha_mha_desc *d, int 
                               .rows = vkmha__weight_out(d, i), .cols = vkmha__weight_in(d, i)};
 }
 
+/* Whether g is a group size of the quantized formats: 32, 64 or 128. */
+static inline bool vkmha__quant_group_ok(uint64_t g)
+{
+    return g == 32 || g == 64 || g == 128;
+}
+
 /* The layout of a checked quant desc (include/vkmha.h, "Quantized
  * weights"). */
 static inline vkmha_quant_layout vkmha__quant_layout(const vkmha_quant_desc *d)

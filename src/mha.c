@@ -61,7 +61,7 @@ static vkmha_status check_quant(vkmha_context *ctx, const vkmha_mha_desc *d)
     if (d->weight_quant > VKMHA_QUANT_Q4Z)
         return vkmha__fail(ctx, INVALID, "%s: desc->weight_quant (%u) is not a "
                            "vkmha_quant_type", fn, d->weight_quant);
-    if (g != 32 && g != 64 && g != 128)
+    if (!vkmha__quant_group_ok(g))
         return vkmha__fail(ctx, INVALID, "%s: desc->weight_group_size (%u) is not 32, 64 or "
                            "128", fn, g);
     const uint32_t heads = d->head_end ? d->head_end - d->head_begin : d->n_head;

@@ -25,7 +25,7 @@ static vkmha_status layout_of(vkmha_context *ctx, const vkmha_quant_desc *d,
     if (d->type < VKMHA_QUANT_Q8 || d->type > VKMHA_QUANT_Q4Z)
         return vkmha__fail(ctx, INVALID, "%s: desc->type (%u) is not a quantized "
                            "vkmha_quant_type (Q8, Q4 or Q4Z)", fn, d->type);
-    if (d->group_size != 32 && d->group_size != 64 && d->group_size != 128)
+    if (!vkmha__quant_group_ok(d->group_size))
         return vkmha__fail(ctx, INVALID, "%s: desc->group_size (%u) is not 32, 64 or 128", fn,
                            d->group_size);
     if (!d->rows || !d->cols)

@@ -147,7 +147,7 @@ static vkmha_status find_gptq(const finder *fd, const char *name, const st_tenso
                       st_show_tensor(all[1]).s, (unsigned long long)all[1]->dims[0],
                       (unsigned long long)all[1]->dims[1], (unsigned long long)G,
                       (unsigned long long)(N / 8));
-    if (K % G || (K / G != 32 && K / G != 64 && K / G != 128))
+    if (K % G || !vkmha__quant_group_ok(K / G))
         return st_bad(fd->why, fd->cap, "tensor '%s': %llu groups over %llu inputs: vkmha "
                       "takes groups of 32, 64 or 128 inputs", st_show_tensor(all[2]).s,
                       (unsigned long long)G, (unsigned long long)K);
@@ -203,7 +203,7 @@ static vkmha_status find_vq(const finder *fd, const char *name, const st_tensor 
                       "(qvalues' rows), groups]", st_show_tensor(t[1]).s,
                       (unsigned long long)t[1]->dims[0], (unsigned long long)G,
                       (unsigned long long)N);
-    if (K % G || (K / G != 32 && K / G != 64 && K / G != 128))
+    if (K % G || !vkmha__quant_group_ok(K / G))
         return st_bad(fd->why, fd->cap, "tensor '%s': %llu groups over %llu inputs: vkmha "
                       "takes groups of 32, 64 or 128 inputs", st_show_tensor(t[1]).s,
                       (unsigned long long)G, (unsigned long long)K);

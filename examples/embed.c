@@ -782,7 +782,7 @@ int main(void)
     {
         enum { STEPS = 4 };
         vkmha_kv_cache *cache = NULL, *rcache = NULL;
-        const vkmha_kv_cache_desc kd = {1, STEPS, VKMHA_DTYPE_F32, NULL, NULL};
+        const vkmha_kv_cache_desc kd = {.batch = 1, .capacity = STEPS, .dtype = VKMHA_DTYPE_F32};
         VKMHA_CHECK(vkmha_kv_cache_create(mha, &kd, &cache));
         VKMHA_CHECK(vkmha_kv_cache_create(ref, &kd, &rcache));
         vkmha_tensor_desc tok = {VKMHA_DTYPE_F32, 3, {1, 1, D, 0}};

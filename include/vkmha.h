@@ -1239,9 +1239,36 @@ typedef struct vkmha_kv_cache_desc {
     /* Optional: tensors of the application's to hold the keys and the
      * values (both or neither; e.g. its own VkBuffers through
      * vkmha_tensor_wrap), of the dtype above and at least the elements of
-     * the shapes above, of the layer's context. They must outlive the cache;
-     * creation zeroes them. NULL: the cache allocates its own. */
+     * the shapes above, of the layer's context (with quant: U8 tensors of
+     * at least the bytes below). They must outlive the cache; creation
+     * zeroes them. NULL: the cache allocates its own. */
     vkmha_tensor *keys VKMHA_ZERO, *values VKMHA_ZERO;
+    /* A vkmha_quant_type: VKMHA_QUANT_NONE (0), or VKMHA_QUANT_Q8, an 8-bit
+     * cache (dtype must then be 0). Each row of d = d_k (keys) or d_v
+     * (values) elements of one (entry, kv head, position) is stored as
+     * R = 4 + d rounded up to a multiple of 4 bytes:
+     *   bytes 0-1: the row's scale s, an fp16 (little-endian); bytes 2-3: 0
+     *   bytes 4 .. 4 + d - 1: the codes q, int8 (two's complement); then 0s
+     * standing for the values s * q; the tensors are U8
+     * [batch][n_kv_head][capacity][R] (R = 68 for d = 64: 0.53x an F16
+     * cache's bytes). The append quantizes each new row x (its fp32 values,
+     * rounded from the projection's fp32 sums as an F32 cache stores them)
+     * as vkmha_quantize's Q8 does a group: s = fp16(max|x| / 127),
+     * q = clamp(round(x / s), -127, 127) (round to nearest even; the
+     * device's fp32 divisions, which Vulkan lets be within 2.5 ulp, can
+     * put a code one step from the host's where x / s lies at a rounding
+     * boundary), with these rules for what cannot be refused at run time:
+     * a row of zeros, or one whose s underflows fp16, stores s = 0 and
+     * q = 0 (it reads as zeros); a scale past 65504 saturates there (the
+     * codes then clamp: |x| above about 8.3e6 is clipped); a row holding
+     * NaN or +-Inf stores the fp16 NaN 0x7e00 as its scale and q = 0 (it
+     * reads as NaN: such keys make their queries' outputs NaN, as they
+     * would in an F32 cache). Every attention path reads s * q (exact in
+     * fp32); the fused kernels dequantize while loading the keys and
+     * values, the unfused path converts the call's rows to fp32 first.
+     * Vulkan: the tensors must each fit one binding (maxStorageBufferRange;
+     * VKMHA_ERROR_UNSUPPORTED naming desc->capacity otherwise). */
+    uint32_t quant VKMHA_ZERO;
 } vkmha_kv_cache_desc;
 
 /* A cache for `mha` with every entry empty (length 0).

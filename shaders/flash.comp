@@ -103,6 +103,11 @@ TYPED_IO(6, 6, o)
 // the final [row][2].
 layout(binding = 7) buffer Stats { float ml[]; };
 layout(binding = 8) readonly buffer Lengths { uint lens[]; }; // with MASK_LENGTHS
+// U8 k and v: a Q8 KV cache's rows (shaders/kv_q8.glsl), dequantized in
+// load_k / load_v; the host's strides then count bytes, rows of R.
+#include "kv_q8.glsl"
+KV_Q8_READ(1, k)
+KV_Q8_READ(2, v)
 
 #define MASK_SLOT 3u
 #include "mask.glsl"
@@ -187,7 +192,8 @@ shared float row_l[BR];
 shared float row_corr[BR];
 shared uint bad_bits[4 * D4]; // per output column: OR of the skipped NaN / Inf values' bits
 
-// Elements c .. c + 3 of a row starting at `base`, zero past `n`.
+// Elements c .. c + 3 (c a multiple of 4) of a row starting at `base`,
+// zero past `n`.
 vec4 load_q(uint base, uint c, uint n)
 {
     return vec4(ld_q(base + c), c + 1u < n ? ld_q(base + c + 1u) : 0.0,
@@ -195,11 +201,15 @@ vec4 load_q(uint base, uint c, uint n)
 }
 vec4 load_k(uint base, uint c, uint n)
 {
+    if (DTYPE(1) == DT_U8)
+        return kv_q8_k(base, c, n);
     return vec4(ld_k(base + c), c + 1u < n ? ld_k(base + c + 1u) : 0.0,
                 c + 2u < n ? ld_k(base + c + 2u) : 0.0, c + 3u < n ? ld_k(base + c + 3u) : 0.0);
 }
 vec4 load_v(uint base, uint c, uint n)
 {
+    if (DTYPE(2) == DT_U8)
+        return kv_q8_v(base, c, n);
     return vec4(ld_v(base + c), c + 1u < n ? ld_v(base + c + 1u) : 0.0,
                 c + 2u < n ? ld_v(base + c + 2u) : 0.0, c + 3u < n ? ld_v(base + c + 3u) : 0.0);
 }

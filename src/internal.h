@@ -263,9 +263,25 @@ struct vkmha_kv_cache {
     vkmha_kv_cache_desc d; /* defaults resolved; keys, values: the tensors in use */
     bool own;              /* the cache created keys and values */
     uint32_t n_kv_head, d_k, d_v;
+    /* The tensors' element dtype (d.dtype, or U8 for a Q8 cache) and
+     * elements per (entry, head, position) row of keys [0] and values [1]:
+     * d_k and d_v, or a Q8 cache's row bytes (vkmha__kv_q8_row_bytes). */
+    uint32_t elem_dtype, row[2];
     uint32_t *lengths;      /* [batch] */
     uint32_t *call_lengths; /* [batch]: mha_fwd.lengths of a forward */
 };
+
+/* A Q8 KV cache's row of d elements (include/vkmha.h,
+ * vkmha_kv_cache_desc.quant): the fp16 scale, 2 bytes of 0, the d codes,
+ * 0s up to a multiple of 4 bytes. */
+static inline uint32_t vkmha__kv_q8_row_bytes(uint32_t d)
+{
+    return 4 + (d + 3) / 4 * 4;
+}
+/* src/quant.c: the row of n fp32 values x quantized into row[] (its
+ * vkmha__kv_q8_row_bytes(n) bytes), and back into n fp32 values. */
+void vkmha__kv_q8_quantize(const float *x, uint32_t n, uint8_t *row);
+void vkmha__kv_q8_dequantize(const uint8_t *row, uint32_t n, float *x);
 
 /* src/kv_cache.c: checks a forward's io.kv_cache and io.kv_entry (query,
  * key and value as given: key and value both NULL means no append) and

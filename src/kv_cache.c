@@ -13,13 +13,27 @@
 
 static const char *const tensor_names[2] = {"desc->keys", "desc->values"};
 
+/* Elements of a row of the keys (which 0) or values (1) tensor: the head
+ * dim, or a Q8 cache's row bytes. */
+static uint32_t row_elements(const vkmha_mha_desc *d, uint32_t quant, int which)
+{
+    const uint32_t dim = which ? d->d_v : d->d_k;
+    return quant ? vkmha__kv_q8_row_bytes(dim) : dim;
+}
+
 /* Elements of the keys (which 0) or values (1) tensor. */
 static bool tensor_elements(const vkmha_mha_desc *d, uint32_t batch, uint32_t capacity,
-                            int which, uint64_t *n)
+                            uint32_t quant, int which, uint64_t *n)
 {
     uint64_t rows;
     return vkmha__mul_u64((uint64_t)batch * d->n_kv_head, capacity, &rows) &&
-           vkmha__mul_u64(rows, which ? d->d_v : d->d_k, n);
+           vkmha__mul_u64(rows, row_elements(d, quant, which), n);
+}
+
+/* The tensors' dtype: desc's, or a Q8 cache's bytes. */
+static uint32_t elem_dtype(const vkmha_kv_cache_desc *desc)
+{
+    return desc->quant ? VKMHA_DTYPE_U8 : desc->dtype;
 }
 
 /* The elements of the cache's keys and values (n[2]), checked before
@@ -30,12 +44,12 @@ static vkmha_status check_sizes(vkmha_context *ctx, const vkmha_mha_desc *d,
 {
     vkmha_status st;
     for (int i = 0; i < 2; i++) {
-        if (!tensor_elements(d, batch, desc->capacity, i, &n[i]))
+        if (!tensor_elements(d, batch, desc->capacity, desc->quant, i, &n[i]))
             return vkmha__fail(ctx, INVALID, "%s: the cache's %s overflow 64 bits", ctx->call,
                                i ? "values" : "keys");
         uint64_t bytes;
         if ((st = vkmha__check_count(ctx, ctx->call, tensor_names[i], n[i],
-                                     vkmha__dtype_size(desc->dtype), &bytes)))
+                                     vkmha__dtype_size(elem_dtype(desc)), &bytes)))
             return st;
         if (!desc->keys && ctx->tensor_bytes && bytes > ctx->tensor_bytes)
             return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
@@ -66,15 +80,23 @@ static vkmha_status cache_tensors(vkmha_kv_cache *c, const vkmha_kv_cache_desc *
             vkmha_arg a;
             if ((st = vkmha__tensor_arg(ctx, tensor_names[i], t[i], false, n[i], &a)))
                 return st;
-            if (a.dtype != c->d.dtype)
-                return vkmha__fail(ctx, INVALID, "%s: %s has dtype %u, desc->dtype is %u",
-                                   ctx->call, tensor_names[i], a.dtype, c->d.dtype);
+            if (a.dtype != c->elem_dtype)
+                return vkmha__fail(ctx, INVALID, "%s: %s has dtype %u, %s %u", ctx->call,
+                                   tensor_names[i], a.dtype,
+                                   c->d.quant ? "a Q8 cache's tensors are U8:" : "desc->dtype is",
+                                   c->elem_dtype);
+            /* A Q8 cache's rows are read and written a word at a time. */
+            if (c->d.quant && t[i]->offset % 4)
+                return vkmha__fail(ctx, INVALID, "%s: %s starts %llu bytes into its buffer: a "
+                                   "Q8 cache's tensors start on a multiple of 4 bytes",
+                                   ctx->call, tensor_names[i],
+                                   (unsigned long long)t[i]->offset);
             continue;
         }
         /* Own tensors: vkmha_tensor_create's. */
-        const vkmha_tensor_desc td = {c->d.dtype, 4,
+        const vkmha_tensor_desc td = {c->elem_dtype, 4,
                                       {c->d.batch, c->mha->d.n_kv_head, c->d.capacity,
-                                       i ? c->mha->d.d_v : c->mha->d.d_k}};
+                                       c->row[i]}};
         if ((st = vkmha__tensor_new(ctx, &td, &t[i])))
             return st;
         if ((st = ctx->ops->tensor_alloc(t[i]))) {
@@ -129,6 +151,16 @@ VKMHA_API vkmha_status vkmha_kv_cache_create(vkmha_mha *mha, const vkmha_kv_cach
                            desc->capacity);
     if ((st = vkmha__check_dtype(ctx, "desc->dtype", desc->dtype)))
         return st;
+    if (desc->quant > VKMHA_QUANT_Q4Z)
+        return vkmha__fail(ctx, INVALID, "%s: desc->quant (%u) is not a vkmha_quant_type",
+                           ctx->call, desc->quant);
+    if (desc->quant && desc->quant != VKMHA_QUANT_Q8)
+        return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: desc->quant (%u): a KV cache is F32, F16, BF16 or Q8 "
+                           "(VKMHA_QUANT_Q8)", ctx->call, desc->quant);
+    if (desc->quant && desc->dtype)
+        return vkmha__fail(ctx, INVALID, "%s: desc->dtype (%u) with desc->quant Q8: leave it 0 "
+                           "(a Q8 cache stores codes and scales)", ctx->call, desc->dtype);
     if (!desc->keys != !desc->values)
         return vkmha__fail(ctx, INVALID, "%s: desc->%s is NULL but desc->%s is not (give both "
                            "tensors or neither)",
@@ -160,6 +192,9 @@ VKMHA_API vkmha_status vkmha_kv_cache_create(vkmha_mha *mha, const vkmha_kv_cach
     c->n_kv_head = mha->d.n_kv_head;
     c->d_k = mha->d.d_k;
     c->d_v = mha->d.d_v;
+    c->elem_dtype = elem_dtype(desc);
+    for (int i = 0; i < 2; i++)
+        c->row[i] = row_elements(&mha->d, desc->quant, i);
     bool created = false;
     if (!(st = cache_tensors(c, desc, n)) && !(st = ctx->ops->kv_create(c))) {
         created = true;
@@ -196,7 +231,8 @@ VKMHA_API uint64_t vkmha_kv_cache_bytes(const vkmha_kv_cache *c)
     if (!c)
         return 0;
     const uint64_t rows = (uint64_t)c->d.batch * c->n_kv_head * c->d.capacity;
-    return rows * (c->d_k + c->d_v) * vkmha__dtype_size(c->d.dtype) + 4ull * c->d.batch;
+    return rows * (c->row[0] + c->row[1]) * vkmha__dtype_size(c->elem_dtype) +
+           4ull * c->d.batch;
 }
 
 /* Starts a public call on cache c; INVALID (named) for a NULL cache. */

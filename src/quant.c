@@ -199,6 +199,35 @@ static vkmha_status quantize_group(vkmha_context *ctx, const vkmha_quant_desc *d
     return VKMHA_SUCCESS;
 }
 
+/* ---- a Q8 KV cache's rows (vkmha_kv_cache_desc.quant) ----------------------- */
+
+/* As quantize_group's Q8 for a row that cannot be refused (the append runs
+ * on the device): NaN or Inf stores the NaN scale 0x7e00 and codes 0, a
+ * scale past fp16's saturates at 65504. shaders/kv_q8.comp does the same. */
+void vkmha__kv_q8_quantize(const float *x, uint32_t n, uint8_t *row)
+{
+    float amax = 0;
+    bool finite = true;
+    for (uint32_t i = 0; i < n; i++) {
+        finite = finite && isfinite(x[i]);
+        amax = fmaxf(amax, fabsf(x[i]));
+    }
+    const uint16_t bits = finite ? vkmha__float_to_half(amax / 127.0f) : 0x7e00;
+    const float s = finite ? vkmha__half_to_float(bits) : 0.0f;
+    memset(row, 0, vkmha__kv_q8_row_bytes(n));
+    row[0] = (uint8_t)(bits & 0xff);
+    row[1] = (uint8_t)(bits >> 8);
+    for (uint32_t i = 0; s != 0.0f && i < n; i++)
+        row[4 + i] = (uint8_t)(int8_t)clampf(rintf(x[i] / s), -127.0f, 127.0f);
+}
+
+void vkmha__kv_q8_dequantize(const uint8_t *row, uint32_t n, float *x)
+{
+    const float s = vkmha__half_to_float((uint16_t)(row[0] | row[1] << 8));
+    for (uint32_t i = 0; i < n; i++)
+        x[i] = s * (float)(int8_t)row[4 + i];
+}
+
 /* The start of vkmha_quantize and vkmha_dequantize (fn): the call named,
  * and its checks: the float array (src or dst, of dtype) and the quantized
  * bytes (the other, of `bytes` bytes) named as the call names them. */

@@ -206,13 +206,12 @@ static void round_to(uint32_t dtype, float *p, uint64_t n)
 
 /* ---- KV caches: the tensors' host memory --------------------------------- */
 
-/* Byte offset of (entry e, kv head h, position t) in a cache tensor of head
- * dim `dim`. */
-static size_t cache_at(const vkmha_kv_cache *c, uint32_t e, uint32_t h, uint32_t t,
-                       uint32_t dim)
+/* Byte offset of (entry e, kv head h, position t) in the keys (v false) or
+ * values: rows of c->row[v] elements (a Q8 cache's: bytes). */
+static size_t cache_at(const vkmha_kv_cache *c, uint32_t e, uint32_t h, uint32_t t, bool v)
 {
-    return ((((size_t)e * c->n_kv_head + h) * c->d.capacity + t) * dim) *
-           vkmha__dtype_size(c->d.dtype);
+    return ((((size_t)e * c->n_kv_head + h) * c->d.capacity + t) * c->row[v]) *
+           vkmha__dtype_size(c->elem_dtype);
 }
 
 static vkmha_status kv_create(vkmha_kv_cache *c)
@@ -228,13 +227,12 @@ static void kv_free(vkmha_kv_cache *c)
 
 static vkmha_status kv_clear(vkmha_kv_cache *c, uint32_t first, uint32_t count, uint32_t from)
 {
-    const uint32_t dims[2] = {c->d_k, c->d_v};
     uint8_t *mem[2] = {tensor_host(c->d.keys), tensor_host(c->d.values)};
     for (int i = 0; i < 2; i++)
         for (uint32_t e = first; e < first + count; e++)
             for (uint32_t h = 0; h < c->n_kv_head; h++)
-                memset(mem[i] + cache_at(c, e, h, from, dims[i]), 0,
-                       cache_at(c, 0, 0, c->d.capacity - from, dims[i]));
+                memset(mem[i] + cache_at(c, e, h, from, i), 0,
+                       cache_at(c, 0, 0, c->d.capacity - from, i));
     return VKMHA_SUCCESS;
 }
 
@@ -242,9 +240,8 @@ static vkmha_status kv_reorder(vkmha_kv_cache *c, const uint32_t *src)
 {
     vkmha_context *ctx = c->mha->ctx;
     vkmha_tensor *t[2] = {c->d.keys, c->d.values};
-    const uint32_t dims[2] = {c->d_k, c->d_v};
     for (int i = 0; i < 2; i++) {
-        const size_t entry = cache_at(c, 1, 0, 0, dims[i]); /* bytes per entry */
+        const size_t entry = cache_at(c, 1, 0, 0, i); /* bytes per entry */
         uint8_t *mem = tensor_host(t[i]), *tmp = vkmha__alloc(ctx, entry * c->d.batch);
         if (!tmp)
             return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
@@ -258,33 +255,45 @@ static vkmha_status kv_reorder(vkmha_kv_cache *c, const uint32_t *src)
 }
 
 /* Stores the new positions of projection p ([B][Lk][Hkv][dim], fp32 values of
- * the activations' dtype) into cache tensor t after each entry's old
- * length, in the cache's dtype (rounded to it as the device stores them). */
-static void cache_append(const mha_fwd *f, vkmha_tensor *t, uint32_t dim, const float *p)
+ * the activations' dtype) into the keys (v false) or values after each
+ * entry's old length, in the cache's dtype (rounded to it as the device
+ * stores them), or quantized row by row (Q8). */
+static void cache_append(const mha_fwd *f, bool v, const float *p)
 {
     const vkmha_kv_cache *c = f->cache;
-    const uint32_t hkv = c->n_kv_head;
-    uint8_t *mem = tensor_host(t);
+    const uint32_t hkv = c->n_kv_head, dim = v ? c->d_v : c->d_k;
+    uint8_t *mem = tensor_host(v ? c->d.values : c->d.keys);
     for (uint32_t b = 0; b < f->B; b++)
         for (uint32_t s = 0; s < f->Lk; s++)
-            for (uint32_t h = 0; h < hkv; h++)
-                vkmha__convert(VKMHA_DTYPE_F32, p + (((size_t)b * f->Lk + s) * hkv + h) * dim,
-                               c->d.dtype, mem + cache_at(c, f->entry + b, h, f->old[b] + s, dim),
-                               dim);
+            for (uint32_t h = 0; h < hkv; h++) {
+                const float *x = p + (((size_t)b * f->Lk + s) * hkv + h) * dim;
+                uint8_t *row = mem + cache_at(c, f->entry + b, h, f->old[b] + s, v);
+                if (c->d.quant)
+                    vkmha__kv_q8_quantize(x, dim, row);
+                else
+                    vkmha__convert(VKMHA_DTYPE_F32, x, c->d.dtype, row, dim);
+            }
 }
 
-/* The call's entries of cache tensor t as fp32 split heads [B][Hkv][len_k][dim]
- * (positions past an entry's length are zeros there). */
-static void cache_gather(const mha_fwd *f, const vkmha_tensor *t, uint32_t dim, float *out)
+/* The call's entries of the keys (v false) or values as fp32 split heads
+ * [B][Hkv][len_k][dim] (positions past an entry's length are zeros there). */
+static void cache_gather(const mha_fwd *f, bool v, float *out)
 {
     const vkmha_kv_cache *c = f->cache;
-    const uint8_t *mem = tensor_host(t);
-    const uint32_t len = f->as.len_k;
+    const uint8_t *mem = tensor_host(v ? c->d.values : c->d.keys);
+    const uint32_t len = f->as.len_k, dim = v ? c->d_v : c->d_k;
     for (uint32_t b = 0; b < f->B; b++)
-        for (uint32_t h = 0; h < c->n_kv_head; h++)
-            vkmha__to_f32(c->d.dtype, mem + cache_at(c, f->entry + b, h, 0, dim),
-                          (size_t)len * dim,
-                          out + (((size_t)b * c->n_kv_head + h) * len) * dim);
+        for (uint32_t h = 0; h < c->n_kv_head; h++) {
+            float *o = out + (((size_t)b * c->n_kv_head + h) * len) * dim;
+            if (!c->d.quant) {
+                vkmha__to_f32(c->d.dtype, mem + cache_at(c, f->entry + b, h, 0, v),
+                              (size_t)len * dim, o);
+                continue;
+            }
+            for (uint32_t t = 0; t < len; t++)
+                vkmha__kv_q8_dequantize(mem + cache_at(c, f->entry + b, h, t, v), dim,
+                                        o + (size_t)t * dim);
+        }
 }
 
 /* The forward on host arrays p (query, key, value, out, attn_weights; NULL:
@@ -350,11 +359,11 @@ static vkmha_status forward(vkmha_mha *mha, const mha_fwd *f, void *const p[5],
         ref_split_heads(&hv, vp, vh);
     } else {
         if (f->append) {
-            cache_append(f, f->cache->d.keys, d->d_k, kp);
-            cache_append(f, f->cache->d.values, d->d_v, vp);
+            cache_append(f, false, kp);
+            cache_append(f, true, vp);
         }
-        cache_gather(f, f->cache->d.keys, d->d_k, kh);
-        cache_gather(f, f->cache->d.values, d->d_v, vh);
+        cache_gather(f, false, kh);
+        cache_gather(f, true, vh);
     }
     const attn_shape as = f->as;
     if ((st = ref_attention(mha->ctx, &as, qh, kh, vh, mask, oh, weights))) {

@@ -28,6 +28,13 @@
  * row of 20000 keys. */
 #define CPU_KERNEL_KEYS_PER_DISPATCH 16384
 
+/* k and v are a Q8 KV cache's rows (vkmha_kv_cache_desc.quant): U8 views,
+ * which only flash.comp reads (shaders/kv_q8.glsl). */
+static bool q8_rows(const vk_view qkvo[4])
+{
+    return qkvo[1].q8_rows;
+}
+
 /* shaders/flash_cpu.comp reads q, k and v as vec4 texels and writes out as
  * vec4s: every row must start on a multiple of 4 elements (the head dims
  * then make every stride one: split heads and projections alike), q, k, v
@@ -35,7 +42,7 @@
  * vk_texel_ok), out a 16-byte aligned start. */
 static bool texel_io(const attn_shape *s, const vk_view qkvo[4])
 {
-    if (s->d_k % 4 || s->d_v % 4)
+    if (s->d_k % 4 || s->d_v % 4 || q8_rows(qkvo))
         return false;
     if (!vk_texel_ok((const vk_view *const[]){&qkvo[0], &qkvo[1], &qkvo[2]}, 3, true))
         return false;
@@ -197,12 +204,18 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     /* Keys past the range: the fused path where it can (the cost model
      * knows neither path's windows). */
     const double t_unfused =
-        unfused_fits && !(windowed && fusable) ? vk_cost_unfused(vk, s) : INFINITY;
+        unfused_fits && !(windowed && fusable) && !(q8_rows(qkvo) && fusable)
+            ? vk_cost_unfused(vk, s)
+            : INFINITY;
     const bool cpu_kernel = cpu_ok && t_cpu <= t_shared;
     const double t_fused = cpu_kernel ? t_cpu : t_shared;
     const bool fused = fusable && (s->path == VKMHA_ATTENTION_PATH_FUSED ||
                                    (s->path == VKMHA_ATTENTION_PATH_AUTO &&
                                     !(t_unfused < t_fused)));
+    if (!fused && q8_rows(qkvo)) {
+        *plan = (vk_attn_plan){.s = *s, .dequant = true};
+        return VKMHA_SUCCESS;
+    }
     *plan = (vk_attn_plan){.s = *s, .fused = fused, .cpu_kernel = cpu_kernel,
                            .coop = coop && !cpu_kernel,
                            .weights = weights, .cls = cls, .splits = 1, .split_len = s->len_k,

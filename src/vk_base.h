@@ -137,6 +137,9 @@ typedef struct vk_view {
     VkDeviceSize offset; /* bytes */
     uint32_t dtype;      /* vkmha_dtype: F32, F16, BF16, or U8 (masks) */
     uint64_t stride[3];  /* elements */
+    /* U8: a Q8 KV cache's rows (vkmha_kv_cache_desc.quant; vk_kv_view),
+     * which keep their dtype in the dispatch's word (vk_view_dtypes). */
+    bool q8_rows;
 } vk_view;
 
 /* a / b, rounded up (b > 0). */
@@ -193,6 +196,11 @@ typedef enum vk_slot {
  * ends any loop after 65535 iterations, and longer rows have work enough for
  * the workgroup-per-row kernels. */
 #define VK_CPU_ROW_MAX 16384u
+
+/* Invocations of a workgroup of shaders/kv_q8.comp (a row each), and the
+ * longest row it takes (a Q8 KV cache's head dims: VK_CPU_ROW_MAX, for
+ * llvmpipe's loops). */
+#define VK_KV_Q8_WG 64u
 
 /* The most VK_NV_cooperative_matrix2 workgroup shapes kept (vk_state). */
 #define VK_CM2_SHAPES 8
@@ -509,7 +517,7 @@ uint64_t vk_binding_bytes(const vk_state *vk);
  * its descriptor's offset (vk_dispatch). */
 uint64_t vk_window_bytes(const vk_state *vk);
 /* The dtypes word (VK_DT) of views bufs[0 .. n) (the first VK_DT_SLOTS; U8
- * masks count as 0). */
+ * masks count as 0, a Q8 cache's U8 rows as U8: shaders/kv_q8.glsl). */
 uint32_t vk_view_dtypes(const vk_view bufs[], uint32_t n);
 /* The texel view of v for reading its data as vec4s in a shader's float
  * variant (fp32: view4, fp16: view4h) or its TEXEL_U16 variant (16-bit
@@ -579,6 +587,11 @@ typedef struct vk_attn_plan {
      * batch entry 0: k and v are views of the whole cache. */
     vk_view lengths;
     uint32_t kv_b0;
+    /* k and v are a Q8 KV cache's rows (U8 views; the fused kernels
+     * dequantize them while loading) and the path is unfused: the plan is
+     * only this flag; the caller copies the call's rows to fp32 split heads
+     * (shaders/kv_q8.comp) and plans again on them (src/vk_mha.c). */
+    bool dequant;
 } vk_attn_plan;
 /* Predicted microseconds of a call of shape s on the fused path (one kernel,
  * with block_q query rows per workgroup, plus the weights pass if asked)

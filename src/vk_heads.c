@@ -24,16 +24,27 @@ static uint64_t span_at(const heads_shape *s, const uint64_t stride[3])
            (uint64_t)(s->len - 1) * stride[2] + s->head_dim;
 }
 
+/* x or y a Q8 KV cache's rows (vk_view.q8_rows, U8): shaders/kv_q8.comp
+ * quantizes into them (the append) or reads them (the unfused attention's
+ * fp32 copy). */
+static bool q8_rows(const vk_view *t)
+{
+    return t->q8_rows;
+}
+
 /* x's and y's element strides (batch entry, head, row): the layouts', a
- * split into a strided y (a KV cache's) with y's batch and head strides. */
-static void io_strides(const heads_shape *s, bool split, const vk_view *y, uint64_t xs[3],
-                       uint64_t ys[3])
+ * split into a strided y (a KV cache's) with y's batch and head strides,
+ * Q8 rows at their view's strides (rows of 4 + head_dim bytes or more). */
+static void io_strides(const heads_shape *s, bool split, const vk_view *x, const vk_view *y,
+                       uint64_t xs[3], uint64_t ys[3])
 {
     uint64_t rows[3], heads[3];
     layout_strides(s, rows, heads);
     for (int i = 0; i < 3; i++) {
-        xs[i] = split ? rows[i] : heads[i];
-        ys[i] = split ? (i < 2 && y->stride[i] ? y->stride[i] : heads[i]) : rows[i];
+        xs[i] = q8_rows(x) ? x->stride[i] : split ? rows[i] : heads[i];
+        ys[i] = q8_rows(y)  ? y->stride[i]
+                : split     ? (i < 2 && y->stride[i] ? y->stride[i] : heads[i])
+                            : rows[i];
     }
 }
 
@@ -46,7 +57,7 @@ vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, 
                            .texel = vk->tuning.row_texel &&
                                     vk_texel_ok((const vk_view *const[]){&x}, 1, true)};
     uint64_t xs[3], ys[3];
-    io_strides(s, split, &y, xs, ys);
+    io_strides(s, split, &x, &y, xs, ys);
     for (int i = 0; i < 3; i++) {
         if (xs[i] > UINT32_MAX || ys[i] > UINT32_MAX)
             return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
@@ -56,6 +67,10 @@ vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, 
     p.x_sb = (uint32_t)xs[0], p.x_sh = (uint32_t)xs[1], p.x_sl = (uint32_t)xs[2];
     p.y_sb = (uint32_t)ys[0], p.y_sh = (uint32_t)ys[1], p.y_sl = (uint32_t)ys[2];
     const vk_view bufs[2] = {x, y};
+    if (q8_rows(&x) || q8_rows(&y)) /* a row per invocation, VK_KV_Q8_WG a workgroup */
+        return vk_dispatch_groups(vk, site, VK_PIPE(KERNEL_KV_Q8), bufs, 2, &p, sizeof p,
+                                  offsetof(struct heads_push, group_base),
+                                  vk_div_up(total / s->head_dim, VK_KV_Q8_WG));
     if (vk->tuning.cpu_rows_wg && s->head_dim <= VK_CPU_ROW_MAX) { /* a row per invocation */
         uint64_t rows = total / s->head_dim;
         return vk_dispatch_groups(vk, site, VK_PIPE(KERNEL_HEADS_CPU), bufs, 2, &p, sizeof p,
@@ -83,7 +98,7 @@ static heads_blocks plan_blocks(const vk_state *vk, const heads_shape *s, bool s
     const uint64_t bytes = vk_window_bytes(vk), most_x = bytes / vkmha__dtype_size(x->dtype),
                    most_y = bytes / vkmha__dtype_size(y->dtype);
     uint64_t xs[3], ys[3];
-    io_strides(s, split, y, xs, ys);
+    io_strides(s, split, x, y, xs, ys);
     /* Units of each level (entries, heads, rows) with the levels below whole
      * or one, the largest n that fits: spans grow with n. */
     const uint64_t total[3] = {s->batch, s->heads, s->len};
@@ -143,7 +158,7 @@ vkmha_status vk_record_heads_blocks(vk_state *vk, vk_site *site, const heads_sha
                (unsigned long long)b.count, (unsigned long long)b.nb, (unsigned long long)b.nh,
                (unsigned long long)b.nl);
     uint64_t xs[3], ys[3];
-    io_strides(s, split, &y, xs, ys);
+    io_strides(s, split, &x, &y, xs, ys);
     const uint64_t ex = vkmha__dtype_size(x.dtype), ey = vkmha__dtype_size(y.dtype);
     uint64_t i = 0;
     vkmha_status st = VKMHA_SUCCESS;

@@ -296,6 +296,12 @@ static void layernorm_cpu_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_sp
     *o = (vk_spec){.spv = SPV_LAYERNORM_CPU, .n = 1, .value = {vk->tuning.cpu_rows_wg}};
 }
 
+static void kv_q8_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
+{
+    (void)vk, (void)pipe, (void)u16;
+    *o = (vk_spec){.spv = SPV_KV_Q8, .n = 1, .value = {VK_KV_Q8_WG}};
+}
+
 static bool rows_cpu_available(const vk_state *vk, vk_pipe pipe)
 {
     (void)pipe;
@@ -365,6 +371,9 @@ const vk_kernel_def vk_kernel_defs[KERNEL_COUNT] = {
                            .push_size = sizeof(struct matmul_push),
                            .path = VKMHA_PATH_COOPMAT2_MATMUL,
                            .available = matmul_cm2_available, .spec = matmul_cm2_spec},
+    [KERNEL_KV_Q8] = {.name = "kv_q8", .op = "heads", .kind = KIND_HEADS, .tiles = 1, .vecs = 1,
+                      .classes = 1, .bufs = 2, .push_size = sizeof(struct heads_push),
+                      .spec = kv_q8_spec},
 };
 
 static const char *const tile_names[TILE_COUNT] = {"large", "small", "gemv"};

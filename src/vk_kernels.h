@@ -45,6 +45,9 @@ typedef enum vk_kernel {
     /* The VK_NV_cooperative_matrix2 matmul of fp16 products
      * (vk_state.tile_cm2). */
     KERNEL_MATMUL_CM2,
+    /* A Q8 KV cache's rows: the append's quantizing copy and the unfused
+     * attention's fp32 copy (the heads kind, a row per invocation). */
+    KERNEL_KV_Q8,
     KERNEL_COUNT
 } vk_kernel;
 

@@ -8,24 +8,37 @@
  * runs take several copies. */
 #define ZEROS_BYTES 65536u
 
-/* Bytes of one (entry, head) run of a cache tensor of head dim `dim`. */
-static VkDeviceSize run_bytes(const vkmha_kv_cache *c, uint32_t dim)
+/* Bytes of one (entry, head) run of the keys (v false) or values. */
+static VkDeviceSize run_bytes(const vkmha_kv_cache *c, bool v)
 {
-    return (VkDeviceSize)c->d.capacity * dim * vkmha__dtype_size(c->d.dtype);
+    return (VkDeviceSize)c->d.capacity * c->row[v] * vkmha__dtype_size(c->elem_dtype);
 }
 
 vk_view vk_kv_view(const vkmha_kv_cache *c, bool v)
 {
-    const uint32_t dim = v ? c->d_v : c->d_k;
-    return vk_view_split(vk_tensor_buf(v ? c->d.values : c->d.keys), c->n_kv_head,
-                         c->d.capacity, dim, c->d.dtype);
+    vk_view t = vk_view_split(vk_tensor_buf(v ? c->d.values : c->d.keys), c->n_kv_head,
+                              c->d.capacity, c->row[v], c->elem_dtype);
+    t.q8_rows = c->d.quant != VKMHA_QUANT_NONE;
+    return t;
 }
 
 vkmha_status vk_kv_create(vkmha_kv_cache *c)
 {
     vk_state *vk = c->mha->ctx->vk;
     vk_kv *kv = (vk_kv *)c;
-    const uint32_t dim = c->d_k > c->d_v ? c->d_k : c->d_v;
+    /* A Q8 cache's rows are bound whole: its kernels take no windows. */
+    for (int i = 0; c->d.quant && i < 2; i++) {
+        const vkmha_tensor *t = i ? c->d.values : c->d.keys;
+        if (t->offset % vk->min_storage_offset_align + t->bytes >
+            vk->info.max_storage_buffer_range)
+            return vkmha__fail(c->mha->ctx, VKMHA_ERROR_UNSUPPORTED,
+                               "%s: a Q8 cache's %s (%llu bytes) must fit one binding "
+                               "(maxStorageBufferRange: %llu bytes): lower desc->batch or "
+                               "desc->capacity",
+                               c->mha->ctx->call, i ? "values" : "keys",
+                               (unsigned long long)t->bytes,
+                               (unsigned long long)vk->info.max_storage_buffer_range);
+    }
     vk_kind *kinds = vkmha__calloc(c->mha->ctx, 2 * (size_t)c->d.batch, sizeof *kinds);
     vkmha_status st;
     if (!kinds)
@@ -35,7 +48,7 @@ vkmha_status vk_kv_create(vkmha_kv_cache *c)
         kinds[i] = KIND_HEADS;
     st = vk_buffer_create(vk, 4ull * c->d.batch, false, false, "a KV cache's lengths",
                           &kv->lens);
-    const VkDeviceSize run = run_bytes(c, dim);
+    const VkDeviceSize run = run_bytes(c, run_bytes(c, true) > run_bytes(c, false));
     if (!st)
         st = vk_buffer_create(vk, run < ZEROS_BYTES ? run : ZEROS_BYTES, false, false,
                               "a KV cache's zeros", &kv->zeros);
@@ -65,7 +78,7 @@ vkmha_status vk_kv_clear(vkmha_kv_cache *c, uint32_t first, uint32_t count, uint
         return st;
     for (int i = 0; i < 2 && !st; i++) {
         const vk_view t = vk_kv_view(c, i == 1);
-        const VkDeviceSize es = vkmha__dtype_size(c->d.dtype);
+        const VkDeviceSize es = vkmha__dtype_size(c->elem_dtype);
         for (uint32_t e = first; e < first + count && !st; e++)
             for (uint32_t h = 0; h < c->n_kv_head && !st; h++) {
                 VkDeviceSize at = (e * t.stride[0] + h * t.stride[1] +
@@ -86,7 +99,7 @@ vkmha_status vk_kv_reorder(vkmha_kv_cache *c, const uint32_t *src)
     vkmha_status st = VKMHA_SUCCESS;
     for (int i = 0; i < 2 && !st; i++) {
         const vk_view t = vk_kv_view(c, i == 1);
-        const VkDeviceSize entry = t.stride[0] * vkmha__dtype_size(c->d.dtype);
+        const VkDeviceSize entry = t.stride[0] * vkmha__dtype_size(c->elem_dtype);
         if ((st = vk_buffer_create(vk, entry * c->d.batch, false, false,
                                    "a KV cache reorder's copy", &tmp)))
             break;

@@ -18,6 +18,7 @@ enum mha_site {
     SITE_ATTENTION, /* VK_ATTENTION_SITES sites */
     SITE_PROJ_O = SITE_ATTENTION + VK_ATTENTION_SITES,
     SITE_NORM,
+    SITE_DEQUANT_K, SITE_DEQUANT_V, /* a Q8 cache's fp32 copies (unfused path) */
     SITE_COUNT
 };
 
@@ -45,7 +46,8 @@ vkmha_status vk_mha_weights(vkmha_mha *mha, const void *const src[WEIGHT_COUNT],
                                                    "norm_beta"};
     vk_kind kinds[SITE_COUNT] = {[SITE_PROJ_Q] = KIND_MATMUL, [SITE_PROJ_K] = KIND_MATMUL,
                                  [SITE_PROJ_V] = KIND_MATMUL, [SITE_PROJ_O] = KIND_MATMUL,
-                                 [SITE_NORM] = KIND_LAYERNORM};
+                                 [SITE_NORM] = KIND_LAYERNORM, [SITE_DEQUANT_K] = KIND_HEADS,
+                                 [SITE_DEQUANT_V] = KIND_HEADS};
     memcpy(&kinds[SITE_ATTENTION], vk_attention_site_kinds, sizeof vk_attention_site_kinds);
     vk_state *vk = mha->ctx->vk;
     vk_mha *vm = (vk_mha *)mha;
@@ -234,8 +236,8 @@ static void append_copy(vk_state *vk, const mha_fwd *f, uint32_t first, uint32_t
     *x = vk_view_of(&vk->mem.slots[i ? SLOT_V_PROJ : SLOT_K_PROJ], f->ad);
     x->offset = (VkDeviceSize)b0 * f->Lk * c->n_kv_head * dim * f->es;
     *y = cache_view(f, i == 1, first);
-    y->offset += ((f->entry - first + b0) * y->stride[0] + (uint64_t)f->old[b0] * dim) *
-                 vkmha__dtype_size(c->d.dtype);
+    y->offset += ((f->entry - first + b0) * y->stride[0] + (uint64_t)f->old[b0] * y->stride[2]) *
+                 vkmha__dtype_size(c->elem_dtype);
 }
 
 /* The first entry after b0's run of equal old lengths. */
@@ -257,6 +259,63 @@ static void attention_kv(vk_state *vk, const vkmha_mha *mha, const mha_fwd *f, u
                      : vk_view_merged(&vk->mem.slots[SLOT_K_PROJ], d->n_kv_head, f->Lk, d->d_k, f->ad);
     kv[1] = f->cache ? cache_view(f, true, first)
                      : vk_view_merged(&vk->mem.slots[SLOT_V_PROJ], d->n_kv_head, f->Lk, d->d_v, f->ad);
+}
+
+/* The fp32 copies of a Q8 cache's rows that the unfused path reads: the
+ * call's entries' first len_k positions, split heads [B][Hkv][len_k][d] in
+ * SLOT_K_HEADS and SLOT_V_HEADS (positions past an entry's length are zeros
+ * in the cache, and so in the copies). */
+static vk_view dequant_view(vk_state *vk, const vkmha_mha *mha, const mha_fwd *f, bool v)
+{
+    return vk_view_split(&vk->mem.slots[v ? SLOT_V_HEADS : SLOT_K_HEADS], mha->d.n_kv_head,
+                         f->as.len_k, v ? mha->d.d_v : mha->d.d_k, VKMHA_DTYPE_F32);
+}
+
+/* The attention's plan on the keys and values kv (attention_kv, from cache
+ * entry `first`). A Q8 cache's rows on the unfused path (plan->dequant) are
+ * planned again on their fp32 copies (dequant_view), which record_dequant
+ * makes; the plan keeps the flag. */
+static vkmha_status plan_attention(vk_state *vk, const vkmha_mha *mha, const mha_fwd *f,
+                                   bool weights, const vk_view *weights_view, uint32_t first,
+                                   const vk_view kv[2], vk_attn_plan *plan)
+{
+    const vk_view q = vk_view_of(&vk->mem.slots[SLOT_Q_PROJ], f->ad),
+                  concat = {.dtype = f->ad}; /* a slot of the plan's */
+    const uint32_t kv_b0 = f->cache ? f->entry - first : 0;
+    vkmha_status st = vk_attention_prepare(vk, &f->as, weights, weights_view,
+                                           (const vk_view[4]){q, kv[0], kv[1], concat}, kv_b0,
+                                           plan);
+    if (st || !plan->dequant)
+        return st;
+    const uint64_t keys = (uint64_t)f->B * mha->d.n_kv_head * f->as.len_k * 4;
+    if ((st = vk_slot_ensure(vk, SLOT_K_HEADS, keys * mha->d.d_k)) ||
+        (st = vk_slot_ensure(vk, SLOT_V_HEADS, keys * mha->d.d_v)) ||
+        (st = vk_attention_prepare(vk, &f->as, weights, weights_view,
+                                   (const vk_view[4]){q, dequant_view(vk, mha, f, false),
+                                                      dequant_view(vk, mha, f, true), concat},
+                                   0, plan)))
+        return st;
+    plan->dequant = true;
+    return VKMHA_SUCCESS;
+}
+
+/* A Q8 cache's rows into their fp32 copies (plan->dequant), kv becoming
+ * the copies' views. */
+static vkmha_status record_dequant(vk_state *vk, const vkmha_mha *mha, const mha_fwd *f,
+                                   uint32_t first, vk_view kv[2])
+{
+    vk_site *site = ((vk_mha *)mha)->sites.sites;
+    vkmha_status st = VKMHA_SUCCESS;
+    for (int i = 0; i < 2 && !st; i++) {
+        const heads_shape hs = {.batch = f->B, .len = f->as.len_k, .heads = mha->d.n_kv_head,
+                                .head_dim = i ? mha->d.d_v : mha->d.d_k};
+        vk_view x = kv[i];
+        x.offset += (VkDeviceSize)(f->entry - first) * x.stride[0]; /* bytes: U8 */
+        kv[i] = dequant_view(vk, mha, f, i == 1);
+        st = vk_record_heads(vk, &site[i ? SITE_DEQUANT_V : SITE_DEQUANT_K], &hs, true, x,
+                             kv[i]);
+    }
+    return st;
 }
 
 /* Everything a forward needs besides its inputs and output (b), before
@@ -282,11 +341,7 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, const fwd_b
     if ((st = vk_slot_ensure(vk, SLOT_Q_PROJ, rq * H * d->d_k * es)) ||
         (st = vk_slot_ensure_windowed(vk, SLOT_K_PROJ, rk * Hkv * d->d_k * es)) ||
         (st = vk_slot_ensure_windowed(vk, SLOT_V_PROJ, rk * Hkv * d->d_v * es)) ||
-        (st = vk_attention_prepare(
-             vk, &f->as, weights, weights_view,
-             (const vk_view[4]){vk_view_of(&vk->mem.slots[SLOT_Q_PROJ], ad), kv[0], kv[1],
-                                {.dtype = ad}}, /* the concat: a slot of the plan's */
-             f->cache ? f->entry - first : 0, plan)) ||
+        (st = plan_attention(vk, mha, f, weights, weights_view, first, kv, plan)) ||
         (!concat_in_place(d, plan) &&
          (st = vk_slot_ensure(vk, SLOT_O_HEADS, rq * H * d->d_v * es))))
         return st;
@@ -400,6 +455,11 @@ static vkmha_status record_forward(vkmha_mha *mha, const mha_fwd *f, vk_attn_pla
 
     vk_view kv[2];
     attention_kv(vk, mha, f, first, kv);
+    if (plan->dequant) {
+        if ((st = record_dequant(vk, mha, f, first, kv)))
+            return st;
+        vk_barrier(vk);
+    }
     const vk_view vq = vk_view_merged(&vk->mem.slots[SLOT_Q_PROJ], H, f->Lq, d->d_k, ad),
                   vo = vk_view_merged(concat, H, f->Lq, d->d_v, ad);
     if ((st = vk_record_attention(vk, &site[SITE_ATTENTION], plan, &f->mask.m, &vq, &kv[0],

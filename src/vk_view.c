@@ -41,7 +41,7 @@ uint32_t vk_view_dtypes(const vk_view bufs[], uint32_t n)
 {
     uint32_t dtypes = 0;
     for (uint32_t i = 0; i < n && i < VK_DT_SLOTS; i++)
-        if (bufs[i].buf && bufs[i].dtype != VKMHA_DTYPE_U8)
+        if (bufs[i].buf && (bufs[i].dtype != VKMHA_DTYPE_U8 || bufs[i].q8_rows))
             dtypes |= VK_DT(i, bufs[i].dtype);
     return dtypes;
 }

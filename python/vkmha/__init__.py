@@ -500,7 +500,8 @@ class MHA(_vkmha.MHA):
 
     def kv_cache(self, capacity, batch=1, dtype="f32"):
         """A KVCache of this layer: `batch` entries of `capacity` positions
-        (vkmha_kv_cache_create)."""
+        (vkmha_kv_cache_create) of dtype "f32", "f16", "bf16", or "q8": int8
+        codes with an fp16 scale per row (vkmha_kv_cache_desc.quant)."""
         return KVCache(self, capacity, batch=batch, dtype=dtype)
 
     def __call__(self, query, key=None, value=None, need_weights=False, path="auto",
@@ -566,25 +567,48 @@ class MHA(_vkmha.MHA):
 
 class KVCache(_vkmha.KVCache):
     """A layer's cache of projected keys and values (vkmha_kv_cache): `batch`
-    entries of `capacity` positions in `dtype`; pass it to the layer's call
-    as kv_cache=. Made by MHA.kv_cache(capacity, batch, dtype)."""
+    entries of `capacity` positions in `dtype` ("q8": 8-bit); pass it to the
+    layer's call as kv_cache=. Made by MHA.kv_cache(capacity, batch, dtype)."""
 
     def __init__(self, mha, capacity, batch=1, dtype="f32"):
-        super().__init__(mha, capacity, batch, _dtype(dtype))
+        q8 = isinstance(dtype, str) and dtype.lower() == "q8"
+        super().__init__(mha, capacity, batch, _F32 if q8 else _dtype(dtype),
+                         _vkmha.QUANT_Q8 if q8 else 0)
         d = mha.desc
         self._dims = (d["d_k"], d["d_v"])
 
     def keys(self):
         """The keys [batch][n_kv_head][capacity][d_k] as a numpy array (zeros
-        past each entry's length; bf16 as uint16 bits)."""
+        past each entry's length; bf16 as uint16 bits; a q8 cache's
+        dequantized, scale * code, in float32)."""
         return self._array(False)
 
     def values(self):
         """The values [batch][n_kv_head][capacity][d_v], as keys()."""
         return self._array(True)
 
+    def raw(self, values=False):
+        """The keys' (or values') bytes as stored, a uint8 array
+        [batch][n_kv_head][capacity][row bytes]: for a q8 cache each row is
+        R = 4 + d rounded up to 4 bytes: its fp16 scale, 2 zero bytes, d
+        int8 codes, zeros."""
+        d = self.desc
+        return _np.frombuffer(self._read(values), _np.uint8).reshape(
+            d["batch"], -1, d["capacity"], self._row(values))
+
+    def _row(self, values):
+        dim = self._dims[values]
+        return 4 + (dim + 3) // 4 * 4 if self.desc["quant"] else dim * \
+            _np.dtype(DTYPES[self.desc["dtype"]]).itemsize
+
     def _array(self, values):
         d = self.desc
+        if d["quant"]:
+            rows = _np.frombuffer(self._read(values), _np.uint8).reshape(-1, self._row(values))
+            dim = self._dims[values]
+            scale = rows[:, :2].copy().view(_np.float16).astype(_np.float32)
+            codes = rows[:, 4:4 + dim].view(_np.int8).astype(_np.float32)
+            return (scale * codes).reshape(d["batch"], -1, d["capacity"], dim)
         raw = _np.frombuffer(self._read(values), DTYPES[d["dtype"]])
         return raw.reshape(d["batch"], -1, d["capacity"], self._dims[values])
 

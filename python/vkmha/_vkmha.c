@@ -1290,12 +1290,13 @@ static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)
 
 static int kv_init(KVCacheObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"mha", "capacity", "batch", "dtype", NULL};
+    static char *kwlist[] = {"mha", "capacity", "batch", "dtype", "quant", NULL};
     MHAObject *mha;
     Py_ssize_t cap, batch = 1;
     int dt = VKMHA_DTYPE_F32;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!n|ni", kwlist, &MHAType, &mha, &cap, &batch,
-                                     &dt) ||
+    unsigned int quant = VKMHA_QUANT_NONE;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!n|niI", kwlist, &MHAType, &mha, &cap, &batch,
+                                     &dt, &quant) ||
         live(mha->mha, "MHA") || check_open(mha->ctx) || check_dtype(dt, "dtype", false))
         return -1;
     if (self->cache) {
@@ -1307,6 +1308,7 @@ static int kv_init(KVCacheObject *self, PyObject *args, PyObject *kw)
     if (to_u32(cap, "capacity", &d.capacity) || to_u32(batch, "batch", &d.batch))
         return -1;
     d.dtype = (uint32_t)dt;
+    d.quant = quant;
     vkmha_status st = vkmha_kv_cache_create(mha->mha, &d, &self->cache);
     if (st) {
         context_fail(mha->ctx, st);
@@ -1442,8 +1444,9 @@ static PyObject *kv_desc(KVCacheObject *self, void *unused)
     if (live(self->cache, "KVCache"))
         return NULL;
     vkmha_kv_cache_get_desc(self->cache, &d);
-    return Py_BuildValue("{sIsIsIsK}", "batch", d.batch, "capacity", d.capacity, "dtype",
-                         d.dtype, "bytes", (unsigned long long)vkmha_kv_cache_bytes(self->cache));
+    return Py_BuildValue("{sIsIsIsIsK}", "batch", d.batch, "capacity", d.capacity, "dtype",
+                         d.dtype, "quant", d.quant, "bytes",
+                         (unsigned long long)vkmha_kv_cache_bytes(self->cache));
 }
 
 /* ---- types and module -------------------------------------------------------- */

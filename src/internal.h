@@ -432,6 +432,9 @@ vkmha_status vkmha__attention_tensors(vkmha_context *ctx, const vkmha_run *run,
  * optional) and gives it as a backend's argument. */
 vkmha_status vkmha__tensor_arg(vkmha_context *ctx, const char *name, const vkmha_tensor *t,
                                bool optional, uint64_t elements, vkmha_arg *out);
+/* The same for a U8 tensor of at least `bytes` (a Q8 KV cache's). */
+vkmha_status vkmha__tensor_arg_u8(vkmha_context *ctx, const char *name, const vkmha_tensor *t,
+                                  uint64_t bytes, vkmha_arg *out);
 /* Checks a mask of tensors. */
 vkmha_status vkmha__tensor_mask(vkmha_context *ctx, const vkmha_tensor_mask *tm,
                                 uint32_t batch, uint32_t heads, uint32_t len_q,

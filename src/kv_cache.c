@@ -78,13 +78,13 @@ static vkmha_status cache_tensors(vkmha_kv_cache *c, const vkmha_kv_cache_desc *
     for (int i = 0; i < 2; i++) {
         if (t[i]) {
             vkmha_arg a;
-            if ((st = vkmha__tensor_arg(ctx, tensor_names[i], t[i], false, n[i], &a)))
+            if ((st = c->d.quant ? vkmha__tensor_arg_u8(ctx, tensor_names[i], t[i], n[i], &a)
+                                 : vkmha__tensor_arg(ctx, tensor_names[i], t[i], false, n[i],
+                                                     &a)))
                 return st;
             if (a.dtype != c->elem_dtype)
-                return vkmha__fail(ctx, INVALID, "%s: %s has dtype %u, %s %u", ctx->call,
-                                   tensor_names[i], a.dtype,
-                                   c->d.quant ? "a Q8 cache's tensors are U8:" : "desc->dtype is",
-                                   c->elem_dtype);
+                return vkmha__fail(ctx, INVALID, "%s: %s has dtype %u, desc->dtype is %u",
+                                   ctx->call, tensor_names[i], a.dtype, c->d.dtype);
             /* A Q8 cache's rows are read and written a word at a time. */
             if (c->d.quant && t[i]->offset % 4)
                 return vkmha__fail(ctx, INVALID, "%s: %s starts %llu bytes into its buffer: a "

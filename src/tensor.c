@@ -492,6 +492,16 @@ vkmha_status vkmha__tensor_arg(vkmha_context *ctx, const char *name, const vkmha
     return VKMHA_SUCCESS;
 }
 
+vkmha_status vkmha__tensor_arg_u8(vkmha_context *ctx, const char *name, const vkmha_tensor *t,
+                                  uint64_t bytes, vkmha_arg *out)
+{
+    vkmha_status st = check_tensor(ctx, name, t, false, VKMHA_DTYPE_U8, bytes);
+    if (st)
+        return st;
+    *out = arg_of(t);
+    return VKMHA_SUCCESS;
+}
+
 vkmha_status vkmha__tensor_mask(vkmha_context *ctx, const vkmha_tensor_mask *tm,
                                 uint32_t batch, uint32_t heads, uint32_t len_q,
                                 uint32_t len_k, int64_t causal_shift, vkmha_mask_arg *m)

@@ -8,6 +8,9 @@ fp32 subnormals (the scale underflows fp16), scales that are fp16
 subnormals, one value far above the rest, values on half steps (ties to
 even), constant groups, the largest quantizable values; NaN, +-Inf and
 scales past 65504 raise InvalidArgumentError naming the row and group.
+The quantized matmul, layer and GPTQ / vkmha-layout checkpoints; the 8-bit
+KV cache's rows against a transcription of its rule, its reads against
+float64 attention (TestKVCacheQ8).
 Printed as TAP (checks.py); run on the installed wheel (installed.py)."""
 import unittest
 
@@ -19,6 +22,7 @@ import torch
 import vkmha
 
 from checks import TestZValidation  # noqa: F401 (a test)
+from checks import assert_close
 from checks import context as ctx
 
 GROUPS = (32, 64, 128)
@@ -526,6 +530,122 @@ class TestGPTQ(unittest.TestCase):
             msg = str(cm.exception.message)
             self.assertIn(name, msg)
             self.assertIn(why, msg)
+
+
+def transcribe_kv_rows(x):
+    """include/vkmha.h's Q8 KV cache rows of float32 x [..][d]: the fp16
+    scale fp16(max|x| / 127), 2 zero bytes, the codes clip(rint(x / s),
+    -127, 127) as int8, zeros up to a multiple of 4 bytes; every step in
+    float32 (finite rows whose scale stays below 65504)."""
+    x = np.asarray(x, np.float32)
+    d = x.shape[-1]
+    flat = x.reshape(-1, d)
+    s16 = (np.abs(flat).max(axis=1) / np.float32(127)).astype(np.float16)
+    s = s16.astype(np.float32)[:, None]
+    q = np.where(s != 0, np.clip(np.rint(flat / np.where(s != 0, s, 1)), -127, 127), 0)
+    rows = np.zeros((flat.shape[0], 4 + (d + 3) // 4 * 4), np.uint8)
+    rows[:, :2] = s16.view(np.uint8).reshape(-1, 2)
+    rows[:, 4:4 + d] = q.astype(np.int8).view(np.uint8)
+    return rows.reshape(x.shape[:-1] + (rows.shape[1],))
+
+
+class TestKVCacheQ8(unittest.TestCase):
+    """The 8-bit KV cache (MHA.kv_cache(dtype="q8")) on both backends: a
+    prompt then steps, causal, grouped-query heads, head dims 6 and 10 (rows
+    padded): the stored rows against transcribe_kv_rows of the keys and
+    values projected in float64 by torch (scales within one fp16 step,
+    codes within one, nearly all equal), and each step's output against
+    torch's attention in float64 over the cache's own dequantized keys and
+    values (scale * code) with the projections' queries, at fp32's
+    tolerance; the error against unquantized float64 attention is
+    printed, not a gate."""
+    E, H, HKV, DK, DV, B, T, P = 24, 4, 2, 6, 10, 2, 9, 5
+
+    def setUp(self):
+        g = np.random.default_rng(11)
+        E, H, HKV, DK, DV = self.E, self.H, self.HKV, self.DK, self.DV
+        f = np.float32
+        self.w = {"w_q": g.standard_normal((H * DK, E)).astype(f) * f(0.3),
+                  "w_k": g.standard_normal((HKV * DK, E)).astype(f) * f(0.3),
+                  "w_v": g.standard_normal((HKV * DV, E)).astype(f) * f(0.3),
+                  "w_o": g.standard_normal((E, H * DV)).astype(f) * f(0.3),
+                  "b_q": g.standard_normal(H * DK).astype(f) * f(0.1),
+                  "b_k": g.standard_normal(HKV * DK).astype(f) * f(0.1),
+                  "b_v": g.standard_normal(HKV * DV).astype(f) * f(0.1),
+                  "b_o": g.standard_normal(E).astype(f) * f(0.1)}
+        self.x = g.standard_normal((self.B, self.T, E)).astype(f)
+
+    def proj(self, name, x):
+        w = torch.tensor(self.w["w_" + name], dtype=torch.float64)
+        b = torch.tensor(self.w["b_" + name], dtype=torch.float64)
+        return torch.tensor(x, dtype=torch.float64) @ w.T + b
+
+    def oracle(self, kh, vh, x, t0):
+        """Causal attention in float64 of x's rows t0.. over heads kh, vh
+        [B][HKV][L][d] (L >= t0 + len), then the output projection."""
+        H, HKV, DK, DV = self.H, self.HKV, self.DK, self.DV
+        b, n = x.shape[0], x.shape[1]
+        q = self.proj("q", x).reshape(b, n, H, DK).transpose(1, 2)
+        k = torch.as_tensor(kh, dtype=torch.float64).repeat_interleave(H // HKV, dim=1)
+        v = torch.as_tensor(vh, dtype=torch.float64).repeat_interleave(H // HKV, dim=1)
+        L = t0 + n
+        k, v = k[:, :, :L], v[:, :, :L]
+        s = q @ k.transpose(-1, -2) / DK ** 0.5
+        keep = torch.arange(L)[None, :] <= (t0 + torch.arange(n))[:, None]
+        s = s.masked_fill(~keep, -1e9)
+        o = (torch.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n, H * DV)
+        return (o @ torch.tensor(self.w["w_o"], dtype=torch.float64).T +
+                torch.tensor(self.w["b_o"], dtype=torch.float64)).numpy()
+
+    def run_backend(self, backend, path):
+        E, H, HKV, DK, DV, B, T, P = (self.E, self.H, self.HKV, self.DK, self.DV, self.B,
+                                      self.T, self.P)
+        m = vkmha.MHA(ctx(backend), E, H, n_kv_head=HKV, d_k=DK, d_v=DV, **self.w)
+        cache = m.kv_cache(T + 2, batch=B, dtype="q8")
+        self.assertEqual(cache.desc["quant"], vkmha.QUANT_Q8)
+        self.assertEqual(cache.desc["bytes"],
+                         B * HKV * (T + 2) * ((4 + 8) + (4 + 12)) + 4 * B)
+        t0 = 0
+        worst_q = 0.0
+        while t0 < T:
+            n = P if t0 == 0 else 1
+            x = self.x[:, t0:t0 + n]
+            out = m(x, causal=True, kv_cache=cache, path=path)
+            kh, vh = cache.keys(), cache.values()
+            assert_close(self, out, self.oracle(kh, vh, x, t0),
+                         "%s %s: step at %d over the cache's values" % (backend, path, t0),
+                         atol=5e-5, rtol=1e-4)
+            kx = self.proj("k", self.x[:, :t0 + n]).reshape(B, t0 + n, HKV, DK).transpose(1, 2)
+            vx = self.proj("v", self.x[:, :t0 + n]).reshape(B, t0 + n, HKV, DV).transpose(1, 2)
+            exact = self.oracle(kx.numpy(), vx.numpy(), x, t0)
+            worst_q = max(worst_q, float(np.abs(out - exact).max()))
+            t0 += n
+        # The rows: the cache's against the transcription of the float64
+        # projections rounded to float32.
+        for name, d, raw in (("k", DK, cache.raw(False)), ("v", DV, cache.raw(True))):
+            proj = self.proj(name, self.x).reshape(B, T, HKV, d).transpose(1, 2)
+            want = transcribe_kv_rows(proj.numpy().astype(np.float32))
+            got = raw[:, :, :T]
+            self.assertTrue((raw[:, :, T:] == 0).all(), "%s: rows past the length" % name)
+            sg = got[..., :2].copy().view(np.uint16).astype(np.int64)
+            sw = want[..., :2].copy().view(np.uint16).astype(np.int64)
+            self.assertLessEqual(int(np.abs(sg - sw).max()), 1, "%s: scales" % name)
+            cg = got[..., 4:4 + d].view(np.int8).astype(np.int64)
+            cw = want[..., 4:4 + d].view(np.int8).astype(np.int64)
+            self.assertLessEqual(int(np.abs(cg - cw).max()), 1, "%s: codes" % name)
+            self.assertLessEqual(int((cg != cw).sum()) * 50, cg.size, "%s: codes" % name)
+            self.assertTrue((got[..., 2:4] == 0).all() and (got[..., 4 + d:] == 0).all(),
+                            "%s: padding" % name)
+        print("# %s %s: q8 cache, largest |out - float64 over unquantized keys and values|:"
+              " %.3g" % (backend, path, worst_q))
+        self.assertLess(worst_q, 0.1)
+
+    def test_reference(self):
+        self.run_backend("reference", "auto")
+
+    def test_vulkan_paths(self):
+        for path in ("auto", "fused", "unfused"):
+            self.run_backend("vulkan", path)
 
 
 if __name__ == "__main__":

@@ -21,11 +21,14 @@
  * q4z are f16 activations and cache with the projection weights quantized
  * (vkmha_mha_desc.weight_quant: q8 and q4 in groups of 32, q4z of 128).
  * Each row also gives the bytes of the layer's projection weights
- * (scales and zero points included). Each row:
+ * (scales and zero points included). --q8-cache adds, for each dtype, a row
+ * with an 8-bit cache (vkmha_kv_cache_desc.quant: int8 codes and an fp16
+ * scale per row of d). Each row:
  * median ms per step over --reps steps (after one warm-up), tokens per second,
  * the device time per step (VKMHA_CONTEXT_PROFILE: the rest of a step is the
  * host's: its uploads, recording, submission and waiting), and the device
- * bytes a cached token takes (n_kv_head * (d_k + d_v) * the dtype's size). */
+ * bytes a cached token takes (n_kv_head * (d_k + d_v) * the dtype's size;
+ * q8 cache: n_kv_head * 2 * (4 + d)). */
 #include "bench_util.h"
 #include "half.h" /* src/half.c: the inputs in 16 bits */
 
@@ -176,7 +179,7 @@ int main(int argc, char **argv)
     size_t n_models = 0, n_dtypes = 0, n_contexts = 0;
     uint32_t steps = 9, threads = 2, no_cache_max = 2048;
     const char *csv_path = NULL, *python = "/usr/bin/python3", *script = VKMHA_TORCH_DECODE;
-    bool no_torch = false, verbose = false;
+    bool no_torch = false, verbose = false, q8_cache = false;
     const cli_opt opts[] = {
         CLI_CHOICES("--model", "NAME", model_arg, n_models, model_names,
                     "small (d_model 512, 8 heads) or large (4096, 32 over 8 key/value heads); "
@@ -190,6 +193,7 @@ int main(int argc, char **argv)
         CLI_U32("--no-cache-max", "N", no_cache_max, 0, 0,
                 "time vkmha without a cache up to this context (default 2048)"),
         CLI_U32("--threads", "N", threads, 1, 1024, "the torch peer's threads (default 2)"),
+        CLI_FLAG("--q8-cache", q8_cache, "also time each dtype with an 8-bit KV cache"),
         CLI_FLAG("--no-torch", no_torch, "skip the torch peer"),
         CLI_STR("--python", "PATH", python, "the python with torch (default /usr/bin/python3)"),
         CLI_STR("--csv", "FILE", csv_path, "also write the rows as CSV"),
@@ -278,39 +282,49 @@ int main(int argc, char **argv)
                 const uint64_t wb = weight_bytes(ctx, w_out, w_in, dt, quant, group);
                 vkmha_mha *m = NULL;
                 check(ctx, vkmha_mha_create(ctx, &ld, &m), "vkmha_mha_create");
-                /* The cache, filled with C positions of random keys and values. */
-                vkmha_kv_cache *cache = NULL;
-                const vkmha_kv_cache_desc kd = {.capacity = C + 1, .dtype = dt};
-                check(ctx, vkmha_kv_cache_create(m, &kd, &cache), "vkmha_kv_cache_create");
-                vkmha_tensor *kv[2];
-                vkmha_kv_cache_get_tensors(cache, &kv[0], &kv[1]);
-                for (int i = 0; i < 2; i++) {
-                    const uint64_t bytes = vkmha_tensor_bytes(kv[i]);
-                    uint8_t *fill = malloc(bytes);
-                    for (uint64_t b = 0; fill && b < bytes; b += 2) { /* small fp16 / fp32 bits */
-                        fill[b] = (uint8_t)(rng >> 13), fill[b + 1] = 0x30 | (rnd() > 0 ? 0x80 : 0);
-                        rng = rng * 6364136223846793005ull + 1;
-                    }
-                    check(ctx, fill ? vkmha_tensor_upload(kv[i], 0, fill, bytes)
-                                    : VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                          "filling the cache");
-                    free(fill);
-                }
-                check(ctx, vkmha_kv_cache_set_length(cache, VKMHA_ALL_ENTRIES, C),
-                      "vkmha_kv_cache_set_length");
                 const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
                 void *x = malloc((size_t)(prefix + 1) * D * es);
                 if (!x)
                     check(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "the inputs");
                 vkmha__from_f32(dt, seq, (size_t)(prefix + 1) * D, x);
+                timing t = {0};
+                for (int q8 = 0; q8 <= (int)q8_cache; q8++) {
+                    /* The cache, filled with C positions of random keys and values
+                     * (fp16 or fp32 bits; a q8 cache's rows: a scale and codes). */
+                    vkmha_kv_cache *cache = NULL;
+                    const vkmha_kv_cache_desc kd = {.capacity = C + 1, .dtype = q8 ? 0 : dt,
+                                                    .quant = q8 ? VKMHA_QUANT_Q8 : 0};
+                    check(ctx, vkmha_kv_cache_create(m, &kd, &cache), "vkmha_kv_cache_create");
+                    vkmha_tensor *kv[2];
+                    vkmha_kv_cache_get_tensors(cache, &kv[0], &kv[1]);
+                    for (int i = 0; i < 2; i++) {
+                        const uint64_t bytes = vkmha_tensor_bytes(kv[i]);
+                        uint8_t *fill = malloc(bytes);
+                        /* small fp16 / fp32 bits */
+                        for (uint64_t b = 0; fill && b < bytes; b += 2) {
+                            fill[b] = (uint8_t)(rng >> 13);
+                            fill[b + 1] = 0x30 | (rnd() > 0 ? 0x80 : 0);
+                            rng = rng * 6364136223846793005ull + 1;
+                        }
+                        check(ctx, fill ? vkmha_tensor_upload(kv[i], 0, fill, bytes)
+                                        : VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                              "filling the cache");
+                        free(fill);
+                }
+                check(ctx, vkmha_kv_cache_set_length(cache, VKMHA_ALL_ENTRIES, C),
+                      "vkmha_kv_cache_set_length");
                 vkmha_mha_io io = {.len_q = 1, .query = x, .key = x, .value = x,
                                    .mask = &causal, .out = out, .kv_cache = cache,
                                    .dtype = dt};
-                const uint64_t token_bytes = (uint64_t)Hkv * 2 * d * es;
-                timing t = time_steps(ctx, m, &io, cache, C, steps);
-                row(md, dtype_arg[di], C, "vkmha, cache", &t, have_torch ? tt.med : 0,
-                    token_bytes, wb);
+                const uint64_t token_bytes =
+                    (uint64_t)Hkv * 2 * (q8 ? 4 + (d + 3) / 4 * 4 : d * es);
+                const timing tq = time_steps(ctx, m, &io, cache, C, steps);
+                row(md, dtype_arg[di], C, q8 ? "vkmha, q8 cache" : "vkmha, cache", &tq,
+                    have_torch ? tt.med : 0, token_bytes, wb);
                 vkmha_kv_cache_destroy(cache);
+                if (!q8)
+                    t = tq;
+                }
                 if (C <= no_cache_max) {
                     /* The last of C + 1 positions attends over all of them. */
                     vkmha_mha_io nc = {.len_q = 1, .len_k = C + 1,

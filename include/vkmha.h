@@ -1262,12 +1262,14 @@ typedef struct vkmha_kv_cache_desc {
      * q = 0 (it reads as zeros); a scale past 65504 saturates there (the
      * codes then clamp: |x| above about 8.3e6 is clipped); a row holding
      * NaN or +-Inf stores the fp16 NaN 0x7e00 as its scale and q = 0 (it
-     * reads as NaN: such keys make their queries' outputs NaN, as they
-     * would in an F32 cache). Every attention path reads s * q (exact in
-     * fp32); the fused kernels dequantize while loading the keys and
-     * values, the unfused path converts the call's rows to fp32 first.
-     * Vulkan: the tensors must each fit one binding (maxStorageBufferRange;
-     * VKMHA_ERROR_UNSUPPORTED naming desc->capacity otherwise). */
+     * reads as NaN: a NaN value row makes every output of its entry NaN,
+     * masked keys too, as an F32 cache's NaN would). Every attention path
+     * reads s * q (exact in fp32); the fused kernels dequantize while
+     * loading the keys and values, the unfused path converts the call's
+     * rows to fp32 first. Tensors of the application's must start on a
+     * multiple of 4 bytes. Vulkan: the tensors must each fit one binding
+     * (maxStorageBufferRange), and d_k, d_v be at most 16384
+     * (VKMHA_ERROR_UNSUPPORTED naming desc->capacity or the head dim). */
     uint32_t quant VKMHA_ZERO;
 } vkmha_kv_cache_desc;
 
@@ -1290,7 +1292,8 @@ VKMHA_API void vkmha_kv_cache_destroy(vkmha_kv_cache *cache);
 VKMHA_API vkmha_status vkmha_kv_cache_get_desc(const vkmha_kv_cache *cache,
                                                vkmha_kv_cache_desc *out);
 /* Device bytes of the keys and values: batch * n_kv_head * capacity *
- * (d_k + d_v) * the dtype's size, plus 4 bytes per entry for the lengths
+ * (d_k + d_v) * the dtype's size (Q8: the rows' bytes, 4 + d rounded up to
+ * 4, for d_k and d_v), plus 4 bytes per entry for the lengths
  * (and, on the Vulkan backend, a buffer of at most 64 KiB of zeros). */
 VKMHA_API uint64_t vkmha_kv_cache_bytes(const vkmha_kv_cache *cache);
 /* The lengths of entries first .. first + count - 1 into lengths[count]. */

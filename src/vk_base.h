@@ -197,9 +197,8 @@ typedef enum vk_slot {
  * the workgroup-per-row kernels. */
 #define VK_CPU_ROW_MAX 16384u
 
-/* Invocations of a workgroup of shaders/kv_q8.comp (a row each), and the
- * longest row it takes (a Q8 KV cache's head dims: VK_CPU_ROW_MAX, for
- * llvmpipe's loops). */
+/* Invocations of a workgroup of shaders/kv_q8.comp (a row each; its rows
+ * are at most VK_CPU_ROW_MAX elements: src/vk_kv_cache.c). */
 #define VK_KV_Q8_WG 64u
 
 /* The most VK_NV_cooperative_matrix2 workgroup shapes kept (vk_state). */

@@ -26,7 +26,13 @@ vkmha_status vk_kv_create(vkmha_kv_cache *c)
 {
     vk_state *vk = c->mha->ctx->vk;
     vk_kv *kv = (vk_kv *)c;
-    /* A Q8 cache's rows are bound whole: its kernels take no windows. */
+    /* A Q8 cache's rows are bound whole: its kernels take no windows; the
+     * kv_q8 kernel walks a row in one invocation. */
+    if (c->d.quant && (c->d_k > VK_CPU_ROW_MAX || c->d_v > VK_CPU_ROW_MAX))
+        return vkmha__fail(c->mha->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: a Q8 cache takes head dims up to %u (the layer's d_k %u, "
+                           "d_v %u)",
+                           c->mha->ctx->call, VK_CPU_ROW_MAX, c->d_k, c->d_v);
     for (int i = 0; c->d.quant && i < 2; i++) {
         const vkmha_tensor *t = i ? c->d.values : c->d.keys;
         if (t->offset % vk->min_storage_offset_align + t->bytes >

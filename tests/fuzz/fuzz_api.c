@@ -475,14 +475,17 @@ static void fuzz_layer(reader *r, pool *pl, uint8_t ptrs)
     vkmha_mha_desc got;
     check(g_ref, vkmha_mha_get_desc(mha, (opt & 0x80) ? NULL : &got), FITS);
 
-    /* Perhaps a KV cache of fuzzed batch, capacity and dtype (tiny: its
-     * tensors are allocated), and its operations. */
+    /* Perhaps a KV cache of fuzzed batch, capacity, dtype and quant (tiny:
+     * its tensors are allocated; a Q8 one's forwards run its rows), and its
+     * operations. */
     vkmha_kv_cache *cache = NULL;
     if (opt & 0x40) {
         vkmha_kv_cache_desc cd = {.batch = u8(r) & 7, .capacity = u8(r) & 31};
         uint64_t ces;
         sizer cs = {FITS};
         cd.dtype = dtype_field(r, &cs, &ces);
+        const uint8_t quant = u8(r);
+        cd.quant = quant & 0x80 ? quant & 7 : VKMHA_QUANT_NONE; /* Q8, the others, junk */
         check(g_ref, vkmha_kv_cache_create(mha, &cd, &cache), cs.worst);
         uint32_t src[8];
         for (int i = 0; i < 8; i++)

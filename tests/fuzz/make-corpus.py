@@ -52,6 +52,11 @@ seeds = {
     #        then forwards: batch len_q len_k path kv_splits io_ptrs mask arrays
     "layer": [5, 0x0F, 8, 2, 0, 0, 0, 0, 0, 0, 0, 0x0F, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
               2, 3, 0, 0, 0, 0x0F | 0x40, 0, 1, 2],
+    # a KV cache (opt 0x40: batch capacity dtype quant, reorder's src, op),
+    # Q8 (quant 0x81), then a forward appending to it
+    "layer_q8_cache": [5, 0x0F, 8, 2, 0, 0, 0, 0, 0, 0, 0, 0x0F | 0x40, 1, 2, 3, 4, 5, 6, 7, 8,
+                       9, 10, 2, 8, 0, 0x81, 1, 0, 1, 0, 1, 0, 1, 0, 4,
+                       2, 3, 0, 0, 0, 0x0F | 0x40, 0, 1, 2],
     "layer_cross": [5, 0x0F, 8, 4, 2, 0, 0, 5, 6, 0, 0, 0x03, 1, 2, 3, 4, 5, 6, 7, 8,
                     1, 2, 4, 2, 0, 0x2F, 1 | (5 << 1), 0x01, 0, 0, 9, 1, 2, 3, 4, 5],
     "layer_bad_heads": [5, 0x0F, 10, 4, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4],

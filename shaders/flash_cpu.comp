@@ -52,8 +52,34 @@ const uint BR = WG * TM;                        // query rows per workgroup
 // multiples of 4 (else flash.comp or the unfused path), so there is no
 // scalar path and no bounds check.
 layout(binding = 0) uniform TEXEL_BUFFER Q4;
+#if defined(KV_Q8) && KV_Q8
+// KV_Q8 (a build variant): k and v are a Q8 KV cache's rows (include/vkmha.h,
+// vkmha_kv_cache_desc.quant) through R32_UINT texels, a word each: a row's
+// first word holds its fp16 scale s, the next d / 4 words its int8 codes q,
+// four a word (d_k, d_v multiples of 4 here), each element s * q (exact in
+// fp32, as shaders/kv_q8.glsl reads them). The host's strides count bytes.
+layout(binding = 1) uniform utextureBuffer K4;
+layout(binding = 2) uniform utextureBuffer V4;
+float q8_scale(uint w)
+{
+    return f16_bits_to_f32(w & 0xffffu);
+}
+vec4 q8_codes(uint w)
+{
+    return vec4(ivec4(int(w << 24), int(w << 16), int(w << 8), int(w)) >> 24);
+}
+// Row `row` (its first word) of K4 / V4: its scale, and the four elements
+// of word 1 + c4 times it.
+#define KV_SCALE(T, row) q8_scale(texelFetch(T, int(row)).x)
+#define KV_FETCH(T, row, c4, s, S) ((s) * q8_codes(texelFetch(T, int((row) + 1u + (c4))).x))
+#define KV_LD 4u // the strides' units (bytes) a word
+#else
 layout(binding = 1) uniform TEXEL_BUFFER K4;
 layout(binding = 2) uniform TEXEL_BUFFER V4;
+#define KV_SCALE(T, row) 1.0
+#define KV_FETCH(T, row, c4, s, S) TEXEL_FETCH(T, (row) + (c4), S)
+#define KV_LD 4u // the strides' units (elements) a texel
+#endif
 layout(binding = 3) readonly buffer KeyPadding { uint kp[]; };
 layout(binding = 4) readonly buffer FullMask { uint fm[]; };
 layout(binding = 5) readonly buffer Bias { float bias[]; };
@@ -89,8 +115,8 @@ void main()
     const uint dk4 = P_DK / 4u, dv4 = P_DV / 4u;
     // Texel (vec4) indices of head h's rows.
     const uint q_base = (b * p.q_sb + h * p.q_sh) / 4u, q_ld = p.q_ld / 4u;
-    const uint k_base = ((b + p.kv_b0) * p.k_sb + hk * p.k_sh) / 4u, k_ld = p.k_ld / 4u;
-    const uint v_base = ((b + p.kv_b0) * p.v_sb + hk * p.v_sh) / 4u, v_ld = p.v_ld / 4u;
+    const uint k_base = ((b + p.kv_b0) * p.k_sb + hk * p.k_sh) / KV_LD, k_ld = p.k_ld / KV_LD;
+    const uint v_base = ((b + p.kv_b0) * p.v_sb + hk * p.v_sh) / KV_LD, v_ld = p.v_ld / KV_LD;
     // This entry's keys: len_b (a KV cache entry may hold fewer than len_k).
     const uint len_b = (p.flags & MASK_LENGTHS) != 0u ? min(lens[b], p.len_k) : p.len_k;
     const bool weights_mode = (p.flags & MODE_WEIGHTS) != 0u;
@@ -141,12 +167,13 @@ void main()
         [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
             const uint j = min(j0 + kk, j_end - 1u);
             const uint krow = k_base + j * k_ld;
+            const float ks = KV_SCALE(K4, krow);
             precise float sacc[TM];
             [[unroll]] for (uint u = 0u; u < TM; u++)
                 sacc[u] = 0.0;
             [[unroll]] for (uint c4 = 0u; c4 < D4; c4++) {
                 if (c4 < dk4) {
-                    const vec4 kv = TEXEL_FETCH(K4, krow + c4, 1u);
+                    const vec4 kv = KV_FETCH(K4, krow, c4, ks, 1u);
                     [[unroll]] for (uint u = 0u; u < TM; u++)
                         sacc[u] = fma(qv[u * D4 + c4].w, kv.w,
                                       fma(qv[u * D4 + c4].z, kv.z,
@@ -204,9 +231,10 @@ void main()
         }
         [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
             const uint vrow = v_base + min(j0 + kk, j_end - 1u) * v_ld; // past j_end: p = 0
+            const float vs = KV_SCALE(V4, vrow);
             [[unroll]] for (uint c4 = 0u; c4 < D4; c4++) {
                 if (c4 < dv4) {
-                    const vec4 vv = TEXEL_FETCH(V4, vrow + c4, 2u);
+                    const vec4 vv = KV_FETCH(V4, vrow, c4, vs, 2u);
                     [[unroll]] for (uint u = 0u; u < TM; u++)
                         acc[u * D4 + c4] += s[u * BK + kk] * vv;
                 }

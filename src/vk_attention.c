@@ -193,7 +193,8 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
     const vk_view bufs[9] = {*q, *k, *v, m.masks[0], m.masks[1], m.masks[2],
                              split ? partial_o : *out, split ? partial_ml : stats,
                              plan->lengths};
-    const vk_pipe pipe = {.kernel = plan->cpu_kernel ? KERNEL_FLASH_CPU
+    const vk_pipe pipe = {.kernel = plan->cpu_kernel ? (k->q8_rows ? KERNEL_FLASH_CPU_Q8
+                                                                   : KERNEL_FLASH_CPU)
                                     : plan->coop     ? KERNEL_FLASH_COOP
                                                      : KERNEL_FLASH,
                           .cls = (uint8_t)plan->cls};

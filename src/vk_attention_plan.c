@@ -29,7 +29,8 @@
 #define CPU_KERNEL_KEYS_PER_DISPATCH 16384
 
 /* k and v are a Q8 KV cache's rows (vkmha_kv_cache_desc.quant): U8 views,
- * which only flash.comp reads (shaders/kv_q8.glsl). */
+ * which flash.comp reads through their binding (shaders/kv_q8.glsl) and the
+ * CPU-shaped kernel's KV_Q8 variant through their words' texels. */
 static bool q8_rows(const vk_view qkvo[4])
 {
     return qkvo[1].q8_rows;
@@ -42,9 +43,12 @@ static bool q8_rows(const vk_view qkvo[4])
  * vk_texel_ok), out a 16-byte aligned start. */
 static bool texel_io(const attn_shape *s, const vk_view qkvo[4])
 {
-    if (s->d_k % 4 || s->d_v % 4 || q8_rows(qkvo))
+    if (s->d_k % 4 || s->d_v % 4)
         return false;
-    if (!vk_texel_ok((const vk_view *const[]){&qkvo[0], &qkvo[1], &qkvo[2]}, 3, true))
+    if (q8_rows(qkvo) ? !vk_texel_ok((const vk_view *const[]){&qkvo[0]}, 1, true) ||
+                            !vk_texel_view(&qkvo[1], false) || !vk_texel_view(&qkvo[2], false)
+                      : !vk_texel_ok((const vk_view *const[]){&qkvo[0], &qkvo[1], &qkvo[2]},
+                                     3, true))
         return false;
     return !qkvo[3].buf || (qkvo[3].buf->offset + qkvo[3].offset) % 16 == 0;
 }
@@ -153,7 +157,8 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     /* The candidates: each fused kernel where it can run (a forced kernel
      * wherever it can, the other only where it cannot), and unfused where
      * its scores fit a buffer. */
-    const vk_pipe cpu_pipe = {.kernel = KERNEL_FLASH_CPU, .cls = (uint8_t)cls},
+    const vk_pipe cpu_pipe = {.kernel = q8_rows(qkvo) ? KERNEL_FLASH_CPU_Q8 : KERNEL_FLASH_CPU,
+                              .cls = (uint8_t)cls},
                   shared_pipe = {.kernel = KERNEL_FLASH, .cls = (uint8_t)cls},
                   coop_pipe = {.kernel = KERNEL_FLASH_COOP, .cls = (uint8_t)cls};
     const vkmha_fused_kernel forced = vk->tuning.fused_kernel;

@@ -123,6 +123,9 @@ typedef struct vk_buffer {
     /* R16G16B16A16_SFLOAT and R32G32_UINT views, for reading 16-bit data as
      * 4-element texels (vk_state.texel16; vk_texel_view), else null. */
     VkBufferView view4h, view4u;
+    /* An R32_UINT view (with view4): a Q8 KV cache's rows, read a word at
+     * a time by shaders/flash_cpu.comp's KV_Q8 variant. */
+    VkBufferView view1u;
 } vk_buffer;
 
 /* A typed strided view of a device buffer, the operand of every recording
@@ -522,7 +525,7 @@ uint32_t vk_view_dtypes(const vk_view bufs[], uint32_t n);
  * variant (fp32: view4, fp16: view4h) or its TEXEL_U16 variant (16-bit
  * data: view4u); null where there is none (bf16 in the float variant, fp32
  * in the u16 one, wrapped tensors, views past a buffer's start, buffers
- * under 16 bytes, no texel16). */
+ * under 16 bytes, no texel16); a Q8 cache's rows: view1u in either. */
 VkBufferView vk_texel_view(const vk_view *v, bool u16);
 /* Whether views v[0..n) can all be read as texels by one variant of a
  * shader (u16_variant: it has a TEXEL_U16 one): each has the texel view that

@@ -121,8 +121,11 @@ vkmha_status vk_dispatch(vk_state *vk, vk_site *site, vk_pipe pipe, const vk_vie
             b = &vk->mem.dummy;
             view = u16 ? b->view4u : b->view4;
         }
-        const uint64_t id =
-            4 * b->id + (!texel ? 0 : view == b->view4 ? 1 : view == b->view4h ? 2 : 3);
+        const uint64_t id = 8 * b->id + (!texel                ? 0
+                                         : view == b->view4  ? 1
+                                         : view == b->view4h ? 2
+                                         : view == b->view4u ? 3
+                                                             : 4);
         if (!vk->push_descriptors) {
             if (site->ids[i] == id && site->offsets[i] == at)
                 continue;

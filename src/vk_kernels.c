@@ -271,6 +271,12 @@ static void flash_cpu_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *
                              f->max_head_dim / 4 /* 2 D4 */}};
 }
 
+static void flash_cpu_q8_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
+{
+    flash_cpu_spec(vk, pipe, u16, o);
+    o->spv = u16 ? SPV_FLASH_CPU_Q8_U16 : SPV_FLASH_CPU_Q8;
+}
+
 static bool flash_cpu_available(const vk_state *vk, vk_pipe pipe)
 {
     return vk->tuning.flash_cpu[pipe.cls].workgroup_size != 0;
@@ -371,6 +377,11 @@ const vk_kernel_def vk_kernel_defs[KERNEL_COUNT] = {
                            .push_size = sizeof(struct matmul_push),
                            .path = VKMHA_PATH_COOPMAT2_MATMUL,
                            .available = matmul_cm2_available, .spec = matmul_cm2_spec},
+    [KERNEL_FLASH_CPU_Q8] = {.name = "flash_cpu_q8", .op = "attention", .kind = KIND_FLASH_CPU,
+                             .tiles = 1, .vecs = 1, .classes = VK_FLASH_CLASSES, .bufs = 9,
+                             .push_size = sizeof(struct flash_push), .u16_sources = 0x1,
+                             .path = VKMHA_PATH_FUSED_CPU_D32,
+                             .available = flash_cpu_available, .spec = flash_cpu_q8_spec},
     [KERNEL_KV_Q8] = {.name = "kv_q8", .op = "heads", .kind = KIND_HEADS, .tiles = 1, .vecs = 1,
                       .classes = 1, .bufs = 2, .push_size = sizeof(struct heads_push),
                       .spec = kv_q8_spec},

@@ -48,6 +48,9 @@ typedef enum vk_kernel {
     /* A Q8 KV cache's rows: the append's quantizing copy and the unfused
      * attention's fp32 copy (the heads kind, a row per invocation). */
     KERNEL_KV_Q8,
+    /* The CPU-shaped fused attention over a Q8 KV cache's rows, per class
+     * (flash_cpu.comp's KV_Q8 variant: k and v through R32_UINT texels). */
+    KERNEL_FLASH_CPU_Q8,
     KERNEL_COUNT
 } vk_kernel;
 

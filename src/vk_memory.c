@@ -123,6 +123,8 @@ void vk_buffer_destroy(vk_state *vk, vk_buffer *b)
         vk->vkd.vkDestroyBufferView(vk->device, b->view4h, vk->vkalloc);
     if (b->view4u)
         vk->vkd.vkDestroyBufferView(vk->device, b->view4u, vk->vkalloc);
+    if (b->view1u)
+        vk->vkd.vkDestroyBufferView(vk->device, b->view1u, vk->vkalloc);
     if (b->buf)
         vk->vkd.vkDestroyBuffer(vk->device, b->buf, vk->vkalloc);
     if (b->mem)
@@ -250,6 +252,11 @@ static vkmha_status create_views(vk_state *vk, vk_buffer *b)
                fits2 = b->size / 8 <= vk->max_texel_elements;
     if (fits4 &&
         (r = vk->vkd.vkCreateBufferView(vk->device, &vi, vk->vkalloc, &b->view4)) != VK_SUCCESS)
+        return vk_fail(vk, r, "vkCreateBufferView");
+    VkBufferViewCreateInfo v1 = vi;
+    v1.format = VK_FORMAT_R32_UINT; /* a format every device reads as texels */
+    if (b->size / 4 <= vk->max_texel_elements &&
+        (r = vk->vkd.vkCreateBufferView(vk->device, &v1, vk->vkalloc, &b->view1u)) != VK_SUCCESS)
         return vk_fail(vk, r, "vkCreateBufferView");
     vi.format = VK_FORMAT_R16G16B16A16_SFLOAT;
     VkBufferViewCreateInfo vu = vi;

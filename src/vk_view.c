@@ -29,6 +29,8 @@ VkBufferView vk_texel_view(const vk_view *v, bool u16)
     const vk_buffer *b = v->buf;
     if (!b || v->offset) /* the views start at the buffer's start */
         return VK_NULL_HANDLE;
+    if (v->q8_rows) /* words (shaders/flash_cpu.comp's KV_Q8 variant) */
+        return b->view1u;
     if (u16)
         return v->dtype == VKMHA_DTYPE_F16 || v->dtype == VKMHA_DTYPE_BF16 ? b->view4u
                                                                            : VK_NULL_HANDLE;

@@ -1,7 +1,9 @@
 /* The 8-bit KV cache (vkmha_kv_cache_desc.quant = VKMHA_QUANT_Q8), on both
  * backends, every attention path (the fused kernels, split-K, the unfused
- * path's fp32 copies, the weights pass), fp32 and fp16 activations, grouped
- * query heads, head dims that are not multiples of 4 (padded rows):
+ * path's fp32 copies, the weights pass; on CPU devices the CPU-shaped
+ * kernel's Q8 variant where the head dims are multiples of 4, flash.comp
+ * where not), fp32 and fp16 activations, grouped query heads, head dims
+ * that are not multiples of 4 (padded rows):
  *   - the append: each stored row (fp16 scale, int8 codes, zeros) against
  *     the reference's: scales within one fp16 step, codes within one step
  *     (the two backends' fp32 projections differ in their last bits, and
@@ -22,7 +24,7 @@
 
 #include "half.h"
 
-enum { D_MODEL = 24, HEADS = 4, KV_HEADS = 2, D_K = 6, D_V = 10, B = 2, CAP = 12 };
+enum { D_MODEL = 24, HEADS = 4, KV_HEADS = 2, B = 2, CAP = 12 };
 
 /* Row bytes of head dim d (include/vkmha.h). */
 static uint32_t row_bytes(uint32_t d)
@@ -75,6 +77,9 @@ typedef struct run {
     vkmha_attention_path path;
     uint32_t kv_splits;
     uint32_t dtype;
+    /* Head dims: 6 and 10 (rows padded; flash.comp), or 8 and 12 (the
+     * CPU-shaped kernel's too, on CPU devices) */
+    uint32_t d_k, d_v;
 } run;
 
 /* One forward of both layers (their caches c[0] reference, c[1] Vulkan):
@@ -117,13 +122,13 @@ static void decode_case(const run *r, t_rng *rng)
 {
     vkmha_context *ref = r->ref;
     char name[192];
-    snprintf(name, sizeof name, "%s, %s, dtype %u: Q8 cache decode", r->name,
+    snprintf(name, sizeof name, "%s, %s, dtype %u, d_k %u d_v %u: Q8 cache decode", r->name,
              r->path == VKMHA_ATTENTION_PATH_UNFUSED ? "unfused"
              : r->kv_splits                          ? "fused, 3 key splits"
                                                      : "default path",
-             r->dtype);
+             r->dtype, r->d_k, r->d_v);
     t_layer_desc l;
-    t_layer_desc_make(&l, rng, D_MODEL, HEADS, KV_HEADS, D_K, D_V, D_MODEL, 0.4f);
+    t_layer_desc_make(&l, rng, D_MODEL, HEADS, KV_HEADS, r->d_k, r->d_v, D_MODEL, 0.4f);
     l.d.storage_dtype = r->dtype;
     vkmha_mha *m[2] = {NULL, NULL};
     vkmha_kv_cache *c[2] = {NULL, NULL};
@@ -156,9 +161,10 @@ static void decode_case(const run *r, t_rng *rng)
     for (int v = 0; ok && v < 2; v++) {
         size_t n0, n1;
         uint8_t *g = raw(c[1], v, &n1), *want = raw(c[0], v, &n0);
-        ok = n0 == n1 && n0 == (size_t)B * KV_HEADS * CAP * row_bytes(v ? D_V : D_K) &&
-             rows_close(name, g, want, n0, v ? D_V : D_K, &differ);
-        codes += (size_t)B * KV_HEADS * T * (v ? D_V : D_K);
+        const uint32_t d = v ? r->d_v : r->d_k;
+        ok = n0 == n1 && n0 == (size_t)B * KV_HEADS * CAP * row_bytes(d) &&
+             rows_close(name, g, want, n0, d, &differ);
+        codes += (size_t)B * KV_HEADS * T * d;
         /* The reads: the Vulkan cache's bytes in the reference's. */
         vkmha_tensor *t[2];
         vkmha_kv_cache_get_tensors(c[0], &t[0], &t[1]);
@@ -191,9 +197,10 @@ static void nonfinite_case(const run *r, t_rng *rng)
 {
     vkmha_context *ref = r->ref;
     char name[160];
-    snprintf(name, sizeof name, "%s, path %d: Q8 cache, a token of +Inf", r->name, r->path);
+    snprintf(name, sizeof name, "%s, path %d, d_k %u d_v %u: Q8 cache, a token of +Inf",
+             r->name, r->path, r->d_k, r->d_v);
     t_layer_desc l;
-    t_layer_desc_make(&l, rng, D_MODEL, HEADS, KV_HEADS, D_K, D_V, D_MODEL, 0.4f);
+    t_layer_desc_make(&l, rng, D_MODEL, HEADS, KV_HEADS, r->d_k, r->d_v, D_MODEL, 0.4f);
     vkmha_mha *m[2] = {NULL, NULL};
     vkmha_kv_cache *c[2] = {NULL, NULL};
     const vkmha_kv_cache_desc cd = {.batch = B, .capacity = CAP, .quant = VKMHA_QUANT_Q8};
@@ -219,7 +226,7 @@ static void nonfinite_case(const run *r, t_rng *rng)
         t_diag("%s: outputs: entry 1 NaN and entry 0 finite expected", name);
     for (int v = 0; ok && v < 2; v++) {
         size_t n;
-        const uint32_t rb = row_bytes(v ? D_V : D_K);
+        const uint32_t rb = row_bytes(v ? r->d_v : r->d_k);
         for (int i = 0; ok && i < 2; i++) {
             uint8_t *g = raw(c[i], v, &n);
             /* Entry 1, every kv head, position 2. */
@@ -352,12 +359,14 @@ int main(void)
     } ctxs[] = {{gpu, "Vulkan"}, {gpu_shared, "Vulkan, workgroup-shared kernel"}};
     for (size_t c = 0; c < 2; c++)
         for (size_t p = 0; p < T_ATTENTION_RUNS; p++)
-            for (uint32_t dt = 0; dt < 2; dt++) {
+            for (uint32_t v = 0; v < 4; v++) {
+                const bool f16 = v & 1, wide = v & 2;
                 const run r = {ref, ctxs[c].ctx, ctxs[c].name, t_attention_runs[p].path,
                                t_attention_runs[p].kv_splits,
-                               dt ? VKMHA_DTYPE_F16 : VKMHA_DTYPE_F32};
+                               f16 ? VKMHA_DTYPE_F16 : VKMHA_DTYPE_F32, wide ? 8 : 6,
+                               wide ? 12 : 10};
                 decode_case(&r, &rng);
-                if (dt == 0)
+                if (!f16)
                     nonfinite_case(&r, &rng);
             }
     api_case(ref, "reference", &rng);

@@ -190,7 +190,7 @@ void main()
                     // group, in every row (0 past N).
                     const uint stage = sg * CM * CN, c0 = col0 + (sn * TN + j) * CN;
                     for (uint e = gl_SubgroupInvocationID; e < CM * CN; e += gl_SubgroupSize)
-                        Cs[stage + e] = c0 + e % CN < p.N ? qb_group(c0 + e % CN, k0).x : 0.0;
+                        Cs[stage + e] = c0 + e % CN < p.N ? qb_scale(c0 + e % CN, k0) : 0.0;
                     subgroupMemoryBarrierShared();
                     subgroupBarrier();
                     MAT_C scales;

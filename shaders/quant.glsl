@@ -33,13 +33,18 @@ float qb_zero(uint row, uint col)
     return DTYPE(1) == DT_I8 ? 0.0 : p.q_zeros != 0u ? float(qb_byte(p.q_zeros + g) & 15u) : 8.0;
 }
 
-// The scale and the zero point of the group of element (row, col).
-vec2 qb_group(uint row, uint col)
+// The scale of the group of element (row, col).
+float qb_scale(uint row, uint col)
 {
     const uint g = row * (p.ldb >> p.q_shift) + (col >> p.q_shift);
     const uint at = p.q_scales + 2u * g + MISALIGN_BYTES(1); // even
-    const float scale = f16_bits_to_f32((b_w[at >> 2] >> (8u * (at & 3u))) & 0xffffu);
-    return vec2(scale, qb_zero(row, col));
+    return f16_bits_to_f32((b_w[at >> 2] >> (8u * (at & 3u))) & 0xffffu);
+}
+
+// The scale and the zero point of the group of element (row, col).
+vec2 qb_group(uint row, uint col)
+{
+    return vec2(qb_scale(row, col), qb_zero(row, col));
 }
 
 // The code of element i (row * cols + col) as a float: int8, or 0..15.

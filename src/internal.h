@@ -497,6 +497,13 @@ static inline vkmha_quant_desc vkmha__weight_quant(const vkmha_mha_desc *d, int 
                               .rows = vkmha__weight_out(d, i), .cols = vkmha__weight_in(d, i)};
 }
 
+/* A vkmha_quant_type's name in messages ("none" for VKMHA_QUANT_NONE). */
+static inline const char *vkmha__quant_name(uint32_t type)
+{
+    static const char *const names[] = {"none", "Q8", "Q4", "Q4Z"};
+    return type <= VKMHA_QUANT_Q4Z ? names[type] : "?";
+}
+
 /* Whether g is a group size of the quantized formats: 32, 64 or 128. */
 static inline bool vkmha__quant_group_ok(uint64_t g)
 {

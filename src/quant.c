@@ -13,7 +13,6 @@
 #define INVALID VKMHA_ERROR_INVALID_ARGUMENT
 #define FP16_MAX 65504.0f
 
-static const char *const type_names[] = {"NONE", "Q8", "Q4", "Q4Z"};
 
 /* desc checked, and its layout; fn names the call. */
 static vkmha_status layout_of(vkmha_context *ctx, const vkmha_quant_desc *d,
@@ -258,7 +257,7 @@ static vkmha_status begin_call(vkmha_context *ctx, const char *fn,
     if (bytes < l->bytes)
         return vkmha__fail(ctx, INVALID, "%s: %s (%llu) is less than the %s matrix's %llu "
                            "bytes (vkmha_quant_layout_of)", ctx->call, bytes_name,
-                           (unsigned long long)bytes, type_names[desc->type],
+                           (unsigned long long)bytes, vkmha__quant_name(desc->type),
                            (unsigned long long)l->bytes);
     return VKMHA_SUCCESS;
 }

@@ -221,9 +221,7 @@ VKMHA_API vkmha_status vkmha_mha_create_from_safetensors(vkmha_context *ctx,
                              ? "weight_quant" : "weight_group_size",
                          desc->weight_quant && desc->weight_quant != L.quant
                              ? desc->weight_quant : desc->weight_group_size,
-                         L.quant == VKMHA_QUANT_Q8 ? "Q8" : L.quant == VKMHA_QUANT_Q4 ? "Q4"
-                                                                               : "Q4Z",
-                         L.group);
+                         vkmha__quant_name(L.quant), L.group);
         goto done;
     }
     if (L.group) { /* GPTQ's or vkmha's layout: the bytes, given quantized */

@@ -12,7 +12,6 @@
 
 #define INVALID VKMHA_ERROR_INVALID_ARGUMENT
 
-static const char *const quant_names[4] = {"float", "Q8", "Q4", "Q4Z"};
 
 /* ---- the layer ------------------------------------------------------------ */
 
@@ -191,12 +190,15 @@ static vkmha_status find_vq(const finder *fd, const char *name, const st_tensor 
     }
     const bool q8 = t[0]->dtype == ST_I8;
     const uint64_t N = t[0]->dims[0], K = t[0]->dims[1] * (q8 ? 1 : 2), G = t[1]->dims[1];
-    if ((!q8 && t[0]->dtype != ST_U8) || t[1]->dtype != ST_F16 ||
-        (t[2] && (q8 || t[2]->dtype != ST_U8)))
+    /* The first tensor of a dtype the layout does not have. */
+    const int bad = !q8 && t[0]->dtype != ST_U8                 ? 0
+                    : t[1]->dtype != ST_F16                     ? 1
+                    : t[2] && (q8 || t[2]->dtype != ST_U8)      ? 2
+                                                                : -1;
+    if (bad >= 0)
         return st_bad(fd->why, fd->cap, "tensor '%s': dtype %s; vkmha's layout has qvalues I8 "
                       "(Q8) or U8 (Q4, Q4Z), qscales F16, qzero_points U8 (Q4Z only)",
-                      st_show_tensor(t[t[1]->dtype != ST_F16 ? 1 : t[2] && !q8 ? 2 : 0]).s,
-                      st_dtype_name(t[t[1]->dtype != ST_F16 ? 1 : t[2] && !q8 ? 2 : 0]->dtype));
+                      st_show_tensor(t[bad]).s, st_dtype_name(t[bad]->dtype));
     if (!N || !G || N > UINT32_MAX || K > UINT32_MAX || t[1]->dims[0] != N ||
         (t[2] && (t[2]->dims[0] != N || t[2]->dims[1] != G)))
         return st_bad(fd->why, fd->cap, "tensor '%s': shape [%llu, %llu], expected [%llu "
@@ -234,8 +236,8 @@ static vkmha_status find_quant_layer(const finder *fd, uint32_t H, uint32_t Hkv,
         if (i && (group != L->group || type != L->quant))
             return st_bad(fd->why, fd->cap, "tensor '%s': %s in groups of %u inputs, but '%s' "
                           "%s in groups of %u (one quantization for the layer)",
-                          st_show_tensor(L->qt[i][0]).s, quant_names[type], group,
-                          st_show_tensor(L->qt[0][0]).s, quant_names[L->quant], L->group);
+                          st_show_tensor(L->qt[i][0]).s, vkmha__quant_name(type), group,
+                          st_show_tensor(L->qt[0][0]).s, vkmha__quant_name(L->quant), L->group);
         L->group = group;
         L->quant = type;
         snprintf(bias, sizeof bias, "%s.bias", name);

@@ -480,6 +480,12 @@ class TestGPTQ(unittest.TestCase):
         with self.assertRaisesRegex(vkmha.InvalidArgumentError,
                                     "k_proj.qzero_points.*row 3, group 0"):
             vkmha.load_safetensors(safetensors_bytes(t), self.H, ctx("vulkan"), n_kv_head=self.HKV)
+        # A plane of the wrong dtype is named, whatever the others (here
+        # qvalues as float32 beside Q4Z's qzero_points).
+        t = dict(tensors)
+        t["v_proj.qvalues"] = t["v_proj.qvalues"].astype(np.float32)
+        with self.assertRaisesRegex(vkmha.InvalidArgumentError, "v_proj.qvalues.*dtype F32"):
+            vkmha.load_safetensors(safetensors_bytes(t), self.H, ctx("vulkan"), n_kv_head=self.HKV)
 
     def test_float_file_quantized_at_load(self):
         """A float checkpoint with weight_quant: the layer MHA quantizing the

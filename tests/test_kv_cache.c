@@ -731,10 +731,8 @@ static void offset_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
 int main(void)
 {
     t_rng rng = {0x6b76636163686521ull};
-    vkmha_context *ref = t_context(VKMHA_BACKEND_REFERENCE, 0);
-    vkmha_context *gpu = t_context(VKMHA_BACKEND_VULKAN, 0);
-    vkmha_debug_options shared = {.fused_kernel = VKMHA_FUSED_KERNEL_SHARED};
-    vkmha_context *gpu_shared = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &shared, NULL, NULL);
+    const t_cache_contexts cx = t_cache_contexts_create();
+    vkmha_context *ref = cx.ref, *gpu = cx.gpu, *gpu_shared = cx.shared;
     const struct {
         vkmha_context *ctx;
         const char *name;
@@ -774,10 +772,6 @@ int main(void)
     forms_case(gpu, &rng);
     offset_case(ref, gpu, &rng);
     offset_case(ref, gpu_shared, &rng);
-    t_report_validation(gpu);
-    t_report_validation(gpu_shared);
-    vkmha_context_destroy(ref);
-    vkmha_context_destroy(gpu);
-    vkmha_context_destroy(gpu_shared);
+    t_cache_contexts_destroy(&cx);
     return t_finish();
 }

@@ -82,6 +82,36 @@ typedef struct run {
     uint32_t d_k, d_v;
 } run;
 
+/* The layer (random weights, r's head dims, stored in dtype dt) and a Q8
+ * cache of it on the reference (m[0], c[0]) and on r's context (m[1],
+ * c[1]); false (said) when any is not made. */
+static bool pair_create(const run *r, t_rng *rng, uint32_t dt, t_layer_desc *l, vkmha_mha *m[2],
+                        vkmha_kv_cache *c[2])
+{
+    t_layer_desc_make(l, rng, D_MODEL, HEADS, KV_HEADS, r->d_k, r->d_v, D_MODEL, 0.4f);
+    l->d.storage_dtype = dt;
+    m[0] = m[1] = NULL;
+    c[0] = c[1] = NULL;
+    const vkmha_kv_cache_desc cd = {.batch = B, .capacity = CAP, .quant = VKMHA_QUANT_Q8};
+    const bool ok = !vkmha_mha_create(r->ref, &l->d, &m[0]) &&
+                    !vkmha_mha_create(r->gpu, &l->d, &m[1]) &&
+                    !vkmha_kv_cache_create(m[0], &cd, &c[0]) &&
+                    !vkmha_kv_cache_create(m[1], &cd, &c[1]);
+    if (!ok)
+        t_diag("%s: create: %s / %s", r->name, vkmha_context_last_error(r->ref),
+               vkmha_context_last_error(r->gpu));
+    return ok;
+}
+
+static void pair_destroy(t_layer_desc *l, vkmha_mha *m[2], vkmha_kv_cache *c[2])
+{
+    for (int i = 0; i < 2; i++) {
+        vkmha_kv_cache_destroy(c[i]);
+        vkmha_mha_destroy(m[i]);
+    }
+    free(l->mem);
+}
+
 /* One forward of both layers (their caches c[0] reference, c[1] Vulkan):
  * x [B][n][D_MODEL] appended (NULL: nothing), outputs and weights widened
  * to fp32. */
@@ -120,7 +150,6 @@ static bool step(const run *r, vkmha_mha *m[2], vkmha_kv_cache *c[2], const floa
  * nothing (outputs and weights at the dtype's tolerance). */
 static void decode_case(const run *r, t_rng *rng)
 {
-    vkmha_context *ref = r->ref;
     char name[192];
     snprintf(name, sizeof name, "%s, %s, dtype %u, d_k %u d_v %u: Q8 cache decode", r->name,
              r->path == VKMHA_ATTENTION_PATH_UNFUSED ? "unfused"
@@ -128,17 +157,9 @@ static void decode_case(const run *r, t_rng *rng)
                                                      : "default path",
              r->dtype, r->d_k, r->d_v);
     t_layer_desc l;
-    t_layer_desc_make(&l, rng, D_MODEL, HEADS, KV_HEADS, r->d_k, r->d_v, D_MODEL, 0.4f);
-    l.d.storage_dtype = r->dtype;
-    vkmha_mha *m[2] = {NULL, NULL};
-    vkmha_kv_cache *c[2] = {NULL, NULL};
-    const vkmha_kv_cache_desc cd = {.batch = B, .capacity = CAP, .quant = VKMHA_QUANT_Q8};
-    bool ok = !vkmha_mha_create(ref, &l.d, &m[0]) && !vkmha_mha_create(r->gpu, &l.d, &m[1]) &&
-              !vkmha_kv_cache_create(m[0], &cd, &c[0]) &&
-              !vkmha_kv_cache_create(m[1], &cd, &c[1]);
-    if (!ok)
-        t_diag("%s: create: %s / %s", name, vkmha_context_last_error(ref),
-               vkmha_context_last_error(r->gpu));
+    vkmha_mha *m[2];
+    vkmha_kv_cache *c[2];
+    bool ok = pair_create(r, rng, r->dtype, &l, m, c);
     enum { T = 8, P = 5 };
     float *x = t_random(rng, (size_t)B * T * D_MODEL, -1, 1);
     float *xs = t_alloc((size_t)B * T * D_MODEL), *out[2], *w[2];
@@ -167,7 +188,7 @@ static void decode_case(const run *r, t_rng *rng)
         codes += (size_t)B * KV_HEADS * T * d;
         /* The reads: the Vulkan cache's bytes in the reference's. */
         vkmha_tensor *t[2];
-        vkmha_kv_cache_get_tensors(c[0], &t[0], &t[1]);
+        vkmha_kv_cache_get_tensors(c[0], &t[0], &t[1]); /* the reference's */
         ok = ok && !vkmha_tensor_upload(t[v], 0, g, n1);
         free(g), free(want);
     }
@@ -183,30 +204,23 @@ static void decode_case(const run *r, t_rng *rng)
                  1e-3);
     t_report(ok, "%s: the rows as the reference stores them (%zu of %zu codes one step off), "
                  "the same bytes read alike", name, differ, codes);
-    for (int i = 0; i < 2; i++) {
-        vkmha_kv_cache_destroy(c[i]);
-        vkmha_mha_destroy(m[i]);
+    pair_destroy(&l, m, c);
+    for (int i = 0; i < 2; i++)
         free(out[i]), free(w[i]);
-    }
-    free(x), free(xs), free(q), free(l.mem);
+    free(x), free(xs), free(q);
 }
 
 /* A token of +Inf: its key and value rows store the NaN scale and codes 0
  * on both backends, and every query that attends it gets NaN. */
 static void nonfinite_case(const run *r, t_rng *rng)
 {
-    vkmha_context *ref = r->ref;
     char name[160];
     snprintf(name, sizeof name, "%s, path %d, d_k %u d_v %u: Q8 cache, a token of +Inf",
              r->name, r->path, r->d_k, r->d_v);
     t_layer_desc l;
-    t_layer_desc_make(&l, rng, D_MODEL, HEADS, KV_HEADS, r->d_k, r->d_v, D_MODEL, 0.4f);
-    vkmha_mha *m[2] = {NULL, NULL};
-    vkmha_kv_cache *c[2] = {NULL, NULL};
-    const vkmha_kv_cache_desc cd = {.batch = B, .capacity = CAP, .quant = VKMHA_QUANT_Q8};
-    bool ok = !vkmha_mha_create(ref, &l.d, &m[0]) && !vkmha_mha_create(r->gpu, &l.d, &m[1]) &&
-              !vkmha_kv_cache_create(m[0], &cd, &c[0]) &&
-              !vkmha_kv_cache_create(m[1], &cd, &c[1]);
+    vkmha_mha *m[2];
+    vkmha_kv_cache *c[2];
+    bool ok = pair_create(r, rng, VKMHA_DTYPE_F32, &l, m, c);
     enum { T = 4 };
     float *x = t_random(rng, (size_t)B * T * D_MODEL, -1, 1);
     for (uint32_t i = 0; i < D_MODEL; i++) /* entry 1, token 2 */
@@ -243,12 +257,10 @@ static void nonfinite_case(const run *r, t_rng *rng)
         }
     }
     t_report(ok, "%s: NaN scale, zero codes, its entry's outputs NaN", name);
-    for (int i = 0; i < 2; i++) {
-        vkmha_kv_cache_destroy(c[i]);
-        vkmha_mha_destroy(m[i]);
+    pair_destroy(&l, m, c);
+    for (int i = 0; i < 2; i++)
         free(out[i]), free(w[i]);
-    }
-    free(x), free(l.mem);
+    free(x);
 }
 
 /* The bytes, the operations on the rows (reorder, truncate), bad arguments. */
@@ -349,10 +361,8 @@ static void api_case(vkmha_context *ctx, const char *ctx_name, t_rng *rng)
 int main(void)
 {
     t_rng rng = {0x71386b7663616368ull};
-    vkmha_context *ref = t_context(VKMHA_BACKEND_REFERENCE, 0);
-    vkmha_context *gpu = t_context(VKMHA_BACKEND_VULKAN, 0);
-    vkmha_debug_options shared = {.fused_kernel = VKMHA_FUSED_KERNEL_SHARED};
-    vkmha_context *gpu_shared = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &shared, NULL, NULL);
+    const t_cache_contexts cx = t_cache_contexts_create();
+    vkmha_context *ref = cx.ref, *gpu = cx.gpu, *gpu_shared = cx.shared;
     const struct {
         vkmha_context *ctx;
         const char *name;
@@ -371,10 +381,6 @@ int main(void)
             }
     api_case(ref, "reference", &rng);
     api_case(gpu, "Vulkan", &rng);
-    t_report_validation(gpu);
-    t_report_validation(gpu_shared);
-    vkmha_context_destroy(ref);
-    vkmha_context_destroy(gpu);
-    vkmha_context_destroy(gpu_shared);
+    t_cache_contexts_destroy(&cx);
     return t_finish();
 }

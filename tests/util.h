@@ -691,6 +691,31 @@ static inline void t_report_validation(vkmha_context *ctx)
              (unsigned long long)info.validation_messages);
 }
 
+/* The KV-cache tests' contexts: the reference, the device's default
+ * Vulkan one, and one with the workgroup-shared fused kernel forced (on CPU
+ * devices the default is the CPU-shaped one, so both run). */
+typedef struct t_cache_contexts {
+    vkmha_context *ref, *gpu, *shared;
+} t_cache_contexts;
+
+static inline t_cache_contexts t_cache_contexts_create(void)
+{
+    vkmha_debug_options shared = {.fused_kernel = VKMHA_FUSED_KERNEL_SHARED};
+    return (t_cache_contexts){t_context(VKMHA_BACKEND_REFERENCE, 0),
+                              t_context(VKMHA_BACKEND_VULKAN, 0),
+                              t_context_ex(VKMHA_BACKEND_VULKAN, 0, &shared, NULL, NULL)};
+}
+
+/* Reports the Vulkan contexts' validation messages, destroys the three. */
+static inline void t_cache_contexts_destroy(const t_cache_contexts *c)
+{
+    t_report_validation(c->gpu);
+    t_report_validation(c->shared);
+    vkmha_context_destroy(c->ref);
+    vkmha_context_destroy(c->gpu);
+    vkmha_context_destroy(c->shared);
+}
+
 /* ---- the context's kernels (vkmha_context_get_kernels) --------------------- */
 
 /* Whether k runs the matmul tile t (variant SHARED or REGISTER, as

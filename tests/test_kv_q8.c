@@ -3,7 +3,8 @@
  * path's fp32 copies, the weights pass; on CPU devices the CPU-shaped
  * kernel's Q8 variant where the head dims are multiples of 4, flash.comp
  * where not), fp32 and fp16 activations, grouped query heads, head dims
- * that are not multiples of 4 (padded rows):
+ * that are not multiples of 4 (padded rows), float and 4-bit (Q4Z)
+ * projection weights:
  *   - the append: each stored row (fp16 scale, int8 codes, zeros) against
  *     the reference's: scales within one fp16 step, codes within one step
  *     (the two backends' fp32 projections differ in their last bits, and
@@ -24,7 +25,7 @@
 
 #include "half.h"
 
-enum { D_MODEL = 24, HEADS = 4, KV_HEADS = 2, B = 2, CAP = 12 };
+enum { HEADS = 4, KV_HEADS = 2, B = 2, CAP = 12 };
 
 /* Row bytes of head dim d (include/vkmha.h). */
 static uint32_t row_bytes(uint32_t d)
@@ -80,6 +81,9 @@ typedef struct run {
     /* Head dims: 6 and 10 (rows padded; flash.comp), or 8 and 12 (the
      * CPU-shaped kernel's too, on CPU devices) */
     uint32_t d_k, d_v;
+    /* d_model (24), and the projection weights: float, or quantized
+     * (VKMHA_QUANT_Q4Z in groups of 32: d_model 64, d_v 16) */
+    uint32_t d_model, weight_quant;
 } run;
 
 /* The layer (random weights, r's head dims, stored in dtype dt) and a Q8
@@ -88,8 +92,10 @@ typedef struct run {
 static bool pair_create(const run *r, t_rng *rng, uint32_t dt, t_layer_desc *l, vkmha_mha *m[2],
                         vkmha_kv_cache *c[2])
 {
-    t_layer_desc_make(l, rng, D_MODEL, HEADS, KV_HEADS, r->d_k, r->d_v, D_MODEL, 0.4f);
+    t_layer_desc_make(l, rng, r->d_model, HEADS, KV_HEADS, r->d_k, r->d_v, r->d_model, 0.4f);
     l->d.storage_dtype = dt;
+    l->d.weight_quant = r->weight_quant;
+    l->d.weight_group_size = r->weight_quant ? 32 : 0;
     m[0] = m[1] = NULL;
     c[0] = c[1] = NULL;
     const vkmha_kv_cache_desc cd = {.batch = B, .capacity = CAP, .quant = VKMHA_QUANT_Q8};
@@ -113,15 +119,15 @@ static void pair_destroy(t_layer_desc *l, vkmha_mha *m[2], vkmha_kv_cache *c[2])
 }
 
 /* One forward of both layers (their caches c[0] reference, c[1] Vulkan):
- * x [B][n][D_MODEL] appended (NULL: nothing), outputs and weights widened
+ * x [B][n][d_model] appended (NULL: nothing), outputs and weights widened
  * to fp32. */
 static bool step(const run *r, vkmha_mha *m[2], vkmha_kv_cache *c[2], const float *x,
                  const float *q, uint32_t n, float *out[2], float *w[2], uint32_t len_kv)
 {
     for (int i = 0; i < 2; i++) {
-        void *qd = t_to_dt(r->dtype, q, (size_t)B * n * D_MODEL);
-        void *xd = x ? t_to_dt(r->dtype, x, (size_t)B * n * D_MODEL) : NULL;
-        void *o = malloc((size_t)B * n * D_MODEL * 4);
+        void *qd = t_to_dt(r->dtype, q, (size_t)B * n * r->d_model);
+        void *xd = x ? t_to_dt(r->dtype, x, (size_t)B * n * r->d_model) : NULL;
+        void *o = malloc((size_t)B * n * r->d_model * 4);
         const size_t nw = (size_t)B * HEADS * n * len_kv;
         void *wd = malloc(nw * 4);
         const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
@@ -134,7 +140,7 @@ static bool step(const run *r, vkmha_mha *m[2], vkmha_kv_cache *c[2], const floa
             t_diag("%s: forward: %s", r->name,
                    vkmha_context_last_error(i ? r->gpu : r->ref));
         else {
-            vkmha__to_f32(r->dtype, o, (size_t)B * n * D_MODEL, out[i]);
+            vkmha__to_f32(r->dtype, o, (size_t)B * n * r->d_model, out[i]);
             vkmha__to_f32(r->dtype, wd, nw, w[i]);
         }
         free(qd), free(xd), free(o), free(wd);
@@ -151,20 +157,20 @@ static bool step(const run *r, vkmha_mha *m[2], vkmha_kv_cache *c[2], const floa
 static void decode_case(const run *r, t_rng *rng)
 {
     char name[192];
-    snprintf(name, sizeof name, "%s, %s, dtype %u, d_k %u d_v %u: Q8 cache decode", r->name,
+    snprintf(name, sizeof name, "%s, %s, dtype %u, d_k %u d_v %u%s: Q8 cache decode", r->name,
              r->path == VKMHA_ATTENTION_PATH_UNFUSED ? "unfused"
              : r->kv_splits                          ? "fused, 3 key splits"
                                                      : "default path",
-             r->dtype, r->d_k, r->d_v);
+             r->dtype, r->d_k, r->d_v, r->weight_quant ? ", Q4Z weights" : "");
     t_layer_desc l;
     vkmha_mha *m[2];
     vkmha_kv_cache *c[2];
     bool ok = pair_create(r, rng, r->dtype, &l, m, c);
     enum { T = 8, P = 5 };
-    float *x = t_random(rng, (size_t)B * T * D_MODEL, -1, 1);
-    float *xs = t_alloc((size_t)B * T * D_MODEL), *out[2], *w[2];
+    float *x = t_random(rng, (size_t)B * T * r->d_model, -1, 1);
+    float *xs = t_alloc((size_t)B * T * r->d_model), *out[2], *w[2];
     for (int i = 0; i < 2; i++)
-        out[i] = t_alloc((size_t)B * T * D_MODEL), w[i] = t_alloc((size_t)B * HEADS * T * CAP);
+        out[i] = t_alloc((size_t)B * T * r->d_model), w[i] = t_alloc((size_t)B * HEADS * T * CAP);
     /* A code one step off moves a key or value element by its row's scale
      * (max / 127): about 1e-3 of an output here. */
     const double loose = r->dtype == VKMHA_DTYPE_F32 ? 2e-3 : 8e-3;
@@ -173,10 +179,10 @@ static void decode_case(const run *r, t_rng *rng)
     for (uint32_t t0 = 0, n; ok && t0 < T; t0 += n) {
         n = t0 ? 1 : P;
         for (uint32_t b = 0; b < B; b++)
-            memcpy(xs + (size_t)b * n * D_MODEL, x + ((size_t)b * T + t0) * D_MODEL,
-                   (size_t)n * D_MODEL * 4);
+            memcpy(xs + (size_t)b * n * r->d_model, x + ((size_t)b * T + t0) * r->d_model,
+                   (size_t)n * r->d_model * 4);
         ok = step(r, m, c, xs, xs, n, out, w, t0 + n) &&
-             t_close(name, "out", out[1], out[0], (size_t)B * n * D_MODEL, loose, 1e-2) &&
+             t_close(name, "out", out[1], out[0], (size_t)B * n * r->d_model, loose, 1e-2) &&
              t_close(name, "weights", w[1], w[0], (size_t)B * HEADS * n * (t0 + n), loose, 1e-2);
     }
     for (int v = 0; ok && v < 2; v++) {
@@ -196,9 +202,9 @@ static void decode_case(const run *r, t_rng *rng)
         t_diag("%s: %zu of %zu codes one step from the reference's", name, differ, codes);
         ok = false;
     }
-    float *q = t_random(rng, (size_t)B * 2 * D_MODEL, -1, 1);
+    float *q = t_random(rng, (size_t)B * 2 * r->d_model, -1, 1);
     ok = ok && step(r, m, c, NULL, q, 2, out, w, T) &&
-         t_close(name, "out (the same bytes)", out[1], out[0], (size_t)B * 2 * D_MODEL, tight,
+         t_close(name, "out (the same bytes)", out[1], out[0], (size_t)B * 2 * r->d_model, tight,
                  1e-3) &&
          t_close(name, "weights (the same bytes)", w[1], w[0], (size_t)B * HEADS * 2 * T, tight,
                  1e-3);
@@ -222,20 +228,20 @@ static void nonfinite_case(const run *r, t_rng *rng)
     vkmha_kv_cache *c[2];
     bool ok = pair_create(r, rng, VKMHA_DTYPE_F32, &l, m, c);
     enum { T = 4 };
-    float *x = t_random(rng, (size_t)B * T * D_MODEL, -1, 1);
-    for (uint32_t i = 0; i < D_MODEL; i++) /* entry 1, token 2 */
-        x[((size_t)1 * T + 2) * D_MODEL + i] = INFINITY;
+    float *x = t_random(rng, (size_t)B * T * r->d_model, -1, 1);
+    for (uint32_t i = 0; i < r->d_model; i++) /* entry 1, token 2 */
+        x[((size_t)1 * T + 2) * r->d_model + i] = INFINITY;
     float *out[2], *w[2];
     for (int i = 0; i < 2; i++)
-        out[i] = t_alloc((size_t)B * T * D_MODEL), w[i] = t_alloc((size_t)B * HEADS * T * T);
+        out[i] = t_alloc((size_t)B * T * r->d_model), w[i] = t_alloc((size_t)B * HEADS * T * T);
     ok = ok && step(r, m, c, x, x, T, out, w, T) &&
-         t_close(name, "out", out[1], out[0], (size_t)B * T * D_MODEL, 2e-3, 1e-2);
+         t_close(name, "out", out[1], out[0], (size_t)B * T * r->d_model, 2e-3, 1e-2);
     /* Every output of entry 1 is NaN: rows 2 and 3 attend the token, rows
      * 0 and 1 give its causally masked key weight 0, and 0 times its NaN
      * value is NaN (as an F32 cache's NaN value would be); entry 0's are
      * finite. */
-    for (size_t i = 0; ok && i < (size_t)T * D_MODEL; i++)
-        ok = isnan(out[1][(size_t)T * D_MODEL + i]) && isfinite(out[1][i]);
+    for (size_t i = 0; ok && i < (size_t)T * r->d_model; i++)
+        ok = isnan(out[1][(size_t)T * r->d_model + i]) && isfinite(out[1][i]);
     if (!ok)
         t_diag("%s: outputs: entry 1 NaN and entry 0 finite expected", name);
     for (int v = 0; ok && v < 2; v++) {
@@ -374,10 +380,16 @@ int main(void)
                 const run r = {ref, ctxs[c].ctx, ctxs[c].name, t_attention_runs[p].path,
                                t_attention_runs[p].kv_splits,
                                f16 ? VKMHA_DTYPE_F16 : VKMHA_DTYPE_F32, wide ? 8 : 6,
-                               wide ? 12 : 10};
+                               wide ? 12 : 10, 24, VKMHA_QUANT_NONE};
                 decode_case(&r, &rng);
                 if (!f16)
                     nonfinite_case(&r, &rng);
+                /* With 4-bit projection weights (issue 28's GPTQ-style layer). */
+                const run rq = {ref, ctxs[c].ctx, ctxs[c].name, t_attention_runs[p].path,
+                                t_attention_runs[p].kv_splits, r.dtype, 8, 16, 64,
+                                VKMHA_QUANT_Q4Z};
+                if (wide)
+                    decode_case(&rq, &rng);
             }
     api_case(ref, "reference", &rng);
     api_case(gpu, "Vulkan", &rng);

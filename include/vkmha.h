@@ -1200,7 +1200,8 @@ VKMHA_API vkmha_status vkmha_mha_forward(vkmha_mha *mha, const vkmha_mha_io *io)
  *   keys   [batch][n_kv_head][capacity][d_k]
  *   values [batch][n_kv_head][capacity][d_v]
  * in its own dtype (F32, F16 or BF16, whatever the layer's and the
- * activations' dtypes: stored values are rounded to it), and a length per
+ * activations' dtypes: stored values are rounded to it; or 8-bit rows:
+ * vkmha_kv_cache_desc.quant), and a length per
  * entry (the positions it holds, from 0). Positions past an entry's length
  * hold zeros.
  *
@@ -1318,9 +1319,10 @@ VKMHA_API vkmha_status vkmha_kv_cache_set_length(vkmha_kv_cache *cache, uint32_t
  * length), for every e < batch: a permutation, or copies of one entry into
  * several (beam search). */
 VKMHA_API vkmha_status vkmha_kv_cache_reorder(vkmha_kv_cache *cache, const uint32_t *src);
-/* The keys and values as tensors of the cache's dtype and shape (above):
- * read them (vkmha_tensor_download) or pass them to the ops; writing them
- * changes what the cache holds. Either pointer may be NULL. */
+/* The keys and values as tensors of the cache's dtype and shape (above; a
+ * Q8 cache's: U8 rows of scale and codes): read them
+ * (vkmha_tensor_download) or pass them to the ops; writing them changes
+ * what the cache holds. Either pointer may be NULL. */
 VKMHA_API vkmha_status vkmha_kv_cache_get_tensors(vkmha_kv_cache *cache, vkmha_tensor **keys,
                                                   vkmha_tensor **values);
 

@@ -274,7 +274,8 @@ typedef enum vkmha_path {
                                              (VKMHA_MATMUL_VARIANT_COOPERATIVE; the
                                              device type's matmul) */
     VKMHA_PATH_COOPMAT_FUSED_D32 = 1u << 13, /* "coopmat_fused_d32": the fused attention
-                                                of fp16 q, k, v on the matrix units,
+                                                of fp16 q, k, v (or fp16 q over an
+                                                8-bit KV cache) on the matrix units,
                                                 head dims <= 32
                                                 (VKMHA_FUSED_KERNEL_COOPERATIVE; the
                                                 workgroup-shared kernel) */

@@ -37,7 +37,9 @@
 // heads [B][H][L][d] and projections [B][L][H * d] in place. Query head h
 // reads key/value head h / group (grouped-query attention).
 //
-// COOP (the build variant flash_coop, for fp16 q, k and v): the two
+// COOP (the build variant flash_coop, for fp16 q and fp16 k and v or a Q8
+// cache's rows, whose int8 codes are staged exactly, the key's scale
+// multiplying its scores and the value's its weights in P): the two
 // products run on the matrix units through VK_KHR_cooperative_matrix, the
 // rest is this shader's. The query block, the K block and the V block are
 // staged as fp16 (exact: the inputs are fp16; zero past d_k, d_v and the
@@ -341,7 +343,10 @@ void main()
         for (uint e = tid; e < nk * (depth / 4u); e += WG) {
             const uint j = e / (depth / 4u), c4 = e % (depth / 4u);
             const uint row = k_base + (j0 + j) * p.k_ld;
-            if (c4 < dk4 && k_whole)
+            if (DTYPE(1) == DT_U8) // Q8 rows: the codes (the scale below)
+                PUT4H(kvh, j * DS + 4u * c4,
+                      c4 < dk4 ? kv_q8_codes_k(row, 4u * c4, P_DK) : vec4(0.0))
+            else if (c4 < dk4 && k_whole)
                 PUT4H(kvh, j * DS + 4u * c4, ld4h_k(row / 4u + c4))
             else
                 PUT4H(kvh, j * DS + 4u * c4, c4 < dk4 ? load_k(row, 4u * c4, P_DK) : vec4(0.0))
@@ -359,10 +364,16 @@ void main()
 
         // 2. Scores: rows ty * SR + a against keys tx + b * TX.
 #if defined(COOP) && COOP
+        // Q8 rows: q . codes times the key's scale (exact codes in fp16).
         precise float sacc[SR * SC];
         for (uint a = 0; a < SR; a++)
-            for (uint bb = 0; bb < SC; bb++)
-                sacc[a * SC + bb] = ps[(ty * SR + a) * BC + tx + bb * TX];
+            for (uint bb = 0; bb < SC; bb++) {
+                const uint c = tx + bb * TX;
+                sacc[a * SC + bb] = ps[(ty * SR + a) * BC + c];
+                if (DTYPE(1) == DT_U8)
+                    sacc[a * SC + bb] *=
+                        c < nk ? kv_q8_scale_k(k_base + (j0 + c) * p.k_ld) : 0.0;
+            }
         barrier(); // every score read before step 2 writes ps
 #else
         precise float sacc[SR * SC];
@@ -428,7 +439,13 @@ void main()
             for (uint cc = 0; cc < BC; cc++) {
                 const float e = exp(ps[base + cc] - m_sub);
 #if defined(COOP) && COOP
-                ph[r * PS + cc] = float16_t(e);
+                // Q8 rows: the value's scale goes into P (the V block holds
+                // the codes); the sum l stays unscaled.
+                if (DTYPE(2) == DT_U8)
+                    ph[r * PS + cc] = float16_t(
+                        cc < nk ? e * kv_q8_scale_v(v_base + (j0 + cc) * p.v_ld) : 0.0);
+                else
+                    ph[r * PS + cc] = float16_t(e);
 #else
                 ps[base + cc] = e;
 #endif
@@ -445,7 +462,10 @@ void main()
         for (uint e = tid; e < BC * (width / 4u); e += WG) {
             const uint jj = e / (width / 4u), c4 = e % (width / 4u);
             const uint row = v_base + (j0 + jj) * p.v_ld;
-            if (jj < nk && c4 < dv4 && v_whole)
+            if (DTYPE(2) == DT_U8) // Q8 rows: the codes (the scale is in P)
+                PUT4H(kvh, jj * DS + 4u * c4,
+                      jj < nk && c4 < dv4 ? kv_q8_codes_v(row, 4u * c4, P_DV) : vec4(0.0))
+            else if (jj < nk && c4 < dv4 && v_whole)
                 PUT4H(kvh, jj * DS + 4u * c4, ld4h_v(row / 4u + c4))
             else
                 PUT4H(kvh, jj * DS + 4u * c4,

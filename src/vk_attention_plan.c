@@ -163,10 +163,13 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
                   coop_pipe = {.kernel = KERNEL_FLASH_COOP, .cls = (uint8_t)cls};
     const vkmha_fused_kernel forced = vk->tuning.fused_kernel;
     /* The cooperative variant takes the shared-memory kernel's place for
-     * fp16 q, k and v, unless another kernel is forced. */
+     * fp16 q with fp16 k and v or a Q8 cache's rows, unless another kernel is
+     * forced. */
     const bool coop = cls < VK_FLASH_CLASSES && vk_pipe_available(vk, coop_pipe) &&
-                      qkvo[0].dtype == VKMHA_DTYPE_F16 && qkvo[1].dtype == VKMHA_DTYPE_F16 &&
-                      qkvo[2].dtype == VKMHA_DTYPE_F16 && forced != VKMHA_FUSED_KERNEL_SHARED &&
+                      qkvo[0].dtype == VKMHA_DTYPE_F16 &&
+                      ((qkvo[1].dtype == VKMHA_DTYPE_F16 && qkvo[2].dtype == VKMHA_DTYPE_F16) ||
+                       q8_rows(qkvo)) &&
+                      forced != VKMHA_FUSED_KERNEL_SHARED &&
                       forced != VKMHA_FUSED_KERNEL_REGISTER;
     const bool have_cpu =
         cls < VK_FLASH_CLASSES && vk_pipe_available(vk, cpu_pipe) && texel_io(s, qkvo);

@@ -2,7 +2,8 @@
  * backends, every attention path (the fused kernels, split-K, the unfused
  * path's fp32 copies, the weights pass; on CPU devices the CPU-shaped
  * kernel's Q8 variant where the head dims are multiples of 4, flash.comp
- * where not), fp32 and fp16 activations, grouped query heads, head dims
+ * where not; with the cooperative kernel forced (Mesa 26), its variant for
+ * the fp16 runs), fp32 and fp16 activations, grouped query heads, head dims
  * that are not multiples of 4 (padded rows), float and 4-bit (Q4Z)
  * projection weights:
  *   - the append: each stored row (fp16 scale, int8 codes, zeros) against

@@ -235,19 +235,22 @@ static bool add_context(const family *f, uint32_t flags, bool validate, rows *rs
      * (buffer 1: 4-bit codes with fp32 A, int8 codes with fp16 A;
      * shaders/quant.glsl), but the cooperative2 kernel, which takes none;
      * the workgroup-shared fused attention over an 8-bit KV cache's rows
-     * (k and v U8: shaders/kv_q8.glsl), and the append's quantizing copy
-     * into them (kv_q8 with a U8 y: shaders/kv_q8.comp), only so. */
-    enum { N_DTS = 6 };
+     * (k and v U8: shaders/kv_q8.glsl; its cooperative variant with fp16
+     * q), and the append's quantizing copy into them (kv_q8 with a U8 y:
+     * shaders/kv_q8.comp), only so. */
+    enum { N_DTS = 7 };
     struct {
         uint32_t dtypes;
         const char *name;
     } dts[N_DTS] = {{0, ""}, {0, " DT=f16"}, {0, " DT=bf16"},
                     {VK_DT(1, VK_DTYPE_U4), " DT=f32,b=q4"}, {0, " DT=f16,b=q8"},
-                    {VK_DT(1, VKMHA_DTYPE_U8) | VK_DT(2, VKMHA_DTYPE_U8), " DT=f32,kv=q8"}};
+                    {VK_DT(1, VKMHA_DTYPE_U8) | VK_DT(2, VKMHA_DTYPE_U8), " DT=f32,kv=q8"},
+                    {0, " DT=f16,kv=q8"}};
     for (uint32_t i = 0; i < VK_DT_SLOTS; i++) {
         dts[1].dtypes |= VK_DT(i, VKMHA_DTYPE_F16);
         dts[2].dtypes |= VK_DT(i, VKMHA_DTYPE_BF16);
         dts[4].dtypes |= VK_DT(i, i == 1 ? VK_DTYPE_I8 : VKMHA_DTYPE_F16);
+        dts[6].dtypes |= VK_DT(i, i == 1 || i == 2 ? VKMHA_DTYPE_U8 : VKMHA_DTYPE_F16);
     }
     const uint32_t n_pipes = vk_pipe_count();
     for (uint32_t q = 0; q < N_DTS * n_pipes; q++) {
@@ -257,7 +260,7 @@ static bool add_context(const family *f, uint32_t flags, bool validate, rows *rs
         vk_pipe_info_get(ctx->vk, p, &pi);
         const bool q8_rows = p.kernel == KERNEL_FLASH || p.kernel == KERNEL_KV_Q8;
         if (!pi.available || (p.kernel == KERNEL_KV_Q8 && d != 5) ||
-            (d == 5 && !q8_rows) ||
+            (d == 5 && !q8_rows) || (d == 6 && p.kernel != KERNEL_FLASH_COOP) ||
             (d >= 3 && d < 5 && (vk_pipe_kind(p) != KIND_MATMUL || p.kernel == KERNEL_MATMUL_CM2)))
             continue;
         char spec[96] = "";

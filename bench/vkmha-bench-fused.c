@@ -113,7 +113,7 @@ int main(int argc, char **argv)
     d.d_model = d_model;
     d.n_head = heads;
     d.w_q = w[0], d.w_k = w[1], d.w_v = w[2], d.w_o = w[3];
-    vkmha_mask mask = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0, 0};
+    vkmha_mask mask = {.kinds = VKMHA_MASK_CAUSAL};
 
     FILE *csv;
     if (!bench_csv_open(csv_path, "vkmha-bench-fused", &info, date,

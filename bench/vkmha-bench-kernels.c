@@ -180,7 +180,7 @@ static void bench_softmax(const opts *o, vkmha_context *ref, uint32_t len, uint3
         die("out of memory");
     for (uint32_t j = 0; j < len; j++)
         kp[j] = j < len - len / 8; /* the last eighth is padding */
-    vkmha_mask m = {kinds, NULL, NULL, NULL, 1, heads, 0};
+    vkmha_mask m = {.kinds = kinds, .bias_batch = 1, .bias_heads = heads};
     if (kinds & VKMHA_MASK_KEY_PADDING)
         m.key_padding = kp;
     if (kinds & VKMHA_MASK_BIAS)
@@ -197,7 +197,7 @@ static void bench_softmax(const opts *o, vkmha_context *ref, uint32_t len, uint3
         c.y = y;
         timing t = time_calls(sm_host, &c, o->reps, c.ctx); /* before the diff */
         report("softmax", shape, variants[v].host, t, max_abs_diff(y, y_ref, n));
-        vkmha_tensor_mask tm = {kinds, NULL, NULL, NULL, 1, heads, 0};
+        vkmha_tensor_mask tm = {.kinds = kinds, .bias_batch = 1, .bias_heads = heads};
         if (kinds & VKMHA_MASK_KEY_PADDING)
             tm.key_padding = tensor(c.ctx, VKMHA_DTYPE_U8, len, kp);
         if (kinds & VKMHA_MASK_BIAS)

@@ -738,7 +738,7 @@ int main(void)
         const vkmha_attention_desc ad = {B, H, 0, L, L, dk, dk, 0, 0, 0, 0};
         const vkmha_matmul_desc mmd = {.batch = 1, .m = B * L, .n = D, .k = D, .op_b = VKMHA_OP_T};
         const vkmha_softmax_desc sd = {1, 1, B * L, D, 0, 0};
-        const vkmha_tensor_mask causal = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0, 0};
+        const vkmha_tensor_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
         memcpy((char *)e.arena_map + q_off, doubled, bytes);
         VK_CHECK(vkResetCommandPool(e.device, e.cmd_pool, 0));
         VK_CHECK(vkBeginCommandBuffer(e.cmd, &bi));
@@ -755,7 +755,7 @@ int main(void)
         float *got = malloc(bytes), *r_h = malloc(bytes), *r_att = malloc(bytes),
               *r_m = malloc(bytes), *r_p = malloc(bytes), *r_s = malloc(bytes);
         VKMHA_CHECK(vkmha_tensor_download(soft, 0, got, bytes));
-        const vkmha_mask r_causal = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0, 0};
+        const vkmha_mask r_causal = {.kinds = VKMHA_MASK_CAUSAL};
         VKMHA_CHECK(vkmha_split_heads(ref_ctx, &hd, doubled, r_h));
         VKMHA_CHECK(vkmha_attention(ref_ctx, &ad, r_h, r_h, r_h, &r_causal, r_att, NULL));
         VKMHA_CHECK(vkmha_merge_heads(ref_ctx, &hd, r_att, r_m));
@@ -789,8 +789,8 @@ int main(void)
         vkmha_tensor *tx, *ty;
         VKMHA_CHECK(vkmha_tensor_create(ctx, &tok, &tx));
         VKMHA_CHECK(vkmha_tensor_create(ctx, &tok, &ty));
-        const vkmha_tensor_mask t_causal = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0, 0};
-        const vkmha_mask r_causal = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0, 0};
+        const vkmha_tensor_mask t_causal = {.kinds = VKMHA_MASK_CAUSAL};
+        const vkmha_mask r_causal = {.kinds = VKMHA_MASK_CAUSAL};
         float *got = malloc(D * sizeof(float)), *want_s = malloc(D * sizeof(float));
         bool ok = got && want_s;
         for (uint32_t s = 0; ok && s < STEPS; s++) {

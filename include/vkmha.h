@@ -825,6 +825,24 @@ VKMHA_API vkmha_status vkmha_context_get_profile(const vkmha_context *ctx, uint3
  *     and FlashAttention give, where PyTorch 1.x gives NaN);
  *   - a +Inf or NaN score makes its whole row NaN, and so does a NaN or Inf
  *     value even behind a weight of 0 (0 * NaN is NaN).
+ *
+ * The score rules of today's decoders are mask kinds too, and combine with
+ * every other kind. Query i of a call stands at key position
+ *     pos_i = i + causal_offset (+ L - len_k for a KV cache entry of L keys)
+ * (bottom-right aligned by causal_offset = len_k - len_q; a layer with a KV
+ * cache aligns it itself), and the score of (b, h, i, j) becomes:
+ *     s = scale * dot(q_i, k_j)
+ *     s = softcap * tanh(s / softcap)                   (VKMHA_MASK_SOFTCAP)
+ *     s = s + bias[b][h][i][j]                          (VKMHA_MASK_BIAS)
+ *     s = s - alibi[h] * (pos_i - j)                    (VKMHA_MASK_ALIBI)
+ *     s = -1e9 if masked by any kind, VKMHA_MASK_WINDOW included
+ *     p = softmax over the keys and, with VKMHA_MASK_SINKS, sinks[h]:
+ *         p_j = exp(s_j - m) / (exp(sinks[h] - m) + sum_j' exp(s_j' - m))
+ *         with m = max(sinks[h], max_j s_j): the sink takes weight and gives
+ *         no value, so a row's weights sum to less than 1 (gpt-oss).
+ * With a sink, a row whose every key is masked (all -1e9) or -inf puts all
+ * its weight on the sink: weights 0, output 0 (a sink below -1e9 aside).
+ * A soft cap makes a +Inf score finite (softcap); NaN stays NaN.
  */
 typedef enum vkmha_mask_kind {
     VKMHA_MASK_NONE = 0,
@@ -837,6 +855,15 @@ typedef enum vkmha_mask_kind {
      * at once; torch's causal_lower_right). */
     VKMHA_MASK_CAUSAL = 1u << 2,
     VKMHA_MASK_BIAS = 1u << 3, /* bias: [bias_batch][bias_heads][len_q][len_k] fp32 */
+    /* Sliding window of `window` keys: with VKMHA_MASK_CAUSAL key j is seen
+     * iff 0 <= pos_i - j < window (Mistral, Gemma 2/3, gpt-oss), without it
+     * iff |pos_i - j| < window (symmetric local attention). */
+    VKMHA_MASK_WINDOW = 1u << 4,
+    /* ALiBi: alibi: [heads] fp32 slopes (vkmha_alibi_slopes gives the
+     * standard ones); the score of key j falls by slope * (pos_i - j). */
+    VKMHA_MASK_ALIBI = 1u << 5,
+    VKMHA_MASK_SOFTCAP = 1u << 6, /* softcap * tanh(s / softcap) (Gemma 2) */
+    VKMHA_MASK_SINKS = 1u << 7,   /* sinks: [heads] fp32 sink logits (gpt-oss) */
 } vkmha_mask_kind;
 
 typedef struct vkmha_mask {
@@ -854,9 +881,31 @@ typedef struct vkmha_mask {
      * without the kind is VKMHA_ERROR_INVALID_ARGUMENT. With a KV cache
      * (vkmha_mha_io.kv_cache) the layer aligns the mask to each entry's end
      * itself: query i of an entry holding L keys sees keys
-     * j <= L - len_q + i + causal_offset (0: the usual decoder mask). */
+     * j <= L - len_q + i + causal_offset (0: the usual decoder mask).
+     * It positions the queries for VKMHA_MASK_WINDOW and VKMHA_MASK_ALIBI
+     * too (pos_i above), which then allow it without VKMHA_MASK_CAUSAL;
+     * with either of them |pos_i| + len_k must stay below 2^31. */
     uint32_t causal_offset VKMHA_ZERO;
+    /* VKMHA_MASK_WINDOW: the window, >= 1 (larger than every distance:
+     * no key hidden). */
+    uint32_t window VKMHA_ZERO;
+    /* VKMHA_MASK_SOFTCAP: the cap, finite and > 0 (Gemma 2: 50). */
+    float softcap VKMHA_ZERO;
+    /* VKMHA_MASK_ALIBI and VKMHA_MASK_SINKS: [heads] fp32 each, finite, one
+     * per query head of the call (a head shard's own heads). Host arrays in
+     * every form, the tensor forms included (vkmha_tensor_mask): read while
+     * the call is made, recorded into its commands. */
+    const float *alibi VKMHA_ZERO;
+    const float *sinks VKMHA_ZERO;
 } vkmha_mask;
+
+/* The standard ALiBi slopes of `heads` heads into slopes[0 .. heads)
+ * ("Train Short, Test Long", as BLOOM computes them): for n = heads a power of two,
+ * slope h = 2^(-8 (h + 1) / n); otherwise with m the largest power of two
+ * not above n, the m slopes of m heads, then slopes 0, 2, 4, ... of 2m heads'
+ * until n. A head shard passes slopes + its first head. Returns
+ * VKMHA_ERROR_INVALID_ARGUMENT for heads 0 or slopes NULL. */
+VKMHA_API vkmha_status vkmha_alibi_slopes(uint32_t heads, float *slopes);
 
 /* ------------------------------------------------------------------------ */
 /* Ops on host arrays (both backends)                                       */
@@ -1509,6 +1558,12 @@ typedef struct vkmha_tensor_mask {
     const vkmha_tensor *key_padding VKMHA_ZERO, *full VKMHA_ZERO, *bias VKMHA_ZERO;
     uint32_t bias_batch VKMHA_ZERO, bias_heads VKMHA_ZERO;
     uint32_t causal_offset VKMHA_ZERO; /* as vkmha_mask.causal_offset */
+    /* As vkmha_mask's: the window, the cap, and host arrays of [heads] fp32
+     * (recorded into the call's commands). */
+    uint32_t window VKMHA_ZERO;
+    float softcap VKMHA_ZERO;
+    const float *alibi VKMHA_ZERO;
+    const float *sinks VKMHA_ZERO;
 } vkmha_tensor_mask;
 
 /* The ops on tensors, computed on the context's queue before returning: the

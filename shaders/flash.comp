@@ -88,6 +88,7 @@ const uint OC = D4 / TX;
 #define P_DK (p.dims & 0xffffu)
 #define P_DV (p.dims >> 16)
 #define P_SPLITS ((p.len_k + p.split_len - 1u) / p.split_len) // key ranges (1: no split-K)
+#define P_Q_BLOCKS ((p.len_q + BR - 1u) / BR)
 
 // q, k, v and out of any float dtype (shaders/typed.glsl; the partial state
 // and the statistics are always fp32).
@@ -112,7 +113,9 @@ KV_Q8_READ(1, k)
 KV_Q8_READ(2, v)
 
 #define MASK_SLOT 3u
+#define HEAD_RULES_BINDING 9
 #include "mask.glsl"
+#include "flash_rules.glsl"
 
 // MODE_* (the flags' modes): shaders/flash_push.glsl.
 
@@ -248,8 +251,8 @@ void main()
     const uint tid = gl_LocalInvocationIndex;
     const uint split = g % P_SPLITS;
     uint rest = g / P_SPLITS;
-    const uint qb = rest % p.q_blocks;
-    rest /= p.q_blocks;
+    const uint qb = rest % P_Q_BLOCKS;
+    rest /= P_Q_BLOCKS;
     const uint h = rest % p.heads;
     const uint b = rest / p.heads;
     const uint hk = h / p.group;
@@ -274,7 +277,8 @@ void main()
     // The weights pass visits keys past len_b too: it writes their zeros.
     const uint j_end = min(split * p.split_len + min(p.kv_first + p.kv_count, p.split_len),
                            weights_mode ? p.len_k : len_b);
-    const uint bias_base = b * p.bias_sb + h * p.bias_sh;
+    const uint bias_base = flash_bias_base(b, h);
+    const float slope = alibi_slope(h);
 
     for (uint e = tid; e < BR * D4; e += WG) {
         const uint r = e / D4, c4 = e % D4;
@@ -286,14 +290,16 @@ void main()
         qs[e] = q4;
 #endif
     }
-    const uint rows_total = (p.groups / (P_SPLITS * p.q_blocks)) * p.len_q;
+    const uint rows_total = (p.groups / (P_SPLITS * P_Q_BLOCKS)) * p.len_q;
     const uint row_base = (b * p.heads + h) * p.len_q + i0; // row index of r = 0
     const uint part = split * rows_total + row_base;        // partial state of r = 0
     const bool resume = (p.flags & MODE_RESUME) != 0u;
     const uint tx = tid % TX, ty = tid / TX;
+    // A row starts from its head's sink (flash_start), or from nothing.
+    const vec2 start = flash_start(h, split);
     for (uint r = tid; r < BR; r += WG) {
-        row_m[r] = resume && r < rows ? ml[2u * (part + r)] : neg_inf();
-        row_l[r] = resume && r < rows ? ml[2u * (part + r) + 1u] : 0.0;
+        row_m[r] = resume && r < rows ? ml[2u * (part + r)] : start.x;
+        row_l[r] = resume && r < rows ? ml[2u * (part + r) + 1u] : start.y;
     }
     vec4 acc[SR * OC];
     for (uint s = 0; s < SR * OC; s++) {
@@ -403,12 +409,9 @@ void main()
                 } else if (r >= rows) {
                     x = MASKED_SCORE; // past len_q: computed, never written
                 } else {
-                    x = sacc[a * SC + bb] * p.scale;
-                    if ((p.flags & MASK_BIAS) != 0u)
-                        x += bias_at(bias_base + i * p.len_k + j);
-                    if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k,
-                                   causal_last(i, p.causal_offset, len_b, p.len_k)))
-                        x = MASKED_SCORE;
+                    x = rule_score(sacc[a * SC + bb] * p.scale, b, i, j,
+                                   causal_last(i, p.causal_offset, len_b, p.len_k),
+                                   bias_base + i * p.len_k + j, slope);
                 }
                 if (weights_mode) {
                     if (c < nk && r < rows) {

@@ -91,7 +91,9 @@ layout(binding = 7) buffer Stats { float ml[]; };
 layout(binding = 8) readonly buffer Lengths { uint lens[]; }; // with MASK_LENGTHS
 
 #define MASK_SLOT 3u
+#define HEAD_RULES_BINDING 9
 #include "mask.glsl"
+#include "flash_rules.glsl"
 
 // MODE_* (the flags' modes, MODE_LANE_KEYS this shader's): shaders/flash_push.glsl.
 
@@ -102,14 +104,15 @@ void main()
         return;
     const uint lane = gl_LocalInvocationIndex;
     const bool lane_keys = (p.flags & MODE_LANE_KEYS) != 0u;
+    const uint block = lane_keys ? TM : BR; // query rows per workgroup
+    const uint q_blocks = (p.len_q + block - 1u) / block;
     const uint split = g % P_SPLITS;
     uint rest = g / P_SPLITS;
-    const uint qb = rest % p.q_blocks;
-    rest /= p.q_blocks;
+    const uint qb = rest % q_blocks;
+    rest /= q_blocks;
     const uint h = rest % p.heads;
     const uint b = rest / p.heads;
     const uint hk = h / p.group;
-    const uint block = lane_keys ? TM : BR; // query rows per workgroup
     const uint i0 = qb * block;
     const uint rows = min(block, p.len_q - i0);
     const uint dk4 = P_DK / 4u, dv4 = P_DV / 4u;
@@ -131,12 +134,16 @@ void main()
                                : 0u;
     const uint j_first = lane_keys ? min(j_begin + lane * per, range_end) : j_begin;
     const uint j_end = lane_keys ? min(j_first + per, range_end) : range_end;
-    const uint bias_base = b * p.bias_sb + h * p.bias_sh;
-    const uint rows_total = (p.groups / (P_SPLITS * p.q_blocks)) * p.len_q;
+    const uint bias_base = flash_bias_base(b, h);
+    const float slope = alibi_slope(h);
+    const uint rows_total = (p.groups / (P_SPLITS * q_blocks)) * p.len_q;
     const uint row_base = (b * p.heads + h) * p.len_q + i0;
     const uint psplit = lane_keys ? split * WG + lane : split; // partial state's range
     const uint part = psplit * rows_total + row_base;
     const bool resume = (p.flags & MODE_RESUME) != 0u;
+    // A row starts from its head's sink (flash_start: one lane's partial
+    // state of split 0 with lane_keys), or from nothing.
+    const vec2 start = flash_start(h, psplit);
 
     // This lane's rows (clamped into the block for loads) and their state.
     // Every array is indexed by constants only (the loops over them are
@@ -152,8 +159,8 @@ void main()
         live[u] = ru < rows;
         r[u] = min(ru, rows - 1u);
         const uint sidx = part + r[u];
-        m[u] = resume ? ml[2u * sidx] : neg_inf();
-        l[u] = resume ? ml[2u * sidx + 1u] : 0.0;
+        m[u] = resume ? ml[2u * sidx] : start.x;
+        l[u] = resume ? ml[2u * sidx + 1u] : start.y;
         const uint qrow = q_base + (i0 + r[u]) * q_ld;
         [[unroll]] for (uint c4 = 0u; c4 < D4; c4++) {
             qv[u * D4 + c4] = c4 < dk4 ? TEXEL_FETCH(Q4, qrow + c4, 0u) : vec4(0.0);
@@ -187,12 +194,9 @@ void main()
                 if (j0 + kk >= j_end || j >= len_b) {
                     x = neg_inf(); // past this range or this entry's keys: weight 0
                 } else {
-                    x = sacc[u] * p.scale;
-                    if ((p.flags & MASK_BIAS) != 0u)
-                        x += bias_at(bias_base + i * p.len_k + j);
-                    if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k,
-                                   causal_last(i, p.causal_offset, len_b, p.len_k)))
-                        x = MASKED_SCORE;
+                    x = rule_score(sacc[u] * p.scale, b, i, j,
+                                   causal_last(i, p.causal_offset, len_b, p.len_k),
+                                   bias_base + i * p.len_k + j, slope);
                 }
                 s[u * BK + kk] = x;
             }

@@ -14,16 +14,15 @@ PUSH_BEGIN(flash_push)
     uint heads;     // query heads
     uint group;     // query heads per key/value head
     uint dims;      // d_k | d_v << 16 (fused head dims are at most 256)
-    uint q_blocks;  // ceil(len_q / BR)
     uint split_len; // keys per range
     uint q_sb, q_sh, q_ld; // element strides: batch entry, head, row
     uint k_sb, k_sh, k_ld;
     uint v_sb, v_sh, v_ld;
     uint o_sb, o_sh, o_ld; // out (without MODE_PARTIAL)
-    uint flags;     // MASK_* of mask.glsl | MODE_* below
+    uint flags;     // MASK_* of mask.glsl | MODE_* | BIAS_* below
     float scale;
-    uint bias_sb;   // bias strides (0: broadcast)
-    uint bias_sh;
+    uint window;    // MASK_WINDOW's (vkmha_mask.window)
+    float softcap;  // MASK_SOFTCAP's
     uint kv_first;  // this dispatch's keys: kv_first .. + kv_count of each range
     uint kv_count;
     uint group_base; // first workgroup of this dispatch
@@ -46,3 +45,7 @@ PUSH_CONST(MODE_WEIGHTS, 0x400u) // write the weights from the final (m, l), not
 // WG + lane, which the split-K combine merges (the host sets MODE_PARTIAL
 // with it).
 PUSH_CONST(MODE_LANE_KEYS, 0x800u)
+// The bias's broadcast, in place of strides (the push block is full): a
+// bias plane [len_q][len_k] per batch entry and / or per head.
+PUSH_CONST(BIAS_PER_BATCH, 0x1000u)
+PUSH_CONST(BIAS_PER_HEAD, 0x2000u)

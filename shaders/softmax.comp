@@ -1,8 +1,11 @@
 #version 450
 // Masked, scaled softmax over the last axis, in place, one workgroup per row:
-//   s[row][j] = scale * s[row][j] + bias[b][h][i][j]     (if MASK_BIAS)
+//   s[row][j] = scale * s[row][j], soft-capped           (if MASK_SOFTCAP)
+//             + bias[b][h][i][j]                         (if MASK_BIAS)
+//             - slope[h] * (pos_i - j)                   (if MASK_ALIBI)
 //   s[row][j] = -1e9 where masked                        (set, not added)
-//   s[row][:] = softmax(s[row][:])                       (max-subtracted)
+//   s[row][:] = softmax(s[row][:])                       (max-subtracted,
+//               with sink[h] in the max and the sum      if MASK_SINKS)
 // A row whose every score is -inf (a -inf bias on every key) becomes zeros;
 // +Inf or NaN scores make the row NaN (as the reference does).
 // row = (b * heads + h) * len_q + i; s is [batch][heads][len_q][len_k].
@@ -38,11 +41,14 @@ TYPED_IN(4, 4, xin) // input: Scores itself in place
 layout(binding = 5) readonly buffer Lengths { uint lens[]; }; // with MASK_LENGTHS
 
 #define MASK_SLOT 0u
+#define HEAD_RULES_BINDING 6
 #include "mask.glsl"
 
-// The row's batch entry's key length and causal_last, set by main.
+// The row's batch entry's key length, causal_last, ALiBi slope and sink
+// logit, set by main.
 uint len_b;
 int last_seen;
+float slope, sink;
 
 // The masked, scaled score of key j of query i (batch b), element base + j
 // (-inf past the entry's keys: weight 0).
@@ -50,12 +56,7 @@ float score(uint base, uint bias_base, uint b, uint i, uint j)
 {
     if (j >= len_b)
         return neg_inf();
-    float x = ld_xin(base + j) * p.scale;
-    if ((p.flags & MASK_BIAS) != 0u)
-        x += bias_at(bias_base + j);
-    if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k, last_seen))
-        x = MASKED_SCORE;
-    return x;
+    return rule_score(ld_xin(base + j) * p.scale, b, i, j, last_seen, bias_base + j, slope);
 }
 
 // The row at `base` (query i, batch b) into an fp32 output.
@@ -67,7 +68,7 @@ void softmax_f32(uint tid, uint base, uint bias_base, uint b, uint i)
         st_s(base + j, x);
         m = max(m, x);
     }
-    m = wg_max(m);
+    m = max(wg_max(m), sink);
     const float m_sub = m == neg_inf() ? 0.0 : m; // never -inf - -inf
 
     float sum = 0.0;
@@ -76,7 +77,7 @@ void softmax_f32(uint tid, uint base, uint bias_base, uint b, uint i)
         st_s(base + j, e);
         sum += e;
     }
-    sum = wg_sum(sum);
+    sum = wg_sum(sum) + exp(sink - m_sub);
 
     const float inv = sum == 0.0 ? 0.0 : 1.0 / sum; // 0: every score was -inf
     for (uint j = tid; j < p.len_k; j += WG)
@@ -89,13 +90,13 @@ void softmax_16(uint tid, uint base, uint bias_base, uint b, uint i)
     float m = neg_inf();
     for (uint j = tid; j < p.len_k; j += WG)
         m = max(m, score(base, bias_base, b, i, j));
-    m = wg_max(m);
+    m = max(wg_max(m), sink);
     const float m_sub = m == neg_inf() ? 0.0 : m; // never -inf - -inf
 
     float sum = 0.0;
     for (uint j = tid; j < p.len_k; j += WG)
         sum += exp(score(base, bias_base, b, i, j) - m_sub);
-    sum = wg_sum(sum); // its barriers: every invocation has read its inputs
+    sum = wg_sum(sum) + exp(sink - m_sub); // its barriers: every invocation has read its inputs
 
     const float inv = sum == 0.0 ? 0.0 : 1.0 / sum; // 0: every score was -inf
     for (uint j = tid; j < p.len_k; j += WG)
@@ -115,6 +116,8 @@ void main()
     const uint bias_base = b * p.bias_sb + h * p.bias_sh + i * p.len_k;
     len_b = (p.flags & MASK_LENGTHS) != 0u ? min(lens[b], p.len_k) : p.len_k;
     last_seen = causal_last(i, p.causal_offset, len_b, p.len_k);
+    slope = alibi_slope(h);
+    sink = sink_logit(h);
 
     if (DTYPE(3) == DT_F32)
         softmax_f32(tid, base, bias_base, b, i);

@@ -48,15 +48,18 @@ layout(binding = 2) readonly buffer Bias4 { vec4 bias4[]; };
 TYPED_IO(3, 3, s)   // the output (and the input in place)
 TYPED_IN(4, 4, xin) // the input
 layout(binding = 5) readonly buffer Lengths { uint lens[]; }; // with MASK_LENGTHS
-layout(binding = 6) uniform textureBuffer xin_t; // the input's fp32 or fp16 vec4 view
-layout(binding = 7) uniform textureBuffer bias_t;
+layout(binding = 7) uniform textureBuffer xin_t; // the input's fp32 or fp16 vec4 view
+layout(binding = 8) uniform textureBuffer bias_t;
 
 #define MASK_SLOT 0u
+#define HEAD_RULES_BINDING 6
 #include "mask.glsl"
 
-// The row's batch entry's key length and causal_last, set by main.
+// The row's batch entry's key length, causal_last, ALiBi slope and sink
+// logit, set by main.
 uint len_b;
 int last_seen;
+float slope, sink;
 
 // Bias elements 4 q4 .. 4 q4 + 3.
 vec4 bias4_at(uint q4)
@@ -74,13 +77,18 @@ bvec4 word_hides(uint word)
     return equal((uvec4(word) >> uvec4(0u, 8u, 16u, 24u)) & 0xffu, uvec4(0u));
 }
 
-// Keys j .. j+3 of query i, batch b (j and len_k multiples of 4).
+// Keys j .. j+3 of query i, batch b (j and len_k multiples of 4), their
+// biases added: ALiBi's too, then the masks.
 vec4 masked4(vec4 x, uint b, uint i, uint j)
 {
     const vec4 hidden = vec4(MASKED_SCORE);
     const uvec4 jj = uvec4(j) + uvec4(0u, 1u, 2u, 3u);
+    if ((p.flags & MASK_ALIBI) != 0u)
+        x -= slope * vec4(ivec4(last_seen) - ivec4(jj));
     if ((p.flags & MASK_CAUSAL) != 0u)
         x = mix(x, hidden, greaterThan(ivec4(jj), ivec4(last_seen)));
+    if ((p.flags & MASK_WINDOW) != 0u)
+        x = mix(x, hidden, window_hides4(jj, last_seen));
     if ((p.flags & MASK_KEY_PADDING) != 0u)
         x = mix(x, hidden, word_hides(kp_word(b * p.len_k + j)));
     if ((p.flags & MASK_FULL) != 0u)
@@ -95,6 +103,8 @@ vec4 masked4(vec4 x, uint b, uint i, uint j)
 vec4 scores4(int base4, int bias4_base, int q, uint b, uint i)
 {
     vec4 x = texelFetch(xin_t, base4 + q) * p.scale;
+    if ((p.flags & MASK_SOFTCAP) != 0u)
+        x = soft_cap4(x);
     if ((p.flags & MASK_BIAS) != 0u)
         x += texelFetch(bias_t, bias4_base + q);
     return masked4(x, b, i, 4u * uint(q));
@@ -106,12 +116,7 @@ float score(uint base, uint bias_base, uint b, uint i, uint j)
 {
     if (j >= len_b)
         return neg_inf();
-    float x = ld_xin(base + j) * p.scale;
-    if ((p.flags & MASK_BIAS) != 0u)
-        x += bias_at(bias_base + j);
-    if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k, last_seen))
-        x = MASKED_SCORE;
-    return x;
+    return rule_score(ld_xin(base + j) * p.scale, b, i, j, last_seen, bias_base + j, slope);
 }
 
 // Row `base` (query i, batch b) with an fp32 output.
@@ -125,12 +130,12 @@ void softmax_f32(uint base, uint bias_base, uint b, uint i)
         vec4 m4 = vec4(neg_inf());
         for (int q = 0; q < n4; q++)
             m4 = max(m4, scores4(base4, bias4_base, q, b, i));
-        m = max(max(m4.x, m4.y), max(m4.z, m4.w));
+        m = max(max(max(m4.x, m4.y), max(m4.z, m4.w)), sink);
         const float m_sub = m == neg_inf() ? 0.0 : m; // never -inf - -inf
         vec4 sum4 = vec4(0.0);
         for (int q = 0; q < n4; q++)
             sum4 += exp(scores4(base4, bias4_base, q, b, i) - m_sub);
-        sum = (sum4.x + sum4.y) + (sum4.z + sum4.w);
+        sum = (sum4.x + sum4.y) + (sum4.z + sum4.w) + exp(sink - m_sub);
         const float inv = sum == 0.0 ? 0.0 : 1.0 / sum; // 0: every score was -inf
         for (int q = 0; q < n4; q++)
             st4_s(uint(base4 + q), exp(scores4(base4, bias4_base, q, b, i) - m_sub) * inv);
@@ -141,13 +146,15 @@ void softmax_f32(uint base, uint bias_base, uint b, uint i)
         vec4 m4 = vec4(neg_inf());
         for (uint q = 0; q < n4; q++) {
             vec4 x = ld4_xin(base4 + q) * p.scale;
+            if ((p.flags & MASK_SOFTCAP) != 0u)
+                x = soft_cap4(x);
             if (has_bias)
                 x += bias4_at(bias4_base + q);
             x = masked4(x, b, i, 4u * q);
             st4_s(base4 + q, x);
             m4 = max(m4, x);
         }
-        m = max(max(m4.x, m4.y), max(m4.z, m4.w));
+        m = max(max(max(m4.x, m4.y), max(m4.z, m4.w)), sink);
         const float m_sub = m == neg_inf() ? 0.0 : m; // never -inf - -inf
         vec4 sum4 = vec4(0.0);
         for (uint q = 0; q < n4; q++) {
@@ -155,7 +162,7 @@ void softmax_f32(uint base, uint bias_base, uint b, uint i)
             st4_s(base4 + q, e);
             sum4 += e;
         }
-        sum = (sum4.x + sum4.y) + (sum4.z + sum4.w);
+        sum = (sum4.x + sum4.y) + (sum4.z + sum4.w) + exp(sink - m_sub);
         const float inv = sum == 0.0 ? 0.0 : 1.0 / sum; // 0: every score was -inf
         for (uint q = 0; q < n4; q++)
             st4_s(base4 + q, ld4_s(base4 + q) * inv);
@@ -167,7 +174,9 @@ void softmax_f32(uint base, uint bias_base, uint b, uint i)
         st_s(base + j, x);
         m = max(m, x);
     }
+    m = max(m, sink);
     const float m_sub = m == neg_inf() ? 0.0 : m;
+    sum = exp(sink - m_sub);
     for (uint j = 0; j < p.len_k; j++) {
         float e = exp(ld_s(base + j) - m_sub);
         st_s(base + j, e);
@@ -185,6 +194,8 @@ vec4 scores4_any(bool texel, uint base4, uint bias4_base, uint q, uint b, uint i
     if (texel)
         return scores4(int(base4), int(bias4_base), int(q), b, i);
     vec4 x = ld4_xin(base4 + q) * p.scale;
+    if ((p.flags & MASK_SOFTCAP) != 0u)
+        x = soft_cap4(x);
     if ((p.flags & MASK_BIAS) != 0u)
         x += bias4_at(bias4_base + q);
     return masked4(x, b, i, 4u * q);
@@ -200,22 +211,22 @@ void softmax_16(uint base, uint bias_base, uint b, uint i)
         vec4 m4 = vec4(neg_inf());
         for (uint q = 0; q < n4; q++)
             m4 = max(m4, scores4_any(texel, base4, bias4_base, q, b, i));
-        const float m = max(max(m4.x, m4.y), max(m4.z, m4.w));
+        const float m = max(max(max(m4.x, m4.y), max(m4.z, m4.w)), sink);
         const float m_sub = m == neg_inf() ? 0.0 : m; // never -inf - -inf
         vec4 sum4 = vec4(0.0);
         for (uint q = 0; q < n4; q++)
             sum4 += exp(scores4_any(texel, base4, bias4_base, q, b, i) - m_sub);
-        const float sum = (sum4.x + sum4.y) + (sum4.z + sum4.w);
+        const float sum = (sum4.x + sum4.y) + (sum4.z + sum4.w) + exp(sink - m_sub);
         const float inv = sum == 0.0 ? 0.0 : 1.0 / sum; // 0: every score was -inf
         for (uint q = 0; q < n4; q++)
             st4_s(base4 + q, exp(scores4_any(texel, base4, bias4_base, q, b, i) - m_sub) * inv);
         return;
     }
-    float m = neg_inf();
+    float m = sink;
     for (uint j = 0; j < p.len_k; j++)
         m = max(m, score(base, bias_base, b, i, j));
     const float m_sub = m == neg_inf() ? 0.0 : m;
-    float sum = 0.0;
+    float sum = exp(sink - m_sub);
     for (uint j = 0; j < p.len_k; j++)
         sum += exp(score(base, bias_base, b, i, j) - m_sub);
     const float inv = sum == 0.0 ? 0.0 : 1.0 / sum;
@@ -235,6 +246,8 @@ void main()
     const uint bias_base = b * p.bias_sb + h * p.bias_sh + i * p.len_k;
     len_b = (p.flags & MASK_LENGTHS) != 0u ? min(lens[b], p.len_k) : p.len_k;
     last_seen = causal_last(i, p.causal_offset, len_b, p.len_k);
+    slope = alibi_slope(h);
+    sink = sink_logit(h);
     if (DTYPE(3) == DT_F32)
         softmax_f32(base, bias_base, b, i);
     else

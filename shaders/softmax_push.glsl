@@ -17,6 +17,8 @@ PUSH_BEGIN(softmax_push)
     uint bias_sb; // bias stride per batch entry, elements (0: broadcast)
     uint bias_sh; // bias stride per head, elements (0: broadcast)
     uint group_base; // first row (softmax.comp) or workgroup (softmax_cpu.comp) of this dispatch
-    uint texel;      // softmax_cpu.comp: 1: bindings 6, 7 are the input's, the bias's vec4 views
+    uint texel;      // softmax_cpu.comp: 1: bindings 7, 8 are the input's, the bias's vec4 views
     uint causal_offset; // see mask.glsl's mask_hides
+    uint window;        // MASK_WINDOW's (vkmha_mask.window)
+    float softcap;      // MASK_SOFTCAP's
 PUSH_END(softmax_push)

@@ -4,6 +4,7 @@
  * valid shapes. */
 #include "internal.h"
 
+#include <float.h>
 #include <math.h>
 
 #define INVALID VKMHA_ERROR_INVALID_ARGUMENT
@@ -207,6 +208,17 @@ vkmha_status vkmha__check_matmul(vkmha_context *ctx, const vkmha_matmul_desc *de
     return VKMHA_SUCCESS;
 }
 
+/* A mask's [heads] fp32 array (NULL: absent): every value finite. */
+static vkmha_status check_head_values(vkmha_context *ctx, const char *fn, const float *v,
+                                      uint32_t heads, const char *field)
+{
+    for (uint32_t h = 0; v && h < heads; h++)
+        if (!isfinite(v[h]))
+            return vkmha__fail(ctx, INVALID, "%s: mask->%s[%u] is %g (must be finite)", fn,
+                               field, h, (double)v[h]);
+    return VKMHA_SUCCESS;
+}
+
 static vkmha_status check_mask_pointer(vkmha_context *ctx, const char *fn, uint32_t kinds,
                                        uint32_t kind, const void *p, const char *field,
                                        const char *kind_name)
@@ -226,7 +238,10 @@ vkmha_status vkmha__check_mask(vkmha_context *ctx, const char *fn, const vkmha_m
                                uint32_t len_k, int64_t causal_shift, mask_r *out)
 {
     const uint32_t known = VKMHA_MASK_KEY_PADDING | VKMHA_MASK_FULL | VKMHA_MASK_CAUSAL |
-                           VKMHA_MASK_BIAS;
+                           VKMHA_MASK_BIAS | VKMHA_MASK_WINDOW | VKMHA_MASK_ALIBI |
+                           VKMHA_MASK_SOFTCAP | VKMHA_MASK_SINKS;
+    /* The kinds that place the queries at key positions (pos_i). */
+    const uint32_t positioned = VKMHA_MASK_CAUSAL | VKMHA_MASK_WINDOW | VKMHA_MASK_ALIBI;
     vkmha_status st;
     uint64_t n, bytes;
     mask_r m = {0};
@@ -242,23 +257,58 @@ vkmha_status vkmha__check_mask(vkmha_context *ctx, const char *fn, const vkmha_m
         (st = check_mask_pointer(ctx, fn, mask->kinds, VKMHA_MASK_FULL, mask->full, "full",
                                  "VKMHA_MASK_FULL")) ||
         (st = check_mask_pointer(ctx, fn, mask->kinds, VKMHA_MASK_BIAS, mask->bias, "bias",
-                                 "VKMHA_MASK_BIAS")))
+                                 "VKMHA_MASK_BIAS")) ||
+        (st = check_mask_pointer(ctx, fn, mask->kinds, VKMHA_MASK_ALIBI, mask->alibi, "alibi",
+                                 "VKMHA_MASK_ALIBI")) ||
+        (st = check_mask_pointer(ctx, fn, mask->kinds, VKMHA_MASK_SINKS, mask->sinks, "sinks",
+                                 "VKMHA_MASK_SINKS")) ||
+        (st = check_head_values(ctx, fn, mask->alibi, heads, "alibi")) ||
+        (st = check_head_values(ctx, fn, mask->sinks, heads, "sinks")))
         return st;
-    if (mask->causal_offset && !(mask->kinds & VKMHA_MASK_CAUSAL))
+    if (mask->causal_offset && !(mask->kinds & positioned))
         return vkmha__fail(ctx, INVALID,
                            "%s: mask->causal_offset is %u but mask->kinds lacks "
-                           "VKMHA_MASK_CAUSAL (wrong mask kind?)",
+                           "VKMHA_MASK_CAUSAL, VKMHA_MASK_WINDOW and VKMHA_MASK_ALIBI "
+                           "(wrong mask kind?)",
                            fn, mask->causal_offset);
+    if ((mask->kinds & VKMHA_MASK_WINDOW) ? mask->window == 0 : mask->window != 0)
+        return vkmha__fail(ctx, INVALID, "%s: mask->window is %u %s VKMHA_MASK_WINDOW", fn,
+                           mask->window, mask->window ? "but mask->kinds lacks" : "with");
+    if ((mask->kinds & VKMHA_MASK_SOFTCAP)
+            ? !(mask->softcap > 0.0f && mask->softcap <= FLT_MAX)
+            : mask->softcap != 0.0f)
+        return vkmha__fail(ctx, INVALID, "%s: mask->softcap is %g %s", fn,
+                           (double)mask->softcap,
+                           (mask->kinds & VKMHA_MASK_SOFTCAP)
+                               ? "(must be finite and > 0 with VKMHA_MASK_SOFTCAP)"
+                               : "but mask->kinds lacks VKMHA_MASK_SOFTCAP");
     m = *mask;
-    if (m.kinds & VKMHA_MASK_CAUSAL) {
-        /* Shifted first (a KV cache's alignment), then clamped: an offset of
-         * len_k or more hides nothing and one of -len_q or less hides every
-         * key of every row, so the shaders' signed arithmetic stays below
-         * 2^31 in magnitude. */
+    if (m.kinds & positioned) {
         int64_t off = (int64_t)m.causal_offset + causal_shift;
-        off = off > (int64_t)len_k ? (int64_t)len_k : off < -(int64_t)len_q ? -(int64_t)len_q : off;
+        if (m.kinds & (VKMHA_MASK_WINDOW | VKMHA_MASK_ALIBI)) {
+            /* Positions are distances here: not clamped, but kept where
+             * the shaders' int arithmetic holds them. */
+            const int64_t far = (off < 0 ? -off : off) + (int64_t)len_q + len_k;
+            if (far >= INT64_C(1) << 31)
+                return vkmha__fail(ctx, INVALID,
+                                   "%s: mask->causal_offset (%lld after a KV cache's "
+                                   "alignment) puts query positions past 2^31 - len_k",
+                                   fn, (long long)off);
+        } else {
+            /* Shifted first (a KV cache's alignment), then clamped: an
+             * offset of len_k or more hides nothing and one of -len_q or
+             * less hides every key of every row, so the shaders' signed
+             * arithmetic stays below 2^31 in magnitude. */
+            off = off > (int64_t)len_k ? (int64_t)len_k
+                  : off < -(int64_t)len_q ? -(int64_t)len_q
+                                          : off;
+        }
         m.causal_offset = (uint32_t)(int32_t)off;
     }
+    /* Wider than every distance: the same as 2^31 - 1, which the shaders'
+     * ints hold. */
+    if (m.window > INT32_MAX)
+        m.window = INT32_MAX;
     if (m.kinds & VKMHA_MASK_FULL) {
         if (!product(&n, batch, len_q, len_k, 1))
             return vkmha__fail(ctx, INVALID, "%s: mask->full [batch][len_q][len_k] overflows",

@@ -4,6 +4,7 @@
  * the resolved shapes to the table. */
 #include "internal.h"
 
+#include <math.h>
 #include <string.h>
 
 /* vkmha_context_create, or a compile-only context (src/internal.h). */
@@ -200,6 +201,19 @@ VKMHA_API vkmha_status vkmha_softmax(vkmha_context *ctx, const vkmha_softmax_des
         return st;
     const vkmha_arg ax = {.host = x, .dtype = s.dtype}, ay = {.host = y, .dtype = s.dtype};
     return vkmha__softmax_split(ctx, &run_host, &s, &ax, &m, &ay);
+}
+
+VKMHA_API vkmha_status vkmha_alibi_slopes(uint32_t heads, float *slopes)
+{
+    if (!heads || !slopes)
+        return VKMHA_ERROR_INVALID_ARGUMENT;
+    uint32_t m = 1; /* the largest power of two not above heads */
+    while (m <= heads / 2)
+        m *= 2;
+    for (uint32_t h = 0; h < heads; h++)
+        slopes[h] = h < m ? (float)exp2(-8.0 * (h + 1) / m)
+                          : (float)exp2(-4.0 * (2 * (h - m) + 1) / m);
+    return VKMHA_SUCCESS;
 }
 
 static vkmha_status heads_op(vkmha_context *ctx, const char *fn, bool split,

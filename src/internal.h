@@ -622,6 +622,9 @@ vkmha_status ref_attention_typed(const vkmha_context *ctx, const attn_shape *s,
 bool ref_is_masked(const mask_r *mask, uint32_t b, uint32_t i, uint32_t j,
                    uint32_t len_q, uint32_t len_k, uint32_t len_b);
 /* The additive bias for score (b, h, i, j), 0 without one. */
+/* Query i's key position (include/vkmha.h, "Masks"): i + causal_offset +
+ * len_b - len_k for an entry of len_b keys. */
+int64_t ref_position(const mask_r *mask, uint32_t i, uint32_t len_k, uint32_t len_b);
 double ref_bias(const mask_r *mask, uint32_t b, uint32_t h, uint32_t i, uint32_t j,
                 uint32_t len_q, uint32_t len_k);
 

@@ -64,12 +64,22 @@ bool ref_is_masked(const mask_r *mask, uint32_t b, uint32_t i, uint32_t j,
     if ((mask->kinds & VKMHA_MASK_FULL) &&
         mask->full[((uint64_t)b * len_q + i) * len_k + j] == 0)
         return true;
-    /* Query i sees keys j <= i + offset, the offset shifted by the keys the
-     * entry lacks (a KV cache's entries). */
-    if ((mask->kinds & VKMHA_MASK_CAUSAL) &&
-        (int64_t)j > (int64_t)i + (int32_t)mask->causal_offset + (int64_t)len_b - len_k)
+    /* Query i stands at key position i + offset, the offset shifted by the
+     * keys the entry lacks (a KV cache's entries); it sees keys up to it. */
+    const int64_t d = ref_position(mask, i, len_k, len_b) - (int64_t)j;
+    if ((mask->kinds & VKMHA_MASK_CAUSAL) && d < 0)
+        return true;
+    /* The window: d < window back (and ahead without the causal mask). */
+    if ((mask->kinds & VKMHA_MASK_WINDOW) &&
+        (d >= (int64_t)mask->window ||
+         (!(mask->kinds & VKMHA_MASK_CAUSAL) && -d >= (int64_t)mask->window)))
         return true;
     return false;
+}
+
+int64_t ref_position(const mask_r *mask, uint32_t i, uint32_t len_k, uint32_t len_b)
+{
+    return (int64_t)i + (int32_t)mask->causal_offset + (int64_t)len_b - len_k;
 }
 
 double ref_bias(const mask_r *mask, uint32_t b, uint32_t h, uint32_t i, uint32_t j,
@@ -83,25 +93,38 @@ double ref_bias(const mask_r *mask, uint32_t b, uint32_t h, uint32_t i, uint32_t
     return (double)mask->bias[idx];
 }
 
-/* The score of (b, h, i, j) entering the softmax: the scaled dot product plus
- * the bias, then -1e9 if masked (set, not added: masked_fill semantics).
- * len_b: the keys of batch entry b (len_k but in a KV cache). */
+/* The score of (b, h, i, j) entering the softmax (include/vkmha.h, "Masks"):
+ * the scaled dot product soft-capped, plus the bias and ALiBi's, then -1e9
+ * if masked (set, not added: masked_fill semantics). len_b: the keys of
+ * batch entry b (len_k but in a KV cache). */
 static double score(const mask_r *mask, uint32_t b, uint32_t h, uint32_t i, uint32_t j,
                     uint32_t len_q, uint32_t len_k, uint32_t len_b, double scaled)
 {
     if (ref_is_masked(mask, b, i, j, len_q, len_k, len_b))
         return VKMHA_MASKED_SCORE;
-    return scaled + ref_bias(mask, b, h, i, j, len_q, len_k);
+    if (mask && (mask->kinds & VKMHA_MASK_SOFTCAP))
+        scaled = mask->softcap * tanh(scaled / mask->softcap);
+    double x = scaled + ref_bias(mask, b, h, i, j, len_q, len_k);
+    if (mask && (mask->kinds & VKMHA_MASK_ALIBI))
+        x -= (double)mask->alibi[h] * (double)(ref_position(mask, i, len_k, len_b) - j);
+    return x;
 }
 
-/* Softmax of row[0..n) in place, max-subtracted. Non-finite scores: any NaN
- * makes the row NaN, and so does +Inf (exp(inf - inf)); a row whose every
- * score is -inf (a -inf bias on every key: masked keys are -1e9, not -inf)
- * has no key to attend to and becomes zeros, never exp(-inf - -inf) = NaN.
- * The shaders do the same. */
-static void softmax_row(double *row, uint32_t n)
+/* Head h's sink logit (-inf: none, which changes no softmax). */
+static double sink_of(const mask_r *mask, uint32_t h)
 {
-    double mx = -INFINITY;
+    return mask && (mask->kinds & VKMHA_MASK_SINKS) ? (double)mask->sinks[h] : -INFINITY;
+}
+
+/* Softmax of row[0..n) in place, max-subtracted, with a sink logit in the
+ * denominator (-inf: none). Non-finite scores: any NaN makes the row NaN,
+ * and so does +Inf (exp(inf - inf)); a row whose every score is -inf (a
+ * -inf bias on every key: masked keys are -1e9, not -inf) has no key to
+ * attend to and becomes zeros, never exp(-inf - -inf) = NaN. The shaders do
+ * the same. */
+static void softmax_row(double *row, uint32_t n, double sink)
+{
+    double mx = sink;
     for (uint32_t j = 0; j < n; j++) {
         if (isnan(row[j])) {
             for (uint32_t i = 0; i < n; i++)
@@ -116,7 +139,7 @@ static void softmax_row(double *row, uint32_t n)
             row[j] = 0.0;
         return;
     }
-    double sum = 0.0;
+    double sum = exp(sink - mx);
     for (uint32_t j = 0; j < n; j++) {
         row[j] = exp(row[j] - mx);
         sum += row[j];
@@ -144,7 +167,7 @@ vkmha_status ref_softmax(const vkmha_context *ctx, const sm_shape *s, const floa
                     row[j] = score(mask, b, h, i, j, s->len_q, s->len_k, s->len_k,
                                    (double)s->scale * (double)x[base + j]);
                 }
-                softmax_row(row, s->len_k);
+                softmax_row(row, s->len_k, sink_of(mask, h));
                 for (uint32_t j = 0; j < s->len_k; j++)
                     y[base + j] = (float)row[j];
             }
@@ -214,7 +237,7 @@ vkmha_status ref_attention(const vkmha_context *ctx, const attn_shape *s, const 
                     p[j] = score(mask, b, h, i, j, s->len_q, s->len_k, len_b,
                                  (double)s->scale * dot);
                 }
-                softmax_row(p, len_b);
+                softmax_row(p, len_b, sink_of(mask, h));
                 if (wh)
                     for (uint32_t j = 0; j < s->len_k; j++)
                         wh[(uint64_t)i * s->len_k + j] = j < len_b ? (float)p[j] : 0.0f;

@@ -124,7 +124,13 @@ vkmha_mask_arg vkmha__part_mask(const vkmha_mask_arg *ma, uint32_t len_q, uint32
         r.m.bias_batch = per_batch ? p->nb : 1;
         r.m.bias_heads = per_head ? p->nh : 1;
     }
-    if (m->kinds & VKMHA_MASK_CAUSAL)
+    /* The per-head arrays move with the first head, the queries' positions
+     * with the first row. */
+    if (m->alibi)
+        r.m.alibi += p->h0;
+    if (m->sinks)
+        r.m.sinks += p->h0;
+    if (m->kinds & (VKMHA_MASK_CAUSAL | VKMHA_MASK_WINDOW | VKMHA_MASK_ALIBI))
         r.m.causal_offset = (uint32_t)((int32_t)m->causal_offset + (int32_t)p->i0);
     return r;
 }

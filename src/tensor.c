@@ -269,8 +269,10 @@ static vkmha_status resolve_mask(vkmha_context *ctx, const vkmha_tensor_mask *tm
     if (!tm)
         return vkmha__check_mask(ctx, ctx->call, NULL, batch, heads, len_q, len_k, 0, m);
     const vkmha_tensor *const t[3] = {tm->key_padding, tm->full, tm->bias};
-    vkmha_mask hm = {tm->kinds,      NULL,           NULL, NULL, tm->bias_batch,
-                     tm->bias_heads, tm->causal_offset};
+    vkmha_mask hm = {.kinds = tm->kinds, .bias_batch = tm->bias_batch,
+                     .bias_heads = tm->bias_heads, .causal_offset = tm->causal_offset,
+                     .window = tm->window, .softcap = tm->softcap, .alibi = tm->alibi,
+                     .sinks = tm->sinks};
     const void *p[3];
     for (int i = 0; i < 3; i++)
         p[i] = t[i] ? (const void *)&stand_in : NULL;

@@ -103,7 +103,7 @@ static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const vk_attn_
  * and v from the chunk's window on (sites after the first from
  * vk->desc.window_sites[KIND_FLASH], one per window and pair). */
 static vkmha_status dispatch_keys(vk_state *vk, vk_site *site, const vk_attn_plan *plan,
-                                  vk_pipe pipe, const vk_view bufs[9], struct flash_push *p,
+                                  vk_pipe pipe, const vk_view bufs[10], struct flash_push *p,
                                   uint64_t groups, bool weights)
 {
     const attn_shape *s = &plan->s;
@@ -119,7 +119,7 @@ static vkmha_status dispatch_keys(vk_state *vk, vk_site *site, const vk_attn_pla
         /* The window's binding starts at the pair's key kv_key0. */
         p->k_sb = p->k_sh = p->v_sb = p->v_sh = 0;
     }
-    vk_view b[9];
+    vk_view b[10];
     memcpy(b, bufs, sizeof b);
     vkmha_status st;
     for (uint32_t c = 0; c < plan->chunks; c++) {
@@ -148,7 +148,7 @@ static vkmha_status dispatch_keys(vk_state *vk, vk_site *site, const vk_attn_pla
                 if (w || pair)
                     at = &more[w * pairs + pair - 1];
             }
-            if ((st = vk_dispatch_range(vk, at, pipe, b, 9, p, sizeof *p,
+            if ((st = vk_dispatch_range(vk, at, pipe, b, 10, p, sizeof *p,
                                         offsetof(struct flash_push, group_base), first,
                                         first + per_pair)))
                 return st;
@@ -170,10 +170,13 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
     /* through the partials */
     const bool split = plan->partial_splits > 1 || plan->chunks > 1;
     const uint64_t groups = rows / s->len_q * plan->q_blocks * plan->splits;
+    vk_view rules;
+    if ((st = vk_head_rules(vk, mask, s->heads, &rules)))
+        return st;
     struct flash_push p = {
         .groups = (uint32_t)groups, .len_q = s->len_q, .len_k = s->len_k, .heads = s->heads,
         .group = s->heads / s->kv_heads, .dims = s->d_k | s->d_v << 16,
-        .q_blocks = plan->q_blocks, .split_len = plan->split_len,
+        .split_len = plan->split_len,
         .q_sb = (uint32_t)q->stride[0], .q_sh = (uint32_t)q->stride[1],
         .q_ld = (uint32_t)q->stride[2], .k_sb = (uint32_t)k->stride[0],
         .k_sh = (uint32_t)k->stride[1], .k_ld = (uint32_t)k->stride[2],
@@ -182,17 +185,22 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
         .o_sh = (uint32_t)out->stride[1], .o_ld = (uint32_t)out->stride[2],
         .flags = mask->kinds, .scale = s->scale, .kv_count = plan->chunk,
         .causal_offset = mask->causal_offset, .kv_b0 = plan->kv_b0};
+    /* The bias's broadcast as flags: its strides, which the push block has
+     * no room for, follow from them (shaders/flash_rules.glsl). */
+    uint32_t bias_sb, bias_sh;
+    vk_bias_strides(mask, s->len_q, s->len_k, &bias_sb, &bias_sh);
     const uint32_t kinds = mask->kinds | (plan->lengths.buf ? VK_MASK_LENGTHS : 0) |
-                           (plan->lane_keys ? MODE_LANE_KEYS : 0);
-    vk_bias_strides(mask, s->len_q, s->len_k, &p.bias_sb, &p.bias_sh);
+                           (plan->lane_keys ? MODE_LANE_KEYS : 0) |
+                           (bias_sb ? BIAS_PER_BATCH : 0) | (bias_sh ? BIAS_PER_HEAD : 0);
+    vk_rules_push(mask, &p.window, &p.softcap);
     vk_softmax_args m = {0};
     vk_mask_args(plan->masks, mask, &m);
     const vk_view partial_o = vk_view_of(&vk->mem.slots[SLOT_PARTIAL_O], VKMHA_DTYPE_F32),
                   partial_ml = vk_view_of(&vk->mem.slots[SLOT_PARTIAL_ML], VKMHA_DTYPE_F32),
                   stats = vk_view_of(&vk->mem.slots[SLOT_STATS], VKMHA_DTYPE_F32);
-    const vk_view bufs[9] = {*q, *k, *v, m.masks[0], m.masks[1], m.masks[2],
-                             split ? partial_o : *out, split ? partial_ml : stats,
-                             plan->lengths};
+    const vk_view bufs[10] = {*q, *k, *v, m.masks[0], m.masks[1], m.masks[2],
+                              split ? partial_o : *out, split ? partial_ml : stats,
+                              plan->lengths, rules};
     const vk_pipe pipe = {.kernel = plan->cpu_kernel ? (k->q8_rows ? KERNEL_FLASH_CPU_Q8
                                                                    : KERNEL_FLASH_CPU)
                                     : plan->coop     ? KERNEL_FLASH_COOP
@@ -221,8 +229,8 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
     if (!plan->weights)
         return VKMHA_SUCCESS;
     /* Over the same ranges and chunks, from the final statistics. */
-    const vk_view wb[9] = {*q, *k, *v, m.masks[0], m.masks[1], m.masks[2], plan->scores, stats,
-                           plan->lengths};
+    const vk_view wb[10] = {*q, *k, *v, m.masks[0], m.masks[1], m.masks[2], plan->scores, stats,
+                            plan->lengths, rules};
     p.flags = kinds | MODE_WEIGHTS;
     vk_barrier(vk);
     return dispatch_keys(vk, weights_site, plan, pipe, wb, &p, groups, true);

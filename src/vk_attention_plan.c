@@ -139,6 +139,8 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
                                   uint32_t kv_b0, vk_attn_plan *plan)
 {
     vkmha_status st;
+    if ((st = vk_head_rules_ensure(vk, s->heads)))
+        return st;
     /* k and v past maxStorageBufferRange: the CPU-shaped fused kernel reads
      * them through texel views of their whole buffers (which
      * maxTexelBufferElements bounds, not the storage range), the

@@ -167,6 +167,7 @@ typedef enum vk_slot {
     SLOT_MASK_KP, /* key padding, full mask and additive bias */
     SLOT_MASK_FULL,
     SLOT_MASK_BIAS,
+    SLOT_MASK_HEADS, /* per-head rules: ALiBi slopes, sinks (vk_head_rules) */
     SLOT_Q_PROJ,  /* projections [B * L][heads * d]; Q_PROJ also holds the merged heads */
     SLOT_K_PROJ,
     SLOT_V_PROJ,
@@ -290,15 +291,15 @@ static inline uint32_t vk_dtype_bits(uint32_t dt)
 #define VK_VARIANT_ADDEND 4u
 #define VK_VARIANT_EXACT_F16 8u
 
-/* Bindings of a site, at most: KIND_FLASH has 9 (q, k, v, 3 masks, out,
- * statistics, key lengths), and so has KIND_FLASH_CPU (q, k, v as vec4
- * texel buffers).
+/* Bindings of a site, at most: KIND_FLASH has 10 (q, k, v, 3 masks, out,
+ * statistics, key lengths, per-head rules), and so has KIND_FLASH_CPU (q,
+ * k, v as vec4 texel buffers).
  * KIND_MATMUL has 4 (A, B, bias, C), or 6 with matmul_texel: A and B as vec4
  * texel buffers, bias, C, then A and B again as storage buffers (for shapes
- * whose strides rule out vec4 reads). With matmul_texel the softmax (8),
+ * whose strides rule out vec4 reads). With matmul_texel the softmax (9),
  * heads (3), LayerNorm (8) and the split-K combine (6) add texel views of
  * their inputs. */
-#define VK_MAX_BINDINGS 9
+#define VK_MAX_BINDINGS 10
 /* vk_dispatch's misalign words hold a byte for each of the first
  * VK_MISALIGN_SLOTS buffers; later ones (a shader's key lengths) must start
  * on a descriptor boundary. */
@@ -310,7 +311,7 @@ static inline uint32_t vk_dtype_bits(uint32_t dt)
 
 /* Not a vkmha_mask_kind: shaders/mask.glsl's MASK_LENGTHS (the dispatch
  * binds each batch entry's key length). */
-#define VK_MASK_LENGTHS 16u
+#define VK_MASK_LENGTHS 0x4000u
 
 /* A descriptor set bound to one dispatch site; rewritten only when a buffer
  * behind it was recreated. A site is used at most once per command buffer. */

@@ -136,6 +136,15 @@ vkmha_status vk_mask_upload(vk_state *vk, const mask_r *mask, uint32_t batch, ui
  * (0 where it broadcasts), for the shaders that read it. */
 void vk_bias_strides(const mask_r *m, uint32_t len_q, uint32_t len_k, uint32_t *sb,
                      uint32_t *sh);
+/* The per-head rules' binding (shaders/mask.glsl's `hr`): [heads] ALiBi
+ * slopes then [heads] sink logits in SLOT_MASK_HEADS, written by the
+ * commands (the caller's host arrays are read while the call is made);
+ * absent when the mask has neither. vk_head_rules_ensure sizes the slot
+ * first, before vk_exec_begin. */
+vkmha_status vk_head_rules_ensure(vk_state *vk, uint32_t heads);
+vkmha_status vk_head_rules(vk_state *vk, const mask_r *m, uint32_t heads, vk_view *out);
+/* The push blocks' words of the rules. */
+void vk_rules_push(const mask_r *m, uint32_t *window, float *softcap);
 /* Views of the context's mask slots (key padding, full, bias). */
 void vk_mask_slots(vk_state *vk, vk_view views[3]);
 /* Points a->mask and a->masks at `mask` and views (key padding, full,

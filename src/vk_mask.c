@@ -66,3 +66,37 @@ void vk_mask_args(const vk_view views[3], const mask_r *mask, vk_softmax_args *a
     for (int i = 0; i < 3; i++)
         a->masks[i] = mask->kinds & kinds[i] ? views[i] : (vk_view){0};
 }
+
+vkmha_status vk_head_rules_ensure(vk_state *vk, uint32_t heads)
+{
+    return vk_slot_ensure(vk, SLOT_MASK_HEADS, 8ull * heads);
+}
+
+vkmha_status vk_head_rules(vk_state *vk, const mask_r *m, uint32_t heads, vk_view *out)
+{
+    *out = (vk_view){0};
+    if (!(m->kinds & (VKMHA_MASK_ALIBI | VKMHA_MASK_SINKS)))
+        return VKMHA_SUCCESS;
+    const vk_buffer *slot = &vk->mem.slots[SLOT_MASK_HEADS];
+    const float *src[2] = {m->kinds & VKMHA_MASK_ALIBI ? m->alibi : NULL,
+                           m->kinds & VKMHA_MASK_SINKS ? m->sinks : NULL};
+    vkmha_status st = VKMHA_SUCCESS;
+    vk_barrier(vk); /* after an earlier pass's reads of the slot */
+    for (int a = 0; a < 2; a++)
+        /* vkCmdUpdateBuffer writes at most 65536 bytes at a time. */
+        for (uint64_t h = 0; src[a] && h < heads && !st; h += 16384) {
+            const uint64_t n = heads - h < 16384 ? heads - h : 16384;
+            st = vk_update(vk, slot, (a * (uint64_t)heads + h) * 4, src[a] + h, n * 4);
+        }
+    if (st)
+        return st;
+    vk_barrier(vk);
+    *out = vk_view_of(slot, VKMHA_DTYPE_F32);
+    return VKMHA_SUCCESS;
+}
+
+void vk_rules_push(const mask_r *m, uint32_t *window, float *softcap)
+{
+    *window = m->kinds & VKMHA_MASK_WINDOW ? m->window : 0;
+    *softcap = m->kinds & VKMHA_MASK_SOFTCAP ? m->softcap : 0.0f;
+}

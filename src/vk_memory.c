@@ -509,6 +509,7 @@ static vkmha_status slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size, b
         [SLOT_MASK_KP] = "mask->key_padding",
         [SLOT_MASK_FULL] = "mask->full",
         [SLOT_MASK_BIAS] = "mask->bias",
+        [SLOT_MASK_HEADS] = "mask->alibi and mask->sinks",
         [SLOT_Q_PROJ] = "query projection",
         [SLOT_K_PROJ] = "key projection",
         [SLOT_V_PROJ] = "value projection",

@@ -8,15 +8,20 @@
 
 /* The shader's MASK_* bits are vkmha_mask_kind's. */
 _Static_assert(VKMHA_MASK_KEY_PADDING == 1 && VKMHA_MASK_FULL == 2 && VKMHA_MASK_CAUSAL == 4 &&
-                   VKMHA_MASK_BIAS == 8,
-               "shaders/softmax.comp's MASK_* values");
+                   VKMHA_MASK_BIAS == 8 && VKMHA_MASK_WINDOW == 16 && VKMHA_MASK_ALIBI == 32 &&
+                   VKMHA_MASK_SOFTCAP == 64 && VKMHA_MASK_SINKS == 128,
+               "shaders/mask.glsl's MASK_* values");
 
 vkmha_status vk_record_softmax(vk_state *vk, vk_site *site, const vk_softmax_args *a)
 {
     const mask_r *m = a->mask;
     uint64_t rows = (uint64_t)a->batch * a->heads * a->len_q;
-    const vk_view bufs[6] = {a->masks[0], a->masks[1], a->masks[2], a->scores,
-                             a->input.buf ? a->input : a->scores, a->lengths};
+    vk_view rules;
+    vkmha_status st = vk_head_rules(vk, m, a->heads, &rules);
+    if (st)
+        return st;
+    const vk_view bufs[7] = {a->masks[0], a->masks[1], a->masks[2], a->scores,
+                             a->input.buf ? a->input : a->scores, a->lengths, rules};
     /* Texel reads need vec4 views of the input and of the bias, if any
      * (wrapped tensors have none). */
     bool texel = vk->tuning.row_texel && vk_texel_ok((const vk_view *const[]){&bufs[4]}, 1, false) &&
@@ -27,11 +32,12 @@ vkmha_status vk_record_softmax(vk_state *vk, vk_site *site, const vk_softmax_arg
                              .scale = a->scale, .texel = texel,
                              .causal_offset = m->causal_offset};
     vk_bias_strides(m, a->len_q, a->len_k, &p.bias_sb, &p.bias_sh);
+    vk_rules_push(m, &p.window, &p.softcap);
     if (vk->tuning.cpu_rows_wg && a->len_k <= VK_CPU_ROW_MAX) /* a row per invocation */
-        return vk_dispatch_groups(vk, site, VK_PIPE(KERNEL_SOFTMAX_CPU), bufs, 6, &p, sizeof p,
+        return vk_dispatch_groups(vk, site, VK_PIPE(KERNEL_SOFTMAX_CPU), bufs, 7, &p, sizeof p,
                                   offsetof(struct softmax_push, group_base),
                                   (rows + vk->tuning.cpu_rows_wg - 1) / vk->tuning.cpu_rows_wg);
-    return vk_dispatch_groups(vk, site, VK_PIPE(KERNEL_SOFTMAX), bufs, 6, &p, sizeof p,
+    return vk_dispatch_groups(vk, site, VK_PIPE(KERNEL_SOFTMAX), bufs, 7, &p, sizeof p,
                               offsetof(struct softmax_push, group_base), rows);
 }
 
@@ -46,7 +52,8 @@ vkmha_status vk_softmax(vk_state *vk, const sm_shape *s, const void *x, const ma
     vkmha_status st;
     const size_t bytes = (size_t)s->batch * s->heads * s->len_q * s->len_k *
                          vkmha__dtype_size(s->dtype);
-    if ((st = vk_check_size(vk, bytes, "x")) || (st = vk_slot_ensure(vk, SLOT_SCORES, bytes)))
+    if ((st = vk_check_size(vk, bytes, "x")) || (st = vk_slot_ensure(vk, SLOT_SCORES, bytes)) ||
+        (st = vk_head_rules_ensure(vk, s->heads)))
         return st;
     /* In place in SLOT_SCORES. */
     vk_softmax_args a = {.scores = vk_view_of(&vk->mem.slots[SLOT_SCORES], s->dtype),

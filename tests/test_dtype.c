@@ -177,7 +177,7 @@ static void softmax_host(vkmha_context *ref, vkmha_context *gpu, const char *tag
     float *fx = t_random(&rng, n, lo, hi);
     void *x = t_to_dt(dt, fx, n), *want = calloc(n + 2, 2), *got = calloc(n + 2, 2);
     vkmha_softmax_desc d = {batch, heads, len_q, len_k, scale, dt};
-    vkmha_mask mask = {VKMHA_MASK_CAUSAL, NULL, NULL, NULL, 0, 0, 0};
+    vkmha_mask mask = {.kinds = VKMHA_MASK_CAUSAL};
     bool ok = true;
     T_EXPECT_STATUS(vkmha_softmax(ref, &d, x, &mask, want), VKMHA_SUCCESS, ok);
     T_EXPECT_STATUS(vkmha_softmax(gpu, &d, x, &mask, got), VKMHA_SUCCESS, ok);
@@ -257,7 +257,7 @@ static void attention_host(vkmha_context *ref, vkmha_context *gpu, const char *t
           *fv = t_random(&rng, n.v, -1, 1);
     if (nan)
         fv[5 * d.d_v + 1] = NAN; /* key 5 of batch 0, head 0: every later row is NaN */
-    const vkmha_mask mask = {causal ? VKMHA_MASK_CAUSAL : 0, NULL, NULL, NULL, 0, 0, 0};
+    const vkmha_mask mask = {.kinds = causal ? VKMHA_MASK_CAUSAL : 0};
     float *o = NULL;
     bool ok = attention_both(ref, gpu, name, dt, &d, fq, fk, fv, &mask, &o);
     if (ok && range > 10) /* logits beyond 65504 must stay finite */
@@ -303,8 +303,9 @@ static void attention_neg_inf(vkmha_context *ref, vkmha_context *gpu, const char
     uint8_t padding[NB * LK];
     for (uint32_t j = 0; j < NB * LK; j++)
         padding[j] = j < LK; /* entry 0 keeps every key, entry 1 none */
-    const vkmha_mask mask = {VKMHA_MASK_BIAS | VKMHA_MASK_KEY_PADDING, padding, NULL, bias, 1,
-                             NH, 0};
+    const vkmha_mask mask = {.kinds = VKMHA_MASK_BIAS | VKMHA_MASK_KEY_PADDING,
+                             .key_padding = padding, .bias = bias, .bias_batch = 1,
+                             .bias_heads = NH};
     t_report(attention_both(ref, gpu, name, dt, &d, fq, fk, fv, &mask, NULL), "%s", name);
     free(fq), free(fk), free(fv), free(bias);
 }

@@ -142,14 +142,14 @@ static void tensor_ops(vkmha_context *ctx, const char *be, t_rng *r)
     const size_t ns = (size_t)SB * SH * SQ * SK;
     float *x = t_random(r, ns, -3, 3), *y = t_alloc(ns);
     uint8_t *kp = t_random_mask(r, SB * SK, 0.3);
-    vkmha_mask m = {VKMHA_MASK_KEY_PADDING | VKMHA_MASK_CAUSAL, kp, NULL, NULL, 0, 0, 0};
+    vkmha_mask m = {.kinds = VKMHA_MASK_KEY_PADDING | VKMHA_MASK_CAUSAL, .key_padding = kp};
     vkmha_softmax_desc sd = {SB, SH, SQ, SK, 0.7f, 0};
     ok = vkmha_softmax(ctx, &sd, x, &m, y) == VKMHA_SUCCESS;
     vkmha_tensor *tx = tensor_from(ctx, x, SB * SH, SQ, SK), *ty = tensor(ctx, VKMHA_DTYPE_F32, 1,
                                                                           (uint32_t)ns, 0, 0, 0);
     vkmha_tensor *tkp = tensor(ctx, VKMHA_DTYPE_U8, 2, SB, SK, 0, 0);
     ok = vkmha_tensor_upload(tkp, 0, kp, SB * SK) == VKMHA_SUCCESS && ok;
-    vkmha_tensor_mask tm = {m.kinds, tkp, NULL, NULL, 0, 0, 0};
+    vkmha_tensor_mask tm = {.kinds = m.kinds, .key_padding = tkp};
     ok = vkmha_softmax_tensor(ctx, &sd, tx, &tm, ty) == VKMHA_SUCCESS && ok;
     got = download(ty);
     snprintf(name, sizeof name, "%s: vkmha_softmax_tensor (y != x, U8 key-padding tensor + causal) equals vkmha_softmax", be);
@@ -184,13 +184,13 @@ static void tensor_ops(vkmha_context *ctx, const char *be, t_rng *r)
                  no = 2 * 4 * 9 * 6, nw = 2 * 4 * 9 * 14, nb = 4 * 9 * 14;
     float *q = t_random(r, nq, -1, 1), *k = t_random(r, nk, -1, 1), *v = t_random(r, nv, -1, 1),
           *bb = t_random(r, nb, -1, 1), *o = t_alloc(no), *wts = t_alloc(nw);
-    vkmha_mask am = {VKMHA_MASK_BIAS, NULL, NULL, bb, 1, 0, 0};
+    vkmha_mask am = {.kinds = VKMHA_MASK_BIAS, .bias = bb, .bias_batch = 1};
     ok = vkmha_attention(ctx, &ad, q, k, v, &am, o, wts) == VKMHA_SUCCESS;
     vkmha_tensor *tq = tensor_from(ctx, q, 8, 9, 8), *tk = tensor_from(ctx, k, 4, 14, 8),
                  *tv = tensor_from(ctx, v, 4, 14, 6), *tbb = tensor_from(ctx, bb, 4, 9, 14),
                  *to = tensor(ctx, VKMHA_DTYPE_F32, 1, (uint32_t)no, 0, 0, 0),
                  *tw = tensor(ctx, VKMHA_DTYPE_F32, 1, (uint32_t)nw, 0, 0, 0);
-    vkmha_tensor_mask atm = {VKMHA_MASK_BIAS, NULL, NULL, tbb, 1, 0, 0};
+    vkmha_tensor_mask atm = {.kinds = VKMHA_MASK_BIAS, .bias = tbb, .bias_batch = 1};
     ok = vkmha_attention_tensor(ctx, &ad, tq, tk, tv, &atm, to, tw) == VKMHA_SUCCESS && ok;
     got = download(to);
     float *gw = download(tw);

@@ -331,8 +331,10 @@ static inline bool put_mask(vkmha_context *gpu, const t_mask *m, size_t n_kp, si
     t[0] = m->kp ? put(gpu, VKMHA_DTYPE_U8, n_kp, m->kp) : NULL;
     t[1] = m->full ? put(gpu, VKMHA_DTYPE_U8, n_full, m->full) : NULL;
     t[2] = m->bias ? put(gpu, VKMHA_DTYPE_F32, n_bias, m->bias) : NULL;
-    *tm = (vkmha_tensor_mask){m->m.kinds,       t[0], t[1], t[2], m->m.bias_batch,
-                              m->m.bias_heads, m->m.causal_offset};
+    *tm = (vkmha_tensor_mask){.kinds = m->m.kinds, .key_padding = t[0], .full = t[1],
+                              .bias = t[2], .bias_batch = m->m.bias_batch,
+                              .bias_heads = m->m.bias_heads,
+                              .causal_offset = m->m.causal_offset};
     return (!m->kp || t[0]) && (!m->full || t[1]) && (!m->bias || t[2]);
 }
 

@@ -1,0 +1,415 @@
+/* The score rules of today's decoders (include/vkmha.h, "Masks"): sliding
+ * windows (causal and symmetric), ALiBi, logit soft-capping and attention
+ * sinks, alone and together with the older mask kinds, GQA and KV caches.
+ *
+ * Every Vulkan path and kernel is held to the reference backend element by
+ * element, outputs and weights, on shapes that are multiples of no tile:
+ * the default path and the fused path with 1 and 3 key ranges on two
+ * contexts (the device's default kernel, CPU-shaped on lavapipe, and the
+ * workgroup-shared one forced), and the unfused path; fp32 and fp16; the
+ * softmax op (rows of 19 and 20 keys: element and vec4 paths); the tensor
+ * forms; the layer decoding step by step through a KV cache against the
+ * same layer's one causal forward. The reference itself is checked here
+ * against values computed by hand for each rule, and against PyTorch
+ * transcriptions of the published formulas in tests/python/test_rules.py.
+ *
+ * Tolerances: fp32 as test_attention.c plus the soft cap's (its tanh is
+ * computed from exp in fp32: an absolute error of a few ulp of the cap in a
+ * score moves a weight by as much relative): weights 2e-6 + 2e-5 |ref|,
+ * outputs 1e-5 + 2e-5 |ref|; fp16 arrays 4 ulp of fp16 at 1 (2e-3). */
+#include "util_dtype.h"
+
+#define B 2
+#define H 6
+#define HKV 3
+#define LQ 7
+#define LK 19
+
+typedef struct rules_case {
+    const char *name;
+    uint32_t kinds, window, causal_offset;
+    float softcap;
+    bool custom_slopes, big_logits, rows_masked;
+} rules_case;
+
+static const rules_case cases[] = {
+    {"causal window 5, bottom-right", VKMHA_MASK_CAUSAL | VKMHA_MASK_WINDOW, 5, LK - LQ, 0,
+     false, false, false},
+    {"symmetric window 4, offset 6", VKMHA_MASK_WINDOW, 4, 6, 0, false, false, false},
+    {"ALiBi (standard slopes) + causal + key padding",
+     VKMHA_MASK_ALIBI | VKMHA_MASK_CAUSAL | VKMHA_MASK_KEY_PADDING, 0, LK - LQ, 0, false, false,
+     false},
+    {"soft cap 3 on logits near 1e3 + per-head bias", VKMHA_MASK_SOFTCAP | VKMHA_MASK_BIAS, 0, 0,
+     3.0f, false, true, false},
+    {"sinks + top-left causal + full mask with empty rows",
+     VKMHA_MASK_SINKS | VKMHA_MASK_CAUSAL | VKMHA_MASK_FULL, 0, 0, 0, false, false, true},
+    {"every rule: window 6, ALiBi (given), cap 8, sinks, bias, key padding",
+     VKMHA_MASK_CAUSAL | VKMHA_MASK_WINDOW | VKMHA_MASK_ALIBI | VKMHA_MASK_SOFTCAP |
+         VKMHA_MASK_SINKS | VKMHA_MASK_BIAS | VKMHA_MASK_KEY_PADDING,
+     6, LK - LQ, 8.0f, true, true, false},
+};
+#define N_CASES (sizeof cases / sizeof cases[0])
+
+/* One case's arrays, and its mask. */
+typedef struct rules_inputs {
+    float *q, *k, *v, *bias, *slopes, *sinks;
+    uint8_t *kp, *full;
+    vkmha_mask mask;
+} rules_inputs;
+
+static void inputs_make(rules_inputs *in, t_rng *r, const rules_case *c, uint32_t d_k,
+                        uint32_t d_v, uint32_t len_k)
+{
+    const float amp = c->big_logits ? 12.0f : 1.0f; /* scores up to ~1e3 */
+    memset(in, 0, sizeof *in);
+    in->q = t_random(r, (size_t)B * H * LQ * d_k, -amp, amp);
+    in->k = t_random(r, (size_t)B * HKV * len_k * d_k, -amp, amp);
+    in->v = t_random(r, (size_t)B * HKV * len_k * d_v, -1, 1);
+    in->bias = t_random(r, (size_t)H * LQ * len_k, -2, 2);
+    in->slopes = t_alloc(H);
+    in->sinks = t_random(r, H, -2, 2);
+    in->kp = t_random_mask(r, (size_t)B * len_k, 0.3);
+    in->full = t_random_mask(r, (size_t)B * LQ * len_k, 0.3);
+    if (c->rows_masked) /* rows 1 and 4 of entry 0: every key masked */
+        for (uint32_t j = 0; j < len_k; j++)
+            in->full[1 * len_k + j] = in->full[4 * len_k + j] = 0;
+    if (c->custom_slopes)
+        for (uint32_t h = 0; h < H; h++)
+            in->slopes[h] = t_uniform(r, 0.05f, 0.8f);
+    else
+        vkmha_alibi_slopes(H, in->slopes);
+    vkmha_mask *m = &in->mask;
+    m->kinds = c->kinds;
+    m->causal_offset = c->causal_offset;
+    m->window = c->window;
+    m->softcap = c->softcap;
+    if (c->kinds & VKMHA_MASK_KEY_PADDING)
+        m->key_padding = in->kp;
+    if (c->kinds & VKMHA_MASK_FULL)
+        m->full = in->full;
+    if (c->kinds & VKMHA_MASK_BIAS) {
+        m->bias = in->bias;
+        m->bias_batch = 1;
+    }
+    if (c->kinds & VKMHA_MASK_ALIBI)
+        m->alibi = in->slopes;
+    if (c->kinds & VKMHA_MASK_SINKS)
+        m->sinks = in->sinks;
+}
+
+static void inputs_free(rules_inputs *in)
+{
+    free(in->q), free(in->k), free(in->v), free(in->bias), free(in->slopes), free(in->sinks);
+    free(in->kp), free(in->full);
+}
+
+/* ---- the reference against hand-computed values ------------------------- */
+
+/* One query, three keys, one head, d_k = 1 (scale 1): each rule's score
+ * and softmax written out. */
+static void reference_by_hand(vkmha_context *ref)
+{
+    const vkmha_attention_desc d = {.heads = 1, .len_q = 2, .len_k = 4, .d_k = 1, .d_v = 1,
+                                    .scale = 1.0f};
+    const float q[2] = {1.0f, 2.0f}, k[4] = {0.5f, -1.0f, 2.0f, 3.0f},
+                v[4] = {1.0f, 10.0f, 100.0f, 1000.0f};
+    const float slope = 0.25f, sink = 0.5f, cap = 2.0f;
+    /* Every rule: causal offset 2 (query i at position i + 2), window 2,
+     * ALiBi, cap, sink. Query 0 at 2 sees keys 1, 2; query 1 at 3 keys 2, 3. */
+    const vkmha_mask m = {.kinds = VKMHA_MASK_CAUSAL | VKMHA_MASK_WINDOW | VKMHA_MASK_ALIBI |
+                                   VKMHA_MASK_SOFTCAP | VKMHA_MASK_SINKS,
+                          .causal_offset = 2, .window = 2, .softcap = cap,
+                          .alibi = &slope, .sinks = &sink};
+    float out[2], w[8];
+    bool ok = vkmha_attention(ref, &d, q, k, v, &m, out, w) == VKMHA_SUCCESS;
+    double want_w[8], want_o[2];
+    for (int i = 0; i < 2; i++) {
+        double s[4], mx = sink, sum = 0.0;
+        for (int j = 0; j < 4; j++) {
+            const int pos = i + 2;
+            const bool seen = j <= pos && pos - j < 2;
+            s[j] = seen ? cap * tanh(q[i] * k[j] / cap) - slope * (pos - j) : -1e9;
+            mx = fmax(mx, s[j]);
+        }
+        sum = exp(sink - mx);
+        for (int j = 0; j < 4; j++)
+            sum += exp(s[j] - mx);
+        want_o[i] = 0.0;
+        for (int j = 0; j < 4; j++) {
+            want_w[i * 4 + j] = exp(s[j] - mx) / sum;
+            want_o[i] += want_w[i * 4 + j] * v[j];
+        }
+    }
+    for (int i = 0; i < 8 && ok; i++)
+        ok = fabs(w[i] - want_w[i]) <= 1e-6;
+    for (int i = 0; i < 2 && ok; i++)
+        ok = fabs(out[i] - want_o[i]) <= 1e-5 * fabs(want_o[i]);
+    t_report(ok, "reference: every rule on one head by hand (window, ALiBi, cap, sink)");
+
+    /* A sink takes the whole weight of a row whose keys are all masked. */
+    const uint8_t none[4] = {0, 0, 0, 0};
+    const vkmha_mask ms = {.kinds = VKMHA_MASK_KEY_PADDING | VKMHA_MASK_SINKS,
+                           .key_padding = none, .sinks = &sink};
+    ok = vkmha_attention(ref, &d, q, k, v, &ms, out, w) == VKMHA_SUCCESS;
+    for (int i = 0; i < 8 && ok; i++)
+        ok = w[i] == 0.0f;
+    t_report(ok && out[0] == 0.0f && out[1] == 0.0f,
+             "reference: a row with every key masked puts all weight on the sink (output 0)");
+
+    /* The standard slopes: 8 heads 2^-1 .. 2^-8; 6 heads: 4 of 4 heads
+     * (2^-2, 2^-4, 2^-6, 2^-8), then 2^-1, 2^-3 of 8 heads. */
+    float s8[8], s6[6];
+    ok = vkmha_alibi_slopes(8, s8) == VKMHA_SUCCESS && vkmha_alibi_slopes(6, s6) == VKMHA_SUCCESS;
+    for (int h = 0; h < 8 && ok; h++)
+        ok = s8[h] == ldexpf(1.0f, -(h + 1));
+    const int e6[6] = {-2, -4, -6, -8, -1, -3};
+    for (int h = 0; h < 6 && ok; h++)
+        ok = s6[h] == ldexpf(1.0f, e6[h]);
+    t_report(ok && vkmha_alibi_slopes(0, s6) == VKMHA_ERROR_INVALID_ARGUMENT &&
+                 vkmha_alibi_slopes(3, NULL) == VKMHA_ERROR_INVALID_ARGUMENT,
+             "vkmha_alibi_slopes: BLOOM's slopes for 8 and 6 heads; bad arguments refused");
+}
+
+/* ---- attention on every path -------------------------------------------- */
+
+static const t_attention_run runs[] = {
+    {VKMHA_ATTENTION_PATH_AUTO, 0, "default path"},
+    {VKMHA_ATTENTION_PATH_FUSED, 1, "fused, 1 key range"},
+    {VKMHA_ATTENTION_PATH_FUSED, 3, "fused, 3 key ranges"},
+    {VKMHA_ATTENTION_PATH_UNFUSED, 0, "unfused"},
+};
+
+static void attention_case(vkmha_context *ref, vkmha_context *const gpus[2], t_rng *r,
+                           const rules_case *c, uint32_t d_k, uint32_t dt)
+{
+    const uint32_t d_v = d_k % 4 == 0 ? 8 : 6;
+    rules_inputs in;
+    inputs_make(&in, r, c, d_k, d_v, LK);
+    const vkmha_attention_desc d = {.batch = B, .heads = H, .kv_heads = HKV, .len_q = LQ,
+                                    .len_k = LK, .d_k = d_k, .d_v = d_v, .dtype = dt};
+    const t_attention_sizes n = t_attention_size(&d);
+    /* The reference reads the same rounded inputs. */
+    void *q = t_to_dt(dt, in.q, n.q), *k = t_to_dt(dt, in.k, n.k), *v = t_to_dt(dt, in.v, n.v);
+    const size_t es = vkmha__dtype_size(dt);
+    void *want = malloc(n.out * es), *want_w = malloc(n.weights * es), *got = malloc(n.out * es),
+         *got_w = malloc(n.weights * es);
+    const bool ref_ok =
+        vkmha_attention(ref, &d, q, k, v, &in.mask, want, want_w) == VKMHA_SUCCESS;
+    const double o_atol = dt == VKMHA_DTYPE_F32 ? 1e-5 : 2e-3, w_atol = dt == VKMHA_DTYPE_F32 ? 2e-6 : 2e-3;
+    const double rtol = dt == VKMHA_DTYPE_F32 ? 2e-5 : 2e-3;
+    for (int g = 0; g < 2; g++)
+        for (size_t ri = 0; ri < sizeof runs / sizeof runs[0]; ri++) {
+            if (g == 1 && runs[ri].path == VKMHA_ATTENTION_PATH_UNFUSED)
+                continue; /* the same softmax as context 0's */
+            char name[256];
+            snprintf(name, sizeof name, "%s, %s, d_k %u, %s, %s", c->name,
+                     dt == VKMHA_DTYPE_F32 ? "fp32" : "fp16", d_k, g ? "workgroup-shared kernel" : "default kernel",
+                     runs[ri].name);
+            vkmha_attention_desc dr = d;
+            dr.path = runs[ri].path;
+            dr.kv_splits = runs[ri].kv_splits;
+            const vkmha_status st = vkmha_attention(gpus[g], &dr, q, k, v, &in.mask, got, got_w);
+            if (st != VKMHA_SUCCESS)
+                t_diag("%s: %s (%s)", name, vkmha_status_string(st),
+                       vkmha_context_last_error(gpus[g]));
+            t_report(ref_ok && st == VKMHA_SUCCESS &&
+                         t_close_dt(name, "out", dt, got, want, n.out, o_atol, rtol) &&
+                         t_close_dt(name, "weights", dt, got_w, want_w, n.weights, w_atol, rtol),
+                     "%s", name);
+        }
+    free(q), free(k), free(v), free(want), free(want_w), free(got), free(got_w);
+    inputs_free(&in);
+}
+
+/* ---- the softmax op --------------------------------------------------------- */
+
+static void softmax_case(vkmha_context *ref, vkmha_context *gpu, t_rng *r, const rules_case *c,
+                         uint32_t len_k)
+{
+    rules_inputs in;
+    inputs_make(&in, r, c, 4, 4, len_k);
+    const size_t n = (size_t)B * H * LQ * len_k;
+    const float amp = c->big_logits ? 300.0f : 3.0f;
+    float *x = t_random(r, n, -amp, amp), *want = t_alloc(n), *got = t_alloc(n);
+    const vkmha_softmax_desc d = {.batch = B, .heads = H, .len_q = LQ, .len_k = len_k,
+                                  .scale = 0.5f};
+    bool ok = vkmha_softmax(ref, &d, x, &in.mask, want) == VKMHA_SUCCESS &&
+              vkmha_softmax(gpu, &d, x, &in.mask, got) == VKMHA_SUCCESS;
+    char name[256];
+    snprintf(name, sizeof name, "softmax op, rows of %u keys: %s", len_k, c->name);
+    t_report(ok && t_close(name, "y", got, want, n, 2e-6, 2e-5), "%s", name);
+    free(x), free(want), free(got);
+    inputs_free(&in);
+}
+
+/* ---- the tensor forms ---------------------------------------------------------- */
+
+static vkmha_tensor *tensor_of(vkmha_context *ctx, const float *x, size_t n)
+{
+    const vkmha_tensor_desc td = {.dtype = VKMHA_DTYPE_F32, .rank = 1, .dims = {(uint32_t)n}};
+    vkmha_tensor *t = NULL;
+    if (vkmha_tensor_create(ctx, &td, &t) || (x && vkmha_tensor_upload(t, 0, x, n * 4))) {
+        vkmha_tensor_destroy(t);
+        return NULL;
+    }
+    return t;
+}
+
+static void tensor_forms(vkmha_context *gpu, t_rng *r)
+{
+    const rules_case *c = &cases[N_CASES - 1];
+    rules_inputs in;
+    inputs_make(&in, r, c, 12, 8, LK);
+    const vkmha_attention_desc d = {.batch = B, .heads = H, .kv_heads = HKV, .len_q = LQ,
+                                    .len_k = LK, .d_k = 12, .d_v = 8};
+    const t_attention_sizes n = t_attention_size(&d);
+    float *want = t_alloc(n.out), *got = t_alloc(n.out);
+    bool ok = vkmha_attention(gpu, &d, in.q, in.k, in.v, &in.mask, want, NULL) == VKMHA_SUCCESS;
+    vkmha_tensor *tq = tensor_of(gpu, in.q, n.q), *tk = tensor_of(gpu, in.k, n.k),
+                 *tv = tensor_of(gpu, in.v, n.v), *to = tensor_of(gpu, NULL, n.out),
+                 *tb = tensor_of(gpu, in.bias, (size_t)H * LQ * LK);
+    const vkmha_tensor_desc kd = {.dtype = VKMHA_DTYPE_U8, .rank = 1, .dims = {B * LK}};
+    vkmha_tensor *tkp = NULL;
+    ok = ok && tq && tk && tv && to && tb && !vkmha_tensor_create(gpu, &kd, &tkp) &&
+         !vkmha_tensor_upload(tkp, 0, in.kp, B * LK);
+    const vkmha_tensor_mask tm = {.kinds = in.mask.kinds, .key_padding = tkp, .bias = tb,
+                                  .bias_batch = 1, .causal_offset = in.mask.causal_offset,
+                                  .window = in.mask.window, .softcap = in.mask.softcap,
+                                  .alibi = in.mask.alibi, .sinks = in.mask.sinks};
+    ok = ok && vkmha_attention_tensor(gpu, &d, tq, tk, tv, &tm, to, NULL) == VKMHA_SUCCESS &&
+         !vkmha_tensor_download(to, 0, got, n.out * 4);
+    const char *name = "vkmha_attention_tensor with every rule equals vkmha_attention";
+    t_report(ok && t_close(name, "out", got, want, n.out, 1e-6, 1e-6), "%s", name);
+    vkmha_tensor_destroy(tq), vkmha_tensor_destroy(tk), vkmha_tensor_destroy(tv);
+    vkmha_tensor_destroy(to), vkmha_tensor_destroy(tb), vkmha_tensor_destroy(tkp);
+    free(want), free(got);
+    inputs_free(&in);
+}
+
+/* ---- the layer through a KV cache ------------------------------------------------ */
+
+/* A GQA layer (d_model 24, 6 heads, 2 key/value heads) over 11 tokens: one
+ * causal forward with a window of 4, ALiBi, a cap and sinks, against the same
+ * tokens prefilled in a chunk of 5 then decoded one at a time through a KV
+ * cache (the window and ALiBi's positions follow each entry's end), on both
+ * backends. */
+static void layer_decode(vkmha_context *ctx, const char *be, t_rng *r)
+{
+    enum { D = 24, NH = 6, NKV = 2, L = 11, CHUNK = 5 };
+    t_rng rr = *r; /* the same weights and tokens on every backend */
+    t_layer_desc ld;
+    t_layer_desc_make(&ld, &rr, D, NH, NKV, D / NH, D / NH, D, 0.4f);
+    float *x = t_random(&rr, (size_t)L * D, -1, 1), *sinks = t_random(&rr, NH, -1, 1);
+    float slopes[NH];
+    vkmha_alibi_slopes(NH, slopes);
+    const vkmha_mask m = {.kinds = VKMHA_MASK_CAUSAL | VKMHA_MASK_WINDOW | VKMHA_MASK_ALIBI |
+                                   VKMHA_MASK_SOFTCAP | VKMHA_MASK_SINKS,
+                          .window = 4, .softcap = 2.5f, .alibi = slopes, .sinks = sinks};
+    float *whole = t_alloc((size_t)L * D), *steps = t_alloc((size_t)L * D);
+    vkmha_mha *mha = NULL;
+    vkmha_kv_cache *cache = NULL;
+    const vkmha_kv_cache_desc cd = {.batch = 1, .capacity = L};
+    bool ok = !vkmha_mha_create(ctx, &ld.d, &mha) && !vkmha_kv_cache_create(mha, &cd, &cache);
+    vkmha_mha_io io = {.batch = 1, .len_q = L, .query = x, .key = x, .value = x, .out = whole,
+                       .mask = &m};
+    ok = ok && !vkmha_mha_forward(mha, &io);
+    for (uint32_t t = 0; t < L && ok;) {
+        const uint32_t n = t == 0 ? CHUNK : 1;
+        const float *xt = x + (size_t)t * D;
+        vkmha_mha_io s = {.batch = 1, .len_q = n, .query = xt, .key = xt, .value = xt,
+                          .out = steps + (size_t)t * D, .mask = &m, .kv_cache = cache};
+        const vkmha_status st = vkmha_mha_forward(mha, &s);
+        if (st)
+            t_diag("%s: step at %u: %s", be, t, vkmha_context_last_error(ctx));
+        ok = st == VKMHA_SUCCESS;
+        t += n;
+    }
+    char name[200];
+    snprintf(name, sizeof name,
+             "%s: layer with window, ALiBi, cap and sinks decoded through a KV cache equals "
+             "its causal forward",
+             be);
+    t_report(ok && t_close(name, "out", steps, whole, (size_t)L * D, T_LAYER_ATOL,
+                           T_LAYER_RTOL),
+             "%s", name);
+    vkmha_kv_cache_destroy(cache);
+    vkmha_mha_destroy(mha);
+    free(ld.mem), free(x), free(sinks), free(whole), free(steps);
+}
+
+/* ---- bad input ---------------------------------------------------------------- */
+
+static void bad_input(vkmha_context *ctx, const char *be)
+{
+    const vkmha_attention_desc d = {.heads = 2, .len_q = 2, .len_k = 3, .d_k = 4, .d_v = 4};
+    float q[16] = {0}, k[24] = {0}, v[24] = {0}, out[16], ok_sl[2] = {0.5f, 0.25f},
+          nan_sl[2] = {0.5f, NAN};
+    const struct {
+        vkmha_mask m;
+        const char *field;
+    } bad[] = {
+        {{.kinds = VKMHA_MASK_WINDOW}, "window"},
+        {{.window = 3}, "window"},
+        {{.kinds = VKMHA_MASK_SOFTCAP}, "softcap"},
+        {{.kinds = VKMHA_MASK_SOFTCAP, .softcap = -1.0f}, "softcap"},
+        {{.kinds = VKMHA_MASK_SOFTCAP, .softcap = NAN}, "softcap"},
+        {{.kinds = VKMHA_MASK_SOFTCAP, .softcap = INFINITY}, "softcap"},
+        {{.kinds = VKMHA_MASK_ALIBI}, "alibi"},
+        {{.alibi = ok_sl}, "alibi"},
+        {{.kinds = VKMHA_MASK_ALIBI, .alibi = nan_sl}, "alibi"},
+        {{.kinds = VKMHA_MASK_SINKS, .sinks = nan_sl}, "sinks"},
+        {{.kinds = VKMHA_MASK_SINKS}, "sinks"},
+        {{.causal_offset = 1}, "causal_offset"},
+        {{.kinds = VKMHA_MASK_WINDOW, .window = 2, .causal_offset = 0x7fffffffu},
+         "causal_offset"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        t_fill(out, 16, 7.0f);
+        const vkmha_status st = vkmha_attention(ctx, &d, q, k, v, &bad[i].m, out, NULL);
+        const char *msg = vkmha_context_last_error(ctx);
+        char name[160];
+        snprintf(name, sizeof name, "%s: bad rule %zu (mask->%s) refused, naming it", be, i,
+                 bad[i].field);
+        const bool named = strstr(msg, bad[i].field) != NULL;
+        if (!named)
+            t_diag("%s: message '%s'", name, msg);
+        t_report(st == VKMHA_ERROR_INVALID_ARGUMENT && named &&
+                     t_untouched(out, 16, 7.0f, "out"),
+                 "%s", name);
+    }
+    /* The context works after them, and a window needs no causal mask to
+     * take an offset. */
+    const vkmha_mask good = {.kinds = VKMHA_MASK_WINDOW, .window = 2, .causal_offset = 1};
+    t_report(vkmha_attention(ctx, &d, q, k, v, &good, out, NULL) == VKMHA_SUCCESS &&
+                 t_context_works(ctx, be),
+             "%s: the context works after the refusals", be);
+}
+
+int main(void)
+{
+    t_pin_libraries();
+    t_rng r = {0x5eed2907u};
+    const t_cache_contexts cx = t_cache_contexts_create();
+    if (!cx.ref || !cx.gpu || !cx.shared) {
+        t_report(false, "contexts created");
+        return t_finish();
+    }
+    reference_by_hand(cx.ref);
+    vkmha_context *const gpus[2] = {cx.gpu, cx.shared};
+    for (size_t c = 0; c < N_CASES; c++) {
+        attention_case(cx.ref, gpus, &r, &cases[c], 12, VKMHA_DTYPE_F32);
+        attention_case(cx.ref, gpus, &r, &cases[c], 10, VKMHA_DTYPE_F32);
+        softmax_case(cx.ref, cx.gpu, &r, &cases[c], 19);
+        softmax_case(cx.ref, cx.gpu, &r, &cases[c], 20);
+    }
+    attention_case(cx.ref, gpus, &r, &cases[N_CASES - 1], 12, VKMHA_DTYPE_F16);
+    attention_case(cx.ref, gpus, &r, &cases[4], 16, VKMHA_DTYPE_F16);
+    tensor_forms(cx.gpu, &r);
+    layer_decode(cx.ref, "reference", &r);
+    layer_decode(cx.gpu, "vulkan", &r);
+    layer_decode(cx.shared, "vulkan, workgroup-shared kernel", &r);
+    bad_input(cx.ref, "reference");
+    bad_input(cx.gpu, "vulkan");
+    t_cache_contexts_destroy(&cx);
+    return t_finish();
+}

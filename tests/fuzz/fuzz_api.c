@@ -229,6 +229,14 @@ static const vkmha_mask *mask_field(reader *r, vkmha_mask *m, uint32_t batch, ui
     m->bias_heads = u8(r) & 3;
     if (b & 0x40) /* perhaps without VKMHA_MASK_CAUSAL, perhaps past len_k */
         m->causal_offset = b & 0x80 ? u32raw(r) : u8(r);
+    /* The score rules: window, ALiBi, soft cap, sinks, each perhaps without
+     * its field or with a bad one. */
+    const uint8_t e = u8(r);
+    static const float caps[8] = {0.0f, 2.5f, 50.0f, -1.0f, NAN, INFINITY, 1e-30f, 3e38f};
+    m->kinds |= (uint32_t)(e & 15) << 4;
+    if (e & 0x10)
+        m->window = e & 0x20 ? u32raw(r) : u8(r);
+    m->softcap = caps[(e >> 6) & 3 ? (u8(r) & 7) : 0];
     uint64_t n;
     const uint32_t bb = m->bias_batch ? m->bias_batch : batch;
     const uint32_t bh = m->bias_heads ? m->bias_heads : heads;
@@ -238,6 +246,10 @@ static const vkmha_mask *mask_field(reader *r, vkmha_mask *m, uint32_t batch, ui
         need(sz, mul4(&n, batch, len_q, len_k, 1), n, 1);
     if (*flags & 4)
         need(sz, mul4(&n, bb, bh, len_q, len_k), n, 4);
+    if (*flags & 8)
+        need(sz, true, heads, 4);
+    if (*flags & 16)
+        need(sz, true, heads, 4);
     return m;
 }
 
@@ -249,6 +261,8 @@ static void mask_arrays(pool *pl, vkmha_mask *m, uint8_t flags, fit f, uint32_t 
     m->key_padding = array(pl, flags & 1, f, (uint64_t)batch * len_k, 1, r);
     m->full = array(pl, flags & 2, f, (uint64_t)batch * len_q * len_k, 1, r);
     m->bias = array(pl, flags & 4, f, (uint64_t)bb * bh * len_q * len_k, 4, r);
+    m->alibi = array(pl, flags & 8, f, heads, 4, r);
+    m->sinks = array(pl, flags & 16, f, heads, 4, r);
 }
 
 /* A float dtype field: mostly F32, else F16, BF16, or one the library must

@@ -33,8 +33,12 @@ seeds = {
     # softmax: batch heads len_q len_k scale, mask byte (+fields), arrays
     "softmax": [1, 0x03, 2, 2, 3, 5, 1, 0, 3, 4],
     "softmax_inplace": [1, 0x07, 1, 1, 4, 9, 3, 0, 6],
-    "softmax_masks": [1, 0x03, 2, 2, 3, 5, 1, 1 | (15 << 1), 0x07, 0, 0, 1, 2, 3, 4, 5],
-    "softmax_bad_mask": [1, 0x03, 2, 1, 3, 3, 1, 1 | (1 << 1), 0x02, 0, 0, 1, 2, 3],
+    "softmax_masks": [1, 0x03, 2, 2, 3, 5, 1, 1 | (15 << 1), 0x07, 0, 0, 0, 1, 2, 3, 4, 5],
+    "softmax_bad_mask": [1, 0x03, 2, 1, 3, 3, 1, 1 | (1 << 1), 0x02, 0, 0, 0, 1, 2, 3],
+    # the score rules (rules byte: kinds << 4 bits, 0x10 a window byte, 0x40 a cap index):
+    # causal offset 2, window 3, ALiBi and sinks arrays, cap 2.5
+    "softmax_rules": [1, 0x03, 2, 3, 3, 5, 1, 0x49, 0x18, 0, 0, 2, 0x0F | 0x10 | 0x40, 3, 1,
+                      1, 2, 3, 4],
     "softmax_overflow": [1, 0x03, EDGE["2^32-1"], EDGE["2^32-1"], EDGE["2^32-1"], EDGE["2^32-1"], 1, 0],
     # split / merge heads: batch len heads head_dim, arrays
     "split": [2, 0x03, 2, 3, 2, 4, 1, 2],
@@ -45,7 +49,11 @@ seeds = {
     "attention": [4, 0x2F, 2, 4, 2, 3, 5, 4, 6, 0, 0, 0, 0, 1, 2, 3, 4, 5],
     "attention_unfused": [4, 0x2F, 1, 2, 0, 4, 7, 3, 3, 0, 2, 0, 0, 1, 2, 3, 4, 5],
     "attention_splitk": [4, 0x0F, 1, 2, 1, 1, 15, 4, 4, 0, 1, 3, 0, 1, 2, 3, 4],
-    "attention_masks": [4, 0x2F, 2, 2, 2, 3, 3, 2, 2, 0, 0, 0, 1 | (13 << 1), 0x07, 0, 1, 1, 2, 3, 4, 5, 6, 7, 8],
+    "attention_masks": [4, 0x2F, 2, 2, 2, 3, 3, 2, 2, 0, 0, 0, 1 | (13 << 1), 0x07, 0, 1, 0, 1, 2, 3, 4, 5, 6, 7, 8],
+    "attention_rules": [4, 0x2F, 2, 4, 2, 3, 6, 4, 4, 0, 0, 0, 0x49, 0x19, 0, 0, 3,
+                        0x0F | 0x10 | 0x40, 2, 2, 1, 2, 3, 4, 5, 6, 7, 8],
+    "attention_bad_window": [4, 0x2F, 1, 2, 0, 2, 3, 4, 4, 0, 0, 0, 0x01, 0, 0, 0, 0x01, 1, 2, 3,
+                             4, 5],
     "attention_gqa_bad": [4, 0x0F, 1, 3, 2, 2, 2, 2, 2, 0, 0, 0, 0, 1, 2, 3, 4],
     "attention_overflow": [4, 0x2F, 1, 1, 1, EDGE["2^32-1"], EDGE["2^32-1"], 1, 1, 0, 0, 0, 0, 1, 2, 3, 4, 5],
     # layer: d_model n_head n_kv_head d_k d_v kdim vdim scale norm_eps opt, weights,
@@ -58,7 +66,7 @@ seeds = {
                        9, 10, 2, 8, 0, 0x81, 1, 0, 1, 0, 1, 0, 1, 0, 4,
                        2, 3, 0, 0, 0, 0x0F | 0x40, 0, 1, 2],
     "layer_cross": [5, 0x0F, 8, 4, 2, 0, 0, 5, 6, 0, 0, 0x03, 1, 2, 3, 4, 5, 6, 7, 8,
-                    1, 2, 4, 2, 0, 0x2F, 1 | (5 << 1), 0x01, 0, 0, 9, 1, 2, 3, 4, 5],
+                    1, 2, 4, 2, 0, 0x2F, 1 | (5 << 1), 0x01, 0, 0, 0, 9, 1, 2, 3, 4, 5],
     "layer_bad_heads": [5, 0x0F, 10, 4, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4],
     "layer_null_out": [5, 0x2F, 8, 2, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4],
     "layer_rows": [5, 0x0F, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4,

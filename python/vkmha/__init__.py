@@ -327,11 +327,15 @@ class Context(_vkmha.Context):
         return _out(c, a, dt)
 
     def softmax(self, x, scale=1.0, key_padding=None, full=None, causal=False, bias=None,
-                dtype=None, causal_offset=0):
+                dtype=None, causal_offset=0, window=0, softcap=0.0, alibi=None, sinks=None):
         """softmax over the last axis of x [batch][heads][len_q][len_k] (or
         fewer leading dims) with vkmha's masks (uint8 / bool, 0 = masked;
         bias fp32; causal: query i sees keys j <= i + causal_offset, so
-        causal_offset = len_k - len_q aligns it bottom-right)."""
+        causal_offset = len_k - len_q aligns it bottom-right) and score
+        rules (vkmha.h, "Masks"; see rules()): window (keys within `window`
+        positions of the query's, behind it with causal), softcap (cap *
+        tanh(s / cap)), alibi ([heads] slopes, or True for the standard
+        ones), sinks ([heads] sink logits)."""
         (X,), dt, tm = self._inputs(dtype, (x, "x"))
         shape4 = (1,) * (4 - len(X.shape)) + tuple(X.shape)
         y = self._new(tm, tuple(X.shape), dt)
@@ -339,7 +343,8 @@ class Context(_vkmha.Context):
         super().softmax(X, y, shape4[2], shape4[3], batch=shape4[0], heads=shape4[1],
                         scale=scale, key_padding=_mask_in(key_padding, "key_padding"),
                         full=_mask_in(full, "full"), causal=causal, bias=bias_a,
-                        dtype=dt, causal_offset=causal_offset, **_bias_dims(bias_a))
+                        dtype=dt, causal_offset=causal_offset, **_bias_dims(bias_a),
+                        **rules(shape4[1], window, softcap, alibi, sinks))
         return _out(y, x, dt)
 
     def split_heads(self, x, heads, dtype=None):
@@ -362,11 +367,11 @@ class Context(_vkmha.Context):
 
     def attention(self, q, k, v, scale=0.0, need_weights=False, path="auto", kv_splits=0,
                   key_padding=None, full=None, causal=False, bias=None, dtype=None,
-                  causal_offset=0):
+                  causal_offset=0, window=0, softcap=0.0, alibi=None, sinks=None):
         """Scaled dot-product attention on split heads: q [batch][H][len_q][d_k],
         k [batch][Hkv][len_k][d_k], v [batch][Hkv][len_k][d_v] ->
         out [batch][H][len_q][d_v] (and weights [batch][H][len_q][len_k]);
-        causal_offset as in softmax."""
+        causal_offset and the score rules as in softmax."""
         (Q, K, V), dt, tm = self._inputs(dtype, (q, "q"), (k, "k"), (v, "v"))
         b, h, lq, dk = Q.shape
         hkv, lk, dv = K.shape[1], K.shape[2], V.shape[3]
@@ -377,8 +382,30 @@ class Context(_vkmha.Context):
                           weights=w, path=_path(path), kv_splits=kv_splits,
                           key_padding=_mask_in(key_padding, "key_padding"),
                           full=_mask_in(full, "full"), causal=causal, bias=bias_a,
-                          dtype=dt, causal_offset=causal_offset, **_bias_dims(bias_a))
+                          dtype=dt, causal_offset=causal_offset, **_bias_dims(bias_a),
+                          **rules(h, window, softcap, alibi, sinks))
         return (_out(out, q, dt), _out(w, q, dt)) if need_weights else _out(out, q, dt)
+
+
+def alibi_slopes(heads):
+    """The standard ALiBi slopes of `heads` heads (vkmha_alibi_slopes; BLOOM's
+    get_slopes), a float32 array."""
+    return _np.asarray(_vkmha.alibi_slopes(heads), _np.float32)
+
+
+def rules(heads, window=0, softcap=0.0, alibi=None, sinks=None):
+    """The score rules' keyword arguments of the C calls: window (int, 0:
+    none), softcap (float, 0: none), alibi ([heads] slopes, or True: the
+    standard ones of `heads` heads), sinks ([heads] logits); alibi and sinks
+    are host arrays also for Tensor calls."""
+    kw = {"window": int(window), "softcap": float(softcap)}
+    if alibi is True:
+        alibi = alibi_slopes(heads)
+    if alibi is not None and alibi is not False:
+        kw["alibi"] = _f32(alibi, "alibi")
+    if sinks is not None:
+        kw["sinks"] = _f32(sinks, "sinks")
+    return kw
 
 
 def _is_tensor(x):
@@ -506,7 +533,8 @@ class MHA(_vkmha.MHA):
 
     def __call__(self, query, key=None, value=None, need_weights=False, path="auto",
                  kv_splits=0, key_padding=None, full=None, causal=False, bias=None,
-                 dtype=None, kv_cache=None, kv_entry=0, causal_offset=0):
+                 dtype=None, kv_cache=None, kv_entry=0, causal_offset=0, window=0,
+                 softcap=0.0, alibi=None, sinks=None):
         """out [batch][len_q][d_model] (and attn_weights [batch][H][len_q][len_k]
         when need_weights) for query [batch][len_q][d_model], key
         [batch][len_k][kdim] and value [batch][len_k][vdim] (None: query), of
@@ -518,7 +546,10 @@ class MHA(_vkmha.MHA):
         appended, then the queries attend over each entry's positions, the
         causal mask aligned to each entry's end; kv_cache with key=False
         appends nothing (a cross-attention's later steps). Masks and weights
-        then have the longest entry's length as their key axis."""
+        then have the longest entry's length as their key axis. The score
+        rules (window, softcap, alibi, sinks) as in Context.softmax, per
+        call: a model's layers pass theirs (Mistral's window, Gemma 2's
+        softcap=50, gpt-oss's sinks, BLOOM's alibi=True)."""
         if kv_cache is not None and key is False:
             key = value = None
         else:
@@ -529,7 +560,11 @@ class MHA(_vkmha.MHA):
             lengths = kv_cache.lengths()[kv_entry:kv_entry + len(query)]
             new = 0 if key is None else key.shape[1]
             cache_lk = max(lengths, default=0) + new
-        extra = {"kv_cache": kv_cache, "kv_entry": kv_entry, "causal_offset": causal_offset}
+        if alibi is True and d["head_end"]:
+            raise ValueError("alibi=True: a head shard's standard slopes are the whole "
+                             "layer's alibi_slopes(n)[head_begin:head_end]; pass those")
+        extra = {"kv_cache": kv_cache, "kv_entry": kv_entry, "causal_offset": causal_offset,
+                 **rules(d["n_head"], window, softcap, alibi, sinks)}
         if isinstance(query, _vkmha.Tensor):
             b, lq = query.shape[0], query.shape[1]
             lk = key.shape[1] if key is not None else 0

@@ -573,22 +573,29 @@ static uint64_t prod(int n, ...)
 #define PROD3(a, b, c) prod(3, (uint64_t)(a), (uint64_t)(b), (uint64_t)(c))
 #define PROD4(a, b, c, d) prod(4, (uint64_t)(a), (uint64_t)(b), (uint64_t)(c), (uint64_t)(d))
 
-/* The mask arguments of softmax, attention and the layer. */
+/* The mask arguments of softmax, attention and the layer, and the arrays
+ * they take. */
+#define MASK_ARGS 5
 typedef struct mask_args {
     PyObject *key_padding, *full, *bias;
     int causal;
-    Py_ssize_t bias_batch, bias_heads, causal_offset;
+    Py_ssize_t bias_batch, bias_heads, causal_offset, window;
+    float softcap;
+    PyObject *alibi, *sinks; /* [heads] float32 host arrays in both modes */
 } mask_args;
 
 /* Fills a vkmha_mask (host mode) or vkmha_tensor_mask; returns whether there
- * is a mask. margs: 3 args for key_padding, full, bias. */
+ * is a mask. margs: MASK_ARGS args for key_padding, full, bias, alibi, sinks. */
 static int mask_get(const mask_args *m, uint32_t B, uint32_t H, uint32_t Lq, uint32_t Lk,
-                    bool tensor_mode, ContextObject *ctx, arg margs[3], vkmha_mask *hm,
+                    bool tensor_mode, ContextObject *ctx, arg margs[MASK_ARGS], vkmha_mask *hm,
                     vkmha_tensor_mask *tm, bool *present)
 {
-    uint32_t bb, bh, co;
+    uint32_t bb, bh, co, win;
     if (to_u32(m->bias_batch, "bias_batch", &bb) || to_u32(m->bias_heads, "bias_heads", &bh) ||
-        to_u32(m->causal_offset, "causal_offset", &co))
+        to_u32(m->causal_offset, "causal_offset", &co) ||
+        to_u32(m->window, "window", &win) ||
+        arg_get(m->alibi, "alibi", VKMHA_DTYPE_F32, false, H, false, ctx, &margs[3]) ||
+        arg_get(m->sinks, "sinks", VKMHA_DTYPE_F32, false, H, false, ctx, &margs[4]))
         return -1;
     if (arg_get(m->key_padding, "key_padding", VKMHA_DTYPE_U8, false, PROD2(B, Lk), tensor_mode,
                 ctx, &margs[0]) ||
@@ -600,7 +607,10 @@ static int mask_get(const mask_args *m, uint32_t B, uint32_t H, uint32_t Lq, uin
     uint32_t kinds = (m->key_padding && m->key_padding != Py_None ? VKMHA_MASK_KEY_PADDING : 0) |
                      (m->full && m->full != Py_None ? VKMHA_MASK_FULL : 0) |
                      (m->causal ? VKMHA_MASK_CAUSAL : 0) |
-                     (m->bias && m->bias != Py_None ? VKMHA_MASK_BIAS : 0);
+                     (m->bias && m->bias != Py_None ? VKMHA_MASK_BIAS : 0) |
+                     (win ? VKMHA_MASK_WINDOW : 0) |
+                     (m->softcap != 0.0f ? VKMHA_MASK_SOFTCAP : 0) |
+                     (margs[3].p ? VKMHA_MASK_ALIBI : 0) | (margs[4].p ? VKMHA_MASK_SINKS : 0);
     memset(hm, 0, sizeof *hm);
     memset(tm, 0, sizeof *tm);
     hm->kinds = tm->kinds = kinds;
@@ -613,15 +623,21 @@ static int mask_get(const mask_args *m, uint32_t B, uint32_t H, uint32_t Lq, uin
     hm->bias_batch = tm->bias_batch = bb;
     hm->bias_heads = tm->bias_heads = bh;
     hm->causal_offset = tm->causal_offset = co;
+    hm->window = tm->window = win;
+    hm->softcap = tm->softcap = m->softcap;
+    hm->alibi = tm->alibi = margs[3].p;
+    hm->sinks = tm->sinks = margs[4].p;
     *present = kinds != 0 || co != 0;
     return 0;
 }
 
 #define MASK_KWLIST                                                                        \
-    "key_padding", "full", "causal", "bias", "bias_batch", "bias_heads", "causal_offset"
-#define MASK_FORMAT "OOpOnnn"
+    "key_padding", "full", "causal", "bias", "bias_batch", "bias_heads", "causal_offset",     \
+        "window", "softcap", "alibi", "sinks"
+#define MASK_FORMAT "OOpOnnnnfOO"
 #define MASK_REFS(m) &(m).key_padding, &(m).full, &(m).causal, &(m).bias, &(m).bias_batch, \
-                     &(m).bias_heads, &(m).causal_offset
+                     &(m).bias_heads, &(m).causal_offset, &(m).window, &(m).softcap,       \
+                     &(m).alibi, &(m).sinks
 
 /* ---- ops -------------------------------------------------------------------- */
 
@@ -705,7 +721,7 @@ static PyObject *context_softmax(ContextObject *self, PyObject *args, PyObject *
     const uint32_t B = d.batch ? d.batch : 1, H = d.heads ? d.heads : 1;
     const uint64_t n = PROD4(B, H, d.len_q, d.len_k);
     bool tm = is_tensor(x_o), present;
-    arg a[5];
+    arg a[2 + MASK_ARGS];
     memset(a, 0, sizeof a);
     vkmha_mask hm;
     vkmha_tensor_mask tmk;
@@ -713,14 +729,14 @@ static PyObject *context_softmax(ContextObject *self, PyObject *args, PyObject *
     if (arg_get(x_o, "x", d.dtype, false, n, tm, self, &a[0]) ||
         arg_get(y_o, "y", d.dtype, true, n, tm, self, &a[1]) ||
         mask_get(&m, B, H, d.len_q, d.len_k, tm, self, a + 2, &hm, &tmk, &present)) {
-        args_release(a, 5);
+        args_release(a, 2 + MASK_ARGS);
         return NULL;
     }
     if (tm)
         st = vkmha_softmax_tensor(self->ctx, &d, a[0].t, present ? &tmk : NULL, a[1].t);
     else
         st = vkmha_softmax(self->ctx, &d, a[0].p, present ? &hm : NULL, a[1].p);
-    args_release(a, 5);
+    args_release(a, 2 + MASK_ARGS);
     if (st)
         return context_fail(self, st);
     Py_RETURN_NONE;
@@ -801,7 +817,7 @@ static PyObject *context_attention(ContextObject *self, PyObject *args, PyObject
     d.dtype = (uint32_t)dt;
     const uint32_t B = d.batch ? d.batch : 1, Hkv = d.kv_heads ? d.kv_heads : d.heads;
     bool tm = is_tensor(q_o), present;
-    arg a[8];
+    arg a[5 + MASK_ARGS];
     memset(a, 0, sizeof a);
     vkmha_mask hm;
     vkmha_tensor_mask tmk;
@@ -815,7 +831,7 @@ static PyObject *context_attention(ContextObject *self, PyObject *args, PyObject
         arg_get(w_o, "weights", d.dtype, true, PROD4(B, d.heads, d.len_q, d.len_k), tm, self,
                 &a[4]) ||
         mask_get(&m, B, d.heads, d.len_q, d.len_k, tm, self, a + 5, &hm, &tmk, &present)) {
-        args_release(a, 8);
+        args_release(a, 5 + MASK_ARGS);
         return NULL;
     }
     if (tm)
@@ -824,7 +840,7 @@ static PyObject *context_attention(ContextObject *self, PyObject *args, PyObject
     else
         st = vkmha_attention(self->ctx, &d, a[0].p, a[1].p, a[2].p, present ? &hm : NULL,
                              a[3].p, a[4].p);
-    args_release(a, 8);
+    args_release(a, 5 + MASK_ARGS);
     if (st)
         return context_fail(self, st);
     Py_RETURN_NONE;
@@ -1237,7 +1253,7 @@ static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)
     if (cache)
         Lkn = cache_len_kv(cache, entry, Bn, k_o != Py_None ? Lkn : 0);
     bool tm = is_tensor(q_o), present;
-    arg a[8];
+    arg a[5 + MASK_ARGS];
     memset(a, 0, sizeof a);
     vkmha_mask hm;
     vkmha_tensor_mask tmk;
@@ -1252,7 +1268,7 @@ static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)
         arg_get(w_o, "attn_weights", adt, true, PROD4(Bn, d->n_head, Lq, Lkn), tm, self->ctx,
                 &a[4]) ||
         mask_get(&m, Bn, d->n_head, Lq, Lkn, tm, self->ctx, a + 5, &hm, &tmk, &present)) {
-        args_release(a, 8);
+        args_release(a, 5 + MASK_ARGS);
         return NULL;
     }
     /* vkmha_mha_io and vkmha_mha_tensors have the same fields: arrays (.p)
@@ -1280,7 +1296,7 @@ static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)
         st = vkmha_mha_forward(self->mha, &io);
     }
 #undef FILL_IO
-    args_release(a, 8);
+    args_release(a, 5 + MASK_ARGS);
     if (st)
         return context_fail(self->ctx, st);
     Py_RETURN_NONE;
@@ -1689,7 +1705,29 @@ static PyObject *cooperative_matrix_built(PyObject *self, PyObject *unused)
     return PyBool_FromLong(vkmha_cooperative_matrix_built());
 }
 
+static PyObject *alibi_slopes(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const Py_ssize_t heads = PyLong_AsSsize_t(arg);
+    uint32_t h;
+    if ((heads == -1 && PyErr_Occurred()) || to_u32(heads, "heads", &h))
+        return NULL;
+    float *s = PyMem_Malloc(h ? h * sizeof *s : 1);
+    if (!s)
+        return PyErr_NoMemory();
+    const vkmha_status st = vkmha_alibi_slopes(h, s);
+    PyObject *list = st ? NULL : PyList_New(h);
+    for (uint32_t i = 0; list && i < h; i++)
+        PyList_SET_ITEM(list, i, PyFloat_FromDouble(s[i]));
+    PyMem_Free(s);
+    if (st)
+        PyErr_Format(PyExc_ValueError, "alibi_slopes: heads must be >= 1, got %u", h);
+    return list;
+}
+
 static PyMethodDef module_methods[] = {
+    {"alibi_slopes", alibi_slopes, METH_O,
+     "vkmha_alibi_slopes(heads): the standard ALiBi slopes, a list of floats."},
     {"cooperative_matrix_built", cooperative_matrix_built, METH_NOARGS,
      "vkmha_cooperative_matrix_built: whether this build has the matrix-unit kernels."},
     {"enumerate_devices", enumerate_devices, METH_NOARGS,
@@ -1729,6 +1767,7 @@ static const struct {
     CONSTANT(FUSED_KERNEL_SHARED_GPU_BLOCKS),
     CONSTANT(MASK_NONE),
     CONSTANT(MASK_KEY_PADDING), CONSTANT(MASK_FULL), CONSTANT(MASK_CAUSAL), CONSTANT(MASK_BIAS),
+    CONSTANT(MASK_WINDOW), CONSTANT(MASK_ALIBI), CONSTANT(MASK_SOFTCAP), CONSTANT(MASK_SINKS),
     CONSTANT(OP_N), CONSTANT(OP_T), CONSTANT(ATTENTION_PATH_AUTO), CONSTANT(ATTENTION_PATH_FUSED),
     CONSTANT(ATTENTION_PATH_UNFUSED), CONSTANT(DTYPE_F32), CONSTANT(DTYPE_U8), CONSTANT(DTYPE_F16), CONSTANT(DTYPE_BF16),
     CONSTANT(BROADCAST), CONSTANT(MAX_DIMS), CONSTANT(MAX_KV_SPLITS), CONSTANT(VERSION_NUMBER),

@@ -1,0 +1,239 @@
+"""The score rules of today's decoders (include/vkmha.h, "Masks": window,
+ALiBi, soft cap, sinks) against PyTorch transcriptions of the published
+formulas, computed in float64 and independently of vkmha's reference:
+  - Mistral's sliding window as Hugging Face's masks write it (key j seen
+    from query i iff j <= i and i - j < W), and symmetric local attention;
+  - BLOOM's ALiBi: build_alibi_tensor (its get_slopes, including head
+    counts that are not powers of two) added to the scaled scores;
+  - Gemma 2's soft cap: tanh(scores / cap) * cap, before the mask;
+  - gpt-oss's sinks: eager_attention_forward's concatenated sink logit,
+    max-subtracted softmax, sink column dropped.
+Each through Context.attention (weights too) on both backends and every
+Vulkan path, Context.softmax, and the layer decoding step by step through a
+KV cache against a float64 transcription of the whole layer (projections,
+rules with each entry's positions, output projection). Bad arguments raise.
+Printed as TAP (checks.py); run on the installed wheel (installed.py)."""
+import math
+import unittest
+
+import checks  # first: fails the run, naming them, without numpy and torch
+
+import numpy as np
+import torch
+
+import vkmha
+
+from checks import TestZValidation  # noqa: F401 (a test)
+from checks import assert_close
+from checks import context as ctx
+
+F64 = torch.float64
+RUNS = (("reference", "auto", 0), ("vulkan", "auto", 0), ("vulkan", "fused", 3),
+        ("vulkan", "unfused", 0))
+
+
+def bloom_alibi(num_heads, seq_length):
+    """BLOOM's build_alibi_tensor (transformers' modeling_bloom) for an
+    all-ones attention mask: [num_heads][seq_length], slope_h * j."""
+    closest_power_of_2 = 2 ** math.floor(math.log2(num_heads))
+    base = torch.tensor(2 ** (-(2 ** -(math.log2(closest_power_of_2) - 3))), dtype=F64)
+    powers = torch.arange(1, 1 + closest_power_of_2, dtype=torch.int32)
+    slopes = torch.pow(base, powers)
+    if closest_power_of_2 != num_heads:
+        extra_base = torch.tensor(2 ** (-(2 ** -(math.log2(2 * closest_power_of_2) - 3))),
+                                  dtype=F64)
+        num_remaining_heads = min(closest_power_of_2, num_heads - closest_power_of_2)
+        extra_powers = torch.arange(1, 1 + 2 * num_remaining_heads, 2, dtype=torch.int32)
+        slopes = torch.cat([slopes, torch.pow(extra_base, extra_powers)], dim=0)
+    attention_mask = torch.ones(1, seq_length, dtype=F64)
+    arange_tensor = ((attention_mask.cumsum(dim=-1) - 1) * attention_mask)[:, None, :]
+    return (slopes[..., None] * arange_tensor)[0], slopes
+
+
+def alibi_distance(slopes, lq, lk, offset):
+    """The issue's and the header's form, -slope_h * (pos_i - j) with query i at
+    key position i + offset: [H][Lq][Lk]. Without sinks it differs from
+    BLOOM's slope_h * j by a constant per row, which no softmax sees; a sink
+    logit does see it, so rows with sinks take this form."""
+    d = (torch.arange(lq)[:, None] + offset) - torch.arange(lk)[None, :]
+    return -slopes[:, None, None] * d[None].to(F64)
+
+
+def attend(q, k, v, scores_fn):
+    """float64 attention of q [B][H][Lq][d], k, v [B][Hkv][Lk][d] (GQA by
+    repeat_interleave) whose scaled scores go through scores_fn(s) ->
+    (logits, sink logits or None) as gpt-oss's eager_attention_forward
+    combines them."""
+    q, k, v = (torch.as_tensor(np.asarray(a), dtype=F64) for a in (q, k, v))
+    g = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+    s = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    s, sinks = scores_fn(s)
+    if sinks is not None:
+        sinks = sinks.reshape(1, -1, 1, 1).expand(q.shape[0], -1, q.shape[-2], -1)
+        combined_logits = torch.cat([s, sinks], dim=-1)
+        combined_logits = combined_logits - combined_logits.max(dim=-1, keepdim=True).values
+        probs = torch.softmax(combined_logits, dim=-1)
+        w = probs[..., :-1]
+    else:
+        w = torch.softmax(s, dim=-1)
+    return (w @ v).numpy(), w.numpy()
+
+
+def window_keep(lq, lk, offset, w, causal):
+    """Mistral's (causal) or local (symmetric) window: [Lq][Lk] booleans,
+    query i at key position i + offset."""
+    pos = torch.arange(lq)[:, None] + offset
+    d = pos - torch.arange(lk)[None, :]
+    return (d >= 0) & (d < w) if causal else d.abs() < w
+
+
+class TestRulesOps(unittest.TestCase):
+    B, H, HKV, LQ, LK, D = 2, 6, 3, 7, 19, 12
+
+    def setUp(self):
+        g = np.random.default_rng(29)
+        f = np.float32
+        self.q = g.standard_normal((self.B, self.H, self.LQ, self.D)).astype(f)
+        self.k = g.standard_normal((self.B, self.HKV, self.LK, self.D)).astype(f)
+        self.v = g.standard_normal((self.B, self.HKV, self.LK, self.D)).astype(f)
+        self.sinks = g.uniform(-2, 2, self.H).astype(f)
+
+    def check(self, what, want, scale_qk=1.0, **rules):
+        q, k = self.q * np.float32(scale_qk), self.k * np.float32(scale_qk)
+        o_want, w_want = attend(q, k, self.v, want)
+        for be, path, splits in RUNS:
+            o, w = ctx(be).attention(q, k, self.v, need_weights=True, path=path,
+                                     kv_splits=splits, **rules)
+            tag = "%s: %s %s splits %d" % (what, be, path, splits)
+            assert_close(self, o, o_want, tag + ": out")
+            assert_close(self, w, w_want, tag + ": weights", atol=2e-6)
+
+    def test_mistral_window(self):
+        off, W = self.LK - self.LQ, 5
+        keep = window_keep(self.LQ, self.LK, off, W, True)
+        self.check("causal window 5", lambda s: (s.masked_fill(~keep, float("-inf")), None),
+                   causal=True, causal_offset=off, window=W)
+
+    def test_local_window(self):
+        keep = window_keep(self.LQ, self.LK, 6, 4, False)
+        self.check("symmetric window 4", lambda s: (s.masked_fill(~keep, float("-inf")), None),
+                   causal_offset=6, window=4)
+
+    def test_bloom_alibi(self):
+        alibi, slopes = bloom_alibi(self.H, self.LK)
+        np.testing.assert_array_equal(vkmha.alibi_slopes(self.H), slopes.float().numpy())
+        np.testing.assert_array_equal(vkmha.alibi_slopes(8), bloom_alibi(8, 1)[1].float().numpy())
+        off = self.LK - self.LQ
+        keep = window_keep(self.LQ, self.LK, off, self.LK + 1, True)
+        self.check("BLOOM ALiBi, causal",
+                   lambda s: ((s + alibi[None, :, None, :]).masked_fill(~keep, float("-inf")),
+                              None),
+                   causal=True, causal_offset=off, alibi=True)
+
+    def test_gemma2_softcap(self):
+        for cap, amp in ((50.0, 8.0), (5.0, 1.0)):
+            def capped(s, cap=cap):
+                s = s / cap
+                s = torch.tanh(s)
+                return s * cap, None
+            self.check("soft cap %g" % cap, capped, scale_qk=amp, softcap=cap)
+
+    def test_gptoss_sinks_window(self):
+        sinks = torch.tensor(self.sinks, dtype=F64)
+        off = self.LK - self.LQ
+        keep = window_keep(self.LQ, self.LK, off, 4, True)
+        self.check("gpt-oss sinks + window 4",
+                   lambda s: (s.masked_fill(~keep, float("-inf")), sinks),
+                   causal=True, causal_offset=off, window=4, sinks=self.sinks)
+
+    def test_softmax(self):
+        g = np.random.default_rng(3)
+        x = (g.standard_normal((self.B, self.H, self.LQ, 20)) * 30).astype(np.float32)
+        keep = window_keep(self.LQ, 20, 13, 6, True)
+        sinks = torch.tensor(self.sinks, dtype=F64)
+        alibi = alibi_distance(bloom_alibi(self.H, 1)[1], self.LQ, 20, 13)
+        s = torch.tensor(x, dtype=F64) * 0.5
+        s = torch.tanh(s / 7.0) * 7.0 + alibi[None]
+        s = s.masked_fill(~keep, float("-inf"))
+        combined = torch.cat([s, sinks.reshape(1, -1, 1, 1).expand(self.B, -1, self.LQ, 1)], -1)
+        want = torch.softmax(combined - combined.max(-1, keepdim=True).values, -1)[..., :-1]
+        for be in ("reference", "vulkan"):
+            got = ctx(be).softmax(x, scale=0.5, causal=True, causal_offset=13, window=6,
+                                  softcap=7.0, alibi=True, sinks=self.sinks)
+            assert_close(self, got, want.numpy(), "softmax with every rule: " + be, atol=2e-6)
+
+    def test_bad_arguments(self):
+        c = ctx("vulkan")
+        for kw, err in (({"softcap": -1.0}, vkmha.InvalidArgumentError),
+                        ({"softcap": float("nan")}, vkmha.InvalidArgumentError),
+                        ({"sinks": np.full(self.H, np.nan, np.float32)},
+                         vkmha.InvalidArgumentError),
+                        ({"alibi": np.ones(self.H - 1, np.float32)}, ValueError),
+                        ({"window": -1}, vkmha.InvalidArgumentError)):
+            with self.assertRaises(err, msg=str(kw)):
+                c.attention(self.q, self.k, self.v, **kw)
+        o = c.attention(self.q, self.k, self.v)  # the context still works
+        self.assertTrue(np.isfinite(o).all())
+
+
+class TestRulesLayer(unittest.TestCase):
+    """A GQA layer with window 4, ALiBi, cap and sinks: a prompt of 5 then
+    single tokens through a KV cache, each step against the layer
+    transcribed in float64 (queries at their positions in the cache)."""
+    E, H, HKV, D, T, P, W, CAP = 24, 6, 2, 4, 11, 5, 4, 2.5
+
+    def setUp(self):
+        g = np.random.default_rng(17)
+        E, H, HKV, D = self.E, self.H, self.HKV, self.D
+        f = np.float32
+        self.w = {"w_q": g.standard_normal((H * D, E)).astype(f) * f(0.4),
+                  "w_k": g.standard_normal((HKV * D, E)).astype(f) * f(0.4),
+                  "w_v": g.standard_normal((HKV * D, E)).astype(f) * f(0.4),
+                  "w_o": g.standard_normal((E, H * D)).astype(f) * f(0.4),
+                  "b_q": g.standard_normal(H * D).astype(f) * f(0.1),
+                  "b_k": g.standard_normal(HKV * D).astype(f) * f(0.1),
+                  "b_v": g.standard_normal(HKV * D).astype(f) * f(0.1),
+                  "b_o": g.standard_normal(E).astype(f) * f(0.1)}
+        self.x = g.standard_normal((2, self.T, E)).astype(f)
+        self.sinks = g.uniform(-1, 1, H).astype(f)
+
+    def proj(self, name, x):
+        w = torch.tensor(self.w["w_" + name], dtype=F64)
+        return torch.tensor(x, dtype=F64) @ w.T + torch.tensor(self.w["b_" + name], dtype=F64)
+
+    def oracle(self, t0, n):
+        H, HKV, D, L = self.H, self.HKV, self.D, t0 + n
+        b = self.x.shape[0]
+        q = self.proj("q", self.x[:, t0:L]).reshape(b, n, H, D).transpose(1, 2)
+        k = self.proj("k", self.x[:, :L]).reshape(b, L, HKV, D).transpose(1, 2)
+        v = self.proj("v", self.x[:, :L]).reshape(b, L, HKV, D).transpose(1, 2)
+        alibi = alibi_distance(bloom_alibi(H, 1)[1], n, L, t0)
+        keep = window_keep(n, L, t0, self.W, True)
+        sinks = torch.tensor(self.sinks, dtype=F64)
+
+        def rules(s):
+            s = torch.tanh(s / self.CAP) * self.CAP + alibi[None]
+            return s.masked_fill(~keep, float("-inf")), sinks
+        o, _ = attend(q, k, v, rules)
+        o = torch.tensor(o).transpose(1, 2).reshape(b, n, H * D)
+        return (o @ torch.tensor(self.w["w_o"], dtype=F64).T +
+                torch.tensor(self.w["b_o"], dtype=F64)).numpy()
+
+    def test_decode(self):
+        for be, path, splits in RUNS:
+            m = vkmha.MHA(ctx(be), self.E, self.H, n_kv_head=self.HKV, **self.w)
+            cache = m.kv_cache(self.T, batch=2)
+            t0 = 0
+            while t0 < self.T:
+                n = self.P if t0 == 0 else 1
+                out = m(self.x[:, t0:t0 + n], causal=True, kv_cache=cache, path=path,
+                        kv_splits=splits, window=self.W, softcap=self.CAP, alibi=True,
+                        sinks=self.sinks)
+                assert_close(self, out, self.oracle(t0, n),
+                             "%s %s splits %d: step at %d" % (be, path, splits, t0))
+                t0 += n
+
+
+if __name__ == "__main__":
+    checks.run(__name__)

@@ -1196,7 +1196,31 @@ typedef struct vkmha_mha_desc {
      * which a shard of float weights quantized at creation needs too, so
      * that its groups are the whole layer's). */
     bool weights_quantized VKMHA_ZERO;
+    /* Rotary position embedding (RoPE, "RoFormer"; Llama, Mistral, Qwen,
+     * gpt-oss, GPT-NeoX, GPT-J): after the projections, the first rope_dims
+     * dimensions of every query and key head (even, <= d_k; 0: no RoPE; the
+     * others pass through: partial rotary as GPT-NeoX / Phi) rotate in
+     * pairs (x0, x1) by the angle p * f_i of the token's position p:
+     *     f_i = (1 / rope_scale) * rope_theta^(-2 i / rope_dims), i < rope_dims / 2
+     *     x0' = x0 cos - x1 sin,  x1' = x1 cos + x0 sin
+     * The pairs: VKMHA_ROPE_HALF (Hugging Face's rotate_half, GPT-NeoX)
+     * pairs dimension i with i + rope_dims / 2, VKMHA_ROPE_INTERLEAVED
+     * (GPT-J) 2i with 2i + 1. The angles are computed in double on the host
+     * and applied in fp32. Keys are rotated once, as they are projected, and
+     * a KV cache keeps them rotated, so a decode step rotates only its new
+     * tokens. Positions: vkmha_mha_io.positions. RoPE needs the keys to be
+     * the queries' tokens: a forward with RoPE and new keys takes
+     * len_k == len_q. */
+    uint32_t rope_dims VKMHA_ZERO;
+    float rope_theta VKMHA_ZERO; /* the base; 0 means 10000 */
+    float rope_scale VKMHA_ZERO; /* linear position scaling (p / rope_scale); 0 means 1 */
+    uint32_t rope_layout VKMHA_ZERO; /* vkmha_rope_layout */
 } vkmha_mha_desc;
+
+typedef enum vkmha_rope_layout {
+    VKMHA_ROPE_HALF = 0,        /* pairs (i, i + rope_dims / 2) */
+    VKMHA_ROPE_INTERLEAVED = 1, /* pairs (2i, 2i + 1) */
+} vkmha_rope_layout;
 
 /* Creates the layer and copies its weights to the device, once. The context
  * must outlive it. */
@@ -1229,6 +1253,14 @@ typedef struct vkmha_mha_io {
      * kv_entry + batch - 1 of it; see "Decoding with a KV cache" below. */
     vkmha_kv_cache *kv_cache VKMHA_ZERO;
     uint32_t kv_entry VKMHA_ZERO;
+    /* With rope_dims: the positions of the tokens, [batch][len_q], each
+     * <= 2^31 - 1 (a host array in every form, tensors too, read while the
+     * call is made). NULL: token t of batch entry b is at position
+     * L_b + t, L_b the positions its KV cache entry held before the call
+     * (0 without a cache). The new keys are the same tokens at the same
+     * positions; queries of a call without new keys (a cache's later
+     * cross-attention steps) are at L_b + t. */
+    const uint32_t *positions VKMHA_ZERO;
 } vkmha_mha_io;
 
 /* out = (LayerNorm(query + ...) if post_norm)
@@ -1603,6 +1635,7 @@ typedef struct vkmha_mha_tensors {
     uint32_t kv_splits VKMHA_ZERO;
     vkmha_kv_cache *kv_cache VKMHA_ZERO; /* as vkmha_mha_io */
     uint32_t kv_entry VKMHA_ZERO;
+    const uint32_t *positions VKMHA_ZERO; /* as vkmha_mha_io: a host array */
 } vkmha_mha_tensors;
 
 /* vkmha_mha_forward on tensors, computed before returning. */

@@ -130,7 +130,24 @@ typedef struct mha_fwd {
     uint32_t entry;
     bool append;
     const uint32_t *old, *lengths;
+    /* RoPE (desc rope_dims): the caller's positions [B][pos_ld] (NULL: the
+     * default L_b + t), and the first query row of this call within them
+     * (a part of rows: i0); the new keys are rows 0 .. Lk - 1. */
+    const uint32_t *positions;
+    uint32_t pos_ld, q0;
 } mha_fwd;
+
+/* RoPE's position of token t of batch entry b: a query row (t from 0 in
+ * this call) or a new key (key). */
+uint32_t vkmha__rope_position(const mha_fwd *f, uint32_t b, uint32_t t, bool key);
+/* RoPE's (cos, sin) of token position `pos`, pair i of the desc's rope_dims,
+ * in double (both backends use them). */
+void vkmha__rope_angle(const vkmha_mha_desc *d, uint32_t pos, uint32_t i, double *c,
+                       double *s);
+/* Rotates `rows` rows of `heads` heads of d->d_k elements (row stride ld)
+ * at the given token positions: the reference's RoPE (src/mha.c). */
+void vkmha__rope_rows(const vkmha_mha_desc *d, float *x, uint32_t rows, uint32_t heads,
+                      uint64_t ld, const mha_fwd *f, bool key);
 
 /* The layer's weights, in the order the backends keep them. */
 enum mha_weight { W_Q, W_K, W_V, W_O, B_Q, B_K, B_V, B_O, GAMMA, BETA, WEIGHT_COUNT };

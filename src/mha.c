@@ -21,6 +21,7 @@
  */
 #include "internal.h"
 
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -149,7 +150,65 @@ static vkmha_status check_desc(vkmha_context *ctx, const vkmha_mha_desc *in,
                                fn, d->head_begin % g ? "head_begin" : "head_end",
                                d->head_begin % g ? d->head_begin : d->head_end, g);
     }
+    if (d->rope_dims % 2 || d->rope_dims > d->d_k)
+        return vkmha__fail(ctx, INVALID, "%s: desc->rope_dims (%u) is %s", fn, d->rope_dims,
+                           d->rope_dims % 2 ? "odd (RoPE rotates pairs)"
+                                            : "above d_k (the dimensions it rotates)");
+    if (!d->rope_dims && (d->rope_theta != 0.0f || d->rope_scale != 0.0f || d->rope_layout))
+        return vkmha__fail(ctx, INVALID, "%s: desc->%s is set but desc->rope_dims is 0", fn,
+                           d->rope_theta != 0.0f ? "rope_theta"
+                           : d->rope_scale != 0.0f ? "rope_scale" : "rope_layout");
+    d->rope_theta = d->rope_dims && d->rope_theta == 0.0f ? 10000.0f : d->rope_theta;
+    d->rope_scale = d->rope_dims && d->rope_scale == 0.0f ? 1.0f : d->rope_scale;
+    if (d->rope_dims && !(d->rope_theta > 0.0f && d->rope_theta <= FLT_MAX))
+        return vkmha__fail(ctx, INVALID, "%s: desc->rope_theta (%g) is not finite and > 0", fn,
+                           (double)d->rope_theta);
+    if (d->rope_dims && !(d->rope_scale > 0.0f && d->rope_scale <= FLT_MAX))
+        return vkmha__fail(ctx, INVALID, "%s: desc->rope_scale (%g) is not finite and > 0", fn,
+                           (double)d->rope_scale);
+    if (d->rope_layout > VKMHA_ROPE_INTERLEAVED)
+        return vkmha__fail(ctx, INVALID, "%s: desc->rope_layout (%u) is not a "
+                           "vkmha_rope_layout", fn, d->rope_layout);
     return check_quant(ctx, d);
+}
+
+uint32_t vkmha__rope_position(const mha_fwd *f, uint32_t b, uint32_t t, bool key)
+{
+    const uint32_t row = key ? t : f->q0 + t;
+    if (f->positions)
+        return f->positions[(uint64_t)b * f->pos_ld + row];
+    return (f->old ? f->old[b] : 0) + row;
+}
+
+void vkmha__rope_angle(const vkmha_mha_desc *d, uint32_t pos, uint32_t i, double *c,
+                       double *s)
+{
+    const double a = (double)pos / d->rope_scale *
+                     pow((double)d->rope_theta, -2.0 * i / d->rope_dims);
+    *c = cos(a);
+    *s = sin(a);
+}
+
+void vkmha__rope_rows(const vkmha_mha_desc *d, float *x, uint32_t rows, uint32_t heads,
+                      uint64_t ld, const mha_fwd *f, bool key)
+{
+    const uint32_t half = d->rope_dims / 2;
+    for (uint32_t r = 0; r < rows; r++) {
+        const uint32_t b = r / (key ? f->Lk : f->Lq), t = r % (key ? f->Lk : f->Lq);
+        const uint32_t pos = vkmha__rope_position(f, b, t, key);
+        for (uint32_t i = 0; i < half; i++) {
+            double c, s;
+            vkmha__rope_angle(d, pos, i, &c, &s);
+            const uint32_t a = d->rope_layout == VKMHA_ROPE_INTERLEAVED ? 2 * i : i,
+                           e = d->rope_layout == VKMHA_ROPE_INTERLEAVED ? 2 * i + 1 : i + half;
+            for (uint32_t h = 0; h < heads; h++) {
+                float *p = x + r * ld + (uint64_t)h * d->d_k;
+                const double x0 = p[a], x1 = p[e];
+                p[a] = (float)(x0 * c - x1 * s);
+                p[e] = (float)(x1 * c + x0 * s);
+            }
+        }
+    }
 }
 
 /* The projection weights of a shard (d, as shard_desc leaves it) cut from
@@ -392,7 +451,37 @@ typedef struct fwd_args {
     uint32_t dtype; /* host arrays: io->dtype; tensors: the query's */
     vkmha_kv_cache *kv_cache;
     uint32_t kv_entry;
+    const uint32_t *positions;
 } fwd_args;
+
+/* RoPE's arguments: positions only with it, each below 2^31; new keys
+ * only as the queries' tokens. */
+static vkmha_status check_positions(vkmha_mha *mha, const fwd_args *io, mha_fwd *f)
+{
+    vkmha_context *ctx = mha->ctx;
+    const char *fn = ctx->call;
+    if (!mha->d.rope_dims) {
+        if (io->positions)
+            return vkmha__fail(ctx, INVALID, "%s: io->positions is set but the layer has no "
+                               "RoPE (desc->rope_dims 0)", fn);
+        return VKMHA_SUCCESS;
+    }
+    if (f->append && f->Lk != f->Lq)
+        return vkmha__fail(ctx, INVALID, "%s: io->len_k (%u) differs from io->len_q (%u): "
+                           "RoPE (desc->rope_dims) rotates new keys at the queries' positions",
+                           fn, f->Lk, f->Lq);
+    const uint64_t n = (uint64_t)f->B * f->Lq;
+    for (uint64_t i = 0; io->positions && i < n; i++)
+        if (io->positions[i] > INT32_MAX)
+            return vkmha__fail(ctx, INVALID, "%s: io->positions[%llu] (%u) is beyond 2^31 - 1",
+                               fn, (unsigned long long)i, io->positions[i]);
+    for (uint32_t b = 0; !io->positions && f->old && b < f->B; b++)
+        if ((uint64_t)f->old[b] + f->Lq - 1 > INT32_MAX)
+            return vkmha__fail(ctx, INVALID, "%s: the KV cache entry %u's positions pass "
+                               "2^31 - 1", fn, f->entry + b);
+    f->positions = io->positions;
+    return VKMHA_SUCCESS;
+}
 
 /* Checks everything but the mask. */
 static vkmha_status check_args(vkmha_mha *mha, const fwd_args *io, mha_fwd *f)
@@ -428,8 +517,13 @@ static vkmha_status check_args(vkmha_mha *mha, const fwd_args *io, mha_fwd *f)
     f->append = true;
     f->old = f->lengths = NULL;
     f->entry = 0;
+    f->positions = NULL;
+    f->pos_ld = f->Lq;
+    f->q0 = 0;
     if (io->kv_cache && (st = vkmha__kv_resolve(mha, io->kv_cache, io->kv_entry, f->Lq, f->Lk,
                                                 append, f)))
+        return st;
+    if ((st = check_positions(mha, io, f)))
         return st;
     /* The attention's keys: the new ones, or a cache's (f->as.len_k). */
     const uint32_t kv_len = io->kv_cache ? f->as.len_k : f->Lk;
@@ -496,7 +590,8 @@ static vkmha_status check_io(vkmha_mha *mha, const vkmha_mha_io *io, mha_fwd *f)
                         .query = io->query, .key = io->key, .value = io->value, .out = io->out,
                         .attn_weights = io->attn_weights, .attention_path = io->attention_path,
                         .kv_splits = io->kv_splits, .dtype = io->dtype,
-                        .kv_cache = io->kv_cache, .kv_entry = io->kv_entry};
+                        .kv_cache = io->kv_cache, .kv_entry = io->kv_entry,
+                        .positions = io->positions};
     if ((st = check_args(mha, &a, f)))
         return st;
     f->mask.t[0] = f->mask.t[1] = f->mask.t[2] = NULL; /* host arrays */
@@ -558,7 +653,8 @@ vkmha_status vkmha__mha_forward_tensors(vkmha_mha *mha, const vkmha_run *run,
                         .attn_weights = io->attn_weights, .attention_path = io->attention_path,
                         .kv_splits = io->kv_splits,
                         .dtype = io->query ? arg[0].dtype : VKMHA_DTYPE_F32,
-                        .kv_cache = io->kv_cache, .kv_entry = io->kv_entry};
+                        .kv_cache = io->kv_cache, .kv_entry = io->kv_entry,
+                        .positions = io->positions};
     if ((st = check_args(mha, &a, &f)))
         return st;
     const uint64_t n[5] = {f.n_query, f.n_key, f.n_value, f.n_out, f.n_weights};

@@ -348,6 +348,14 @@ static vkmha_status forward(vkmha_mha *mha, const mha_fwd *f, void *const p[5],
     round_to(ad, qp, nq);
     round_to(ad, kp, nk);
     round_to(ad, vp, nv);
+    if (d->rope_dims) { /* the new keys are the queries' tokens (mha.c) */
+        vkmha__rope_rows(d, qp, rq, H, (uint64_t)H * d->d_k, f, false);
+        round_to(ad, qp, nq);
+        if (f->append) {
+            vkmha__rope_rows(d, kp, rk, Hkv, (uint64_t)Hkv * d->d_k, f, true);
+            round_to(ad, kp, nk);
+        }
+    }
 
     heads_shape hq = {f->B, f->Lq, H, d->d_k, 0, 0, 0},
                 hk = {f->B, f->Lk, Hkv, d->d_k, 0, 0, 0},

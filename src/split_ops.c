@@ -230,6 +230,8 @@ static vkmha_status layer_part(vkmha_mha *mha, const vkmha_run *run, const mha_f
     p.old = f->old ? f->old + b0 : NULL;
     p.lengths = f->lengths ? f->lengths + b0 : NULL;
     p.as.lengths = f->as.lengths ? f->as.lengths + b0 : NULL;
+    p.positions = f->positions ? f->positions + (uint64_t)b0 * f->pos_ld : NULL;
+    p.q0 = f->q0 + i0;
     const uint64_t q_at = ((uint64_t)b0 * f->Lq + i0) * row;
     vkmha_arg a[5] = {vkmha__arg_at(&args[0], q_at), vkmha__arg_at(&args[1], b0 * per[1]),
                       vkmha__arg_at(&args[2], b0 * per[2]), vkmha__arg_at(&args[3], q_at),

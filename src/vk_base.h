@@ -182,6 +182,7 @@ typedef enum vk_slot {
     SLOT_OUT,     /* op and layer outputs */
     SLOT_WEIGHTS, /* attention weights of a 16-bit dtype (host arrays) */
     SLOT_MM_ACC,  /* fp32 sums of a 16-bit matmul's ranges of k (vk_record_matmul) */
+    SLOT_ROPE,    /* RoPE's (cos, sin) table of a layer's forward (src/vk_mha.c) */
     SLOT_COUNT
 } vk_slot;
 
@@ -204,6 +205,8 @@ typedef enum vk_slot {
 /* Invocations of a workgroup of shaders/kv_q8.comp (a row each; its rows
  * are at most VK_CPU_ROW_MAX elements: src/vk_kv_cache.c). */
 #define VK_KV_Q8_WG 64u
+/* Invocations of a workgroup of shaders/rope.comp (a pair each). */
+#define VK_ROPE_WG 64u
 
 /* The most VK_NV_cooperative_matrix2 workgroup shapes kept (vk_state). */
 #define VK_CM2_SHAPES 8

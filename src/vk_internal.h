@@ -90,6 +90,10 @@ typedef struct vk_mha {
     uint32_t n_blocks[4], block_rows[4];
     vk_buffer *more[4];
     vk_site_pool sites;
+    /* RoPE's (cos, sin) table of the forward being recorded (host memory
+     * that vk_update reads when the plan runs), grown as needed. */
+    float *rope;
+    size_t rope_cap; /* floats */
 } vk_mha;
 /* A KV cache on the Vulkan backend (src/vk_kv_cache.c): the key lengths a
  * forward's attention reads (written into the command buffer by each

@@ -308,6 +308,12 @@ static void kv_q8_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
     *o = (vk_spec){.spv = SPV_KV_Q8, .n = 1, .value = {VK_KV_Q8_WG}};
 }
 
+static void rope_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
+{
+    (void)vk, (void)pipe, (void)u16;
+    *o = (vk_spec){.spv = SPV_ROPE, .n = 1, .value = {VK_ROPE_WG}};
+}
+
 static bool rows_cpu_available(const vk_state *vk, vk_pipe pipe)
 {
     (void)pipe;
@@ -385,6 +391,9 @@ const vk_kernel_def vk_kernel_defs[KERNEL_COUNT] = {
     [KERNEL_KV_Q8] = {.name = "kv_q8", .op = "heads", .kind = KIND_HEADS, .tiles = 1, .vecs = 1,
                       .classes = 1, .bufs = 2, .push_size = sizeof(struct heads_push),
                       .spec = kv_q8_spec},
+    [KERNEL_ROPE] = {.name = "rope", .op = "heads", .kind = KIND_HEADS, .tiles = 1, .vecs = 1,
+                     .classes = 1, .bufs = 2, .push_size = sizeof(struct rope_push),
+                     .spec = rope_spec},
 };
 
 static const char *const tile_names[TILE_COUNT] = {"large", "small", "gemv"};

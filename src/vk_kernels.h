@@ -51,6 +51,9 @@ typedef enum vk_kernel {
     /* The CPU-shaped fused attention over a Q8 KV cache's rows, per class
      * (flash_cpu.comp's KV_Q8 variant: k and v through R32_UINT texels). */
     KERNEL_FLASH_CPU_Q8,
+    /* RoPE on the layer's query and key projections in place (the heads
+     * kind: binding 0 the (cos, sin) table, 1 the projection). */
+    KERNEL_ROPE,
     KERNEL_COUNT
 } vk_kernel;
 

@@ -523,8 +523,9 @@ static vkmha_status slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size, b
         [SLOT_O_HEADS] = "attention output",
         [SLOT_OUT] = "output",
         [SLOT_WEIGHTS] = "attention weights",
-        [SLOT_MM_ACC] = "matmul sums over ranges of k"};
-    _Static_assert(SLOT_MM_ACC + 1 == SLOT_COUNT, "every slot has a name");
+        [SLOT_MM_ACC] = "matmul sums over ranges of k",
+        [SLOT_ROPE] = "RoPE's table of angles"};
+    _Static_assert(SLOT_ROPE + 1 == SLOT_COUNT, "every slot has a name");
     return ensure(vk, &vk->mem.slots[slot], size, false, false, windowed, names[slot]);
 }
 

@@ -19,6 +19,7 @@ enum mha_site {
     SITE_PROJ_O = SITE_ATTENTION + VK_ATTENTION_SITES,
     SITE_NORM,
     SITE_DEQUANT_K, SITE_DEQUANT_V, /* a Q8 cache's fp32 copies (unfused path) */
+    SITE_ROPE_Q, SITE_ROPE_K,
     SITE_COUNT
 };
 
@@ -47,7 +48,8 @@ vkmha_status vk_mha_weights(vkmha_mha *mha, const void *const src[WEIGHT_COUNT],
     vk_kind kinds[SITE_COUNT] = {[SITE_PROJ_Q] = KIND_MATMUL, [SITE_PROJ_K] = KIND_MATMUL,
                                  [SITE_PROJ_V] = KIND_MATMUL, [SITE_PROJ_O] = KIND_MATMUL,
                                  [SITE_NORM] = KIND_LAYERNORM, [SITE_DEQUANT_K] = KIND_HEADS,
-                                 [SITE_DEQUANT_V] = KIND_HEADS};
+                                 [SITE_DEQUANT_V] = KIND_HEADS, [SITE_ROPE_Q] = KIND_HEADS,
+                                 [SITE_ROPE_K] = KIND_HEADS};
     memcpy(&kinds[SITE_ATTENTION], vk_attention_site_kinds, sizeof vk_attention_site_kinds);
     vk_state *vk = mha->ctx->vk;
     vk_mha *vm = (vk_mha *)mha;
@@ -321,6 +323,12 @@ static vkmha_status record_dequant(vk_state *vk, const vkmha_mha *mha, const mha
 /* Everything a forward needs besides its inputs and output (b), before
  * recording: projection, concat and attention scratch, and the window sites
  * of the projections past maxStorageBufferRange. */
+/* RoPE's table rows: the queries', then the new keys'. */
+static uint64_t rope_rows(const mha_fwd *f)
+{
+    return (uint64_t)f->B * f->Lq + (f->append ? (uint64_t)f->B * f->Lk : 0);
+}
+
 static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, const fwd_bufs *b,
                                    bool weights, const vk_view *weights_view,
                                    vk_attn_plan *plan)
@@ -338,7 +346,9 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, const fwd_b
     /* The key and value projections may exceed maxStorageBufferRange: their
      * matmuls write them in windows, the fused attention reads them in
      * windows (the unfused path refuses them). */
-    if ((st = vk_slot_ensure(vk, SLOT_Q_PROJ, rq * H * d->d_k * es)) ||
+    if ((d->rope_dims &&
+         (st = vk_slot_ensure(vk, SLOT_ROPE, rope_rows(f) * d->rope_dims * 4))) ||
+        (st = vk_slot_ensure(vk, SLOT_Q_PROJ, rq * H * d->d_k * es)) ||
         (st = vk_slot_ensure_windowed(vk, SLOT_K_PROJ, rk * Hkv * d->d_k * es)) ||
         (st = vk_slot_ensure_windowed(vk, SLOT_V_PROJ, rk * Hkv * d->d_v * es)) ||
         (st = plan_attention(vk, mha, f, weights, weights_view, first, kv, plan)) ||
@@ -419,6 +429,63 @@ static vkmha_status record_append(vk_state *vk, const mha_fwd *f, uint32_t first
     return vk_update(vk, &kv->lens, 0, f->lengths, 4ull * f->B);
 }
 
+/* RoPE on the query projections and the new keys' in place: their (cos,
+ * sin) table computed here in double (vkmha__rope_angle, as the
+ * reference's), written into the commands, then a pass over each. */
+static vkmha_status record_rope(vk_state *vk, vkmha_mha *mha, const mha_fwd *f)
+{
+    vk_mha *vm = (vk_mha *)mha;
+    const vkmha_mha_desc *d = &mha->d;
+    const uint32_t pairs = d->rope_dims / 2;
+    const uint64_t rq = (uint64_t)f->B * f->Lq, n = rope_rows(f) * pairs * 2;
+    if (n > vm->rope_cap) {
+        float *t = vkmha__alloc(mha->ctx, n * sizeof *t);
+        if (!t)
+            return vkmha__fail(mha->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
+                               "%s: out of host memory", mha->ctx->call);
+        vkmha__free(mha->ctx, vm->rope);
+        vm->rope = t;
+        vm->rope_cap = n;
+    }
+    float *t = vm->rope;
+    for (uint64_t r = 0; r < rope_rows(f); r++) {
+        const bool key = r >= rq;
+        const uint32_t len = key ? f->Lk : f->Lq;
+        const uint64_t rr = key ? r - rq : r;
+        const uint32_t pos = vkmha__rope_position(f, (uint32_t)(rr / len),
+                                                  (uint32_t)(rr % len), key);
+        for (uint32_t i = 0; i < pairs; i++) {
+            double c, s;
+            vkmha__rope_angle(d, pos, i, &c, &s);
+            *t++ = (float)c;
+            *t++ = (float)s;
+        }
+    }
+    vkmha_status st = VKMHA_SUCCESS;
+    const vk_buffer *slot = &vk->mem.slots[SLOT_ROPE];
+    for (uint64_t at = 0; at < n && !st; at += 16384) /* vkCmdUpdateBuffer: 64 KiB */
+        st = vk_update(vk, slot, at * 4, vm->rope + at, (n - at < 16384 ? n - at : 16384) * 4);
+    if (st)
+        return st;
+    vk_barrier(vk);
+    vk_site *site = vm->sites.sites;
+    for (int k = 0; k < 1 + f->append && !st; k++) {
+        const uint32_t heads = k ? d->n_kv_head : d->n_head;
+        const uint64_t rows = k ? (uint64_t)f->B * f->Lk : rq,
+                       total = rows * heads * pairs;
+        const struct rope_push p = {.total = (uint32_t)total, .pairs = pairs, .heads = heads,
+                                    .head_dim = d->d_k, .ld = heads * d->d_k,
+                                    .interleaved = d->rope_layout == VKMHA_ROPE_INTERLEAVED,
+                                    .table0 = (uint32_t)(k ? rq * pairs : 0)};
+        const vk_view bufs[2] = {vk_view_of(slot, VKMHA_DTYPE_F32),
+                                 vk_view_of(&vk->mem.slots[k ? SLOT_K_PROJ : SLOT_Q_PROJ], f->ad)};
+        st = vk_dispatch_groups(vk, &site[k ? SITE_ROPE_K : SITE_ROPE_Q], VK_PIPE(KERNEL_ROPE),
+                                bufs, 2, &p, sizeof p, offsetof(struct rope_push, group_base),
+                                vk_div_up(total, VK_ROPE_WG));
+    }
+    return st;
+}
+
 /* Records the forward (after the inputs are on the device). */
 static vkmha_status record_forward(vkmha_mha *mha, const mha_fwd *f, vk_attn_plan *plan,
                                    const fwd_bufs *b)
@@ -445,6 +512,11 @@ static vkmha_status record_forward(vkmha_mha *mha, const mha_fwd *f, vk_attn_pla
                                   vk_view_of(&vk->mem.slots[SLOT_V_PROJ], ad), rk)))))
         return st;
     vk_barrier(vk);
+    if (d->rope_dims) {
+        if ((st = record_rope(vk, mha, f)))
+            return st;
+        vk_barrier(vk);
+    }
     /* The cache's views start at the entry prepare_vulkan chose. */
     const uint32_t first = f->cache ? f->entry - plan->kv_b0 : 0;
     if (f->cache) { /* the attention reads the cache */
@@ -566,6 +638,7 @@ void vk_mha_free(vkmha_mha *mha)
         vkmha__free(mha->ctx, vm->more[i]);
     }
     vk_site_pool_destroy(vk, &vm->sites);
+    vkmha__free(mha->ctx, vm->rope);
 }
 
 vkmha_status vk_mha_forward(vkmha_mha *mha, const vkmha_run *run, const mha_fwd *f,

@@ -25,6 +25,7 @@
 #include "../shaders/layernorm_push.glsl"
 #include "../shaders/flash_push.glsl"
 #include "../shaders/combine_push.glsl"
+#include "../shaders/rope_push.glsl"
 
 #undef uint
 #undef PUSH_BEGIN

@@ -1,6 +1,7 @@
 /* The score rules of today's decoders (include/vkmha.h, "Masks"): sliding
  * windows (causal and symmetric), ALiBi, logit soft-capping and attention
- * sinks, alone and together with the older mask kinds, GQA and KV caches.
+ * sinks, alone and together with the older mask kinds, GQA and KV caches;
+ * and rotary positions in the layer (vkmha_mha_desc.rope_dims).
  *
  * Every Vulkan path and kernel is held to the reference backend element by
  * element, outputs and weights, on shapes that are multiples of no tile:
@@ -337,6 +338,126 @@ static void layer_decode(vkmha_context *ctx, const char *be, t_rng *r)
     free(ld.mem), free(x), free(sinks), free(whole), free(steps);
 }
 
+/* ---- RoPE in the layer ----------------------------------------------------------- */
+
+/* A GQA layer (d_model 24, 6 heads of d_k 8, 2 key/value heads) with RoPE
+ * on 6 of its 8 dims (theta 500, scale 2), both pair layouts, explicit
+ * positions (entry 1 left-padded), on each Vulkan context and path against
+ * the reference: the whole prompt (fp32 and fp16 activations, and as
+ * tensors), then a prompt of 4 and single tokens through an f32 and a Q8
+ * KV cache, step by step. */
+static void rope_layer(vkmha_context *ref, vkmha_context *const gpus[2], t_rng *r)
+{
+    enum { D = 24, NH = 6, NKV = 2, DK = 8, L = 9, NB = 2 };
+    t_layer_desc ld;
+    t_layer_desc_make(&ld, r, D, NH, NKV, DK, DK, D, 0.4f);
+    ld.d.post_norm = false;
+    ld.d.norm_gamma = ld.d.norm_beta = NULL;
+    ld.d.rope_dims = 6;
+    ld.d.rope_theta = 500.0f;
+    ld.d.rope_scale = 2.0f;
+    float *x = t_random(r, (size_t)NB * L * D, -1, 1);
+    uint32_t pos[NB * L];
+    for (uint32_t t = 0; t < L; t++) {
+        pos[t] = 40 + t;
+        pos[L + t] = t < 2 ? 0 : t - 2;
+    }
+    const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
+    const size_t n = (size_t)NB * L * D;
+    float *want = t_alloc(n), *got = t_alloc(n);
+    for (uint32_t layout = 0; layout < 2; layout++) {
+        ld.d.rope_layout = layout;
+        vkmha_mha *mr = NULL;
+        bool ok = !vkmha_mha_create(ref, &ld.d, &mr);
+        vkmha_mha_io io = {.batch = NB, .len_q = L, .query = x, .key = x, .value = x,
+                           .out = want, .mask = &causal, .positions = pos};
+        ok = ok && !vkmha_mha_forward(mr, &io);
+        for (int g = 0; g < 2; g++)
+            for (size_t ri = 0; ri < sizeof runs / sizeof runs[0]; ri++) {
+                if (g && runs[ri].path == VKMHA_ATTENTION_PATH_UNFUSED)
+                    continue;
+                char name[200];
+                snprintf(name, sizeof name, "RoPE %s, %s, %s: whole prompt at given positions",
+                         layout ? "interleaved" : "half-split",
+                         g ? "workgroup-shared kernel" : "default kernel", runs[ri].name);
+                vkmha_mha *mg = NULL;
+                vkmha_mha_io gi = io;
+                gi.out = got;
+                gi.attention_path = runs[ri].path;
+                gi.kv_splits = runs[ri].kv_splits;
+                const bool gok = ok && !vkmha_mha_create(gpus[g], &ld.d, &mg) &&
+                                 !vkmha_mha_forward(mg, &gi);
+                t_report(gok && t_close(name, "out", got, want, n, T_LAYER_ATOL, T_LAYER_RTOL),
+                         "%s", name);
+                /* Decode through each cache kind, on both backends alike. */
+                for (uint32_t q8 = 0; q8 < 2 && g == 0; q8++) {
+                    const vkmha_kv_cache_desc cd = {.batch = NB, .capacity = L,
+                                                    .quant = q8 ? VKMHA_QUANT_Q8 : 0};
+                    vkmha_kv_cache *cr = NULL, *cg = NULL;
+                    bool sok = gok && !vkmha_kv_cache_create(mr, &cd, &cr) &&
+                               !vkmha_kv_cache_create(mg, &cd, &cg);
+                    float *sx = t_alloc((size_t)NB * 4 * D), *sw = t_alloc((size_t)NB * 4 * D),
+                          *sg = t_alloc((size_t)NB * 4 * D);
+                    uint32_t sp[NB * 4];
+                    for (uint32_t t = 0; t < L && sok;) {
+                        const uint32_t m = t == 0 ? 4 : 1;
+                        for (uint32_t b = 0; b < NB; b++) {
+                            memcpy(sx + (size_t)b * m * D, x + ((size_t)b * L + t) * D,
+                                   (size_t)m * D * sizeof(float));
+                            for (uint32_t i = 0; i < m; i++)
+                                sp[b * m + i] = pos[b * L + t + i];
+                        }
+                        vkmha_mha_io s = {.batch = NB, .len_q = m, .query = sx, .key = sx,
+                                          .value = sx, .out = sw, .mask = &causal,
+                                          .kv_cache = cr, .positions = sp};
+                        sok = !vkmha_mha_forward(mr, &s);
+                        s.out = sg;
+                        s.kv_cache = cg;
+                        s.attention_path = runs[ri].path;
+                        s.kv_splits = runs[ri].kv_splits;
+                        sok = sok && !vkmha_mha_forward(mg, &s) &&
+                              t_close(name, "step", sg, sw, (size_t)NB * m * D, T_LAYER_ATOL,
+                                      T_LAYER_RTOL);
+                        t += m;
+                    }
+                    t_report(sok, "RoPE %s, %s: decoded through %s cache step by step",
+                             layout ? "interleaved" : "half-split", runs[ri].name,
+                             q8 ? "a Q8" : "an f32");
+                    vkmha_kv_cache_destroy(cr);
+                    vkmha_kv_cache_destroy(cg);
+                    free(sx), free(sw), free(sg);
+                }
+                vkmha_mha_destroy(mg);
+            }
+        /* fp16 activations, and the tensor form with host positions. */
+        vkmha_mha *mg = NULL;
+        void *x16 = t_to_dt(VKMHA_DTYPE_F16, x, n), *w16 = malloc(n * 2), *g16 = malloc(n * 2);
+        vkmha_mha_io h = io;
+        h.query = h.key = h.value = x16;
+        h.out = w16;
+        h.dtype = VKMHA_DTYPE_F16;
+        bool hok = ok && !vkmha_mha_forward(mr, &h) && !vkmha_mha_create(gpus[0], &ld.d, &mg);
+        h.out = g16;
+        hok = hok && !vkmha_mha_forward(mg, &h);
+        t_report(hok && t_close_dt("RoPE fp16", "out", VKMHA_DTYPE_F16, g16, w16, n, 4e-3, 4e-3),
+                 "RoPE %s: fp16 activations", layout ? "interleaved" : "half-split");
+        vkmha_tensor *tx = tensor_of(gpus[0], x, n), *to = tensor_of(gpus[0], NULL, n);
+        const vkmha_tensor_mask tc = {.kinds = VKMHA_MASK_CAUSAL};
+        const vkmha_mha_tensors ti = {.batch = NB, .len_q = L, .query = tx, .key = tx,
+                                      .value = tx, .out = to, .mask = &tc, .positions = pos};
+        hok = tx && to && !vkmha_mha_forward_tensor(mg, &ti) &&
+              !vkmha_tensor_download(to, 0, got, n * 4);
+        t_report(hok && t_close("RoPE tensors", "out", got, want, n, T_LAYER_ATOL, T_LAYER_RTOL),
+                 "RoPE %s: the tensor form with host positions",
+                 layout ? "interleaved" : "half-split");
+        vkmha_tensor_destroy(tx), vkmha_tensor_destroy(to);
+        vkmha_mha_destroy(mg);
+        vkmha_mha_destroy(mr);
+        free(x16), free(w16), free(g16);
+    }
+    free(ld.mem), free(x), free(want), free(got);
+}
+
 /* ---- bad input ---------------------------------------------------------------- */
 
 static void bad_input(vkmha_context *ctx, const char *be)
@@ -405,6 +526,7 @@ int main(void)
     attention_case(cx.ref, gpus, &r, &cases[N_CASES - 1], 12, VKMHA_DTYPE_F16);
     attention_case(cx.ref, gpus, &r, &cases[4], 16, VKMHA_DTYPE_F16);
     tensor_forms(cx.gpu, &r);
+    rope_layer(cx.ref, gpus, &r);
     layer_decode(cx.ref, "reference", &r);
     layer_decode(cx.gpu, "vulkan", &r);
     layer_decode(cx.shared, "vulkan, workgroup-shared kernel", &r);

@@ -534,7 +534,7 @@ class MHA(_vkmha.MHA):
     def __call__(self, query, key=None, value=None, need_weights=False, path="auto",
                  kv_splits=0, key_padding=None, full=None, causal=False, bias=None,
                  dtype=None, kv_cache=None, kv_entry=0, causal_offset=0, window=0,
-                 softcap=0.0, alibi=None, sinks=None):
+                 softcap=0.0, alibi=None, sinks=None, positions=None):
         """out [batch][len_q][d_model] (and attn_weights [batch][H][len_q][len_k]
         when need_weights) for query [batch][len_q][d_model], key
         [batch][len_k][kdim] and value [batch][len_k][vdim] (None: query), of
@@ -549,7 +549,10 @@ class MHA(_vkmha.MHA):
         then have the longest entry's length as their key axis. The score
         rules (window, softcap, alibi, sinks) as in Context.softmax, per
         call: a model's layers pass theirs (Mistral's window, Gemma 2's
-        softcap=50, gpt-oss's sinks, BLOOM's alibi=True)."""
+        softcap=50, gpt-oss's sinks, BLOOM's alibi=True). positions: with
+        RoPE (MHA(..., rope_dims=, rope_theta=, rope_scale=, rope_layout=)),
+        the tokens' positions [batch][len_q] (default: each cache entry's
+        length before the call + t, or t without a cache)."""
         if kv_cache is not None and key is False:
             key = value = None
         else:
@@ -565,6 +568,15 @@ class MHA(_vkmha.MHA):
                              "layer's alibi_slopes(n)[head_begin:head_end]; pass those")
         extra = {"kv_cache": kv_cache, "kv_entry": kv_entry, "causal_offset": causal_offset,
                  **rules(d["n_head"], window, softcap, alibi, sinks)}
+        if positions is not None:
+            if _is_torch(positions):
+                positions = positions.detach().cpu().numpy()
+            p = _np.asarray(positions)
+            if p.dtype.kind not in "iu":
+                raise TypeError("positions: integers are needed, got %s" % p.dtype)
+            if p.size and (p.min() < 0 or p.max() > 2**31 - 1):
+                raise ValueError("positions: each must be in [0, 2^31 - 1]")
+            extra["positions"] = _np.ascontiguousarray(p, dtype=_np.uint32)
         if isinstance(query, _vkmha.Tensor):
             b, lq = query.shape[0], query.shape[1]
             lk = key.shape[1] if key is not None else 0

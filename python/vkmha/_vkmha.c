@@ -448,8 +448,10 @@ static const struct {
     [VKMHA_DTYPE_U8] = {"B?b", 1, "uint8 (or bool)"},
     [VKMHA_DTYPE_F16] = {"e", 2, "float16"},
     [VKMHA_DTYPE_BF16] = {"Hh", 2, "bfloat16 (uint16 bits)"},
+    [VKMHA_DTYPE_BF16 + 1] = {"IL", 4, "uint32"}, /* ARG_U32: RoPE's positions */
 };
-#define N_DTYPES (sizeof dtype_formats / sizeof dtype_formats[0])
+#define N_DTYPES (VKMHA_DTYPE_BF16 + 1) /* vkmha_dtype's */
+#define ARG_U32 (VKMHA_DTYPE_BF16 + 1)
 
 /* A dtype argument: one of vkmha_dtype's values (F32, F16, BF16 and, where
  * u8_ok, U8). */
@@ -1043,20 +1045,23 @@ static int mha_init(MHAObject *self, PyObject *args, PyObject *kw)
                              "n_kv_head", "d_k", "d_v", "kdim", "vdim", "scale", "b_q", "b_k",
                              "b_v", "b_o", "post_norm", "norm_gamma", "norm_beta", "norm_eps",
                              "weight_dtype", "storage_dtype", "head_begin", "head_end",
-                             "weight_quant", "weight_group_size", "weights_quantized", NULL};
+                             "weight_quant", "weight_group_size", "weights_quantized", "rope_dims",
+                             "rope_theta", "rope_scale", "rope_layout", NULL};
     ContextObject *ctx;
     Py_ssize_t dm, nh, nkv = 0, dk = 0, dv = 0, kdim = 0, vdim = 0, h0 = 0, h1 = 0;
     unsigned int wq = 0, wg = 0;
     int given_quantized = 0;
     PyObject *w[4], *b[4] = {Py_None, Py_None, Py_None, Py_None}, *gamma = Py_None,
                     *beta = Py_None;
-    float scale = 0.0f, eps = 0.0f;
+    float scale = 0.0f, eps = 0.0f, rope_theta = 0.0f, rope_scale = 0.0f;
+    unsigned int rope_dims = 0, rope_layout = 0;
     int post_norm = 0, wdt = VKMHA_DTYPE_F32, sdt = VKMHA_DTYPE_F32;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!nnOOOO|nnnnnfOOOOpOOfiinnIIp", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!nnOOOO|nnnnnfOOOOpOOfiinnIIpIffI", kwlist,
                                      &ContextType, &ctx, &dm, &nh, &w[0], &w[1], &w[2], &w[3],
                                      &nkv, &dk, &dv, &kdim, &vdim, &scale, &b[0], &b[1], &b[2],
                                      &b[3], &post_norm, &gamma, &beta, &eps, &wdt, &sdt, &h0,
-                                     &h1, &wq, &wg, &given_quantized) ||
+                                     &h1, &wq, &wg, &given_quantized, &rope_dims, &rope_theta,
+                                     &rope_scale, &rope_layout) ||
         check_open(ctx) || check_dtype(wdt, "weight_dtype", false) ||
         check_dtype(sdt, "storage_dtype", false))
         return -1;
@@ -1080,6 +1085,10 @@ static int mha_init(MHAObject *self, PyObject *args, PyObject *kw)
     d.weight_quant = wq;
     d.weight_group_size = wg;
     d.weights_quantized = given_quantized != 0;
+    d.rope_dims = rope_dims;
+    d.rope_theta = rope_theta;
+    d.rope_scale = rope_scale;
+    d.rope_layout = rope_layout;
     /* The sizes the weights must have; where a default cannot be resolved
      * vkmha_mha_create rejects the desc before reading any weight. */
     const uint64_t H = d.n_head, Hkv = d.n_kv_head ? d.n_kv_head : d.n_head;
@@ -1206,7 +1215,7 @@ static PyObject *mha_desc(MHAObject *self, void *unused)
     const vkmha_mha_desc *d = &self->d;
     if (live(self->mha, "MHA"))
         return NULL;
-    return Py_BuildValue("{sIsIsIsIsIsIsIsfsOsfsIsIsIsIsIsIsO}", "d_model", d->d_model,
+    return Py_BuildValue("{sIsIsIsIsIsIsIsfsOsfsIsIsIsIsIsIsOsIsfsfsI}", "d_model", d->d_model,
                          "n_head",
                          d->n_head, "n_kv_head", d->n_kv_head, "d_k", d->d_k, "d_v", d->d_v,
                          "kdim", d->kdim, "vdim", d->vdim, "scale", (double)d->scale,
@@ -1215,21 +1224,24 @@ static PyObject *mha_desc(MHAObject *self, void *unused)
                          "storage_dtype", d->storage_dtype, "head_begin", d->head_begin,
                          "head_end", d->head_end, "weight_quant", d->weight_quant,
                          "weight_group_size", d->weight_group_size, "weights_quantized",
-                         d->weights_quantized ? Py_True : Py_False);
+                         d->weights_quantized ? Py_True : Py_False, "rope_dims", d->rope_dims,
+                         "rope_theta", (double)d->rope_theta, "rope_scale",
+                         (double)d->rope_scale, "rope_layout", d->rope_layout);
 }
 
 static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"query", "key", "value", "out", "len_q", "len_k", "batch",
                              "attn_weights", "path", "kv_splits", MASK_KWLIST, "dtype",
-                             "kv_cache", "kv_entry", NULL};
-    PyObject *q_o, *k_o, *v_o, *out_o, *w_o = Py_None, *cache_o = Py_None;
+                             "kv_cache", "kv_entry", "positions", NULL};
+    PyObject *q_o, *k_o, *v_o, *out_o, *w_o = Py_None, *cache_o = Py_None, *pos_o = Py_None;
     Py_ssize_t lq, lk, batch = 1, kv_splits = 0, kv_entry = 0;
     int path = 0, dt = VKMHA_DTYPE_F32;
     mask_args m = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOnn|nOin" MASK_FORMAT "iOn", kwlist, &q_o,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOnn|nOin" MASK_FORMAT "iOnO", kwlist, &q_o,
                                      &k_o, &v_o, &out_o, &lq, &lk, &batch, &w_o, &path,
-                                     &kv_splits, MASK_REFS(m), &dt, &cache_o, &kv_entry) ||
+                                     &kv_splits, MASK_REFS(m), &dt, &cache_o, &kv_entry,
+                                     &pos_o) ||
         live(self->mha, "MHA") || check_open(self->ctx) || check_dtype(dt, "dtype", false))
         return NULL;
     const vkmha_mha_desc *d = &self->d;
@@ -1253,12 +1265,15 @@ static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)
     if (cache)
         Lkn = cache_len_kv(cache, entry, Bn, k_o != Py_None ? Lkn : 0);
     bool tm = is_tensor(q_o), present;
-    arg a[5 + MASK_ARGS];
+    arg a[6 + MASK_ARGS];
     memset(a, 0, sizeof a);
     vkmha_mask hm;
     vkmha_tensor_mask tmk;
     vkmha_status st;
     const uint32_t adt = (uint32_t)dt;
+    if (arg_get(pos_o, "positions", ARG_U32, false, PROD2(Bn, Lq), false, self->ctx,
+                &a[5 + MASK_ARGS]))
+        return NULL;
     if (arg_get(q_o, "query", adt, false, PROD3(Bn, Lq, d->d_model), tm, self->ctx, &a[0]) ||
         arg_get(k_o, "key", adt, false, PROD3(Bn, Lk ? Lk : Lq, d->kdim), tm, self->ctx,
                 &a[1]) ||
@@ -1268,7 +1283,7 @@ static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)
         arg_get(w_o, "attn_weights", adt, true, PROD4(Bn, d->n_head, Lq, Lkn), tm, self->ctx,
                 &a[4]) ||
         mask_get(&m, Bn, d->n_head, Lq, Lkn, tm, self->ctx, a + 5, &hm, &tmk, &present)) {
-        args_release(a, 5 + MASK_ARGS);
+        args_release(a, 6 + MASK_ARGS);
         return NULL;
     }
     /* vkmha_mha_io and vkmha_mha_tensors have the same fields: arrays (.p)
@@ -1283,6 +1298,7 @@ static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)
         io.attention_path = (vkmha_attention_path)path;                            \
         io.kv_splits = splits;                                                     \
         io.kv_cache = cache, io.kv_entry = entry;                                  \
+        io.positions = a[5 + MASK_ARGS].p;                                         \
     } while (0)
     /* vkmha_mha_tensors has no dtype: its tensors carry theirs. */
     if (tm) {
@@ -1296,7 +1312,7 @@ static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)
         st = vkmha_mha_forward(self->mha, &io);
     }
 #undef FILL_IO
-    args_release(a, 5 + MASK_ARGS);
+    args_release(a, 6 + MASK_ARGS);
     if (st)
         return context_fail(self->ctx, st);
     Py_RETURN_NONE;

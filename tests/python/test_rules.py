@@ -7,7 +7,10 @@ formulas, computed in float64 and independently of vkmha's reference:
     counts that are not powers of two) added to the scaled scores;
   - Gemma 2's soft cap: tanh(scores / cap) * cap, before the mask;
   - gpt-oss's sinks: eager_attention_forward's concatenated sink logit,
-    max-subtracted softmax, sink column dropped.
+    max-subtracted softmax, sink column dropped;
+  - RoPE: Hugging Face's apply_rotary_pos_emb with rotate_half (Llama's
+    inv_freq, GPT-NeoX's partial rotary, linear scaling) and GPT-J's
+    rotate_every_two, in the layer.
 Each through Context.attention (weights too) on both backends and every
 Vulkan path, Context.softmax, and the layer decoding step by step through a
 KV cache against a float64 transcription of the whole layer (projections,
@@ -78,6 +81,42 @@ def attend(q, k, v, scores_fn):
     else:
         w = torch.softmax(s, dim=-1)
     return (w @ v).numpy(), w.numpy()
+
+
+def rope_cos_sin(positions, dim, base, factor, interleaved):
+    """Llama's rotary embedding (transformers' LlamaRotaryEmbedding,
+    LinearScalingRotaryEmbedding) in float64: cos, sin [..][dim] of each
+    position; GPT-J's duplicate_interleave for the interleaved pairs."""
+    inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2, dtype=F64) / dim))
+    t = torch.as_tensor(positions, dtype=F64) / factor
+    freqs = t[..., None] * inv_freq
+    if interleaved:
+        emb = freqs.repeat_interleave(2, dim=-1)
+    else:
+        emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def rotate_half(x):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def rotate_every_two(x):
+    x1 = x[:, :, :, ::2]
+    x2 = x[:, :, :, 1::2]
+    x = torch.stack((-x2, x1), dim=-1)
+    return x.flatten(-2)
+
+
+def apply_rotary_pos_emb(x, cos, sin, rot, interleaved):
+    """x [B][H][L][d], cos / sin [B][L][rot]: the first rot dims rotated
+    (GPT-NeoX's partial rotary: q_rot, q_pass), the rest passed."""
+    x_rot, x_pass = x[..., :rot], x[..., rot:]
+    cos, sin = cos[:, None], sin[:, None]
+    turn = rotate_every_two if interleaved else rotate_half
+    return torch.cat(((x_rot * cos) + (turn(x_rot) * sin), x_pass), dim=-1)
 
 
 def window_keep(lq, lk, offset, w, causal):
@@ -182,6 +221,7 @@ class TestRulesLayer(unittest.TestCase):
     single tokens through a KV cache, each step against the layer
     transcribed in float64 (queries at their positions in the cache)."""
     E, H, HKV, D, T, P, W, CAP = 24, 6, 2, 4, 11, 5, 4, 2.5
+    ROT, THETA = 4, 100.0
 
     def setUp(self):
         g = np.random.default_rng(17)
@@ -207,6 +247,10 @@ class TestRulesLayer(unittest.TestCase):
         b = self.x.shape[0]
         q = self.proj("q", self.x[:, t0:L]).reshape(b, n, H, D).transpose(1, 2)
         k = self.proj("k", self.x[:, :L]).reshape(b, L, HKV, D).transpose(1, 2)
+        pos = torch.arange(L)[None].expand(b, L)
+        cos, sin = rope_cos_sin(pos, self.ROT, self.THETA, 1.0, False)
+        q = apply_rotary_pos_emb(q, cos[:, t0:], sin[:, t0:], self.ROT, False)
+        k = apply_rotary_pos_emb(k, cos, sin, self.ROT, False)
         v = self.proj("v", self.x[:, :L]).reshape(b, L, HKV, D).transpose(1, 2)
         alibi = alibi_distance(bloom_alibi(H, 1)[1], n, L, t0)
         keep = window_keep(n, L, t0, self.W, True)
@@ -221,8 +265,10 @@ class TestRulesLayer(unittest.TestCase):
                 torch.tensor(self.w["b_o"], dtype=F64)).numpy()
 
     def test_decode(self):
+        """RoPE (rotate_half, theta 100) + window + ALiBi + cap + sinks + GQA."""
         for be, path, splits in RUNS:
-            m = vkmha.MHA(ctx(be), self.E, self.H, n_kv_head=self.HKV, **self.w)
+            m = vkmha.MHA(ctx(be), self.E, self.H, n_kv_head=self.HKV, rope_dims=self.ROT,
+                          rope_theta=self.THETA, **self.w)
             cache = m.kv_cache(self.T, batch=2)
             t0 = 0
             while t0 < self.T:
@@ -233,6 +279,80 @@ class TestRulesLayer(unittest.TestCase):
                 assert_close(self, out, self.oracle(t0, n),
                              "%s %s splits %d: step at %d" % (be, path, splits, t0))
                 t0 += n
+
+
+class TestRoPE(unittest.TestCase):
+    """RoPE alone: both pair layouts, partial rotary (6 of 8 dims), linear
+    scaling, explicit positions (entry 1 left-padded: positions from 0 at
+    its third token), whole prompt then decode steps through a KV cache of
+    16-bit values, against the layer transcribed in float64."""
+    E, H, HKV, D, T = 32, 4, 2, 8, 9
+
+    def setUp(self):
+        g = np.random.default_rng(23)
+        f = np.float32
+        E, H, HKV, D = self.E, self.H, self.HKV, self.D
+        self.w = {"w_q": g.standard_normal((H * D, E)).astype(f) * f(0.3),
+                  "w_k": g.standard_normal((HKV * D, E)).astype(f) * f(0.3),
+                  "w_v": g.standard_normal((HKV * D, E)).astype(f) * f(0.3),
+                  "w_o": g.standard_normal((E, H * D)).astype(f) * f(0.3)}
+        self.x = g.standard_normal((2, self.T, E)).astype(f)
+        self.pos = np.stack([np.arange(self.T) + 40, np.maximum(np.arange(self.T) - 2, 0)])
+
+    def oracle(self, rot, base, factor, interleaved, t0, n):
+        H, HKV, D, L, b = self.H, self.HKV, self.D, t0 + n, 2
+        w = {k: torch.tensor(v, dtype=F64) for k, v in self.w.items()}
+        xx = torch.tensor(self.x, dtype=F64)
+        q = (xx[:, t0:L] @ w["w_q"].T).reshape(b, n, H, D).transpose(1, 2)
+        k = (xx[:, :L] @ w["w_k"].T).reshape(b, L, HKV, D).transpose(1, 2)
+        v = (xx[:, :L] @ w["w_v"].T).reshape(b, L, HKV, D).transpose(1, 2)
+        cos, sin = rope_cos_sin(self.pos[:, :L], rot, base, factor, interleaved)
+        q = apply_rotary_pos_emb(q, cos[:, t0:], sin[:, t0:], rot, interleaved)
+        k = apply_rotary_pos_emb(k, cos, sin, rot, interleaved)
+        keep = window_keep(n, L, t0, L + 1, True)
+        o, _ = attend(q, k, v, lambda s: (s.masked_fill(~keep, float("-inf")), None))
+        o = torch.tensor(o).transpose(1, 2).reshape(b, n, H * D)
+        return (o @ w["w_o"].T).numpy()
+
+    def test_layouts(self):
+        for rot, base, factor, layout in ((8, 10000.0, 1.0, 0), (6, 500.0, 4.0, 0),
+                                          (8, 10000.0, 1.0, 1), (6, 50.0, 2.0, 1)):
+            for be, path, splits in RUNS:
+                m = vkmha.MHA(ctx(be), self.E, self.H, n_kv_head=self.HKV, rope_dims=rot,
+                              rope_theta=base, rope_scale=factor, rope_layout=layout, **self.w)
+                self.assertEqual(m.desc["rope_dims"], rot)
+                tag = "%s %s splits %d: rope %d/%d base %g factor %g" % (
+                    be, path, splits, rot, self.D, base, factor)
+                whole = m(self.x, causal=True, path=path, kv_splits=splits,
+                          positions=self.pos)
+                assert_close(self, whole, self.oracle(rot, base, factor, layout, 0, self.T),
+                             tag + ": whole prompt")
+                cache = m.kv_cache(self.T, batch=2, dtype="f16")
+                t0 = 0
+                while t0 < self.T:
+                    n = 4 if t0 == 0 else 1
+                    out = m(self.x[:, t0:t0 + n], causal=True, kv_cache=cache, path=path,
+                            kv_splits=splits, positions=self.pos[:, t0:t0 + n])
+                    assert_close(self, out, self.oracle(rot, base, factor, layout, t0, n),
+                                 tag + ": step at %d (f16 cache)" % t0, atol=3e-3, rtol=3e-3)
+                    t0 += n
+
+    def test_bad_arguments(self):
+        c = ctx("vulkan")
+        for kw in ({"rope_dims": 7}, {"rope_dims": 10}, {"rope_dims": 4, "rope_theta": -1.0},
+                   {"rope_dims": 4, "rope_scale": float("inf")}, {"rope_dims": 4, "rope_layout": 2},
+                   {"rope_theta": 100.0}):
+            with self.assertRaises(vkmha.InvalidArgumentError, msg=str(kw)):
+                vkmha.MHA(c, self.E, self.H, n_kv_head=self.HKV, **kw, **self.w)
+        m = vkmha.MHA(c, self.E, self.H, n_kv_head=self.HKV, rope_dims=4, **self.w)
+        with self.assertRaises(vkmha.InvalidArgumentError):
+            m(self.x, self.x[:, :5], self.x[:, :5])  # new keys that are not the queries' tokens
+        with self.assertRaises(ValueError):
+            m(self.x, positions=np.full((2, self.T), 2**31))
+        plain = vkmha.MHA(c, self.E, self.H, n_kv_head=self.HKV, **self.w)
+        with self.assertRaises(vkmha.InvalidArgumentError):
+            plain(self.x, positions=self.pos)
+        self.assertTrue(np.isfinite(m(self.x)).all())  # still works
 
 
 if __name__ == "__main__":

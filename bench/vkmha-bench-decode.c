@@ -23,7 +23,9 @@
  * Each row also gives the bytes of the layer's projection weights
  * (scales and zero points included). --q8-cache adds, for each dtype, a row
  * with an 8-bit cache (vkmha_kv_cache_desc.quant: int8 codes and an fp16
- * scale per row of d). Each row:
+ * scale per row of d). --rope adds a row of the same layer with RoPE on
+ * every dimension (vkmha_mha_desc.rope_dims = d_k, theta 10000) and the
+ * plain cache, and its ratio to the plain cache's row. Each row:
  * median ms per step over --reps steps (after one warm-up), tokens per second,
  * the device time per step (VKMHA_CONTEXT_PROFILE: the rest of a step is the
  * host's: its uploads, recording, submission and waiting), and the device
@@ -179,7 +181,7 @@ int main(int argc, char **argv)
     size_t n_models = 0, n_dtypes = 0, n_contexts = 0;
     uint32_t steps = 9, threads = 2, no_cache_max = 2048;
     const char *csv_path = NULL, *python = "/usr/bin/python3", *script = VKMHA_TORCH_DECODE;
-    bool no_torch = false, verbose = false, q8_cache = false;
+    bool no_torch = false, verbose = false, q8_cache = false, rope = false;
     const cli_opt opts[] = {
         CLI_CHOICES("--model", "NAME", model_arg, n_models, model_names,
                     "small (d_model 512, 8 heads) or large (4096, 32 over 8 key/value heads); "
@@ -194,6 +196,7 @@ int main(int argc, char **argv)
                 "time vkmha without a cache up to this context (default 2048)"),
         CLI_U32("--threads", "N", threads, 1, 1024, "the torch peer's threads (default 2)"),
         CLI_FLAG("--q8-cache", q8_cache, "also time each dtype with an 8-bit KV cache"),
+        CLI_FLAG("--rope", rope, "also time each dtype with RoPE on every dimension"),
         CLI_FLAG("--no-torch", no_torch, "skip the torch peer"),
         CLI_STR("--python", "PATH", python, "the python with torch (default /usr/bin/python3)"),
         CLI_STR("--csv", "FILE", csv_path, "also write the rows as CSV"),
@@ -280,21 +283,31 @@ int main(int argc, char **argv)
                                      .weight_group_size = group};
                 const uint32_t w_out[4] = {H * d, Hkv * d, Hkv * d, D}, w_in[4] = {D, D, D, H * d};
                 const uint64_t wb = weight_bytes(ctx, w_out, w_in, dt, quant, group);
-                vkmha_mha *m = NULL;
+                vkmha_mha *m = NULL, *mr = NULL;
                 check(ctx, vkmha_mha_create(ctx, &ld, &m), "vkmha_mha_create");
+                vkmha_mha_desc rd = ld;
+                rd.rope_dims = d;
+                if (rope)
+                    check(ctx, vkmha_mha_create(ctx, &rd, &mr), "vkmha_mha_create (RoPE)");
                 const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
                 void *x = malloc((size_t)(prefix + 1) * D * es);
                 if (!x)
                     check(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "the inputs");
                 vkmha__from_f32(dt, seq, (size_t)(prefix + 1) * D, x);
                 timing t = {0};
-                for (int q8 = 0; q8 <= (int)q8_cache; q8++) {
+                for (int k = 0; k <= (int)q8_cache + (int)rope; k++) {
+                    /* k 0: the cache of the dtype; 1 with --q8-cache: an
+                     * 8-bit cache; the last with --rope: the RoPE layer. */
+                    const bool with_rope = rope && k == (int)q8_cache + 1;
+                    const int q8 = k == 1 && q8_cache;
+                    vkmha_mha *layer = with_rope ? mr : m;
                     /* The cache, filled with C positions of random keys and values
                      * (fp16 or fp32 bits; a q8 cache's rows: a scale and codes). */
                     vkmha_kv_cache *cache = NULL;
                     const vkmha_kv_cache_desc kd = {.capacity = C + 1, .dtype = q8 ? 0 : dt,
                                                     .quant = q8 ? VKMHA_QUANT_Q8 : 0};
-                    check(ctx, vkmha_kv_cache_create(m, &kd, &cache), "vkmha_kv_cache_create");
+                    check(ctx, vkmha_kv_cache_create(layer, &kd, &cache),
+                          "vkmha_kv_cache_create");
                     vkmha_tensor *kv[2];
                     vkmha_kv_cache_get_tensors(cache, &kv[0], &kv[1]);
                     for (int i = 0; i < 2; i++) {
@@ -318,12 +331,15 @@ int main(int argc, char **argv)
                                    .dtype = dt};
                 const uint64_t token_bytes =
                     (uint64_t)Hkv * 2 * (q8 ? 4 + (d + 3) / 4 * 4 : d * es);
-                const timing tq = time_steps(ctx, m, &io, cache, C, steps);
-                row(md, dtype_arg[di], C, q8 ? "vkmha, q8 cache" : "vkmha, cache", &tq,
+                const timing tq = time_steps(ctx, layer, &io, cache, C, steps);
+                row(md, dtype_arg[di], C,
+                    with_rope ? "vkmha, RoPE" : q8 ? "vkmha, q8 cache" : "vkmha, cache", &tq,
                     have_torch ? tt.med : 0, token_bytes, wb);
                 vkmha_kv_cache_destroy(cache);
-                if (!q8)
+                if (k == 0)
                     t = tq;
+                if (with_rope)
+                    printf("%58s%.3fx the plain cache's step with RoPE\n", "", tq.med / t.med);
                 }
                 if (C <= no_cache_max) {
                     /* The last of C + 1 positions attends over all of them. */
@@ -336,6 +352,7 @@ int main(int argc, char **argv)
                     printf("%58s%.1fx faster with the cache\n", "", tn.med / t.med);
                 }
                 vkmha_mha_destroy(m);
+                vkmha_mha_destroy(mr);
                 free(x);
             }
         }

@@ -29,9 +29,12 @@
 //
 // Masked scores are SET to -1e9 exactly as the reference does, so a fully
 // masked row averages every value row, like softmax over equal scores. With a
-// causal mask, key blocks that lie entirely above the diagonal of every row
-// of the block are skipped once each row has a score above -1e9 + 128: their
-// weights exp(-1e9 - m) are then exactly 0 in fp32.
+// causal mask or a window, key blocks that every row of the block hides
+// (above the diagonal, or a window's width before the first row or, without
+// the causal mask, after the last) are skipped once each row has a score
+// above -1e9 + 128: their weights exp(-1e9 - m) are then exactly 0 in fp32.
+// So that the rows see their visible keys first, the blocks are visited
+// from the one holding the window's first key on, then those before it.
 //
 // Tensors are addressed through strides, so the same shader reads split
 // heads [B][H][L][d] and projections [B][L][H * d] in place. Query head h
@@ -228,14 +231,19 @@ vec4 load_v(uint base, uint c, uint n)
 // into bad_bits[column], and main() adds weight * that value to the column.
 // Both factors come from memory at run time: a compiler that assumes no NaN
 // or Inf may fold such constants away.
-void scan_skipped_values(uint j0, uint j_end, uint v_base, uint dv4, uint tid)
+// The skipped keys are [j0, j_end) and [j2, j3) (the blocks before the
+// window's, visited last; empty without one).
+void scan_skipped_values(uint j0, uint j_end, uint j2, uint j3, uint v_base, uint dv4,
+                         uint tid)
 {
     for (uint c = tid; c < 4u * D4; c += WG)
         bad_bits[c] = 0u;
     barrier();
-    for (uint e = tid; e < (j_end - j0) * dv4; e += WG) {
+    const uint n0 = j_end - j0;
+    for (uint e = tid; e < (n0 + j3 - j2) * dv4; e += WG) {
         const uint jj = e / dv4, c4 = e % dv4;
-        const uvec4 bits = floatBitsToUint(load_v(v_base + (j0 + jj) * p.v_ld, 4u * c4, P_DV));
+        const uint j = jj < n0 ? j0 + jj : j2 + (jj - n0);
+        const uvec4 bits = floatBitsToUint(load_v(v_base + j * p.v_ld, 4u * c4, P_DV));
         for (uint k = 0; k < 4u; k++)
             if ((bits[k] & 0x7f800000u) == 0x7f800000u)
                 atomicOr(bad_bits[4u * c4 + k], bits[k]);
@@ -315,17 +323,37 @@ void main()
     barrier();
 
     const bool causal = (p.flags & MASK_CAUSAL) != 0u;
-    // The last key the block's last row sees.
-    const int last_seen = causal_last(i0 + rows - 1u, p.causal_offset, len_b, p.len_k);
-    for (uint j0 = j_begin; j0 < j_end; j0 += BC) {
-        if (causal && (p.flags & (MODE_PARTIAL | MODE_WEIGHTS)) == 0u &&
-            int(j0) > last_seen) {
-            // Every key from here on is masked for every row of the block.
+    const bool window = (p.flags & MASK_WINDOW) != 0u;
+    // The keys some row of the block may see, [vis_lo, vis_hi]: the block's
+    // first and last rows' positions (mask.glsl's causal_last) bound them.
+    const int first_pos = causal_last(i0, p.causal_offset, len_b, p.len_k);
+    const int last_pos = causal_last(i0 + rows - 1u, p.causal_offset, len_b, p.len_k);
+    const int vis_lo = window ? first_pos - int(p.window) + 1 : int(j_begin);
+    const int vis_hi = causal ? last_pos
+                       : window ? (last_pos > 0x3fffffff - int(p.window)
+                                       ? 0x7fffffff : last_pos + int(p.window) - 1)
+                                : 0x7fffffff;
+    const bool skipping = (causal || window) && (p.flags & (MODE_PARTIAL | MODE_WEIGHTS)) == 0u;
+    // Blocks from the one holding vis_lo on, then those before it.
+    const uint n_blocks = j_end > j_begin ? (j_end - j_begin + BC - 1u) / BC : 0u;
+    const uint first_block = skipping && vis_lo > int(j_begin)
+                                 ? min((uint(vis_lo) - j_begin) / BC, n_blocks)
+                                 : 0u;
+    const uint j_wrap = min(j_begin + first_block * BC, j_end); // the blocks before it end here
+    for (uint t = 0; t < n_blocks; t++) {
+        const uint blk = t < n_blocks - first_block ? first_block + t
+                                                    : t - (n_blocks - first_block);
+        const uint j0 = j_begin + blk * BC;
+        if (skipping && (int(j0) > vis_hi || int(min(j0 + BC, j_end)) <= vis_lo)) {
+            // Every key of this block is masked for every row of the block,
+            // and so is every block after it in this order.
             bool settled = true;
             for (uint r = 0; r < rows; r++)
                 settled = settled && row_m[r] > MASKED_SCORE + 128.0;
             if (settled) { // uniform: every invocation read the same row_m
-                scan_skipped_values(j0, j_end, v_base, dv4, tid);
+                const bool wrapped = blk < first_block;
+                scan_skipped_values(j0, wrapped ? j_wrap : j_end, wrapped ? j_wrap : j_begin,
+                                    j_wrap, v_base, dv4, tid);
                 for (uint s = 0; s < SR * OC; s++) {
                     const uint c4 = tx + (s % OC) * TX;
                     const uvec4 bits = c4 < dv4 ? uvec4(bad_bits[4u * c4], bad_bits[4u * c4 + 1u],

@@ -144,8 +144,8 @@ typedef struct row {
 /* The mask's refusals, one row each for an op that takes a mask (its
  * defaults: batch 2, heads 2 or 4). */
 #define MASK_ROWS(op, f)                                                                    \
-    {op " mask with unknown kind bit 0x10", f, BOTH, INVALID, "mask->kinds", NULL,            \
-     {MASK, U32(mask.kinds, 1u << 4)}},                                                      \
+    {op " mask with unknown kind bit 0x100", f, BOTH, INVALID, "mask->kinds", NULL,            \
+     {MASK, U32(mask.kinds, 1u << 8)}},                                                      \
     {op " mask KEY_PADDING with NULL key_padding", f, BOTH, INVALID, "mask->key_padding",     \
      NULL, {MASK, U32(mask.kinds, KP)}},                                                     \
     {op " mask FULL with NULL full", f, BOTH, INVALID, "mask->full", NULL,                    \

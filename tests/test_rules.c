@@ -222,6 +222,53 @@ static void attention_case(vkmha_context *ref, vkmha_context *const gpus[2], t_r
     inputs_free(&in);
 }
 
+/* ---- long rows: the blocks a window or the causal mask hide -------------------- */
+
+/* 45 queries over 301 keys (d 16, GQA 2:1), so that whole key blocks are
+ * hidden from whole query blocks and the fused kernels skip them: a causal
+ * window of 16 (bottom-right), a symmetric one of 20 (queries from key
+ * 150), and each with a NaN value far outside every window, which must
+ * still make every output NaN (0 * NaN, include/vkmha.h) where the skipping
+ * kernel only scans the values it skips. Weights are not asked for: the
+ * weights pass never skips. */
+static void long_rows(vkmha_context *ref, vkmha_context *const gpus[2], t_rng *r)
+{
+    enum { LQL = 45, LKL = 301, DL = 16 };
+    const vkmha_attention_desc d = {.heads = 2, .kv_heads = 1, .len_q = LQL, .len_k = LKL,
+                                    .d_k = DL, .d_v = DL};
+    const t_attention_sizes n = t_attention_size(&d);
+    float *q = t_random(r, n.q, -1, 1), *k = t_random(r, n.k, -1, 1), *v = t_random(r, n.v, -1, 1);
+    float *want = t_alloc(n.out), *got = t_alloc(n.out);
+    const vkmha_mask masks[2] = {
+        {.kinds = VKMHA_MASK_CAUSAL | VKMHA_MASK_WINDOW, .window = 16,
+         .causal_offset = LKL - LQL},
+        {.kinds = VKMHA_MASK_WINDOW | VKMHA_MASK_SINKS, .window = 20, .causal_offset = 150,
+         .sinks = (const float[2]){0.5f, -1.0f}}};
+    for (int nan = 0; nan < 2; nan++) {
+        if (nan)
+            v[(size_t)3 * DL + 5] = NAN; /* key 3: outside every window */
+        for (int mi = 0; mi < 2; mi++) {
+            bool ok = !vkmha_attention(ref, &d, q, k, v, &masks[mi], want, NULL);
+            for (int g = 0; g < 2; g++)
+                for (size_t ri = 0; ri < sizeof runs / sizeof runs[0]; ri++) {
+                    vkmha_attention_desc dr = d;
+                    dr.path = runs[ri].path;
+                    dr.kv_splits = runs[ri].kv_splits;
+                    char name[200];
+                    snprintf(name, sizeof name, "45 x 301 keys, %s%s, %s, %s",
+                             mi ? "symmetric window 20 + sinks" : "causal window 16",
+                             nan ? ", a NaN value outside the windows" : "",
+                             g ? "workgroup-shared kernel" : "default kernel", runs[ri].name);
+                    const bool gok = ok && !vkmha_attention(gpus[g], &dr, q, k, v, &masks[mi],
+                                                            got, NULL);
+                    t_report(gok && t_close(name, "out", got, want, n.out, 1e-5, 2e-5), "%s",
+                             name);
+                }
+        }
+    }
+    free(q), free(k), free(v), free(want), free(got);
+}
+
 /* ---- the softmax op --------------------------------------------------------- */
 
 static void softmax_case(vkmha_context *ref, vkmha_context *gpu, t_rng *r, const rules_case *c,
@@ -526,6 +573,7 @@ int main(void)
     attention_case(cx.ref, gpus, &r, &cases[N_CASES - 1], 12, VKMHA_DTYPE_F16);
     attention_case(cx.ref, gpus, &r, &cases[4], 16, VKMHA_DTYPE_F16);
     tensor_forms(cx.gpu, &r);
+    long_rows(cx.ref, gpus, &r);
     rope_layer(cx.ref, gpus, &r);
     layer_decode(cx.ref, "reference", &r);
     layer_decode(cx.gpu, "vulkan", &r);

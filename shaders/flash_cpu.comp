@@ -22,8 +22,16 @@
 // MODE_WEIGHTS recomputes bit-identical scores.
 //
 // Every lane runs the same loops (rows past len_q are clamped for loads and
-// never written), so control flow stays uniform without any barrier. No
-// causal block skipping here: masked keys cost their full work.
+// never written), so control flow stays uniform without any barrier.
+// Skipping (a causal mask or a window, rows in blocks, not lanes over keys,
+// not the weights pass): the keys every row of the block hides, those after
+// the last row's position or a window's width before the first row's (or,
+// without the causal mask, after the last's), are visited last: the keys
+// from the block's window on first, then those before it. Once each of a
+// lane's rows has a score above -1e9 + 128, the hidden keys left have
+// weight exactly 0 (exp(-1e9 - m) in fp32): the lane only scans their values
+// for NaN / Inf (0 * NaN is NaN, as in the reference) and stops. Lanes
+// decide alone: there is no barrier to keep uniform.
 // lavapipe ends an invocation's loops after 65535 iterations in all: the
 // host bounds the keys of one dispatch (kv_count) by the loop iterations a
 // key costs here (vk_attention.c).
@@ -168,85 +176,142 @@ void main()
         }
     }
 
-    for (uint j0 = j_first; j0 < j_end; j0 += BK) {
-        // Scores of keys j0 .. j0 + BK - 1 (-inf past j_end).
-        float s[TM * BK];
-        [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
-            const uint j = min(j0 + kk, j_end - 1u);
-            const uint krow = k_base + j * k_ld;
-            const float ks = KV_SCALE(K4, krow);
-            precise float sacc[TM];
-            [[unroll]] for (uint u = 0u; u < TM; u++)
-                sacc[u] = 0.0;
-            [[unroll]] for (uint c4 = 0u; c4 < D4; c4++) {
-                if (c4 < dk4) {
-                    const vec4 kv = KV_FETCH(K4, krow, c4, ks, 1u);
-                    [[unroll]] for (uint u = 0u; u < TM; u++)
-                        sacc[u] = fma(qv[u * D4 + c4].w, kv.w,
-                                      fma(qv[u * D4 + c4].z, kv.z,
-                                          fma(qv[u * D4 + c4].y, kv.y,
-                                              fma(qv[u * D4 + c4].x, kv.x, sacc[u]))));
+    // The keys the block's rows may see, [vis_lo, vis_hi] (mask.glsl's
+    // causal_last gives the first and last rows' positions), and where the
+    // visit starts: j_rot, the window's first key (whole steps of BK).
+    const bool causal = (p.flags & MASK_CAUSAL) != 0u, window = (p.flags & MASK_WINDOW) != 0u;
+    const bool skipping = (causal || window) && !lane_keys && !weights_mode;
+    const int first_pos = causal_last(i0, p.causal_offset, len_b, p.len_k);
+    const int last_pos = causal_last(i0 + rows - 1u, p.causal_offset, len_b, p.len_k);
+    const int vis_lo = window ? first_pos - int(p.window) + 1 : int(j_first);
+    const int vis_hi = causal ? last_pos
+                       : window ? (last_pos > 0x3fffffff - int(p.window)
+                                       ? 0x7fffffff : last_pos + int(p.window) - 1)
+                                : 0x7fffffff;
+    const uint j_rot = skipping && vis_lo > int(j_first)
+                           ? min(j_first + (uint(vis_lo) - j_first) / BK * BK, j_end)
+                           : j_first;
+    uvec4 bad[D4]; // the skipped values' NaN / Inf bits, OR-ed per column
+    [[unroll]] for (uint c4 = 0u; c4 < D4; c4++)
+        bad[c4] = uvec4(0u);
+    bool skipped = false;
+    const bool v_clean = (p.flags & MODE_VSCANNED) != 0u &&
+                         floatBitsToUint(hr[2u * p.heads + b * (p.heads / p.group) + hk]) == 0u;
+    // Two runs of keys: [j_rot, j_end), then [j_first, j_rot).
+    for (uint seg = 0u; seg < 2u && !skipped; seg++) {
+        const uint seg_first = seg == 0u ? j_rot : j_first, seg_end = seg == 0u ? j_end : j_rot;
+        for (uint j0 = seg_first; j0 < seg_end; j0 += BK) {
+            if (skipping && (int(j0) > vis_hi || int(min(j0 + BK, seg_end)) <= vis_lo)) {
+                // Hidden from every row, and so is every key left to visit.
+                bool settled = true;
+                [[unroll]] for (uint u = 0u; u < TM; u++)
+                    settled = settled && m[u] > MASKED_SCORE + 128.0;
+                if (settled) {
+                    for (uint s2 = seg; s2 < 2u && !v_clean; s2++) {
+                        const uint a = s2 == seg ? j0 : j_first, e = s2 == 0u ? j_end : j_rot;
+                        for (uint jj = a; jj < e; jj += BK)
+                            [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
+                                const uint vrow = v_base + min(jj + kk, e - 1u) * v_ld;
+                                const float vs = KV_SCALE(V4, vrow);
+                                [[unroll]] for (uint c4 = 0u; c4 < D4; c4++) {
+                                    if (c4 < dv4) {
+                                        const uvec4 bits =
+                                            floatBitsToUint(KV_FETCH(V4, vrow, c4, vs, 2u));
+                                        bad[c4] |= mix(uvec4(0u), bits,
+                                                       equal(bits & 0x7f800000u,
+                                                             uvec4(0x7f800000u)));
+                                    }
+                                }
+                            }
+                    }
+                    skipped = true;
+                    break;
                 }
             }
-            [[unroll]] for (uint u = 0u; u < TM; u++) {
-                const uint i = i0 + r[u];
-                precise float x;
-                if (j0 + kk >= j_end || j >= len_b) {
-                    x = neg_inf(); // past this range or this entry's keys: weight 0
-                } else {
-                    x = rule_score(sacc[u] * p.scale, b, i, j,
-                                   causal_last(i, p.causal_offset, len_b, p.len_k),
-                                   bias_base + i * p.len_k + j, slope);
-                }
-                s[u * BK + kk] = x;
-            }
-        }
-
-        if (weights_mode) {
-            [[unroll]] for (uint u = 0u; u < TM; u++) {
-                const uint row = row_base + r[u];
-                const float mr = ml[2u * row], lr = ml[2u * row + 1u];
-                [[unroll]] for (uint kk = 0u; kk < BK; kk++)
-                    if (live[u] && j0 + kk < j_end)
-                        st_o(row * p.len_k + j0 + kk,
-                             lr == 0.0 ? 0.0 : exp(s[u * BK + kk] - mr) / lr);
-            }
-            continue;
-        }
-
-        [[unroll]] for (uint u = 0u; u < TM; u++) {
-            float mt = neg_inf();
-            [[unroll]] for (uint kk = 0u; kk < BK; kk++)
-                mt = max(mt, s[u * BK + kk]);
-            const float m_new = max(m[u], mt);
-            // Only -inf so far: subtract 0, never -inf (see flash.comp).
-            const float m_sub = m_new == neg_inf() ? 0.0 : m_new;
-            float sum = 0.0;
+            // Scores of keys j0 .. j0 + BK - 1 (-inf past seg_end).
+            float s[TM * BK];
             [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
-                const float e = exp(s[u * BK + kk] - m_sub);
-                s[u * BK + kk] = e;
-                sum += e;
+                const uint j = min(j0 + kk, seg_end - 1u);
+                const uint krow = k_base + j * k_ld;
+                const float ks = KV_SCALE(K4, krow);
+                precise float sacc[TM];
+                [[unroll]] for (uint u = 0u; u < TM; u++)
+                    sacc[u] = 0.0;
+                [[unroll]] for (uint c4 = 0u; c4 < D4; c4++) {
+                    if (c4 < dk4) {
+                        const vec4 kv = KV_FETCH(K4, krow, c4, ks, 1u);
+                        [[unroll]] for (uint u = 0u; u < TM; u++)
+                            sacc[u] = fma(qv[u * D4 + c4].w, kv.w,
+                                          fma(qv[u * D4 + c4].z, kv.z,
+                                              fma(qv[u * D4 + c4].y, kv.y,
+                                                  fma(qv[u * D4 + c4].x, kv.x, sacc[u]))));
+                    }
+                }
+                [[unroll]] for (uint u = 0u; u < TM; u++) {
+                    const uint i = i0 + r[u];
+                    precise float x;
+                    if (j0 + kk >= seg_end || j >= len_b) {
+                        x = neg_inf(); // past this range or this entry's keys: weight 0
+                    } else {
+                        x = rule_score(sacc[u] * p.scale, b, i, j,
+                                       causal_last(i, p.causal_offset, len_b, p.len_k),
+                                       bias_base + i * p.len_k + j, slope);
+                    }
+                    s[u * BK + kk] = x;
+                }
             }
-            const float corr = exp(m[u] - m_sub);
-            l[u] = l[u] * corr + sum;
-            m[u] = m_new;
-            [[unroll]] for (uint c4 = 0u; c4 < D4; c4++)
-                acc[u * D4 + c4] *= corr;
-        }
-        [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
-            const uint vrow = v_base + min(j0 + kk, j_end - 1u) * v_ld; // past j_end: p = 0
-            const float vs = KV_SCALE(V4, vrow);
-            [[unroll]] for (uint c4 = 0u; c4 < D4; c4++) {
-                if (c4 < dv4) {
-                    const vec4 vv = KV_FETCH(V4, vrow, c4, vs, 2u);
-                    [[unroll]] for (uint u = 0u; u < TM; u++)
-                        acc[u * D4 + c4] += s[u * BK + kk] * vv;
+
+            if (weights_mode) {
+                [[unroll]] for (uint u = 0u; u < TM; u++) {
+                    const uint row = row_base + r[u];
+                    const float mr = ml[2u * row], lr = ml[2u * row + 1u];
+                    [[unroll]] for (uint kk = 0u; kk < BK; kk++)
+                        if (live[u] && j0 + kk < seg_end)
+                            st_o(row * p.len_k + j0 + kk,
+                                 lr == 0.0 ? 0.0 : exp(s[u * BK + kk] - mr) / lr);
+                }
+                continue;
+            }
+
+            [[unroll]] for (uint u = 0u; u < TM; u++) {
+                float mt = neg_inf();
+                [[unroll]] for (uint kk = 0u; kk < BK; kk++)
+                    mt = max(mt, s[u * BK + kk]);
+                const float m_new = max(m[u], mt);
+                // Only -inf so far: subtract 0, never -inf (see flash.comp).
+                const float m_sub = m_new == neg_inf() ? 0.0 : m_new;
+                float sum = 0.0;
+                [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
+                    const float e = exp(s[u * BK + kk] - m_sub);
+                    s[u * BK + kk] = e;
+                    sum += e;
+                }
+                const float corr = exp(m[u] - m_sub);
+                l[u] = l[u] * corr + sum;
+                m[u] = m_new;
+                [[unroll]] for (uint c4 = 0u; c4 < D4; c4++)
+                    acc[u * D4 + c4] *= corr;
+            }
+            [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
+                const uint vrow = v_base + min(j0 + kk, seg_end - 1u) * v_ld; // past seg_end: p = 0
+                const float vs = KV_SCALE(V4, vrow);
+                [[unroll]] for (uint c4 = 0u; c4 < D4; c4++) {
+                    if (c4 < dv4) {
+                        const vec4 vv = KV_FETCH(V4, vrow, c4, vs, 2u);
+                        [[unroll]] for (uint u = 0u; u < TM; u++)
+                            acc[u * D4 + c4] += s[u * BK + kk] * vv;
+                    }
                 }
             }
         }
     }
     if (weights_mode)
         return;
+    // The skipped values' NaN / Inf: weight exp(-1e9 - m) = 0 times them.
+    [[unroll]] for (uint u = 0u; u < TM; u++)
+        [[unroll]] for (uint c4 = 0u; c4 < D4; c4++)
+            if (skipped && c4 < dv4 && any(notEqual(bad[c4], uvec4(0u))))
+                acc[u * D4 + c4] += exp(MASKED_SCORE - m[u]) * uintBitsToFloat(bad[c4]);
 
     [[unroll]] for (uint u = 0u; u < TM; u++) {
         if (!live[u])

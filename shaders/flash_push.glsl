@@ -49,3 +49,7 @@ PUSH_CONST(MODE_LANE_KEYS, 0x800u)
 // bias plane [len_q][len_k] per batch entry and / or per head.
 PUSH_CONST(BIAS_PER_BATCH, 0x1000u)
 PUSH_CONST(BIAS_PER_HEAD, 0x2000u)
+// flash_cpu.comp: from word 2 * heads the per-head rules (mask.glsl's hr)
+// hold a word per (batch entry, key/value head), 0 when its values hold no
+// NaN or Inf (shaders/vscan.comp), so the skipped keys' need no scan.
+PUSH_CONST(MODE_VSCANNED, 0x8000u)

@@ -157,6 +157,46 @@ static vkmha_status dispatch_keys(vk_state *vk, vk_site *site, const vk_attn_pla
     return VKMHA_SUCCESS;
 }
 
+/* Whether the CPU-shaped kernel's skipping (shaders/flash_cpu.comp) gets
+ * the values' NaN / Inf flags: query blocks (not lanes over keys) under a
+ * causal mask or a window, typed values bound whole, their rows countable
+ * in 32 bits. */
+static bool wants_vscan(const vk_state *vk, const vk_attn_plan *plan, const mask_r *mask,
+                        const vk_view *v)
+{
+    const attn_shape *s = &plan->s;
+    const uint64_t elems = (uint64_t)s->batch * s->kv_heads * s->len_k * s->d_v;
+    return plan->cpu_kernel && !plan->lane_keys && !plan->window && !v->q8_rows &&
+           (mask->kinds & (VKMHA_MASK_CAUSAL | VKMHA_MASK_WINDOW)) && elems <= UINT32_MAX &&
+           v->stride[0] <= UINT32_MAX && v->stride[1] <= UINT32_MAX &&
+           v->stride[2] <= UINT32_MAX &&
+           vk_view_fits(vk, v, ((uint64_t)(s->batch - 1) * v->stride[0] +
+                                (uint64_t)(s->kv_heads - 1) * v->stride[1] +
+                                (uint64_t)s->len_k * v->stride[2]) *
+                                   vkmha__dtype_size(v->dtype));
+}
+
+/* The values' flags after the per-head rules in SLOT_MASK_HEADS: a word
+ * per (batch entry, key/value head), zeroed, then set by shaders/vscan.comp
+ * where a value is NaN or Inf. */
+static vkmha_status record_vscan(vk_state *vk, vk_site *site, const vk_attn_plan *plan,
+                                 const vk_view *v)
+{
+    const attn_shape *s = &plan->s;
+    const uint64_t rows = (uint64_t)s->batch * s->kv_heads * s->len_k;
+    vk_view vv = *v; /* from the plan's first entry (a KV cache's) */
+    vv.offset += plan->kv_b0 * v->stride[0] * vkmha__dtype_size(v->dtype);
+    const struct heads_push p = {.total = (uint32_t)(rows * s->d_v), .len = s->len_k,
+                                 .heads = s->kv_heads, .head_dim = s->d_v, .split = 1,
+                                 .x_sb = (uint32_t)v->stride[0],
+                                 .x_sh = (uint32_t)v->stride[1],
+                                 .x_sl = (uint32_t)v->stride[2], .y_sb = 2 * s->heads};
+    const vk_view bufs[2] = {vv, vk_view_of(&vk->mem.slots[SLOT_MASK_HEADS], VKMHA_DTYPE_F32)};
+    return vk_dispatch_groups(vk, site, VK_PIPE(KERNEL_VSCAN), bufs, 2, &p, sizeof p,
+                              offsetof(struct heads_push, group_base),
+                              vk_div_up(rows, VK_ROPE_WG));
+}
+
 static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_plan *plan,
                                  const mask_r *mask, const vk_view *q, const vk_view *k,
                                  const vk_view *v, const vk_view *out)
@@ -171,8 +211,18 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
     const bool split = plan->partial_splits > 1 || plan->chunks > 1;
     const uint64_t groups = rows / s->len_q * plan->q_blocks * plan->splits;
     vk_view rules;
-    if ((st = vk_head_rules(vk, mask, s->heads, &rules)))
+    const bool vscan = wants_vscan(vk, plan, mask, v);
+    if (vscan) { /* the flags start from zero: the slot, before the rules */
+        vk_barrier(vk);
+        if ((st = vk_zero(vk, &vk->mem.slots[SLOT_MASK_HEADS])))
+            return st;
+        vk_barrier(vk);
+    }
+    if ((st = vk_head_rules_any(vk, mask, s->heads, vscan, &rules)) ||
+        (vscan && (st = record_vscan(vk, &sites[ASITE_VSCAN], plan, v))))
         return st;
+    if (vscan)
+        vk_barrier(vk);
     struct flash_push p = {
         .groups = (uint32_t)groups, .len_q = s->len_q, .len_k = s->len_k, .heads = s->heads,
         .group = s->heads / s->kv_heads, .dims = s->d_k | s->d_v << 16,
@@ -191,7 +241,8 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
     vk_bias_strides(mask, s->len_q, s->len_k, &bias_sb, &bias_sh);
     const uint32_t kinds = mask->kinds | (plan->lengths.buf ? VK_MASK_LENGTHS : 0) |
                            (plan->lane_keys ? MODE_LANE_KEYS : 0) |
-                           (bias_sb ? BIAS_PER_BATCH : 0) | (bias_sh ? BIAS_PER_HEAD : 0);
+                           (bias_sb ? BIAS_PER_BATCH : 0) | (bias_sh ? BIAS_PER_HEAD : 0) |
+                           (vscan ? MODE_VSCANNED : 0);
     vk_rules_push(mask, &p.window, &p.softcap);
     vk_softmax_args m = {0};
     vk_mask_args(plan->masks, mask, &m);

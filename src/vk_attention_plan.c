@@ -139,7 +139,9 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
                                   uint32_t kv_b0, vk_attn_plan *plan)
 {
     vkmha_status st;
-    if ((st = vk_head_rules_ensure(vk, s->heads)))
+    /* The per-head rules, and the values' NaN / Inf flags of the CPU-shaped
+     * kernel's skipping (vk_attention.c). */
+    if ((st = vk_head_rules_ensure(vk, s->heads, (uint64_t)s->batch * s->kv_heads)))
         return st;
     /* k and v past maxStorageBufferRange: the CPU-shaped fused kernel reads
      * them through texel views of their whole buffers (which

@@ -337,6 +337,7 @@ typedef enum vk_attention_site {
     ASITE_FLASH_CPU,    /* the CPU-shaped fused shader */
     ASITE_FLASH_CPU_WEIGHTS,
     ASITE_COMBINE,      /* split-K's combine */
+    ASITE_VSCAN,        /* the CPU-shaped kernel's NaN / Inf flags of the values */
     VK_ATTENTION_SITES
 } vk_attention_site;
 extern const vk_kind vk_attention_site_kinds[VK_ATTENTION_SITES]; /* src/vk_kernels.c */

@@ -141,8 +141,12 @@ void vk_bias_strides(const mask_r *m, uint32_t len_q, uint32_t len_k, uint32_t *
  * commands (the caller's host arrays are read while the call is made);
  * absent when the mask has neither. vk_head_rules_ensure sizes the slot
  * first, before vk_exec_begin. */
-vkmha_status vk_head_rules_ensure(vk_state *vk, uint32_t heads);
+vkmha_status vk_head_rules_ensure(vk_state *vk, uint32_t heads, uint64_t flags);
 vkmha_status vk_head_rules(vk_state *vk, const mask_r *m, uint32_t heads, vk_view *out);
+/* The same, also binding the slot when the mask has neither (always: true):
+ * the CPU-shaped kernel's value flags follow the rules in it. */
+vkmha_status vk_head_rules_any(vk_state *vk, const mask_r *m, uint32_t heads, bool always,
+                               vk_view *out);
 /* The push blocks' words of the rules. */
 void vk_rules_push(const mask_r *m, uint32_t *window, float *softcap);
 /* Views of the context's mask slots (key padding, full, bias). */

@@ -66,7 +66,7 @@ const vk_kind vk_attention_site_kinds[VK_ATTENTION_SITES] = {
     [ASITE_PV] = KIND_MATMUL,            [ASITE_WEIGHTS_COPY] = KIND_HEADS,
     [ASITE_FLASH] = KIND_FLASH,          [ASITE_FLASH_WEIGHTS] = KIND_FLASH,
     [ASITE_FLASH_CPU] = KIND_FLASH_CPU,  [ASITE_FLASH_CPU_WEIGHTS] = KIND_FLASH_CPU,
-    [ASITE_COMBINE] = KIND_FLASH_COMBINE};
+    [ASITE_COMBINE] = KIND_FLASH_COMBINE, [ASITE_VSCAN] = KIND_HEADS};
 
 /* ---- specialization of each kernel ---------------------------------------- */
 
@@ -314,6 +314,12 @@ static void rope_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
     *o = (vk_spec){.spv = SPV_ROPE, .n = 1, .value = {VK_ROPE_WG}};
 }
 
+static void vscan_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
+{
+    (void)vk, (void)pipe, (void)u16;
+    *o = (vk_spec){.spv = SPV_VSCAN, .n = 1, .value = {VK_ROPE_WG}};
+}
+
 static bool rows_cpu_available(const vk_state *vk, vk_pipe pipe)
 {
     (void)pipe;
@@ -394,6 +400,9 @@ const vk_kernel_def vk_kernel_defs[KERNEL_COUNT] = {
     [KERNEL_ROPE] = {.name = "rope", .op = "heads", .kind = KIND_HEADS, .tiles = 1, .vecs = 1,
                      .classes = 1, .bufs = 2, .push_size = sizeof(struct rope_push),
                      .spec = rope_spec},
+    [KERNEL_VSCAN] = {.name = "vscan", .op = "attention", .kind = KIND_HEADS, .tiles = 1,
+                      .vecs = 1, .classes = 1, .bufs = 2,
+                      .push_size = sizeof(struct heads_push), .spec = vscan_spec},
 };
 
 static const char *const tile_names[TILE_COUNT] = {"large", "small", "gemv"};

@@ -54,6 +54,10 @@ typedef enum vk_kernel {
     /* RoPE on the layer's query and key projections in place (the heads
      * kind: binding 0 the (cos, sin) table, 1 the projection). */
     KERNEL_ROPE,
+    /* Which (entry, key/value head) holds a NaN or Inf value: the
+     * CPU-shaped fused kernel's skipping (the heads kind: binding 0 the
+     * values, 1 the flags). */
+    KERNEL_VSCAN,
     KERNEL_COUNT
 } vk_kernel;
 

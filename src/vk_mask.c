@@ -67,14 +67,20 @@ void vk_mask_args(const vk_view views[3], const mask_r *mask, vk_softmax_args *a
         a->masks[i] = mask->kinds & kinds[i] ? views[i] : (vk_view){0};
 }
 
-vkmha_status vk_head_rules_ensure(vk_state *vk, uint32_t heads)
+vkmha_status vk_head_rules_ensure(vk_state *vk, uint32_t heads, uint64_t flags)
 {
-    return vk_slot_ensure(vk, SLOT_MASK_HEADS, 8ull * heads);
+    return vk_slot_ensure(vk, SLOT_MASK_HEADS, 8ull * heads + 4 * flags);
 }
 
 vkmha_status vk_head_rules(vk_state *vk, const mask_r *m, uint32_t heads, vk_view *out)
 {
-    *out = (vk_view){0};
+    return vk_head_rules_any(vk, m, heads, false, out);
+}
+
+vkmha_status vk_head_rules_any(vk_state *vk, const mask_r *m, uint32_t heads, bool always,
+                               vk_view *out)
+{
+    *out = always ? vk_view_of(&vk->mem.slots[SLOT_MASK_HEADS], VKMHA_DTYPE_F32) : (vk_view){0};
     if (!(m->kinds & (VKMHA_MASK_ALIBI | VKMHA_MASK_SINKS)))
         return VKMHA_SUCCESS;
     const vk_buffer *slot = &vk->mem.slots[SLOT_MASK_HEADS];

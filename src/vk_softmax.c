@@ -53,7 +53,7 @@ vkmha_status vk_softmax(vk_state *vk, const sm_shape *s, const void *x, const ma
     const size_t bytes = (size_t)s->batch * s->heads * s->len_q * s->len_k *
                          vkmha__dtype_size(s->dtype);
     if ((st = vk_check_size(vk, bytes, "x")) || (st = vk_slot_ensure(vk, SLOT_SCORES, bytes)) ||
-        (st = vk_head_rules_ensure(vk, s->heads)))
+        (st = vk_head_rules_ensure(vk, s->heads, 0)))
         return st;
     /* In place in SLOT_SCORES. */
     vk_softmax_args a = {.scores = vk_view_of(&vk->mem.slots[SLOT_SCORES], s->dtype),

@@ -230,7 +230,7 @@ vkmha_status vk_op_softmax(vkmha_context *ctx, const vkmha_run *run, const sm_sh
         return st;
     if (run->form == FORM_HOST)
         return vk_softmax(vk, s, x->host, &mask->m, out_host(y));
-    if ((st = vk_head_rules_ensure(vk, s->heads)) || (st = vk_run_begin(vk, run)))
+    if ((st = vk_head_rules_ensure(vk, s->heads, 0)) || (st = vk_run_begin(vk, run)))
         return st;
     vk_view masks[3];
     vk_tensor_masks(mask, masks);

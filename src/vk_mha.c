@@ -429,10 +429,11 @@ static vkmha_status record_append(vk_state *vk, const mha_fwd *f, uint32_t first
     return vk_update(vk, &kv->lens, 0, f->lengths, 4ull * f->B);
 }
 
-/* RoPE on the query projections and the new keys' in place: their (cos,
- * sin) table computed here in double (vkmha__rope_angle, as the
- * reference's), written into the commands, then a pass over each. */
-static vkmha_status record_rope(vk_state *vk, vkmha_mha *mha, const mha_fwd *f)
+/* RoPE's (cos, sin) table of the forward's query rows and new keys,
+ * computed here in double (vkmha__rope_angle, as the reference's) and
+ * written into the commands before the projections, so that the barrier
+ * after them orders it before record_rope's passes. */
+static vkmha_status record_rope_table(vk_state *vk, vkmha_mha *mha, const mha_fwd *f)
 {
     vk_mha *vm = (vk_mha *)mha;
     const vkmha_mha_desc *d = &mha->d;
@@ -463,11 +464,22 @@ static vkmha_status record_rope(vk_state *vk, vkmha_mha *mha, const mha_fwd *f)
     }
     vkmha_status st = VKMHA_SUCCESS;
     const vk_buffer *slot = &vk->mem.slots[SLOT_ROPE];
+    vk_barrier(vk); /* after an earlier part's passes read it */
     for (uint64_t at = 0; at < n && !st; at += 16384) /* vkCmdUpdateBuffer: 64 KiB */
         st = vk_update(vk, slot, at * 4, vm->rope + at, (n - at < 16384 ? n - at : 16384) * 4);
-    if (st)
-        return st;
-    vk_barrier(vk);
+    return st;
+}
+
+/* RoPE on the query projections and the new keys' in place, a pass over
+ * each (no barrier between them: different buffers), from the table. */
+static vkmha_status record_rope(vk_state *vk, vkmha_mha *mha, const mha_fwd *f)
+{
+    vk_mha *vm = (vk_mha *)mha;
+    const vkmha_mha_desc *d = &mha->d;
+    const uint32_t pairs = d->rope_dims / 2;
+    const uint64_t rq = (uint64_t)f->B * f->Lq;
+    const vk_buffer *slot = &vk->mem.slots[SLOT_ROPE];
+    vkmha_status st = VKMHA_SUCCESS;
     vk_site *site = vm->sites.sites;
     for (int k = 0; k < 1 + f->append && !st; k++) {
         const uint32_t heads = k ? d->n_kv_head : d->n_head;
@@ -501,6 +513,9 @@ static vkmha_status record_forward(vkmha_mha *mha, const mha_fwd *f, vk_attn_pla
     for (int i = 0; i < 3; i++)
         plan->masks[i] = b->masks[i];
 
+    /* RoPE's table first: the barrier after the projections orders it. */
+    if (d->rope_dims && (st = record_rope_table(vk, mha, f)))
+        return st;
     /* Projections (independent of each other: no barrier between them). */
     const uint32_t ad = f->ad, sd = d->storage_dtype;
     if ((st = record_projection(vk, mha, 0, &site[SITE_PROJ_Q], b->query,

@@ -261,9 +261,7 @@ vkmha_status vkmha__check_mask(vkmha_context *ctx, const char *fn, const vkmha_m
         (st = check_mask_pointer(ctx, fn, mask->kinds, VKMHA_MASK_ALIBI, mask->alibi, "alibi",
                                  "VKMHA_MASK_ALIBI")) ||
         (st = check_mask_pointer(ctx, fn, mask->kinds, VKMHA_MASK_SINKS, mask->sinks, "sinks",
-                                 "VKMHA_MASK_SINKS")) ||
-        (st = check_head_values(ctx, fn, mask->alibi, heads, "alibi")) ||
-        (st = check_head_values(ctx, fn, mask->sinks, heads, "sinks")))
+                                 "VKMHA_MASK_SINKS")))
         return st;
     if (mask->causal_offset && !(mask->kinds & positioned))
         return vkmha__fail(ctx, INVALID,
@@ -332,6 +330,11 @@ vkmha_status vkmha__check_mask(vkmha_context *ctx, const char *fn, const vkmha_m
     } else {
         m.bias_batch = m.bias_heads = 0;
     }
+    /* The per-head values last: no array is read before every size is
+     * known good. */
+    if ((st = check_head_values(ctx, fn, m.alibi, heads, "alibi")) ||
+        (st = check_head_values(ctx, fn, m.sinks, heads, "sinks")))
+        return st;
     *out = m;
     return VKMHA_SUCCESS;
 }

@@ -470,16 +470,23 @@ static vkmha_status check_positions(vkmha_mha *mha, const fwd_args *io, mha_fwd 
         return vkmha__fail(ctx, INVALID, "%s: io->len_k (%u) differs from io->len_q (%u): "
                            "RoPE (desc->rope_dims) rotates new keys at the queries' positions",
                            fn, f->Lk, f->Lq);
-    const uint64_t n = (uint64_t)f->B * f->Lq;
-    for (uint64_t i = 0; io->positions && i < n; i++)
-        if (io->positions[i] > INT32_MAX)
-            return vkmha__fail(ctx, INVALID, "%s: io->positions[%llu] (%u) is beyond 2^31 - 1",
-                               fn, (unsigned long long)i, io->positions[i]);
     for (uint32_t b = 0; !io->positions && f->old && b < f->B; b++)
         if ((uint64_t)f->old[b] + f->Lq - 1 > INT32_MAX)
             return vkmha__fail(ctx, INVALID, "%s: the KV cache entry %u's positions pass "
                                "2^31 - 1", fn, f->entry + b);
     f->positions = io->positions;
+    return VKMHA_SUCCESS;
+}
+
+/* RoPE's positions' values, once every other argument is checked (no array
+ * is read before). */
+static vkmha_status check_position_values(vkmha_context *ctx, const mha_fwd *f)
+{
+    const uint64_t n = (uint64_t)f->B * f->Lq;
+    for (uint64_t i = 0; f->positions && i < n; i++)
+        if (f->positions[i] > INT32_MAX)
+            return vkmha__fail(ctx, INVALID, "%s: io->positions[%llu] (%u) is beyond 2^31 - 1",
+                               ctx->call, (unsigned long long)i, f->positions[i]);
     return VKMHA_SUCCESS;
 }
 
@@ -599,7 +606,7 @@ static vkmha_status check_io(vkmha_mha *mha, const vkmha_mha_io *io, mha_fwd *f)
     if ((st = vkmha__check_mask(ctx, ctx->call, io->mask, f->B, mha->d.n_head, f->Lq,
                                 f->as.len_k, causal_shift(f), &f->mask.m)))
         return st;
-    return VKMHA_SUCCESS;
+    return check_position_values(ctx, f);
 }
 
 mm_shape vkmha__projection(uint32_t rows, uint32_t out, uint32_t in)
@@ -674,7 +681,8 @@ vkmha_status vkmha__mha_forward_tensors(vkmha_mha *mha, const vkmha_run *run,
                 return vkmha__fail(ctx, INVALID, "%s: %s shares memory with %s", ctx->call,
                                    names[o], names[i]);
     if ((st = vkmha__tensor_mask(ctx, io->mask, f.B, mha->d.n_head, f.Lq, f.as.len_k,
-                                 causal_shift(&f), &f.mask)))
+                                 causal_shift(&f), &f.mask)) ||
+        (st = check_position_values(ctx, &f)))
         return st;
     if (!(st = vkmha__mha_forward_split(mha, run, &f, arg)))
         vkmha__kv_commit(&f);

@@ -449,6 +449,12 @@ static void fuzz_layer(reader *r, pool *pl, uint8_t ptrs)
         d.head_begin = u8(r) & 15;
         d.head_end = u8(r) & 15;
     }
+    if (opt & 0x10) { /* RoPE, perhaps odd, past d_k, a bad base or scale */
+        d.rope_dims = u8(r) & 31;
+        d.rope_theta = scalar_field(r);
+        d.rope_scale = scalar_field(r);
+        d.rope_layout = u8(r) & 3;
+    }
     /* The documented weight shapes (defaults as the header gives them; a
      * d_model not divisible by n_head leaves d_k 0, which the library
      * rejects, and sizes nothing here). */
@@ -525,6 +531,9 @@ static void fuzz_layer(reader *r, pool *pl, uint8_t ptrs)
         io.attention_path = (vkmha_attention_path)(u8(r) % 4);
         io.kv_splits = size_field(r);
         uint8_t io_ptrs = u8(r);
+        /* RoPE's positions (bit 0; any bits, 2^31 and past too), perhaps
+         * for a layer without RoPE. */
+        const uint8_t pos_ptr = (opt & 0x10) ? u8(r) : 0;
         const uint64_t B = io.batch ? io.batch : 1, Lk = io.len_k ? io.len_k : io.len_q;
         sizer fs = {FITS};
         uint64_t nq, nk, nv, nw = 0, work[2], ies;
@@ -532,6 +541,9 @@ static void fuzz_layer(reader *r, pool *pl, uint8_t ptrs)
         need(&fs, mul4(&nq, B, io.len_q, d.d_model, 1), nq, ies);
         need(&fs, mul4(&nk, B, Lk, kdim, 1), nk, ies);
         need(&fs, mul4(&nv, B, Lk, vdim, 1), nv, ies);
+        uint64_t npos = 0;
+        if (pos_ptr & 1)
+            need(&fs, mul4(&npos, B, io.len_q, 1, 1), npos, 4);
         /* With a cache the attention's key axis is its longest entry after
          * the append (key and value absent: no append); a bad entry range
          * is refused before any array is read. */
@@ -571,6 +583,7 @@ static void fuzz_layer(reader *r, pool *pl, uint8_t ptrs)
         io.value = (io_ptrs & 64) ? io.query : array(pl, io_ptrs & 4, fs.worst, nv, ies, r);
         io.out = array(pl, io_ptrs & 8, fs.worst, nq, ies, r);
         io.attn_weights = array(pl, io_ptrs & 32, fs.worst, nw, ies, r);
+        io.positions = array(pl, pos_ptr & 1, fs.worst, npos, 4, r);
         if (no_append)
             io.key = io.value = NULL;
         check(g_ref, vkmha_mha_forward(mha, (io_ptrs & 16) ? NULL : &io), fs.worst);

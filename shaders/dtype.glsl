@@ -90,4 +90,11 @@ float bf16_bits_to_f32(uint h)
     return uintBitsToFloat((h & 0xffffu) << 16);
 }
 
+// The four int8 values of a word (byte 0 first), sign-extended: the Q8
+// codes of a quantized weight group or a Q8 KV cache row.
+vec4 i8x4_to_vec4(uint w)
+{
+    return vec4(ivec4(int(w << 24), int(w << 16), int(w << 8), int(w)) >> 24);
+}
+
 #endif // VKMHA_DTYPE_GLSL

@@ -74,7 +74,7 @@ float q8_scale(uint w)
 }
 vec4 q8_codes(uint w)
 {
-    return vec4(ivec4(int(w << 24), int(w << 16), int(w << 8), int(w)) >> 24);
+    return i8x4_to_vec4(w);
 }
 // Row `row` (its first word) of K4 / V4: its scale, and the four elements
 // of word 1 + c4 times it.

@@ -20,7 +20,7 @@
     vec4 kv_q8_codes_##NAME(uint row, uint c, uint n)                              \
     {                                                                              \
         const uint w = NAME##_w[((row + MISALIGN_BYTES(S)) >> 2) + 1u + (c >> 2)]; \
-        const vec4 q = vec4(ivec4(int(w << 24), int(w << 16), int(w << 8), int(w)) >> 24); \
+        const vec4 q = i8x4_to_vec4(w);                                            \
         return vec4(q.x, c + 1u < n ? q.y : 0.0, c + 2u < n ? q.z : 0.0,           \
                     c + 3u < n ? q.w : 0.0);                                       \
     }                                                                              \

@@ -73,7 +73,7 @@ vec4 qb_codes4(uint row, uint col)
         return vec4(qb_code(i), qb_code(i + 1u), qb_code(i + 2u), qb_code(i + 3u));
     if (DTYPE(1) == DT_I8) {
         const uint w = b_w[(i + MISALIGN_BYTES(1)) >> 2];
-        return vec4(ivec4(int(w << 24), int(w << 16), int(w << 8), int(w)) >> 24);
+        return i8x4_to_vec4(w);
     }
     const uint at = (i >> 1) + MISALIGN_BYTES(1); // even
     const uint h = b_w[at >> 2] >> (8u * (at & 3u));

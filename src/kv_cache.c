@@ -82,7 +82,8 @@ static vkmha_status cache_tensors(vkmha_kv_cache *c, const vkmha_kv_cache_desc *
                                  : vkmha__tensor_arg(ctx, tensor_names[i], t[i], false, n[i],
                                                      &a)))
                 return st;
-            if (a.dtype != c->elem_dtype)
+            /* (A Q8 cache's: vkmha__tensor_arg_u8 asked U8.) */
+            if (!c->d.quant && a.dtype != c->elem_dtype)
                 return vkmha__fail(ctx, INVALID, "%s: %s has dtype %u, desc->dtype is %u",
                                    ctx->call, tensor_names[i], a.dtype, c->d.dtype);
             /* A Q8 cache's rows are read and written a word at a time. */

@@ -24,13 +24,9 @@ static uint64_t span_at(const heads_shape *s, const uint64_t stride[3])
            (uint64_t)(s->len - 1) * stride[2] + s->head_dim;
 }
 
-/* x or y a Q8 KV cache's rows (vk_view.q8_rows, U8): shaders/kv_q8.comp
- * quantizes into them (the append) or reads them (the unfused attention's
- * fp32 copy). */
-static bool q8_rows(const vk_view *t)
-{
-    return t->q8_rows;
-}
+/* x or y may be a Q8 KV cache's rows (vk_view.q8_rows, U8):
+ * shaders/kv_q8.comp quantizes into them (the append) or reads them (the
+ * unfused attention's fp32 copy). */
 
 /* x's and y's element strides (batch entry, head, row): the layouts', a
  * split into a strided y (a KV cache's) with y's batch and head strides,
@@ -41,8 +37,8 @@ static void io_strides(const heads_shape *s, bool split, const vk_view *x, const
     uint64_t rows[3], heads[3];
     layout_strides(s, rows, heads);
     for (int i = 0; i < 3; i++) {
-        xs[i] = q8_rows(x) ? x->stride[i] : split ? rows[i] : heads[i];
-        ys[i] = q8_rows(y)  ? y->stride[i]
+        xs[i] = x->q8_rows ? x->stride[i] : split ? rows[i] : heads[i];
+        ys[i] = y->q8_rows ? y->stride[i]
                 : split     ? (i < 2 && y->stride[i] ? y->stride[i] : heads[i])
                             : rows[i];
     }
@@ -67,7 +63,7 @@ vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, 
     p.x_sb = (uint32_t)xs[0], p.x_sh = (uint32_t)xs[1], p.x_sl = (uint32_t)xs[2];
     p.y_sb = (uint32_t)ys[0], p.y_sh = (uint32_t)ys[1], p.y_sl = (uint32_t)ys[2];
     const vk_view bufs[2] = {x, y};
-    if (q8_rows(&x) || q8_rows(&y)) /* a row per invocation, VK_KV_Q8_WG a workgroup */
+    if (x.q8_rows || y.q8_rows) /* a row per invocation, VK_KV_Q8_WG a workgroup */
         return vk_dispatch_groups(vk, site, VK_PIPE(KERNEL_KV_Q8), bufs, 2, &p, sizeof p,
                                   offsetof(struct heads_push, group_base),
                                   vk_div_up(total / s->head_dim, VK_KV_Q8_WG));

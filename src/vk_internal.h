@@ -54,6 +54,9 @@ typedef struct vk_tensor {
 } vk_tensor;
 /* The buffer of a tensor of the Vulkan backend (NULL: NULL). */
 vk_buffer *vk_tensor_buf(const vkmha_tensor *t);
+/* Whether the whole tensor fits one binding from where it starts
+ * (vk_view_fits). */
+bool vk_tensor_fits(const vk_state *vk, const vkmha_tensor *t);
 /* The dense view of a tensor argument (absent: no tensor). */
 vk_view vk_tensor_view(const vkmha_arg *a);
 /* Views of a mask's tensors (absent where a kind has none). */

@@ -35,8 +35,7 @@ vkmha_status vk_kv_create(vkmha_kv_cache *c)
                            c->mha->ctx->call, VK_CPU_ROW_MAX, c->d_k, c->d_v);
     for (int i = 0; c->d.quant && i < 2; i++) {
         const vkmha_tensor *t = i ? c->d.values : c->d.keys;
-        if (t->offset % vk->min_storage_offset_align + t->bytes >
-            vk->info.max_storage_buffer_range)
+        if (!vk_tensor_fits(vk, t))
             return vkmha__fail(c->mha->ctx, VKMHA_ERROR_UNSUPPORTED,
                                "%s: a Q8 cache's %s (%llu bytes) must fit one binding "
                                "(maxStorageBufferRange: %llu bytes): lower desc->batch or "
@@ -54,7 +53,8 @@ vkmha_status vk_kv_create(vkmha_kv_cache *c)
         kinds[i] = KIND_HEADS;
     st = vk_buffer_create(vk, 4ull * c->d.batch, false, false, "a KV cache's lengths",
                           &kv->lens);
-    const VkDeviceSize run = run_bytes(c, run_bytes(c, true) > run_bytes(c, false));
+    const VkDeviceSize run_k = run_bytes(c, false), run_v = run_bytes(c, true),
+                       run = run_k > run_v ? run_k : run_v; /* the longer */
     if (!st)
         st = vk_buffer_create(vk, run < ZEROS_BYTES ? run : ZEROS_BYTES, false, false,
                               "a KV cache's zeros", &kv->zeros);

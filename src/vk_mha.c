@@ -211,8 +211,7 @@ static uint32_t cache_first(const vk_state *vk, const mha_fwd *f)
 {
     const vkmha_tensor *t[2] = {f->cache->d.keys, f->cache->d.values};
     for (int i = 0; i < 2; i++)
-        if (t[i]->offset % vk->min_storage_offset_align + t[i]->bytes >
-            vk->info.max_storage_buffer_range)
+        if (!vk_tensor_fits(vk, t[i]))
             return f->entry;
     return 0;
 }

@@ -34,6 +34,12 @@ vk_buffer *vk_tensor_buf(const vkmha_tensor *t)
     return t ? &((vk_tensor *)(uintptr_t)t)->buf : NULL;
 }
 
+bool vk_tensor_fits(const vk_state *vk, const vkmha_tensor *t)
+{
+    const vk_view v = vk_view_of(vk_tensor_buf(t), t->desc.dtype);
+    return vk_view_fits(vk, &v, t->bytes);
+}
+
 vk_view vk_tensor_view(const vkmha_arg *a)
 {
     vk_view v = vk_view_of(vk_tensor_buf(a->tensor), a->dtype);

@@ -123,8 +123,9 @@ typedef struct vk_buffer {
     /* R16G16B16A16_SFLOAT and R32G32_UINT views, for reading 16-bit data as
      * 4-element texels (vk_state.texel16; vk_texel_view), else null. */
     VkBufferView view4h, view4u;
-    /* An R32_UINT view (with view4): a Q8 KV cache's rows, read a word at
-     * a time by shaders/flash_cpu.comp's KV_Q8 variant. */
+    /* An R32_UINT view of a Q8 KV cache's tensors (vk_buffer_view_words,
+     * with view4): its rows, read a word at a time by
+     * shaders/flash_cpu.comp's KV_Q8 variant; else null. */
     VkBufferView view1u;
 } vk_buffer;
 

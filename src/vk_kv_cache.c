@@ -35,6 +35,10 @@ vkmha_status vk_kv_create(vkmha_kv_cache *c)
                            c->mha->ctx->call, VK_CPU_ROW_MAX, c->d_k, c->d_v);
     for (int i = 0; c->d.quant && i < 2; i++) {
         const vkmha_tensor *t = i ? c->d.values : c->d.keys;
+        /* The CPU-shaped kernel reads the rows as words. */
+        vkmha_status vs = vk_buffer_view_words(vk, vk_tensor_buf(t));
+        if (vs)
+            return vs;
         if (!vk_tensor_fits(vk, t))
             return vkmha__fail(c->mha->ctx, VKMHA_ERROR_UNSUPPORTED,
                                "%s: a Q8 cache's %s (%llu bytes) must fit one binding "

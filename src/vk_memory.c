@@ -253,11 +253,6 @@ static vkmha_status create_views(vk_state *vk, vk_buffer *b)
     if (fits4 &&
         (r = vk->vkd.vkCreateBufferView(vk->device, &vi, vk->vkalloc, &b->view4)) != VK_SUCCESS)
         return vk_fail(vk, r, "vkCreateBufferView");
-    VkBufferViewCreateInfo v1 = vi;
-    v1.format = VK_FORMAT_R32_UINT; /* a format every device reads as texels */
-    if (b->size / 4 <= vk->max_texel_elements &&
-        (r = vk->vkd.vkCreateBufferView(vk->device, &v1, vk->vkalloc, &b->view1u)) != VK_SUCCESS)
-        return vk_fail(vk, r, "vkCreateBufferView");
     vi.format = VK_FORMAT_R16G16B16A16_SFLOAT;
     VkBufferViewCreateInfo vu = vi;
     vu.format = VK_FORMAT_R32G32_UINT;
@@ -266,6 +261,20 @@ static vkmha_status create_views(vk_state *vk, vk_buffer *b)
              VK_SUCCESS ||
          (r = vk->vkd.vkCreateBufferView(vk->device, &vu, vk->vkalloc, &b->view4u)) !=
              VK_SUCCESS))
+        return vk_fail(vk, r, "vkCreateBufferView");
+    return VKMHA_SUCCESS;
+}
+
+vkmha_status vk_buffer_view_words(vk_state *vk, vk_buffer *b)
+{
+    VkResult r;
+    if (b->view1u || !vk->tuning.matmul_texel || b->size < 16 || b->pages || b->offset ||
+        b->size / 4 > vk->max_texel_elements)
+        return VKMHA_SUCCESS;
+    VkBufferViewCreateInfo v1 = {.sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO,
+                                 .buffer = b->buf, .format = VK_FORMAT_R32_UINT,
+                                 .range = VK_WHOLE_SIZE}; /* read as texels by every device */
+    if ((r = vk->vkd.vkCreateBufferView(vk->device, &v1, vk->vkalloc, &b->view1u)) != VK_SUCCESS)
         return vk_fail(vk, r, "vkCreateBufferView");
     return VKMHA_SUCCESS;
 }

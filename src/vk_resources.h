@@ -60,6 +60,10 @@ vkmha_status vk_buffer_create(vk_state *vk, VkDeviceSize size, bool staging, boo
 vkmha_status vk_buffer_create_sparse(vk_state *vk, VkDeviceSize size, VkDeviceSize page_max,
                                      const char *what, vk_buffer *out);
 void vk_buffer_destroy(vk_state *vk, vk_buffer *b);
+/* Gives b its R32_UINT view (vk_buffer.view1u) where the context reads
+ * texels and b is whole (not sparse, not a wrapped tensor's part) and within
+ * maxTexelBufferElements words; nothing otherwise. */
+vkmha_status vk_buffer_view_words(vk_state *vk, vk_buffer *b);
 vkmha_status vk_slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size);
 /* The same for a slot only bound in windows of at most maxStorageBufferRange
  * (a matmul's operands, vk_record_matmul): it may be larger, up to

@@ -40,6 +40,20 @@ def assert_close(tc, got, want, what, atol=ATOL, rtol=RTOL, rows=None):
                 % (what, i, got[fin][i], want[fin][i], err[i], bound[i], err.max(), err.size))
 
 
+def layer_weights(g, E, H, HKV, DK, DV, scale, bias_scale=None):
+    """A layer's projection weights (torch.nn.Linear layout, float32) drawn
+    from numpy Generator g: w_q [H*DK][E], w_k [HKV*DK][E], w_v [HKV*DV][E],
+    w_o [E][H*DV] times scale, and with bias_scale their biases, as MHA's
+    keyword arguments."""
+    f = np.float32
+    shapes = {"w_q": (H * DK, E), "w_k": (HKV * DK, E), "w_v": (HKV * DV, E),
+              "w_o": (E, H * DV)}
+    if bias_scale is not None:
+        shapes.update({"b_q": (H * DK,), "b_k": (HKV * DK,), "b_v": (HKV * DV,), "b_o": (E,)})
+    return {k: g.standard_normal(s).astype(f) * f(bias_scale if k[0] == "b" else scale)
+            for k, s in shapes.items()}
+
+
 _CONTEXTS = {}
 
 

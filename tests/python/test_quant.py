@@ -22,7 +22,7 @@ import torch
 import vkmha
 
 from checks import TestZValidation  # noqa: F401 (a test)
-from checks import assert_close
+from checks import assert_close, layer_weights
 from checks import context as ctx
 
 GROUPS = (32, 64, 128)
@@ -571,14 +571,7 @@ class TestKVCacheQ8(unittest.TestCase):
         g = np.random.default_rng(11)
         E, H, HKV, DK, DV = self.E, self.H, self.HKV, self.DK, self.DV
         f = np.float32
-        self.w = {"w_q": g.standard_normal((H * DK, E)).astype(f) * f(0.3),
-                  "w_k": g.standard_normal((HKV * DK, E)).astype(f) * f(0.3),
-                  "w_v": g.standard_normal((HKV * DV, E)).astype(f) * f(0.3),
-                  "w_o": g.standard_normal((E, H * DV)).astype(f) * f(0.3),
-                  "b_q": g.standard_normal(H * DK).astype(f) * f(0.1),
-                  "b_k": g.standard_normal(HKV * DK).astype(f) * f(0.1),
-                  "b_v": g.standard_normal(HKV * DV).astype(f) * f(0.1),
-                  "b_o": g.standard_normal(E).astype(f) * f(0.1)}
+        self.w = layer_weights(g, E, H, HKV, DK, DV, 0.3, 0.1)
         self.x = g.standard_normal((self.B, self.T, E)).astype(f)
 
     def proj(self, name, x):

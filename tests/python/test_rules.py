@@ -27,7 +27,7 @@ import torch
 import vkmha
 
 from checks import TestZValidation  # noqa: F401 (a test)
-from checks import assert_close
+from checks import assert_close, layer_weights
 from checks import context as ctx
 
 F64 = torch.float64
@@ -227,14 +227,7 @@ class TestRulesLayer(unittest.TestCase):
         g = np.random.default_rng(17)
         E, H, HKV, D = self.E, self.H, self.HKV, self.D
         f = np.float32
-        self.w = {"w_q": g.standard_normal((H * D, E)).astype(f) * f(0.4),
-                  "w_k": g.standard_normal((HKV * D, E)).astype(f) * f(0.4),
-                  "w_v": g.standard_normal((HKV * D, E)).astype(f) * f(0.4),
-                  "w_o": g.standard_normal((E, H * D)).astype(f) * f(0.4),
-                  "b_q": g.standard_normal(H * D).astype(f) * f(0.1),
-                  "b_k": g.standard_normal(HKV * D).astype(f) * f(0.1),
-                  "b_v": g.standard_normal(HKV * D).astype(f) * f(0.1),
-                  "b_o": g.standard_normal(E).astype(f) * f(0.1)}
+        self.w = layer_weights(g, E, H, HKV, D, D, 0.4, 0.1)
         self.x = g.standard_normal((2, self.T, E)).astype(f)
         self.sinks = g.uniform(-1, 1, H).astype(f)
 
@@ -292,10 +285,7 @@ class TestRoPE(unittest.TestCase):
         g = np.random.default_rng(23)
         f = np.float32
         E, H, HKV, D = self.E, self.H, self.HKV, self.D
-        self.w = {"w_q": g.standard_normal((H * D, E)).astype(f) * f(0.3),
-                  "w_k": g.standard_normal((HKV * D, E)).astype(f) * f(0.3),
-                  "w_v": g.standard_normal((HKV * D, E)).astype(f) * f(0.3),
-                  "w_o": g.standard_normal((E, H * D)).astype(f) * f(0.3)}
+        self.w = layer_weights(g, E, H, HKV, D, D, 0.3)
         self.x = g.standard_normal((2, self.T, E)).astype(f)
         self.pos = np.stack([np.arange(self.T) + 40, np.maximum(np.arange(self.T) - 2, 0)])
 

@@ -29,9 +29,12 @@
 // without the causal mask, after the last's), are visited last: the keys
 // from the block's window on first, then those before it. Once each of a
 // lane's rows has a score above -1e9 + 128, the hidden keys left have
-// weight exactly 0 (exp(-1e9 - m) in fp32): the lane only scans their values
-// for NaN / Inf (0 * NaN is NaN, as in the reference) and stops. Lanes
-// decide alone: there is no barrier to keep uniform.
+// weight exactly 0 (exp(-1e9 - m) in fp32) and the lane stops: only where
+// shaders/vscan.comp found no NaN or Inf among the head's values (with
+// one, 0 * NaN must make the output NaN, as in the reference: those heads
+// visit every key). Lanes decide alone: there is no barrier to keep
+// uniform. (Scanning the skipped values instead, as flash.comp does, made
+// this kernel's pipelines take minutes to compile on lavapipe.)
 // lavapipe ends an invocation's loops after 65535 iterations in all: the
 // host bounds the keys of one dispatch (kv_count) by the loop iterations a
 // key costs here (vk_attention.c).
@@ -180,7 +183,11 @@ void main()
     // causal_last gives the first and last rows' positions), and where the
     // visit starts: j_rot, the window's first key (whole steps of BK).
     const bool causal = (p.flags & MASK_CAUSAL) != 0u, window = (p.flags & MASK_WINDOW) != 0u;
-    const bool skipping = (causal || window) && !lane_keys && !weights_mode;
+    // Only where shaders/vscan.comp found no NaN or Inf among the head's
+    // values: a skipped key then adds exactly nothing (0 * v).
+    const bool v_clean = (p.flags & MODE_VSCANNED) != 0u &&
+                         floatBitsToUint(hr[2u * p.heads + b * (p.heads / p.group) + hk]) == 0u;
+    const bool skipping = (causal || window) && !lane_keys && !weights_mode && v_clean;
     const int first_pos = causal_last(i0, p.causal_offset, len_b, p.len_k);
     const int last_pos = causal_last(i0 + rows - 1u, p.causal_offset, len_b, p.len_k);
     const int vis_lo = window ? first_pos - int(p.window) + 1 : int(j_first);
@@ -191,42 +198,21 @@ void main()
     const uint j_rot = skipping && vis_lo > int(j_first)
                            ? min(j_first + (uint(vis_lo) - j_first) / BK * BK, j_end)
                            : j_first;
-    uvec4 bad[D4]; // the skipped values' NaN / Inf bits, OR-ed per column
-    [[unroll]] for (uint c4 = 0u; c4 < D4; c4++)
-        bad[c4] = uvec4(0u);
-    bool skipped = false;
-    const bool v_clean = (p.flags & MODE_VSCANNED) != 0u &&
-                         floatBitsToUint(hr[2u * p.heads + b * (p.heads / p.group) + hk]) == 0u;
-    // Two runs of keys: [j_rot, j_end), then [j_first, j_rot).
-    for (uint seg = 0u; seg < 2u && !skipped; seg++) {
-        const uint seg_first = seg == 0u ? j_rot : j_first, seg_end = seg == 0u ? j_end : j_rot;
-        for (uint j0 = seg_first; j0 < seg_end; j0 += BK) {
+    // Two runs of keys in one loop (one copy of its body): [j_rot, j_end)
+    // in steps t < run_a, then [j_first, j_rot).
+    const uint run_a = (j_end - j_rot + BK - 1u) / BK * BK;
+    const uint steps = run_a + (j_rot - j_first + BK - 1u) / BK * BK;
+    for (uint t = 0u; t < steps; t += BK) {
+        const uint j0 = t < run_a ? j_rot + t : j_first + (t - run_a);
+        const uint seg_end = t < run_a ? j_end : j_rot;
+        {
             if (skipping && (int(j0) > vis_hi || int(min(j0 + BK, seg_end)) <= vis_lo)) {
                 // Hidden from every row, and so is every key left to visit.
                 bool settled = true;
                 [[unroll]] for (uint u = 0u; u < TM; u++)
                     settled = settled && m[u] > MASKED_SCORE + 128.0;
-                if (settled) {
-                    for (uint s2 = seg; s2 < 2u && !v_clean; s2++) {
-                        const uint a = s2 == seg ? j0 : j_first, e = s2 == 0u ? j_end : j_rot;
-                        for (uint jj = a; jj < e; jj += BK)
-                            [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
-                                const uint vrow = v_base + min(jj + kk, e - 1u) * v_ld;
-                                const float vs = KV_SCALE(V4, vrow);
-                                [[unroll]] for (uint c4 = 0u; c4 < D4; c4++) {
-                                    if (c4 < dv4) {
-                                        const uvec4 bits =
-                                            floatBitsToUint(KV_FETCH(V4, vrow, c4, vs, 2u));
-                                        bad[c4] |= mix(uvec4(0u), bits,
-                                                       equal(bits & 0x7f800000u,
-                                                             uvec4(0x7f800000u)));
-                                    }
-                                }
-                            }
-                    }
-                    skipped = true;
+                if (settled)
                     break;
-                }
             }
             // Scores of keys j0 .. j0 + BK - 1 (-inf past seg_end).
             float s[TM * BK];
@@ -307,11 +293,6 @@ void main()
     }
     if (weights_mode)
         return;
-    // The skipped values' NaN / Inf: weight exp(-1e9 - m) = 0 times them.
-    [[unroll]] for (uint u = 0u; u < TM; u++)
-        [[unroll]] for (uint c4 = 0u; c4 < D4; c4++)
-            if (skipped && c4 < dv4 && any(notEqual(bad[c4], uvec4(0u))))
-                acc[u * D4 + c4] += exp(MASKED_SCORE - m[u]) * uintBitsToFloat(bad[c4]);
 
     [[unroll]] for (uint u = 0u; u < TM; u++) {
         if (!live[u])

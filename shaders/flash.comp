@@ -322,18 +322,13 @@ void main()
     }
     barrier();
 
-    const bool causal = (p.flags & MASK_CAUSAL) != 0u;
-    const bool window = (p.flags & MASK_WINDOW) != 0u;
-    // The keys some row of the block may see, [vis_lo, vis_hi]: the block's
-    // first and last rows' positions (mask.glsl's causal_last) bound them.
-    const int first_pos = causal_last(i0, p.causal_offset, len_b, p.len_k);
-    const int last_pos = causal_last(i0 + rows - 1u, p.causal_offset, len_b, p.len_k);
-    const int vis_lo = window ? first_pos - int(p.window) + 1 : int(j_begin);
-    const int vis_hi = causal ? last_pos
-                       : window ? (last_pos > 0x3fffffff - int(p.window)
-                                       ? 0x7fffffff : last_pos + int(p.window) - 1)
-                                : 0x7fffffff;
-    const bool skipping = (causal || window) && (p.flags & (MODE_PARTIAL | MODE_WEIGHTS)) == 0u;
+    // The keys some row of the block may see, [vis_lo, vis_hi].
+    const ivec2 vis = flash_visible(causal_last(i0, p.causal_offset, len_b, p.len_k),
+                                    causal_last(i0 + rows - 1u, p.causal_offset, len_b, p.len_k),
+                                    int(j_begin));
+    const int vis_lo = vis.x, vis_hi = vis.y;
+    const bool skipping = (p.flags & (MASK_CAUSAL | MASK_WINDOW)) != 0u &&
+                          (p.flags & (MODE_PARTIAL | MODE_WEIGHTS)) == 0u;
     // Blocks from the one holding vis_lo on, then those before it.
     const uint n_blocks = j_end > j_begin ? (j_end - j_begin + BC - 1u) / BC : 0u;
     const uint first_block = skipping && vis_lo > int(j_begin)

@@ -179,22 +179,18 @@ void main()
         }
     }
 
-    // The keys the block's rows may see, [vis_lo, vis_hi] (mask.glsl's
-    // causal_last gives the first and last rows' positions), and where the
+    // The keys the block's rows may see, [vis_lo, vis_hi], and where the
     // visit starts: j_rot, the window's first key (whole steps of BK).
-    const bool causal = (p.flags & MASK_CAUSAL) != 0u, window = (p.flags & MASK_WINDOW) != 0u;
     // Only where shaders/vscan.comp found no NaN or Inf among the head's
     // values: a skipped key then adds exactly nothing (0 * v).
     const bool v_clean = (p.flags & MODE_VSCANNED) != 0u &&
                          floatBitsToUint(hr[2u * p.heads + b * (p.heads / p.group) + hk]) == 0u;
-    const bool skipping = (causal || window) && !lane_keys && !weights_mode && v_clean;
-    const int first_pos = causal_last(i0, p.causal_offset, len_b, p.len_k);
-    const int last_pos = causal_last(i0 + rows - 1u, p.causal_offset, len_b, p.len_k);
-    const int vis_lo = window ? first_pos - int(p.window) + 1 : int(j_first);
-    const int vis_hi = causal ? last_pos
-                       : window ? (last_pos > 0x3fffffff - int(p.window)
-                                       ? 0x7fffffff : last_pos + int(p.window) - 1)
-                                : 0x7fffffff;
+    const bool skipping = (p.flags & (MASK_CAUSAL | MASK_WINDOW)) != 0u && !lane_keys &&
+                          !weights_mode && v_clean;
+    const ivec2 vis = flash_visible(causal_last(i0, p.causal_offset, len_b, p.len_k),
+                                    causal_last(i0 + rows - 1u, p.causal_offset, len_b, p.len_k),
+                                    int(j_first));
+    const int vis_lo = vis.x, vis_hi = vis.y;
     const uint j_rot = skipping && vis_lo > int(j_first)
                            ? min(j_first + (uint(vis_lo) - j_first) / BK * BK, j_end)
                            : j_first;
@@ -205,88 +201,86 @@ void main()
     for (uint t = 0u; t < steps; t += BK) {
         const uint j0 = t < run_a ? j_rot + t : j_first + (t - run_a);
         const uint seg_end = t < run_a ? j_end : j_rot;
-        {
-            if (skipping && (int(j0) > vis_hi || int(min(j0 + BK, seg_end)) <= vis_lo)) {
-                // Hidden from every row, and so is every key left to visit.
-                bool settled = true;
-                [[unroll]] for (uint u = 0u; u < TM; u++)
-                    settled = settled && m[u] > MASKED_SCORE + 128.0;
-                if (settled)
-                    break;
-            }
-            // Scores of keys j0 .. j0 + BK - 1 (-inf past seg_end).
-            float s[TM * BK];
-            [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
-                const uint j = min(j0 + kk, seg_end - 1u);
-                const uint krow = k_base + j * k_ld;
-                const float ks = KV_SCALE(K4, krow);
-                precise float sacc[TM];
-                [[unroll]] for (uint u = 0u; u < TM; u++)
-                    sacc[u] = 0.0;
-                [[unroll]] for (uint c4 = 0u; c4 < D4; c4++) {
-                    if (c4 < dk4) {
-                        const vec4 kv = KV_FETCH(K4, krow, c4, ks, 1u);
-                        [[unroll]] for (uint u = 0u; u < TM; u++)
-                            sacc[u] = fma(qv[u * D4 + c4].w, kv.w,
-                                          fma(qv[u * D4 + c4].z, kv.z,
-                                              fma(qv[u * D4 + c4].y, kv.y,
-                                                  fma(qv[u * D4 + c4].x, kv.x, sacc[u]))));
-                    }
-                }
-                [[unroll]] for (uint u = 0u; u < TM; u++) {
-                    const uint i = i0 + r[u];
-                    precise float x;
-                    if (j0 + kk >= seg_end || j >= len_b) {
-                        x = neg_inf(); // past this range or this entry's keys: weight 0
-                    } else {
-                        x = rule_score(sacc[u] * p.scale, b, i, j,
-                                       causal_last(i, p.causal_offset, len_b, p.len_k),
-                                       bias_base + i * p.len_k + j, slope);
-                    }
-                    s[u * BK + kk] = x;
+        if (skipping && (int(j0) > vis_hi || int(min(j0 + BK, seg_end)) <= vis_lo)) {
+            // Hidden from every row, and so is every key left to visit.
+            bool settled = true;
+            [[unroll]] for (uint u = 0u; u < TM; u++)
+                settled = settled && m[u] > MASKED_SCORE + 128.0;
+            if (settled)
+                break;
+        }
+        // Scores of keys j0 .. j0 + BK - 1 (-inf past seg_end).
+        float s[TM * BK];
+        [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
+            const uint j = min(j0 + kk, seg_end - 1u);
+            const uint krow = k_base + j * k_ld;
+            const float ks = KV_SCALE(K4, krow);
+            precise float sacc[TM];
+            [[unroll]] for (uint u = 0u; u < TM; u++)
+                sacc[u] = 0.0;
+            [[unroll]] for (uint c4 = 0u; c4 < D4; c4++) {
+                if (c4 < dk4) {
+                    const vec4 kv = KV_FETCH(K4, krow, c4, ks, 1u);
+                    [[unroll]] for (uint u = 0u; u < TM; u++)
+                        sacc[u] = fma(qv[u * D4 + c4].w, kv.w,
+                                      fma(qv[u * D4 + c4].z, kv.z,
+                                          fma(qv[u * D4 + c4].y, kv.y,
+                                              fma(qv[u * D4 + c4].x, kv.x, sacc[u]))));
                 }
             }
-
-            if (weights_mode) {
-                [[unroll]] for (uint u = 0u; u < TM; u++) {
-                    const uint row = row_base + r[u];
-                    const float mr = ml[2u * row], lr = ml[2u * row + 1u];
-                    [[unroll]] for (uint kk = 0u; kk < BK; kk++)
-                        if (live[u] && j0 + kk < seg_end)
-                            st_o(row * p.len_k + j0 + kk,
-                                 lr == 0.0 ? 0.0 : exp(s[u * BK + kk] - mr) / lr);
-                }
-                continue;
-            }
-
             [[unroll]] for (uint u = 0u; u < TM; u++) {
-                float mt = neg_inf();
-                [[unroll]] for (uint kk = 0u; kk < BK; kk++)
-                    mt = max(mt, s[u * BK + kk]);
-                const float m_new = max(m[u], mt);
-                // Only -inf so far: subtract 0, never -inf (see flash.comp).
-                const float m_sub = m_new == neg_inf() ? 0.0 : m_new;
-                float sum = 0.0;
-                [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
-                    const float e = exp(s[u * BK + kk] - m_sub);
-                    s[u * BK + kk] = e;
-                    sum += e;
+                const uint i = i0 + r[u];
+                precise float x;
+                if (j0 + kk >= seg_end || j >= len_b) {
+                    x = neg_inf(); // past this range or this entry's keys: weight 0
+                } else {
+                    x = rule_score(sacc[u] * p.scale, b, i, j,
+                                   causal_last(i, p.causal_offset, len_b, p.len_k),
+                                   bias_base + i * p.len_k + j, slope);
                 }
-                const float corr = exp(m[u] - m_sub);
-                l[u] = l[u] * corr + sum;
-                m[u] = m_new;
-                [[unroll]] for (uint c4 = 0u; c4 < D4; c4++)
-                    acc[u * D4 + c4] *= corr;
+                s[u * BK + kk] = x;
             }
+        }
+
+        if (weights_mode) {
+            [[unroll]] for (uint u = 0u; u < TM; u++) {
+                const uint row = row_base + r[u];
+                const float mr = ml[2u * row], lr = ml[2u * row + 1u];
+                [[unroll]] for (uint kk = 0u; kk < BK; kk++)
+                    if (live[u] && j0 + kk < seg_end)
+                        st_o(row * p.len_k + j0 + kk,
+                             lr == 0.0 ? 0.0 : exp(s[u * BK + kk] - mr) / lr);
+            }
+            continue;
+        }
+
+        [[unroll]] for (uint u = 0u; u < TM; u++) {
+            float mt = neg_inf();
+            [[unroll]] for (uint kk = 0u; kk < BK; kk++)
+                mt = max(mt, s[u * BK + kk]);
+            const float m_new = max(m[u], mt);
+            // Only -inf so far: subtract 0, never -inf (see flash.comp).
+            const float m_sub = m_new == neg_inf() ? 0.0 : m_new;
+            float sum = 0.0;
             [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
-                const uint vrow = v_base + min(j0 + kk, seg_end - 1u) * v_ld; // past seg_end: p = 0
-                const float vs = KV_SCALE(V4, vrow);
-                [[unroll]] for (uint c4 = 0u; c4 < D4; c4++) {
-                    if (c4 < dv4) {
-                        const vec4 vv = KV_FETCH(V4, vrow, c4, vs, 2u);
-                        [[unroll]] for (uint u = 0u; u < TM; u++)
-                            acc[u * D4 + c4] += s[u * BK + kk] * vv;
-                    }
+                const float e = exp(s[u * BK + kk] - m_sub);
+                s[u * BK + kk] = e;
+                sum += e;
+            }
+            const float corr = exp(m[u] - m_sub);
+            l[u] = l[u] * corr + sum;
+            m[u] = m_new;
+            [[unroll]] for (uint c4 = 0u; c4 < D4; c4++)
+                acc[u * D4 + c4] *= corr;
+        }
+        [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
+            const uint vrow = v_base + min(j0 + kk, seg_end - 1u) * v_ld; // past seg_end: p = 0
+            const float vs = KV_SCALE(V4, vrow);
+            [[unroll]] for (uint c4 = 0u; c4 < D4; c4++) {
+                if (c4 < dv4) {
+                    const vec4 vv = KV_FETCH(V4, vrow, c4, vs, 2u);
+                    [[unroll]] for (uint u = 0u; u < TM; u++)
+                        acc[u * D4 + c4] += s[u * BK + kk] * vv;
                 }
             }
         }

@@ -51,5 +51,5 @@ PUSH_CONST(BIAS_PER_BATCH, 0x1000u)
 PUSH_CONST(BIAS_PER_HEAD, 0x2000u)
 // flash_cpu.comp: from word 2 * heads the per-head rules (mask.glsl's hr)
 // hold a word per (batch entry, key/value head), 0 when its values hold no
-// NaN or Inf (shaders/vscan.comp), so the skipped keys' need no scan.
+// NaN or Inf (shaders/vscan.comp): only those heads skip hidden keys.
 PUSH_CONST(MODE_VSCANNED, 0x8000u)

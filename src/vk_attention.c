@@ -159,21 +159,15 @@ static vkmha_status dispatch_keys(vk_state *vk, vk_site *site, const vk_attn_pla
 
 /* Whether the CPU-shaped kernel's skipping (shaders/flash_cpu.comp) gets
  * the values' NaN / Inf flags: query blocks (not lanes over keys) under a
- * causal mask or a window, typed values bound whole, their rows countable
- * in 32 bits. */
-static bool wants_vscan(const vk_state *vk, const vk_attn_plan *plan, const mask_r *mask,
-                        const vk_view *v)
+ * causal mask or a window, typed values bound whole (the plan's
+ * kv_whole), their elements countable in 32 bits (the strides are:
+ * vk_check_strides). */
+static bool wants_vscan(const vk_attn_plan *plan, const mask_r *mask, const vk_view *v)
 {
     const attn_shape *s = &plan->s;
     const uint64_t elems = (uint64_t)s->batch * s->kv_heads * s->len_k * s->d_v;
-    return plan->cpu_kernel && !plan->lane_keys && !plan->window && !v->q8_rows &&
-           (mask->kinds & (VKMHA_MASK_CAUSAL | VKMHA_MASK_WINDOW)) && elems <= UINT32_MAX &&
-           v->stride[0] <= UINT32_MAX && v->stride[1] <= UINT32_MAX &&
-           v->stride[2] <= UINT32_MAX &&
-           vk_view_fits(vk, v, ((uint64_t)(s->batch - 1) * v->stride[0] +
-                                (uint64_t)(s->kv_heads - 1) * v->stride[1] +
-                                (uint64_t)s->len_k * v->stride[2]) *
-                                   vkmha__dtype_size(v->dtype));
+    return plan->cpu_kernel && !plan->lane_keys && plan->kv_whole && !v->q8_rows &&
+           (mask->kinds & (VKMHA_MASK_CAUSAL | VKMHA_MASK_WINDOW)) && elems <= UINT32_MAX;
 }
 
 /* The values' flags after the per-head rules in SLOT_MASK_HEADS: a word
@@ -194,7 +188,7 @@ static vkmha_status record_vscan(vk_state *vk, vk_site *site, const vk_attn_plan
     const vk_view bufs[2] = {vv, vk_view_of(&vk->mem.slots[SLOT_MASK_HEADS], VKMHA_DTYPE_F32)};
     return vk_dispatch_groups(vk, site, VK_PIPE(KERNEL_VSCAN), bufs, 2, &p, sizeof p,
                               offsetof(struct heads_push, group_base),
-                              vk_div_up(rows, VK_ROPE_WG));
+                              vk_div_up(rows, VK_PASS_WG));
 }
 
 static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_plan *plan,
@@ -211,7 +205,7 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
     const bool split = plan->partial_splits > 1 || plan->chunks > 1;
     const uint64_t groups = rows / s->len_q * plan->q_blocks * plan->splits;
     vk_view rules;
-    const bool vscan = wants_vscan(vk, plan, mask, v);
+    const bool vscan = wants_vscan(plan, mask, v);
     if (vscan) { /* the flags start from zero: the slot, before the rules */
         vk_barrier(vk);
         if ((st = vk_zero(vk, &vk->mem.slots[SLOT_MASK_HEADS])))

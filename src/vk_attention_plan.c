@@ -231,7 +231,8 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
     *plan = (vk_attn_plan){.s = *s, .fused = fused, .cpu_kernel = cpu_kernel,
                            .coop = coop && !cpu_kernel,
                            .weights = weights, .cls = cls, .splits = 1, .split_len = s->len_k,
-                           .chunk = s->len_k, .chunks = 1, .kv_b0 = kv_b0};
+                           .chunk = s->len_k, .chunks = 1, .kv_b0 = kv_b0,
+                           .kv_whole = !windowed};
     char model[160] = "";
     if (s->path == VKMHA_ATTENTION_PATH_AUTO && vkmha__log_enabled(vk->ctx, VKMHA_LOG_DEBUG))
         snprintf(model, sizeof model,

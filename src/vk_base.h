@@ -206,8 +206,9 @@ typedef enum vk_slot {
 /* Invocations of a workgroup of shaders/kv_q8.comp (a row each; its rows
  * are at most VK_CPU_ROW_MAX elements: src/vk_kv_cache.c). */
 #define VK_KV_Q8_WG 64u
-/* Invocations of a workgroup of shaders/rope.comp (a pair each). */
-#define VK_ROPE_WG 64u
+/* Invocations of a workgroup of the layer's small passes: shaders/rope.comp
+ * (a pair each) and vscan.comp (a value row each). */
+#define VK_PASS_WG 64u
 
 /* The most VK_NV_cooperative_matrix2 workgroup shapes kept (vk_state). */
 #define VK_CM2_SHAPES 8
@@ -581,6 +582,8 @@ typedef struct vk_attn_plan {
      * `window` keys (a multiple of chunk, or one chunk) of one batch entry
      * and key/value head at a time, one key range (splits 1); 0: whole */
     uint32_t window;
+    /* k and v each fit one binding from the plan's first entry (kv_b0) */
+    bool kv_whole;
     /* unfused, k or v past maxStorageBufferRange: the matmuls one product
      * (batch entry, query head) at a time, each bound in windows */
     bool products;

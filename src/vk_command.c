@@ -487,13 +487,20 @@ vkmha_status vk_update(vk_state *vk, const vk_buffer *dst, VkDeviceSize offset,
                        const void *data, VkDeviceSize bytes)
 {
     const VkDeviceSize at = dst->offset + offset;
-    if (at % 4 || bytes % 4 || bytes > 65536)
+    if (at % 4 || bytes % 4)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
                            "%s: internal error: an update of %llu bytes at %llu",
                            vk->ctx->call, (unsigned long long)bytes, (unsigned long long)at);
-    return plan_transfer(vk, PASS_UPDATE,
-                         &(struct vk_pass_xfer){.dst = dst->buf, .dst_off = at, .size = bytes,
-                                                .data = data});
+    /* vkCmdUpdateBuffer writes at most 65536 bytes: passes of that many
+     * (disjoint ranges: no barrier between them). */
+    vkmha_status st = VKMHA_SUCCESS;
+    for (VkDeviceSize done = 0; done < bytes && !st; done += 65536)
+        st = plan_transfer(vk, PASS_UPDATE,
+                           &(struct vk_pass_xfer){
+                               .dst = dst->buf, .dst_off = at + done,
+                               .size = bytes - done < 65536 ? bytes - done : 65536,
+                               .data = (const uint8_t *)data + done});
+    return st;
 }
 
 vkmha_status vk_download(vk_state *vk, const vk_buffer *src, void *dst, size_t len, size_t n1,

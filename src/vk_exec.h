@@ -52,10 +52,11 @@ void vk_barrier(vk_state *vk);
  * (offsets past each buffer's start; any alignment). */
 vkmha_status vk_copy(vk_state *vk, const vk_buffer *src, VkDeviceSize src_off,
                      const vk_buffer *dst, VkDeviceSize dst_off, VkDeviceSize bytes);
-/* Adds vkCmdUpdateBuffer of `bytes` (a multiple of 4, at most 65536) from
- * host memory data (read by vk_exec_end) into dst at byte offset (a
- * multiple of 4): small data in the command buffer itself, ordered with the
- * passes, for data that differs between recordings of one buffer. */
+/* Adds vkCmdUpdateBuffer of `bytes` (a multiple of 4; one command per
+ * 65536, the most one takes) from host memory data (read by vk_exec_end)
+ * into dst at byte offset (a multiple of 4): small data in the command
+ * buffer itself, ordered with the passes, for data that differs between
+ * recordings of one buffer. */
 vkmha_status vk_update(vk_state *vk, const vk_buffer *dst, VkDeviceSize offset,
                        const void *data, VkDeviceSize bytes);
 /* Adds zeros over the whole of buffer dst (vkCmdFillBuffer). */

@@ -311,13 +311,13 @@ static void kv_q8_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
 static void rope_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
 {
     (void)vk, (void)pipe, (void)u16;
-    *o = (vk_spec){.spv = SPV_ROPE, .n = 1, .value = {VK_ROPE_WG}};
+    *o = (vk_spec){.spv = SPV_ROPE, .n = 1, .value = {VK_PASS_WG}};
 }
 
 static void vscan_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
 {
     (void)vk, (void)pipe, (void)u16;
-    *o = (vk_spec){.spv = SPV_VSCAN, .n = 1, .value = {VK_ROPE_WG}};
+    *o = (vk_spec){.spv = SPV_VSCAN, .n = 1, .value = {VK_PASS_WG}};
 }
 
 static bool rows_cpu_available(const vk_state *vk, vk_pipe pipe)

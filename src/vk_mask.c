@@ -88,12 +88,9 @@ vkmha_status vk_head_rules_any(vk_state *vk, const mask_r *m, uint32_t heads, bo
                            m->kinds & VKMHA_MASK_SINKS ? m->sinks : NULL};
     vkmha_status st = VKMHA_SUCCESS;
     vk_barrier(vk); /* after an earlier pass's reads of the slot */
-    for (int a = 0; a < 2; a++)
-        /* vkCmdUpdateBuffer writes at most 65536 bytes at a time. */
-        for (uint64_t h = 0; src[a] && h < heads && !st; h += 16384) {
-            const uint64_t n = heads - h < 16384 ? heads - h : 16384;
-            st = vk_update(vk, slot, (a * (uint64_t)heads + h) * 4, src[a] + h, n * 4);
-        }
+    for (int a = 0; a < 2 && !st; a++)
+        if (src[a])
+            st = vk_update(vk, slot, a * (uint64_t)heads * 4, src[a], (uint64_t)heads * 4);
     if (st)
         return st;
     vk_barrier(vk);

@@ -461,12 +461,8 @@ static vkmha_status record_rope_table(vk_state *vk, vkmha_mha *mha, const mha_fw
             *t++ = (float)s;
         }
     }
-    vkmha_status st = VKMHA_SUCCESS;
-    const vk_buffer *slot = &vk->mem.slots[SLOT_ROPE];
     vk_barrier(vk); /* after an earlier part's passes read it */
-    for (uint64_t at = 0; at < n && !st; at += 16384) /* vkCmdUpdateBuffer: 64 KiB */
-        st = vk_update(vk, slot, at * 4, vm->rope + at, (n - at < 16384 ? n - at : 16384) * 4);
-    return st;
+    return vk_update(vk, &vk->mem.slots[SLOT_ROPE], 0, vm->rope, n * 4);
 }
 
 /* RoPE on the query projections and the new keys' in place, a pass over
@@ -492,7 +488,7 @@ static vkmha_status record_rope(vk_state *vk, vkmha_mha *mha, const mha_fwd *f)
                                  vk_view_of(&vk->mem.slots[k ? SLOT_K_PROJ : SLOT_Q_PROJ], f->ad)};
         st = vk_dispatch_groups(vk, &site[k ? SITE_ROPE_K : SITE_ROPE_Q], VK_PIPE(KERNEL_ROPE),
                                 bufs, 2, &p, sizeof p, offsetof(struct rope_push, group_base),
-                                vk_div_up(total, VK_ROPE_WG));
+                                vk_div_up(total, VK_PASS_WG));
     }
     return st;
 }

@@ -288,6 +288,11 @@ typedef enum vkmha_path {
                                               (VKMHA_MATMUL_VARIANT_COOPERATIVE2;
                                               the cooperative-matrix matmul, else
                                               the device type's) */
+    VKMHA_PATH_FUSED_D576 = 1u << 18, /* "fused_d576": head dims 257 to 576 (MLA's
+                                         d_k 576, d_v 512) on the workgroup-shared
+                                         kernel */
+    VKMHA_PATH_FUSED_CPU_D576 = 1u << 19,     /* "fused_cpu_d576" */
+    VKMHA_PATH_COOPMAT_FUSED_D576 = 1u << 20, /* "coopmat_fused_d576" */
 } vkmha_path;
 
 /* The name of one vkmha_path bit ("fused_d64"), as VKMHA_DISABLE_PATHS and
@@ -730,11 +735,12 @@ typedef struct vkmha_kernel_info {
      * "matmul_small", "matmul_small_vec" (the vec ones read A and B as
      * vec4s), "matmul_gemv" (CPU devices) and "matmul_gemv_gpu" (GPUs; op
      * T), the matmuls of a few rows, "matmul_coop", "matmul_coop_vec" (the
-     * cooperative-matrix matmul of fp16 products), "softmax", "heads", "layernorm", "flash_d32" .. "flash_d256"
-     * (the fused attention of heads up to 32 .. 256 wide, workgroup-shared
-     * kernel), "flash_combine" (its split-K combine), "flash_cpu_d32" ..
-     * "flash_cpu_d256" (the CPU-shaped fused kernel), "flash_coop_d32" ..
-     * "flash_coop_d256" (the cooperative-matrix one), "softmax_cpu",
+     * cooperative-matrix matmul of fp16 products), "softmax", "heads", "layernorm", "flash_d32",
+     * "flash_d64", "flash_d128", "flash_d256", "flash_d576" (the fused
+     * attention of heads up to 32 .. 576 wide, workgroup-shared kernel),
+     * "flash_combine" (its split-K combine), "flash_cpu_d32" ..
+     * "flash_cpu_d576" (the CPU-shaped fused kernel), "flash_coop_d32" ..
+     * "flash_coop_d576" (the cooperative-matrix one), "softmax_cpu",
      * "heads_cpu", "layernorm_cpu" (CPU-shaped row kernels, one row per
      * invocation, for rows of up to 16384 elements on CPU devices; longer
      * rows take "softmax" / "layernorm", a workgroup per row). */
@@ -1050,7 +1056,7 @@ VKMHA_API vkmha_status vkmha_merge_heads(vkmha_context *ctx, const vkmha_heads_d
 typedef enum vkmha_attention_path {
     /* The path, and for the fused path the kernel, that a cost model of
      * the device type predicts to be fastest for this call's shape (fused
-     * only where the head dims allow it, d_k, d_v <= 256; unfused only where
+     * only where the head dims allow it, d_k, d_v <= 576; unfused only where
      * its scores fit a buffer). The model's coefficients are measured per
      * device type by bench/vkmha-bench-cost; device types without a
      * measurement take the fused path wherever it runs. */
@@ -1059,10 +1065,13 @@ typedef enum vkmha_attention_path {
      * online softmax: extra device memory O(len_q) instead of
      * O(len_q * len_k). The kernel (workgroup-shared, or CPU-shaped on CPU
      * devices where q, k, v are 16-byte aligned) is the cheaper by the cost
-     * model. Head dims up to 256, else VKMHA_ERROR_UNSUPPORTED. */
+     * model. Head dims up to 576 (any d_k, d_v, equal or not: MLA's 576 and
+     * 512 too; heads of 257 to 576 take the d576 pipelines), where the
+     * device's shared memory holds a block of them (lavapipe's 64 KiB and
+     * GPUs' 48 KiB do), else VKMHA_ERROR_UNSUPPORTED. */
     VKMHA_ATTENTION_PATH_FUSED = 1,
     /* Materializes the [batch][H][len_q][len_k] scores: matmul, softmax,
-     * matmul. For comparison and for head dims above 256. */
+     * matmul. For comparison and for head dims above 576. */
     VKMHA_ATTENTION_PATH_UNFUSED = 2,
 } vkmha_attention_path;
 

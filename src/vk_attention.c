@@ -26,7 +26,7 @@
 #include <stdio.h>
 #include <string.h>
 
-_Static_assert((32u << (VK_FLASH_CLASSES - 1)) <= 0xffff, "flash_push.dims packs 16-bit head dims");
+_Static_assert(VK_FLASH_DIM_MAX <= 0xffff, "flash_push.dims packs 16-bit head dims");
 
 
 /* shaders/flash*.comp's modes (MODE_*): src/vk_push.h. */

@@ -198,7 +198,7 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
             if (vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH, .cls = (uint8_t)c}) ||
                 (vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH_CPU, .cls = (uint8_t)c}) &&
                  vk->tuning.fused_kernel != VKMHA_FUSED_KERNEL_SHARED))
-                most = 32u << c;
+                most = vk_flash_dim(c);
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: the fused attention path takes head dims up to %u on this "
                            "device (d_k %u, d_v %u); use the unfused path",

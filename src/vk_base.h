@@ -213,8 +213,17 @@ typedef enum vk_slot {
 /* The most VK_NV_cooperative_matrix2 workgroup shapes kept (vk_state). */
 #define VK_CM2_SHAPES 8
 
-/* Fused attention pipelines by largest head dim: 32, 64, 128, 256. */
-#define VK_FLASH_CLASSES 4
+/* Fused attention pipelines by largest head dim: 32, 64, 128, 256 and 576
+ * (DeepSeek's MLA: d_k 576, d_v 512); a head dim below a class's largest is
+ * padded to it in registers and shared memory, not in memory. */
+#define VK_FLASH_CLASSES 5
+#define VK_FLASH_DIM_MAX 576u
+
+/* The largest head dim of class cls. */
+static inline uint32_t vk_flash_dim(uint32_t cls)
+{
+    return cls + 1 < VK_FLASH_CLASSES ? 32u << cls : VK_FLASH_DIM_MAX;
+}
 
 /* The class of an attention of head dims d_k, d_v: the first whose largest
  * head dim holds both; VK_FLASH_CLASSES when none does (unfused only). */
@@ -222,9 +231,21 @@ static inline uint32_t vk_flash_class(uint32_t d_k, uint32_t d_v)
 {
     const uint32_t dim = d_k > d_v ? d_k : d_v;
     uint32_t cls = 0;
-    while (cls < VK_FLASH_CLASSES && (32u << cls) < dim)
+    while (cls < VK_FLASH_CLASSES && vk_flash_dim(cls) < dim)
         cls++;
     return cls;
+}
+
+/* The vkmha_path bit of a fused kernel's class cls, from its class-0 bit
+ * (VKMHA_PATH_FUSED_D32, _FUSED_CPU_D32 or _COOPMAT_FUSED_D32): the bits of
+ * classes 0-3 are consecutive, class 4's came later. */
+static inline uint32_t vk_flash_path(uint32_t d32, uint32_t cls)
+{
+    if (cls + 1 < VK_FLASH_CLASSES)
+        return d32 << cls;
+    return d32 == VKMHA_PATH_FUSED_D32       ? VKMHA_PATH_FUSED_D576
+           : d32 == VKMHA_PATH_FUSED_CPU_D32 ? VKMHA_PATH_FUSED_CPU_D576
+                                             : VKMHA_PATH_COOPMAT_FUSED_D576;
 }
 
 /* Keys per online-softmax step of shaders/flash_cpu.comp (its BK). */

@@ -456,7 +456,7 @@ void vk_pipe_name(vk_pipe pipe, char *out, size_t cap)
              k->tiles > 1 ? tile_names[pipe.tile] : "", pipe.vec ? "_vec" : "");
     if (k->classes > 1) {
         const size_t len = strlen(out);
-        snprintf(out + len, cap - len, "_d%u", 32u << pipe.cls);
+        snprintf(out + len, cap - len, "_d%u", vk_flash_dim(pipe.cls));
     }
 }
 
@@ -464,7 +464,7 @@ uint32_t vk_pipe_path(vk_pipe pipe)
 {
     const vk_kernel_def *k = &vk_kernel_defs[pipe.kernel];
     if (k->classes > 1)
-        return k->path << pipe.cls;
+        return vk_flash_path(k->path, pipe.cls);
     return k->tiles > 1 && pipe.tile != k->path_tile ? 0 : k->path;
 }
 

@@ -61,6 +61,15 @@ static const struct path_info {
     {VKMHA_PATH_COOPMAT_FUSED_D256, "coopmat_fused_d256",
      "the cooperative-matrix fused attention for head dims up to 256",
      "those heads take the workgroup-shared kernel"},
+    {VKMHA_PATH_FUSED_D576, "fused_d576",
+     "the workgroup-shared fused attention for head dims up to 576",
+     "those heads take the other fused kernel or the unfused path"},
+    {VKMHA_PATH_FUSED_CPU_D576, "fused_cpu_d576",
+     "the CPU-shaped fused attention for head dims up to 576",
+     "those heads take the other fused kernel or the unfused path"},
+    {VKMHA_PATH_COOPMAT_FUSED_D576, "coopmat_fused_d576",
+     "the cooperative-matrix fused attention for head dims up to 576",
+     "those heads take the workgroup-shared kernel"},
     {VKMHA_PATH_COOPMAT2_MATMUL, "coopmat2_matmul",
      "the VK_NV_cooperative_matrix2 matmul (fp16 products on the matrix units)",
      "fp16 products take the cooperative-matrix matmul or the device type's"},
@@ -167,7 +176,7 @@ static vkmha_status judge(vk_state *vk, uint32_t bit, float *got, const float *w
     return VKMHA_SUCCESS;
 }
 
-enum { B = 1, H = 2, HKV = 1, LQ = 3, LK = 21, DMAX = 252 };
+enum { B = 1, H = 2, HKV = 1, LQ = 3, LK = 21, DMAX = VK_FLASH_DIM_MAX - 4 };
 
 /* One attention canary: head dims d, the given path and kernel; dtype F16
  * (the cooperative kernel's): q, k, v and the output in fp16 on both sides
@@ -374,21 +383,23 @@ static vkmha_status run_canaries(vk_state *vk, float *mem, uint32_t todo, uint32
         st = attention_canary(vk, 28, VKMHA_ATTENTION_PATH_UNFUSED, VKMHA_FUSED_KERNEL_AUTO, 0,
                               VKMHA_DTYPE_F32, mem, breaks);
     /* Each fused head-dim class on each of its kernels, with key splits. */
-    for (int c = 0; c < VK_FLASH_CLASSES && !st; c++) {
-        const uint32_t d = (32u << c) - 4;
-        if ((todo & (VKMHA_PATH_FUSED_D32 << c)) &&
+    for (uint32_t c = 0; c < VK_FLASH_CLASSES && !st; c++) {
+        const uint32_t d = vk_flash_dim(c) - 4, shared = vk_flash_path(VKMHA_PATH_FUSED_D32, c),
+                       cpu = vk_flash_path(VKMHA_PATH_FUSED_CPU_D32, c),
+                       coop = vk_flash_path(VKMHA_PATH_COOPMAT_FUSED_D32, c);
+        if ((todo & shared) &&
             vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH, .cls = (uint8_t)c}))
             st = attention_canary(vk, d, VKMHA_ATTENTION_PATH_FUSED, VKMHA_FUSED_KERNEL_SHARED,
-                                  VKMHA_PATH_FUSED_D32 << c, VKMHA_DTYPE_F32, mem, breaks);
-        if (!st && (todo & (VKMHA_PATH_FUSED_CPU_D32 << c)) &&
+                                  shared, VKMHA_DTYPE_F32, mem, breaks);
+        if (!st && (todo & cpu) &&
             vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH_CPU, .cls = (uint8_t)c}))
             st = attention_canary(vk, d, VKMHA_ATTENTION_PATH_FUSED, VKMHA_FUSED_KERNEL_REGISTER,
-                                  VKMHA_PATH_FUSED_CPU_D32 << c, VKMHA_DTYPE_F32, mem, breaks);
-        if (!st && (todo & (VKMHA_PATH_COOPMAT_FUSED_D32 << c)) &&
+                                  cpu, VKMHA_DTYPE_F32, mem, breaks);
+        if (!st && (todo & coop) &&
             vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_FLASH_COOP, .cls = (uint8_t)c}))
             st = attention_canary(vk, d, VKMHA_ATTENTION_PATH_FUSED,
-                                  VKMHA_FUSED_KERNEL_COOPERATIVE, VKMHA_PATH_COOPMAT_FUSED_D32 << c,
-                                  VKMHA_DTYPE_F16, mem, breaks);
+                                  VKMHA_FUSED_KERNEL_COOPERATIVE, coop, VKMHA_DTYPE_F16, mem,
+                                  breaks);
     }
     return st;
 }
@@ -403,8 +414,9 @@ uint32_t vk_check_attention(uint32_t d_k, uint32_t d_v)
     const uint32_t bits = VK_CHECK_MATMUL | VK_CHECK_UNFUSED, c = vk_flash_class(d_k, d_v);
     if (c == VK_FLASH_CLASSES) /* unfused only */
         return bits;
-    return bits |
-           ((VKMHA_PATH_FUSED_D32 | VKMHA_PATH_FUSED_CPU_D32 | VKMHA_PATH_COOPMAT_FUSED_D32) << c);
+    return bits | vk_flash_path(VKMHA_PATH_FUSED_D32, c) |
+           vk_flash_path(VKMHA_PATH_FUSED_CPU_D32, c) |
+           vk_flash_path(VKMHA_PATH_COOPMAT_FUSED_D32, c);
 }
 
 vkmha_status vk_self_check(vk_state *vk, bool run, bool now, uint32_t breaks)

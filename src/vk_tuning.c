@@ -229,7 +229,9 @@ static bool pick_tile(const vkmha_device_info *d, const vkmha_tile_config *cands
  * shared memory under half of 64 KiB, so that two workgroups share a
  * compute unit (a GCN CU has 64 KiB, an RDNA WGP of two CUs 128 KiB), and
  * SR = 2 keeps the d256 accumulator (SR x D4 / (BC / SC) vec4s per
- * invocation) in registers. tools/vkmha-occupancy measures the result on
+ * invocation) in registers. The d576 class (MLA's heads) has GPUs take
+ * 8 x 8 blocks: 39 KiB of shared memory, under NVIDIA's 48 KiB (one
+ * workgroup per 64 KiB compute unit). tools/vkmha-occupancy measures the result on
  * RADV (docs/PERFORMANCE.md; test 'occupancy' fails on a spill or on fewer
  * than two workgroups per CU at d64 and d128 on navi21 and vega20). */
 typedef struct flash_block {
@@ -238,11 +240,13 @@ typedef struct flash_block {
 static const flash_block gpu_flash_blocks[] = {
     {32, 64, 32, 4, 4},  {64, 64, 16, 2, 2}, {256, 32, 16, 2, 2}, {256, 16, 16, 2, 2},
     {256, 16, 8, 2, 1},  {256, 8, 8, 1, 1},  {256, 4, 8, 1, 1},   {256, 2, 8, 1, 1},
-    {256, 1, 8, 1, 1},
+    {256, 1, 8, 1, 1},   {576, 8, 8, 1, 1},  {576, 4, 8, 1, 1},   {576, 2, 8, 1, 1},
+    {576, 1, 8, 1, 1},
 };
 static const flash_block cpu_flash_blocks[] = {
     {256, 32, 32, 4, 4}, {256, 32, 16, 4, 2}, {256, 16, 16, 2, 2}, {256, 16, 8, 2, 1},
     {256, 8, 8, 1, 1},   {256, 4, 8, 1, 1},   {256, 2, 8, 1, 1},   {256, 1, 8, 1, 1},
+    {576, 16, 8, 2, 1},  {576, 8, 8, 1, 1},   {576, 4, 8, 1, 1},   {576, 1, 8, 1, 1},
 };
 
 static bool pick_flash(const vkmha_device_info *d, uint32_t max_dim, bool cpu,
@@ -513,9 +517,9 @@ vkmha_status vk_tuning_init(vk_state *vk, const vk_tuning_desc *desc)
     vk->tuning.cpu_rows_wg = rows_cpu ? pick_workgroup(&vk->info, 16) : 0;
     vk->tuning.row_texel = rows_cpu && !(rk && !strcmp(rk, "storage"));
     for (uint32_t c = 0; c < VK_FLASH_CLASSES; c++) {
-        if (!pick_flash(&vk->info, 32u << c, cpu && !vk->tuning.flash_gpu_blocks, &vk->tuning.flash[c]))
+        if (!pick_flash(&vk->info, vk_flash_dim(c), cpu && !vk->tuning.flash_gpu_blocks, &vk->tuning.flash[c]))
             vk->tuning.flash[c] = (vk_flash_config){0}; /* that class runs unfused */
-        vk->tuning.flash_cpu[c] = cpu && vk->tuning.matmul_texel ? pick_flash_cpu(&vk->info, 32u << c)
+        vk->tuning.flash_cpu[c] = cpu && vk->tuning.matmul_texel ? pick_flash_cpu(&vk->info, vk_flash_dim(c))
                                                    : (vk_flash_config){0};
     }
     if (vk->tuning.fused_kernel == VKMHA_FUSED_KERNEL_REGISTER && !vk->tuning.flash_cpu[0].workgroup_size)
@@ -535,7 +539,7 @@ vkmha_status vk_tuning_init(vk_state *vk, const vk_tuning_desc *desc)
         desc->fused_kernel == VKMHA_FUSED_KERNEL_COOPERATIVE || fk_env;
     const bool flash_coop = vk->coopmat && (flash_coop_forced || !cpu);
     for (uint32_t c = 0; c < VK_FLASH_CLASSES; c++)
-        if (!flash_coop || !pick_flash_coop(vk, 32u << c, &vk->tuning.flash_coop[c]))
+        if (!flash_coop || !pick_flash_coop(vk, vk_flash_dim(c), &vk->tuning.flash_coop[c]))
             vk->tuning.flash_coop[c] = (vk_flash_config){0}; /* that class: flash.comp */
     if (flash_coop_forced && !vk->coopmat) {
         if (fk_env && coop_env_ignored(vk))

@@ -133,25 +133,25 @@ static void auto_split_case(vkmha_context *ref, t_rng *rng)
     vkmha_context_destroy(gpu);
 }
 
-/* Head dims above the fused shader's 256: FUSED is UNSUPPORTED with a
+/* Head dims above the fused shaders' 576: FUSED is UNSUPPORTED with a
  * message, AUTO runs unfused and matches the reference. */
 static void head_dim_limit_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
 {
-    const uint32_t L = 9, dk = 300, dv = 8;
+    const uint32_t L = 9, dk = 584, dv = 8;
     float *q = t_random(rng, (size_t)L * dk, -1, 1), *k = t_random(rng, (size_t)L * dk, -1, 1);
     float *v = t_random(rng, (size_t)L * dv, -1, 1);
     float *want = t_alloc((size_t)L * dv), *got = t_alloc((size_t)L * dv);
     vkmha_attention_desc d = {1, 1, 0, L, L, dk, dv, 0, VKMHA_ATTENTION_PATH_FUSED, 0, 0};
     vkmha_status st = vkmha_attention(gpu, &d, q, k, v, NULL, got, NULL);
     const char *msg = vkmha_context_last_error(gpu);
-    t_report(st == VKMHA_ERROR_UNSUPPORTED && strstr(msg, "fused") && strstr(msg, "d_k 300"),
-             "fused path with d_k 300: %s, \"%s\"", vkmha_status_string(st), msg);
+    t_report(st == VKMHA_ERROR_UNSUPPORTED && strstr(msg, "fused") && strstr(msg, "d_k 584"),
+             "fused path with d_k 584: %s, \"%s\"", vkmha_status_string(st), msg);
     d.path = VKMHA_ATTENTION_PATH_AUTO;
     bool ok = true;
     T_EXPECT_STATUS(vkmha_attention(ref, &d, q, k, v, NULL, want, NULL), VKMHA_SUCCESS, ok);
     T_EXPECT_STATUS(vkmha_attention(gpu, &d, q, k, v, NULL, got, NULL), VKMHA_SUCCESS, ok);
-    t_report(ok && t_close("d_k 300 auto", "out", got, want, (size_t)L * dv, 1e-5, RTOL),
-             "d_k 300 on the default path falls back to unfused and matches the reference");
+    t_report(ok && t_close("d_k 584 auto", "out", got, want, (size_t)L * dv, 1e-5, RTOL),
+             "d_k 584 on the default path falls back to unfused and matches the reference");
     free(q), free(k), free(v), free(want), free(got);
 }
 
@@ -220,6 +220,10 @@ int main(void)
         {1, 2, 0, 300, 300, 64, 64, CAUSAL, 0, 0, false, false, false},
         {1, 2, 2, 70, 45, 128, 100, KP | BIAS, 1, 2, false, true, false}, /* dims 65..128 */
         {1, 2, 1, 33, 50, 256, 200, CAUSAL, 0, 0, false, false, false},  /* dims 129..256 */
+        /* dims 257..576: MLA's d_k 576, d_v 512 (one key head, as in its
+         * absorbed form), and multiples of 8 in between */
+        {1, 4, 1, 5, 37, 576, 512, CAUSAL, 0, 0, false, true, false},
+        {2, 2, 2, 9, 19, 320, 264, KP | BIAS, 1, 2, true, true, false},
         {1, 1, 0, 40, 40, 3, 5, KP | CAUSAL, 0, 0, true, true, false},   /* tiny dims */
         /* Fully masked rows under a causal mask need every key block, even
          * those above the diagonal that the fused path otherwise skips. */

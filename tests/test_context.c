@@ -808,7 +808,7 @@ static void kernel_query_cases(vkmha_context *gpu, vkmha_context *ref)
     const bool cpu = info.device.type == VKMHA_DEVICE_TYPE_CPU;
     ok = ok && t_matmul_kernels_have_tile(ctx, &shm);
     static const char *const cpu_shaped[] = {"flash_cpu_d32", "flash_cpu_d64", "flash_cpu_d128",
-                                             "flash_cpu_d256", "softmax_cpu", "heads_cpu",
+                                             "flash_cpu_d256", "flash_cpu_d576", "softmax_cpu", "heads_cpu",
                                              "layernorm_cpu"};
     for (size_t i = 0; ok && i < sizeof cpu_shaped / sizeof cpu_shaped[0]; i++) {
         vkmha_kernel_info k;

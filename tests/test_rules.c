@@ -181,9 +181,8 @@ static const t_attention_run runs[] = {
 };
 
 static void attention_case(vkmha_context *ref, vkmha_context *const gpus[2], t_rng *r,
-                           const rules_case *c, uint32_t d_k, uint32_t dt)
+                           const rules_case *c, uint32_t d_k, uint32_t d_v, uint32_t dt)
 {
-    const uint32_t d_v = d_k % 4 == 0 ? 8 : 6;
     rules_inputs in;
     inputs_make(&in, r, c, d_k, d_v, LK);
     const vkmha_attention_desc d = {.batch = B, .heads = H, .kv_heads = HKV, .len_q = LQ,
@@ -203,9 +202,9 @@ static void attention_case(vkmha_context *ref, vkmha_context *const gpus[2], t_r
             if (g == 1 && runs[ri].path == VKMHA_ATTENTION_PATH_UNFUSED)
                 continue; /* the same softmax as context 0's */
             char name[256];
-            snprintf(name, sizeof name, "%s, %s, d_k %u, %s, %s", c->name,
-                     dt == VKMHA_DTYPE_F32 ? "fp32" : "fp16", d_k, g ? "workgroup-shared kernel" : "default kernel",
-                     runs[ri].name);
+            snprintf(name, sizeof name, "%s, %s, d_k %u, d_v %u, %s, %s", c->name,
+                     dt == VKMHA_DTYPE_F32 ? "fp32" : "fp16", d_k, d_v,
+                     g ? "workgroup-shared kernel" : "default kernel", runs[ri].name);
             vkmha_attention_desc dr = d;
             dr.path = runs[ri].path;
             dr.kv_splits = runs[ri].kv_splits;
@@ -505,6 +504,77 @@ static void rope_layer(vkmha_context *ref, vkmha_context *const gpus[2], t_rng *
     free(ld.mem), free(x), free(want), free(got);
 }
 
+/* ---- MLA's head sizes in the layer ---------------------------------------------- */
+
+/* DeepSeek's MLA in its absorbed form is multi-query attention of d_k 576
+ * (512 latent + 64 rotary dims) and d_v 512: a layer of 4 such heads over
+ * one key / value head (d_model 32, RoPE on 64 dims, causal), whole on each
+ * Vulkan context and path against the reference, then a prompt of 5 and
+ * single tokens through an f32 and a Q8 KV cache, step by step, against the
+ * reference's steps (the d576 kernels; the Q8 one reads 8-bit rows). */
+static void mla_layer(vkmha_context *ref, vkmha_context *const gpus[2], t_rng *r)
+{
+    enum { D = 32, NH = 4, DK = 576, DV = 512, L = 8, CHUNK = 5 };
+    t_layer_desc ld;
+    t_layer_desc_make(&ld, r, D, NH, 1, DK, DV, D, 0.4f);
+    ld.d.rope_dims = 64;
+    float *x = t_random(r, (size_t)L * D, -1, 1), *want = t_alloc((size_t)L * D),
+          *got = t_alloc((size_t)L * D), *sw = t_alloc((size_t)L * D);
+    const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
+    vkmha_mha *mr = NULL;
+    vkmha_mha_io io = {.batch = 1, .len_q = L, .query = x, .key = x, .value = x, .out = want,
+                       .mask = &causal};
+    const bool ok = !vkmha_mha_create(ref, &ld.d, &mr) && !vkmha_mha_forward(mr, &io);
+    for (int g = 0; g < 2; g++)
+        for (size_t ri = 0; ri < sizeof runs / sizeof runs[0]; ri++) {
+            if (g && runs[ri].path == VKMHA_ATTENTION_PATH_UNFUSED)
+                continue;
+            const char *kernel = g ? "workgroup-shared kernel" : "default kernel";
+            vkmha_mha *mg = NULL;
+            vkmha_mha_io gi = io;
+            gi.out = got;
+            gi.attention_path = runs[ri].path;
+            gi.kv_splits = runs[ri].kv_splits;
+            const bool gok = ok && !vkmha_mha_create(gpus[g], &ld.d, &mg) &&
+                             !vkmha_mha_forward(mg, &gi);
+            if (!gok)
+                t_diag("MLA layer: %s", vkmha_context_last_error(gpus[g]));
+            t_report(gok && t_close("MLA layer", "out", got, want, (size_t)L * D, T_LAYER_ATOL,
+                                    T_LAYER_RTOL),
+                     "MLA layer (4 heads of d_k 576, d_v 512 over one key head, RoPE 64): "
+                     "whole prompt, %s, %s",
+                     kernel, runs[ri].name);
+            for (uint32_t q8 = 0; q8 < 2 && runs[ri].path != VKMHA_ATTENTION_PATH_UNFUSED; q8++) {
+                const vkmha_kv_cache_desc cd = {.capacity = L, .quant = q8 ? VKMHA_QUANT_Q8 : 0};
+                vkmha_kv_cache *cr = NULL, *cg = NULL;
+                bool sok = gok && !vkmha_kv_cache_create(mr, &cd, &cr) &&
+                           !vkmha_kv_cache_create(mg, &cd, &cg);
+                for (uint32_t t = 0; t < L && sok;) {
+                    const uint32_t m = t == 0 ? CHUNK : 1;
+                    const float *xt = x + (size_t)t * D;
+                    vkmha_mha_io s = {.batch = 1, .len_q = m, .query = xt, .key = xt,
+                                      .value = xt, .out = sw, .mask = &causal, .kv_cache = cr};
+                    sok = !vkmha_mha_forward(mr, &s);
+                    s.out = got;
+                    s.kv_cache = cg;
+                    s.attention_path = runs[ri].path;
+                    s.kv_splits = runs[ri].kv_splits;
+                    sok = sok && !vkmha_mha_forward(mg, &s) &&
+                          t_close("MLA step", "out", got, sw, (size_t)m * D, T_LAYER_ATOL,
+                                  T_LAYER_RTOL);
+                    t += m;
+                }
+                t_report(sok, "MLA layer, %s, %s: decoded through %s cache step by step",
+                         kernel, runs[ri].name, q8 ? "a Q8" : "an f32");
+                vkmha_kv_cache_destroy(cr);
+                vkmha_kv_cache_destroy(cg);
+            }
+            vkmha_mha_destroy(mg);
+        }
+    vkmha_mha_destroy(mr);
+    free(ld.mem), free(x), free(want), free(got), free(sw);
+}
+
 /* ---- bad input ---------------------------------------------------------------- */
 
 static void bad_input(vkmha_context *ctx, const char *be)
@@ -565,13 +635,17 @@ int main(void)
     reference_by_hand(cx.ref);
     vkmha_context *const gpus[2] = {cx.gpu, cx.shared};
     for (size_t c = 0; c < N_CASES; c++) {
-        attention_case(cx.ref, gpus, &r, &cases[c], 12, VKMHA_DTYPE_F32);
-        attention_case(cx.ref, gpus, &r, &cases[c], 10, VKMHA_DTYPE_F32);
+        attention_case(cx.ref, gpus, &r, &cases[c], 12, 8, VKMHA_DTYPE_F32);
+        attention_case(cx.ref, gpus, &r, &cases[c], 10, 6, VKMHA_DTYPE_F32);
         softmax_case(cx.ref, cx.gpu, &r, &cases[c], 19);
         softmax_case(cx.ref, cx.gpu, &r, &cases[c], 20);
     }
-    attention_case(cx.ref, gpus, &r, &cases[N_CASES - 1], 12, VKMHA_DTYPE_F16);
-    attention_case(cx.ref, gpus, &r, &cases[4], 16, VKMHA_DTYPE_F16);
+    attention_case(cx.ref, gpus, &r, &cases[N_CASES - 1], 12, 8, VKMHA_DTYPE_F16);
+    attention_case(cx.ref, gpus, &r, &cases[4], 16, 8, VKMHA_DTYPE_F16);
+    /* MLA's head dims (the d576 kernels) under every rule, fp32 and fp16 */
+    attention_case(cx.ref, gpus, &r, &cases[N_CASES - 1], 576, 512, VKMHA_DTYPE_F32);
+    attention_case(cx.ref, gpus, &r, &cases[4], 576, 512, VKMHA_DTYPE_F16);
+    mla_layer(cx.ref, gpus, &r);
     tensor_forms(cx.gpu, &r);
     long_rows(cx.ref, gpus, &r);
     rope_layer(cx.ref, gpus, &r);

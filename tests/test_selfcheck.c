@@ -38,6 +38,9 @@ static const struct {
     {VKMHA_PATH_COOPMAT_FUSED_D128, "coopmat_fused_d128", "flash_coop_d128"},
     {VKMHA_PATH_COOPMAT_FUSED_D256, "coopmat_fused_d256", "flash_coop_d256"},
     {VKMHA_PATH_COOPMAT2_MATMUL, "coopmat2_matmul", "matmul_cm2"},
+    {VKMHA_PATH_FUSED_D576, "fused_d576", "flash_d576"},
+    {VKMHA_PATH_FUSED_CPU_D576, "fused_cpu_d576", "flash_cpu_d576"},
+    {VKMHA_PATH_COOPMAT_FUSED_D576, "coopmat_fused_d576", "flash_coop_d576"},
 };
 
 /* The WARN messages a context sent, and the self-check's account of its
@@ -109,14 +112,14 @@ static bool attention_right(vkmha_context *gpu, vkmha_context *ref, t_rng *rng, 
 }
 
 /* The ops that run each path, against the reference: attention at head
- * dims 20, 60, 120, 250 (one per class, default path), a long softmax row,
- * an fp16 matmul and a matmul of 2 rows. */
+ * dims 20, 60, 120, 250, 570 (one per class, default path), a long softmax
+ * row, an fp16 matmul and a matmul of 2 rows. */
 static bool ops_right(vkmha_context *gpu, vkmha_context *ref, t_rng *rng, const char *tag)
 {
     bool ok = true;
-    static const uint32_t dims[4] = {20, 60, 120, 250};
+    static const uint32_t dims[5] = {20, 60, 120, 250, 570};
     vkmha_status st;
-    for (int c = 0; c < 4 && ok; c++)
+    for (int c = 0; c < 5 && ok; c++)
         ok = attention_right(gpu, ref, rng, dims[c], tag, &st);
     const uint32_t n = 16400;
     float *x = t_random(rng, n, -4, 4), *y = t_alloc(n), *yr = t_alloc(n);

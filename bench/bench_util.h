@@ -113,6 +113,20 @@ static inline bool bench_csv_open(const char *path, const char *prog,
     return true;
 }
 
+/* The device time of the last call on a VKMHA_CONTEXT_PROFILE context: the
+ * sum of its steps (vkmha_context_get_profile), ms; 0 without a profile. */
+static inline double bench_device_ms(vkmha_context *ctx)
+{
+    vkmha_profile_step steps[VKMHA_MAX_PROFILE_STEPS];
+    uint32_t n = VKMHA_MAX_PROFILE_STEPS;
+    if (vkmha_context_get_profile(ctx, &n, steps) != VKMHA_SUCCESS)
+        return 0.0;
+    double ms = 0.0;
+    for (uint32_t i = 0; i < n && i < VKMHA_MAX_PROFILE_STEPS; i++)
+        ms += steps[i].time_ns * 1e-6;
+    return ms;
+}
+
 /* A report's start: bench_device, then bench_csv_open; false after a
  * message. */
 static inline bool bench_begin(const char *csv_path, const char *prog, const char *columns,

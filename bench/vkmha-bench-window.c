@@ -26,18 +26,6 @@
 #include "cli.h"
 #include "vkmha.h"
 
-static double device_ms(vkmha_context *ctx)
-{
-    vkmha_profile_step steps[64];
-    uint32_t n = 64;
-    if (vkmha_context_get_profile(ctx, &n, steps) != VKMHA_SUCCESS)
-        return 0.0;
-    double ms = 0.0;
-    for (uint32_t i = 0; i < n && i < 64; i++)
-        ms += steps[i].time_ns * 1e-6;
-    return ms;
-}
-
 int main(int argc, char **argv)
 {
     const char *len_arg[8], *kernel_names[] = {"default", "shared", NULL}, *kernel = "default";
@@ -108,7 +96,7 @@ int main(int argc, char **argv)
                             vkmha_attention(ctx, &ad, q, k, v, &masks[m], out, NULL),
                             "vkmha_attention");
                 t[r] = now_ms() - t0;
-                dev = device_ms(ctx);
+                dev = bench_device_ms(ctx);
             }
             qsort(t, reps, sizeof *t, cmp_double);
             med[m] = t[reps / 2];

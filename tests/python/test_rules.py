@@ -186,6 +186,27 @@ class TestRulesOps(unittest.TestCase):
                    lambda s: (s.masked_fill(~keep, float("-inf")), sinks),
                    causal=True, causal_offset=off, window=4, sinks=self.sinks)
 
+    def test_mla_head_sizes(self):
+        """DeepSeek's MLA, absorbed: 8 query heads of d_k 576 over one key
+        head, values of d_v 512 (the d576 fused kernels), with gpt-oss's
+        sinks and a causal window 9 (the cache's bottom-right offset)."""
+        g = np.random.default_rng(576)
+        f = np.float32
+        q = g.standard_normal((1, 8, 5, 576)).astype(f)
+        k = g.standard_normal((1, 1, 37, 576)).astype(f)
+        v = g.standard_normal((1, 1, 37, 512)).astype(f)
+        sinks = g.uniform(-2, 2, 8).astype(f)
+        keep = window_keep(5, 37, 32, 9, True)
+        want, w_want = attend(q, k, v, lambda s: (s.masked_fill(~keep, float("-inf")),
+                                                  torch.tensor(sinks, dtype=F64)))
+        for be, path, splits in RUNS:
+            o, w = ctx(be).attention(q, k, v, need_weights=True, path=path, kv_splits=splits,
+                                     causal=True, causal_offset=32, window=9, sinks=sinks)
+            tag = "MLA 576/512: %s %s splits %d" % (be, path, splits)
+            self.assertEqual(o.shape, (1, 8, 5, 512))
+            assert_close(self, o, want, tag + ": out")
+            assert_close(self, w, w_want, tag + ": weights", atol=2e-6)
+
     def test_softmax(self):
         g = np.random.default_rng(3)
         x = (g.standard_normal((self.B, self.H, self.LQ, 20)) * 30).astype(np.float32)

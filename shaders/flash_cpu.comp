@@ -48,6 +48,17 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 0) const uint WG = 8;      // invocations
 layout(constant_id = 1) const uint TM = 2;      // query rows per invocation
 layout(constant_id = 2) const uint D4 = 16;     // vec4s per row: d_k, d_v <= 4 * D4
+
+// A loop over a row's vec4s c4, unrolled up to the d256 class; the d576
+// class's (MLA's heads) is a loop, its rows in memory: unrolled, its 4 keys
+// x 144 vec4s took Mesa 26's LLVM 22 70-140 s to compile (Mesa 22's LLVM
+// 15: 3 s). The branch on the specialization constant leaves one loop.
+#define D4_LOOP(BODY)                                                          \
+    if (D4 <= 64u) {                                                           \
+        [[unroll]] for (uint c4 = 0u; c4 < D4; c4++) { BODY }                   \
+    } else {                                                                   \
+        [[dont_unroll]] for (uint c4 = 0u; c4 < D4; c4++) { BODY }              \
+    }
 const uint BK = 4;                              // keys per online-softmax step
 const uint BR = WG * TM;                        // query rows per workgroup
 
@@ -159,7 +170,7 @@ void main()
     // This lane's rows (clamped into the block for loads) and their state.
     // Every array is indexed by constants only (the loops over them are
     // unrolled): a runtime index would make the driver lower the array to
-    // memory or to a chain of selects.
+    // memory or to a chain of selects. Except in the d576 class (D4_LOOP).
     uint r[TM];
     bool live[TM];
     vec4 qv[TM * D4];
@@ -173,10 +184,9 @@ void main()
         m[u] = resume ? ml[2u * sidx] : start.x;
         l[u] = resume ? ml[2u * sidx + 1u] : start.y;
         const uint qrow = q_base + (i0 + r[u]) * q_ld;
-        [[unroll]] for (uint c4 = 0u; c4 < D4; c4++) {
+        D4_LOOP(
             qv[u * D4 + c4] = c4 < dk4 ? TEXEL_FETCH(Q4, qrow + c4, 0u) : vec4(0.0);
-            acc[u * D4 + c4] = resume && c4 < dv4 ? ld4_o(sidx * dv4 + c4) : vec4(0.0);
-        }
+            acc[u * D4 + c4] = resume && c4 < dv4 ? ld4_o(sidx * dv4 + c4) : vec4(0.0);)
     }
 
     // The keys the block's rows may see, [vis_lo, vis_hi], and where the
@@ -218,7 +228,7 @@ void main()
             precise float sacc[TM];
             [[unroll]] for (uint u = 0u; u < TM; u++)
                 sacc[u] = 0.0;
-            [[unroll]] for (uint c4 = 0u; c4 < D4; c4++) {
+            D4_LOOP(
                 if (c4 < dk4) {
                     const vec4 kv = KV_FETCH(K4, krow, c4, ks, 1u);
                     [[unroll]] for (uint u = 0u; u < TM; u++)
@@ -226,8 +236,7 @@ void main()
                                       fma(qv[u * D4 + c4].z, kv.z,
                                           fma(qv[u * D4 + c4].y, kv.y,
                                               fma(qv[u * D4 + c4].x, kv.x, sacc[u]))));
-                }
-            }
+                })
             [[unroll]] for (uint u = 0u; u < TM; u++) {
                 const uint i = i0 + r[u];
                 precise float x;
@@ -270,19 +279,17 @@ void main()
             const float corr = exp(m[u] - m_sub);
             l[u] = l[u] * corr + sum;
             m[u] = m_new;
-            [[unroll]] for (uint c4 = 0u; c4 < D4; c4++)
-                acc[u * D4 + c4] *= corr;
+            D4_LOOP(acc[u * D4 + c4] *= corr;)
         }
         [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
             const uint vrow = v_base + min(j0 + kk, seg_end - 1u) * v_ld; // past seg_end: p = 0
             const float vs = KV_SCALE(V4, vrow);
-            [[unroll]] for (uint c4 = 0u; c4 < D4; c4++) {
+            D4_LOOP(
                 if (c4 < dv4) {
                     const vec4 vv = KV_FETCH(V4, vrow, c4, vs, 2u);
                     [[unroll]] for (uint u = 0u; u < TM; u++)
                         acc[u * D4 + c4] += s[u * BK + kk] * vv;
-                }
-            }
+                })
         }
     }
     if (weights_mode)
@@ -297,9 +304,7 @@ void main()
                                   : (b * p.o_sb + h * p.o_sh + (i0 + r[u]) * p.o_ld) / 4u;
         // l = 0: every score was -inf, acc is 0 (or 0 * NaN / Inf values).
         const float inv = partial || l[u] == 0.0 ? 1.0 : 1.0 / l[u];
-        [[unroll]] for (uint c4 = 0u; c4 < D4; c4++)
-            if (c4 < dv4)
-                st4_o(base + c4, acc[u * D4 + c4] * inv);
+        D4_LOOP(if (c4 < dv4) st4_o(base + c4, acc[u * D4 + c4] * inv);)
         const uint idx = 2u * (psplit * rows_total + row);
         ml[idx] = m[u];
         ml[idx + 1u] = l[u];

@@ -285,6 +285,13 @@ vkmha_status vk_record_attention(vk_state *vk, vk_site sites[], const vk_attn_pl
                                  const mask_r *mask, const vk_view *q, const vk_view *k,
                                  const vk_view *v, const vk_view *out)
 {
+    if (plan->fold) { /* the folded views; the causal mask hides nothing */
+        const vk_view fq = vk_fold_view(q, plan->fold), fo = vk_fold_view(out, plan->fold);
+        mask_r m = *mask;
+        m.kinds &= ~(uint32_t)VKMHA_MASK_CAUSAL;
+        m.causal_offset = 0;
+        return record_fused(vk, sites, plan, &m, &fq, k, v, &fo);
+    }
     return plan->fused ? record_fused(vk, sites, plan, mask, q, k, v, out)
                        : record_unfused(vk, sites, plan, mask, q, k, v, out);
 }
@@ -339,7 +346,7 @@ vkmha_status vk_attention(vk_state *vk, const attn_shape *s, const void *q, cons
         vk_view_split(&vk->mem.slots[SLOT_K_HEADS], s->kv_heads, s->len_k, s->d_k, dt),
         vk_view_split(&vk->mem.slots[SLOT_V_HEADS], s->kv_heads, s->len_k, s->d_v, dt),
         vk_view_split(&vk->mem.slots[SLOT_O_HEADS], s->heads, s->len_q, s->d_v, dt)};
-    if ((st = vk_attention_prepare(vk, s, weights != NULL, wbuf ? &wview : NULL,
+    if ((st = vk_attention_prepare(vk, s, mask, weights != NULL, wbuf ? &wview : NULL,
                                    (const vk_view[4]){op.q, op.k, op.v, op.o}, 0, &plan)))
         return st;
     const vk_host_call call = {

@@ -134,9 +134,9 @@ static uint64_t window_keys(const vk_state *vk, const attn_shape *s, const vk_vi
     return nk < nv ? nk : nv;
 }
 
-vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weights,
-                                  const vk_view *weights_view, const vk_view qkvo[4],
-                                  uint32_t kv_b0, vk_attn_plan *plan)
+static vkmha_status prepare(vk_state *vk, const attn_shape *s, bool weights,
+                            const vk_view *weights_view, const vk_view qkvo[4], uint32_t kv_b0,
+                            vk_attn_plan *plan)
 {
     vkmha_status st;
     /* The per-head rules, and the values' NaN / Inf flags of the CPU-shaped
@@ -359,4 +359,50 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weight
                               (uint64_t)plan->partial_splits * rows * 2 * 4))))
         return st;
     return VKMHA_SUCCESS;
+}
+
+/* Whether a call of shape s and mask can fold a group's query heads into
+ * the rows of one head (vk_attn_plan.fold), and its folded shape: one query
+ * (a decode step), more query heads than key / value heads, no weights,
+ * and a mask that treats every query head and row alike: key padding, the
+ * soft cap, a KV cache's key lengths, and a causal mask only where it hides
+ * nothing from the query (its offset reaches the last key: a decode step's
+ * causal mask); no bias, full mask, window, ALiBi or sinks. */
+static bool fold_group(const attn_shape *s, const mask_r *mask, bool weights, attn_shape *out)
+{
+    const uint32_t apart = VKMHA_MASK_FULL | VKMHA_MASK_BIAS | VKMHA_MASK_WINDOW |
+                           VKMHA_MASK_ALIBI | VKMHA_MASK_SINKS;
+    if (s->len_q != 1 || s->heads == s->kv_heads || weights ||
+        s->path == VKMHA_ATTENTION_PATH_UNFUSED || (mask->kinds & apart) ||
+        ((mask->kinds & VKMHA_MASK_CAUSAL) &&
+         (int64_t)(int32_t)mask->causal_offset < (int64_t)s->len_k - 1))
+        return false;
+    *out = *s;
+    out->heads = s->kv_heads;
+    out->len_q = s->heads / s->kv_heads;
+    return true;
+}
+
+vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, const mask_r *mask,
+                                  bool weights, const vk_view *weights_view,
+                                  const vk_view qkvo[4], uint32_t kv_b0, vk_attn_plan *plan)
+{
+    attn_shape folded;
+    if (fold_group(s, mask, weights, &folded)) {
+        const uint32_t g = folded.len_q;
+        const vk_view fq[4] = {vk_fold_view(&qkvo[0], g), qkvo[1], qkvo[2],
+                               vk_fold_view(&qkvo[3], g)};
+        /* Not where the CPU-shaped kernel's block would take fewer rows
+         * than it holds: its lanes over keys serve one query better. */
+        if (prepare(vk, &folded, weights, weights_view, fq, kv_b0, plan) == VKMHA_SUCCESS &&
+            plan->fused && !(plan->cpu_kernel && g < vk->tuning.flash_cpu[plan->cls].block_q)) {
+            plan->fold = g;
+            vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+                       "%s: a decode step's %u query heads per key / value head run as the "
+                       "rows of one head (each key and value read once per group)",
+                       vk->ctx->call, g);
+            return VKMHA_SUCCESS;
+        }
+    }
+    return prepare(vk, s, weights, weights_view, qkvo, kv_b0, plan);
 }

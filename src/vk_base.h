@@ -624,7 +624,23 @@ typedef struct vk_attn_plan {
      * only this flag; the caller copies the call's rows to fp32 split heads
      * (shaders/kv_q8.comp) and plans again on them (src/vk_mha.c). */
     bool dequant;
+    /* fused, a decode step of grouped-query attention whose mask does not
+     * tell a group's query heads apart: the group's fold queries are the
+     * rows of one head (s is the folded shape: heads = kv_heads, len_q =
+     * fold; vk_fold_view), so that each key and value row is read once per
+     * group; 0 otherwise */
+    uint32_t fold;
 } vk_attn_plan;
+
+/* The view of [batch][heads][1][d] as [batch][heads / g][g][d]: the same
+ * elements, g heads' rows a head. */
+static inline vk_view vk_fold_view(const vk_view *v, uint32_t g)
+{
+    vk_view f = *v;
+    f.stride[2] = v->stride[1];
+    f.stride[1] = v->stride[1] * g;
+    return f;
+}
 /* Predicted microseconds of a call of shape s on the fused path (one kernel,
  * with block_q query rows per workgroup, plus the weights pass if asked)
  * and on the unfused path: the coefficients of src/vk_cost.c's table times

@@ -283,7 +283,7 @@ static vkmha_status plan_attention(vk_state *vk, const vkmha_mha *mha, const mha
     const vk_view q = vk_view_of(&vk->mem.slots[SLOT_Q_PROJ], f->ad),
                   concat = {.dtype = f->ad}; /* a slot of the plan's */
     const uint32_t kv_b0 = f->cache ? f->entry - first : 0;
-    vkmha_status st = vk_attention_prepare(vk, &f->as, weights, weights_view,
+    vkmha_status st = vk_attention_prepare(vk, &f->as, &f->mask.m, weights, weights_view,
                                            (const vk_view[4]){q, kv[0], kv[1], concat}, kv_b0,
                                            plan);
     if (st || !plan->dequant)
@@ -291,7 +291,7 @@ static vkmha_status plan_attention(vk_state *vk, const vkmha_mha *mha, const mha
     const uint64_t keys = (uint64_t)f->B * mha->d.n_kv_head * f->as.len_k * 4;
     if ((st = vk_slot_ensure(vk, SLOT_K_HEADS, keys * mha->d.d_k)) ||
         (st = vk_slot_ensure(vk, SLOT_V_HEADS, keys * mha->d.d_v)) ||
-        (st = vk_attention_prepare(vk, &f->as, weights, weights_view,
+        (st = vk_attention_prepare(vk, &f->as, &f->mask.m, weights, weights_view,
                                    (const vk_view[4]){q, dequant_view(vk, mha, f, false),
                                                       dequant_view(vk, mha, f, true), concat},
                                    0, plan)))

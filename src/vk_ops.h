@@ -77,9 +77,9 @@ vkmha_status vk_record_layernorm(vk_state *vk, vk_site *site, uint32_t rows, uin
  * plan's) fit one binding or are bound in windows (plan->window: the fused
  * path's, or one product's matmul windows on the unfused path; the window
  * sites are ensured here). */
-vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, bool weights,
-                                  const vk_view *weights_view, const vk_view qkvo[4],
-                                  uint32_t kv_b0, vk_attn_plan *plan);
+vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, const mask_r *mask,
+                                  bool weights, const vk_view *weights_view,
+                                  const vk_view qkvo[4], uint32_t kv_b0, vk_attn_plan *plan);
 /* The unfused path's matmuls of `plan`: scores = scale q k^T (mm[0]) and
  * out = p v (mm[1]), from the plan's first cache entry, in fp32 `scores`. */
 void vk_attention_unfused_matmuls(const vk_attn_plan *plan, const vk_view *q,

@@ -281,7 +281,7 @@ vkmha_status vk_op_attention(vkmha_context *ctx, const vkmha_run *run, const att
                   vo = tensor_view_split(out, s->heads, s->len_q, s->d_v),
                   vw = vk_tensor_view(weights);
     vk_attn_plan plan;
-    if ((st = vk_attention_prepare(vk, s, weights->tensor != NULL,
+    if ((st = vk_attention_prepare(vk, s, &mask->m, weights->tensor != NULL,
                                    weights->tensor ? &vw : NULL,
                                    (const vk_view[4]){vq, vkv, vv, vo}, 0, &plan)) ||
         (st = vk_run_begin(vk, run)))

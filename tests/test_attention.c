@@ -95,7 +95,7 @@ static void run_case(vkmha_context *ref, vkmha_context *gpu, const char *tag, t_
 static void keep_plan(void *user, vkmha_log_level level, vkmha_status status, const char *msg)
 {
     (void)status;
-    if (level == VKMHA_LOG_DEBUG && strstr(msg, " attention"))
+    if (level == VKMHA_LOG_DEBUG && (strstr(msg, " attention") || strstr(msg, "rows of one head")))
         snprintf((char *)user, 256, "%s", msg);
 }
 
@@ -122,6 +122,13 @@ static void auto_split_case(vkmha_context *ref, t_rng *rng)
     const char *p = strstr(plan, "workgroups, ");
     t_report(p && sscanf(p, "workgroups, %u key ranges", &ranges) == 1 && ranges > 1,
              "decode shape (Lq 1, Lk 4096, 8 heads) splits the keys: \"%s\"", plan);
+    /* A decode step of MQA (MLA's 16 heads over one key head): the group's
+     * heads run as the rows of one head, each key read once. */
+    const attn_case mqa = {1, 16, 1, 1, 500, 576, 512, VKMHA_MASK_KEY_PADDING,
+                           0, 0, false, false, false};
+    run_case(ref, gpu, "auto split-K", rng, &mqa, &run);
+    t_report(strstr(plan, "16 query heads per key / value head run as the rows of one head"),
+             "MQA decode step (16 heads over one key head): folded into rows: \"%s\"", plan);
     /* Enough query blocks for any device: 256 workgroups of 64 queries
      * fill a GPU (vk_state.flash_fill_groups); L 256 split on an H100. */
     const attn_case prefill = {2, 8, 0, 1024, 1024, 64, 64, 0, 0, 0, false, false, false};
@@ -202,6 +209,11 @@ int main(void)
         {1, 2, 0, 3, 75, 8, 5, 0, 0, 0, false, false, false},     /* cross, dk != dv */
         {2, 8, 2, 33, 40, 16, 24, 0, 0, 0, false, true, false},   /* GQA */
         {1, 4, 1, 20, 129, 32, 32, 0, 0, 0, false, false, false}, /* MQA */
+        /* decode steps of GQA and MQA: a group's heads fold into rows
+         * (not under a causal mask that hides keys from the query) */
+        {2, 16, 2, 1, 77, 40, 24, KP, 0, 0, true, false, false},
+        {1, 16, 1, 1, 45, 576, 512, KP, 0, 0, false, false, false},
+        {1, 12, 2, 1, 33, 16, 16, CAUSAL, 0, 0, false, false, false},
         {1, 3, 0, 1, 300, 64, 17, 0, 0, 0, false, true, false},   /* one query (decode) */
         {2, 2, 0, 9, 30, 8, 8, KP, 0, 0, false, true, false},
         {2, 2, 0, 9, 30, 8, 8, FULL, 0, 0, false, true, false},

@@ -127,6 +127,21 @@ static inline double bench_device_ms(vkmha_context *ctx)
     return ms;
 }
 
+/* A Vulkan context that profiles its calls (VKMHA_CONTEXT_PROFILE), its
+ * fused kernel "default" (the device's) or "shared" (flash.comp forced);
+ * exits after a message when it cannot be created. */
+static inline vkmha_context *bench_profile_context(const char *prog, const char *kernel)
+{
+    const vkmha_debug_options dbg = {.fused_kernel = strcmp(kernel, "shared")
+                                                         ? VKMHA_FUSED_KERNEL_AUTO
+                                                         : VKMHA_FUSED_KERNEL_SHARED};
+    const vkmha_context_desc cd = {.backend = VKMHA_BACKEND_VULKAN,
+                                   .flags = VKMHA_CONTEXT_PROFILE, .debug = &dbg};
+    vkmha_context *ctx = NULL;
+    bench_check(prog, NULL, vkmha_context_create(&cd, &ctx), "vkmha_context_create");
+    return ctx;
+}
+
 /* A report's start: bench_device, then bench_csv_open; false after a
  * message. */
 static inline bool bench_begin(const char *csv_path, const char *prog, const char *columns,

@@ -85,13 +85,7 @@ int main(int argc, char **argv)
                      "ms_min,device_ms,ratio",
                      &info, date, &csv))
         return 1;
-    const vkmha_debug_options dbg = {.fused_kernel = strcmp(kernel, "shared")
-                                                         ? VKMHA_FUSED_KERNEL_AUTO
-                                                         : VKMHA_FUSED_KERNEL_SHARED};
-    const vkmha_context_desc cd = {.backend = VKMHA_BACKEND_VULKAN,
-                                   .flags = VKMHA_CONTEXT_PROFILE, .debug = &dbg};
-    vkmha_context *ctx = NULL;
-    bench_check(PROG, NULL, vkmha_context_create(&cd, &ctx), "vkmha_context_create");
+    vkmha_context *ctx = bench_profile_context(PROG, kernel);
     /* The 128/128 rows' keys: the same elements of cache as MLA's. */
     const uint32_t gqa_len = (uint32_t)(((uint64_t)len * (576 + 512)) / (256u * kv_heads));
     const struct {

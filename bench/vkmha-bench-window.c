@@ -59,14 +59,7 @@ int main(int argc, char **argv)
                      "kernel,len,window,heads,d,mask,ms_med,ms_min,device_ms,speedup", &info,
                      date, &csv))
         return 1;
-    const vkmha_debug_options dbg = {.fused_kernel = strcmp(kernel, "shared")
-                                                         ? VKMHA_FUSED_KERNEL_AUTO
-                                                         : VKMHA_FUSED_KERNEL_SHARED};
-    const vkmha_context_desc cd = {.backend = VKMHA_BACKEND_VULKAN,
-                                   .flags = VKMHA_CONTEXT_PROFILE, .debug = &dbg};
-    vkmha_context *ctx = NULL;
-    bench_check("vkmha-bench-window", NULL, vkmha_context_create(&cd, &ctx),
-                "vkmha_context_create");
+    vkmha_context *ctx = bench_profile_context("vkmha-bench-window", kernel);
     printf("vkmha-bench-window %s: %s (%s %s), %s kernel, %u heads of %u, window %u, "
            "median of %u\n",
            date, info.device.name, info.device.driver_name, info.device.driver_info, kernel,

@@ -386,6 +386,18 @@ static void layer_decode(vkmha_context *ctx, const char *be, t_rng *r)
 
 /* ---- RoPE in the layer ----------------------------------------------------------- */
 
+/* A layer of desc d on ctx (*mg, which the caller destroys) forwarding io
+ * with run ri's path and key splits into out; false on an error. */
+static bool run_forward(vkmha_context *ctx, const vkmha_mha_desc *d, const vkmha_mha_io *io,
+                        size_t ri, float *out, vkmha_mha **mg)
+{
+    vkmha_mha_io r = *io;
+    r.out = out;
+    r.attention_path = runs[ri].path;
+    r.kv_splits = runs[ri].kv_splits;
+    return !vkmha_mha_create(ctx, d, mg) && !vkmha_mha_forward(*mg, &r);
+}
+
 /* A GQA layer (d_model 24, 6 heads of d_k 8, 2 key/value heads) with RoPE
  * on 6 of its 8 dims (theta 500, scale 2), both pair layouts, explicit
  * positions (entry 1 left-padded), on each Vulkan context and path against
@@ -427,12 +439,7 @@ static void rope_layer(vkmha_context *ref, vkmha_context *const gpus[2], t_rng *
                          layout ? "interleaved" : "half-split",
                          g ? "workgroup-shared kernel" : "default kernel", runs[ri].name);
                 vkmha_mha *mg = NULL;
-                vkmha_mha_io gi = io;
-                gi.out = got;
-                gi.attention_path = runs[ri].path;
-                gi.kv_splits = runs[ri].kv_splits;
-                const bool gok = ok && !vkmha_mha_create(gpus[g], &ld.d, &mg) &&
-                                 !vkmha_mha_forward(mg, &gi);
+                const bool gok = ok && run_forward(gpus[g], &ld.d, &io, ri, got, &mg);
                 t_report(gok && t_close(name, "out", got, want, n, T_LAYER_ATOL, T_LAYER_RTOL),
                          "%s", name);
                 /* Decode through each cache kind, on both backends alike. */
@@ -531,12 +538,7 @@ static void mla_layer(vkmha_context *ref, vkmha_context *const gpus[2], t_rng *r
                 continue;
             const char *kernel = g ? "workgroup-shared kernel" : "default kernel";
             vkmha_mha *mg = NULL;
-            vkmha_mha_io gi = io;
-            gi.out = got;
-            gi.attention_path = runs[ri].path;
-            gi.kv_splits = runs[ri].kv_splits;
-            const bool gok = ok && !vkmha_mha_create(gpus[g], &ld.d, &mg) &&
-                             !vkmha_mha_forward(mg, &gi);
+            const bool gok = ok && run_forward(gpus[g], &ld.d, &io, ri, got, &mg);
             if (!gok)
                 t_diag("MLA layer: %s", vkmha_context_last_error(gpus[g]));
             t_report(gok && t_close("MLA layer", "out", got, want, (size_t)L * D, T_LAYER_ATOL,

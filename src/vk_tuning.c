@@ -231,7 +231,8 @@ static bool pick_tile(const vkmha_device_info *d, const vkmha_tile_config *cands
  * SR = 2 keeps the d256 accumulator (SR x D4 / (BC / SC) vec4s per
  * invocation) in registers. The d576 class (MLA's heads) has GPUs take
  * 8 x 8 blocks: 39 KiB of shared memory, under NVIDIA's 48 KiB (one
- * workgroup per 64 KiB compute unit). tools/vkmha-occupancy measures the result on
+ * workgroup per 64 KiB compute unit); 16 KiB (phones' least, the mobile
+ * profile's) holds 2 x 4. tools/vkmha-occupancy measures the result on
  * RADV (docs/PERFORMANCE.md; test 'occupancy' fails on a spill or on fewer
  * than two workgroups per CU at d64 and d128 on navi21 and vega20). */
 typedef struct flash_block {
@@ -241,12 +242,13 @@ static const flash_block gpu_flash_blocks[] = {
     {32, 64, 32, 4, 4},  {64, 64, 16, 2, 2}, {256, 32, 16, 2, 2}, {256, 16, 16, 2, 2},
     {256, 16, 8, 2, 1},  {256, 8, 8, 1, 1},  {256, 4, 8, 1, 1},   {256, 2, 8, 1, 1},
     {256, 1, 8, 1, 1},   {576, 8, 8, 1, 1},  {576, 4, 8, 1, 1},   {576, 2, 8, 1, 1},
-    {576, 1, 8, 1, 1},
+    {576, 1, 8, 1, 1},   {576, 2, 4, 1, 1},  {576, 1, 4, 1, 1},
 };
 static const flash_block cpu_flash_blocks[] = {
     {256, 32, 32, 4, 4}, {256, 32, 16, 4, 2}, {256, 16, 16, 2, 2}, {256, 16, 8, 2, 1},
     {256, 8, 8, 1, 1},   {256, 4, 8, 1, 1},   {256, 2, 8, 1, 1},   {256, 1, 8, 1, 1},
     {576, 16, 8, 2, 1},  {576, 8, 8, 1, 1},   {576, 4, 8, 1, 1},   {576, 1, 8, 1, 1},
+    {576, 2, 4, 1, 1},   {576, 1, 4, 1, 1},
 };
 
 static bool pick_flash(const vkmha_device_info *d, uint32_t max_dim, bool cpu,

@@ -14,7 +14,7 @@
  *     score matrix is above the limit;
  *   - maxMemoryAllocationSize lowered to 32 KiB: the same, named after that
  *     limit;
- *   - maxComputeSharedMemorySize lowered to 8 KiB: the fused attention's d256
+ *   - maxComputeSharedMemorySize lowered to 8 KiB: the fused attention's d576
  *     class no longer fits, vkmha_context_get_kernels says so, and its heads
  *     run unfused.
  * Tolerances are those of the op's own test (test_matmul.c, ...): matmul
@@ -79,11 +79,12 @@ static void shared_attention_case(vkmha_context *ref, vkmha_context *gpu, t_rng 
 }
 
 /* maxComputeSharedMemorySize lowered to 8 KiB with the workgroup-shared
- * fused kernel forced: no block of the d256 class fits (the smallest takes
- * 10412 bytes, src/vk_pipeline.c), so vkmha_context_get_kernels lists
- * flash_d256 as not available and every kernel it lists fits 8 KiB; heads
- * up to 128 wide still run fused, wider ones unfused (the default path) or
- * not at all (the fused path: UNSUPPORTED). */
+ * fused kernel forced: no block of the d576 class fits (the smallest, 1 x 4,
+ * takes 13916 bytes: vk_flash_shared_bytes), so vkmha_context_get_kernels
+ * lists flash_d576 as not available and every kernel it lists fits 8 KiB;
+ * heads up to 256 wide still run fused (d256 in 2 x 4 blocks, 7288 bytes),
+ * wider ones unfused (the default path) or not at all (the fused path:
+ * UNSUPPORTED). */
 static void shared_memory_cases(vkmha_context *ref, t_rng *rng)
 {
     vkmha_debug_options small = {.fused_kernel = VKMHA_FUSED_KERNEL_SHARED,
@@ -94,26 +95,28 @@ static void shared_memory_cases(vkmha_context *ref, t_rng *rng)
     t_report(info.device.max_shared_memory == 8192,
              "get_info reports maxComputeSharedMemorySize %u (lowered)",
              info.device.max_shared_memory);
-    vkmha_kernel_info all[64], d128, d256;
-    uint32_t n = 64;
-    bool ok = vkmha_context_get_kernels(gpu, &n, all) == VKMHA_SUCCESS && n <= 64;
+    vkmha_kernel_info all[80], d256, d576;
+    uint32_t n = 80;
+    bool ok = vkmha_context_get_kernels(gpu, &n, all) == VKMHA_SUCCESS && n <= 80;
     for (uint32_t i = 0; ok && i < n; i++)
         if (all[i].shared_bytes > 8192) {
             t_diag("%s takes %u bytes of shared memory", all[i].name, all[i].shared_bytes);
             ok = false;
         }
-    ok = ok && kernel_find(gpu, "flash_d128", &d128) && d128.available &&
-         kernel_find(gpu, "flash_d256", &d256) && !d256.available && !d256.shader[0] &&
-         d256.param_count == 0 && !strcmp(d256.op, "attention");
-    t_report(ok, "get_kernels with 8 KiB of shared memory: flash_d256 not available, "
-                 "flash_d128 available (%u bytes), every kernel within 8 KiB",
-             d128.shared_bytes);
+    ok = ok && kernel_find(gpu, "flash_d256", &d256) && d256.available &&
+         kernel_find(gpu, "flash_d576", &d576) && !d576.available && !d576.shader[0] &&
+         d576.param_count == 0 && !strcmp(d576.op, "attention");
+    t_report(ok, "get_kernels with 8 KiB of shared memory: flash_d576 not available, "
+                 "flash_d256 available (%u bytes), every kernel within 8 KiB",
+             d256.shared_bytes);
     shared_attention_case(ref, gpu, rng, 100, 72, VKMHA_ATTENTION_PATH_FUSED, VKMHA_SUCCESS,
                           "fused");
-    shared_attention_case(ref, gpu, rng, 200, 136, VKMHA_ATTENTION_PATH_AUTO, VKMHA_SUCCESS,
+    shared_attention_case(ref, gpu, rng, 200, 136, VKMHA_ATTENTION_PATH_FUSED, VKMHA_SUCCESS,
+                          "fused");
+    shared_attention_case(ref, gpu, rng, 300, 264, VKMHA_ATTENTION_PATH_AUTO, VKMHA_SUCCESS,
                           "unfused");
-    shared_attention_case(ref, gpu, rng, 200, 136, VKMHA_ATTENTION_PATH_FUSED,
-                          VKMHA_ERROR_UNSUPPORTED, "head dims up to 128");
+    shared_attention_case(ref, gpu, rng, 300, 264, VKMHA_ATTENTION_PATH_FUSED,
+                          VKMHA_ERROR_UNSUPPORTED, "head dims up to 256");
     t_report_validation(gpu);
     vkmha_context_destroy(gpu);
 }

@@ -134,7 +134,11 @@ static uint64_t window_keys(const vk_state *vk, const attn_shape *s, const vk_vi
     return nk < nv ? nk : nv;
 }
 
-static vkmha_status prepare(vk_state *vk, const attn_shape *s, bool weights,
+/* The plan of a call of shape s; fold: its query heads per key / value
+ * head where s is a group folded into the rows of one head (fold_group),
+ * else 0. A fold the chosen kernel does not take leaves plan->fold 0 and
+ * the plan otherwise empty: the caller then plans the call unfolded. */
+static vkmha_status prepare(vk_state *vk, const attn_shape *s, uint32_t fold, bool weights,
                             const vk_view *weights_view, const vk_view qkvo[4], uint32_t kv_b0,
                             vk_attn_plan *plan)
 {
@@ -224,6 +228,13 @@ static vkmha_status prepare(vk_state *vk, const attn_shape *s, bool weights,
     const bool fused = fusable && (s->path == VKMHA_ATTENTION_PATH_FUSED ||
                                    (s->path == VKMHA_ATTENTION_PATH_AUTO &&
                                     !(t_unfused < t_fused)));
+    /* A folded group runs on a fused kernel only, and not where the
+     * CPU-shaped kernel's block would take fewer rows than it holds: its
+     * lanes over keys serve one query better. */
+    if (fold && (!fused || (cpu_kernel && fold < vk->tuning.flash_cpu[cls].block_q))) {
+        *plan = (vk_attn_plan){0};
+        return VKMHA_SUCCESS;
+    }
     if (!fused && q8_rows(qkvo)) {
         *plan = (vk_attn_plan){.s = *s, .dequant = true};
         return VKMHA_SUCCESS;
@@ -232,7 +243,7 @@ static vkmha_status prepare(vk_state *vk, const attn_shape *s, bool weights,
                            .coop = coop && !cpu_kernel,
                            .weights = weights, .cls = cls, .splits = 1, .split_len = s->len_k,
                            .chunk = s->len_k, .chunks = 1, .kv_b0 = kv_b0,
-                           .kv_whole = !windowed};
+                           .kv_whole = !windowed, .fold = fold};
     char model[160] = "";
     if (s->path == VKMHA_ATTENTION_PATH_AUTO && vkmha__log_enabled(vk->ctx, VKMHA_LOG_DEBUG))
         snprintf(model, sizeof model,
@@ -392,17 +403,14 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, const mask_
         const uint32_t g = folded.len_q;
         const vk_view fq[4] = {vk_fold_view(&qkvo[0], g), qkvo[1], qkvo[2],
                                vk_fold_view(&qkvo[3], g)};
-        /* Not where the CPU-shaped kernel's block would take fewer rows
-         * than it holds: its lanes over keys serve one query better. */
-        if (prepare(vk, &folded, weights, weights_view, fq, kv_b0, plan) == VKMHA_SUCCESS &&
-            plan->fused && !(plan->cpu_kernel && g < vk->tuning.flash_cpu[plan->cls].block_q)) {
-            plan->fold = g;
+        const vkmha_status st = prepare(vk, &folded, g, weights, weights_view, fq, kv_b0, plan);
+        if (!st && plan->fold)
             vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
                        "%s: a decode step's %u query heads per key / value head run as the "
                        "rows of one head (each key and value read once per group)",
                        vk->ctx->call, g);
-            return VKMHA_SUCCESS;
-        }
+        if (st || plan->fold)
+            return st;
     }
-    return prepare(vk, s, weights, weights_view, qkvo, kv_b0, plan);
+    return prepare(vk, s, 0, weights, weights_view, qkvo, kv_b0, plan);
 }

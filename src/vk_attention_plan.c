@@ -404,13 +404,15 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, const mask_
         const vk_view fq[4] = {vk_fold_view(&qkvo[0], g), qkvo[1], qkvo[2],
                                vk_fold_view(&qkvo[3], g)};
         const vkmha_status st = prepare(vk, &folded, g, weights, weights_view, fq, kv_b0, plan);
-        if (!st && plan->fold)
+        if (st)
+            return st;
+        if (plan->fold) {
             vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
                        "%s: a decode step's %u query heads per key / value head run as the "
                        "rows of one head (each key and value read once per group)",
                        vk->ctx->call, g);
-        if (st || plan->fold)
-            return st;
+            return VKMHA_SUCCESS;
+        }
     }
     return prepare(vk, s, 0, weights, weights_view, qkvo, kv_b0, plan);
 }

@@ -230,8 +230,8 @@ int main(int argc, char **argv)
         if ((st = vkmha_tensor_create(ctx, &td, &tx)) || (st = vkmha_tensor_create(ctx, &td, &ty)) ||
             (st = vkmha_tensor_upload(tx, 0, x, (uint64_t)L * D * 4)))
             die("tensor", st);
-        const vkmha_mha_io io = {1, L, 0, x, x, x, NULL, y, NULL, 0, 0, 0, NULL, 0, NULL};
-        const vkmha_mha_tensors tio = {1, L, 0, tx, tx, tx, NULL, ty, NULL, 0, 0, NULL, 0, NULL};
+        const vkmha_mha_io io = {1, L, 0, x, x, x, NULL, y, NULL, 0, 0, 0, NULL, 0, NULL, NULL};
+        const vkmha_mha_tensors tio = {1, L, 0, tx, tx, tx, NULL, ty, NULL, 0, 0, NULL, 0, NULL, NULL};
         double med[MODES];
         for (int m = 0; m < MODES; m++) {
             for (int i = 0; i < 2; i++)

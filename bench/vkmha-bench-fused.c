@@ -144,7 +144,7 @@ int main(int argc, char **argv)
         static const char *const names[2] = {"fused", "unfused"};
         for (int p = 0; p < 2; p++) {
             vkmha_mha_io io = {batch, (uint32_t)len, 0, x, x, x, causal ? &mask : NULL,
-                               out, NULL, paths[p], 0, 0, NULL, 0, NULL};
+                               out, NULL, paths[p], 0, 0, NULL, 0, NULL, NULL};
             res[p] = run(&d, &io, reps);
             const result *r = &res[p];
             if (r->status) {

@@ -628,7 +628,7 @@ int main(void)
     memory_barrier(&e, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
                    VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT);
     vkmha_mha_tensors io = {B, L, 0, tq, tq, tq, NULL, to1, NULL,
-                            VKMHA_ATTENTION_PATH_FUSED, 0, NULL, 0, NULL};
+                            VKMHA_ATTENTION_PATH_FUSED, 0, NULL, 0, NULL, NULL};
     VKMHA_CHECK(vkmha_mha_record(mha, e.cmd, &io));
     io.out = to2;
     io.attention_path = VKMHA_ATTENTION_PATH_UNFUSED;
@@ -655,7 +655,7 @@ int main(void)
     float *want1 = malloc(n_act * sizeof(float));
     for (uint32_t i = 0; i < n_act; i++)
         doubled[i] = 2.0f * query[i];
-    vkmha_mha_io rio = {B, L, 0, doubled, doubled, doubled, NULL, want, NULL, 0, 0, 0, NULL, 0, NULL};
+    vkmha_mha_io rio = {B, L, 0, doubled, doubled, doubled, NULL, want, NULL, 0, 0, 0, NULL, 0, NULL, NULL};
     VKMHA_CHECK(vkmha_mha_forward(ref, &rio));
     for (uint32_t i = 0; i < n_act; i++)
         want1[i] = want[i] + 1.0f;
@@ -698,7 +698,7 @@ int main(void)
     for (int i = 0; i < 4; i++)
         memcpy((char *)big + i * bytes, doubled, bytes);
     VKMHA_CHECK(vkmha_tensor_upload(big_in, 0, big, 4 * bytes));
-    vkmha_mha_tensors big_io = {4 * B, L, 0, big_in, big_in, big_in, NULL, big_out, NULL, 0, 0, NULL, 0, NULL};
+    vkmha_mha_tensors big_io = {4 * B, L, 0, big_in, big_in, big_in, NULL, big_out, NULL, 0, 0, NULL, 0, NULL, NULL};
     VKMHA_CHECK(vkmha_mha_forward_tensor(mha, &big_io));
     engine_submit_wait(&e);
     VKMHA_CHECK(vkmha_tensor_download(big_out, 3 * bytes, big, bytes));
@@ -798,12 +798,12 @@ int main(void)
             VKMHA_CHECK(vkmha_tensor_upload(tx, 0, x, D * sizeof(float)));
             VK_CHECK(vkResetCommandPool(e.device, e.cmd_pool, 0));
             VK_CHECK(vkBeginCommandBuffer(e.cmd, &bi));
-            vkmha_mha_tensors step = {1, 1, 0, tx, tx, tx, &t_causal, ty, NULL, 0, 0, cache, 0, NULL};
+            vkmha_mha_tensors step = {1, 1, 0, tx, tx, tx, &t_causal, ty, NULL, 0, 0, cache, 0, NULL, NULL};
             VKMHA_CHECK(vkmha_mha_record(mha, e.cmd, &step));
             VK_CHECK(vkEndCommandBuffer(e.cmd));
             engine_submit_wait(&e);
             VKMHA_CHECK(vkmha_tensor_download(ty, 0, got, D * sizeof(float)));
-            vkmha_mha_io r_step = {1, 1, 0, x, x, x, &r_causal, want_s, NULL, 0, 0, 0, rcache, 0, NULL};
+            vkmha_mha_io r_step = {1, 1, 0, x, x, x, &r_causal, want_s, NULL, 0, 0, 0, rcache, 0, NULL, NULL};
             VKMHA_CHECK(vkmha_mha_forward(ref, &r_step));
             ok = close_to(got, want_s, D, 1e-5, 1e-4, "decode step");
         }

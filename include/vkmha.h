@@ -1268,8 +1268,16 @@ typedef struct vkmha_mha_io {
      * L_b + t, L_b the positions its KV cache entry held before the call
      * (0 without a cache). The new keys are the same tokens at the same
      * positions; queries of a call without new keys (a cache's later
-     * cross-attention steps) are at L_b + t. */
+     * cross-attention steps) are at L_b + t. With entry_tokens: [len_q],
+     * packed as the rows. */
     const uint32_t *positions VKMHA_ZERO;
+    /* A mixed batch (continuous batching; needs kv_cache): entry b brings
+     * entry_tokens[b] >= 1 new tokens (a prompt for one, one token for
+     * others), [batch] (a host array in every form). query, key, value
+     * and out are then packed: [len_q][d_model] with the entries' rows one
+     * after another, len_q the sum of the counts, len_k 0 or len_q. See
+     * "Mixed batches" below. NULL: every entry brings len_q tokens. */
+    const uint32_t *entry_tokens VKMHA_ZERO;
 } vkmha_mha_io;
 
 /* out = (LayerNorm(query + ...) if post_norm)
@@ -1317,6 +1325,27 @@ VKMHA_API vkmha_status vkmha_mha_forward(vkmha_mha *mha, const vkmha_mha_io *io)
  * token by token, gives the same outputs as one causal forward over the
  * whole sequence (masked rows aside: a row whose every key is masked gets
  * uniform weights over the keys it has).
+ * Mixed batches (vkmha_mha_io.entry_tokens, vkmha_mha_tensors.entry_tokens):
+ * one call where entry b brings n_b = entry_tokens[b] new tokens, its rows
+ * packed after the previous entries' (row r0_b = n_0 + ... + n_{b-1}, the
+ * cumulative offsets of varlen attention): a serving engine's step that
+ * prefills one prompt (or a chunk of it) while other entries decode a
+ * token each. Entry b appends its n_b keys and values at its length L_b
+ * (without key and value: nothing, as above), and its queries attend over
+ * its L_b + n_b positions with the causal mask (and window, ALiBi)
+ * aligned to its own end: the result is that of one call per entry. RoPE
+ * positions are L_b + t (io.positions: [len_q], packed likewise). Masks
+ * with arrays per batch entry (key_padding, full, bias) and attn_weights
+ * have no packed shape: VKMHA_ERROR_INVALID_ARGUMENT naming them; causal,
+ * window, soft cap, ALiBi and sinks apply. Counts of 0, counts that do not
+ * add up to len_q, a len_k other than 0 or len_q, or a call without
+ * kv_cache are VKMHA_ERROR_INVALID_ARGUMENT naming io->entry_tokens, and
+ * nothing is written. The entries run as runs of consecutive entries with
+ * equal counts (all the decodes of a run of entries in one pass), every run
+ * recorded into the call's one command buffer (one submit, every form:
+ * host arrays, tensors, recorded, submitted). Arrays past
+ * maxStorageBufferRange are not split into parts here
+ * (VKMHA_ERROR_UNSUPPORTED naming the array): split the batch instead.
  * An append that would pass an entry's capacity fails with
  * VKMHA_ERROR_INVALID_ARGUMENT naming the cache, the entry and the lengths,
  * and writes nothing. The lengths change when the call is made (recorded or
@@ -1645,6 +1674,7 @@ typedef struct vkmha_mha_tensors {
     vkmha_kv_cache *kv_cache VKMHA_ZERO; /* as vkmha_mha_io */
     uint32_t kv_entry VKMHA_ZERO;
     const uint32_t *positions VKMHA_ZERO; /* as vkmha_mha_io: a host array */
+    const uint32_t *entry_tokens VKMHA_ZERO; /* as vkmha_mha_io: a host array */
 } vkmha_mha_tensors;
 
 /* vkmha_mha_forward on tensors, computed before returning. */

@@ -233,6 +233,34 @@ static vkmha_status check_mask_pointer(vkmha_context *ctx, const char *fn, uint3
     return VKMHA_SUCCESS;
 }
 
+vkmha_status vkmha__mask_place(vkmha_context *ctx, const char *fn, mask_r *m, int64_t off,
+                               uint32_t len_q, uint32_t len_k)
+{
+    const uint32_t positioned = VKMHA_MASK_CAUSAL | VKMHA_MASK_WINDOW | VKMHA_MASK_ALIBI;
+    if (!(m->kinds & positioned))
+        return VKMHA_SUCCESS;
+    if (m->kinds & (VKMHA_MASK_WINDOW | VKMHA_MASK_ALIBI)) {
+        /* Positions are distances here: not clamped, but kept where the
+         * shaders' int arithmetic holds them. */
+        const int64_t far = (off < 0 ? -off : off) + (int64_t)len_q + len_k;
+        if (far >= INT64_C(1) << 31)
+            return vkmha__fail(ctx, INVALID,
+                               "%s: mask->causal_offset (%lld after a KV cache's alignment) "
+                               "puts query positions past 2^31 - len_k",
+                               fn, (long long)off);
+    } else {
+        /* Shifted first (a KV cache's alignment), then clamped: an offset
+         * of len_k or more hides nothing and one of -len_q or less hides
+         * every key of every row, so the shaders' signed arithmetic stays
+         * below 2^31 in magnitude. */
+        off = off > (int64_t)len_k ? (int64_t)len_k
+              : off < -(int64_t)len_q ? -(int64_t)len_q
+                                      : off;
+    }
+    m->causal_offset = (uint32_t)(int32_t)off;
+    return VKMHA_SUCCESS;
+}
+
 vkmha_status vkmha__check_mask(vkmha_context *ctx, const char *fn, const vkmha_mask *mask,
                                uint32_t batch, uint32_t heads, uint32_t len_q,
                                uint32_t len_k, int64_t causal_shift, mask_r *out)
@@ -281,28 +309,9 @@ vkmha_status vkmha__check_mask(vkmha_context *ctx, const char *fn, const vkmha_m
                                ? "(must be finite and > 0 with VKMHA_MASK_SOFTCAP)"
                                : "but mask->kinds lacks VKMHA_MASK_SOFTCAP");
     m = *mask;
-    if (m.kinds & positioned) {
-        int64_t off = (int64_t)m.causal_offset + causal_shift;
-        if (m.kinds & (VKMHA_MASK_WINDOW | VKMHA_MASK_ALIBI)) {
-            /* Positions are distances here: not clamped, but kept where
-             * the shaders' int arithmetic holds them. */
-            const int64_t far = (off < 0 ? -off : off) + (int64_t)len_q + len_k;
-            if (far >= INT64_C(1) << 31)
-                return vkmha__fail(ctx, INVALID,
-                                   "%s: mask->causal_offset (%lld after a KV cache's "
-                                   "alignment) puts query positions past 2^31 - len_k",
-                                   fn, (long long)off);
-        } else {
-            /* Shifted first (a KV cache's alignment), then clamped: an
-             * offset of len_k or more hides nothing and one of -len_q or
-             * less hides every key of every row, so the shaders' signed
-             * arithmetic stays below 2^31 in magnitude. */
-            off = off > (int64_t)len_k ? (int64_t)len_k
-                  : off < -(int64_t)len_q ? -(int64_t)len_q
-                                          : off;
-        }
-        m.causal_offset = (uint32_t)(int32_t)off;
-    }
+    if ((st = vkmha__mask_place(ctx, fn, &m, (int64_t)m.causal_offset + causal_shift, len_q,
+                                len_k)))
+        return st;
     /* Wider than every distance: the same as 2^31 - 1, which the shaders'
      * ints hold. */
     if (m.window > INT32_MAX)

@@ -135,7 +135,27 @@ typedef struct mha_fwd {
      * (a part of rows: i0); the new keys are rows 0 .. Lk - 1. */
     const uint32_t *positions;
     uint32_t pos_ld, q0;
+    /* A mixed batch (vkmha_mha_io.entry_tokens; NULL, 0: none): entry b's
+     * tokens[b] rows are packed after the earlier entries' (Lq and Lk are
+     * their sum, n_* the packed arrays'); the backend runs its parts
+     * (runs of consecutive entries with equal counts, each a call of its
+     * own shape) in the call's one command buffer. */
+    const uint32_t *tokens;
+    const struct mha_part *parts;
+    uint32_t n_parts;
 } mha_fwd;
+
+/* A part of a mixed batch: entries b0 .. b0 + f.B - 1 of the call, each of
+ * f.Lq rows, from row0 of its packed arrays (vkmha__part_args). */
+typedef struct mha_part {
+    mha_fwd f;
+    uint32_t b0;
+    uint64_t row0;
+} mha_part;
+/* The call's arguments io[5] (query, key, value, out, attn_weights) at
+ * part p's first row. */
+void vkmha__part_args(const vkmha_mha_desc *d, const mha_fwd *f, const mha_part *p,
+                      const vkmha_arg io[5], vkmha_arg out[5]);
 
 /* RoPE's position of token t of batch entry b: a query row (t from 0 in
  * this call) or a new key (key). */
@@ -303,10 +323,11 @@ void vkmha__kv_q8_dequantize(const uint8_t *row, uint32_t n, float *x);
 /* src/kv_cache.c: checks a forward's io.kv_cache and io.kv_entry (query,
  * key and value as given: key and value both NULL means no append) and
  * fills f's cache fields, f->Lk (the appended positions) and f->as.len_k;
- * the layer's other checks follow. vkmha__kv_commit stores the lengths
- * after the backend succeeded. */
+ * the layer's other checks follow. tokens (a mixed batch's counts; NULL:
+ * len_k for every entry): what each entry appends. vkmha__kv_commit stores
+ * the lengths after the backend succeeded. */
 vkmha_status vkmha__kv_resolve(vkmha_mha *mha, vkmha_kv_cache *cache, uint32_t entry,
-                               uint32_t len_q, uint32_t len_k, bool append, mha_fwd *f);
+                               uint32_t len_k, const uint32_t *tokens, bool append, mha_fwd *f);
 void vkmha__kv_commit(const mha_fwd *f);
 
 /* A submission (vkmha_mha_submit); the Vulkan backend's struct starts with
@@ -372,6 +393,11 @@ vkmha_status vkmha__heads_split(vkmha_context *ctx, const vkmha_run *run, const 
  * masks and arrays) when the whole does not fit; FORM_SUBMIT, which one
  * submission must hold, refuses that. */
 vkmha_status vkmha__mha_forward_split(vkmha_mha *mha, const vkmha_run *run, const mha_fwd *f,
+                                      const vkmha_arg args[5]);
+/* A mixed batch (f->tokens): its parts into f's copy, then the backend's
+ * forward of them all (one command buffer); arrays past one binding are
+ * refused naming them. */
+vkmha_status vkmha__mha_forward_mixed(vkmha_mha *mha, const vkmha_run *run, const mha_fwd *f,
                                       const vkmha_arg args[5]);
 
 /* src/status.c */
@@ -571,6 +597,12 @@ void vkmha__dequantize_f32(const vkmha_quant_desc *d, const vkmha_quant_layout *
 vkmha_status vkmha__check_matmul(vkmha_context *ctx, const vkmha_matmul_desc *desc,
                                  const void *a, const void *b, const void *bias,
                                  const void *c, mm_shape *out);
+/* The causal offset `off` (the caller's, shifted) into m->causal_offset:
+ * clamped to [-len_q, len_k], or with a window or ALiBi (whose distances it
+ * places) checked to keep positions below 2^31 (INVALID naming it). The
+ * result fits an int32_t. */
+vkmha_status vkmha__mask_place(vkmha_context *ctx, const char *fn, mask_r *m, int64_t off,
+                               uint32_t len_q, uint32_t len_k);
 /* causal_shift: added to mask->causal_offset before it is clamped (a KV
  * cache's alignment, mha.c's causal_shift; 0 for the ops). */
 vkmha_status vkmha__check_mask(vkmha_context *ctx, const char *fn, const vkmha_mask *mask,

@@ -360,7 +360,7 @@ VKMHA_API vkmha_status vkmha_kv_cache_get_tensors(vkmha_kv_cache *c, vkmha_tenso
 /* ---- the forward ---------------------------------------------------------- */
 
 vkmha_status vkmha__kv_resolve(vkmha_mha *mha, vkmha_kv_cache *c, uint32_t entry,
-                               uint32_t len_q, uint32_t len_k, bool append, mha_fwd *f)
+                               uint32_t len_k, const uint32_t *tokens, bool append, mha_fwd *f)
 {
     vkmha_context *ctx = mha->ctx;
     const char *fn = ctx->call;
@@ -371,22 +371,22 @@ vkmha_status vkmha__kv_resolve(vkmha_mha *mha, vkmha_kv_cache *c, uint32_t entry
         return st;
     uint32_t most = 0;
     for (uint32_t b = 0; b < f->B; b++) {
-        const uint32_t e = entry + b, old = c->lengths[e];
-        if (append && len_k > c->d.capacity - old)
+        const uint32_t e = entry + b, old = c->lengths[e], n = tokens ? tokens[b] : len_k;
+        if (append && n > c->d.capacity - old)
             return vkmha__fail(ctx, INVALID,
                                "%s: io->kv_cache entry %u holds %u of its %u positions: "
-                               "appending %u (io->len_k) would pass its capacity",
-                               fn, e, old, c->d.capacity, len_k);
+                               "appending %u (%s) would pass its capacity",
+                               fn, e, old, c->d.capacity, n,
+                               tokens ? "its io->entry_tokens" : "io->len_k");
         if (!append && old == 0)
             return vkmha__fail(ctx, INVALID,
                                "%s: io->kv_cache entry %u is empty and io->key, io->value are "
                                "NULL: nothing to attend to (give them to fill it)",
                                fn, e);
-        const uint32_t len = old + (append ? len_k : 0);
+        const uint32_t len = old + (append ? n : 0);
         c->call_lengths[b] = len;
         most = len > most ? len : most;
     }
-    (void)len_q;
     f->cache = c;
     f->entry = entry;
     f->append = append;

@@ -451,7 +451,7 @@ typedef struct fwd_args {
     uint32_t dtype; /* host arrays: io->dtype; tensors: the query's */
     vkmha_kv_cache *kv_cache;
     uint32_t kv_entry;
-    const uint32_t *positions;
+    const uint32_t *positions, *entry_tokens;
 } fwd_args;
 
 /* RoPE's arguments: positions only with it, each below 2^31; new keys
@@ -471,7 +471,7 @@ static vkmha_status check_positions(vkmha_mha *mha, const fwd_args *io, mha_fwd 
                            "RoPE (desc->rope_dims) rotates new keys at the queries' positions",
                            fn, f->Lk, f->Lq);
     for (uint32_t b = 0; !io->positions && f->old && b < f->B; b++)
-        if ((uint64_t)f->old[b] + f->Lq - 1 > INT32_MAX)
+        if ((uint64_t)f->old[b] + (f->tokens ? f->tokens[b] : f->Lq) - 1 > INT32_MAX)
             return vkmha__fail(ctx, INVALID, "%s: the KV cache entry %u's positions pass "
                                "2^31 - 1", fn, f->entry + b);
     f->positions = io->positions;
@@ -482,11 +482,41 @@ static vkmha_status check_positions(vkmha_mha *mha, const fwd_args *io, mha_fwd 
  * is read before). */
 static vkmha_status check_position_values(vkmha_context *ctx, const mha_fwd *f)
 {
-    const uint64_t n = (uint64_t)f->B * f->Lq;
+    const uint64_t n = f->tokens ? f->Lq : (uint64_t)f->B * f->Lq;
     for (uint64_t i = 0; f->positions && i < n; i++)
         if (f->positions[i] > INT32_MAX)
             return vkmha__fail(ctx, INVALID, "%s: io->positions[%llu] (%u) is beyond 2^31 - 1",
                                ctx->call, (unsigned long long)i, f->positions[i]);
+    return VKMHA_SUCCESS;
+}
+
+/* A mixed batch's counts (io->entry_tokens): with a KV cache and new keys
+ * as the packed tokens (len_k 0 or len_q), each >= 1, adding up to len_q;
+ * no attention weights (they have no packed shape). */
+static vkmha_status check_tokens(vkmha_context *ctx, const fwd_args *io)
+{
+    const char *fn = ctx->call;
+    const uint32_t B = io->batch ? io->batch : 1;
+    if (!io->kv_cache)
+        return vkmha__fail(ctx, INVALID, "%s: io->entry_tokens is set without io->kv_cache (a "
+                           "mixed batch's entries are a KV cache's)", fn);
+    if (io->len_k && io->len_k != io->len_q)
+        return vkmha__fail(ctx, INVALID, "%s: io->len_k (%u) differs from io->len_q (%u) with "
+                           "io->entry_tokens: the new keys are the packed tokens", fn,
+                           io->len_k, io->len_q);
+    if (io->attn_weights)
+        return vkmha__fail(ctx, INVALID, "%s: io->attn_weights is set with io->entry_tokens (a "
+                           "mixed batch's weights have no [batch][H][len_q][len_kv] shape)", fn);
+    uint64_t sum = 0;
+    for (uint32_t b = 0; b < B; b++) {
+        if (!io->entry_tokens[b])
+            return vkmha__fail(ctx, INVALID, "%s: io->entry_tokens[%u] is 0 (each entry brings "
+                               ">= 1 token)", fn, b);
+        sum += io->entry_tokens[b];
+    }
+    if (sum != io->len_q)
+        return vkmha__fail(ctx, INVALID, "%s: io->entry_tokens add up to %llu, not io->len_q "
+                           "(%u, the packed rows)", fn, (unsigned long long)sum, io->len_q);
     return VKMHA_SUCCESS;
 }
 
@@ -513,7 +543,8 @@ static vkmha_status check_args(vkmha_mha *mha, const fwd_args *io, mha_fwd *f)
                            io->kv_entry);
     if (io->len_q == 0)
         return vkmha__fail(ctx, INVALID, "%s: io->len_q is 0 (must be >= 1)", fn);
-    if ((st = vkmha__check_dtype(ctx, "io->dtype", io->dtype)))
+    if ((st = vkmha__check_dtype(ctx, "io->dtype", io->dtype)) ||
+        (io->entry_tokens && (st = check_tokens(ctx, io))))
         return st;
     f->ad = io->dtype;
     f->es = vkmha__dtype_size(f->ad);
@@ -527,26 +558,33 @@ static vkmha_status check_args(vkmha_mha *mha, const fwd_args *io, mha_fwd *f)
     f->positions = NULL;
     f->pos_ld = f->Lq;
     f->q0 = 0;
-    if (io->kv_cache && (st = vkmha__kv_resolve(mha, io->kv_cache, io->kv_entry, f->Lq, f->Lk,
-                                                append, f)))
+    f->tokens = io->entry_tokens;
+    f->parts = NULL;
+    f->n_parts = 0;
+    if (io->kv_cache && (st = vkmha__kv_resolve(mha, io->kv_cache, io->kv_entry, f->Lk,
+                                                f->tokens, append, f)))
         return st;
     if ((st = check_positions(mha, io, f)))
         return st;
     /* The attention's keys: the new ones, or a cache's (f->as.len_k). */
     const uint32_t kv_len = io->kv_cache ? f->as.len_k : f->Lk;
-    /* Both backends count the rows of the projections in 32 bits. */
-    if ((uint64_t)f->B * f->Lq > UINT32_MAX || (uint64_t)f->B * f->Lk > UINT32_MAX)
+    /* Both backends count the rows of the projections in 32 bits. A mixed
+     * batch's are packed: len_q of them. */
+    const uint64_t per = f->tokens ? 1 : f->B, rows_q = per * f->Lq, rows_k = per * f->Lk;
+    if (rows_q > UINT32_MAX || rows_k > UINT32_MAX)
         return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: io->batch (%u) * io->%s (%u) rows exceed 2^32 - 1", fn, f->B,
-                           (uint64_t)f->B * f->Lq > UINT32_MAX ? "len_q" : "len_k",
-                           (uint64_t)f->B * f->Lq > UINT32_MAX ? f->Lq : f->Lk);
+                           rows_q > UINT32_MAX ? "len_q" : "len_k",
+                           rows_q > UINT32_MAX ? f->Lq : f->Lk);
     uint64_t counts[5];
     const char *const *names = vkmha__mha_io_names;
     const bool ok[5] = {
-        vkmha__mul_u64((uint64_t)f->B * f->Lq, d->d_model, &counts[0]),
-        vkmha__mul_u64((uint64_t)f->B * f->Lk, d->kdim, &counts[1]),
-        vkmha__mul_u64((uint64_t)f->B * f->Lk, d->vdim, &counts[2]), true,
-        vkmha__mul_u64((uint64_t)f->B * d->n_head, (uint64_t)f->Lq * kv_len, &counts[4])};
+        vkmha__mul_u64(rows_q, d->d_model, &counts[0]),
+        vkmha__mul_u64(rows_k, d->kdim, &counts[1]),
+        vkmha__mul_u64(rows_k, d->vdim, &counts[2]), true,
+        f->tokens ? (counts[4] = 0, true) /* refused: check_tokens */
+                  : vkmha__mul_u64((uint64_t)f->B * d->n_head, (uint64_t)f->Lq * kv_len,
+                                   &counts[4])};
     for (int i = 0; i < 5; i++)
         if (!ok[i])
             return vkmha__fail(ctx, INVALID, "%s: %s size (io->batch * io->len_q/len_k * "
@@ -584,7 +622,26 @@ static vkmha_status check_args(vkmha_mha *mha, const fwd_args *io, mha_fwd *f)
  * shifted by len_k - len_q (vkmha__check_mask shifts, then clamps). */
 static int64_t causal_shift(const mha_fwd *f)
 {
-    return f->cache ? (int64_t)f->as.len_k - f->Lq : 0;
+    return f->cache && !f->tokens ? (int64_t)f->as.len_k - f->Lq : 0;
+}
+
+/* A mixed batch's mask: no arrays per batch entry (they have no packed
+ * shape); the causal alignment is each part's (vkmha__mha_forward_mixed). */
+static vkmha_status check_mixed_mask(vkmha_context *ctx, const mha_fwd *f)
+{
+    static const struct {
+        uint32_t kind;
+        const char *name;
+    } per_entry[] = {{VKMHA_MASK_KEY_PADDING, "key_padding"},
+                     {VKMHA_MASK_FULL, "full"},
+                     {VKMHA_MASK_BIAS, "bias"}};
+    for (size_t i = 0; f->tokens && i < VKMHA_ARRAY_LEN(per_entry); i++)
+        if (f->mask.m.kinds & per_entry[i].kind)
+            return vkmha__fail(ctx, INVALID, "%s: io->mask->%s is set with io->entry_tokens (a "
+                               "mixed batch has causal, window, soft cap, ALiBi and sinks; "
+                               "not masks of arrays per batch entry)",
+                               ctx->call, per_entry[i].name);
+    return VKMHA_SUCCESS;
 }
 
 static vkmha_status check_io(vkmha_mha *mha, const vkmha_mha_io *io, mha_fwd *f)
@@ -598,13 +655,14 @@ static vkmha_status check_io(vkmha_mha *mha, const vkmha_mha_io *io, mha_fwd *f)
                         .attn_weights = io->attn_weights, .attention_path = io->attention_path,
                         .kv_splits = io->kv_splits, .dtype = io->dtype,
                         .kv_cache = io->kv_cache, .kv_entry = io->kv_entry,
-                        .positions = io->positions};
+                        .positions = io->positions, .entry_tokens = io->entry_tokens};
     if ((st = check_args(mha, &a, f)))
         return st;
     f->mask.t[0] = f->mask.t[1] = f->mask.t[2] = NULL; /* host arrays */
     f->mask.at[0] = f->mask.at[1] = f->mask.at[2] = 0;
     if ((st = vkmha__check_mask(ctx, ctx->call, io->mask, f->B, mha->d.n_head, f->Lq,
-                                f->as.len_k, causal_shift(f), &f->mask.m)))
+                                f->as.len_k, causal_shift(f), &f->mask.m)) ||
+        (st = check_mixed_mask(ctx, f)))
         return st;
     return check_position_values(ctx, f);
 }
@@ -630,7 +688,8 @@ VKMHA_API vkmha_status vkmha_mha_forward(vkmha_mha *mha, const vkmha_mha_io *io)
                                {.host = io->value, .dtype = f.ad},
                                {.host = io->out, .dtype = f.ad},
                                {.host = io->attn_weights, .dtype = f.ad}};
-    if (!(st = vkmha__mha_forward_split(mha, &run, &f, args)))
+    if (!(st = f.tokens ? vkmha__mha_forward_mixed(mha, &run, &f, args)
+                        : vkmha__mha_forward_split(mha, &run, &f, args)))
         vkmha__kv_commit(&f);
     return st;
 }
@@ -661,7 +720,7 @@ vkmha_status vkmha__mha_forward_tensors(vkmha_mha *mha, const vkmha_run *run,
                         .kv_splits = io->kv_splits,
                         .dtype = io->query ? arg[0].dtype : VKMHA_DTYPE_F32,
                         .kv_cache = io->kv_cache, .kv_entry = io->kv_entry,
-                        .positions = io->positions};
+                        .positions = io->positions, .entry_tokens = io->entry_tokens};
     if ((st = check_args(mha, &a, &f)))
         return st;
     const uint64_t n[5] = {f.n_query, f.n_key, f.n_value, f.n_out, f.n_weights};
@@ -682,9 +741,10 @@ vkmha_status vkmha__mha_forward_tensors(vkmha_mha *mha, const vkmha_run *run,
                                    names[o], names[i]);
     if ((st = vkmha__tensor_mask(ctx, io->mask, f.B, mha->d.n_head, f.Lq, f.as.len_k,
                                  causal_shift(&f), &f.mask)) ||
-        (st = check_position_values(ctx, &f)))
+        (st = check_mixed_mask(ctx, &f)) || (st = check_position_values(ctx, &f)))
         return st;
-    if (!(st = vkmha__mha_forward_split(mha, run, &f, arg)))
+    if (!(st = f.tokens ? vkmha__mha_forward_mixed(mha, run, &f, arg)
+                        : vkmha__mha_forward_split(mha, run, &f, arg)))
         vkmha__kv_commit(&f);
     return st;
 }

@@ -402,15 +402,26 @@ static void mha_free(vkmha_mha *mha)
         vkmha__free(mha->ctx, ((ref_mha *)mha)->host[i]);
 }
 
-static vkmha_status mha_forward(vkmha_mha *mha, const vkmha_run *run, const mha_fwd *f,
-                                const vkmha_arg io[5])
+/* One call's forward (io: its arguments). */
+static vkmha_status forward_args(vkmha_mha *mha, const mha_fwd *f, const vkmha_arg io[5])
 {
-    vkmha_context *ctx = mha->ctx;
     void *p[5];
     for (int i = 0; i < 5; i++)
         p[i] = arg_host(&io[i]);
     const mask_r m = mask_host(&f->mask);
-    vkmha_status st = forward(mha, f, p, &m);
+    return forward(mha, f, p, &m);
+}
+
+static vkmha_status mha_forward(vkmha_mha *mha, const vkmha_run *run, const mha_fwd *f,
+                                const vkmha_arg io[5])
+{
+    vkmha_context *ctx = mha->ctx;
+    vkmha_status st = f->n_parts ? VKMHA_SUCCESS : forward_args(mha, f, io);
+    for (uint32_t i = 0; i < f->n_parts && !st; i++) { /* a mixed batch's parts in turn */
+        vkmha_arg a[5];
+        vkmha__part_args(&mha->d, f, &f->parts[i], io, a);
+        st = forward_args(mha, &f->parts[i].f, a);
+    }
     if (st || run->form != FORM_SUBMIT)
         return st;
     if (!(*run->sub = vkmha__submission_done(ctx)))

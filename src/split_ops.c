@@ -344,3 +344,89 @@ vkmha_status vkmha__mha_forward_split(vkmha_mha *mha, const vkmha_run *run, cons
                             (uint32_t)(Lq - i0 < ni ? Lq - i0 : ni));
     return open ? ctx->ops->parts_close(ctx, open, st, run->sub) : st;
 }
+
+/* ---- a mixed batch --------------------------------------------------------- */
+
+void vkmha__part_args(const vkmha_mha_desc *d, const mha_fwd *f, const mha_part *p,
+                      const vkmha_arg io[5], vkmha_arg out[5])
+{
+    const uint64_t row[5] = {d->d_model, d->kdim, d->vdim, d->d_model, 0};
+    for (int i = 0; i < 5; i++)
+        out[i] = vkmha__arg_at(&io[i], p->row0 * row[i] * f->es);
+}
+
+/* Part p of f: entries b0 .. b1 - 1 (equal counts), from packed row row0;
+ * the causal mask aligned to each part's end (its own len_q and len_k). */
+static vkmha_status mixed_part(vkmha_context *ctx, const vkmha_mha_desc *d, const mha_fwd *f,
+                               uint32_t b0, uint32_t b1, uint64_t row0, mha_part *p)
+{
+    const uint32_t t = f->tokens[b0];
+    uint32_t most = 0;
+    for (uint32_t b = b0; b < b1; b++)
+        most = f->lengths[b] > most ? f->lengths[b] : most;
+    mha_fwd *pf = &p->f;
+    *pf = *f;
+    pf->tokens = NULL;
+    pf->B = pf->as.batch = b1 - b0;
+    pf->Lq = pf->as.len_q = t;
+    pf->Lk = f->append ? t : 0;
+    pf->as.len_k = most;
+    pf->as.kv_splits = f->as.kv_splits < most ? f->as.kv_splits : most;
+    pf->as.lengths = f->as.lengths ? f->as.lengths + b0 : NULL;
+    pf->old = f->old + b0;
+    pf->lengths = f->lengths + b0;
+    pf->entry = f->entry + b0;
+    pf->positions = f->positions ? f->positions + row0 : NULL;
+    pf->pos_ld = t;
+    pf->q0 = 0;
+    pf->n_query = pf->n_out = (uint64_t)pf->B * t * d->d_model;
+    pf->n_key = (uint64_t)pf->B * pf->Lk * d->kdim;
+    pf->n_value = (uint64_t)pf->B * pf->Lk * d->vdim;
+    pf->n_weights = 0;
+    p->b0 = b0;
+    p->row0 = row0;
+    /* f's offset was placed without a shift (mha.c's causal_shift). */
+    return vkmha__mask_place(ctx, ctx->call, &pf->mask.m,
+                             (int64_t)(int32_t)f->mask.m.causal_offset + most - t, t, most);
+}
+
+vkmha_status vkmha__mha_forward_mixed(vkmha_mha *mha, const vkmha_run *run, const mha_fwd *f,
+                                      const vkmha_arg args[5])
+{
+    vkmha_context *ctx = mha->ctx;
+    const uint64_t limit = vkmha__split_limit(ctx, run), rows = f->n_query * f->es;
+    if (limit && rows > limit)
+        return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: io->query and io->out (%llu bytes) are more than one binding "
+                           "holds on this device (%llu bytes): a mixed batch "
+                           "(io->entry_tokens) runs in one command buffer, not in parts; give "
+                           "fewer entries per call",
+                           ctx->call, (unsigned long long)rows, (unsigned long long)limit);
+    uint32_t n = 0;
+    for (uint32_t b = 0; b < f->B; b++)
+        n += b == 0 || f->tokens[b] != f->tokens[b - 1];
+    mha_part *parts = vkmha__calloc(ctx, n, sizeof *parts);
+    if (!parts)
+        return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
+                           ctx->call);
+    vkmha_status st = VKMHA_SUCCESS;
+    uint64_t row0 = 0;
+    for (uint32_t i = 0, b0 = 0, b1; i < n && !st; i++, b0 = b1) {
+        for (b1 = b0 + 1; b1 < f->B && f->tokens[b1] == f->tokens[b0]; b1++)
+            ;
+        st = mixed_part(ctx, &mha->d, f, b0, b1, row0, &parts[i]);
+        row0 += (uint64_t)(b1 - b0) * f->tokens[b0];
+    }
+    if (!st) {
+        vkmha__log(ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+                   "%s: a mixed batch of %u entries (%u rows) as %u runs of equal counts, in "
+                   "one command buffer",
+                   ctx->call, f->B, f->Lq, n);
+        mha_fwd whole = *f;
+        whole.parts = parts;
+        whole.n_parts = n;
+        st = ctx->ops->mha_forward(mha, run, &whole, args);
+    }
+    vkmha__free(ctx, parts);
+    return st;
+}

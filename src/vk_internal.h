@@ -92,11 +92,16 @@ typedef struct vk_mha {
      * each: dev[W_Q + i], then more[i][0 ..]; 1 block: whole. */
     uint32_t n_blocks[4], block_rows[4];
     vk_buffer *more[4];
+    /* The forward's descriptor sites: SITE_COUNT (src/vk_mha.c) per part of
+     * a mixed batch (a site is used at most once per command buffer), of
+     * which `part` is the part being planned; n_part_sites parts' worth. */
     vk_site_pool sites;
+    uint32_t part, n_part_sites;
     /* RoPE's (cos, sin) table of the forward being recorded (host memory
-     * that vk_update reads when the plan runs), grown as needed. */
+     * that vk_update reads when the plan runs), grown as needed; a mixed
+     * batch's part's from float rope_at on. */
     float *rope;
-    size_t rope_cap; /* floats */
+    size_t rope_cap, rope_at; /* floats */
 } vk_mha;
 /* A KV cache on the Vulkan backend (src/vk_kv_cache.c): the key lengths a
  * forward's attention reads (written into the command buffer by each

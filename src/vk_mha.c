@@ -23,6 +23,49 @@ enum mha_site {
     SITE_COUNT
 };
 
+/* The sites of the part being planned (vk_mha.part). */
+static vk_site *mha_sites(const vkmha_mha *mha)
+{
+    const vk_mha *vm = (const vk_mha *)mha;
+    return vm->sites.sites + (size_t)vm->part * SITE_COUNT;
+}
+
+/* The layer's sites for n parts (SITE_COUNT each, in the order of enum
+ * mha_site), made anew when it has fewer: without push descriptors after
+ * the pending submissions that may use the old sets. */
+static vkmha_status sites_ensure(vkmha_mha *mha, uint32_t n)
+{
+    vk_state *vk = mha->ctx->vk;
+    vk_mha *vm = (vk_mha *)mha;
+    if (n <= vm->n_part_sites)
+        return VKMHA_SUCCESS;
+    vk_kind *kinds = vkmha__alloc(mha->ctx, (size_t)n * SITE_COUNT * sizeof *kinds);
+    if (!kinds)
+        return vkmha__fail(mha->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
+                           mha->ctx->call);
+    for (uint32_t p = 0; p < n; p++) {
+        vk_kind *k = kinds + (size_t)p * SITE_COUNT;
+        for (int i = SITE_PROJ_Q; i <= SITE_PROJ_V; i++)
+            k[i] = KIND_MATMUL;
+        memcpy(&k[SITE_ATTENTION], vk_attention_site_kinds, sizeof vk_attention_site_kinds);
+        k[SITE_PROJ_O] = KIND_MATMUL;
+        k[SITE_NORM] = KIND_LAYERNORM;
+        for (int i = SITE_DEQUANT_K; i <= SITE_ROPE_K; i++)
+            k[i] = KIND_HEADS;
+    }
+    vk_site_pool grown;
+    vkmha_status st = vk_site_pool_create(vk, kinds, n * SITE_COUNT, &grown);
+    vkmha__free(mha->ctx, kinds);
+    if (!st && vm->n_part_sites && !vk->push_descriptors && (st = vk_wait_submissions(vk)))
+        vk_site_pool_destroy(vk, &grown);
+    if (st)
+        return st;
+    vk_site_pool_destroy(vk, &vm->sites);
+    vm->sites = grown;
+    vm->n_part_sites = n;
+    return VKMHA_SUCCESS;
+}
+
 /* Rows of block j of projection i's weight: block_rows, fewer for the last. */
 static uint32_t block_len(const vk_mha *vm, const vkmha_mha_desc *d, int i, uint32_t j)
 {
@@ -45,12 +88,6 @@ vkmha_status vk_mha_weights(vkmha_mha *mha, const void *const src[WEIGHT_COUNT],
     static const char *const what[WEIGHT_COUNT] = {"w_q", "w_k", "w_v", "w_o", "b_q",
                                                    "b_k", "b_v", "b_o", "norm_gamma",
                                                    "norm_beta"};
-    vk_kind kinds[SITE_COUNT] = {[SITE_PROJ_Q] = KIND_MATMUL, [SITE_PROJ_K] = KIND_MATMUL,
-                                 [SITE_PROJ_V] = KIND_MATMUL, [SITE_PROJ_O] = KIND_MATMUL,
-                                 [SITE_NORM] = KIND_LAYERNORM, [SITE_DEQUANT_K] = KIND_HEADS,
-                                 [SITE_DEQUANT_V] = KIND_HEADS, [SITE_ROPE_Q] = KIND_HEADS,
-                                 [SITE_ROPE_K] = KIND_HEADS};
-    memcpy(&kinds[SITE_ATTENTION], vk_attention_site_kinds, sizeof vk_attention_site_kinds);
     vk_state *vk = mha->ctx->vk;
     vk_mha *vm = (vk_mha *)mha;
     const uint32_t sd = mha->d.storage_dtype;
@@ -104,8 +141,7 @@ vkmha_status vk_mha_weights(vkmha_mha *mha, const void *const src[WEIGHT_COUNT],
                 return st;
         }
     }
-    if ((st = vk_site_pool_create(vk, kinds, SITE_COUNT, &vm->sites)) ||
-        (st = vk_exec_begin(vk, MODE_SYNC, VK_NULL_HANDLE, NULL)))
+    if ((st = sites_ensure(mha, 1)) || (st = vk_exec_begin(vk, MODE_SYNC, VK_NULL_HANDLE, NULL)))
         return st;
     for (int i = 0; i < WEIGHT_COUNT && !st; i++) {
         if (!src[i])
@@ -305,7 +341,7 @@ static vkmha_status plan_attention(vk_state *vk, const vkmha_mha *mha, const mha
 static vkmha_status record_dequant(vk_state *vk, const vkmha_mha *mha, const mha_fwd *f,
                                    uint32_t first, vk_view kv[2])
 {
-    vk_site *site = ((vk_mha *)mha)->sites.sites;
+    vk_site *site = mha_sites(mha);
     vkmha_status st = VKMHA_SUCCESS;
     for (int i = 0; i < 2 && !st; i++) {
         const heads_shape hs = {.batch = f->B, .len = f->as.len_k, .heads = mha->d.n_kv_head,
@@ -428,6 +464,28 @@ static vkmha_status record_append(vk_state *vk, const mha_fwd *f, uint32_t first
     return vk_update(vk, &kv->lens, 0, f->lengths, 4ull * f->B);
 }
 
+/* Room for n floats of RoPE tables (vk_mha.rope). Tables already in it
+ * are read when the plan runs: a mixed batch's parts (record_parts) take
+ * theirs one after another in room size_parts made first. */
+static vkmha_status rope_table_ensure(vkmha_mha *mha, uint64_t n)
+{
+    vk_mha *vm = (vk_mha *)mha;
+    if (n <= vm->rope_cap)
+        return VKMHA_SUCCESS;
+    if (vm->rope_at)
+        return vkmha__fail(mha->ctx, VKMHA_ERROR_VULKAN,
+                           "%s: internal error: RoPE's tables grown while planned",
+                           mha->ctx->call);
+    float *t = vkmha__alloc(mha->ctx, n * sizeof *t);
+    if (!t)
+        return vkmha__fail(mha->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
+                           mha->ctx->call);
+    vkmha__free(mha->ctx, vm->rope);
+    vm->rope = t;
+    vm->rope_cap = n;
+    return VKMHA_SUCCESS;
+}
+
 /* RoPE's (cos, sin) table of the forward's query rows and new keys,
  * computed here in double (vkmha__rope_angle, as the reference's) and
  * written into the commands before the projections, so that the barrier
@@ -438,16 +496,10 @@ static vkmha_status record_rope_table(vk_state *vk, vkmha_mha *mha, const mha_fw
     const vkmha_mha_desc *d = &mha->d;
     const uint32_t pairs = d->rope_dims / 2;
     const uint64_t rq = (uint64_t)f->B * f->Lq, n = rope_rows(f) * pairs * 2;
-    if (n > vm->rope_cap) {
-        float *t = vkmha__alloc(mha->ctx, n * sizeof *t);
-        if (!t)
-            return vkmha__fail(mha->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY,
-                               "%s: out of host memory", mha->ctx->call);
-        vkmha__free(mha->ctx, vm->rope);
-        vm->rope = t;
-        vm->rope_cap = n;
-    }
-    float *t = vm->rope;
+    vkmha_status st;
+    if ((st = rope_table_ensure(mha, vm->rope_at + n)))
+        return st;
+    float *t = vm->rope + vm->rope_at;
     for (uint64_t r = 0; r < rope_rows(f); r++) {
         const bool key = r >= rq;
         const uint32_t len = key ? f->Lk : f->Lq;
@@ -462,20 +514,19 @@ static vkmha_status record_rope_table(vk_state *vk, vkmha_mha *mha, const mha_fw
         }
     }
     vk_barrier(vk); /* after an earlier part's passes read it */
-    return vk_update(vk, &vk->mem.slots[SLOT_ROPE], 0, vm->rope, n * 4);
+    return vk_update(vk, &vk->mem.slots[SLOT_ROPE], 0, vm->rope + vm->rope_at, n * 4);
 }
 
 /* RoPE on the query projections and the new keys' in place, a pass over
  * each (no barrier between them: different buffers), from the table. */
 static vkmha_status record_rope(vk_state *vk, vkmha_mha *mha, const mha_fwd *f)
 {
-    vk_mha *vm = (vk_mha *)mha;
     const vkmha_mha_desc *d = &mha->d;
     const uint32_t pairs = d->rope_dims / 2;
     const uint64_t rq = (uint64_t)f->B * f->Lq;
     const vk_buffer *slot = &vk->mem.slots[SLOT_ROPE];
     vkmha_status st = VKMHA_SUCCESS;
-    vk_site *site = vm->sites.sites;
+    vk_site *site = mha_sites(mha);
     for (int k = 0; k < 1 + f->append && !st; k++) {
         const uint32_t heads = k ? d->n_kv_head : d->n_head;
         const uint64_t rows = k ? (uint64_t)f->B * f->Lk : rq,
@@ -500,7 +551,7 @@ static vkmha_status record_forward(vkmha_mha *mha, const mha_fwd *f, vk_attn_pla
     vk_state *vk = mha->ctx->vk;
     const vkmha_mha_desc *d = &mha->d;
     const vk_buffer *w = ((vk_mha *)mha)->dev;
-    vk_site *site = ((vk_mha *)mha)->sites.sites;
+    vk_site *site = mha_sites(mha);
     vkmha_status st;
     const uint32_t H = d->n_head;
     const uint32_t rq = f->B * f->Lq, rk = f->B * f->Lk;
@@ -562,7 +613,73 @@ static vkmha_status record_forward(vkmha_mha *mha, const mha_fwd *f, vk_attn_pla
     return VKMHA_SUCCESS;
 }
 
-/* The forward on host arrays: vk_run_host's record step. */
+/* Part p's operands: the call's (b, packed rows) from its first row. */
+static fwd_bufs part_bufs(const vkmha_mha *mha, const mha_fwd *f, const mha_part *p,
+                          const fwd_bufs *b)
+{
+    const vkmha_mha_desc *d = &mha->d;
+    const uint64_t at = p->row0 * f->es;
+    fwd_bufs pb = *b;
+    pb.query.offset += at * d->d_model;
+    pb.key.offset += at * d->kdim;
+    pb.value.offset += at * d->vdim;
+    pb.out.offset += at * d->d_model;
+    return pb;
+}
+
+/* A mixed batch's parts (f->parts), planned before anything is recorded:
+ * the parts' sites made, scratch slots grown and window sites reserved to
+ * what every part needs, so that planning each part again as it is
+ * recorded (record_parts) replaces no buffer or set an earlier part's
+ * passes hold. Quiet (warnings and errors only): record_parts logs the
+ * plans. */
+static vkmha_status size_parts(vkmha_mha *mha, const mha_fwd *f, const fwd_bufs *b)
+{
+    vkmha_context *ctx = mha->ctx;
+    const vkmha_log_level level = ctx->log_level;
+    uint64_t tables = 0; /* RoPE's, every part's */
+    for (uint32_t i = 0; i < f->n_parts; i++)
+        tables += rope_rows(&f->parts[i].f) * mha->d.rope_dims;
+    vkmha_status st = sites_ensure(mha, f->n_parts);
+    if (!st)
+        st = rope_table_ensure(mha, tables);
+    ctx->log_level = level > VKMHA_LOG_WARN ? level : VKMHA_LOG_WARN;
+    for (uint32_t i = 0; i < f->n_parts && !st; i++) {
+        const fwd_bufs pb = part_bufs(mha, f, &f->parts[i], b);
+        vk_attn_plan plan;
+        ((vk_mha *)mha)->part = i;
+        st = prepare_vulkan(mha, &f->parts[i].f, &pb, false, NULL, &plan);
+    }
+    ((vk_mha *)mha)->part = 0;
+    ctx->log_level = level;
+    vk_window_sites_end(ctx->vk); /* reserved again as they are planned */
+    return st;
+}
+
+/* Plans and records a mixed batch's parts in turn, after size_parts: each
+ * with its own sites, a barrier between parts (they share the scratch). */
+static vkmha_status record_parts(vkmha_mha *mha, const mha_fwd *f, const fwd_bufs *b)
+{
+    vk_mha *vm = (vk_mha *)mha;
+    vkmha_status st = VKMHA_SUCCESS;
+    for (uint32_t i = 0; i < f->n_parts && !st; i++) {
+        const mha_fwd *pf = &f->parts[i].f;
+        const fwd_bufs pb = part_bufs(mha, f, &f->parts[i], b);
+        vk_attn_plan plan;
+        vm->part = i;
+        if (i)
+            vk_barrier(mha->ctx->vk);
+        if (!(st = prepare_vulkan(mha, pf, &pb, false, NULL, &plan)))
+            st = record_forward(mha, pf, &plan, &pb);
+        vm->rope_at += rope_rows(pf) * mha->d.rope_dims;
+    }
+    vm->part = 0;
+    vm->rope_at = 0;
+    return st;
+}
+
+/* The forward on host arrays: vk_run_host's record step (plan NULL: a
+ * mixed batch's parts). */
 typedef struct forward_op {
     vkmha_mha *mha;
     const mha_fwd *f;
@@ -574,7 +691,8 @@ static vkmha_status record_op(vk_state *vk, const void *arg)
 {
     const forward_op *o = arg;
     (void)vk;
-    return record_forward(o->mha, o->f, o->plan, o->b);
+    return o->plan ? record_forward(o->mha, o->f, o->plan, o->b)
+                   : record_parts(o->mha, o->f, o->b);
 }
 
 /* The forward on host arrays (io: query, key, value, out, attn_weights). */
@@ -618,12 +736,14 @@ static vkmha_status forward_host(vkmha_mha *mha, const mha_fwd *f, const vkmha_a
                   .value = vk_view_of(&vk->mem.slots[in_slot[2]], f->ad),
                   .out = vk_view_of(&vk->mem.slots[SLOT_OUT], f->ad)};
     vk_mask_slots(vk, b.masks);
-    vk_attn_plan plan;
+    vk_attn_plan plan = {.fused = false}; /* unplanned for a mixed batch's parts */
     if ((wbuf && (st = vk_slot_ensure(vk, SLOT_WEIGHTS, f->n_weights * es))) ||
         (st = vk_slot_ensure(vk, SLOT_OUT, f->n_out * es)) ||
-        (st = prepare_vulkan(mha, f, &b, attn_weights != NULL, wbuf ? &wview : NULL, &plan)))
+        (st = f->n_parts ? size_parts(mha, f, &b)
+                         : prepare_vulkan(mha, f, &b, attn_weights != NULL,
+                                          wbuf ? &wview : NULL, &plan)))
         return st;
-    const forward_op op = {mha, f, &plan, &b};
+    const forward_op op = {mha, f, f->n_parts ? NULL : &plan, &b};
     const size_t no = (size_t)(f->n_out * es), nw = (size_t)(f->n_weights * es);
     vk_host_call call = {.mask = &f->mask.m, .batch = f->B, .len_q = f->Lq,
                          .len_k = f->as.len_k,
@@ -664,6 +784,11 @@ vkmha_status vk_mha_forward(vkmha_mha *mha, const vkmha_run *run, const mha_fwd 
                   .value = vk_tensor_view(&io[2]), .out = vk_tensor_view(&io[3])};
     const vk_view weights = vk_tensor_view(&io[4]);
     vk_tensor_masks(&f->mask, b.masks);
+    if (f->n_parts) {
+        if ((st = size_parts(mha, f, &b)) || (st = vk_run_begin(vk, run)))
+            return st;
+        return vk_run_end(vk, run, record_parts(mha, f, &b));
+    }
     vk_attn_plan plan;
     if ((st = prepare_vulkan(mha, f, &b, weights.buf != NULL, weights.buf ? &weights : NULL,
                              &plan)) ||

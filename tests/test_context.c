@@ -605,7 +605,7 @@ static void limit_cases(vkmha_context *gpu, vkmha_context *ref, t_rng *rng)
     vkmha_mha *mr = NULL;
     rst = vkmha_mha_create(ref, &md, &mr);
     float *yr = t_alloc((size_t)len * heads);
-    vkmha_mha_io io = {1, len, 0, x, x, x, NULL, yr, NULL, VKMHA_ATTENTION_PATH_UNFUSED, 0, 0, NULL, 0, NULL};
+    vkmha_mha_io io = {1, len, 0, x, x, x, NULL, yr, NULL, VKMHA_ATTENTION_PATH_UNFUSED, 0, 0, NULL, 0, NULL, NULL};
     if (rst == VKMHA_SUCCESS)
         rst = vkmha_mha_forward(mr, &io);
     io.out = y;

@@ -229,13 +229,13 @@ static void tensor_layer(vkmha_context *ctx, const char *be, const layer_data *l
         return;
     }
     float *want = t_alloc(N_ACT);
-    vkmha_mha_io io = {B, L, 0, ld->x, ld->x, ld->x, NULL, want, NULL, 0, 0, 0, NULL, 0, NULL};
+    vkmha_mha_io io = {B, L, 0, ld->x, ld->x, ld->x, NULL, want, NULL, 0, 0, 0, NULL, 0, NULL, NULL};
     bool ok = vkmha_mha_forward(mha, &io) == VKMHA_SUCCESS;
     vkmha_tensor *tx = tensor_from(ctx, ld->x, B, L, D);
     vkmha_tensor *out[4];
     for (int i = 0; i < 4; i++)
         out[i] = tensor(ctx, VKMHA_DTYPE_F32, 3, B, L, D, 0);
-    vkmha_mha_tensors tio = {B, L, 0, tx, tx, tx, NULL, out[0], NULL, 0, 0, NULL, 0, NULL};
+    vkmha_mha_tensors tio = {B, L, 0, tx, tx, tx, NULL, out[0], NULL, 0, 0, NULL, 0, NULL, NULL};
     ok = vkmha_mha_forward_tensor(mha, &tio) == VKMHA_SUCCESS && ok;
     float *got = download(out[0]);
     snprintf(name, sizeof name, "%s: vkmha_mha_forward_tensor equals vkmha_mha_forward (post-norm, self-attention)", be);
@@ -291,12 +291,12 @@ static void tensor_layer(vkmha_context *ctx, const char *be, const layer_data *l
     /* Two layers chained on the device: out[1] = layer(layer(x)), with no
      * host round trip, equals the host-array calls one after the other. */
     float *mid = t_alloc(N_ACT), *two = t_alloc(N_ACT);
-    vkmha_mha_io io1 = {B, L, 0, ld->x, ld->x, ld->x, NULL, mid, NULL, 0, 0, 0, NULL, 0, NULL},
-                 io2 = {B, L, 0, mid, mid, mid, NULL, two, NULL, 0, 0, 0, NULL, 0, NULL};
+    vkmha_mha_io io1 = {B, L, 0, ld->x, ld->x, ld->x, NULL, mid, NULL, 0, 0, 0, NULL, 0, NULL, NULL},
+                 io2 = {B, L, 0, mid, mid, mid, NULL, two, NULL, 0, 0, 0, NULL, 0, NULL, NULL};
     ok = vkmha_mha_forward(mha, &io1) == VKMHA_SUCCESS &&
          vkmha_mha_forward(mha, &io2) == VKMHA_SUCCESS;
-    vkmha_mha_tensors t1 = {B, L, 0, tx, tx, tx, NULL, out[0], NULL, 0, 0, NULL, 0, NULL},
-                      t2 = {B, L, 0, out[0], out[0], out[0], NULL, out[1], NULL, 0, 0, NULL, 0, NULL};
+    vkmha_mha_tensors t1 = {B, L, 0, tx, tx, tx, NULL, out[0], NULL, 0, 0, NULL, 0, NULL, NULL},
+                      t2 = {B, L, 0, out[0], out[0], out[0], NULL, out[1], NULL, 0, 0, NULL, 0, NULL, NULL};
     ok = vkmha_mha_forward_tensor(mha, &t1) == VKMHA_SUCCESS &&
          vkmha_mha_forward_tensor(mha, &t2) == VKMHA_SUCCESS && ok;
     got = download(out[1]);
@@ -330,14 +330,14 @@ static vkmha_status alloc_run(vkmha_backend backend, t_counting *c, const layer_
     float *out = t_alloc(N_ACT);
     vkmha_tensor *tx = NULL, *to = NULL;
     vkmha_tensor_desc td = {VKMHA_DTYPE_F32, 3, {B, L, D, 0}};
-    vkmha_mha_io io = {B, L, 0, ld->x, ld->x, ld->x, NULL, out, NULL, 0, 0, 0, NULL, 0, NULL};
+    vkmha_mha_io io = {B, L, 0, ld->x, ld->x, ld->x, NULL, out, NULL, 0, 0, 0, NULL, 0, NULL, NULL};
     vkmha_status first = VKMHA_SUCCESS;
     if ((st = vkmha_mha_create(ctx, &md, &mha)) || (st = vkmha_mha_forward(mha, &io)) ||
         (st = vkmha_tensor_create(ctx, &td, &tx)) || (st = vkmha_tensor_create(ctx, &td, &to)) ||
         (st = vkmha_tensor_upload(tx, 0, ld->x, N_ACT * 4))) {
         first = st;
     } else {
-        vkmha_mha_tensors tio = {B, L, 0, tx, tx, tx, NULL, to, NULL, 0, 0, NULL, 0, NULL};
+        vkmha_mha_tensors tio = {B, L, 0, tx, tx, tx, NULL, to, NULL, 0, 0, NULL, 0, NULL, NULL};
         first = vkmha_mha_forward_tensor(mha, &tio);
     }
     /* Usable after the failure: finish the work with allocations allowed. */
@@ -511,7 +511,7 @@ static void no_push_descriptors(const layer_data *ld)
     vkmha_mha_create(ctx, &md, &mha);
     vkmha_tensor *tx = tensor_from(ctx, ld->x, B, L, D), *to = tensor(ctx, VKMHA_DTYPE_F32, 3,
                                                                         B, L, D, 0);
-    vkmha_mha_tensors tio = {B, L, 0, tx, tx, tx, NULL, to, NULL, 0, 0, NULL, 0, NULL};
+    vkmha_mha_tensors tio = {B, L, 0, tx, tx, tx, NULL, to, NULL, 0, 0, NULL, 0, NULL, NULL};
     /* Recording without them: examples/embed.c run as example_embed_no_push. */
     t_report(!info.push_descriptors, "VKMHA_NO_PUSH_DESCRIPTORS=1 turns push descriptors off");
     /* Submissions still work on descriptor sets (they wait for each other). */
@@ -534,7 +534,7 @@ static void trim(vkmha_context *ctx, const layer_data *ld, const float *want)
     vkmha_mha_desc md = layer_desc(ld);
     vkmha_mha *mha = NULL;
     float *out = t_alloc(N_ACT);
-    vkmha_mha_io io = {B, L, 0, ld->x, ld->x, ld->x, NULL, out, NULL, 0, 0, 0, NULL, 0, NULL};
+    vkmha_mha_io io = {B, L, 0, ld->x, ld->x, ld->x, NULL, out, NULL, 0, 0, 0, NULL, 0, NULL, NULL};
     vkmha_context_info before, after;
     bool ok = vkmha_mha_create(ctx, &md, &mha) == VKMHA_SUCCESS &&
               vkmha_mha_forward(mha, &io) == VKMHA_SUCCESS &&
@@ -580,18 +580,18 @@ static void grow_while_submitted(vkmha_context *ref, const layer_data *ld, t_rng
     float *xs = t_random(r, (size_t)B * LS * D, -1, 1), *xb = t_random(r, (size_t)B * LB * D, -1, 1);
     float *ws = t_alloc((size_t)B * LS * D), *wb = t_alloc((size_t)B * LB * D),
           *gb = t_alloc((size_t)B * LB * D);
-    vkmha_mha_io rs = {B, LS, 0, xs, xs, xs, NULL, ws, NULL, 0, 0, 0, NULL, 0, NULL},
-                 rb = {B, LB, 0, xb, xb, xb, NULL, wb, NULL, 0, 0, 0, NULL, 0, NULL},
-                 gio = {B, LB, 0, xb, xb, xb, NULL, gb, NULL, 0, 0, 0, NULL, 0, NULL};
+    vkmha_mha_io rs = {B, LS, 0, xs, xs, xs, NULL, ws, NULL, 0, 0, 0, NULL, 0, NULL, NULL},
+                 rb = {B, LB, 0, xb, xb, xb, NULL, wb, NULL, 0, 0, 0, NULL, 0, NULL, NULL},
+                 gio = {B, LB, 0, xb, xb, xb, NULL, gb, NULL, 0, 0, 0, NULL, 0, NULL, NULL};
     bool ok = vkmha_mha_create(ref, &md, &rm) == VKMHA_SUCCESS &&
               vkmha_mha_forward(rm, &rs) == VKMHA_SUCCESS &&
               vkmha_mha_forward(rm, &rb) == VKMHA_SUCCESS &&
               vkmha_mha_create(ctx, &md, &mha) == VKMHA_SUCCESS;
     /* The slots at the first length, before the submission. */
-    vkmha_mha_io first = {B, L, 0, ld->x, ld->x, ld->x, NULL, gb, NULL, 0, 0, 0, NULL, 0, NULL};
+    vkmha_mha_io first = {B, L, 0, ld->x, ld->x, ld->x, NULL, gb, NULL, 0, 0, 0, NULL, 0, NULL, NULL};
     ok = ok && vkmha_mha_forward(mha, &first) == VKMHA_SUCCESS;
     vkmha_tensor *tx = tensor_from(ctx, xs, B, LS, D), *to = tensor(ctx, VKMHA_DTYPE_F32, 3, B, LS, D, 0);
-    vkmha_mha_tensors tio = {B, LS, 0, tx, tx, tx, NULL, to, NULL, 0, 0, NULL, 0, NULL};
+    vkmha_mha_tensors tio = {B, LS, 0, tx, tx, tx, NULL, to, NULL, 0, 0, NULL, 0, NULL, NULL};
     vkmha_submission *s = NULL;
     g_deferred = 0;
     ok = ok && vkmha_mha_submit(mha, &tio, &s) == VKMHA_SUCCESS;
@@ -664,7 +664,7 @@ static void own_device_custom_loader(const layer_data *ld, const float *want)
     vkmha_mha *mha = NULL;
     float *out = t_alloc(N_ACT);
     vkmha_mha_desc md = layer_desc(ld);
-    vkmha_mha_io io = {B, L, 0, ld->x, ld->x, ld->x, NULL, out, NULL, 0, 0, 0, NULL, 0, NULL};
+    vkmha_mha_io io = {B, L, 0, ld->x, ld->x, ld->x, NULL, out, NULL, 0, 0, 0, NULL, 0, NULL, NULL};
     bool ok = st == VKMHA_SUCCESS && vkmha_context_get_info(ctx, &info) == VKMHA_SUCCESS &&
               vkmha_mha_create(ctx, &md, &mha) == VKMHA_SUCCESS &&
               vkmha_mha_forward(mha, &io) == VKMHA_SUCCESS;
@@ -694,7 +694,7 @@ int main(void)
     float *want = t_alloc(N_ACT);
     vkmha_mha_desc md = layer_desc(&ld);
     vkmha_mha *layer = NULL;
-    vkmha_mha_io io = {B, L, 0, ld.x, ld.x, ld.x, NULL, want, NULL, 0, 0, 0, NULL, 0, NULL};
+    vkmha_mha_io io = {B, L, 0, ld.x, ld.x, ld.x, NULL, want, NULL, 0, 0, 0, NULL, 0, NULL, NULL};
     if (vkmha_mha_create(ref, &md, &layer) || vkmha_mha_forward(layer, &io)) {
         printf("Bail out! reference layer\n");
         return 1;

@@ -86,7 +86,7 @@ static void run_case(vkmha_context *ref, vkmha_context *gpu, const char *tag, t_
     vkmha_mha_io io = {c->batch, c->len_q, c->len_k, query, key, value,
                        t_mask_make(&tm, rng, c->kinds, c->batch, H, c->len_q, Lk, c->bias_batch,
                                    c->bias_heads, c->fully_masked_row),
-                       NULL, NULL, 0, 0, 0, NULL, 0, NULL};
+                       NULL, NULL, 0, 0, 0, NULL, 0, NULL, NULL};
 
     bool ok = true;
     vkmha_mha *mr = NULL, *mg = NULL;

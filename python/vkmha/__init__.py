@@ -534,7 +534,8 @@ class MHA(_vkmha.MHA):
     def __call__(self, query, key=None, value=None, need_weights=False, path="auto",
                  kv_splits=0, key_padding=None, full=None, causal=False, bias=None,
                  dtype=None, kv_cache=None, kv_entry=0, causal_offset=0, window=0,
-                 softcap=0.0, alibi=None, sinks=None, positions=None):
+                 softcap=0.0, alibi=None, sinks=None, positions=None, entry_tokens=None,
+                 cu_seqlens=None):
         """out [batch][len_q][d_model] (and attn_weights [batch][H][len_q][len_k]
         when need_weights) for query [batch][len_q][d_model], key
         [batch][len_k][kdim] and value [batch][len_k][vdim] (None: query), of
@@ -552,7 +553,27 @@ class MHA(_vkmha.MHA):
         softcap=50, gpt-oss's sinks, BLOOM's alibi=True). positions: with
         RoPE (MHA(..., rope_dims=, rope_theta=, rope_scale=, rope_layout=)),
         the tokens' positions [batch][len_q] (default: each cache entry's
-        length before the call + t, or t without a cache)."""
+        length before the call + t, or t without a cache).
+        A mixed batch (continuous batching, with kv_cache): entry_tokens,
+        the new tokens of each entry [batch] (a prompt for one, 1 for a
+        decode step), or cu_seqlens, their cumulative offsets [batch + 1]
+        from 0 (flash-attn's varlen form); query (and key, value) are then
+        packed [total][d_model], entry after entry, and so is the output
+        (positions: [total]). Each entry appends its tokens and attends with
+        its causal mask aligned to its own end, as one call per entry would;
+        key_padding, full, bias and need_weights are refused (no packed
+        shape)."""
+        tokens = _entry_tokens(entry_tokens, cu_seqlens)
+        if tokens is not None:
+            if kv_cache is None:
+                raise ValueError("entry_tokens / cu_seqlens need kv_cache (a mixed batch's "
+                                 "entries are a KV cache's)")
+            if len(query.shape) != 2:
+                raise ValueError("query: a mixed batch is packed [total][d_model], got shape "
+                                 "%s" % (tuple(query.shape),))
+            return self._mixed(query, key, value, tokens, path, kv_splits, causal, dtype,
+                               kv_cache, kv_entry, causal_offset, window, softcap, alibi,
+                               sinks, positions, need_weights, key_padding, full, bias)
         if kv_cache is not None and key is False:
             key = value = None
         else:
@@ -569,14 +590,7 @@ class MHA(_vkmha.MHA):
         extra = {"kv_cache": kv_cache, "kv_entry": kv_entry, "causal_offset": causal_offset,
                  **rules(d["n_head"], window, softcap, alibi, sinks)}
         if positions is not None:
-            if _is_torch(positions):
-                positions = positions.detach().cpu().numpy()
-            p = _np.asarray(positions)
-            if p.dtype.kind not in "iu":
-                raise TypeError("positions: integers are needed, got %s" % p.dtype)
-            if p.size and (p.min() < 0 or p.max() > 2**31 - 1):
-                raise ValueError("positions: each must be in [0, 2^31 - 1]")
-            extra["positions"] = _np.ascontiguousarray(p, dtype=_np.uint32)
+            extra["positions"] = _u32_array(positions, "positions")
         if isinstance(query, _vkmha.Tensor):
             b, lq = query.shape[0], query.shape[1]
             lk = key.shape[1] if key is not None else 0
@@ -610,6 +624,75 @@ class MHA(_vkmha.MHA):
                      **_bias_dims(bias_a), **extra)
         return (_like(out, query, dt), _like(w, query, dt)) if need_weights \
             else _like(out, query, dt)
+
+    def _mixed(self, query, key, value, tokens, path, kv_splits, causal, dtype, kv_cache,
+               kv_entry, causal_offset, window, softcap, alibi, sinks, positions,
+               need_weights, key_padding, full, bias):
+        """__call__'s mixed batch: packed [total][d_model] rows, tokens [batch]."""
+        for name, v in (("need_weights", need_weights), ("key_padding", key_padding),
+                        ("full", full), ("bias", bias)):
+            if v is not None and v is not False:
+                raise ValueError("%s: a mixed batch (entry_tokens) has no [batch][...] "
+                                 "shape for it" % name)
+        d = self.desc
+        if key is False:
+            key = value = None
+        else:
+            key = query if key is None else key
+            value = key if value is None else value
+        total = query.shape[0]
+        extra = {"kv_cache": kv_cache, "kv_entry": kv_entry, "causal_offset": causal_offset,
+                 "entry_tokens": tokens, **rules(d["n_head"], window, softcap, alibi, sinks)}
+        if positions is not None:
+            extra["positions"] = _u32_array(positions, "positions")
+        lk = 0 if key is None else total
+        if isinstance(query, _vkmha.Tensor):
+            out = query.context.tensor(shape=(total, d["d_model"]), dtype=query.dtype)
+            self.forward(query, key, value, out, total, lk, batch=len(tokens),
+                         path=_path(path), kv_splits=kv_splits, causal=causal, **extra)
+            return out
+        Q, dt = _typed(query, "query", _dtype(dtype))
+        if key is None:
+            K = V = None
+        else:
+            K = Q if key is query else _typed(key, "key", dt)[0]
+            V = K if value is key else (Q if value is query else _typed(value, "value", dt)[0])
+        out = _np.empty((total, d["d_model"]), DTYPES[dt])
+        self.forward(Q, K, V, out, total, lk, batch=len(tokens), path=_path(path),
+                     kv_splits=kv_splits, causal=causal, dtype=dt, **extra)
+        return _like(out, query, dt)
+
+
+def _u32_array(v, name):
+    """An array of integers in [0, 2^31 - 1] as contiguous uint32 (numpy or torch)."""
+    if _is_torch(v):
+        v = v.detach().cpu().numpy()
+    p = _np.asarray(v)
+    if p.dtype.kind not in "iu":
+        raise TypeError("%s: integers are needed, got %s" % (name, p.dtype))
+    if p.size and (p.min() < 0 or p.max() > 2**31 - 1):
+        raise ValueError("%s: each must be in [0, 2^31 - 1]" % name)
+    return _np.ascontiguousarray(p, dtype=_np.uint32)
+
+
+def _entry_tokens(entry_tokens, cu_seqlens):
+    """A mixed batch's counts [batch] from entry_tokens or cu_seqlens [batch + 1]
+    (None: not a mixed batch)."""
+    if entry_tokens is not None and cu_seqlens is not None:
+        raise ValueError("entry_tokens and cu_seqlens: give one")
+    if cu_seqlens is not None:
+        cu = _u32_array(cu_seqlens, "cu_seqlens").astype(_np.int64)
+        if cu.ndim != 1 or len(cu) < 2 or cu[0] != 0:
+            raise ValueError("cu_seqlens: [batch + 1] offsets from 0 are needed")
+        if (_np.diff(cu) < 0).any():
+            raise ValueError("cu_seqlens: the offsets must not decrease")
+        return _np.ascontiguousarray(_np.diff(cu), dtype=_np.uint32)
+    if entry_tokens is None:
+        return None
+    t = _u32_array(entry_tokens, "entry_tokens")
+    if t.ndim != 1:
+        raise ValueError("entry_tokens: [batch] counts are needed")
+    return t
 
 
 class KVCache(_vkmha.KVCache):

@@ -1233,15 +1233,16 @@ static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"query", "key", "value", "out", "len_q", "len_k", "batch",
                              "attn_weights", "path", "kv_splits", MASK_KWLIST, "dtype",
-                             "kv_cache", "kv_entry", "positions", NULL};
-    PyObject *q_o, *k_o, *v_o, *out_o, *w_o = Py_None, *cache_o = Py_None, *pos_o = Py_None;
+                             "kv_cache", "kv_entry", "positions", "entry_tokens", NULL};
+    PyObject *q_o, *k_o, *v_o, *out_o, *w_o = Py_None, *cache_o = Py_None, *pos_o = Py_None,
+             *tok_o = Py_None;
     Py_ssize_t lq, lk, batch = 1, kv_splits = 0, kv_entry = 0;
     int path = 0, dt = VKMHA_DTYPE_F32;
     mask_args m = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOnn|nOin" MASK_FORMAT "iOnO", kwlist, &q_o,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOOnn|nOin" MASK_FORMAT "iOnOO", kwlist, &q_o,
                                      &k_o, &v_o, &out_o, &lq, &lk, &batch, &w_o, &path,
                                      &kv_splits, MASK_REFS(m), &dt, &cache_o, &kv_entry,
-                                     &pos_o) ||
+                                     &pos_o, &tok_o) ||
         live(self->mha, "MHA") || check_open(self->ctx) || check_dtype(dt, "dtype", false))
         return NULL;
     const vkmha_mha_desc *d = &self->d;
@@ -1265,25 +1266,31 @@ static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)
     if (cache)
         Lkn = cache_len_kv(cache, entry, Bn, k_o != Py_None ? Lkn : 0);
     bool tm = is_tensor(q_o), present;
-    arg a[6 + MASK_ARGS];
+    arg a[7 + MASK_ARGS];
     memset(a, 0, sizeof a);
     vkmha_mask hm;
     vkmha_tensor_mask tmk;
     vkmha_status st;
     const uint32_t adt = (uint32_t)dt;
-    if (arg_get(pos_o, "positions", ARG_U32, false, PROD2(Bn, Lq), false, self->ctx,
-                &a[5 + MASK_ARGS]))
+    /* A mixed batch's rows are packed: len_q of them in all. */
+    const uint32_t Bq = tok_o != Py_None ? 1 : Bn;
+    if (arg_get(tok_o, "entry_tokens", ARG_U32, false, Bn, false, self->ctx,
+                &a[6 + MASK_ARGS]) ||
+        arg_get(pos_o, "positions", ARG_U32, false, PROD2(Bq, Lq), false, self->ctx,
+                &a[5 + MASK_ARGS])) {
+        args_release(a, 7 + MASK_ARGS);
         return NULL;
-    if (arg_get(q_o, "query", adt, false, PROD3(Bn, Lq, d->d_model), tm, self->ctx, &a[0]) ||
-        arg_get(k_o, "key", adt, false, PROD3(Bn, Lk ? Lk : Lq, d->kdim), tm, self->ctx,
+    }
+    if (arg_get(q_o, "query", adt, false, PROD3(Bq, Lq, d->d_model), tm, self->ctx, &a[0]) ||
+        arg_get(k_o, "key", adt, false, PROD3(Bq, Lk ? Lk : Lq, d->kdim), tm, self->ctx,
                 &a[1]) ||
-        arg_get(v_o, "value", adt, false, PROD3(Bn, Lk ? Lk : Lq, d->vdim), tm, self->ctx,
+        arg_get(v_o, "value", adt, false, PROD3(Bq, Lk ? Lk : Lq, d->vdim), tm, self->ctx,
                 &a[2]) ||
-        arg_get(out_o, "out", adt, true, PROD3(Bn, Lq, d->d_model), tm, self->ctx, &a[3]) ||
+        arg_get(out_o, "out", adt, true, PROD3(Bq, Lq, d->d_model), tm, self->ctx, &a[3]) ||
         arg_get(w_o, "attn_weights", adt, true, PROD4(Bn, d->n_head, Lq, Lkn), tm, self->ctx,
                 &a[4]) ||
         mask_get(&m, Bn, d->n_head, Lq, Lkn, tm, self->ctx, a + 5, &hm, &tmk, &present)) {
-        args_release(a, 6 + MASK_ARGS);
+        args_release(a, 7 + MASK_ARGS);
         return NULL;
     }
     /* vkmha_mha_io and vkmha_mha_tensors have the same fields: arrays (.p)
@@ -1299,6 +1306,7 @@ static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)
         io.kv_splits = splits;                                                     \
         io.kv_cache = cache, io.kv_entry = entry;                                  \
         io.positions = a[5 + MASK_ARGS].p;                                         \
+        io.entry_tokens = a[6 + MASK_ARGS].p;                                      \
     } while (0)
     /* vkmha_mha_tensors has no dtype: its tensors carry theirs. */
     if (tm) {
@@ -1312,7 +1320,7 @@ static PyObject *mha_forward(MHAObject *self, PyObject *args, PyObject *kw)
         st = vkmha_mha_forward(self->mha, &io);
     }
 #undef FILL_IO
-    args_release(a, 6 + MASK_ARGS);
+    args_release(a, 7 + MASK_ARGS);
     if (st)
         return context_fail(self->ctx, st);
     Py_RETURN_NONE;

@@ -295,6 +295,85 @@ class TestRulesLayer(unittest.TestCase):
                 t0 += n
 
 
+class TestMixedBatch(unittest.TestCase):
+    """Continuous batching (entry_tokens / cu_seqlens): four cache entries
+    step by step, each step one call whose entries bring different counts
+    (prompts of 5, 3, 1 and 7 tokens; then decodes beside a chunk of 4 of a
+    prompt; then a decode each), with RoPE (rotate_half, 4 of 4 dims,
+    theta 100) + a causal window of 5 + gpt-oss sinks + GQA; each entry's
+    rows against its own sequence's layer transcribed in float64 (its
+    causal mask and RoPE positions from its own length), every backend and
+    path, host arrays and Tensors."""
+    E, H, HKV, D, W, ROT, THETA = 24, 6, 2, 4, 5, 4, 100.0
+    STEPS = ((5, 3, 1, 7), (1, 1, 4, 1), (1, 1, 1, 1))
+
+    def setUp(self):
+        g = np.random.default_rng(29)
+        self.w = layer_weights(g, self.E, self.H, self.HKV, self.D, self.D, 0.4, 0.1)
+        self.T = np.sum(self.STEPS, axis=0)
+        self.x = [g.standard_normal((t, self.E)).astype(np.float32) for t in self.T]
+        self.sinks = g.uniform(-1, 1, self.H).astype(np.float32)
+
+    def oracle(self, x, t0, n):
+        """One entry's rows t0 .. t0 + n - 1 of sequence x, all before them cached."""
+        H, HKV, D, L = self.H, self.HKV, self.D, t0 + n
+        w = {k: torch.tensor(v, dtype=F64) for k, v in self.w.items()}
+        xx = torch.tensor(x[None, :L], dtype=F64)
+        q = (xx[:, t0:] @ w["w_q"].T + w["b_q"]).reshape(1, n, H, D).transpose(1, 2)
+        k = (xx @ w["w_k"].T + w["b_k"]).reshape(1, L, HKV, D).transpose(1, 2)
+        v = (xx @ w["w_v"].T + w["b_v"]).reshape(1, L, HKV, D).transpose(1, 2)
+        cos, sin = rope_cos_sin(torch.arange(L)[None], self.ROT, self.THETA, 1.0, False)
+        q = apply_rotary_pos_emb(q, cos[:, t0:], sin[:, t0:], self.ROT, False)
+        k = apply_rotary_pos_emb(k, cos, sin, self.ROT, False)
+        keep = window_keep(n, L, t0, self.W, True)
+        sinks = torch.tensor(self.sinks, dtype=F64)
+        o, _ = attend(q, k, v, lambda s: (s.masked_fill(~keep, float("-inf")), sinks))
+        o = torch.tensor(o).transpose(1, 2).reshape(n, H * D)
+        return (o @ w["w_o"].T + w["b_o"]).numpy()
+
+    def test_steps(self):
+        for be, path, splits in RUNS:
+            for tensors in ((False, True) if be == "vulkan" and path == "auto" else (False,)):
+                c = ctx(be)
+                m = vkmha.MHA(c, self.E, self.H, n_kv_head=self.HKV, rope_dims=self.ROT,
+                              rope_theta=self.THETA, **self.w)
+                cache = m.kv_cache(int(self.T.max()) + 1, batch=len(self.T))
+                t0 = np.zeros(len(self.T), dtype=int)
+                for i, counts in enumerate(self.STEPS):
+                    packed = np.concatenate([x[a:a + n] for x, a, n in zip(self.x, t0, counts)])
+                    form = {"cu_seqlens": np.concatenate([[0], np.cumsum(counts)])} if i == 1 \
+                        else {"entry_tokens": counts}
+                    q = c.tensor(packed) if tensors else packed
+                    out = m(q, causal=True, kv_cache=cache, path=path, kv_splits=splits,
+                            window=self.W, sinks=self.sinks, **form)
+                    out = out.numpy() if tensors else out
+                    want = np.concatenate([self.oracle(x, a, n)
+                                           for x, a, n in zip(self.x, t0, counts)])
+                    assert_close(self, out, want, "%s %s splits %d%s: step %d %s" % (
+                        be, path, splits, " tensors" if tensors else "", i, counts))
+                    t0 += counts
+                    self.assertEqual(list(cache.lengths()), list(t0))
+
+    def test_bad_arguments(self):
+        c = ctx("vulkan")
+        m = vkmha.MHA(c, self.E, self.H, n_kv_head=self.HKV, **self.w)
+        cache = m.kv_cache(8, batch=3)
+        x = self.x[3][:6]
+        for kw in ({"entry_tokens": [2, 2, 1]}, {"entry_tokens": [3, 0, 3]},
+                   {"entry_tokens": [2, 2, 7]}, {"cu_seqlens": [0, 2, 4, 5]},
+                   {"entry_tokens": [2, 2, 2], "key_padding": np.ones((3, 2), bool)}):
+            with self.assertRaises((vkmha.InvalidArgumentError, ValueError), msg=str(kw)):
+                m(x, causal=True, kv_cache=cache, **kw)
+        with self.assertRaises(ValueError):
+            m(x, causal=True, entry_tokens=[2, 2, 2])  # no cache
+        with self.assertRaises(ValueError):
+            m(x, causal=True, kv_cache=cache, entry_tokens=[2, 2, 2], need_weights=True)
+        self.assertEqual(list(cache.lengths()), [0, 0, 0])  # nothing appended
+        out = m(x, causal=True, kv_cache=cache, entry_tokens=[2, 3, 1])  # still works
+        self.assertTrue(np.isfinite(out).all())
+        self.assertEqual(list(cache.lengths()), [2, 3, 1])
+
+
 class TestRoPE(unittest.TestCase):
     """RoPE alone: both pair layouts, partial rotary (6 of 8 dims), linear
     scaling, explicit positions (entry 1 left-padded: positions from 0 at

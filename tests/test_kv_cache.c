@@ -3,7 +3,8 @@
  * causal forward over the whole sequence, element by element, on both
  * backends, every attention path and the 16-bit dtypes, with grouped-query
  * heads, d_k != d_v and key padding; entries of different lengths decode in
- * one call; cross-attention reuses the encoder's keys and values; the cache
+ * one call, and with their own counts of new tokens (mixed batches);
+ * cross-attention reuses the encoder's keys and values; the cache
  * operations; every bad argument; the tensor, submit and record forms; and
  * the ops' causal_offset against the reference. */
 #include "util.h"
@@ -196,6 +197,78 @@ static void ragged_case(const run *r, t_rng *rng)
     free(l.mem);
 }
 
+/* Mixed batches (io.entry_tokens): four sequences stepped through cache
+ * entries 1 .. 4 (entry 0 stays empty), each step one call whose entries
+ * bring different counts: prompts of 4, 2, 1 and 6 tokens, then decodes
+ * beside a chunk of 3, then a decode each (one run of equal counts); each
+ * entry's packed rows against one causal forward over its whole sequence.
+ * Every other step runs the same entries one call each through a second
+ * cache instead, which must give what the mixed call gives. */
+static void mixed_case(const run *r, t_rng *rng)
+{
+    enum { B = 4, STEPS = 3 };
+    static const uint32_t counts[STEPS][B] = {{4, 2, 1, 6}, {1, 1, 3, 1}, {1, 1, 1, 1}};
+    char name[160];
+    snprintf(name, sizeof name, "%s, path %d splits %u, dtype %u, cache dtype %u: mixed batch",
+             r->ctx_name, r->path, r->kv_splits, r->dtype, r->cache_dtype);
+    layer l;
+    layer_make(&l, rng, false);
+    vkmha_mha *m = make_layer(r, &l);
+    vkmha_kv_cache *c = NULL;
+    const vkmha_kv_cache_desc cd = {.batch = B + 1, .capacity = 12, .dtype = r->cache_dtype};
+    bool ok = m && !vkmha_kv_cache_create(m, &cd, &c);
+    const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
+    uint32_t T[B] = {0}, t0[B] = {0}, total = 0;
+    for (uint32_t s = 0; s < STEPS; s++)
+        for (uint32_t b = 0; b < B; b++)
+            T[b] += counts[s][b];
+    float *x[B], *full[B];
+    for (uint32_t b = 0; b < B; b++) {
+        x[b] = t_random(rng, (size_t)T[b] * D_MODEL, -1, 1);
+        full[b] = t_alloc((size_t)T[b] * D_MODEL);
+        vkmha_mha_io io = {.len_q = T[b], .query = x[b], .key = x[b], .value = x[b],
+                           .mask = &causal};
+        ok = ok && !forward(r, m, io, T[b], T[b], D_MODEL, full[b]);
+        total += T[b];
+    }
+    float *xs = t_alloc((size_t)total * D_MODEL), *o = t_alloc((size_t)total * D_MODEL);
+    for (uint32_t s = 0; ok && s < STEPS; s++) {
+        uint32_t n = 0;
+        for (uint32_t b = 0; b < B; b++) {
+            memcpy(xs + (size_t)n * D_MODEL, x[b] + (size_t)t0[b] * D_MODEL,
+                   (size_t)counts[s][b] * D_MODEL * 4);
+            n += counts[s][b];
+        }
+        vkmha_mha_io io = {.batch = B, .len_q = n, .query = xs, .key = xs, .value = xs,
+                           .mask = &causal, .kv_cache = c, .kv_entry = 1,
+                           .entry_tokens = counts[s]};
+        if (forward(r, m, io, n, n, D_MODEL, o)) {
+            t_diag("%s: step %u: %s", name, s, vkmha_context_last_error(r->ctx));
+            ok = false;
+        }
+        for (uint32_t b = 0, row = 0; ok && b < B; row += counts[s][b++]) {
+            char what[64];
+            snprintf(what, sizeof what, "step %u entry %u", s, b);
+            ok = t_close(name, what, o + (size_t)row * D_MODEL,
+                         full[b] + (size_t)t0[b] * D_MODEL, (size_t)counts[s][b] * D_MODEL,
+                         4 * atol_of(r->cache_dtype), 1e-3);
+        }
+        uint32_t len[B + 1];
+        ok = ok && !vkmha_kv_cache_get_lengths(c, 0, B + 1, len) && len[0] == 0;
+        for (uint32_t b = 0; ok && b < B; b++) {
+            t0[b] += counts[s][b];
+            ok = len[b + 1] == t0[b];
+        }
+    }
+    t_report(ok, "%s: entries with their own counts of new tokens in one call", name);
+    for (uint32_t b = 0; b < B; b++)
+        free(x[b]), free(full[b]);
+    free(xs), free(o);
+    vkmha_kv_cache_destroy(c);
+    vkmha_mha_destroy(m);
+    free(l.mem);
+}
+
 /* Cross-attention: the encoder's output (S positions, kdim features, key
  * padding) appended on the first step, reused by the next ones (key and value
  * NULL), against forwards without a cache. */
@@ -366,6 +439,9 @@ static void errors_case(vkmha_context *ctx, const char *ctx_name, t_rng *rng)
                    vkmha_context_last_error(ctx));
     }
     float *x = t_random(rng, 8 * D_MODEL, -1, 1), *o = t_alloc(8 * D_MODEL);
+    static const uint32_t tok_11[2] = {1, 1}, tok_20[2] = {2, 0}, tok_21[2] = {2, 1};
+    static const uint8_t keep[2 * 6] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    const vkmha_mask padded = {.kinds = VKMHA_MASK_KEY_PADDING, .key_padding = keep};
     /* Fill entry 0 to 5 of 6. */
     vkmha_mha_io io = {.len_q = 5, .query = x, .key = x, .value = x, .out = o, .kv_cache = c};
     ok = ok && !vkmha_mha_forward(m, &io);
@@ -382,6 +458,23 @@ static void errors_case(vkmha_context *ctx, const char *ctx_name, t_rng *rng)
         {{.len_q = 1, .query = x, .key = x, .out = o, .kv_cache = c}, "value"},
         {{.len_q = 1, .query = x, .out = o, .kv_cache = c, .kv_entry = 1}, "empty"},
         {{.len_q = 1, .query = x, .key = x, .value = x, .out = o, .kv_entry = 1}, "kv_entry"},
+        /* Mixed batches: counts that do not add up, a 0, one past its
+         * entry's capacity, no cache, new keys that are not the tokens, and
+         * what has no packed shape. */
+        {{.batch = 2, .len_q = 3, .query = x, .key = x, .value = x, .out = o, .kv_cache = c,
+          .entry_tokens = tok_11}, "entry_tokens"},
+        {{.batch = 2, .len_q = 2, .query = x, .key = x, .value = x, .out = o, .kv_cache = c,
+          .entry_tokens = tok_20}, "entry_tokens"},
+        {{.batch = 2, .len_q = 3, .query = x, .key = x, .value = x, .out = o, .kv_cache = c,
+          .entry_tokens = tok_21}, "capacity"},
+        {{.batch = 2, .len_q = 2, .query = x, .key = x, .value = x, .out = o,
+          .entry_tokens = tok_11}, "entry_tokens"},
+        {{.batch = 2, .len_q = 2, .len_k = 1, .query = x, .key = x, .value = x, .out = o,
+          .kv_cache = c, .entry_tokens = tok_11}, "len_k"},
+        {{.batch = 2, .len_q = 2, .query = x, .key = x, .value = x, .out = o, .kv_cache = c,
+          .mask = &padded, .entry_tokens = tok_11}, "key_padding"},
+        {{.batch = 2, .len_q = 2, .query = x, .key = x, .value = x, .out = o, .kv_cache = c,
+          .attn_weights = o + 4 * D_MODEL, .entry_tokens = tok_11}, "attn_weights"},
     };
     for (size_t i = 0; ok && i < sizeof bad_io / sizeof bad_io[0]; i++) {
         vkmha_status st = vkmha_mha_forward(m, &bad_io[i].io);
@@ -485,6 +578,57 @@ static void forms_case(vkmha_context *ctx, t_rng *rng)
     vkmha_kv_cache_destroy(ch), vkmha_kv_cache_destroy(ct);
     vkmha_mha_destroy(m);
     free(x), free(l.mem);
+}
+
+/* A mixed batch on tensors (forward_tensor, then submitted) equals the host
+ * form's, step after step through three caches alike. */
+static void mixed_forms_case(vkmha_context *ctx, t_rng *rng)
+{
+    const char *name = "Vulkan: mixed batches on tensors and submitted";
+    enum { B = 3, N = 7 };
+    static const uint32_t steps[2][B] = {{3, 1, 3}, {1, 2, 1}};
+    layer l;
+    layer_make(&l, rng, false);
+    vkmha_mha *m = NULL;
+    vkmha_kv_cache *c[3] = {NULL, NULL, NULL};
+    const vkmha_kv_cache_desc cd = {.batch = B, .capacity = 8};
+    bool ok = !vkmha_mha_create(ctx, &l.d, &m);
+    for (int i = 0; i < 3; i++)
+        ok = ok && !vkmha_kv_cache_create(m, &cd, &c[i]);
+    float *x = t_random(rng, (size_t)N * D_MODEL, -1, 1), *want = t_alloc(N * D_MODEL),
+          *got = t_alloc(N * D_MODEL);
+    const vkmha_tensor_desc td = {VKMHA_DTYPE_F32, 2, {N, D_MODEL}};
+    vkmha_tensor *tx = NULL, *to = NULL;
+    ok = ok && !vkmha_tensor_create(ctx, &td, &tx) && !vkmha_tensor_create(ctx, &td, &to) &&
+         !vkmha_tensor_upload(tx, 0, x, (size_t)N * D_MODEL * 4);
+    const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
+    const vkmha_tensor_mask tcausal = {.kinds = VKMHA_MASK_CAUSAL};
+    for (int s = 0; ok && s < 2; s++) {
+        const uint32_t n = steps[s][0] + steps[s][1] + steps[s][2];
+        vkmha_mha_io io = {.batch = B, .len_q = n, .query = x, .key = x, .value = x,
+                           .out = want, .mask = &causal, .kv_cache = c[0],
+                           .entry_tokens = steps[s]};
+        vkmha_mha_tensors ti = {.batch = B, .len_q = n, .query = tx, .key = tx, .value = tx,
+                                .out = to, .mask = &tcausal, .kv_cache = c[1],
+                                .entry_tokens = steps[s]};
+        ok = !vkmha_mha_forward(m, &io) && !vkmha_mha_forward_tensor(m, &ti) &&
+             !vkmha_tensor_download(to, 0, got, (size_t)n * D_MODEL * 4) &&
+             t_close(name, "tensors", got, want, (size_t)n * D_MODEL, 0, 0);
+        vkmha_submission *sub = NULL;
+        ti.kv_cache = c[2];
+        ok = ok && !vkmha_mha_submit(m, &ti, &sub) && !vkmha_submission_wait(sub, UINT64_MAX) &&
+             !vkmha_tensor_download(to, 0, got, (size_t)n * D_MODEL * 4) &&
+             t_close(name, "submitted", got, want, (size_t)n * D_MODEL, 0, 0);
+        vkmha_submission_destroy(sub);
+        if (!ok)
+            t_diag("%s: step %d: %s", name, s, vkmha_context_last_error(ctx));
+    }
+    t_report(ok, "%s", name);
+    vkmha_tensor_destroy(tx), vkmha_tensor_destroy(to);
+    for (int i = 0; i < 3; i++)
+        vkmha_kv_cache_destroy(c[i]);
+    vkmha_mha_destroy(m);
+    free(x), free(want), free(got), free(l.mem);
 }
 
 /* y[n] = w[n][:] . x + b[n] (torch.nn.Linear) over `in` inputs, in double. */
@@ -752,6 +896,8 @@ int main(void)
                     self_case(&r, &rng, 2, 11, 0, 3);
                 if (d == 0 || c == 1)
                     ragged_case(&r, &rng);
+                if (d == 0 || (c == 1 && p == 0))
+                    mixed_case(&r, &rng);
                 if (d == 0)
                     cross_case(&r, &rng);
             }
@@ -761,6 +907,7 @@ int main(void)
                                VKMHA_DTYPE_F16};
             self_case(&mixed, &rng, 2, 9, 3, 0);
             ragged_case(&mixed, &rng);
+            mixed_case(&mixed, &rng);
             const run f32 = {ctxs[c].ctx, ctxs[c].name, t_attention_runs[p].path,
                              t_attention_runs[p].kv_splits, VKMHA_DTYPE_F32, VKMHA_DTYPE_F32};
             offset_rule_case(&f32, &rng);
@@ -770,6 +917,7 @@ int main(void)
     errors_case(ref, "reference", &rng);
     errors_case(gpu, "Vulkan", &rng);
     forms_case(gpu, &rng);
+    mixed_forms_case(gpu, &rng);
     offset_case(ref, gpu, &rng);
     offset_case(ref, gpu_shared, &rng);
     t_cache_contexts_destroy(&cx);

@@ -535,15 +535,29 @@ static void fuzz_layer(reader *r, pool *pl, uint8_t ptrs)
          * for a layer without RoPE. */
         const uint8_t pos_ptr = (opt & 0x10) ? u8(r) : 0;
         const uint64_t B = io.batch ? io.batch : 1, Lk = io.len_k ? io.len_k : io.len_q;
+        /* A mixed batch's counts (bit 0, up to 8 entries; any counts, or
+         * with bit 1 the last one making them add up to len_q): its arrays
+         * are packed rows, len_q of them (R, else B per token). */
+        uint32_t tokens[8];
+        const uint8_t tok = cache ? u8(r) : 0;
+        if ((tok & 1) && B <= 8) {
+            uint64_t sum = 0;
+            for (uint64_t b = 0; b < B; b++)
+                sum += tokens[b] = u8(r) & 7;
+            if ((tok & 2) && sum - tokens[B - 1] < io.len_q)
+                tokens[B - 1] = (uint32_t)(io.len_q - (sum - tokens[B - 1]));
+            io.entry_tokens = tokens;
+        }
+        const uint64_t R = io.entry_tokens ? 1 : B;
         sizer fs = {FITS};
         uint64_t nq, nk, nv, nw = 0, work[2], ies;
         io.dtype = dtype_field(r, &fs, &ies);
-        need(&fs, mul4(&nq, B, io.len_q, d.d_model, 1), nq, ies);
-        need(&fs, mul4(&nk, B, Lk, kdim, 1), nk, ies);
-        need(&fs, mul4(&nv, B, Lk, vdim, 1), nv, ies);
+        need(&fs, mul4(&nq, R, io.len_q, d.d_model, 1), nq, ies);
+        need(&fs, mul4(&nk, R, Lk, kdim, 1), nk, ies);
+        need(&fs, mul4(&nv, R, Lk, vdim, 1), nv, ies);
         uint64_t npos = 0;
         if (pos_ptr & 1)
-            need(&fs, mul4(&npos, B, io.len_q, 1, 1), npos, 4);
+            need(&fs, mul4(&npos, R, io.len_q, 1, 1), npos, 4);
         /* With a cache the attention's key axis is its longest entry after
          * the append (key and value absent: no append); a bad entry range
          * is refused before any array is read. */
@@ -563,7 +577,7 @@ static void fuzz_layer(reader *r, pool *pl, uint8_t ptrs)
         uint8_t mf = 0;
         io.mask = mask_field(r, &m, (uint32_t)B, d.n_head, io.len_q, (uint32_t)Lkv, &fs, &mf);
         /* Rows beyond 2^32 are refused before any array is read. */
-        if (B * io.len_q > UINT32_MAX || B * Lk > UINT32_MAX)
+        if (R * io.len_q > UINT32_MAX || R * Lk > UINT32_MAX)
             fs.worst = UNADDRESSABLE;
         /* Work: the projections (rows x weight elements) and the attention. */
         if (fs.worst == FITS &&

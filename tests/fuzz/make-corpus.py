@@ -69,6 +69,13 @@ seeds = {
     # positions (the byte after io_ptrs)
     "layer_rope": [5, 0x0F, 8, 2, 0, 0, 0, 0, 0, 0, 0, 0x0F | 0x10, 2, 0, 0, 0, 1, 2, 3, 4, 5,
                    6, 7, 8, 9, 10, 2, 3, 0, 0, 0, 0x0F | 0x40, 1, 0, 1, 2, 3, 4],
+    # a mixed batch: a cache of 3 entries (opt 0x40), then forwards of
+    # packed rows with entry_tokens (the byte after io_ptrs: 1 present, 2
+    # made to add up; the counts), 4 + 1 + 1 then 1 each, causal
+    "layer_mixed": [5, 0x0F, 8, 2, 0, 0, 0, 0, 0, 0, 0, 0x40, 0, 0, 1, 2, 3, 4,
+                    3, 12, 0, 0, 0, 1, 2, 0, 1, 2, 0, 0, 0,
+                    3, 6, 0, 0, 0, 0, 0x0F, 3, 4, 1, 1, 0, 0x09, 0, 0, 0, 0, 1, 2, 3, 4,
+                    3, 3, 0, 0, 0, 0, 0x0F, 3, 1, 1, 1, 0, 0x09, 0, 0, 0, 0, 5, 6, 7, 8],
     "layer_cross": [5, 0x0F, 8, 4, 2, 0, 0, 5, 6, 0, 0, 0x03, 1, 2, 3, 4, 5, 6, 7, 8,
                     1, 2, 4, 2, 0, 0x2F, 1 | (5 << 1), 0x01, 0, 0, 0, 9, 1, 2, 3, 4, 5],
     "layer_bad_heads": [5, 0x0F, 10, 4, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4],

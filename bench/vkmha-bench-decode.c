@@ -25,7 +25,13 @@
  * with an 8-bit cache (vkmha_kv_cache_desc.quant: int8 codes and an fp16
  * scale per row of d). --rope adds a row of the same layer with RoPE on
  * every dimension (vkmha_mha_desc.rope_dims = d_k, theta 10000) and the
- * plain cache, and its ratio to the plain cache's row. Each row:
+ * plain cache, and its ratio to the plain cache's row. --mixed adds a
+ * continuous-batching step of MIXED_B entries over caches of the same
+ * context: entry 0 brings a chunk of MIXED_P prompt tokens while the
+ * others decode a token each, as one call (vkmha_mha_io.entry_tokens,
+ * packed rows: "vkmha, mixed") against the two calls it replaces (the
+ * chunk on entry 0, then a decode step of the others: "vkmha, 2 calls"),
+ * and their ratio. Each row:
  * median ms per step over --reps steps (after one warm-up), tokens per second,
  * the device time per step (VKMHA_CONTEXT_PROFILE: the rest of a step is the
  * host's: its uploads, recording, submission and waiting), and the device
@@ -76,25 +82,30 @@ typedef struct timing {
     double med, min, max, gpu; /* ms per step; gpu: device ms (median), 0 if none */
 } timing;
 
-/* Times `steps` calls of vkmha_mha_forward(io) after one warm-up; with a
- * cache, each call appends one position, cut back to `context` after it
- * (untimed). */
-static timing time_steps(vkmha_context *ctx, vkmha_mha *m, const vkmha_mha_io *io,
+/* Times `steps` steps of the calls vkmha_mha_forward(io[0 .. n - 1]) after
+ * one warm-up (device time: the calls' sum); with a cache, each step
+ * appends, cut back to `context` after it (untimed). */
+static timing time_calls(vkmha_context *ctx, vkmha_mha *m, const vkmha_mha_io *io, int n,
                          vkmha_kv_cache *cache, uint32_t context, uint32_t steps)
 {
     double *w = malloc(2 * (size_t)steps * sizeof *w), *g = w + steps;
     uint32_t n_gpu = 0;
     timing t = {0};
     for (uint32_t i = 0; i <= steps; i++) {
-        double t0 = now_ms();
-        check(ctx, vkmha_mha_forward(m, io), "a decode step");
+        double t0 = now_ms(), gpu = 0;
+        bool timed = true;
+        for (int c = 0; c < n; c++) {
+            check(ctx, vkmha_mha_forward(m, &io[c]), "a decode step");
+            vkmha_context_info info;
+            timed = timed && vkmha_context_get_info(ctx, &info) == VKMHA_SUCCESS &&
+                    info.gpu_timing && info.last_gpu_time_ns;
+            gpu += timed ? info.last_gpu_time_ns / 1e6 : 0;
+        }
         const double dt = now_ms() - t0;
-        vkmha_context_info info;
         if (i > 0) {
             w[i - 1] = dt;
-            if (vkmha_context_get_info(ctx, &info) == VKMHA_SUCCESS && info.gpu_timing &&
-                info.last_gpu_time_ns)
-                g[n_gpu++] = info.last_gpu_time_ns / 1e6;
+            if (timed)
+                g[n_gpu++] = gpu;
         }
         if (cache)
             check(ctx, vkmha_kv_cache_set_length(cache, VKMHA_ALL_ENTRIES, context),
@@ -108,6 +119,12 @@ static timing time_steps(vkmha_context *ctx, vkmha_mha *m, const vkmha_mha_io *i
     }
     free(w);
     return t;
+}
+
+static timing time_steps(vkmha_context *ctx, vkmha_mha *m, const vkmha_mha_io *io,
+                         vkmha_kv_cache *cache, uint32_t context, uint32_t steps)
+{
+    return time_calls(ctx, m, io, 1, cache, context, steps);
 }
 
 /* The torch peer's step for (model, context), or false when absent. */
@@ -142,6 +159,47 @@ static void row(const model *md, const char *dtype, uint32_t context, const char
                 md->name, md->d_model, md->heads, md->kv_heads, dtype, context, impl, t->med,
                 t->min, t->max, t->gpu, 1e3 / t->med, torch_ms > 0 ? torch_ms / t->med : 0,
                 (unsigned long long)token_bytes, (unsigned long long)weight_bytes);
+}
+
+enum { MIXED_B = 8, MIXED_P = 64 };
+
+/* --mixed: the continuous-batching step (see the top) over MIXED_B cache
+ * entries of `context` positions; x holds MIXED_P + MIXED_B - 1 rows. */
+static void mixed_rows(vkmha_context *ctx, const model *md, const char *dtype, vkmha_mha *m,
+                       uint32_t dt, uint32_t context, const void *x, uint32_t steps,
+                       uint64_t weight_bytes)
+{
+    static uint32_t counts[MIXED_B];
+    for (int b = 0; b < MIXED_B; b++)
+        counts[b] = b ? 1 : MIXED_P;
+    const uint32_t D = md->d_model, rows = MIXED_P + MIXED_B - 1;
+    const uint64_t es = dt == VKMHA_DTYPE_F32 ? 4 : 2;
+    vkmha_kv_cache *cache = NULL;
+    const vkmha_kv_cache_desc kd = {.batch = MIXED_B, .capacity = context + MIXED_P,
+                                    .dtype = dt};
+    check(ctx, vkmha_kv_cache_create(m, &kd, &cache), "vkmha_kv_cache_create (--mixed)");
+    check(ctx, vkmha_kv_cache_set_length(cache, VKMHA_ALL_ENTRIES, context),
+          "vkmha_kv_cache_set_length");
+    void *out = malloc((size_t)rows * D * es);
+    const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
+    const vkmha_mha_io mixed = {.batch = MIXED_B, .len_q = rows, .query = x, .key = x,
+                                .value = x, .mask = &causal, .out = out, .dtype = dt,
+                                .kv_cache = cache, .entry_tokens = counts};
+    const void *rest = (const uint8_t *)x + (size_t)MIXED_P * D * es;
+    const vkmha_mha_io two[2] = {
+        {.len_q = MIXED_P, .query = x, .key = x, .value = x, .mask = &causal, .out = out,
+         .dtype = dt, .kv_cache = cache},
+        {.batch = MIXED_B - 1, .len_q = 1, .query = rest, .key = rest, .value = rest,
+         .mask = &causal, .out = (uint8_t *)out + (size_t)MIXED_P * D * es, .dtype = dt,
+         .kv_cache = cache, .kv_entry = 1}};
+    const timing tm = time_calls(ctx, m, &mixed, 1, cache, context, steps);
+    const timing t2 = time_calls(ctx, m, two, 2, cache, context, steps);
+    row(md, dtype, context, "vkmha, mixed", &tm, 0, 0, weight_bytes);
+    row(md, dtype, context, "vkmha, 2 calls", &t2, 0, 0, weight_bytes);
+    printf("%58s%.2fx the two calls' time in one mixed call (%u + %u x 1 tokens)\n", "",
+           tm.med / t2.med, MIXED_P, MIXED_B - 1);
+    vkmha_kv_cache_destroy(cache);
+    free(out);
 }
 
 /* The weights of dtype name `dt` ("f32", "f16", "q8", "q4", "q4z"): the
@@ -181,7 +239,7 @@ int main(int argc, char **argv)
     size_t n_models = 0, n_dtypes = 0, n_contexts = 0;
     uint32_t steps = 9, threads = 2, no_cache_max = 2048;
     const char *csv_path = NULL, *python = "/usr/bin/python3", *script = VKMHA_TORCH_DECODE;
-    bool no_torch = false, verbose = false, q8_cache = false, rope = false;
+    bool no_torch = false, verbose = false, q8_cache = false, rope = false, mixed = false;
     const cli_opt opts[] = {
         CLI_CHOICES("--model", "NAME", model_arg, n_models, model_names,
                     "small (d_model 512, 8 heads) or large (4096, 32 over 8 key/value heads); "
@@ -197,6 +255,8 @@ int main(int argc, char **argv)
         CLI_U32("--threads", "N", threads, 1, 1024, "the torch peer's threads (default 2)"),
         CLI_FLAG("--q8-cache", q8_cache, "also time each dtype with an 8-bit KV cache"),
         CLI_FLAG("--rope", rope, "also time each dtype with RoPE on every dimension"),
+        CLI_FLAG("--mixed", mixed, "also time a mixed batch (a prompt chunk beside decodes) "
+                                   "against two calls"),
         CLI_FLAG("--no-torch", no_torch, "skip the torch peer"),
         CLI_STR("--python", "PATH", python, "the python with torch (default /usr/bin/python3)"),
         CLI_STR("--csv", "FILE", csv_path, "also write the rows as CSV"),
@@ -251,7 +311,8 @@ int main(int argc, char **argv)
         }
         /* The positions of the no-cache rows: a prefix and the new token. */
         const uint32_t prefix = max_ctx < no_cache_max ? max_ctx : no_cache_max;
-        float *seq = random_array((size_t)(prefix + 1) * D, 1.0f), *out = malloc(D * 4);
+        const uint32_t seq_rows = prefix + 1 > MIXED_P + MIXED_B ? prefix + 1 : MIXED_P + MIXED_B;
+        float *seq = random_array((size_t)seq_rows * D, 1.0f), *out = malloc(D * 4);
         for (size_t c = 0; c < n_contexts; c++) {
             const uint32_t C = (uint32_t)atoi(context_arg[c]);
             timing tt = {0};
@@ -290,10 +351,10 @@ int main(int argc, char **argv)
                 if (rope)
                     check(ctx, vkmha_mha_create(ctx, &rd, &mr), "vkmha_mha_create (RoPE)");
                 const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
-                void *x = malloc((size_t)(prefix + 1) * D * es);
+                void *x = malloc((size_t)seq_rows * D * es);
                 if (!x)
                     check(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "the inputs");
-                vkmha__from_f32(dt, seq, (size_t)(prefix + 1) * D, x);
+                vkmha__from_f32(dt, seq, (size_t)seq_rows * D, x);
                 timing t = {0};
                 for (int k = 0; k <= (int)q8_cache + (int)rope; k++) {
                     /* k 0: the cache of the dtype; 1 with --q8-cache: an
@@ -341,6 +402,8 @@ int main(int argc, char **argv)
                 if (with_rope)
                     printf("%58s%.3fx the plain cache's step with RoPE\n", "", tq.med / t.med);
                 }
+                if (mixed)
+                    mixed_rows(ctx, md, dtype_arg[di], m, dt, C, x, steps, wb);
                 if (C <= no_cache_max) {
                     /* The last of C + 1 positions attends over all of them. */
                     vkmha_mha_io nc = {.len_q = 1, .len_k = C + 1,

@@ -327,8 +327,12 @@ void main()
                                     causal_last(i0 + rows - 1u, p.causal_offset, len_b, p.len_k),
                                     int(j_begin));
     const int vis_lo = vis.x, vis_hi = vis.y;
+    // Partial passes (split-K ranges, chunks) skip too: a range's or a
+    // chunk's state is exact for its keys once its rows settle, and a chunk
+    // resumes the settled rows of the chunks before. The weights pass
+    // writes every key's weight.
     const bool skipping = (p.flags & (MASK_CAUSAL | MASK_WINDOW)) != 0u &&
-                          (p.flags & (MODE_PARTIAL | MODE_WEIGHTS)) == 0u;
+                          (p.flags & MODE_WEIGHTS) == 0u;
     // Blocks from the one holding vis_lo on, then those before it.
     const uint n_blocks = j_end > j_begin ? (j_end - j_begin + BC - 1u) / BC : 0u;
     const uint first_block = skipping && vis_lo > int(j_begin)

@@ -268,6 +268,41 @@ static void long_rows(vkmha_context *ref, vkmha_context *const gpus[2], t_rng *r
     free(q), free(k), free(v), free(want), free(got);
 }
 
+/* 40 causal queries from key 0 over 1100 keys: past the 1024 keys CPU
+ * devices visit per dispatch, so the workgroup-shared kernel's chunks resume
+ * the partial state and skip the blocks past the diagonal there (and in the
+ * split-K ranges of the runs), with a NaN value at key 1050, far past every
+ * row's last key, that must still make every output NaN. */
+static void long_causal(vkmha_context *ref, vkmha_context *const gpus[2], t_rng *r)
+{
+    enum { LQC = 40, LKC = 1100, DC = 8 };
+    const vkmha_attention_desc d = {.heads = 2, .kv_heads = 1, .len_q = LQC, .len_k = LKC,
+                                    .d_k = DC, .d_v = DC};
+    const t_attention_sizes n = t_attention_size(&d);
+    float *q = t_random(r, n.q, -1, 1), *k = t_random(r, n.k, -1, 1), *v = t_random(r, n.v, -1, 1);
+    float *want = t_alloc(n.out), *got = t_alloc(n.out);
+    const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
+    for (int nan = 0; nan < 2; nan++) {
+        if (nan)
+            v[(size_t)1050 * DC + 3] = NAN;
+        bool ok = !vkmha_attention(ref, &d, q, k, v, &causal, want, NULL);
+        for (int g = 0; g < 2; g++)
+            for (size_t ri = 0; ri < sizeof runs / sizeof runs[0]; ri++) {
+                vkmha_attention_desc dr = d;
+                dr.path = runs[ri].path;
+                dr.kv_splits = runs[ri].kv_splits;
+                char name[200];
+                snprintf(name, sizeof name, "40 causal queries x 1100 keys%s, %s, %s",
+                         nan ? ", a NaN value past every row's keys" : "",
+                         g ? "workgroup-shared kernel" : "default kernel", runs[ri].name);
+                const bool gok = ok && !vkmha_attention(gpus[g], &dr, q, k, v, &causal, got,
+                                                        NULL);
+                t_report(gok && t_close(name, "out", got, want, n.out, 1e-5, 2e-5), "%s", name);
+            }
+    }
+    free(q), free(k), free(v), free(want), free(got);
+}
+
 /* ---- the softmax op --------------------------------------------------------- */
 
 static void softmax_case(vkmha_context *ref, vkmha_context *gpu, t_rng *r, const rules_case *c,
@@ -650,6 +685,7 @@ int main(void)
     mla_layer(cx.ref, gpus, &r);
     tensor_forms(cx.gpu, &r);
     long_rows(cx.ref, gpus, &r);
+    long_causal(cx.ref, gpus, &r);
     rope_layer(cx.ref, gpus, &r);
     layer_decode(cx.ref, "reference", &r);
     layer_decode(cx.gpu, "vulkan", &r);

@@ -627,6 +627,18 @@ static fwd_bufs part_bufs(const vkmha_mha *mha, const mha_fwd *f, const mha_part
     return pb;
 }
 
+/* Whether part p's query rows are copied to the start of SLOT_AUX before its
+ * projections: where its rows start past the buffer's start (a later part
+ * of a packed array) and the buffer has texel views (vkmha's own, on CPU
+ * devices), which only a view from the start can use: the projections'
+ * vec4 texel matmul is several times the speed of the storage one there. */
+static bool part_copies_rows(const fwd_bufs *pb)
+{
+    vk_view whole = pb->query;
+    whole.offset = 0;
+    return pb->query.offset && (vk_texel_view(&whole, false) || vk_texel_view(&whole, true));
+}
+
 /* A mixed batch's parts (f->parts), planned before anything is recorded:
  * the parts' sites made, scratch slots grown and window sites reserved to
  * what every part needs, so that planning each part again as it is
@@ -640,9 +652,17 @@ static vkmha_status size_parts(vkmha_mha *mha, const mha_fwd *f, const fwd_bufs 
     uint64_t tables = 0; /* RoPE's, every part's */
     for (uint32_t i = 0; i < f->n_parts; i++)
         tables += rope_rows(&f->parts[i].f) * mha->d.rope_dims;
+    uint64_t copied = 0; /* the most query rows' bytes part_copies_rows copies */
+    for (uint32_t i = 0; i < f->n_parts; i++) {
+        const fwd_bufs pb = part_bufs(mha, f, &f->parts[i], b);
+        const uint64_t n = f->parts[i].f.n_query * f->es;
+        copied = part_copies_rows(&pb) && n > copied ? n : copied;
+    }
     vkmha_status st = sites_ensure(mha, f->n_parts);
     if (!st)
         st = rope_table_ensure(mha, tables);
+    if (!st && copied)
+        st = vk_slot_ensure(ctx->vk, SLOT_AUX, copied);
     ctx->log_level = level > VKMHA_LOG_WARN ? level : VKMHA_LOG_WARN;
     for (uint32_t i = 0; i < f->n_parts && !st; i++) {
         const fwd_bufs pb = part_bufs(mha, f, &f->parts[i], b);
@@ -663,12 +683,27 @@ static vkmha_status record_parts(vkmha_mha *mha, const mha_fwd *f, const fwd_buf
     vk_mha *vm = (vk_mha *)mha;
     vkmha_status st = VKMHA_SUCCESS;
     for (uint32_t i = 0; i < f->n_parts && !st; i++) {
+        vk_state *vk = mha->ctx->vk;
         const mha_fwd *pf = &f->parts[i].f;
-        const fwd_bufs pb = part_bufs(mha, f, &f->parts[i], b);
+        fwd_bufs pb = part_bufs(mha, f, &f->parts[i], b);
         vk_attn_plan plan;
         vm->part = i;
         if (i)
-            vk_barrier(mha->ctx->vk);
+            vk_barrier(vk);
+        if (part_copies_rows(&pb)) {
+            /* Self-attention's keys and values are the same rows. */
+            const vk_view rows = pb.query, copy = vk_view_of(&vk->mem.slots[SLOT_AUX], f->ad);
+            if ((st = vk_copy(vk, rows.buf, rows.offset, copy.buf, 0, pf->n_query * f->es)))
+                break;
+            vk_barrier(vk);
+            pb.query = copy;
+            vk_view *const kv[2] = {&pb.key, &pb.value};
+            const uint64_t n_kv[2] = {pf->n_key, pf->n_value};
+            for (int k = 0; k < 2; k++)
+                if (kv[k]->buf == rows.buf && kv[k]->offset == rows.offset &&
+                    n_kv[k] == pf->n_query)
+                    *kv[k] = copy;
+        }
         if (!(st = prepare_vulkan(mha, pf, &pb, false, NULL, &plan)))
             st = record_forward(mha, pf, &plan, &pb);
         vm->rope_at += rope_rows(pf) * mha->d.rope_dims;

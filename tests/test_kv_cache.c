@@ -69,6 +69,22 @@ static vkmha_mha *make_layer(const run *r, const layer *l)
     return m;
 }
 
+/* A case's name (r's context, path and dtypes, then `what`), its layer and
+ * a cache of `batch` entries of `capacity` positions in r's cache dtype. */
+static bool cached_layer(const run *r, t_rng *rng, const char *what, uint32_t batch,
+                         uint32_t capacity, char name[160], layer *l, vkmha_mha **m,
+                         vkmha_kv_cache **c)
+{
+    snprintf(name, 160, "%s, path %d splits %u, dtype %u, cache dtype %u: %s", r->ctx_name,
+             r->path, r->kv_splits, r->dtype, r->cache_dtype, what);
+    layer_make(l, rng, false);
+    *m = make_layer(r, l);
+    *c = NULL;
+    const vkmha_kv_cache_desc cd = {.batch = batch, .capacity = capacity,
+                                    .dtype = r->cache_dtype};
+    return *m && !vkmha_kv_cache_create(*m, &cd, c);
+}
+
 /* Decoder self-attention: B sequences of T tokens, key padding that keeps
  * position 0 (so no row is fully masked), prefilled P tokens at once then
  * token by token (chunk 0), or in chunks of `chunk` tokens, against one
@@ -149,14 +165,10 @@ static void ragged_case(const run *r, t_rng *rng)
     enum { B = 3, N = 4 };
     const uint32_t P[B] = {4, 7, 1};
     char name[160];
-    snprintf(name, sizeof name, "%s, path %d splits %u, dtype %u, cache dtype %u: ragged decode",
-             r->ctx_name, r->path, r->kv_splits, r->dtype, r->cache_dtype);
     layer l;
-    layer_make(&l, rng, false);
-    vkmha_mha *m = make_layer(r, &l);
-    vkmha_kv_cache *c = NULL;
-    const vkmha_kv_cache_desc cd = {.batch = B + 1, .capacity = 16, .dtype = r->cache_dtype};
-    bool ok = m && !vkmha_kv_cache_create(m, &cd, &c);
+    vkmha_mha *m;
+    vkmha_kv_cache *c;
+    bool ok = cached_layer(r, rng, "ragged decode", B + 1, 16, name, &l, &m, &c);
     float *x[B], *full[B];
     const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
     for (uint32_t b = 0; b < B; b++) {
@@ -209,14 +221,10 @@ static void mixed_case(const run *r, t_rng *rng)
     enum { B = 4, STEPS = 3 };
     static const uint32_t counts[STEPS][B] = {{4, 2, 1, 6}, {1, 1, 3, 1}, {1, 1, 1, 1}};
     char name[160];
-    snprintf(name, sizeof name, "%s, path %d splits %u, dtype %u, cache dtype %u: mixed batch",
-             r->ctx_name, r->path, r->kv_splits, r->dtype, r->cache_dtype);
     layer l;
-    layer_make(&l, rng, false);
-    vkmha_mha *m = make_layer(r, &l);
-    vkmha_kv_cache *c = NULL;
-    const vkmha_kv_cache_desc cd = {.batch = B + 1, .capacity = 12, .dtype = r->cache_dtype};
-    bool ok = m && !vkmha_kv_cache_create(m, &cd, &c);
+    vkmha_mha *m;
+    vkmha_kv_cache *c;
+    bool ok = cached_layer(r, rng, "mixed batch", B + 1, 12, name, &l, &m, &c);
     const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
     uint32_t T[B] = {0}, t0[B] = {0}, total = 0;
     for (uint32_t s = 0; s < STEPS; s++)

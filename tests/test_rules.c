@@ -223,40 +223,33 @@ static void attention_case(vkmha_context *ref, vkmha_context *const gpus[2], t_r
 
 /* ---- long rows: the blocks a window or the causal mask hide -------------------- */
 
-/* 45 queries over 301 keys (d 16, GQA 2:1), so that whole key blocks are
- * hidden from whole query blocks and the fused kernels skip them: a causal
- * window of 16 (bottom-right), a symmetric one of 20 (queries from key
- * 150), and each with a NaN value far outside every window, which must
- * still make every output NaN (0 * NaN, include/vkmha.h) where the skipping
- * kernel only scans the values it skips. Weights are not asked for: the
- * weights pass never skips. */
-static void long_rows(vkmha_context *ref, vkmha_context *const gpus[2], t_rng *r)
+/* Rows of `shape` whose key blocks a window or the causal mask hide from
+ * whole query blocks, so that the fused kernels skip them, under each of
+ * the masks, then again with a NaN value at key nan_key, hidden from every
+ * row, which must still make every output NaN (0 * NaN, include/vkmha.h)
+ * where the skipping kernel only scans the values it skips. Weights are not
+ * asked for: the weights pass never skips. */
+static void hidden_keys(vkmha_context *ref, vkmha_context *const gpus[2], t_rng *r,
+                        const char *shape, const vkmha_attention_desc *d,
+                        const vkmha_mask *masks, const char *const mask_names[], int n_masks,
+                        uint32_t nan_key)
 {
-    enum { LQL = 45, LKL = 301, DL = 16 };
-    const vkmha_attention_desc d = {.heads = 2, .kv_heads = 1, .len_q = LQL, .len_k = LKL,
-                                    .d_k = DL, .d_v = DL};
-    const t_attention_sizes n = t_attention_size(&d);
+    const t_attention_sizes n = t_attention_size(d);
     float *q = t_random(r, n.q, -1, 1), *k = t_random(r, n.k, -1, 1), *v = t_random(r, n.v, -1, 1);
     float *want = t_alloc(n.out), *got = t_alloc(n.out);
-    const vkmha_mask masks[2] = {
-        {.kinds = VKMHA_MASK_CAUSAL | VKMHA_MASK_WINDOW, .window = 16,
-         .causal_offset = LKL - LQL},
-        {.kinds = VKMHA_MASK_WINDOW | VKMHA_MASK_SINKS, .window = 20, .causal_offset = 150,
-         .sinks = (const float[2]){0.5f, -1.0f}}};
     for (int nan = 0; nan < 2; nan++) {
         if (nan)
-            v[(size_t)3 * DL + 5] = NAN; /* key 3: outside every window */
-        for (int mi = 0; mi < 2; mi++) {
-            bool ok = !vkmha_attention(ref, &d, q, k, v, &masks[mi], want, NULL);
+            v[(size_t)nan_key * d->d_v + d->d_v / 2] = NAN;
+        for (int mi = 0; mi < n_masks; mi++) {
+            bool ok = !vkmha_attention(ref, d, q, k, v, &masks[mi], want, NULL);
             for (int g = 0; g < 2; g++)
                 for (size_t ri = 0; ri < sizeof runs / sizeof runs[0]; ri++) {
-                    vkmha_attention_desc dr = d;
+                    vkmha_attention_desc dr = *d;
                     dr.path = runs[ri].path;
                     dr.kv_splits = runs[ri].kv_splits;
                     char name[200];
-                    snprintf(name, sizeof name, "45 x 301 keys, %s%s, %s, %s",
-                             mi ? "symmetric window 20 + sinks" : "causal window 16",
-                             nan ? ", a NaN value outside the windows" : "",
+                    snprintf(name, sizeof name, "%s, %s%s, %s, %s", shape, mask_names[mi],
+                             nan ? ", a NaN value hidden from every row" : "",
                              g ? "workgroup-shared kernel" : "default kernel", runs[ri].name);
                     const bool gok = ok && !vkmha_attention(gpus[g], &dr, q, k, v, &masks[mi],
                                                             got, NULL);
@@ -268,39 +261,28 @@ static void long_rows(vkmha_context *ref, vkmha_context *const gpus[2], t_rng *r
     free(q), free(k), free(v), free(want), free(got);
 }
 
-/* 40 causal queries from key 0 over 1100 keys: past the 1024 keys CPU
- * devices visit per dispatch, so the workgroup-shared kernel's chunks resume
- * the partial state and skip the blocks past the diagonal there (and in the
- * split-K ranges of the runs), with a NaN value at key 1050, far past every
- * row's last key, that must still make every output NaN. */
-static void long_causal(vkmha_context *ref, vkmha_context *const gpus[2], t_rng *r)
+/* 45 queries over 301 keys (d 16, GQA 2:1): a causal window of 16
+ * (bottom-right) and a symmetric one of 20 (queries from key 150) with
+ * sinks; the NaN at key 3. Then 40 causal queries from key 0 over 1100
+ * keys: past the 1024 keys CPU devices visit per dispatch, so the
+ * workgroup-shared kernel's chunks resume the partial state and skip the
+ * blocks past the diagonal there (and in the split-K ranges of the runs);
+ * the NaN at key 1050. */
+static void long_rows(vkmha_context *ref, vkmha_context *const gpus[2], t_rng *r)
 {
-    enum { LQC = 40, LKC = 1100, DC = 8 };
-    const vkmha_attention_desc d = {.heads = 2, .kv_heads = 1, .len_q = LQC, .len_k = LKC,
-                                    .d_k = DC, .d_v = DC};
-    const t_attention_sizes n = t_attention_size(&d);
-    float *q = t_random(r, n.q, -1, 1), *k = t_random(r, n.k, -1, 1), *v = t_random(r, n.v, -1, 1);
-    float *want = t_alloc(n.out), *got = t_alloc(n.out);
-    const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
-    for (int nan = 0; nan < 2; nan++) {
-        if (nan)
-            v[(size_t)1050 * DC + 3] = NAN;
-        bool ok = !vkmha_attention(ref, &d, q, k, v, &causal, want, NULL);
-        for (int g = 0; g < 2; g++)
-            for (size_t ri = 0; ri < sizeof runs / sizeof runs[0]; ri++) {
-                vkmha_attention_desc dr = d;
-                dr.path = runs[ri].path;
-                dr.kv_splits = runs[ri].kv_splits;
-                char name[200];
-                snprintf(name, sizeof name, "40 causal queries x 1100 keys%s, %s, %s",
-                         nan ? ", a NaN value past every row's keys" : "",
-                         g ? "workgroup-shared kernel" : "default kernel", runs[ri].name);
-                const bool gok = ok && !vkmha_attention(gpus[g], &dr, q, k, v, &causal, got,
-                                                        NULL);
-                t_report(gok && t_close(name, "out", got, want, n.out, 1e-5, 2e-5), "%s", name);
-            }
-    }
-    free(q), free(k), free(v), free(want), free(got);
+    const vkmha_attention_desc windows = {.heads = 2, .kv_heads = 1, .len_q = 45, .len_k = 301,
+                                          .d_k = 16, .d_v = 16};
+    const vkmha_mask masks[2] = {
+        {.kinds = VKMHA_MASK_CAUSAL | VKMHA_MASK_WINDOW, .window = 16, .causal_offset = 301 - 45},
+        {.kinds = VKMHA_MASK_WINDOW | VKMHA_MASK_SINKS, .window = 20, .causal_offset = 150,
+         .sinks = (const float[2]){0.5f, -1.0f}}};
+    hidden_keys(ref, gpus, r, "45 x 301 keys", &windows, masks,
+                (const char *const[]){"causal window 16", "symmetric window 20 + sinks"}, 2, 3);
+    const vkmha_attention_desc causal = {.heads = 2, .kv_heads = 1, .len_q = 40, .len_k = 1100,
+                                         .d_k = 8, .d_v = 8};
+    hidden_keys(ref, gpus, r, "40 x 1100 keys", &causal,
+                &(const vkmha_mask){.kinds = VKMHA_MASK_CAUSAL}, (const char *const[]){"causal"},
+                1, 1050);
 }
 
 /* ---- the softmax op --------------------------------------------------------- */
@@ -685,7 +667,6 @@ int main(void)
     mla_layer(cx.ref, gpus, &r);
     tensor_forms(cx.gpu, &r);
     long_rows(cx.ref, gpus, &r);
-    long_causal(cx.ref, gpus, &r);
     rope_layer(cx.ref, gpus, &r);
     layer_decode(cx.ref, "reference", &r);
     layer_decode(cx.gpu, "vulkan", &r);

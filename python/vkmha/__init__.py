@@ -606,12 +606,7 @@ class MHA(_vkmha.MHA):
                          path=_path(path), kv_splits=kv_splits, key_padding=key_padding,
                          full=full, causal=causal, bias=bias, **kw, **extra)
             return (out, w) if need_weights else out
-        Q, dt = _typed(query, "query", _dtype(dtype))
-        if key is None:
-            K = V = None
-        else:
-            K = Q if key is query else _typed(key, "key", dt)[0]
-            V = K if value is key else (Q if value is query else _typed(value, "value", dt)[0])
+        Q, K, V, dt = _typed_qkv(query, key, value, dtype)
         b, lq = Q.shape[0], Q.shape[1]
         lk = K.shape[1] if K is not None else 0
         wk = cache_lk if kv_cache is not None else lk
@@ -651,16 +646,23 @@ class MHA(_vkmha.MHA):
             self.forward(query, key, value, out, total, lk, batch=len(tokens),
                          path=_path(path), kv_splits=kv_splits, causal=causal, **extra)
             return out
-        Q, dt = _typed(query, "query", _dtype(dtype))
-        if key is None:
-            K = V = None
-        else:
-            K = Q if key is query else _typed(key, "key", dt)[0]
-            V = K if value is key else (Q if value is query else _typed(value, "value", dt)[0])
+        Q, K, V, dt = _typed_qkv(query, key, value, dtype)
         out = _np.empty((total, d["d_model"]), DTYPES[dt])
         self.forward(Q, K, V, out, total, lk, batch=len(tokens), path=_path(path),
                      kv_splits=kv_splits, causal=causal, dtype=dt, **extra)
         return _like(out, query, dt)
+
+
+def _typed_qkv(query, key, value, dtype):
+    """query, key and value as arrays of one dtype (dtype, default query's):
+    (Q, K, V, dtype); an argument given twice is converted once, key None
+    gives K = V = None."""
+    Q, dt = _typed(query, "query", _dtype(dtype))
+    if key is None:
+        return Q, None, None, dt
+    K = Q if key is query else _typed(key, "key", dt)[0]
+    V = K if value is key else (Q if value is query else _typed(value, "value", dt)[0])
+    return Q, K, V, dt
 
 
 def _u32_array(v, name):

@@ -145,11 +145,10 @@ typedef struct mha_fwd {
     uint32_t n_parts;
 } mha_fwd;
 
-/* A part of a mixed batch: entries b0 .. b0 + f.B - 1 of the call, each of
+/* A part of a mixed batch: f.B consecutive entries of the call, each of
  * f.Lq rows, from row0 of its packed arrays (vkmha__part_args). */
 typedef struct mha_part {
     mha_fwd f;
-    uint32_t b0;
     uint64_t row0;
 } mha_part;
 /* The call's arguments io[5] (query, key, value, out, attn_weights) at
@@ -391,7 +390,8 @@ vkmha_status vkmha__heads_split(vkmha_context *ctx, const vkmha_run *run, const 
                                 bool split, const vkmha_arg *x, const vkmha_arg *y);
 /* The layer, in calls of whole batch entries (each entry's cache entry,
  * masks and arrays) when the whole does not fit; FORM_SUBMIT, which one
- * submission must hold, refuses that. */
+ * submission must hold, refuses that. A mixed batch (f->tokens) goes to
+ * vkmha__mha_forward_mixed. */
 vkmha_status vkmha__mha_forward_split(vkmha_mha *mha, const vkmha_run *run, const mha_fwd *f,
                                       const vkmha_arg args[5]);
 /* A mixed batch (f->tokens): its parts into f's copy, then the backend's

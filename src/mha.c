@@ -688,8 +688,7 @@ VKMHA_API vkmha_status vkmha_mha_forward(vkmha_mha *mha, const vkmha_mha_io *io)
                                {.host = io->value, .dtype = f.ad},
                                {.host = io->out, .dtype = f.ad},
                                {.host = io->attn_weights, .dtype = f.ad}};
-    if (!(st = f.tokens ? vkmha__mha_forward_mixed(mha, &run, &f, args)
-                        : vkmha__mha_forward_split(mha, &run, &f, args)))
+    if (!(st = vkmha__mha_forward_split(mha, &run, &f, args)))
         vkmha__kv_commit(&f);
     return st;
 }
@@ -743,8 +742,7 @@ vkmha_status vkmha__mha_forward_tensors(vkmha_mha *mha, const vkmha_run *run,
                                  causal_shift(&f), &f.mask)) ||
         (st = check_mixed_mask(ctx, &f)) || (st = check_position_values(ctx, &f)))
         return st;
-    if (!(st = f.tokens ? vkmha__mha_forward_mixed(mha, run, &f, arg)
-                        : vkmha__mha_forward_split(mha, run, &f, arg)))
+    if (!(st = vkmha__mha_forward_split(mha, run, &f, arg)))
         vkmha__kv_commit(&f);
     return st;
 }

@@ -207,6 +207,26 @@ vkmha_status vkmha__matmul_split(vkmha_context *ctx, const vkmha_run *run, const
 
 /* ---- the layer ----------------------------------------------------------- */
 
+/* f's entries b0 .. b0 + n - 1 as a call of their own, each of lq query
+ * rows and lk new keys: its batch, its arrays' elements (the weights are
+ * the caller's) and its cache entries and their lengths. */
+static mha_fwd entries_of(const vkmha_mha_desc *d, const mha_fwd *f, uint32_t b0, uint32_t n,
+                          uint32_t lq, uint32_t lk)
+{
+    mha_fwd p = *f;
+    p.B = p.as.batch = n;
+    p.Lq = p.as.len_q = lq;
+    p.Lk = lk;
+    p.n_query = p.n_out = (uint64_t)n * lq * d->d_model;
+    p.n_key = (uint64_t)n * lk * d->kdim;
+    p.n_value = (uint64_t)n * lk * d->vdim;
+    p.entry = f->entry + b0;
+    p.old = f->old ? f->old + b0 : NULL;
+    p.lengths = f->lengths ? f->lengths + b0 : NULL;
+    p.as.lengths = f->as.lengths ? f->as.lengths + b0 : NULL;
+    return p;
+}
+
 /* The layer's call of n entries from b0 and ni query rows from i0 (all of
  * an entry's rows, or rows of one entry): its shape, masks, cache entries
  * and arguments; per[]: each argument's bytes per entry. */
@@ -217,19 +237,10 @@ static vkmha_status layer_part(vkmha_mha *mha, const vkmha_run *run, const mha_f
     vkmha_context *ctx = mha->ctx;
     const vkmha_mha_desc *d = &mha->d;
     const uint64_t row = (uint64_t)d->d_model * f->es, H = d->n_head, L = f->as.len_k;
-    mha_fwd p = *f;
-    p.B = p.as.batch = n;
-    p.Lq = p.as.len_q = ni;
-    p.n_query = p.n_out = (uint64_t)n * ni * d->d_model;
-    p.n_key = (uint64_t)n * f->Lk * d->kdim;
-    p.n_value = (uint64_t)n * f->Lk * d->vdim;
+    mha_fwd p = entries_of(d, f, b0, n, ni, f->Lk);
     p.n_weights = n * H * ni * L;
     const part pm = {b0, n, 0, (uint32_t)H, i0, ni};
     p.mask = vkmha__part_mask(&f->mask, f->Lq, (uint32_t)L, &pm);
-    p.entry = f->entry + b0;
-    p.old = f->old ? f->old + b0 : NULL;
-    p.lengths = f->lengths ? f->lengths + b0 : NULL;
-    p.as.lengths = f->as.lengths ? f->as.lengths + b0 : NULL;
     p.positions = f->positions ? f->positions + (uint64_t)b0 * f->pos_ld : NULL;
     p.q0 = f->q0 + i0;
     const uint64_t q_at = ((uint64_t)b0 * f->Lq + i0) * row;
@@ -261,6 +272,8 @@ static vkmha_status layer_part(vkmha_mha *mha, const vkmha_run *run, const mha_f
 vkmha_status vkmha__mha_forward_split(vkmha_mha *mha, const vkmha_run *run, const mha_fwd *f,
                                       const vkmha_arg args[5])
 {
+    if (f->tokens) /* a mixed batch: its own parts */
+        return vkmha__mha_forward_mixed(mha, run, f, args);
     vkmha_context *ctx = mha->ctx;
     const vkmha_mha_desc *d = &mha->d;
     const uint64_t limit = vkmha__split_limit(ctx, run), es = f->es, Lq = f->Lq, Lk = f->Lk,
@@ -365,25 +378,14 @@ static vkmha_status mixed_part(vkmha_context *ctx, const vkmha_mha_desc *d, cons
     for (uint32_t b = b0; b < b1; b++)
         most = f->lengths[b] > most ? f->lengths[b] : most;
     mha_fwd *pf = &p->f;
-    *pf = *f;
+    *pf = entries_of(d, f, b0, b1 - b0, t, f->append ? t : 0);
     pf->tokens = NULL;
-    pf->B = pf->as.batch = b1 - b0;
-    pf->Lq = pf->as.len_q = t;
-    pf->Lk = f->append ? t : 0;
     pf->as.len_k = most;
     pf->as.kv_splits = f->as.kv_splits < most ? f->as.kv_splits : most;
-    pf->as.lengths = f->as.lengths ? f->as.lengths + b0 : NULL;
-    pf->old = f->old + b0;
-    pf->lengths = f->lengths + b0;
-    pf->entry = f->entry + b0;
     pf->positions = f->positions ? f->positions + row0 : NULL;
     pf->pos_ld = t;
     pf->q0 = 0;
-    pf->n_query = pf->n_out = (uint64_t)pf->B * t * d->d_model;
-    pf->n_key = (uint64_t)pf->B * pf->Lk * d->kdim;
-    pf->n_value = (uint64_t)pf->B * pf->Lk * d->vdim;
     pf->n_weights = 0;
-    p->b0 = b0;
     p->row0 = row0;
     /* f's offset was placed without a shift (mha.c's causal_shift). */
     return vkmha__mask_place(ctx, ctx->call, &pf->mask.m,

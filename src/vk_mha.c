@@ -613,9 +613,16 @@ static vkmha_status record_forward(vkmha_mha *mha, const mha_fwd *f, vk_attn_pla
     return VKMHA_SUCCESS;
 }
 
-/* Part p's operands: the call's (b, packed rows) from its first row. */
-static fwd_bufs part_bufs(const vkmha_mha *mha, const mha_fwd *f, const mha_part *p,
-                          const fwd_bufs *b)
+/* Part p's operands as its passes read them: the call's (b, packed rows)
+ * from the part's first row; *rows: where its query rows are copied from
+ * to the start of SLOT_AUX before its projections (buf NULL: not copied),
+ * which is where they start past the buffer's start (a later part of a
+ * packed array) and the buffer has texel views (vkmha's own, on CPU
+ * devices), which only a view from the start can use: the projections'
+ * vec4 texel matmul is several times the speed of the storage one there.
+ * Self-attention's keys and values are the same rows, copied with them. */
+static fwd_bufs part_operands(vk_state *vk, const vkmha_mha *mha, const mha_fwd *f,
+                              const mha_part *p, const fwd_bufs *b, vk_view *rows)
 {
     const vkmha_mha_desc *d = &mha->d;
     const uint64_t at = p->row0 * f->es;
@@ -624,19 +631,21 @@ static fwd_bufs part_bufs(const vkmha_mha *mha, const mha_fwd *f, const mha_part
     pb.key.offset += at * d->kdim;
     pb.value.offset += at * d->vdim;
     pb.out.offset += at * d->d_model;
-    return pb;
-}
-
-/* Whether part p's query rows are copied to the start of SLOT_AUX before its
- * projections: where its rows start past the buffer's start (a later part
- * of a packed array) and the buffer has texel views (vkmha's own, on CPU
- * devices), which only a view from the start can use: the projections'
- * vec4 texel matmul is several times the speed of the storage one there. */
-static bool part_copies_rows(const fwd_bufs *pb)
-{
-    vk_view whole = pb->query;
+    vk_view whole = pb.query;
     whole.offset = 0;
-    return pb->query.offset && (vk_texel_view(&whole, false) || vk_texel_view(&whole, true));
+    *rows = (vk_view){0};
+    if (!pb.query.offset || !(vk_texel_view(&whole, false) || vk_texel_view(&whole, true)))
+        return pb;
+    *rows = pb.query;
+    const vk_view copy = vk_view_of(&vk->mem.slots[SLOT_AUX], f->ad);
+    pb.query = copy;
+    vk_view *const kv[2] = {&pb.key, &pb.value};
+    const uint64_t n_kv[2] = {p->f.n_key, p->f.n_value};
+    for (int k = 0; k < 2; k++)
+        if (kv[k]->buf == rows->buf && kv[k]->offset == rows->offset &&
+            n_kv[k] == p->f.n_query)
+            *kv[k] = copy;
+    return pb;
 }
 
 /* A mixed batch's parts (f->parts), planned before anything is recorded:
@@ -649,14 +658,15 @@ static vkmha_status size_parts(vkmha_mha *mha, const mha_fwd *f, const fwd_bufs 
 {
     vkmha_context *ctx = mha->ctx;
     const vkmha_log_level level = ctx->log_level;
-    uint64_t tables = 0; /* RoPE's, every part's */
-    for (uint32_t i = 0; i < f->n_parts; i++)
-        tables += rope_rows(&f->parts[i].f) * mha->d.rope_dims;
-    uint64_t copied = 0; /* the most query rows' bytes part_copies_rows copies */
+    /* RoPE's tables, every part's; the most query rows' bytes copied. */
+    uint64_t tables = 0, copied = 0;
     for (uint32_t i = 0; i < f->n_parts; i++) {
-        const fwd_bufs pb = part_bufs(mha, f, &f->parts[i], b);
-        const uint64_t n = f->parts[i].f.n_query * f->es;
-        copied = part_copies_rows(&pb) && n > copied ? n : copied;
+        const mha_fwd *pf = &f->parts[i].f;
+        vk_view rows;
+        part_operands(ctx->vk, mha, f, &f->parts[i], b, &rows);
+        const uint64_t n = pf->n_query * f->es;
+        tables += rope_rows(pf) * mha->d.rope_dims;
+        copied = rows.buf && n > copied ? n : copied;
     }
     vkmha_status st = sites_ensure(mha, f->n_parts);
     if (!st)
@@ -665,7 +675,8 @@ static vkmha_status size_parts(vkmha_mha *mha, const mha_fwd *f, const fwd_bufs 
         st = vk_slot_ensure(ctx->vk, SLOT_AUX, copied);
     ctx->log_level = level > VKMHA_LOG_WARN ? level : VKMHA_LOG_WARN;
     for (uint32_t i = 0; i < f->n_parts && !st; i++) {
-        const fwd_bufs pb = part_bufs(mha, f, &f->parts[i], b);
+        vk_view rows;
+        const fwd_bufs pb = part_operands(ctx->vk, mha, f, &f->parts[i], b, &rows);
         vk_attn_plan plan;
         ((vk_mha *)mha)->part = i;
         st = prepare_vulkan(mha, &f->parts[i].f, &pb, false, NULL, &plan);
@@ -682,27 +693,19 @@ static vkmha_status record_parts(vkmha_mha *mha, const mha_fwd *f, const fwd_buf
 {
     vk_mha *vm = (vk_mha *)mha;
     vkmha_status st = VKMHA_SUCCESS;
+    vk_state *vk = mha->ctx->vk;
     for (uint32_t i = 0; i < f->n_parts && !st; i++) {
-        vk_state *vk = mha->ctx->vk;
         const mha_fwd *pf = &f->parts[i].f;
-        fwd_bufs pb = part_bufs(mha, f, &f->parts[i], b);
+        vk_view rows;
+        const fwd_bufs pb = part_operands(vk, mha, f, &f->parts[i], b, &rows);
         vk_attn_plan plan;
         vm->part = i;
         if (i)
             vk_barrier(vk);
-        if (part_copies_rows(&pb)) {
-            /* Self-attention's keys and values are the same rows. */
-            const vk_view rows = pb.query, copy = vk_view_of(&vk->mem.slots[SLOT_AUX], f->ad);
-            if ((st = vk_copy(vk, rows.buf, rows.offset, copy.buf, 0, pf->n_query * f->es)))
+        if (rows.buf) {
+            if ((st = vk_copy(vk, rows.buf, rows.offset, pb.query.buf, 0, pf->n_query * f->es)))
                 break;
             vk_barrier(vk);
-            pb.query = copy;
-            vk_view *const kv[2] = {&pb.key, &pb.value};
-            const uint64_t n_kv[2] = {pf->n_key, pf->n_value};
-            for (int k = 0; k < 2; k++)
-                if (kv[k]->buf == rows.buf && kv[k]->offset == rows.offset &&
-                    n_kv[k] == pf->n_query)
-                    *kv[k] = copy;
         }
         if (!(st = prepare_vulkan(mha, pf, &pb, false, NULL, &plan)))
             st = record_forward(mha, pf, &plan, &pb);

@@ -1068,7 +1068,13 @@ typedef enum vkmha_attention_path {
      * model. Head dims up to 576 (any d_k, d_v, equal or not: MLA's 576 and
      * 512 too; heads of 257 to 576 take the d576 pipelines), where the
      * device's shared memory holds a block of them (lavapipe's 64 KiB and
-     * GPUs' 48 KiB do), else VKMHA_ERROR_UNSUPPORTED. */
+     * GPUs' 48 KiB do), else VKMHA_ERROR_UNSUPPORTED. It skips the key
+     * blocks that the masks hide from a whole block of queries, whose
+     * weights are exactly 0 (the causal mask, a window, key padding, a full
+     * mask, a -inf bias; not in the weights pass), reading only their
+     * values for NaN and Inf (0 * NaN is NaN) and, for a -inf bias, their
+     * keys (a NaN key makes its row NaN): the result is that of computing
+     * them. */
     VKMHA_ATTENTION_PATH_FUSED = 1,
     /* Materializes the [batch][H][len_q][len_k] scores: matmul, softmax,
      * matmul. For comparison and for head dims above 576. */

@@ -35,6 +35,19 @@
 // above -1e9 + 128: their weights exp(-1e9 - m) are then exactly 0 in fp32.
 // So that the rows see their visible keys first, the blocks are visited
 // from the one holding the window's first key on, then those before it.
+// A hidden block met while a row is not settled yet (every key of a split-K
+// range hidden, say, by the causal mask, a window or key padding) costs one
+// read of its values instead of its products: its scores are -1e9, all of
+// them, so the online softmax's step is
+// m' = max(m, -1e9), l' = l exp(m - m') + n exp(-1e9 - m'),
+// acc' = acc exp(m - m') + exp(-1e9 - m') sum_j v_j.
+// Key padding, a full mask and a bias are data: with any of them, each
+// block is first classified over its rows and keys (DATA_*), and a block
+// with no live score is skipped where its weights are exactly 0: its -1e9
+// scores once the rows settle, its -inf ones (a bias's, unmasked) always,
+// provided no score of the block could be NaN (-inf + NaN or + Inf): the
+// block's keys and the queries are finite and small enough that no
+// product overflows (the max |q| and |k| bound them), else it is computed.
 //
 // Tensors are addressed through strides, so the same shader reads split
 // heads [B][H][L][d] and projections [B][L][H * d] in place. Query head h
@@ -198,7 +211,15 @@ shared float ps[BR * BC]; // scores, then probabilities
 shared float row_m[BR];
 shared float row_l[BR];
 shared float row_corr[BR];
-shared uint bad_bits[4 * D4]; // per output column: OR of the skipped NaN / Inf values' bits
+shared uint bad_bits[4 * D4]; // per output column: OR of the skipped NaN / Inf values' bits,
+                              // or the hidden block's column sums of v (as float bits)
+shared uint blk_class;        // the block's DATA_* classes
+shared uint q_amax, k_amax;   // max |q| of the workgroup's rows, |k| of the block's keys (bits)
+
+// A block's scores: live (to compute), -1e9 (masked), -inf (a bias's).
+const uint DATA_LIVE = 1u;
+const uint DATA_MASKED = 2u;
+const uint DATA_NEG_INF = 4u;
 
 // Elements c .. c + 3 (c a multiple of 4) of a row starting at `base`,
 // zero past `n`.
@@ -251,6 +272,92 @@ void scan_skipped_values(uint j0, uint j_end, uint j2, uint j3, uint v_base, uin
     barrier();
 }
 
+// Whether every one of the block's rows has a score above -1e9 + 128, so
+// that a -1e9 score has weight exactly 0 (exp(-1e9 - m) underflows in fp32).
+bool rows_settled(uint rows)
+{
+    bool settled = true;
+    for (uint r = 0; r < rows; r++)
+        settled = settled && row_m[r] > MASKED_SCORE + 128.0;
+    return settled;
+}
+
+// bad_bits of output columns 4 c4 .. 4 c4 + 3.
+uvec4 bad4(uint c4)
+{
+    return uvec4(bad_bits[4u * c4], bad_bits[4u * c4 + 1u], bad_bits[4u * c4 + 2u],
+                 bad_bits[4u * c4 + 3u]);
+}
+
+// Accumulator s of invocation (ty, tx) plus weight * the skipped NaN / Inf
+// values (bad_bits), the weight 0 for every row computed at run time:
+// exp(-1e9 - m) with m at least -1e9 + 128.
+vec4 with_skipped(vec4 acc, uint s, uint tx, uint ty, uint dv4)
+{
+    const uint c4 = tx + (s % OC) * TX;
+    const uvec4 bits = c4 < dv4 ? bad4(c4) : uvec4(0u);
+    if (all(equal(bits, uvec4(0u))))
+        return acc;
+    return acc + exp(MASKED_SCORE - max(row_m[ty * SR + s / OC], MASKED_SCORE + 128.0)) *
+                     uintBitsToFloat(bits);
+}
+
+// Max |x| of a vec4's elements as bits (NaN's above Inf's: both at least
+// 0x7f800000), for atomicMax.
+uint amax_bits(vec4 x)
+{
+    const uvec4 u = floatBitsToUint(abs(x));
+    return max(max(u.x, u.y), max(u.z, u.w));
+}
+
+// Keys j0 .. j0 + nk of the block, rows 0 .. rows of the workgroup: the
+// DATA_* classes of their scores, OR-ed (a live score ends an
+// invocation's look).
+uint classify_block(uint b, uint i0, uint rows, uint j0, uint nk, uint len_b, uint bias_base,
+                    uint tid)
+{
+    if (tid == 0u)
+        blk_class = 0u;
+    barrier();
+    uint cls = 0u;
+    for (uint e = tid; e < rows * nk; e += WG) {
+        const uint i = i0 + e / nk, j = j0 + e % nk;
+        if (mask_hides(p.flags, b, i, j, p.len_q, p.len_k,
+                       causal_last(i, p.causal_offset, len_b, p.len_k))) {
+            cls |= DATA_MASKED;
+        } else if ((p.flags & MASK_BIAS) != 0u &&
+                   bias_at(bias_base + i * p.len_k + j) == neg_inf()) {
+            cls |= DATA_NEG_INF;
+        } else {
+            cls |= DATA_LIVE;
+            break;
+        }
+    }
+    if (cls != 0u)
+        atomicOr(blk_class, cls);
+    barrier();
+    const uint c = blk_class;
+    barrier(); // every invocation read it before the next block's reset
+    return c;
+}
+
+// Whether no score q . k of the block's keys j0 .. j0 + nk can be NaN or
+// +-Inf: q and k finite, and d_k max|q| max|k| |scale| far below FLT_MAX.
+bool block_finite(uint k_base, uint j0, uint nk, uint dk4, uint tid)
+{
+    if (tid == 0u)
+        k_amax = 0u;
+    barrier();
+    uint mx = 0u;
+    for (uint e = tid; e < nk * dk4; e += WG)
+        mx = max(mx, amax_bits(load_k(k_base + (j0 + e / dk4) * p.k_ld, 4u * (e % dk4), P_DK)));
+    atomicMax(k_amax, mx);
+    barrier();
+    const uint kb = k_amax, qb = q_amax;
+    return kb < 0x7f800000u && qb < 0x7f800000u &&
+           uintBitsToFloat(qb) * uintBitsToFloat(kb) * abs(p.scale) * float(P_DK) < 1e37;
+}
+
 void main()
 {
     const uint g = linear_group(p.group_base);
@@ -288,10 +395,18 @@ void main()
     const uint bias_base = flash_bias_base(b, h);
     const float slope = alibi_slope(h);
 
+    // Key padding, a full mask or a bias: blocks are classified (DATA_*).
+    const bool data_skip =
+        (p.flags & (MASK_KEY_PADDING | MASK_FULL | MASK_BIAS)) != 0u && !weights_mode;
+    if (tid == 0u)
+        q_amax = 0u;
+    barrier();
+    uint q_mx = 0u;
     for (uint e = tid; e < BR * D4; e += WG) {
         const uint r = e / D4, c4 = e % D4;
         const vec4 q4 = r < rows && c4 < dk4 ? load_q(q_base + (i0 + r) * p.q_ld, 4u * c4, P_DK)
                                              : vec4(0.0);
+        q_mx = max(q_mx, amax_bits(q4));
 #if defined(COOP) && COOP
         PUT4H(qh, r * DS + 4u * c4, q4);
 #else
@@ -309,6 +424,8 @@ void main()
         row_m[r] = resume && r < rows ? ml[2u * (part + r)] : start.x;
         row_l[r] = resume && r < rows ? ml[2u * (part + r) + 1u] : start.y;
     }
+    if (data_skip)
+        atomicMax(q_amax, q_mx);
     vec4 acc[SR * OC];
     for (uint s = 0; s < SR * OC; s++) {
         const uint r = ty * SR + s / OC, c0 = 4u * (tx + (s % OC) * TX);
@@ -343,30 +460,65 @@ void main()
         const uint blk = t < n_blocks - first_block ? first_block + t
                                                     : t - (n_blocks - first_block);
         const uint j0 = j_begin + blk * BC;
+        const uint nk = min(BC, j_end - j0);
+        bool all_masked = false; // every score of the block -1e9, a row not settled
         if (skipping && (int(j0) > vis_hi || int(min(j0 + BC, j_end)) <= vis_lo)) {
             // Every key of this block is masked for every row of the block,
             // and so is every block after it in this order.
-            bool settled = true;
-            for (uint r = 0; r < rows; r++)
-                settled = settled && row_m[r] > MASKED_SCORE + 128.0;
-            if (settled) { // uniform: every invocation read the same row_m
+            if (rows_settled(rows)) { // uniform: every invocation read the same row_m
                 const bool wrapped = blk < first_block;
                 scan_skipped_values(j0, wrapped ? j_wrap : j_end, wrapped ? j_wrap : j_begin,
                                     j_wrap, v_base, dv4, tid);
-                for (uint s = 0; s < SR * OC; s++) {
-                    const uint c4 = tx + (s % OC) * TX;
-                    const uvec4 bits = c4 < dv4 ? uvec4(bad_bits[4u * c4], bad_bits[4u * c4 + 1u],
-                                                        bad_bits[4u * c4 + 2u],
-                                                        bad_bits[4u * c4 + 3u])
-                                                : uvec4(0u);
-                    if (any(notEqual(bits, uvec4(0u))))
-                        acc[s] += exp(MASKED_SCORE - row_m[ty * SR + s / OC]) *
-                                  uintBitsToFloat(bits);
-                }
+                for (uint s = 0; s < SR * OC; s++)
+                    acc[s] = with_skipped(acc[s], s, tx, ty, dv4);
                 break;
             }
+            all_masked = true;
+        } else if (data_skip) {
+            // Key padding, a full mask, a bias: a block without a live
+            // score whose weights are all exactly 0 adds only 0 * v
+            // (DATA_* above).
+            const uint cls = classify_block(b, i0, rows, j0, nk, len_b, bias_base, tid);
+            if ((cls & DATA_LIVE) == 0u && ((cls & DATA_MASKED) == 0u || rows_settled(rows)) &&
+                ((cls & DATA_NEG_INF) == 0u || block_finite(k_base, j0, nk, dk4, tid))) {
+                scan_skipped_values(j0, j0 + nk, 0u, 0u, v_base, dv4, tid);
+                for (uint s = 0; s < SR * OC; s++)
+                    acc[s] = with_skipped(acc[s], s, tx, ty, dv4);
+                barrier(); // bad_bits read before a later block writes them
+                continue;
+            }
+            all_masked = cls == DATA_MASKED;
         }
-        const uint nk = min(BC, j_end - j0);
+        if (all_masked) {
+            // A row not settled yet and the block's nk scores all -1e9 (its
+            // keys are below len_b): a step of the online softmax from the
+            // column sums of its values (in bad_bits) and the rows' factors
+            // (the old state's in row_corr, a key's weight in ps).
+            for (uint c4 = tid; c4 < dv4; c4 += WG) {
+                vec4 sum = vec4(0.0);
+                for (uint jj = 0; jj < nk; jj++)
+                    sum += load_v(v_base + (j0 + jj) * p.v_ld, 4u * c4, P_DV);
+                for (uint k = 0; k < 4u; k++)
+                    bad_bits[4u * c4 + k] = floatBitsToUint(sum[k]);
+            }
+            for (uint r = tid; r < BR; r += WG) {
+                const float m_old = row_m[r], m_new = max(m_old, MASKED_SCORE);
+                const float corr = exp(m_old - m_new), w = exp(MASKED_SCORE - m_new);
+                row_l[r] = row_l[r] * corr + float(nk) * w;
+                row_m[r] = m_new;
+                row_corr[r] = corr;
+                ps[r] = w;
+            }
+            barrier();
+            for (uint s = 0; s < SR * OC; s++) {
+                const uint r = ty * SR + s / OC, c4 = tx + (s % OC) * TX;
+                acc[s] *= row_corr[r];
+                if (c4 < dv4)
+                    acc[s] += ps[r] * uintBitsToFloat(bad4(c4));
+            }
+            barrier();
+            continue;
+        }
 
         // 1. K block.
 #if defined(COOP) && COOP

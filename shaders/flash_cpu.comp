@@ -23,6 +23,15 @@
 //
 // Every lane runs the same loops (rows past len_q are clamped for loads and
 // never written), so control flow stays uniform without any barrier.
+// Steps that add nothing (key padding, a full mask, a bias): before a step,
+// a lane passes over the steps where none of its scores is live, each one
+// -1e9 (masked, once its rows settle above -1e9 + 128) or -inf (past the
+// keys, or a -inf bias where no product can be NaN or Inf: the head's keys
+// hold no element of 2^64 or more, nor NaN or Inf, per shaders/vscan.comp,
+// and the lane's queries are small enough), all their weights exactly 0,
+// where vscan.comp found no NaN or Inf among the head's values (0 * v then
+// adds nothing). A loop, not a branch: lavapipe runs both sides of a
+// branch under a mask, but leaves a loop once every lane has.
 // Skipping (a causal mask or a window, rows in blocks, not lanes over keys,
 // not the weights pass): the keys every row of the block hides, those after
 // the last row's position or a window's width before the first row's (or,
@@ -173,6 +182,7 @@ void main()
     // memory or to a chain of selects. Except in the d576 class (D4_LOOP).
     uint r[TM];
     bool live[TM];
+    uint q_bits = 0u; // max |q| of the lane's rows, as bits (NaN's above Inf's)
     vec4 qv[TM * D4];
     vec4 acc[TM * D4];
     float m[TM], l[TM];
@@ -186,15 +196,27 @@ void main()
         const uint qrow = q_base + (i0 + r[u]) * q_ld;
         D4_LOOP(
             qv[u * D4 + c4] = c4 < dk4 ? TEXEL_FETCH(Q4, qrow + c4, 0u) : vec4(0.0);
+            const uvec4 qb = floatBitsToUint(abs(qv[u * D4 + c4]));
+            q_bits = max(q_bits, max(max(qb.x, qb.y), max(qb.z, qb.w)));
             acc[u * D4 + c4] = resume && c4 < dv4 ? ld4_o(sidx * dv4 + c4) : vec4(0.0);)
     }
 
     // The keys the block's rows may see, [vis_lo, vis_hi], and where the
     // visit starts: j_rot, the window's first key (whole steps of BK).
     // Only where shaders/vscan.comp found no NaN or Inf among the head's
-    // values: a skipped key then adds exactly nothing (0 * v).
-    const bool v_clean = (p.flags & MODE_VSCANNED) != 0u &&
-                         floatBitsToUint(hr[2u * p.heads + b * (p.heads / p.group) + hk]) == 0u;
+    // values: a skipped key then adds exactly nothing (0 * v). Its keys'
+    // flag: no element of 2^64 or more, so no product of queries below
+    // 1e37 / (2^64 d_k |scale|) overflows (scanned with a bias only).
+    const uint flags_at = 2u * p.heads + 2u * (b * (p.heads / p.group) + hk);
+    const bool v_clean =
+        (p.flags & MODE_VSCANNED) != 0u && floatBitsToUint(hr[flags_at]) == 0u;
+    const bool keys_small =
+        (p.flags & (MODE_VSCANNED | MASK_BIAS)) == (MODE_VSCANNED | MASK_BIAS) &&
+        floatBitsToUint(hr[flags_at + 1u]) == 0u && q_bits < 0x7f800000u &&
+        uintBitsToFloat(q_bits) * 18446744073709551616.0 * abs(p.scale) * float(P_DK) < 1e37;
+    // Steps that add nothing are passed over (see the top).
+    const bool data_skipping = (p.flags & (MASK_KEY_PADDING | MASK_FULL | MASK_BIAS)) != 0u &&
+                               !weights_mode && v_clean;
     const bool skipping = (p.flags & (MASK_CAUSAL | MASK_WINDOW)) != 0u && !lane_keys &&
                           !weights_mode && v_clean;
     const ivec2 vis = flash_visible(causal_last(i0, p.causal_offset, len_b, p.len_k),
@@ -209,6 +231,41 @@ void main()
     const uint run_a = (j_end - j_rot + BK - 1u) / BK * BK;
     const uint steps = run_a + (j_rot - j_first + BK - 1u) / BK * BK;
     for (uint t = 0u; t < steps; t += BK) {
+        if (data_skipping) {
+            bool settled = true;
+            [[unroll]] for (uint u = 0u; u < TM; u++)
+                settled = settled && m[u] > MASKED_SCORE + 128.0;
+            while (t < steps) {
+                const uint j0 = t < run_a ? j_rot + t : j_first + (t - run_a);
+                const uint seg_end = t < run_a ? j_end : j_rot;
+                bool idle = true; // no live score; -1e9 ones only where settled
+                [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
+                    const uint j = j0 + kk;
+                    if (j >= seg_end || j >= len_b)
+                        continue; // -inf
+                    // Key padding hides the key from every row; the other
+                    // kinds are looked at per row (a load each).
+                    if ((p.flags & MASK_KEY_PADDING) != 0u && kp_byte(b * p.len_k + j) == 0u) {
+                        idle = idle && settled;
+                        continue;
+                    }
+                    [[unroll]] for (uint u = 0u; u < TM; u++) {
+                        const uint i = i0 + r[u];
+                        if (mask_hides(p.flags & ~MASK_KEY_PADDING, b, i, j, p.len_q, p.len_k,
+                                       causal_last(i, p.causal_offset, len_b, p.len_k)))
+                            idle = idle && settled;
+                        else
+                            idle = idle && keys_small &&
+                                   bias_at(bias_base + i * p.len_k + j) == neg_inf();
+                    }
+                }
+                if (!idle)
+                    break;
+                t += BK;
+            }
+            if (t >= steps)
+                break;
+        }
         const uint j0 = t < run_a ? j_rot + t : j_first + (t - run_a);
         const uint seg_end = t < run_a ? j_end : j_rot;
         if (skipping && (int(j0) > vis_hi || int(min(j0 + BK, seg_end)) <= vis_lo)) {

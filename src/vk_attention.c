@@ -158,34 +158,40 @@ static vkmha_status dispatch_keys(vk_state *vk, vk_site *site, const vk_attn_pla
 }
 
 /* Whether the CPU-shaped kernel's skipping (shaders/flash_cpu.comp) gets
- * the values' NaN / Inf flags: query blocks (not lanes over keys) under a
- * causal mask or a window, typed values bound whole (the plan's
- * kv_whole), their elements countable in 32 bits (the strides are:
- * vk_check_strides). */
+ * the values' and keys' flags: query blocks (not lanes over keys: a decode
+ * step would read its cache twice) under a mask that hides keys (the
+ * causal mask, a window, key padding, a full mask, a bias), typed keys and
+ * values bound whole (the plan's kv_whole), their elements countable in 32
+ * bits (the strides are: vk_check_strides). */
 static bool wants_vscan(const vk_attn_plan *plan, const mask_r *mask, const vk_view *v)
 {
     const attn_shape *s = &plan->s;
-    const uint64_t elems = (uint64_t)s->batch * s->kv_heads * s->len_k * s->d_v;
+    const uint32_t hiding = VKMHA_MASK_CAUSAL | VKMHA_MASK_WINDOW | VKMHA_MASK_KEY_PADDING |
+                            VKMHA_MASK_FULL | VKMHA_MASK_BIAS;
+    const uint64_t elems =
+        (uint64_t)s->batch * s->kv_heads * s->len_k * (s->d_v > s->d_k ? s->d_v : s->d_k);
     return plan->cpu_kernel && !plan->lane_keys && plan->kv_whole && !v->q8_rows &&
-           (mask->kinds & (VKMHA_MASK_CAUSAL | VKMHA_MASK_WINDOW)) && elems <= UINT32_MAX;
+           (mask->kinds & hiding) && elems <= UINT32_MAX;
 }
 
-/* The values' flags after the per-head rules in SLOT_MASK_HEADS: a word
- * per (batch entry, key/value head), zeroed, then set by shaders/vscan.comp
- * where a value is NaN or Inf. */
+/* The flags after the per-head rules in SLOT_MASK_HEADS: two words per
+ * (batch entry, key/value head), zeroed, then set by shaders/vscan.comp
+ * where one of x's d elements (the values': word 0; the keys': word 1) is
+ * NaN, Inf or 2^64 or more in magnitude. */
 static vkmha_status record_vscan(vk_state *vk, vk_site *site, const vk_attn_plan *plan,
-                                 const vk_view *v)
+                                 const vk_view *x, uint32_t d, uint32_t word)
 {
     const attn_shape *s = &plan->s;
     const uint64_t rows = (uint64_t)s->batch * s->kv_heads * s->len_k;
-    vk_view vv = *v; /* from the plan's first entry (a KV cache's) */
-    vv.offset += plan->kv_b0 * v->stride[0] * vkmha__dtype_size(v->dtype);
-    const struct heads_push p = {.total = (uint32_t)(rows * s->d_v), .len = s->len_k,
-                                 .heads = s->kv_heads, .head_dim = s->d_v, .split = 1,
-                                 .x_sb = (uint32_t)v->stride[0],
-                                 .x_sh = (uint32_t)v->stride[1],
-                                 .x_sl = (uint32_t)v->stride[2], .y_sb = 2 * s->heads};
-    const vk_view bufs[2] = {vv, vk_view_of(&vk->mem.slots[SLOT_MASK_HEADS], VKMHA_DTYPE_F32)};
+    vk_view xv = *x; /* from the plan's first entry (a KV cache's) */
+    xv.offset += plan->kv_b0 * x->stride[0] * vkmha__dtype_size(x->dtype);
+    const struct heads_push p = {.total = (uint32_t)(rows * d), .len = s->len_k,
+                                 .heads = s->kv_heads, .head_dim = d, .split = 1,
+                                 .x_sb = (uint32_t)x->stride[0],
+                                 .x_sh = (uint32_t)x->stride[1],
+                                 .x_sl = (uint32_t)x->stride[2], .y_sb = 2 * s->heads + word,
+                                 .y_sh = 2};
+    const vk_view bufs[2] = {xv, vk_view_of(&vk->mem.slots[SLOT_MASK_HEADS], VKMHA_DTYPE_F32)};
     return vk_dispatch_groups(vk, site, VK_PIPE(KERNEL_VSCAN), bufs, 2, &p, sizeof p,
                               offsetof(struct heads_push, group_base),
                               vk_div_up(rows, VK_PASS_WG));
@@ -212,8 +218,12 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
             return st;
         vk_barrier(vk);
     }
+    /* The keys are scanned for a bias only, the one rule that reads their
+     * flag (a -inf bias without the products). */
     if ((st = vk_head_rules_any(vk, mask, s->heads, vscan, &rules)) ||
-        (vscan && (st = record_vscan(vk, &sites[ASITE_VSCAN], plan, v))))
+        (vscan && (st = record_vscan(vk, &sites[ASITE_VSCAN], plan, v, s->d_v, 0))) ||
+        (vscan && (mask->kinds & VKMHA_MASK_BIAS) &&
+         (st = record_vscan(vk, &sites[ASITE_VSCAN_KEYS], plan, k, s->d_k, 1))))
         return st;
     if (vscan)
         vk_barrier(vk);

@@ -143,9 +143,9 @@ static vkmha_status prepare(vk_state *vk, const attn_shape *s, uint32_t fold, bo
                             vk_attn_plan *plan)
 {
     vkmha_status st;
-    /* The per-head rules, and the values' NaN / Inf flags of the CPU-shaped
+    /* The per-head rules, and the values' and keys' flags of the CPU-shaped
      * kernel's skipping (vk_attention.c). */
-    if ((st = vk_head_rules_ensure(vk, s->heads, (uint64_t)s->batch * s->kv_heads)))
+    if ((st = vk_head_rules_ensure(vk, s->heads, 2ull * s->batch * s->kv_heads)))
         return st;
     /* k and v past maxStorageBufferRange: the CPU-shaped fused kernel reads
      * them through texel views of their whole buffers (which

@@ -360,7 +360,8 @@ typedef enum vk_attention_site {
     ASITE_FLASH_CPU,    /* the CPU-shaped fused shader */
     ASITE_FLASH_CPU_WEIGHTS,
     ASITE_COMBINE,      /* split-K's combine */
-    ASITE_VSCAN,        /* the CPU-shaped kernel's NaN / Inf flags of the values */
+    ASITE_VSCAN,        /* the CPU-shaped kernel's flags of the values (shaders/vscan.comp) */
+    ASITE_VSCAN_KEYS,   /* and of the keys */
     VK_ATTENTION_SITES
 } vk_attention_site;
 extern const vk_kind vk_attention_site_kinds[VK_ATTENTION_SITES]; /* src/vk_kernels.c */

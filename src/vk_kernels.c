@@ -66,7 +66,8 @@ const vk_kind vk_attention_site_kinds[VK_ATTENTION_SITES] = {
     [ASITE_PV] = KIND_MATMUL,            [ASITE_WEIGHTS_COPY] = KIND_HEADS,
     [ASITE_FLASH] = KIND_FLASH,          [ASITE_FLASH_WEIGHTS] = KIND_FLASH,
     [ASITE_FLASH_CPU] = KIND_FLASH_CPU,  [ASITE_FLASH_CPU_WEIGHTS] = KIND_FLASH_CPU,
-    [ASITE_COMBINE] = KIND_FLASH_COMBINE, [ASITE_VSCAN] = KIND_HEADS};
+    [ASITE_COMBINE] = KIND_FLASH_COMBINE, [ASITE_VSCAN] = KIND_HEADS,
+    [ASITE_VSCAN_KEYS] = KIND_HEADS};
 
 /* ---- specialization of each kernel ---------------------------------------- */
 

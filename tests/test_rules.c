@@ -223,47 +223,116 @@ static void attention_case(vkmha_context *ref, vkmha_context *const gpus[2], t_r
 
 /* ---- long rows: the blocks a window or the causal mask hide -------------------- */
 
-/* Rows of `shape` whose key blocks a window or the causal mask hide from
- * whole query blocks, so that the fused kernels skip them, under each of
- * the masks, then again with a NaN value at key nan_key, hidden from every
- * row, which must still make every output NaN (0 * NaN, include/vkmha.h)
- * where the skipping kernel only scans the values it skips. Weights are not
- * asked for: the weights pass never skips. */
+/* Rows of `shape` whose key blocks the masks hide from whole query blocks
+ * (a window, the causal mask, key padding, a full mask, a -inf bias), so
+ * that the fused kernels skip them, under each of the masks, then again
+ * with a NaN value at key nan_key, hidden from every row, which must still
+ * make every output NaN (0 * NaN, include/vkmha.h) where the skipping
+ * kernel only scans the values it skips; with nan_keys, a third time with
+ * a NaN key there instead (its value restored): behind a -inf bias its
+ * score is NaN and its rows NaN, so a block must not be skipped for its
+ * bias alone without its keys looked at. Weights are not asked for: the
+ * weights pass never skips. */
 static void hidden_keys(vkmha_context *ref, vkmha_context *const gpus[2], t_rng *r,
                         const char *shape, const vkmha_attention_desc *d,
                         const vkmha_mask *masks, const char *const mask_names[], int n_masks,
-                        uint32_t nan_key)
+                        uint32_t nan_key, bool nan_keys)
 {
     const t_attention_sizes n = t_attention_size(d);
     float *q = t_random(r, n.q, -1, 1), *k = t_random(r, n.k, -1, 1), *v = t_random(r, n.v, -1, 1);
-    float *want = t_alloc(n.out), *got = t_alloc(n.out);
-    for (int nan = 0; nan < 2; nan++) {
-        if (nan)
-            v[(size_t)nan_key * d->d_v + d->d_v / 2] = NAN;
+    const uint32_t dt = d->dtype;
+    const size_t es = vkmha__dtype_size(dt);
+    void *want = malloc(n.out * es), *got = malloc(n.out * es);
+    const bool f32 = dt == VKMHA_DTYPE_F32;
+    const double tol = f32 ? 1e-5 : 2e-3, rtol = f32 ? 2e-5 : 2e-3;
+    const size_t v_at = (size_t)nan_key * d->d_v + d->d_v / 2;
+    const float v_was = v[v_at];
+    static const char *const nan_names[3] = {"", ", a NaN value hidden from every row",
+                                             ", a NaN key hidden from every row"};
+    for (int nan = 0; nan < (nan_keys ? 3 : 2); nan++) {
+        v[v_at] = nan == 1 ? NAN : v_was;
+        if (nan == 2)
+            k[(size_t)nan_key * d->d_k + d->d_k / 2] = NAN;
+        void *qt = t_to_dt(dt, q, n.q), *kt = t_to_dt(dt, k, n.k), *vt = t_to_dt(dt, v, n.v);
         for (int mi = 0; mi < n_masks; mi++) {
-            bool ok = !vkmha_attention(ref, d, q, k, v, &masks[mi], want, NULL);
+            bool ok = !vkmha_attention(ref, d, qt, kt, vt, &masks[mi], want, NULL);
+            if (!ok)
+                t_diag("%s, %s: reference: %s", shape, mask_names[mi],
+                       vkmha_context_last_error(ref));
             for (int g = 0; g < 2; g++)
                 for (size_t ri = 0; ri < sizeof runs / sizeof runs[0]; ri++) {
                     vkmha_attention_desc dr = *d;
                     dr.path = runs[ri].path;
                     dr.kv_splits = runs[ri].kv_splits;
                     char name[200];
-                    snprintf(name, sizeof name, "%s, %s%s, %s, %s", shape, mask_names[mi],
-                             nan ? ", a NaN value hidden from every row" : "",
+                    snprintf(name, sizeof name, "%s%s, %s%s, %s, %s", shape,
+                             dt == VKMHA_DTYPE_F32 ? "" : ", fp16", mask_names[mi],
+                             nan_names[nan],
                              g ? "workgroup-shared kernel" : "default kernel", runs[ri].name);
-                    const bool gok = ok && !vkmha_attention(gpus[g], &dr, q, k, v, &masks[mi],
-                                                            got, NULL);
-                    t_report(gok && t_close(name, "out", got, want, n.out, 1e-5, 2e-5), "%s",
-                             name);
+                    const bool gok = ok && !vkmha_attention(gpus[g], &dr, qt, kt, vt,
+                                                            &masks[mi], got, NULL);
+                    t_report(gok && t_close_dt(name, "out", dt, got, want, n.out, tol, rtol),
+                             "%s", name);
                 }
         }
+        free(qt), free(kt), free(vt);
     }
     free(q), free(k), free(v), free(want), free(got);
 }
 
+/* 40 queries over 1100 keys (as the causal case below) whose blocks data
+ * hide: keys 100-227 and from 300 on padded, or every key (each row the
+ * mean of the values: blocks of -1e9 scores count); the same keys -inf in a bias
+ * (keys 100-227 only for rows below 20, the others random there); a full
+ * mask hiding them from rows 20 on, and every key from rows 36-39 (the mean
+ * of the values: their blocks' -1e9 scores count); key padding from 600 on and a -inf bias
+ * on keys 300-599 (blocks of -1e9 and -inf scores). The NaN at key 1050. */
+static void data_hidden(vkmha_context *ref, vkmha_context *const gpus[2], t_rng *r)
+{
+    enum { LEN_Q = 40, LEN_K = 1100 };
+    const vkmha_attention_desc d = {.heads = 2, .kv_heads = 1, .len_q = LEN_Q, .len_k = LEN_K,
+                                    .d_k = 8, .d_v = 8};
+    uint8_t *kp = malloc(LEN_K), *kp_tail = malloc(LEN_K), *full = malloc(LEN_Q * LEN_K),
+            *kp_none = calloc(LEN_K, 1);
+    float *bias = t_random(r, LEN_Q * LEN_K, -2, 2), *bias_mid = t_alloc(LEN_Q * LEN_K);
+    for (uint32_t i = 0; i < LEN_Q; i++)
+        for (uint32_t j = 0; j < LEN_K; j++) {
+            const bool mid = j >= 100 && j < 228, hidden = j >= 300 || mid;
+            kp[j] = !hidden;
+            kp_tail[j] = j < 600;
+            full[i * LEN_K + j] = !(hidden && i >= 20) && i < 36;
+            if (j >= 300 || (mid && i < 20))
+                bias[i * LEN_K + j] = -INFINITY;
+            bias_mid[i * LEN_K + j] = j >= 300 && j < 600 ? -INFINITY : 0.5f;
+        }
+    const vkmha_mask masks[5] = {
+        {.kinds = VKMHA_MASK_KEY_PADDING, .key_padding = kp},
+        {.kinds = VKMHA_MASK_KEY_PADDING, .key_padding = kp_none},
+        {.kinds = VKMHA_MASK_BIAS, .bias = bias, .bias_heads = 1},
+        {.kinds = VKMHA_MASK_FULL, .full = full},
+        {.kinds = VKMHA_MASK_KEY_PADDING | VKMHA_MASK_BIAS, .key_padding = kp_tail,
+         .bias = bias_mid, .bias_heads = 1}};
+    hidden_keys(ref, gpus, r, "40 x 1100 keys", &d, masks,
+                (const char *const[]){"key padding", "every key padded", "-inf bias",
+                                      "full mask", "key padding + -inf bias"},
+                5, 1050, true);
+    /* fp16 (the cooperative-matrix kernel where it is forced): every key
+     * padded, key padding + -inf bias. */
+    vkmha_attention_desc d16 = d;
+    d16.dtype = VKMHA_DTYPE_F16;
+    hidden_keys(ref, gpus, r, "40 x 1100 keys", &d16, (const vkmha_mask[]){masks[1], masks[4]},
+                (const char *const[]){"every key padded", "key padding + -inf bias"}, 2, 1050,
+                true);
+    free(kp), free(kp_tail), free(full), free(bias), free(bias_mid), free(kp_none);
+}
+
 /* 45 queries over 301 keys (d 16, GQA 2:1): a causal window of 16
  * (bottom-right) and a symmetric one of 20 (queries from key 150) with
- * sinks; the NaN at key 3. Then 40 causal queries from key 0 over 1100
+ * sinks; symmetric windows past the keys: of 20 from position 400, which
+ * no row sees a key of (each row the mean of the values), and of 16 from
+ * position 290, whose rows 26-44 see none: blocks met before any key
+ * settles a row (a split-K range's, all of them) take the online
+ * softmax's step of -1e9 scores; the NaN at key 3. Then 40 causal queries from key 0 over 1100
  * keys: past the 1024 keys CPU devices visit per dispatch, so the
  * workgroup-shared kernel's chunks resume the partial state and skip the
  * blocks past the diagonal there (and in the split-K ranges of the runs);
@@ -272,17 +341,28 @@ static void long_rows(vkmha_context *ref, vkmha_context *const gpus[2], t_rng *r
 {
     const vkmha_attention_desc windows = {.heads = 2, .kv_heads = 1, .len_q = 45, .len_k = 301,
                                           .d_k = 16, .d_v = 16};
-    const vkmha_mask masks[2] = {
+    const vkmha_mask masks[4] = {
         {.kinds = VKMHA_MASK_CAUSAL | VKMHA_MASK_WINDOW, .window = 16, .causal_offset = 301 - 45},
         {.kinds = VKMHA_MASK_WINDOW | VKMHA_MASK_SINKS, .window = 20, .causal_offset = 150,
-         .sinks = (const float[2]){0.5f, -1.0f}}};
+         .sinks = (const float[2]){0.5f, -1.0f}},
+        {.kinds = VKMHA_MASK_WINDOW, .window = 20, .causal_offset = 400},
+        {.kinds = VKMHA_MASK_WINDOW, .window = 16, .causal_offset = 290}};
     hidden_keys(ref, gpus, r, "45 x 301 keys", &windows, masks,
-                (const char *const[]){"causal window 16", "symmetric window 20 + sinks"}, 2, 3);
+                (const char *const[]){"causal window 16", "symmetric window 20 + sinks",
+                                      "symmetric window 20 at 400 (no row sees a key)",
+                                      "symmetric window 16 at 290 (rows 26-44 see no key)"},
+                4, 3, false);
+    vkmha_attention_desc w16 = windows;
+    w16.dtype = VKMHA_DTYPE_F16;
+    hidden_keys(ref, gpus, r, "45 x 301 keys", &w16, &masks[3],
+                (const char *const[]){"symmetric window 16 at 290 (rows 26-44 see no key)"}, 1, 3,
+                false);
     const vkmha_attention_desc causal = {.heads = 2, .kv_heads = 1, .len_q = 40, .len_k = 1100,
                                          .d_k = 8, .d_v = 8};
     hidden_keys(ref, gpus, r, "40 x 1100 keys", &causal,
                 &(const vkmha_mask){.kinds = VKMHA_MASK_CAUSAL}, (const char *const[]){"causal"},
-                1, 1050);
+                1, 1050, false);
+    data_hidden(ref, gpus, r);
 }
 
 /* ---- the softmax op --------------------------------------------------------- */

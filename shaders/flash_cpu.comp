@@ -23,7 +23,8 @@
 //
 // Every lane runs the same loops (rows past len_q are clamped for loads and
 // never written), so control flow stays uniform without any barrier.
-// Steps that add nothing (key padding, a full mask, a bias): before a step,
+// Steps that add nothing (key padding, a full mask, a bias; the DATA_SKIP
+// build variant, flash_cpu_skip, which the host takes for them): before a step,
 // a lane passes over the steps where none of its scores is live, each one
 // -1e9 (masked, once its rows settle above -1e9 + 128) or -inf (past the
 // keys, or a -inf bias where no product can be NaN or Inf: the head's keys
@@ -72,6 +73,17 @@ const uint BK = 4;                              // keys per online-softmax step
 const uint BR = WG * TM;                        // query rows per workgroup
 
 #include "flash_push.glsl"
+
+// The DATA_SKIP variant's max |q| of a lane's rows (q_bits), element by element.
+#if defined(DATA_SKIP) && DATA_SKIP
+#define Q_BITS(X)                                                              \
+    {                                                                          \
+        const uvec4 qb_ = floatBitsToUint(abs(X));                             \
+        q_bits = max(q_bits, max(max(qb_.x, qb_.y), max(qb_.z, qb_.w)));       \
+    }
+#else
+#define Q_BITS(X)
+#endif
 
 // Fields the host packs or leaves out to keep the push block small.
 #define P_DK (p.dims & 0xffffu)
@@ -182,7 +194,9 @@ void main()
     // memory or to a chain of selects. Except in the d576 class (D4_LOOP).
     uint r[TM];
     bool live[TM];
+#if defined(DATA_SKIP) && DATA_SKIP
     uint q_bits = 0u; // max |q| of the lane's rows, as bits (NaN's above Inf's)
+#endif
     vec4 qv[TM * D4];
     vec4 acc[TM * D4];
     float m[TM], l[TM];
@@ -196,8 +210,7 @@ void main()
         const uint qrow = q_base + (i0 + r[u]) * q_ld;
         D4_LOOP(
             qv[u * D4 + c4] = c4 < dk4 ? TEXEL_FETCH(Q4, qrow + c4, 0u) : vec4(0.0);
-            const uvec4 qb = floatBitsToUint(abs(qv[u * D4 + c4]));
-            q_bits = max(q_bits, max(max(qb.x, qb.y), max(qb.z, qb.w)));
+            Q_BITS(qv[u * D4 + c4])
             acc[u * D4 + c4] = resume && c4 < dv4 ? ld4_o(sidx * dv4 + c4) : vec4(0.0);)
     }
 
@@ -210,6 +223,7 @@ void main()
     const uint flags_at = 2u * p.heads + 2u * (b * (p.heads / p.group) + hk);
     const bool v_clean =
         (p.flags & MODE_VSCANNED) != 0u && floatBitsToUint(hr[flags_at]) == 0u;
+#if defined(DATA_SKIP) && DATA_SKIP
     const bool keys_small =
         (p.flags & (MODE_VSCANNED | MASK_BIAS)) == (MODE_VSCANNED | MASK_BIAS) &&
         floatBitsToUint(hr[flags_at + 1u]) == 0u && q_bits < 0x7f800000u &&
@@ -217,6 +231,7 @@ void main()
     // Steps that add nothing are passed over (see the top).
     const bool data_skipping = (p.flags & (MASK_KEY_PADDING | MASK_FULL | MASK_BIAS)) != 0u &&
                                !weights_mode && v_clean;
+#endif
     const bool skipping = (p.flags & (MASK_CAUSAL | MASK_WINDOW)) != 0u && !lane_keys &&
                           !weights_mode && v_clean;
     const ivec2 vis = flash_visible(causal_last(i0, p.causal_offset, len_b, p.len_k),
@@ -231,6 +246,7 @@ void main()
     const uint run_a = (j_end - j_rot + BK - 1u) / BK * BK;
     const uint steps = run_a + (j_rot - j_first + BK - 1u) / BK * BK;
     for (uint t = 0u; t < steps; t += BK) {
+#if defined(DATA_SKIP) && DATA_SKIP
         if (data_skipping) {
             bool settled = true;
             [[unroll]] for (uint u = 0u; u < TM; u++)
@@ -266,6 +282,7 @@ void main()
             if (t >= steps)
                 break;
         }
+#endif
         const uint j0 = t < run_a ? j_rot + t : j_first + (t - run_a);
         const uint seg_end = t < run_a ? j_end : j_rot;
         if (skipping && (int(j0) > vis_hi || int(min(j0 + BK, seg_end)) <= vis_lo)) {

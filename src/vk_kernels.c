@@ -278,6 +278,12 @@ static void flash_cpu_q8_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spe
     o->spv = u16 ? SPV_FLASH_CPU_Q8_U16 : SPV_FLASH_CPU_Q8;
 }
 
+static void flash_cpu_skip_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
+{
+    flash_cpu_spec(vk, pipe, u16, o);
+    o->spv = u16 ? SPV_FLASH_CPU_SKIP_U16 : SPV_FLASH_CPU_SKIP;
+}
+
 static bool flash_cpu_available(const vk_state *vk, vk_pipe pipe)
 {
     return vk->tuning.flash_cpu[pipe.cls].workgroup_size != 0;
@@ -404,6 +410,12 @@ const vk_kernel_def vk_kernel_defs[KERNEL_COUNT] = {
     [KERNEL_VSCAN] = {.name = "vscan", .op = "attention", .kind = KIND_HEADS, .tiles = 1,
                       .vecs = 1, .classes = 1, .bufs = 2,
                       .push_size = sizeof(struct heads_push), .spec = vscan_spec},
+    [KERNEL_FLASH_CPU_SKIP] = {.name = "flash_cpu_skip", .op = "attention",
+                               .kind = KIND_FLASH_CPU, .tiles = 1, .vecs = 1,
+                               .classes = VK_FLASH_CLASSES, .bufs = 10,
+                               .push_size = sizeof(struct flash_push), .u16_sources = 0x7,
+                               .path = VKMHA_PATH_FUSED_CPU_D32,
+                               .available = flash_cpu_available, .spec = flash_cpu_skip_spec},
 };
 
 static const char *const tile_names[TILE_COUNT] = {"large", "small", "gemv"};

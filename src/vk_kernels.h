@@ -58,6 +58,12 @@ typedef enum vk_kernel {
      * CPU-shaped fused kernel's skipping (the heads kind: binding 0 the
      * values, 1 the flags). */
     KERNEL_VSCAN,
+    /* The CPU-shaped fused attention that passes over the steps key
+     * padding, a full mask or a -inf bias leave idle, per class
+     * (flash_cpu.comp's DATA_SKIP variant: lavapipe 22 runs a branch's
+     * code under a mask even where no lane takes it, so the plain variant
+     * does not carry the look). */
+    KERNEL_FLASH_CPU_SKIP,
     KERNEL_COUNT
 } vk_kernel;
 

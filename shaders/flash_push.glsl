@@ -50,6 +50,8 @@ PUSH_CONST(MODE_LANE_KEYS, 0x800u)
 PUSH_CONST(BIAS_PER_BATCH, 0x1000u)
 PUSH_CONST(BIAS_PER_HEAD, 0x2000u)
 // flash_cpu.comp: from word 2 * heads the per-head rules (mask.glsl's hr)
-// hold a word per (batch entry, key/value head), 0 when its values hold no
-// NaN or Inf (shaders/vscan.comp): only those heads skip hidden keys.
+// hold two words per (batch entry, key/value head), each 0 when its values
+// (word 0) or its keys (word 1, scanned with a bias only) hold no NaN, Inf
+// or magnitude of 2^64 or more (shaders/vscan.comp): only heads with clean
+// values skip hidden keys.
 PUSH_CONST(MODE_VSCANNED, 0x8000u)

@@ -145,7 +145,8 @@ void vk_bias_strides(const mask_r *m, uint32_t len_q, uint32_t len_k, uint32_t *
 vkmha_status vk_head_rules_ensure(vk_state *vk, uint32_t heads, uint64_t flags);
 vkmha_status vk_head_rules(vk_state *vk, const mask_r *m, uint32_t heads, vk_view *out);
 /* The same, also binding the slot when the mask has neither (always: true):
- * the CPU-shaped kernel's value flags follow the rules in it. */
+ * the CPU-shaped kernel's value and key flags (two words per entry and
+ * key/value head, `flags` words in all) follow the rules in it. */
 vkmha_status vk_head_rules_any(vk_state *vk, const mask_r *m, uint32_t heads, bool always,
                                vk_view *out);
 /* The push blocks' words of the rules. */

@@ -54,9 +54,10 @@ typedef enum vk_kernel {
     /* RoPE on the layer's query and key projections in place (the heads
      * kind: binding 0 the (cos, sin) table, 1 the projection). */
     KERNEL_ROPE,
-    /* Which (entry, key/value head) holds a NaN or Inf value: the
-     * CPU-shaped fused kernel's skipping (the heads kind: binding 0 the
-     * values, 1 the flags). */
+    /* Which (entry, key/value head) holds a NaN, an Inf or a magnitude of
+     * 2^64 or more among its values (or its keys): the CPU-shaped fused
+     * kernel's skipping (the heads kind: binding 0 the values or keys, 1
+     * the flags). */
     KERNEL_VSCAN,
     /* The CPU-shaped fused attention that passes over the steps key
      * padding, a full mask or a -inf bias leave idle, per class

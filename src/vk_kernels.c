@@ -88,13 +88,13 @@ uint64_t vk_matmul_coop_shared_bytes(const vkmha_tile_config *t)
 
 uint64_t vk_flash_shared_bytes(uint64_t br, uint64_t bc, uint64_t d4)
 {
-    return 16 * (br * d4 + bc * (d4 + 1) + d4) + 4 * (br * bc + 3 * br);
+    return 16 * (br * d4 + bc * (d4 + 1) + d4) + 4 * (br * bc + 3 * br) + 12;
 }
 
 uint64_t vk_flash_coop_shared_bytes(uint64_t br, uint64_t bc, uint64_t d4)
 {
     const uint64_t ds = 4 * d4 + 8, wide = bc > 4 * d4 ? bc : 4 * d4;
-    return 2 * ((br + bc) * ds + br * (bc + 8)) + 4 * (br * wide + 3 * br) + 16 * d4;
+    return 2 * ((br + bc) * ds + br * (bc + 8)) + 4 * (br * wide + 3 * br) + 16 * d4 + 12;
 }
 
 static const vkmha_tile_config *tile_of(const vk_state *vk, vk_pipe pipe)

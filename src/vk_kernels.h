@@ -168,11 +168,12 @@ uint64_t vk_matmul_shared_bytes(uint64_t bm, uint64_t bn, uint64_t bk);
 uint64_t vk_matmul_coop_shared_bytes(const vkmha_tile_config *t);
 /* Bytes of shared memory shaders/flash.comp declares: the q block, the
  * padded K / V block (D4 + 1 vec4s a key), the NaN / Inf bits of skipped
- * values (4 * D4 uints), the scores and 3 row statistics. */
+ * values (4 * D4 uints), the scores, 3 row statistics and 3 uints (a
+ * block's class, the max |q| and |k| of its skipping). */
 uint64_t vk_flash_shared_bytes(uint64_t br, uint64_t bc, uint64_t d4);
 /* The same for its cooperative-matrix variant: fp16 q, K / V and weight
  * blocks (rows padded by 8 halves), the fp32 scores or P V, the NaN / Inf
- * bits and 3 row statistics. */
+ * bits, 3 row statistics and the 3 uints. */
 uint64_t vk_flash_coop_shared_bytes(uint64_t br, uint64_t bc, uint64_t d4);
 
 /* Texel bindings of any kind, at most (descriptor pools' sizes). */

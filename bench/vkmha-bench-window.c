@@ -95,11 +95,12 @@ int main(int argc, char **argv)
         const vkmha_attention_desc ad = {.heads = heads, .len_q = Lq, .len_k = L, .d_k = d,
                                          .d_v = d, .path = VKMHA_ATTENTION_PATH_FUSED,
                                          .kv_splits = decode ? splits : 0};
-        uint8_t *padding = malloc(L);
-        float *bias = malloc((size_t)Lq * L * sizeof *bias);
-        for (uint32_t j = 0; j < L; j++)
+        /* The data masks' arrays, only for --data (the bias is [Lq][L]). */
+        uint8_t *padding = data ? malloc(L) : NULL;
+        float *bias = data ? malloc((size_t)Lq * L * sizeof *bias) : NULL;
+        for (uint32_t j = 0; data && j < L; j++)
             padding[j] = j < L / 4;
-        for (uint32_t i = 0; i < Lq; i++) /* documents of L / 4 positions */
+        for (uint32_t i = 0; data && i < Lq; i++) /* documents of L / 4 positions */
             for (uint32_t j = 0; j < L; j++)
                 bias[(size_t)i * L + j] = (i + offset) / (L / 4) == j / (L / 4) ? 0.0f : -INFINITY;
         const vkmha_mask window_masks[2] = {

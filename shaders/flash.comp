@@ -41,10 +41,8 @@
 // them, so the online softmax's step is
 // m' = max(m, -1e9), l' = l exp(m - m') + n exp(-1e9 - m'),
 // acc' = acc exp(m - m') + exp(-1e9 - m') sum_j v_j.
-// Key padding, a full mask and a bias are data: with any of them (the
-// DATA_SKIP build variants flash_skip and flash_coop_skip, which the host
-// takes only for such calls, so that the plain kernels do not compile the
-// look), each block is first classified over its rows and keys (DATA_*), and a block
+// Key padding, a full mask and a bias are data: with any of them, each
+// block is first classified over its rows and keys (DATA_*), and a block
 // with no live score is skipped where its weights are exactly 0: its -1e9
 // scores once the rows settle, its -inf ones (a bias's, unmasked) always,
 // provided no score of the block could be NaN (-inf + NaN or + Inf): the
@@ -215,7 +213,6 @@ shared float row_l[BR];
 shared float row_corr[BR];
 shared uint bad_bits[4 * D4]; // per output column: OR of the skipped NaN / Inf values' bits,
                               // or the hidden block's column sums of v (as float bits)
-#if defined(DATA_SKIP) && DATA_SKIP
 shared uint blk_class;        // the block's DATA_* classes
 shared uint q_amax, k_amax;   // max |q| of the workgroup's rows, |k| of the block's keys (bits)
 
@@ -223,7 +220,6 @@ shared uint q_amax, k_amax;   // max |q| of the workgroup's rows, |k| of the blo
 const uint DATA_LIVE = 1u;
 const uint DATA_MASKED = 2u;
 const uint DATA_NEG_INF = 4u;
-#endif
 
 // Elements c .. c + 3 (c a multiple of 4) of a row starting at `base`,
 // zero past `n`.
@@ -306,7 +302,6 @@ vec4 with_skipped(vec4 acc, uint s, uint tx, uint ty, uint dv4)
                      uintBitsToFloat(bits);
 }
 
-#if defined(DATA_SKIP) && DATA_SKIP
 // Max |x| of a vec4's elements as bits (NaN's above Inf's: both at least
 // 0x7f800000), for atomicMax.
 uint amax_bits(vec4 x)
@@ -362,7 +357,6 @@ bool block_finite(uint k_base, uint j0, uint nk, uint dk4, uint tid)
     return kb < 0x7f800000u && qb < 0x7f800000u &&
            uintBitsToFloat(qb) * uintBitsToFloat(kb) * abs(p.scale) * float(P_DK) < 1e37;
 }
-#endif
 
 void main()
 {
@@ -401,7 +395,6 @@ void main()
     const uint bias_base = flash_bias_base(b, h);
     const float slope = alibi_slope(h);
 
-#if defined(DATA_SKIP) && DATA_SKIP
     // Key padding, a full mask or a bias: blocks are classified (DATA_*).
     const bool data_skip =
         (p.flags & (MASK_KEY_PADDING | MASK_FULL | MASK_BIAS)) != 0u && !weights_mode;
@@ -409,14 +402,11 @@ void main()
         q_amax = 0u;
     barrier();
     uint q_mx = 0u;
-#endif
     for (uint e = tid; e < BR * D4; e += WG) {
         const uint r = e / D4, c4 = e % D4;
         const vec4 q4 = r < rows && c4 < dk4 ? load_q(q_base + (i0 + r) * p.q_ld, 4u * c4, P_DK)
                                              : vec4(0.0);
-#if defined(DATA_SKIP) && DATA_SKIP
         q_mx = max(q_mx, amax_bits(q4));
-#endif
 #if defined(COOP) && COOP
         PUT4H(qh, r * DS + 4u * c4, q4);
 #else
@@ -434,10 +424,8 @@ void main()
         row_m[r] = resume && r < rows ? ml[2u * (part + r)] : start.x;
         row_l[r] = resume && r < rows ? ml[2u * (part + r) + 1u] : start.y;
     }
-#if defined(DATA_SKIP) && DATA_SKIP
     if (data_skip)
         atomicMax(q_amax, q_mx);
-#endif
     vec4 acc[SR * OC];
     for (uint s = 0; s < SR * OC; s++) {
         const uint r = ty * SR + s / OC, c0 = 4u * (tx + (s % OC) * TX);
@@ -486,9 +474,7 @@ void main()
                 break;
             }
             all_masked = true;
-        }
-#if defined(DATA_SKIP) && DATA_SKIP
-        else if (data_skip) {
+        } else if (data_skip) {
             // Key padding, a full mask, a bias: a block without a live
             // score whose weights are all exactly 0 adds only 0 * v
             // (DATA_* above).
@@ -503,7 +489,6 @@ void main()
             }
             all_masked = cls == DATA_MASKED;
         }
-#endif
         if (all_masked) {
             // A row not settled yet and the block's nk scores all -1e9 (its
             // keys are below len_b): a step of the online softmax from the

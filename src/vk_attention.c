@@ -256,17 +256,16 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
     const vk_view bufs[10] = {*q, *k, *v, m.masks[0], m.masks[1], m.masks[2],
                               split ? partial_o : *out, split ? partial_ml : stats,
                               plan->lengths, rules};
-    /* The variants that look for blocks (steps) a data mask leaves idle:
-     * the CPU-shaped one where the values were scanned. */
-    const bool data_mask =
-        (mask->kinds & (VKMHA_MASK_KEY_PADDING | VKMHA_MASK_FULL | VKMHA_MASK_BIAS)) != 0;
-    const vk_pipe pipe = {
-        .kernel = plan->cpu_kernel ? (k->q8_rows            ? KERNEL_FLASH_CPU_Q8
-                                      : data_mask && vscan ? KERNEL_FLASH_CPU_SKIP
-                                                           : KERNEL_FLASH_CPU)
-                  : plan->coop     ? (data_mask ? KERNEL_FLASH_COOP_SKIP : KERNEL_FLASH_COOP)
-                                   : (data_mask ? KERNEL_FLASH_SKIP : KERNEL_FLASH),
-        .cls = (uint8_t)plan->cls};
+    /* The CPU-shaped kernel's variant that looks for idle steps where a
+     * mask is data and the values were scanned. */
+    const bool data_skip = vscan && (mask->kinds & (VKMHA_MASK_KEY_PADDING | VKMHA_MASK_FULL |
+                                                    VKMHA_MASK_BIAS));
+    const vk_pipe pipe = {.kernel = plan->cpu_kernel ? (k->q8_rows   ? KERNEL_FLASH_CPU_Q8
+                                                        : data_skip ? KERNEL_FLASH_CPU_SKIP
+                                                                    : KERNEL_FLASH_CPU)
+                                    : plan->coop     ? KERNEL_FLASH_COOP
+                                                     : KERNEL_FLASH,
+                          .cls = (uint8_t)plan->cls};
     vk_site *main_site = &sites[plan->cpu_kernel ? ASITE_FLASH_CPU : ASITE_FLASH];
     vk_site *weights_site = &sites[plan->cpu_kernel ? ASITE_FLASH_CPU_WEIGHTS : ASITE_FLASH_WEIGHTS];
     p.flags = kinds | (split ? MODE_PARTIAL : 0);

@@ -224,13 +224,6 @@ static void flash_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
                                                          f->max_head_dim / 4)};
 }
 
-/* flash.comp's DATA_SKIP variants: the same blocks and classes. */
-static void flash_skip_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
-{
-    flash_spec(vk, pipe, u16, o);
-    o->spv = SPV_FLASH_SKIP;
-}
-
 static void flash_coop_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
 {
     (void)u16;
@@ -246,12 +239,6 @@ static void flash_coop_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec 
                    .shared_bytes = vk_flash_coop_shared_bytes(f->block_q, f->block_k,
                                                               f->max_head_dim / 4),
                    .full_subgroups = true};
-}
-
-static void flash_coop_skip_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
-{
-    flash_coop_spec(vk, pipe, u16, o);
-    o->spv = SPV_FLASH_COOP_SKIP;
 }
 
 static bool flash_coop_available(const vk_state *vk, vk_pipe pipe)
@@ -429,16 +416,6 @@ const vk_kernel_def vk_kernel_defs[KERNEL_COUNT] = {
                                .push_size = sizeof(struct flash_push), .u16_sources = 0x7,
                                .path = VKMHA_PATH_FUSED_CPU_D32,
                                .available = flash_cpu_available, .spec = flash_cpu_skip_spec},
-    [KERNEL_FLASH_SKIP] = {.name = "flash_skip", .op = "attention", .kind = KIND_FLASH,
-                           .tiles = 1, .vecs = 1, .classes = VK_FLASH_CLASSES, .bufs = 10,
-                           .push_size = sizeof(struct flash_push), .path = VKMHA_PATH_FUSED_D32,
-                           .available = flash_available, .spec = flash_skip_spec},
-    [KERNEL_FLASH_COOP_SKIP] = {.name = "flash_coop_skip", .op = "attention",
-                                .kind = KIND_FLASH, .tiles = 1, .vecs = 1,
-                                .classes = VK_FLASH_CLASSES, .bufs = 10,
-                                .push_size = sizeof(struct flash_push),
-                                .path = VKMHA_PATH_COOPMAT_FUSED_D32,
-                                .available = flash_coop_available, .spec = flash_coop_skip_spec},
 };
 
 static const char *const tile_names[TILE_COUNT] = {"large", "small", "gemv"};

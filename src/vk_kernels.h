@@ -65,11 +65,6 @@ typedef enum vk_kernel {
      * code under a mask even where no lane takes it, so the plain variant
      * does not carry the look). */
     KERNEL_FLASH_CPU_SKIP,
-    /* flash.comp's DATA_SKIP variants, per class: the workgroup-shared
-     * kernel and its cooperative-matrix one with the blocks' classification
-     * (key padding, a full mask, a bias), which only such calls compile. */
-    KERNEL_FLASH_SKIP,
-    KERNEL_FLASH_COOP_SKIP,
     KERNEL_COUNT
 } vk_kernel;
 

@@ -258,11 +258,9 @@ static bool add_context(const family *f, uint32_t flags, bool validate, rows *rs
         const uint32_t d = q / n_pipes;
         vk_pipe_info pi;
         vk_pipe_info_get(ctx->vk, p, &pi);
-        const bool q8_rows = p.kernel == KERNEL_FLASH || p.kernel == KERNEL_FLASH_SKIP ||
-                             p.kernel == KERNEL_KV_Q8;
-        const bool coop_flash = p.kernel == KERNEL_FLASH_COOP || p.kernel == KERNEL_FLASH_COOP_SKIP;
+        const bool q8_rows = p.kernel == KERNEL_FLASH || p.kernel == KERNEL_KV_Q8;
         if (!pi.available || (p.kernel == KERNEL_KV_Q8 && d != 5) ||
-            (d == 5 && !q8_rows) || (d == 6 && !coop_flash) ||
+            (d == 5 && !q8_rows) || (d == 6 && p.kernel != KERNEL_FLASH_COOP) ||
             (d >= 3 && d < 5 && (vk_pipe_kind(p) != KIND_MATMUL || p.kernel == KERNEL_MATMUL_CM2)))
             continue;
         char spec[96] = "";

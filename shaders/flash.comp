@@ -396,8 +396,7 @@ void main()
     const float slope = alibi_slope(h);
 
     // Key padding, a full mask or a bias: blocks are classified (DATA_*).
-    const bool data_skip =
-        (p.flags & (MASK_KEY_PADDING | MASK_FULL | MASK_BIAS)) != 0u && !weights_mode;
+    const bool data_skip = (p.flags & MASK_DATA) != 0u && !weights_mode;
     if (tid == 0u)
         q_amax = 0u;
     barrier();

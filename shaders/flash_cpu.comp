@@ -140,6 +140,13 @@ layout(binding = 8) readonly buffer Lengths { uint lens[]; }; // with MASK_LENGT
 
 // MODE_* (the flags' modes, MODE_LANE_KEYS this shader's): shaders/flash_push.glsl.
 
+// Step t's first key and the end of its run: the keys [j_rot, j_end) in
+// steps t < run_a, then [j_first, j_rot).
+uvec2 step_keys(uint t, uint run_a, uint j_first, uint j_rot, uint j_end)
+{
+    return t < run_a ? uvec2(j_rot + t, j_end) : uvec2(j_first + (t - run_a), j_rot);
+}
+
 void main()
 {
     const uint g = linear_group(p.group_base);
@@ -229,8 +236,7 @@ void main()
         floatBitsToUint(hr[flags_at + 1u]) == 0u && q_bits < 0x7f800000u &&
         uintBitsToFloat(q_bits) * 18446744073709551616.0 * abs(p.scale) * float(P_DK) < 1e37;
     // Steps that add nothing are passed over (see the top).
-    const bool data_skipping = (p.flags & (MASK_KEY_PADDING | MASK_FULL | MASK_BIAS)) != 0u &&
-                               !weights_mode && v_clean;
+    const bool data_skipping = (p.flags & MASK_DATA) != 0u && !weights_mode && v_clean;
 #endif
     const bool skipping = (p.flags & (MASK_CAUSAL | MASK_WINDOW)) != 0u && !lane_keys &&
                           !weights_mode && v_clean;
@@ -252,8 +258,8 @@ void main()
             [[unroll]] for (uint u = 0u; u < TM; u++)
                 settled = settled && m[u] > MASKED_SCORE + 128.0;
             while (t < steps) {
-                const uint j0 = t < run_a ? j_rot + t : j_first + (t - run_a);
-                const uint seg_end = t < run_a ? j_end : j_rot;
+                const uvec2 at = step_keys(t, run_a, j_first, j_rot, j_end);
+                const uint j0 = at.x, seg_end = at.y;
                 bool idle = true; // no live score; -1e9 ones only where settled
                 [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
                     const uint j = j0 + kk;
@@ -283,8 +289,8 @@ void main()
                 break;
         }
 #endif
-        const uint j0 = t < run_a ? j_rot + t : j_first + (t - run_a);
-        const uint seg_end = t < run_a ? j_end : j_rot;
+        const uvec2 at = step_keys(t, run_a, j_first, j_rot, j_end);
+        const uint j0 = at.x, seg_end = at.y;
         if (skipping && (int(j0) > vis_hi || int(min(j0 + BK, seg_end)) <= vis_lo)) {
             // Hidden from every row, and so is every key left to visit.
             bool settled = true;

@@ -22,6 +22,10 @@ const uint MASK_SINKS = 128u;
 // batch entry's key length (a KV cache's entries); keys j >= lens[b] do not
 // exist for entry b (weight exactly 0, not even -1e9).
 const uint MASK_LENGTHS = 0x4000u;
+// The kinds that are data, whose hidden keys a kernel finds by looking
+// (flash.comp classifies key blocks by them; flash_cpu.comp's DATA_SKIP
+// variant, flash_cpu_skip, takes calls with them).
+const uint MASK_DATA = MASK_KEY_PADDING | MASK_FULL | MASK_BIAS;
 
 layout(binding = HEAD_RULES_BINDING) readonly buffer HeadRules { float hr[]; };
 

@@ -166,8 +166,7 @@ static vkmha_status dispatch_keys(vk_state *vk, vk_site *site, const vk_attn_pla
 static bool wants_vscan(const vk_attn_plan *plan, const mask_r *mask, const vk_view *v)
 {
     const attn_shape *s = &plan->s;
-    const uint32_t hiding = VKMHA_MASK_CAUSAL | VKMHA_MASK_WINDOW | VKMHA_MASK_KEY_PADDING |
-                            VKMHA_MASK_FULL | VKMHA_MASK_BIAS;
+    const uint32_t hiding = VKMHA_MASK_CAUSAL | VKMHA_MASK_WINDOW | VK_MASK_DATA;
     const uint64_t elems =
         (uint64_t)s->batch * s->kv_heads * s->len_k * (s->d_v > s->d_k ? s->d_v : s->d_k);
     return plan->cpu_kernel && !plan->lane_keys && plan->kv_whole && !v->q8_rows &&
@@ -258,8 +257,7 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
                               plan->lengths, rules};
     /* The CPU-shaped kernel's variant that looks for idle steps where a
      * mask is data and the values were scanned. */
-    const bool data_skip = vscan && (mask->kinds & (VKMHA_MASK_KEY_PADDING | VKMHA_MASK_FULL |
-                                                    VKMHA_MASK_BIAS));
+    const bool data_skip = vscan && (mask->kinds & VK_MASK_DATA);
     const vk_pipe pipe = {.kernel = plan->cpu_kernel ? (k->q8_rows   ? KERNEL_FLASH_CPU_Q8
                                                         : data_skip ? KERNEL_FLASH_CPU_SKIP
                                                                     : KERNEL_FLASH_CPU)

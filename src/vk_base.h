@@ -339,6 +339,10 @@ static inline uint32_t vk_dtype_bits(uint32_t dt)
  * binds each batch entry's key length). */
 #define VK_MASK_LENGTHS 0x4000u
 
+/* The mask kinds that are data, whose hidden keys a kernel finds by
+ * looking (shaders/mask.glsl's MASK_DATA). */
+#define VK_MASK_DATA (VKMHA_MASK_KEY_PADDING | VKMHA_MASK_FULL | VKMHA_MASK_BIAS)
+
 /* A descriptor set bound to one dispatch site; rewritten only when a buffer
  * behind it was recreated. A site is used at most once per command buffer. */
 typedef struct vk_site {

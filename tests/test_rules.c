@@ -180,6 +180,19 @@ static const t_attention_run runs[] = {
     {VKMHA_ATTENTION_PATH_UNFUSED, 0, "unfused"},
 };
 
+/* The outputs' tolerances against the reference (absolute, relative), and
+ * the weights' absolute one, for dtype dt. */
+typedef struct tolerances {
+    double out, rel, weights;
+} tolerances;
+
+static tolerances tolerances_of(uint32_t dt)
+{
+    const bool f32 = dt == VKMHA_DTYPE_F32;
+    return (tolerances){.out = f32 ? 1e-5 : 2e-3, .rel = f32 ? 2e-5 : 2e-3,
+                        .weights = f32 ? 2e-6 : 2e-3};
+}
+
 static void attention_case(vkmha_context *ref, vkmha_context *const gpus[2], t_rng *r,
                            const rules_case *c, uint32_t d_k, uint32_t d_v, uint32_t dt)
 {
@@ -195,8 +208,7 @@ static void attention_case(vkmha_context *ref, vkmha_context *const gpus[2], t_r
          *got_w = malloc(n.weights * es);
     const bool ref_ok =
         vkmha_attention(ref, &d, q, k, v, &in.mask, want, want_w) == VKMHA_SUCCESS;
-    const double o_atol = dt == VKMHA_DTYPE_F32 ? 1e-5 : 2e-3, w_atol = dt == VKMHA_DTYPE_F32 ? 2e-6 : 2e-3;
-    const double rtol = dt == VKMHA_DTYPE_F32 ? 2e-5 : 2e-3;
+    const tolerances tol = tolerances_of(dt);
     for (int g = 0; g < 2; g++)
         for (size_t ri = 0; ri < sizeof runs / sizeof runs[0]; ri++) {
             if (g == 1 && runs[ri].path == VKMHA_ATTENTION_PATH_UNFUSED)
@@ -213,8 +225,9 @@ static void attention_case(vkmha_context *ref, vkmha_context *const gpus[2], t_r
                 t_diag("%s: %s (%s)", name, vkmha_status_string(st),
                        vkmha_context_last_error(gpus[g]));
             t_report(ref_ok && st == VKMHA_SUCCESS &&
-                         t_close_dt(name, "out", dt, got, want, n.out, o_atol, rtol) &&
-                         t_close_dt(name, "weights", dt, got_w, want_w, n.weights, w_atol, rtol),
+                         t_close_dt(name, "out", dt, got, want, n.out, tol.out, tol.rel) &&
+                         t_close_dt(name, "weights", dt, got_w, want_w, n.weights, tol.weights,
+                                    tol.rel),
                      "%s", name);
         }
     free(q), free(k), free(v), free(want), free(want_w), free(got), free(got_w);
@@ -243,8 +256,7 @@ static void hidden_keys(vkmha_context *ref, vkmha_context *const gpus[2], t_rng 
     const uint32_t dt = d->dtype;
     const size_t es = vkmha__dtype_size(dt);
     void *want = malloc(n.out * es), *got = malloc(n.out * es);
-    const bool f32 = dt == VKMHA_DTYPE_F32;
-    const double tol = f32 ? 1e-5 : 2e-3, rtol = f32 ? 2e-5 : 2e-3;
+    const tolerances tol = tolerances_of(dt);
     const size_t v_at = (size_t)nan_key * d->d_v + d->d_v / 2;
     const float v_was = v[v_at];
     static const char *const nan_names[3] = {"", ", a NaN value hidden from every row",
@@ -271,7 +283,7 @@ static void hidden_keys(vkmha_context *ref, vkmha_context *const gpus[2], t_rng 
                              g ? "workgroup-shared kernel" : "default kernel", runs[ri].name);
                     const bool gok = ok && !vkmha_attention(gpus[g], &dr, qt, kt, vt,
                                                             &masks[mi], got, NULL);
-                    t_report(gok && t_close_dt(name, "out", dt, got, want, n.out, tol, rtol),
+                    t_report(gok && t_close_dt(name, "out", dt, got, want, n.out, tol.out, tol.rel),
                              "%s", name);
                 }
         }

@@ -1221,11 +1221,12 @@ typedef struct vkmha_mha_desc {
      * The pairs: VKMHA_ROPE_HALF (Hugging Face's rotate_half, GPT-NeoX)
      * pairs dimension i with i + rope_dims / 2, VKMHA_ROPE_INTERLEAVED
      * (GPT-J) 2i with 2i + 1. The angles are computed in double on the host
-     * and applied in fp32. Keys are rotated once, as they are projected, and
-     * a KV cache keeps them rotated, so a decode step rotates only its new
-     * tokens. Positions: vkmha_mha_io.positions. RoPE needs the keys to be
-     * the queries' tokens: a forward with RoPE and new keys takes
-     * len_k == len_q. */
+     * and applied in fp32. Keys are rotated once, as they are projected (on
+     * Vulkan by the KV cache append's copy, which writes them rotated into
+     * the cache: no pass of their own), and a KV cache keeps them rotated,
+     * so a decode step rotates only its new tokens. Positions:
+     * vkmha_mha_io.positions. RoPE needs the keys to be the queries'
+     * tokens: a forward with RoPE and new keys takes len_k == len_q. */
     uint32_t rope_dims VKMHA_ZERO;
     float rope_theta VKMHA_ZERO; /* the base; 0 means 10000 */
     float rope_scale VKMHA_ZERO; /* linear position scaling (p / rope_scale); 0 means 1 */

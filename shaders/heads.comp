@@ -5,7 +5,8 @@
 // Each side has element strides per batch entry, head and row (head_dim
 // elements stay contiguous), set by the host: a KV cache entry's
 // [heads][capacity][head_dim], or a block of rows and heads of a larger
-// array (src/split.c).
+// array (src/split.c). Built with -DROPE=1, it rotates x's rows as it
+// copies them (shaders/rope.glsl: the KV cache append's keys).
 
 #extension GL_GOOGLE_include_directive : require
 #include "typed.glsl"
@@ -18,6 +19,7 @@ layout(constant_id = 0) const uint WG = 256;
 
 TYPED_IN(0, 0, x)
 TYPED_OUT(1, 1, y)
+#include "rope.glsl"
 
 void main()
 {
@@ -37,5 +39,11 @@ void main()
         l = t % p.len;
     }
     const uint b = t / (p.split != 0u ? p.heads : p.len);
-    st_y(b * p.y_sb + h * p.y_sh + l * p.y_sl + d, ld_x(b * p.x_sb + h * p.x_sh + l * p.x_sl + d));
+    const uint src = b * p.x_sb + h * p.x_sh + l * p.x_sl;
+#ifdef ROPE
+    const float x = rope_ld_x(src, p.rope_t0 + b * p.rope_tb + l, d);
+#else
+    const float x = ld_x(src + d);
+#endif
+    st_y(b * p.y_sb + h * p.y_sh + l * p.y_sl + d, x);
 }

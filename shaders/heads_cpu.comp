@@ -8,6 +8,8 @@
 // (lavapipe fetches a texel for all lanes at once; a storage-buffer read is a
 // loop over the lanes), else element by element. The host uses it for
 // head_dim <= 16384 (llvmpipe ends any loop after 65535 iterations).
+// Built with -DROPE=1, it rotates x's rows as it copies them, element by
+// element (shaders/rope.glsl: the KV cache append's keys).
 //   split: x [batch][len][heads][head_dim] -> y [batch][heads][len][head_dim]
 //   merge: x [batch][heads][len][head_dim] -> y [batch][len][heads][head_dim]
 
@@ -22,7 +24,8 @@ layout(constant_id = 0) const uint WG = 16;
 
 TYPED_IN(0, 0, x)
 TYPED_OUT(1, 1, y)
-layout(binding = 2) uniform TEXEL_BUFFER x_t; // x's vec4 view (shaders/typed.glsl)
+layout(binding = 3) uniform TEXEL_BUFFER x_t; // x's vec4 view (shaders/typed.glsl)
+#include "rope.glsl"
 
 void main()
 {
@@ -45,6 +48,10 @@ void main()
     // strides are multiples of head_dim).
     const uint src = b * p.x_sb + h * p.x_sh + l * p.x_sl,
                dst = b * p.y_sb + h * p.y_sh + l * p.y_sl;
+#ifdef ROPE
+    for (uint c = 0; c < p.head_dim; c++)
+        st_y(dst + c, rope_ld_x(src, p.rope_t0 + b * p.rope_tb + l, c));
+#else
     if ((p.head_dim & 3u) == 0u) {
         const uint n4 = p.head_dim >> 2;
         if (p.texel != 0u) {
@@ -58,4 +65,5 @@ void main()
         for (uint c = 0; c < p.head_dim; c++)
             st_y(dst + c, ld_x(src + c));
     }
+#endif
 }

@@ -16,4 +16,11 @@ PUSH_BEGIN(heads_push)
     uint texel;      // heads_cpu.comp: 1: binding 2 is x's vec4 view
     uint x_sb, x_sh, x_sl; // x's element strides per batch entry, head, row
     uint y_sb, y_sh, y_sl; // y's
+    // The variants built with -DROPE=1 (shaders/rope.glsl): RoPE on x's
+    // rows on their way into a KV cache, pairs per head (0: none), the
+    // pair layout, and the (cos, sin) table's row of x's (b, l): rope_t0 +
+    // b * rope_tb + l.
+    uint rope_pairs;
+    uint rope_interleaved; // 1: pairs (2i, 2i + 1); 0: (i, i + rope_pairs)
+    uint rope_t0, rope_tb;
 PUSH_END(heads_push)

@@ -14,7 +14,8 @@
 // stores q = 0; a row holding NaN or Inf stores the scale 0x7e00 (NaN) and
 // q = 0. Rows start on words (the host requires 4-aligned tensors and row
 // strides of R, a multiple of 4) and belong to one invocation each: whole
-// words are written, no atomics.
+// words are written, no atomics. Built with -DROPE=1, the append rotates
+// each row before quantizing it (shaders/rope.glsl: a Q8 cache's keys).
 
 #extension GL_GOOGLE_include_directive : require
 #include "typed.glsl"
@@ -30,6 +31,7 @@ TYPED_OUT(1, 1, y)
 
 #include "kv_q8.glsl"
 KV_Q8_READ(0, x)
+#include "rope.glsl"
 
 void main()
 {
@@ -59,12 +61,18 @@ void main()
         }
         return;
     }
+#ifdef ROPE
+    const uint t = p.rope_t0 + b * p.rope_tb + l;
+#define LD_ROW(c) rope_ld_x(src, t, c)
+#else
+#define LD_ROW(c) ld_x(src + (c))
+#endif
     // Quantize: the row's largest magnitude, and whether it holds NaN or
     // Inf (an integer test: no compiler may assume them away).
     float amax = 0.0;
     bool finite = true;
     for (uint c = 0; c < n; c++) {
-        const float v = ld_x(src + c);
+        const float v = LD_ROW(c);
         finite = finite && (floatBitsToUint(v) & 0x7f800000u) != 0x7f800000u;
         amax = max(amax, abs(v));
     }
@@ -76,7 +84,7 @@ void main()
         uint word = 0u;
         for (uint k = 0; k < 4u; k++) {
             const float q =
-                c + k < n && s != 0.0 ? clamp(roundEven(ld_x(src + c + k) / s), -127.0, 127.0)
+                c + k < n && s != 0.0 ? clamp(roundEven(LD_ROW(c + k) / s), -127.0, 127.0)
                                       : 0.0;
             word |= (uint(int(q)) & 0xffu) << (8u * k);
         }

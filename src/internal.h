@@ -49,6 +49,12 @@ typedef struct heads_shape {
     /* A block of rows and heads of a larger array of one batch entry (its
      * len and heads; 0: none): src/split.c, the Vulkan backend only. */
     uint32_t full_len, full_heads;
+    /* RoPE on x's rows as they are copied (the Vulkan KV cache append's
+     * keys, src/vk_mha.c; rope_pairs 0: none): row l of entry b takes the
+     * (cos, sin) pairs of SLOT_ROPE's row rope_row0 + b * len + l (full_len
+     * in a block). */
+    uint32_t rope_pairs, rope_row0;
+    bool rope_interleaved;
 } heads_shape;
 
 typedef struct attn_shape {

@@ -357,10 +357,10 @@ static vkmha_status forward(vkmha_mha *mha, const mha_fwd *f, void *const p[5],
         }
     }
 
-    heads_shape hq = {f->B, f->Lq, H, d->d_k, 0, 0, 0},
-                hk = {f->B, f->Lk, Hkv, d->d_k, 0, 0, 0},
-                hv = {f->B, f->Lk, Hkv, d->d_v, 0, 0, 0},
-                ho = {f->B, f->Lq, H, d->d_v, 0, 0, 0};
+    heads_shape hq = {.batch = f->B, .len = f->Lq, .heads = H, .head_dim = d->d_k},
+                hk = {.batch = f->B, .len = f->Lk, .heads = Hkv, .head_dim = d->d_k},
+                hv = {.batch = f->B, .len = f->Lk, .heads = Hkv, .head_dim = d->d_v},
+                ho = {.batch = f->B, .len = f->Lq, .heads = H, .head_dim = d->d_v};
     ref_split_heads(&hq, qp, qh);
     if (!f->cache) {
         ref_split_heads(&hk, kp, kh);

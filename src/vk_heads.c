@@ -48,10 +48,15 @@ vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, 
                              vk_view x, vk_view y)
 {
     uint64_t total = (uint64_t)s->batch * s->len * s->heads * s->head_dim;
+    const bool rope = s->rope_pairs != 0;
     struct heads_push p = {.total = (uint32_t)total, .len = s->len, .heads = s->heads,
                            .head_dim = s->head_dim, .split = split ? 1u : 0u,
                            .texel = vk->tuning.row_texel &&
-                                    vk_texel_ok((const vk_view *const[]){&x}, 1, true)};
+                                    vk_texel_ok((const vk_view *const[]){&x}, 1, true),
+                           .rope_pairs = s->rope_pairs,
+                           .rope_interleaved = s->rope_interleaved,
+                           .rope_t0 = s->rope_row0,
+                           .rope_tb = s->full_len ? s->full_len : s->len};
     uint64_t xs[3], ys[3];
     io_strides(s, split, &x, &y, xs, ys);
     for (int i = 0; i < 3; i++) {
@@ -62,19 +67,22 @@ vkmha_status vk_record_heads(vk_state *vk, vk_site *site, const heads_shape *s, 
     }
     p.x_sb = (uint32_t)xs[0], p.x_sh = (uint32_t)xs[1], p.x_sl = (uint32_t)xs[2];
     p.y_sb = (uint32_t)ys[0], p.y_sh = (uint32_t)ys[1], p.y_sl = (uint32_t)ys[2];
-    const vk_view bufs[2] = {x, y};
+    const vk_view bufs[3] = {x, y, vk_view_of(&vk->mem.slots[SLOT_ROPE], VKMHA_DTYPE_F32)};
+    const uint32_t n_bufs = rope ? 3 : 2;
     if (x.q8_rows || y.q8_rows) /* a row per invocation, VK_KV_Q8_WG a workgroup */
-        return vk_dispatch_groups(vk, site, VK_PIPE(KERNEL_KV_Q8), bufs, 2, &p, sizeof p,
+        return vk_dispatch_groups(vk, site, VK_PIPE(rope ? KERNEL_KV_Q8_ROPE : KERNEL_KV_Q8),
+                                  bufs, n_bufs, &p, sizeof p,
                                   offsetof(struct heads_push, group_base),
                                   vk_div_up(total / s->head_dim, VK_KV_Q8_WG));
     if (vk->tuning.cpu_rows_wg && s->head_dim <= VK_CPU_ROW_MAX) { /* a row per invocation */
         uint64_t rows = total / s->head_dim;
-        return vk_dispatch_groups(vk, site, VK_PIPE(KERNEL_HEADS_CPU), bufs, 2, &p, sizeof p,
-                                  offsetof(struct heads_push, group_base),
+        return vk_dispatch_groups(vk, site,
+                                  VK_PIPE(rope ? KERNEL_HEADS_CPU_ROPE : KERNEL_HEADS_CPU), bufs,
+                                  n_bufs, &p, sizeof p, offsetof(struct heads_push, group_base),
                                   (rows + vk->tuning.cpu_rows_wg - 1) / vk->tuning.cpu_rows_wg);
     }
-    return vk_dispatch_groups(vk, site, VK_PIPE(KERNEL_HEADS), bufs, 2, &p, sizeof p,
-                              offsetof(struct heads_push, group_base),
+    return vk_dispatch_groups(vk, site, VK_PIPE(rope ? KERNEL_HEADS_ROPE : KERNEL_HEADS), bufs,
+                              n_bufs, &p, sizeof p, offsetof(struct heads_push, group_base),
                               (total + vk->tuning.elementwise_wg - 1) / vk->tuning.elementwise_wg);
 }
 
@@ -169,6 +177,7 @@ vkmha_status vk_record_heads_blocks(vk_state *vk, vk_site *site, const heads_sha
                 bs.len = (uint32_t)(s->len - l0 < b.nl ? s->len - l0 : b.nl);
                 bs.full_len = s->full_len ? s->full_len : s->len;
                 bs.full_heads = s->full_heads ? s->full_heads : s->heads;
+                bs.rope_row0 = (uint32_t)(s->rope_row0 + b0 * bs.full_len + l0);
                 vk_view bx = x, by = y;
                 bx.offset += (b0 * xs[0] + h0 * xs[1] + l0 * xs[2]) * ex;
                 by.offset += (b0 * ys[0] + h0 * ys[1] + l0 * ys[2]) * ey;

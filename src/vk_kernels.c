@@ -14,8 +14,9 @@
 /* The bindings of each kind: its storage buffers (see VK_MAX_BINDINGS),
  * and with matmul_texel the vec4 texel views that follow them, as indices
  * of the buffers a dispatch passes (the CPU-shaped shaders read them as
- * samplerBuffers): heads x; softmax input, bias; LayerNorm y, residual,
- * gamma, beta; the split-K combine's partial outputs and statistics.
+ * samplerBuffers): heads x (binding 2: the append's RoPE table); softmax
+ * input, bias; LayerNorm y, residual, gamma, beta; the split-K combine's
+ * partial outputs and statistics.
  * texel_front: with matmul_texel the texel views take the first n_texel
  * bindings (of buffers 0 .. n_texel - 1), and those buffers' storage
  * bindings follow the others (the matmul: texel A, B, then bias, C, then
@@ -28,7 +29,7 @@ static const struct kind_def {
 } kind_defs[KIND_COUNT] = {
     [KIND_MATMUL] = {.bindings = 4, .n_texel = 2, .texel = {0, 1}, .texel_front = true},
     [KIND_SOFTMAX] = {.bindings = 7, .n_texel = 2, .texel = {4, 2}},
-    [KIND_HEADS] = {.bindings = 2, .n_texel = 1, .texel = {0}},
+    [KIND_HEADS] = {.bindings = 3, .n_texel = 1, .texel = {0}},
     [KIND_LAYERNORM] = {.bindings = 4, .n_texel = 4, .texel = {3, 0, 1, 2}},
     [KIND_FLASH] = {.bindings = 10},
     [KIND_FLASH_COMBINE] = {.bindings = 4, .n_texel = 2, .texel = {0, 1}},
@@ -315,6 +316,24 @@ static void kv_q8_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
     *o = (vk_spec){.spv = SPV_KV_Q8, .n = 1, .value = {VK_KV_Q8_WG}};
 }
 
+static void heads_rope_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
+{
+    heads_spec(vk, pipe, u16, o);
+    o->spv = SPV_HEADS_ROPE;
+}
+
+static void heads_cpu_rope_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
+{
+    heads_cpu_spec(vk, pipe, u16, o);
+    o->spv = SPV_HEADS_CPU_ROPE;
+}
+
+static void kv_q8_rope_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
+{
+    kv_q8_spec(vk, pipe, u16, o);
+    o->spv = SPV_KV_Q8_ROPE;
+}
+
 static void rope_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
 {
     (void)vk, (void)pipe, (void)u16;
@@ -416,6 +435,16 @@ const vk_kernel_def vk_kernel_defs[KERNEL_COUNT] = {
                                .push_size = sizeof(struct flash_push), .u16_sources = 0x7,
                                .path = VKMHA_PATH_FUSED_CPU_D32,
                                .available = flash_cpu_available, .spec = flash_cpu_skip_spec},
+    [KERNEL_HEADS_ROPE] = {.name = "heads_rope", .op = "heads", .kind = KIND_HEADS, .tiles = 1,
+                           .vecs = 1, .classes = 1, .bufs = 3,
+                           .push_size = sizeof(struct heads_push), .spec = heads_rope_spec},
+    [KERNEL_HEADS_CPU_ROPE] = {.name = "heads_cpu_rope", .op = "heads", .kind = KIND_HEADS,
+                               .tiles = 1, .vecs = 1, .classes = 1, .bufs = 3,
+                               .push_size = sizeof(struct heads_push),
+                               .available = rows_cpu_available, .spec = heads_cpu_rope_spec},
+    [KERNEL_KV_Q8_ROPE] = {.name = "kv_q8_rope", .op = "heads", .kind = KIND_HEADS, .tiles = 1,
+                           .vecs = 1, .classes = 1, .bufs = 3,
+                           .push_size = sizeof(struct heads_push), .spec = kv_q8_rope_spec},
 };
 
 static const char *const tile_names[TILE_COUNT] = {"large", "small", "gemv"};

@@ -65,6 +65,13 @@ typedef enum vk_kernel {
      * code under a mask even where no lane takes it, so the plain variant
      * does not carry the look). */
     KERNEL_FLASH_CPU_SKIP,
+    /* The KV cache append's copies of KERNEL_HEADS, KERNEL_HEADS_CPU and
+     * KERNEL_KV_Q8 that rotate the new keys as they write them (their
+     * ROPE variants, shaders/rope.glsl; binding 2 the (cos, sin) table), so
+     * that a forward through a cache runs no RoPE pass over its keys. */
+    KERNEL_HEADS_ROPE,
+    KERNEL_HEADS_CPU_ROPE,
+    KERNEL_KV_Q8_ROPE,
     KERNEL_COUNT
 } vk_kernel;
 

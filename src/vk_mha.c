@@ -263,13 +263,20 @@ static vk_view cache_view(const mha_fwd *f, bool v, uint32_t first)
 /* The append of entries b0 .. b1 - 1 (one run of equal old lengths) of
  * the keys (i 0) or values (1): the projections [B][Lk][Hkv][dim] from
  * entry b0 into split heads of the cache (bound from entry `first`:
- * cache_first) after the old length. */
-static void append_copy(vk_state *vk, const mha_fwd *f, uint32_t first, uint32_t b0,
-                        uint32_t b1, int i, heads_shape *s, vk_view *x, vk_view *y)
+ * cache_first) after the old length; with RoPE the keys rotated on the
+ * way, from their rows of the table (record_rope_table). */
+static void append_copy(vk_state *vk, const vkmha_mha_desc *d, const mha_fwd *f,
+                        uint32_t first, uint32_t b0, uint32_t b1, int i, heads_shape *s,
+                        vk_view *x, vk_view *y)
 {
     const vkmha_kv_cache *c = f->cache;
     const uint32_t dim = i ? c->d_v : c->d_k;
     *s = (heads_shape){.batch = b1 - b0, .len = f->Lk, .heads = c->n_kv_head, .head_dim = dim};
+    if (!i && d->rope_dims) {
+        s->rope_pairs = d->rope_dims / 2;
+        s->rope_interleaved = d->rope_layout == VKMHA_ROPE_INTERLEAVED;
+        s->rope_row0 = f->B * f->Lq + b0 * f->Lk;
+    }
     *x = vk_view_of(&vk->mem.slots[i ? SLOT_V_PROJ : SLOT_K_PROJ], f->ad);
     x->offset = (VkDeviceSize)b0 * f->Lk * c->n_kv_head * dim * f->es;
     *y = cache_view(f, i == 1, first);
@@ -418,7 +425,7 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, const fwd_b
         for (int i = 0; i < 2; i++) {
             heads_shape hs;
             vk_view x, y;
-            append_copy(vk, f, first, b0, b1, i, &hs, &x, &y);
+            append_copy(vk, d, f, first, b0, b1, i, &hs, &x, &y);
             const uint64_t n = vk_heads_blocks(vk, &hs, true, &x, &y);
             if (!n)
                 return vkmha__fail(mha->ctx, VKMHA_ERROR_UNSUPPORTED,
@@ -442,7 +449,8 @@ static vkmha_status prepare_vulkan(vkmha_mha *mha, const mha_fwd *f, const fwd_b
  * a batch in step; append_copy), converting to the cache's dtype, in blocks
  * where the cache or the projections are past maxStorageBufferRange; then
  * the lengths the attention reads. */
-static vkmha_status record_append(vk_state *vk, const mha_fwd *f, uint32_t first)
+static vkmha_status record_append(vk_state *vk, const vkmha_mha_desc *d, const mha_fwd *f,
+                                  uint32_t first)
 {
     vkmha_kv_cache *c = f->cache;
     vk_kv *kv = (vk_kv *)c;
@@ -452,7 +460,7 @@ static vkmha_status record_append(vk_state *vk, const mha_fwd *f, uint32_t first
         for (int i = 0; i < 2; i++) {
             heads_shape s;
             vk_view x, y;
-            append_copy(vk, f, first, b0, b1, i, &s, &x, &y);
+            append_copy(vk, d, f, first, b0, b1, i, &s, &x, &y);
             if ((st = vk_record_heads_blocks(vk, &kv->sites.sites[2 * (f->entry + b0) + i], &s,
                                              true, x, y)))
                 return st;
@@ -517,8 +525,10 @@ static vkmha_status record_rope_table(vk_state *vk, vkmha_mha *mha, const mha_fw
     return vk_update(vk, &vk->mem.slots[SLOT_ROPE], 0, vm->rope + vm->rope_at, n * 4);
 }
 
-/* RoPE on the query projections and the new keys' in place, a pass over
- * each (no barrier between them: different buffers), from the table. */
+/* RoPE on the query projections in place, and on the new keys' where no
+ * KV cache takes them (a cache's append rotates them as it copies them:
+ * append_copy), a pass over each (no barrier between them: different
+ * buffers), from the table. */
 static vkmha_status record_rope(vk_state *vk, vkmha_mha *mha, const mha_fwd *f)
 {
     const vkmha_mha_desc *d = &mha->d;
@@ -527,7 +537,7 @@ static vkmha_status record_rope(vk_state *vk, vkmha_mha *mha, const mha_fwd *f)
     const vk_buffer *slot = &vk->mem.slots[SLOT_ROPE];
     vkmha_status st = VKMHA_SUCCESS;
     vk_site *site = mha_sites(mha);
-    for (int k = 0; k < 1 + f->append && !st; k++) {
+    for (int k = 0; k < 1 + (f->append && !f->cache) && !st; k++) {
         const uint32_t heads = k ? d->n_kv_head : d->n_head;
         const uint64_t rows = k ? (uint64_t)f->B * f->Lk : rq,
                        total = rows * heads * pairs;
@@ -573,18 +583,17 @@ static vkmha_status record_forward(vkmha_mha *mha, const mha_fwd *f, vk_attn_pla
                                   vk_view_of(&vk->mem.slots[SLOT_V_PROJ], ad), rk)))))
         return st;
     vk_barrier(vk);
-    if (d->rope_dims) {
-        if ((st = record_rope(vk, mha, f)))
-            return st;
-        vk_barrier(vk);
-    }
+    /* RoPE's pass over the queries (and the keys without a cache) and the
+     * append into a cache (rotating the keys) touch different buffers: one
+     * barrier after both. */
+    if (d->rope_dims && (st = record_rope(vk, mha, f)))
+        return st;
     /* The cache's views start at the entry prepare_vulkan chose. */
     const uint32_t first = f->cache ? f->entry - plan->kv_b0 : 0;
-    if (f->cache) { /* the attention reads the cache */
-        if ((st = record_append(vk, f, first)))
-            return st;
+    if (f->cache && (st = record_append(vk, d, f, first))) /* the attention reads the cache */
+        return st;
+    if (d->rope_dims || f->cache)
         vk_barrier(vk);
-    }
 
     vk_view kv[2];
     attention_kv(vk, mha, f, first, kv);

@@ -511,10 +511,17 @@ static bool run_forward(vkmha_context *ctx, const vkmha_mha_desc *d, const vkmha
  * on 6 of its 8 dims (theta 500, scale 2), both pair layouts, explicit
  * positions (entry 1 left-padded), on each Vulkan context and path against
  * the reference: the whole prompt (fp32 and fp16 activations, and as
- * tensors), then a prompt of 4 and single tokens through an f32 and a Q8
- * KV cache, step by step. */
-static void rope_layer(vkmha_context *ref, vkmha_context *const gpus[2], t_rng *r)
+ * tensors), then a prompt of 4 and single tokens through an f32, an f16
+ * and a Q8 KV cache, step by step (the append rotates the new keys: its
+ * copies heads_cpu_rope and kv_q8_rope on the default context, heads_rope
+ * on one with the workgroup-per-row kernels, VKMHA_ROW_KERNELS=gpu). */
+static void rope_layer(vkmha_context *ref, vkmha_context *const gpus2[2], t_rng *r)
 {
+    setenv("VKMHA_ROW_KERNELS", "gpu", 1);
+    vkmha_context *const gpus[3] = {gpus2[0], gpus2[1], t_context(VKMHA_BACKEND_VULKAN, 0)};
+    unsetenv("VKMHA_ROW_KERNELS");
+    static const char *const kernels[3] = {"default kernel", "workgroup-shared kernel",
+                                           "workgroup-per-row copies"};
     enum { D = 24, NH = 6, NKV = 2, DK = 8, L = 9, NB = 2 };
     t_layer_desc ld;
     t_layer_desc_make(&ld, r, D, NH, NKV, DK, DK, D, 0.4f);
@@ -539,22 +546,25 @@ static void rope_layer(vkmha_context *ref, vkmha_context *const gpus[2], t_rng *
         vkmha_mha_io io = {.batch = NB, .len_q = L, .query = x, .key = x, .value = x,
                            .out = want, .mask = &causal, .positions = pos};
         ok = ok && !vkmha_mha_forward(mr, &io);
-        for (int g = 0; g < 2; g++)
+        for (int g = 0; g < 3; g++)
             for (size_t ri = 0; ri < sizeof runs / sizeof runs[0]; ri++) {
                 if (g && runs[ri].path == VKMHA_ATTENTION_PATH_UNFUSED)
                     continue;
                 char name[200];
                 snprintf(name, sizeof name, "RoPE %s, %s, %s: whole prompt at given positions",
-                         layout ? "interleaved" : "half-split",
-                         g ? "workgroup-shared kernel" : "default kernel", runs[ri].name);
+                         layout ? "interleaved" : "half-split", kernels[g], runs[ri].name);
                 vkmha_mha *mg = NULL;
                 const bool gok = ok && run_forward(gpus[g], &ld.d, &io, ri, got, &mg);
                 t_report(gok && t_close(name, "out", got, want, n, T_LAYER_ATOL, T_LAYER_RTOL),
                          "%s", name);
-                /* Decode through each cache kind, on both backends alike. */
-                for (uint32_t q8 = 0; q8 < 2 && g == 0; q8++) {
-                    const vkmha_kv_cache_desc cd = {.batch = NB, .capacity = L,
-                                                    .quant = q8 ? VKMHA_QUANT_Q8 : 0};
+                /* Decode through each cache kind, on both backends alike (the
+                 * Q8 append is one kernel on every context). */
+                static const char *const kinds[3] = {"an f32", "an f16", "a Q8"};
+                for (uint32_t ck = 0; ck < 3 && g != 1 && !(g == 2 && ck == 2); ck++) {
+                    const vkmha_kv_cache_desc cd = {
+                        .batch = NB, .capacity = L,
+                        .dtype = ck == 1 ? VKMHA_DTYPE_F16 : VKMHA_DTYPE_F32,
+                        .quant = ck == 2 ? VKMHA_QUANT_Q8 : 0};
                     vkmha_kv_cache *cr = NULL, *cg = NULL;
                     bool sok = gok && !vkmha_kv_cache_create(mr, &cd, &cr) &&
                                !vkmha_kv_cache_create(mg, &cd, &cg);
@@ -582,9 +592,9 @@ static void rope_layer(vkmha_context *ref, vkmha_context *const gpus[2], t_rng *
                                       T_LAYER_RTOL);
                         t += m;
                     }
-                    t_report(sok, "RoPE %s, %s: decoded through %s cache step by step",
-                             layout ? "interleaved" : "half-split", runs[ri].name,
-                             q8 ? "a Q8" : "an f32");
+                    t_report(sok, "RoPE %s, %s, %s: decoded through %s cache step by step",
+                             layout ? "interleaved" : "half-split", kernels[g], runs[ri].name,
+                             kinds[ck]);
                     vkmha_kv_cache_destroy(cr);
                     vkmha_kv_cache_destroy(cg);
                     free(sx), free(sw), free(sg);
@@ -618,6 +628,8 @@ static void rope_layer(vkmha_context *ref, vkmha_context *const gpus[2], t_rng *
         free(x16), free(w16), free(g16);
     }
     free(ld.mem), free(x), free(want), free(got);
+    t_report_validation(gpus[2]);
+    vkmha_context_destroy(gpus[2]);
 }
 
 /* ---- MLA's head sizes in the layer ---------------------------------------------- */

@@ -336,12 +336,18 @@ static void layer_keys_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
  * query): calls of query rows, the first appending the entry's keys and
  * values, the others attending over the cache, the causal mask moved with
  * the rows; then two steps of one token. Fused and unfused, each call
- * against the reference. */
-static void kv_cache_rows_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
+ * against the reference. With rope_dims, RoPE (GPT-J pairs) on that many
+ * of the 8 dims of a head: the first call's append rotates all 1300 keys
+ * of its 2 entries (past the range: copied in blocks, each from its rows
+ * of the table) while it holds fewer query rows. */
+static void kv_cache_rows_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,
+                               uint32_t rope_dims)
 {
     enum { B = 2, L = 1300, CAP = 1400, D = 16, STEPS = 2 };
     t_layer l;
     t_layer_make(&l, rng, D, 2, 1, B, L, 0, 0);
+    l.desc.rope_dims = rope_dims;
+    l.desc.rope_layout = VKMHA_ROPE_INTERLEAVED;
     const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
     vkmha_mha *mg = NULL, *mr = NULL;
     bool made = !vkmha_mha_create(gpu, &l.desc, &mg) && !vkmha_mha_create(ref, &l.desc, &mr);
@@ -372,8 +378,9 @@ static void kv_cache_rows_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rn
         }
         t_report(ok,
                  "KV cache prefill of 2 entries x 1300 tokens (81 KiB a query) in calls of "
-                 "query rows, causal, then %d steps: match the reference [range, %s]",
-                 STEPS, path ? "unfused" : "fused");
+                 "query rows, causal, RoPE on %u dims, then %d steps: match the reference "
+                 "[range, %s]",
+                 rope_dims, STEPS, path ? "unfused" : "fused");
         vkmha_kv_cache_destroy(cg), vkmha_kv_cache_destroy(cr);
     }
     vkmha_mha_destroy(mg), vkmha_mha_destroy(mr);
@@ -502,9 +509,11 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
         vkmha_context *shared = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &sd, count_splits, NULL);
         key_window_cases(ref, shared, rng);
         layer_keys_case(ref, shared, rng);
-        kv_cache_range_case(ref, shared, rng);
+        kv_cache_range_case(ref, shared, rng, 0);
+        kv_cache_range_case(ref, shared, rng, 8);
         kv_cache_entry_case(ref, shared, rng);
-        kv_cache_rows_case(ref, shared, rng);
+        kv_cache_rows_case(ref, shared, rng, 0);
+        kv_cache_rows_case(ref, shared, rng, 6);
         t_report_validation(shared);
         vkmha_context_destroy(shared);
         layer_rows_case(ref, gpu, rng);

@@ -125,7 +125,7 @@ static void sparse_cases(vkmha_context *ref, t_rng *rng)
         vkmha_debug_options kd = sd;
         kd.fused_kernel = VKMHA_FUSED_KERNEL_SHARED;
         gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &kd, count_splits, NULL);
-        kv_cache_range_case(ref, gpu, rng);
+        kv_cache_range_case(ref, gpu, rng, 0);
         t_report_validation(gpu);
         vkmha_context_destroy(gpu);
         kd.max_allocation_size = 280 * 1024;

@@ -515,13 +515,12 @@ static bool run_forward(vkmha_context *ctx, const vkmha_mha_desc *d, const vkmha
  * and a Q8 KV cache, step by step (the append rotates the new keys: its
  * copies heads_cpu_rope and kv_q8_rope on the default context, heads_rope
  * on one with the workgroup-per-row kernels, VKMHA_ROW_KERNELS=gpu). */
-static void rope_layer(vkmha_context *ref, vkmha_context *const gpus2[2], t_rng *r)
+static const char *const rope_kernels[3] = {"default kernel", "workgroup-shared kernel",
+                                            "workgroup-per-row copies"};
+
+static void rope_layer(vkmha_context *ref, vkmha_context *const gpus[3], t_rng *r)
 {
-    setenv("VKMHA_ROW_KERNELS", "gpu", 1);
-    vkmha_context *const gpus[3] = {gpus2[0], gpus2[1], t_context(VKMHA_BACKEND_VULKAN, 0)};
-    unsetenv("VKMHA_ROW_KERNELS");
-    static const char *const kernels[3] = {"default kernel", "workgroup-shared kernel",
-                                           "workgroup-per-row copies"};
+    const char *const *kernels = rope_kernels;
     enum { D = 24, NH = 6, NKV = 2, DK = 8, L = 9, NB = 2 };
     t_layer_desc ld;
     t_layer_desc_make(&ld, r, D, NH, NKV, DK, DK, D, 0.4f);
@@ -628,8 +627,62 @@ static void rope_layer(vkmha_context *ref, vkmha_context *const gpus2[2], t_rng 
         free(x16), free(w16), free(g16);
     }
     free(ld.mem), free(x), free(want), free(got);
-    t_report_validation(gpus[2]);
-    vkmha_context_destroy(gpus[2]);
+}
+
+/* RoPE through a cache whose entries hold different lengths: entry 0
+ * prefilled with 3 tokens, entry 1 with 5, then 3 steps of one token for
+ * both in one call (the append's runs of equal old lengths then start at
+ * entry 1 too, each with its rows of the table), f32 and Q8 caches, on
+ * the default and workgroup-per-row contexts against the reference. */
+static void rope_ragged(vkmha_context *ref, vkmha_context *const gpus[3], t_rng *r)
+{
+    enum { D = 24, NH = 6, NKV = 2, DK = 8, NB = 2, CAP = 8 };
+    t_layer_desc ld;
+    t_layer_desc_make(&ld, r, D, NH, NKV, DK, DK, D, 0.4f);
+    ld.d.rope_dims = 8;
+    ld.d.rope_theta = 100.0f;
+    float *x = t_random(r, (size_t)NB * CAP * D, -1, 1), *want = t_alloc((size_t)NB * 5 * D),
+          *got = t_alloc((size_t)NB * 5 * D);
+    const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
+    for (uint32_t layout = 0; layout < 2; layout++)
+        for (int g = 0; g < 3; g += 2)
+            for (uint32_t q8 = 0; q8 < 2 && !(g && q8); q8++) {
+                ld.d.rope_layout = layout;
+                const vkmha_kv_cache_desc cd = {.batch = NB, .capacity = CAP,
+                                                .quant = q8 ? VKMHA_QUANT_Q8 : 0};
+                vkmha_mha *m[2] = {NULL, NULL};
+                vkmha_kv_cache *c[2] = {NULL, NULL};
+                vkmha_context *const ctx[2] = {ref, gpus[g]};
+                bool ok = true;
+                for (int i = 0; i < 2; i++)
+                    ok = ok && !vkmha_mha_create(ctx[i], &ld.d, &m[i]) &&
+                         !vkmha_kv_cache_create(m[i], &cd, &c[i]);
+                /* (entries, first entry, tokens) of each call */
+                static const uint32_t calls[5][3] = {{1, 0, 3}, {1, 1, 5}, {2, 0, 1},
+                                                     {2, 0, 1}, {2, 0, 1}};
+                for (int s = 0; s < 5 && ok; s++) {
+                    const uint32_t nb = calls[s][0], n = calls[s][2];
+                    float *xs = x + (size_t)s * NB * D;
+                    for (int i = 0; i < 2 && ok; i++) {
+                        const vkmha_mha_io io = {.batch = nb, .len_q = n, .query = xs,
+                                                 .key = xs, .value = xs,
+                                                 .out = i ? got : want, .mask = &causal,
+                                                 .kv_cache = c[i], .kv_entry = calls[s][1]};
+                        ok = !vkmha_mha_forward(m[i], &io);
+                    }
+                    ok = ok && t_close("RoPE ragged", "out", got, want, (size_t)nb * n * D,
+                                       T_LAYER_ATOL, T_LAYER_RTOL);
+                }
+                t_report(ok, "RoPE %s, %s: entries of 3 and 5 cached tokens stepped in one "
+                         "call through %s cache",
+                         layout ? "interleaved" : "half-split", rope_kernels[g],
+                         q8 ? "a Q8" : "an f32");
+                for (int i = 0; i < 2; i++) {
+                    vkmha_kv_cache_destroy(c[i]);
+                    vkmha_mha_destroy(m[i]);
+                }
+            }
+    free(ld.mem), free(x), free(want), free(got);
 }
 
 /* ---- MLA's head sizes in the layer ---------------------------------------------- */
@@ -757,6 +810,11 @@ int main(void)
     }
     reference_by_hand(cx.ref);
     vkmha_context *const gpus[2] = {cx.gpu, cx.shared};
+    /* RoPE's appends also through the workgroup-per-row copies (heads.comp) */
+    setenv("VKMHA_ROW_KERNELS", "gpu", 1);
+    vkmha_context *const rows_gpu = t_context(VKMHA_BACKEND_VULKAN, 0);
+    unsetenv("VKMHA_ROW_KERNELS");
+    vkmha_context *const gpus3[3] = {cx.gpu, cx.shared, rows_gpu};
     for (size_t c = 0; c < N_CASES; c++) {
         attention_case(cx.ref, gpus, &r, &cases[c], 12, 8, VKMHA_DTYPE_F32);
         attention_case(cx.ref, gpus, &r, &cases[c], 10, 6, VKMHA_DTYPE_F32);
@@ -771,12 +829,15 @@ int main(void)
     mla_layer(cx.ref, gpus, &r);
     tensor_forms(cx.gpu, &r);
     long_rows(cx.ref, gpus, &r);
-    rope_layer(cx.ref, gpus, &r);
+    rope_layer(cx.ref, gpus3, &r);
+    rope_ragged(cx.ref, gpus3, &r);
     layer_decode(cx.ref, "reference", &r);
     layer_decode(cx.gpu, "vulkan", &r);
     layer_decode(cx.shared, "vulkan, workgroup-shared kernel", &r);
     bad_input(cx.ref, "reference");
     bad_input(cx.gpu, "vulkan");
+    t_report_validation(rows_gpu);
+    vkmha_context_destroy(rows_gpu);
     t_cache_contexts_destroy(&cx);
     return t_finish();
 }

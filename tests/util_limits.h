@@ -548,12 +548,18 @@ static inline void tensor_range_cases(vkmha_context *ref, vkmha_context *gpu, t_
  * then three steps of one token, for every entry in one call, on the fused
  * and the unfused path, each against the reference (fused: the cache read
  * in windows; unfused: calls of entries whose scores fit, the cache read by
- * the matmuls, one product at a time, in windows). */
-static inline void kv_cache_range_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
+ * the matmuls, one product at a time, in windows). With rope_dims, RoPE on
+ * that many of a head's 8 dims: the append rotates the keys as it copies
+ * them into the cache in blocks of entries, each from its rows of the
+ * table (explicit positions, entry b's shifted by 5 b, so that no two
+ * entries' rows are alike). */
+static inline void kv_cache_range_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,
+                                       uint32_t rope_dims)
 {
     enum { B = 6, P = 150, STEPS = 3, CAP = 300 };
     t_layer l;
     t_layer_make(&l, rng, 16, 2, 0, B, P + STEPS, 0, 0); /* inputs of all P + STEPS tokens */
+    l.desc.rope_dims = rope_dims;
     const size_t row = 16, seq = (size_t)(P + STEPS) * row;
     vkmha_mha *mg = NULL, *mr = NULL;
     bool ok = !vkmha_mha_create(gpu, &l.desc, &mg) && !vkmha_mha_create(ref, &l.desc, &mr);
@@ -566,14 +572,19 @@ static inline void kv_cache_range_case(vkmha_context *ref, vkmha_context *gpu, t
               *got = sentinels((size_t)B * P * row);
         g_splits = g_windows = 0;
         const uint32_t prefill = path ? 80 : P;
-        for (uint32_t t0 = 0, n = prefill; ok && t0 < prefill + STEPS; t0 += n, n = 1) {
-            for (uint32_t b = 0; b < B; b++) /* tokens t0 .. t0 + n - 1 of each sequence */
+        uint32_t *pos = malloc(sizeof *pos * B * P);
+        for (uint32_t t0 = 0, n = prefill; ok && pos && t0 < prefill + STEPS; t0 += n, n = 1) {
+            for (uint32_t b = 0; b < B; b++) { /* tokens t0 .. t0 + n - 1 of each sequence */
                 memcpy(x + (size_t)b * n * row, l.io.query + b * seq + (size_t)t0 * row,
                        (size_t)n * row * 4);
+                for (uint32_t i = 0; i < n; i++)
+                    pos[b * n + i] = t0 + i + 5 * b;
+            }
             vkmha_mha_io io = {.batch = B, .len_q = n, .query = x, .key = x, .value = x,
                                .mask = &causal, .attention_path = path
                                                                      ? VKMHA_ATTENTION_PATH_UNFUSED
-                                                                     : VKMHA_ATTENTION_PATH_FUSED};
+                                                                     : VKMHA_ATTENTION_PATH_FUSED,
+                               .positions = rope_dims ? pos : NULL};
             io.out = want, io.kv_cache = cr;
             vkmha_status rst = vkmha_mha_forward(mr, &io);
             io.out = got, io.kv_cache = cg;
@@ -586,13 +597,14 @@ static inline void kv_cache_range_case(vkmha_context *ref, vkmha_context *gpu, t
                          T_LAYER_ATOL, T_LAYER_RTOL);
         }
         t_report(ok && (path ? g_splits : g_windows) > 0,
-                 "KV cache of %u entries x %u positions past the range (%u KiB of keys): a "
-                 "prefill of %u and %u steps of every entry match the reference [range, %s], "
-                 "%s",
-                 B, CAP, B * 2 * CAP * 8 * 4 / 1024, prefill, STEPS, path ? "unfused" : "fused",
+                 "KV cache of %u entries x %u positions past the range (%u KiB of keys), "
+                 "RoPE on %u dims: a prefill of %u and %u steps of every entry match the "
+                 "reference [range, %s], %s",
+                 B, CAP, B * 2 * CAP * 8 * 4 / 1024, rope_dims, prefill, STEPS,
+                 path ? "unfused" : "fused",
                  path ? "read by one product at a time" : "read in windows");
         vkmha_kv_cache_destroy(cg), vkmha_kv_cache_destroy(cr);
-        free(x), free(want), free(got);
+        free(x), free(want), free(got), free(pos);
     }
     vkmha_mha_destroy(mg), vkmha_mha_destroy(mr);
     t_layer_free(&l);

@@ -155,7 +155,7 @@ static void row(const model *md, const char *dtype, uint32_t context, const char
     if (torch_ms > 0)
         printf("%58s%.2fx the torch peer's tokens/s\n", "", torch_ms / t->med);
     if (csv)
-        fprintf(csv, "%s,%u,%u,%u,%s,%u,%s,%.4f,%.4f,%.4f,%.4f,%.2f,%.4f,%llu,%llu\n",
+        fprintf(csv, "%s,%u,%u,%u,%s,%u,\"%s\",%.4f,%.4f,%.4f,%.4f,%.2f,%.4f,%llu,%llu\n",
                 md->name, md->d_model, md->heads, md->kv_heads, dtype, context, impl, t->med,
                 t->min, t->max, t->gpu, 1e3 / t->med, torch_ms > 0 ? torch_ms / t->med : 0,
                 (unsigned long long)token_bytes, (unsigned long long)weight_bytes);
@@ -327,7 +327,8 @@ int main(int argc, char **argv)
                 printf("%-5s %-4s %6u  %-15s %10.3f %10.1f %10s %9s %8llu\n", md->name, tname,
                        C, "torch, cache", tt.med, 1e3 / tt.med, "-", "", tbytes);
                 if (csv)
-                    fprintf(csv, "%s,%u,%u,%u,%s,%u,torch cache,%.4f,%.4f,%.4f,0,%.2f,1,%llu\n",
+                    fprintf(csv, "%s,%u,%u,%u,%s,%u,\"torch, cache\",%.4f,%.4f,%.4f,0,%.2f,1,"
+                                 "%llu,\n",
                             md->name, D, H, Hkv, tname, C, tt.med, tt.min, tt.max,
                             1e3 / tt.med, tbytes);
             } else {

@@ -1350,9 +1350,11 @@ VKMHA_API vkmha_status vkmha_mha_forward(vkmha_mha *mha, const vkmha_mha_io *io)
  * nothing is written. The entries run as runs of consecutive entries with
  * equal counts (all the decodes of a run of entries in one pass), every run
  * recorded into the call's one command buffer (one submit, every form:
- * host arrays, tensors, recorded, submitted). Arrays past
- * maxStorageBufferRange are not split into parts here
- * (VKMHA_ERROR_UNSUPPORTED naming the array): split the batch instead.
+ * host arrays, tensors, recorded, submitted). Packed queries and outputs
+ * past maxStorageBufferRange run as calls of consecutive entries whose
+ * rows fit one binding (an entry past it alone, in calls of its query
+ * rows as any call is), each its own command buffer (one submission for
+ * vkmha_mha_submit), with the same results.
  * An append that would pass an entry's capacity fails with
  * VKMHA_ERROR_INVALID_ARGUMENT naming the cache, the entry and the lengths,
  * and writes nothing. The lengths change when the call is made (recorded or

@@ -287,9 +287,11 @@ vkmha_status vkmha__mha_forward_split(vkmha_mha *mha, const vkmha_run *run, cons
      * partial outputs, the masks, a KV cache's entry (bound from the call's
      * first entry when the cache is past the range, and read in windows:
      * vk_mha.c, vk_attention.c), and the unfused path's fp32 scores when
-     * that path is asked for. The key and value inputs are bound in windows:
-     * only the copies of host arrays must fit an allocation. */
-    const uint64_t per[11] = {Lq * d->d_model * es, Lk * d->kdim * es, Lk * d->vdim * es,
+     * that path is asked for, and RoPE's (cos, sin) table of its query rows
+     * and new keys (vk_mha.c). The key and value inputs are bound in
+     * windows: only the copies of host arrays must fit an allocation. */
+    const uint64_t rope_row = (uint64_t)d->rope_dims * 4, rope_keys = f->append ? Lk : 0;
+    const uint64_t per[12] = {Lq * d->d_model * es, Lk * d->kdim * es, Lk * d->vdim * es,
                               Lq * d->d_model * es, weights ? H * Lq * L * es : 0,
                               Lq * H * dim * es, Lk * Hkv * dim * es,
                               splits * Lq * H * (d->d_v > 2 ? d->d_v : 2) * 4,
@@ -298,12 +300,12 @@ vkmha_status vkmha__mha_forward_split(vkmha_mha *mha, const vkmha_run *run, cons
                               f->cache ? Hkv * f->cache->d.capacity * dim *
                                              vkmha__dtype_size(f->cache->d.dtype)
                                        : 0,
-                              unfused ? H * Lq * L * 4 : 0};
+                              unfused ? H * Lq * L * 4 : 0, (Lq + rope_keys) * rope_row};
     /* The key and value projections (per[6]) and a cache's entries (per[9])
      * too, which the attention reads in windows: the projections must fit an
      * allocation (a slot's). */
     uint64_t entry = 0;
-    for (int i = 0; i < 11; i++)
+    for (int i = 0; i < 12; i++)
         if (i != 1 && i != 2 && i != 6 && i != 9)
             entry = per[i] > entry ? per[i] : entry;
     const uint64_t kv_in = per[1] > per[2] ? per[1] : per[2],
@@ -330,6 +332,11 @@ vkmha_status vkmha__mha_forward_split(vkmha_mha *mha, const vkmha_run *run, cons
         for (int i = 0; i < 6; i++)
             if (per_row[i] && limit / per_row[i] < most)
                 most = limit / per_row[i];
+        /* RoPE's table: a row per query row, and the new keys' rows (the
+         * first call of rows appends them). */
+        if (rope_row && (rope_keys * rope_row >= limit ||
+                         (limit - rope_keys * rope_row) / rope_row < most))
+            most = rope_keys * rope_row >= limit ? 0 : (limit - rope_keys * rope_row) / rope_row;
         if (most) {
             nb = 1;
             ni = (uint32_t)most;
@@ -392,18 +399,72 @@ static vkmha_status mixed_part(vkmha_context *ctx, const vkmha_mha_desc *d, cons
                              (int64_t)(int32_t)f->mask.m.causal_offset + most - t, t, most);
 }
 
+/* Entries b0 .. b1 - 1 of mixed batch f, from packed row row0: a mixed
+ * batch of their own (rows packed rows). */
+static mha_fwd mixed_entries(const vkmha_mha_desc *d, const mha_fwd *f, uint32_t b0,
+                             uint32_t b1, uint64_t row0, uint32_t rows)
+{
+    mha_fwd s = entries_of(d, f, b0, b1 - b0, rows, f->append ? rows : 0);
+    s.n_query = s.n_out = (uint64_t)rows * d->d_model; /* packed, not per entry */
+    s.n_key = f->append ? (uint64_t)rows * d->kdim : 0;
+    s.n_value = f->append ? (uint64_t)rows * d->vdim : 0;
+    s.tokens = f->tokens + b0;
+    s.as.len_k = 0;
+    for (uint32_t b = b0; b < b1; b++)
+        s.as.len_k = f->lengths[b] > s.as.len_k ? f->lengths[b] : s.as.len_k;
+    s.as.kv_splits = f->as.kv_splits < s.as.len_k ? f->as.kv_splits : s.as.len_k;
+    s.positions = f->positions ? f->positions + row0 : NULL;
+    return s;
+}
+
+/* A mixed batch whose packed query rows are more than one binding holds
+ * (limit bytes): calls of consecutive entries whose rows fit (each a mixed
+ * batch of its own, in one command buffer), an entry past the limit alone
+ * a call of its own shape, which runs in calls of its query rows
+ * (vkmha__mha_forward_split); into one submission for vkmha_mha_submit.
+ * The entries are disjoint: no call reads what another writes. */
+static vkmha_status mixed_calls(vkmha_mha *mha, const vkmha_run *run, const mha_fwd *f,
+                                const vkmha_arg args[5], uint64_t limit)
+{
+    vkmha_context *ctx = mha->ctx;
+    const vkmha_mha_desc *d = &mha->d;
+    const uint64_t row = (uint64_t)d->d_model * f->es;
+    vkmha__log(ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
+               "%s: a mixed batch of %u rows beyond this device's buffer range: calls of "
+               "entries whose rows fit",
+               ctx->call, f->Lq);
+    vkmha_run part_run = *run;
+    vkmha_submission *open = NULL;
+    vkmha_status st = VKMHA_SUCCESS;
+    if (run->form == FORM_SUBMIT && (st = ctx->ops->parts_open(ctx, &part_run, &open)))
+        return st;
+    uint64_t row0 = 0;
+    for (uint32_t b0 = 0, b1; b0 < f->B && !st; b0 = b1) {
+        uint64_t rows = f->tokens[b0];
+        for (b1 = b0 + 1; b1 < f->B && (rows + f->tokens[b1]) * row <= limit; b1++)
+            rows += f->tokens[b1];
+        mha_part p = {.row0 = row0};
+        vkmha_arg a[5];
+        if (rows * row <= limit) {
+            p.f = mixed_entries(d, f, b0, b1, row0, (uint32_t)rows);
+            vkmha__part_args(d, f, &p, args, a);
+            st = vkmha__mha_forward_mixed(mha, &part_run, &p.f, a);
+        } else if (!(st = mixed_part(ctx, d, f, b0, b1, row0, &p))) {
+            vkmha__part_args(d, f, &p, args, a);
+            st = vkmha__mha_forward_split(mha, &part_run, &p.f, a);
+        }
+        row0 += rows;
+    }
+    return open ? ctx->ops->parts_close(ctx, open, st, run->sub) : st;
+}
+
 vkmha_status vkmha__mha_forward_mixed(vkmha_mha *mha, const vkmha_run *run, const mha_fwd *f,
                                       const vkmha_arg args[5])
 {
     vkmha_context *ctx = mha->ctx;
     const uint64_t limit = vkmha__split_limit(ctx, run), rows = f->n_query * f->es;
     if (limit && rows > limit)
-        return vkmha__fail(ctx, VKMHA_ERROR_UNSUPPORTED,
-                           "%s: io->query and io->out (%llu bytes) are more than one binding "
-                           "holds on this device (%llu bytes): a mixed batch "
-                           "(io->entry_tokens) runs in one command buffer, not in parts; give "
-                           "fewer entries per call",
-                           ctx->call, (unsigned long long)rows, (unsigned long long)limit);
+        return mixed_calls(mha, run, f, args, limit);
     uint32_t n = 0;
     for (uint32_t b = 0; b < f->B; b++)
         n += b == 0 || f->tokens[b] != f->tokens[b - 1];

@@ -330,6 +330,56 @@ static void layer_keys_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
 }
 
 
+/* A mixed batch (io.entry_tokens) past the 64 KiB range: 6 entries of
+ * d_model 16 bringing 700, 1, 1, 500, 1300 and 2 tokens (2504 rows, 157
+ * KiB of queries) through a cache, RoPE at the default positions, causal:
+ * calls of entries whose rows fit (700 + 1 + 1, 500, 2), the entry of 1300
+ * (81 KiB) alone in calls of its rows; then a step of one token each (one
+ * call). Each call against the reference's one mixed call, and the
+ * cache's lengths after them. */
+static void mixed_range_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
+{
+    enum { B = 6, CAP = 1400, D = 16 };
+    static const uint32_t counts[2][B] = {{700, 1, 1, 500, 1300, 2}, {1, 1, 1, 1, 1, 1}};
+    t_layer l;
+    t_layer_make(&l, rng, D, 2, 1, 1, 1, 0, 0);
+    l.desc.rope_dims = 8;
+    vkmha_mha *mg = NULL, *mr = NULL;
+    vkmha_kv_cache *cg = NULL, *cr = NULL;
+    const vkmha_kv_cache_desc cd = {.batch = B, .capacity = CAP};
+    bool ok = !vkmha_mha_create(gpu, &l.desc, &mg) && !vkmha_mha_create(ref, &l.desc, &mr) &&
+              !vkmha_kv_cache_create(mg, &cd, &cg) && !vkmha_kv_cache_create(mr, &cd, &cr);
+    const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
+    for (int s = 0; s < 2 && ok; s++) {
+        uint32_t n = 0;
+        for (uint32_t b = 0; b < B; b++)
+            n += counts[s][b];
+        float *x = t_random(rng, (size_t)n * D, -1, 1), *want = t_alloc((size_t)n * D),
+              *got = sentinels((size_t)n * D);
+        vkmha_mha_io io = {.batch = B, .len_q = n, .query = x, .key = x, .value = x,
+                           .mask = &causal, .entry_tokens = counts[s]};
+        io.out = want, io.kv_cache = cr;
+        const vkmha_status rst = vkmha_mha_forward(mr, &io);
+        io.out = got, io.kv_cache = cg;
+        const vkmha_status st = vkmha_mha_forward(mg, &io);
+        if (st)
+            t_diag("mixed batch past the range, call %d: %s", s, vkmha_context_last_error(gpu));
+        ok = !rst && !st &&
+             t_close("mixed batch past the range", "out", got, want, (size_t)n * D,
+                     T_LAYER_ATOL, T_LAYER_RTOL);
+        free(x), free(want), free(got);
+    }
+    uint32_t len[B];
+    ok = ok && !vkmha_kv_cache_get_lengths(cg, 0, B, len);
+    for (uint32_t b = 0; ok && b < B; b++)
+        ok = len[b] == counts[0][b] + 1;
+    t_report(ok,
+             "mixed batch of 6 entries, 2504 rows (157 KiB of queries) through a KV cache, "
+             "RoPE, causal, then a step each: match the reference [range]");
+    vkmha_kv_cache_destroy(cg), vkmha_kv_cache_destroy(cr);
+    vkmha_mha_destroy(mg), vkmha_mha_destroy(mr);
+    t_layer_free(&l);
+}
 
 /* A prefill into a KV cache whose one entry's query is past the 64 KiB
  * range (2 entries, 1300 tokens of d_model 16, 2 heads over 1: 81 KiB a
@@ -512,6 +562,7 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
         kv_cache_range_case(ref, shared, rng, 0);
         kv_cache_range_case(ref, shared, rng, 8);
         kv_cache_entry_case(ref, shared, rng);
+        mixed_range_case(ref, shared, rng);
         kv_cache_rows_case(ref, shared, rng, 0);
         kv_cache_rows_case(ref, shared, rng, 6);
         t_report_validation(shared);

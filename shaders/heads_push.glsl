@@ -13,7 +13,7 @@ PUSH_BEGIN(heads_push)
     uint head_dim;
     uint split; // 1: split, 0: merge
     uint group_base; // first workgroup of this dispatch
-    uint texel;      // heads_cpu.comp: 1: binding 2 is x's vec4 view
+    uint texel;      // heads_cpu.comp: 1: binding 3 is x's vec4 view
     uint x_sb, x_sh, x_sl; // x's element strides per batch entry, head, row
     uint y_sb, y_sh, y_sl; // y's
     // The variants built with -DROPE=1 (shaders/rope.glsl): RoPE on x's

@@ -9,7 +9,8 @@
 // fp32 (a position of 10^5 times a frequency near 1 would lose its third
 // digit) and no device sin / cos (Vulkan asks 2^-11 of them) is used. The
 // projections are typed (shaders/typed.glsl: fp32, fp16, bf16), each
-// element rounded once.
+// element rounded once. The keys take this pass only without a KV cache:
+// a cache's append rotates them as it copies them (shaders/rope.glsl).
 
 #extension GL_GOOGLE_include_directive : require
 #include "typed.glsl"

@@ -51,8 +51,10 @@ typedef enum vk_kernel {
     /* The CPU-shaped fused attention over a Q8 KV cache's rows, per class
      * (flash_cpu.comp's KV_Q8 variant: k and v through R32_UINT texels). */
     KERNEL_FLASH_CPU_Q8,
-    /* RoPE on the layer's query and key projections in place (the heads
-     * kind: binding 0 the (cos, sin) table, 1 the projection). */
+    /* RoPE on the layer's query projections in place, and on the key
+     * projections where no KV cache takes them (a cache's append rotates
+     * them: KERNEL_HEADS_ROPE and its kin below); the heads kind: binding 0
+     * the (cos, sin) table, 1 the projection. */
     KERNEL_ROPE,
     /* Which (entry, key/value head) holds a NaN, an Inf or a magnitude of
      * 2^64 or more among its values (or its keys): the CPU-shaped fused

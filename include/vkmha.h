@@ -1223,8 +1223,9 @@ typedef struct vkmha_mha_desc {
      * (GPT-J) 2i with 2i + 1. The angles are computed in double on the host
      * and applied in fp32. Keys are rotated once, as they are projected (on
      * Vulkan by the KV cache append's copy, which writes them rotated into
-     * the cache: no pass of their own), and a KV cache keeps them rotated,
-     * so a decode step rotates only its new tokens. Positions:
+     * the cache: no pass of their own; queries by the GPUs' fused kernel as
+     * it loads them), and a KV cache keeps them rotated, so a decode step
+     * rotates only its new tokens. Positions:
      * vkmha_mha_io.positions. RoPE needs the keys to be the queries'
      * tokens: a forward with RoPE and new keys takes len_k == len_q. */
     uint32_t rope_dims VKMHA_ZERO;

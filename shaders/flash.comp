@@ -13,6 +13,11 @@
 // keys are split across workgroups (split-K), the unnormalized acc and (m, l)
 // of its range for shaders/flash_combine.comp to merge.
 //
+// A layer's RoPE (p.rope): the queries are rotated as they are loaded
+// (load_q_rope), with the (cos, sin) table at binding 10, so no pass over
+// them runs before the attention (the keys were rotated on their way into
+// the KV cache, or by a pass where there is none: src/vk_mha.c).
+//
 // Non-finite scores (a PyTorch float mask holds -inf): a row whose scores so
 // far are all -inf has m = -inf; its weights exp(s - m) are taken as
 // exp(s - 0) = 0 instead of exp(-inf - -inf) = NaN, so a later finite score
@@ -122,6 +127,8 @@ TYPED_IO(6, 6, o)
 // the final [row][2].
 layout(binding = 7) buffer Stats { float ml[]; };
 layout(binding = 8) readonly buffer Lengths { uint lens[]; }; // with MASK_LENGTHS
+layout(binding = 10) readonly buffer RopeTable { vec2 rope_cs[]; }; // p.rope's (cos, sin)
+#include "rope.glsl"
 // U8 k and v: a Q8 KV cache's rows (shaders/kv_q8.glsl), dequantized in
 // load_k / load_v; the host's strides then count bytes, rows of R.
 #include "kv_q8.glsl"
@@ -227,6 +234,18 @@ vec4 load_q(uint base, uint c, uint n)
 {
     return vec4(ld_q(base + c), c + 1u < n ? ld_q(base + c + 1u) : 0.0,
                 c + 2u < n ? ld_q(base + c + 2u) : 0.0, c + 3u < n ? ld_q(base + c + 3u) : 0.0);
+}
+// Elements c .. c + 3 of a query row at `base` rotated by RoPE (p.rope)
+// with table row t (shaders/rope.glsl): the layer's queries are rotated
+// here, at their one load, instead of by a pass.
+ROPE_ELEMENT(rope_q_element, ld_q, rope_cs)
+#define rope_q(base, c, t)                                                     \
+    rope_q_element(base, c, t, p.rope & 0xffffu, (p.rope & ROPE_INTERLEAVED) != 0u)
+vec4 load_q_rope(uint base, uint c, uint n, uint t)
+{
+    return vec4(rope_q(base, c, t), c + 1u < n ? rope_q(base, c + 1u, t) : 0.0,
+                c + 2u < n ? rope_q(base, c + 2u, t) : 0.0,
+                c + 3u < n ? rope_q(base, c + 3u, t) : 0.0);
 }
 vec4 load_k(uint base, uint c, uint n)
 {
@@ -401,10 +420,14 @@ void main()
         q_amax = 0u;
     barrier();
     uint q_mx = 0u;
+    const bool rope = (p.rope & 0xffffu) != 0u;
     for (uint e = tid; e < BR * D4; e += WG) {
         const uint r = e / D4, c4 = e % D4;
-        const vec4 q4 = r < rows && c4 < dk4 ? load_q(q_base + (i0 + r) * p.q_ld, 4u * c4, P_DK)
-                                             : vec4(0.0);
+        const uint q_row = q_base + (i0 + r) * p.q_ld,
+                   t = (p.rope & ROPE_FOLDED) != 0u ? b : b * p.len_q + i0 + r;
+        const vec4 q4 = r >= rows || c4 >= dk4 ? vec4(0.0)
+                        : rope                 ? load_q_rope(q_row, 4u * c4, P_DK, t)
+                                               : load_q(q_row, 4u * c4, P_DK);
         q_mx = max(q_mx, amax_bits(q4));
 #if defined(COOP) && COOP
         PUT4H(qh, r * DS + 4u * c4, q4);

@@ -29,6 +29,12 @@ PUSH_BEGIN(flash_push)
     uint causal_offset; // see mask.glsl's mask_hides
     uint kv_b0;     // k and v hold batch entries from this one (a KV cache's)
     uint kv_key0;   // k and v are bound from this key on (0, or a window's first)
+    // flash.comp: RoPE on q as it is loaded (a layer's, vk_mha.c): its pairs
+    // per head (0: none) | ROPE_INTERLEAVED | ROPE_FOLDED; query row i of
+    // batch entry b takes row b * len_q + i of the (cos, sin) table at
+    // binding 10, or row b where a decode step's group of query heads is
+    // folded into the rows (ROPE_FOLDED: one token each).
+    uint rope;
 PUSH_END(flash_push)
 
 // flags: vkmha_mask_kind bits (mask.glsl's MASK_*) | MODE_*. A key range may take
@@ -55,3 +61,6 @@ PUSH_CONST(BIAS_PER_HEAD, 0x2000u)
 // or magnitude of 2^64 or more (shaders/vscan.comp): only heads with clean
 // values skip hidden keys.
 PUSH_CONST(MODE_VSCANNED, 0x8000u)
+// rope's flags, above its pairs.
+PUSH_CONST(ROPE_INTERLEAVED, 0x10000u) // pairs (2i, 2i + 1); else (i, i + pairs)
+PUSH_CONST(ROPE_FOLDED, 0x20000u)

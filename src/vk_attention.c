@@ -103,7 +103,7 @@ static vkmha_status record_unfused(vk_state *vk, vk_site sites[], const vk_attn_
  * and v from the chunk's window on (sites after the first from
  * vk->desc.window_sites[KIND_FLASH], one per window and pair). */
 static vkmha_status dispatch_keys(vk_state *vk, vk_site *site, const vk_attn_plan *plan,
-                                  vk_pipe pipe, const vk_view bufs[10], struct flash_push *p,
+                                  vk_pipe pipe, const vk_view bufs[11], struct flash_push *p,
                                   uint64_t groups, bool weights)
 {
     const attn_shape *s = &plan->s;
@@ -119,8 +119,9 @@ static vkmha_status dispatch_keys(vk_state *vk, vk_site *site, const vk_attn_pla
         /* The window's binding starts at the pair's key kv_key0. */
         p->k_sb = p->k_sh = p->v_sb = p->v_sh = 0;
     }
-    vk_view b[10];
+    vk_view b[11];
     memcpy(b, bufs, sizeof b);
+    const uint32_t n_bufs = plan->cpu_kernel ? 10 : 11; /* flash.comp: RoPE's table */
     vkmha_status st;
     for (uint32_t c = 0; c < plan->chunks; c++) {
         p->kv_first = c * plan->chunk;
@@ -148,7 +149,7 @@ static vkmha_status dispatch_keys(vk_state *vk, vk_site *site, const vk_attn_pla
                 if (w || pair)
                     at = &more[w * pairs + pair - 1];
             }
-            if ((st = vk_dispatch_range(vk, at, pipe, b, 10, p, sizeof *p,
+            if ((st = vk_dispatch_range(vk, at, pipe, b, n_bufs, p, sizeof *p,
                                         offsetof(struct flash_push, group_base), first,
                                         first + per_pair)))
                 return st;
@@ -237,7 +238,7 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
         .v_ld = (uint32_t)v->stride[2], .o_sb = (uint32_t)out->stride[0],
         .o_sh = (uint32_t)out->stride[1], .o_ld = (uint32_t)out->stride[2],
         .flags = mask->kinds, .scale = s->scale, .kv_count = plan->chunk,
-        .causal_offset = mask->causal_offset, .kv_b0 = plan->kv_b0};
+        .causal_offset = mask->causal_offset, .kv_b0 = plan->kv_b0, .rope = plan->rope};
     /* The bias's broadcast as flags: its strides, which the push block has
      * no room for, follow from them (shaders/flash_rules.glsl). */
     uint32_t bias_sb, bias_sh;
@@ -252,9 +253,11 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
     const vk_view partial_o = vk_view_of(&vk->mem.slots[SLOT_PARTIAL_O], VKMHA_DTYPE_F32),
                   partial_ml = vk_view_of(&vk->mem.slots[SLOT_PARTIAL_ML], VKMHA_DTYPE_F32),
                   stats = vk_view_of(&vk->mem.slots[SLOT_STATS], VKMHA_DTYPE_F32);
-    const vk_view bufs[10] = {*q, *k, *v, m.masks[0], m.masks[1], m.masks[2],
+    const vk_view table = plan->rope ? vk_view_of(&vk->mem.slots[SLOT_ROPE], VKMHA_DTYPE_F32)
+                                     : (vk_view){0};
+    const vk_view bufs[11] = {*q, *k, *v, m.masks[0], m.masks[1], m.masks[2],
                               split ? partial_o : *out, split ? partial_ml : stats,
-                              plan->lengths, rules};
+                              plan->lengths, rules, table};
     /* The CPU-shaped kernel's variant that looks for idle steps where a
      * mask is data and the values were scanned. */
     const bool data_skip = vscan && (mask->kinds & VK_MASK_DATA);
@@ -287,8 +290,8 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
     if (!plan->weights)
         return VKMHA_SUCCESS;
     /* Over the same ranges and chunks, from the final statistics. */
-    const vk_view wb[10] = {*q, *k, *v, m.masks[0], m.masks[1], m.masks[2], plan->scores, stats,
-                            plan->lengths, rules};
+    const vk_view wb[11] = {*q, *k, *v, m.masks[0], m.masks[1], m.masks[2], plan->scores, stats,
+                            plan->lengths, rules, table};
     p.flags = kinds | MODE_WEIGHTS;
     vk_barrier(vk);
     return dispatch_keys(vk, weights_site, plan, pipe, wb, &p, groups, true);

@@ -317,15 +317,15 @@ static inline uint32_t vk_dtype_bits(uint32_t dt)
 #define VK_VARIANT_ADDEND 4u
 #define VK_VARIANT_EXACT_F16 8u
 
-/* Bindings of a site, at most: KIND_FLASH has 10 (q, k, v, 3 masks, out,
- * statistics, key lengths, per-head rules), and so has KIND_FLASH_CPU (q,
- * k, v as vec4 texel buffers).
+/* Bindings of a site, at most: KIND_FLASH has 11 (q, k, v, 3 masks, out,
+ * statistics, key lengths, per-head rules, a layer's RoPE table),
+ * KIND_FLASH_CPU the first 10 (q, k, v as vec4 texel buffers).
  * KIND_MATMUL has 4 (A, B, bias, C), or 6 with matmul_texel: A and B as vec4
  * texel buffers, bias, C, then A and B again as storage buffers (for shapes
  * whose strides rule out vec4 reads). With matmul_texel the softmax (9),
  * heads (3), LayerNorm (8) and the split-K combine (6) add texel views of
  * their inputs. */
-#define VK_MAX_BINDINGS 10
+#define VK_MAX_BINDINGS 11
 /* vk_dispatch's misalign words hold a byte for each of the first
  * VK_MISALIGN_SLOTS buffers; later ones (a shader's key lengths) must start
  * on a descriptor boundary. */
@@ -635,6 +635,10 @@ typedef struct vk_attn_plan {
      * fold; vk_fold_view), so that each key and value row is read once per
      * group; 0 otherwise */
     uint32_t fold;
+    /* fused on flash.comp, a layer's RoPE (src/vk_mha.c sets it after
+     * planning): flash_push.rope, the queries rotated as the kernel loads
+     * them with SLOT_ROPE's table (no pass over them); 0 otherwise */
+    uint32_t rope;
 } vk_attn_plan;
 
 /* The view of [batch][heads][1][d] as [batch][heads / g][g][d]: the same

@@ -31,7 +31,7 @@ static const struct kind_def {
     [KIND_SOFTMAX] = {.bindings = 7, .n_texel = 2, .texel = {4, 2}},
     [KIND_HEADS] = {.bindings = 3, .n_texel = 1, .texel = {0}},
     [KIND_LAYERNORM] = {.bindings = 4, .n_texel = 4, .texel = {3, 0, 1, 2}},
-    [KIND_FLASH] = {.bindings = 10},
+    [KIND_FLASH] = {.bindings = 11}, /* 10: a layer's RoPE table */
     [KIND_FLASH_COMBINE] = {.bindings = 4, .n_texel = 2, .texel = {0, 1}},
     [KIND_FLASH_CPU] = {.bindings = 10, .fixed_texel = 0x7},
 };
@@ -370,7 +370,7 @@ const vk_kernel_def vk_kernel_defs[KERNEL_COUNT] = {
                           .tiles = 1, .vecs = 1, .classes = 1, .bufs = 4,
                           .push_size = sizeof(struct layernorm_push), .spec = layernorm_spec},
     [KERNEL_FLASH] = {.name = "flash", .op = "attention", .kind = KIND_FLASH, .tiles = 1,
-                      .vecs = 1, .classes = VK_FLASH_CLASSES, .bufs = 10,
+                      .vecs = 1, .classes = VK_FLASH_CLASSES, .bufs = 11,
                       .push_size = sizeof(struct flash_push), .path = VKMHA_PATH_FUSED_D32,
                       .available = flash_available, .spec = flash_spec},
     [KERNEL_FLASH_COMBINE] = {.name = "flash_combine", .op = "attention",
@@ -406,7 +406,7 @@ const vk_kernel_def vk_kernel_defs[KERNEL_COUNT] = {
                                 .available = matmul_gemv_gpu_available,
                                 .spec = matmul_gemv_gpu_spec},
     [KERNEL_FLASH_COOP] = {.name = "flash_coop", .op = "attention", .kind = KIND_FLASH,
-                           .tiles = 1, .vecs = 1, .classes = VK_FLASH_CLASSES, .bufs = 10,
+                           .tiles = 1, .vecs = 1, .classes = VK_FLASH_CLASSES, .bufs = 11,
                            .push_size = sizeof(struct flash_push),
                            .path = VKMHA_PATH_COOPMAT_FUSED_D32,
                            .available = flash_coop_available, .spec = flash_coop_spec},

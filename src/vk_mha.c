@@ -329,6 +329,13 @@ static vkmha_status plan_attention(vk_state *vk, const vkmha_mha *mha, const mha
     vkmha_status st = vk_attention_prepare(vk, &f->as, &f->mask.m, weights, weights_view,
                                            (const vk_view[4]){q, kv[0], kv[1], concat}, kv_b0,
                                            plan);
+    /* flash.comp rotates the queries as it loads them: no pass over them
+     * (record_rope). */
+    const vkmha_mha_desc *d = &mha->d;
+    if (!st && d->rope_dims && plan->fused && !plan->cpu_kernel)
+        plan->rope = d->rope_dims / 2 |
+                     (d->rope_layout == VKMHA_ROPE_INTERLEAVED ? ROPE_INTERLEAVED : 0) |
+                     (plan->fold ? ROPE_FOLDED : 0);
     if (st || !plan->dequant)
         return st;
     const uint64_t keys = (uint64_t)f->B * mha->d.n_kv_head * f->as.len_k * 4;
@@ -525,11 +532,13 @@ static vkmha_status record_rope_table(vk_state *vk, vkmha_mha *mha, const mha_fw
     return vk_update(vk, &vk->mem.slots[SLOT_ROPE], 0, vm->rope + vm->rope_at, n * 4);
 }
 
-/* RoPE on the query projections in place, and on the new keys' where no
- * KV cache takes them (a cache's append rotates them as it copies them:
- * append_copy), a pass over each (no barrier between them: different
- * buffers), from the table. */
-static vkmha_status record_rope(vk_state *vk, vkmha_mha *mha, const mha_fwd *f)
+/* RoPE on the query projections in place where the attention does not
+ * rotate them as it loads them (plan->rope: flash.comp), and on the new
+ * keys' where no KV cache takes them (a cache's append rotates them as it
+ * copies them: append_copy), a pass over each (no barrier between them:
+ * different buffers), from the table. */
+static vkmha_status record_rope(vk_state *vk, vkmha_mha *mha, const mha_fwd *f,
+                                const vk_attn_plan *plan)
 {
     const vkmha_mha_desc *d = &mha->d;
     const uint32_t pairs = d->rope_dims / 2;
@@ -537,7 +546,7 @@ static vkmha_status record_rope(vk_state *vk, vkmha_mha *mha, const mha_fwd *f)
     const vk_buffer *slot = &vk->mem.slots[SLOT_ROPE];
     vkmha_status st = VKMHA_SUCCESS;
     vk_site *site = mha_sites(mha);
-    for (int k = 0; k < 1 + (f->append && !f->cache) && !st; k++) {
+    for (int k = plan->rope ? 1 : 0; k < 1 + (f->append && !f->cache) && !st; k++) {
         const uint32_t heads = k ? d->n_kv_head : d->n_head;
         const uint64_t rows = k ? (uint64_t)f->B * f->Lk : rq,
                        total = rows * heads * pairs;
@@ -586,7 +595,7 @@ static vkmha_status record_forward(vkmha_mha *mha, const mha_fwd *f, vk_attn_pla
     /* RoPE's pass over the queries (and the keys without a cache) and the
      * append into a cache (rotating the keys) touch different buffers: one
      * barrier after both. */
-    if (d->rope_dims && (st = record_rope(vk, mha, f)))
+    if (d->rope_dims && (st = record_rope(vk, mha, f, plan)))
         return st;
     /* The cache's views start at the entry prepare_vulkan chose. */
     const uint32_t first = f->cache ? f->entry - plan->kv_b0 : 0;

@@ -514,7 +514,8 @@ static bool run_forward(vkmha_context *ctx, const vkmha_mha_desc *d, const vkmha
  * tensors), then a prompt of 4 and single tokens through an f32, an f16
  * and a Q8 KV cache, step by step (the append rotates the new keys: its
  * copies heads_cpu_rope and kv_q8_rope on the default context, heads_rope
- * on one with the workgroup-per-row kernels, VKMHA_ROW_KERNELS=gpu). */
+ * on one with the workgroup-per-row kernels, VKMHA_ROW_KERNELS=gpu; the
+ * workgroup-shared kernel rotates the queries as it loads them). */
 static const char *const rope_kernels[3] = {"default kernel", "workgroup-shared kernel",
                                             "workgroup-per-row copies"};
 
@@ -557,9 +558,12 @@ static void rope_layer(vkmha_context *ref, vkmha_context *const gpus[3], t_rng *
                 t_report(gok && t_close(name, "out", got, want, n, T_LAYER_ATOL, T_LAYER_RTOL),
                          "%s", name);
                 /* Decode through each cache kind, on both backends alike (the
-                 * Q8 append is one kernel on every context). */
+                 * Q8 append is one kernel on every context); on the
+                 * workgroup-shared kernel, which rotates the queries as it
+                 * loads them, a decode step's query heads folded into the
+                 * rows of their key head. */
                 static const char *const kinds[3] = {"an f32", "an f16", "a Q8"};
-                for (uint32_t ck = 0; ck < 3 && g != 1 && !(g == 2 && ck == 2); ck++) {
+                for (uint32_t ck = 0; ck < 3 && !(g == 2 && ck == 2); ck++) {
                     const vkmha_kv_cache_desc cd = {
                         .batch = NB, .capacity = L,
                         .dtype = ck == 1 ? VKMHA_DTYPE_F16 : VKMHA_DTYPE_F32,

@@ -689,6 +689,57 @@ static void rope_ragged(vkmha_context *ref, vkmha_context *const gpus[3], t_rng 
     free(ld.mem), free(x), free(want), free(got);
 }
 
+/* RoPE in mixed batches (io.entry_tokens): three cache entries stepped by
+ * calls whose entries bring 4, 2, 5 tokens, then 1, 3, 1, then one each
+ * (each call's runs of equal counts are parts with their own rows of the
+ * table, written one after another into one command buffer; on the
+ * workgroup-shared kernel each part's queries are rotated at its q load),
+ * both pair layouts, on the default and workgroup-shared contexts against
+ * the reference's same calls. */
+static void rope_mixed(vkmha_context *ref, vkmha_context *const gpus[3], t_rng *r)
+{
+    enum { D = 24, NH = 6, NKV = 2, DK = 8, NB = 3, CAP = 12, STEPS = 3 };
+    static const uint32_t counts[STEPS][NB] = {{4, 2, 5}, {1, 3, 1}, {1, 1, 1}};
+    t_layer_desc ld;
+    t_layer_desc_make(&ld, r, D, NH, NKV, DK, DK, D, 0.4f);
+    ld.d.rope_dims = 8;
+    ld.d.rope_theta = 50.0f;
+    float *x = t_random(r, (size_t)11 * D, -1, 1), *want = t_alloc((size_t)11 * D),
+          *got = t_alloc((size_t)11 * D);
+    const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
+    for (uint32_t layout = 0; layout < 2; layout++)
+        for (int g = 0; g < 2; g++) {
+            ld.d.rope_layout = layout;
+            const vkmha_kv_cache_desc cd = {.batch = NB, .capacity = CAP};
+            vkmha_mha *m[2] = {NULL, NULL};
+            vkmha_kv_cache *c[2] = {NULL, NULL};
+            vkmha_context *const ctx[2] = {ref, gpus[g]};
+            bool ok = true;
+            for (int i = 0; i < 2; i++)
+                ok = ok && !vkmha_mha_create(ctx[i], &ld.d, &m[i]) &&
+                     !vkmha_kv_cache_create(m[i], &cd, &c[i]);
+            for (int s = 0; s < STEPS && ok; s++) {
+                const uint32_t n = counts[s][0] + counts[s][1] + counts[s][2];
+                for (int i = 0; i < 2 && ok; i++) {
+                    const vkmha_mha_io io = {.batch = NB, .len_q = n, .query = x, .key = x,
+                                             .value = x, .out = i ? got : want, .mask = &causal,
+                                             .kv_cache = c[i], .entry_tokens = counts[s]};
+                    ok = !vkmha_mha_forward(m[i], &io);
+                }
+                ok = ok && t_close("RoPE mixed", "out", got, want, (size_t)n * D, T_LAYER_ATOL,
+                                   T_LAYER_RTOL);
+            }
+            t_report(ok, "RoPE %s, %s: mixed batches of 4 + 2 + 5, 1 + 3 + 1, 1 + 1 + 1 tokens "
+                     "through a cache",
+                     layout ? "interleaved" : "half-split", rope_kernels[g]);
+            for (int i = 0; i < 2; i++) {
+                vkmha_kv_cache_destroy(c[i]);
+                vkmha_mha_destroy(m[i]);
+            }
+        }
+    free(ld.mem), free(x), free(want), free(got);
+}
+
 /* ---- MLA's head sizes in the layer ---------------------------------------------- */
 
 /* DeepSeek's MLA in its absorbed form is multi-query attention of d_k 576
@@ -835,6 +886,7 @@ int main(void)
     long_rows(cx.ref, gpus, &r);
     rope_layer(cx.ref, gpus3, &r);
     rope_ragged(cx.ref, gpus3, &r);
+    rope_mixed(cx.ref, gpus3, &r);
     layer_decode(cx.ref, "reference", &r);
     layer_decode(cx.gpu, "vulkan", &r);
     layer_decode(cx.shared, "vulkan, workgroup-shared kernel", &r);

@@ -633,6 +633,33 @@ static void rope_layer(vkmha_context *ref, vkmha_context *const gpus[3], t_rng *
     free(ld.mem), free(x), free(want), free(got);
 }
 
+/* The same layer and a cache of cd on the reference (index 0) and on gpu
+ * (1): false on an error. pair_destroy destroys what was made. */
+typedef struct rope_pair {
+    vkmha_mha *m[2];
+    vkmha_kv_cache *c[2];
+} rope_pair;
+
+static bool pair_make(rope_pair *pr, vkmha_context *ref, vkmha_context *gpu,
+                      const vkmha_mha_desc *d, const vkmha_kv_cache_desc *cd)
+{
+    vkmha_context *const ctx[2] = {ref, gpu};
+    *pr = (rope_pair){{NULL, NULL}, {NULL, NULL}};
+    bool ok = true;
+    for (int i = 0; i < 2; i++)
+        ok = ok && !vkmha_mha_create(ctx[i], d, &pr->m[i]) &&
+             !vkmha_kv_cache_create(pr->m[i], cd, &pr->c[i]);
+    return ok;
+}
+
+static void pair_destroy(rope_pair *pr)
+{
+    for (int i = 0; i < 2; i++) {
+        vkmha_kv_cache_destroy(pr->c[i]);
+        vkmha_mha_destroy(pr->m[i]);
+    }
+}
+
 /* RoPE through a cache whose entries hold different lengths: entry 0
  * prefilled with 3 tokens, entry 1 with 5, then 3 steps of one token for
  * both in one call (the append's runs of equal old lengths then start at
@@ -654,13 +681,8 @@ static void rope_ragged(vkmha_context *ref, vkmha_context *const gpus[3], t_rng 
                 ld.d.rope_layout = layout;
                 const vkmha_kv_cache_desc cd = {.batch = NB, .capacity = CAP,
                                                 .quant = q8 ? VKMHA_QUANT_Q8 : 0};
-                vkmha_mha *m[2] = {NULL, NULL};
-                vkmha_kv_cache *c[2] = {NULL, NULL};
-                vkmha_context *const ctx[2] = {ref, gpus[g]};
-                bool ok = true;
-                for (int i = 0; i < 2; i++)
-                    ok = ok && !vkmha_mha_create(ctx[i], &ld.d, &m[i]) &&
-                         !vkmha_kv_cache_create(m[i], &cd, &c[i]);
+                rope_pair pr;
+                bool ok = pair_make(&pr, ref, gpus[g], &ld.d, &cd);
                 /* (entries, first entry, tokens) of each call */
                 static const uint32_t calls[5][3] = {{1, 0, 3}, {1, 1, 5}, {2, 0, 1},
                                                      {2, 0, 1}, {2, 0, 1}};
@@ -671,8 +693,8 @@ static void rope_ragged(vkmha_context *ref, vkmha_context *const gpus[3], t_rng 
                         const vkmha_mha_io io = {.batch = nb, .len_q = n, .query = xs,
                                                  .key = xs, .value = xs,
                                                  .out = i ? got : want, .mask = &causal,
-                                                 .kv_cache = c[i], .kv_entry = calls[s][1]};
-                        ok = !vkmha_mha_forward(m[i], &io);
+                                                 .kv_cache = pr.c[i], .kv_entry = calls[s][1]};
+                        ok = !vkmha_mha_forward(pr.m[i], &io);
                     }
                     ok = ok && t_close("RoPE ragged", "out", got, want, (size_t)nb * n * D,
                                        T_LAYER_ATOL, T_LAYER_RTOL);
@@ -681,10 +703,7 @@ static void rope_ragged(vkmha_context *ref, vkmha_context *const gpus[3], t_rng 
                          "call through %s cache",
                          layout ? "interleaved" : "half-split", rope_kernels[g],
                          q8 ? "a Q8" : "an f32");
-                for (int i = 0; i < 2; i++) {
-                    vkmha_kv_cache_destroy(c[i]);
-                    vkmha_mha_destroy(m[i]);
-                }
+                pair_destroy(&pr);
             }
     free(ld.mem), free(x), free(want), free(got);
 }
@@ -711,20 +730,15 @@ static void rope_mixed(vkmha_context *ref, vkmha_context *const gpus[3], t_rng *
         for (int g = 0; g < 2; g++) {
             ld.d.rope_layout = layout;
             const vkmha_kv_cache_desc cd = {.batch = NB, .capacity = CAP};
-            vkmha_mha *m[2] = {NULL, NULL};
-            vkmha_kv_cache *c[2] = {NULL, NULL};
-            vkmha_context *const ctx[2] = {ref, gpus[g]};
-            bool ok = true;
-            for (int i = 0; i < 2; i++)
-                ok = ok && !vkmha_mha_create(ctx[i], &ld.d, &m[i]) &&
-                     !vkmha_kv_cache_create(m[i], &cd, &c[i]);
+            rope_pair pr;
+            bool ok = pair_make(&pr, ref, gpus[g], &ld.d, &cd);
             for (int s = 0; s < STEPS && ok; s++) {
                 const uint32_t n = counts[s][0] + counts[s][1] + counts[s][2];
                 for (int i = 0; i < 2 && ok; i++) {
                     const vkmha_mha_io io = {.batch = NB, .len_q = n, .query = x, .key = x,
                                              .value = x, .out = i ? got : want, .mask = &causal,
-                                             .kv_cache = c[i], .entry_tokens = counts[s]};
-                    ok = !vkmha_mha_forward(m[i], &io);
+                                             .kv_cache = pr.c[i], .entry_tokens = counts[s]};
+                    ok = !vkmha_mha_forward(pr.m[i], &io);
                 }
                 ok = ok && t_close("RoPE mixed", "out", got, want, (size_t)n * D, T_LAYER_ATOL,
                                    T_LAYER_RTOL);
@@ -732,10 +746,7 @@ static void rope_mixed(vkmha_context *ref, vkmha_context *const gpus[3], t_rng *
             t_report(ok, "RoPE %s, %s: mixed batches of 4 + 2 + 5, 1 + 3 + 1, 1 + 1 + 1 tokens "
                      "through a cache",
                      layout ? "interleaved" : "half-split", rope_kernels[g]);
-            for (int i = 0; i < 2; i++) {
-                vkmha_kv_cache_destroy(c[i]);
-                vkmha_mha_destroy(m[i]);
-            }
+            pair_destroy(&pr);
         }
     free(ld.mem), free(x), free(want), free(got);
 }

@@ -334,9 +334,11 @@ vkmha_status vkmha__mha_forward_split(vkmha_mha *mha, const vkmha_run *run, cons
                 most = limit / per_row[i];
         /* RoPE's table: a row per query row, and the new keys' rows (the
          * first call of rows appends them). */
-        if (rope_row && (rope_keys * rope_row >= limit ||
-                         (limit - rope_keys * rope_row) / rope_row < most))
-            most = rope_keys * rope_row >= limit ? 0 : (limit - rope_keys * rope_row) / rope_row;
+        if (rope_row) {
+            const uint64_t keys = rope_keys * rope_row,
+                           fit = keys < limit ? (limit - keys) / rope_row : 0;
+            most = fit < most ? fit : most;
+        }
         if (most) {
             nb = 1;
             ni = (uint32_t)most;
@@ -375,15 +377,21 @@ void vkmha__part_args(const vkmha_mha_desc *d, const mha_fwd *f, const mha_part 
         out[i] = vkmha__arg_at(&io[i], p->row0 * row[i] * f->es);
 }
 
+/* The most positions entries b0 .. b1 - 1 of f hold after the call. */
+static uint32_t longest(const mha_fwd *f, uint32_t b0, uint32_t b1)
+{
+    uint32_t most = 0;
+    for (uint32_t b = b0; b < b1; b++)
+        most = f->lengths[b] > most ? f->lengths[b] : most;
+    return most;
+}
+
 /* Part p of f: entries b0 .. b1 - 1 (equal counts), from packed row row0;
  * the causal mask aligned to each part's end (its own len_q and len_k). */
 static vkmha_status mixed_part(vkmha_context *ctx, const vkmha_mha_desc *d, const mha_fwd *f,
                                uint32_t b0, uint32_t b1, uint64_t row0, mha_part *p)
 {
-    const uint32_t t = f->tokens[b0];
-    uint32_t most = 0;
-    for (uint32_t b = b0; b < b1; b++)
-        most = f->lengths[b] > most ? f->lengths[b] : most;
+    const uint32_t t = f->tokens[b0], most = longest(f, b0, b1);
     mha_fwd *pf = &p->f;
     *pf = entries_of(d, f, b0, b1 - b0, t, f->append ? t : 0);
     pf->tokens = NULL;
@@ -409,9 +417,7 @@ static mha_fwd mixed_entries(const vkmha_mha_desc *d, const mha_fwd *f, uint32_t
     s.n_key = f->append ? (uint64_t)rows * d->kdim : 0;
     s.n_value = f->append ? (uint64_t)rows * d->vdim : 0;
     s.tokens = f->tokens + b0;
-    s.as.len_k = 0;
-    for (uint32_t b = b0; b < b1; b++)
-        s.as.len_k = f->lengths[b] > s.as.len_k ? f->lengths[b] : s.as.len_k;
+    s.as.len_k = longest(f, b0, b1);
     s.as.kv_splits = f->as.kv_splits < s.as.len_k ? f->as.kv_splits : s.as.len_k;
     s.positions = f->positions ? f->positions + row0 : NULL;
     return s;

@@ -41,7 +41,7 @@ void main()
     const uint b = t / (p.split != 0u ? p.heads : p.len);
     const uint src = b * p.x_sb + h * p.x_sh + l * p.x_sl;
 #ifdef ROPE
-    const float x = rope_ld_x(src, p.rope_t0 + b * p.rope_tb + l, d);
+    const float x = rope_ld_x(src, b, l, d);
 #else
     const float x = ld_x(src + d);
 #endif

@@ -50,7 +50,7 @@ void main()
                dst = b * p.y_sb + h * p.y_sh + l * p.y_sl;
 #ifdef ROPE
     for (uint c = 0; c < p.head_dim; c++)
-        st_y(dst + c, rope_ld_x(src, p.rope_t0 + b * p.rope_tb + l, c));
+        st_y(dst + c, rope_ld_x(src, b, l, c));
 #else
     if ((p.head_dim & 3u) == 0u) {
         const uint n4 = p.head_dim >> 2;

@@ -62,8 +62,7 @@ void main()
         return;
     }
 #ifdef ROPE
-    const uint t = p.rope_t0 + b * p.rope_tb + l;
-#define LD_ROW(c) rope_ld_x(src, t, c)
+#define LD_ROW(c) rope_ld_x(src, b, l, c)
 #else
 #define LD_ROW(c) ld_x(src + (c))
 #endif

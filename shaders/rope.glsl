@@ -25,10 +25,12 @@
     }
 
 // The append's copies (-DROPE=1; after typed.glsl's TYPED_IN of x and
-// heads_push.glsl): the table at binding 2, rope_ld_x(src, t, c) the
-// element c of x's row at src with table row t.
+// heads_push.glsl): the table at binding 2, rope_ld_x(src, b, l, c) the
+// element c of x's row at src, row l of batch entry b, which takes table
+// row rope_t0 + b * rope_tb + l.
 #ifdef ROPE
 layout(binding = 2) readonly buffer RopeTable { vec2 rope_cs[]; };
 ROPE_ELEMENT(rope_x, ld_x, rope_cs)
-#define rope_ld_x(src, t, c) rope_x(src, c, t, p.rope_pairs, p.rope_interleaved != 0u)
+#define rope_ld_x(src, b, l, c)                                                \
+    rope_x(src, c, p.rope_t0 + (b) * p.rope_tb + (l), p.rope_pairs, p.rope_interleaved != 0u)
 #endif

@@ -25,7 +25,10 @@
  * with an 8-bit cache (vkmha_kv_cache_desc.quant: int8 codes and an fp16
  * scale per row of d). --rope adds a row of the same layer with RoPE on
  * every dimension (vkmha_mha_desc.rope_dims = d_k, theta 10000) and the
- * plain cache, and its ratio to the plain cache's row. --mixed adds a
+ * plain cache, and its ratio to the plain cache's row. --window W adds a
+ * row of the same layer with a causal sliding window of W positions
+ * (VKMHA_MASK_WINDOW) over the plain cache, and its ratio to the plain
+ * cache's row (the step attends over W keys of the context's). --mixed adds a
  * continuous-batching step of MIXED_B entries over caches of the same
  * context: entry 0 brings a chunk of MIXED_P prompt tokens while the
  * others decode a token each, as one call (vkmha_mha_io.entry_tokens,
@@ -240,6 +243,7 @@ int main(int argc, char **argv)
     uint32_t steps = 9, threads = 2, no_cache_max = 2048;
     const char *csv_path = NULL, *python = "/usr/bin/python3", *script = VKMHA_TORCH_DECODE;
     bool no_torch = false, verbose = false, q8_cache = false, rope = false, mixed = false;
+    uint32_t window = 0;
     const cli_opt opts[] = {
         CLI_CHOICES("--model", "NAME", model_arg, n_models, model_names,
                     "small (d_model 512, 8 heads) or large (4096, 32 over 8 key/value heads); "
@@ -255,6 +259,8 @@ int main(int argc, char **argv)
         CLI_U32("--threads", "N", threads, 1, 1024, "the torch peer's threads (default 2)"),
         CLI_FLAG("--q8-cache", q8_cache, "also time each dtype with an 8-bit KV cache"),
         CLI_FLAG("--rope", rope, "also time each dtype with RoPE on every dimension"),
+        CLI_U32("--window", "W", window, 0, 1u << 30,
+                "also time each dtype with a causal sliding window of W (default 0: none)"),
         CLI_FLAG("--mixed", mixed, "also time a mixed batch (a prompt chunk beside decodes) "
                                    "against two calls"),
         CLI_FLAG("--no-torch", no_torch, "skip the torch peer"),
@@ -351,16 +357,20 @@ int main(int argc, char **argv)
                 rd.rope_dims = d;
                 if (rope)
                     check(ctx, vkmha_mha_create(ctx, &rd, &mr), "vkmha_mha_create (RoPE)");
-                const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL};
+                const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL},
+                                 windowed = {.kinds = VKMHA_MASK_CAUSAL | VKMHA_MASK_WINDOW,
+                                             .window = window};
                 void *x = malloc((size_t)seq_rows * D * es);
                 if (!x)
                     check(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "the inputs");
                 vkmha__from_f32(dt, seq, (size_t)seq_rows * D, x);
                 timing t = {0};
-                for (int k = 0; k <= (int)q8_cache + (int)rope; k++) {
+                for (int k = 0; k <= (int)q8_cache + (int)rope + (window > 0); k++) {
                     /* k 0: the cache of the dtype; 1 with --q8-cache: an
-                     * 8-bit cache; the last with --rope: the RoPE layer. */
+                     * 8-bit cache; then with --rope: the RoPE layer; the
+                     * last with --window: the windowed step. */
                     const bool with_rope = rope && k == (int)q8_cache + 1;
+                    const bool with_window = window && k == (int)q8_cache + (int)rope + 1;
                     const int q8 = k == 1 && q8_cache;
                     vkmha_mha *layer = with_rope ? mr : m;
                     /* The cache, filled with C positions of random keys and values
@@ -389,19 +399,27 @@ int main(int argc, char **argv)
                 check(ctx, vkmha_kv_cache_set_length(cache, VKMHA_ALL_ENTRIES, C),
                       "vkmha_kv_cache_set_length");
                 vkmha_mha_io io = {.len_q = 1, .query = x, .key = x, .value = x,
-                                   .mask = &causal, .out = out, .kv_cache = cache,
+                                   .mask = with_window ? &windowed : &causal, .out = out,
+                                   .kv_cache = cache,
                                    .dtype = dt};
                 const uint64_t token_bytes =
                     (uint64_t)Hkv * 2 * (q8 ? 4 + (d + 3) / 4 * 4 : d * es);
                 const timing tq = time_steps(ctx, layer, &io, cache, C, steps);
                 row(md, dtype_arg[di], C,
-                    with_rope ? "vkmha, RoPE" : q8 ? "vkmha, q8 cache" : "vkmha, cache", &tq,
+                    with_window ? "vkmha, window"
+                    : with_rope ? "vkmha, RoPE"
+                    : q8        ? "vkmha, q8 cache"
+                                : "vkmha, cache",
+                    &tq,
                     have_torch ? tt.med : 0, token_bytes, wb);
                 vkmha_kv_cache_destroy(cache);
                 if (k == 0)
                     t = tq;
                 if (with_rope)
                     printf("%58s%.3fx the plain cache's step with RoPE\n", "", tq.med / t.med);
+                if (with_window)
+                    printf("%58s%.2fx faster with a window of %u (device: %.2fx)\n", "",
+                           t.med / tq.med, window, tq.gpu > 0 ? t.gpu / tq.gpu : 0.0);
                 }
                 if (mixed)
                     mixed_rows(ctx, md, dtype_arg[di], m, dt, C, x, steps, wb);

@@ -33,13 +33,17 @@
 // where vscan.comp found no NaN or Inf among the head's values (0 * v then
 // adds nothing). A loop, not a branch: lavapipe runs both sides of a
 // branch under a mask, but leaves a loop once every lane has.
-// Skipping (a causal mask or a window, rows in blocks, not lanes over keys,
-// not the weights pass): the keys every row of the block hides, those after
-// the last row's position or a window's width before the first row's (or,
-// without the causal mask, after the last's), are visited last: the keys
-// from the block's window on first, then those before it. Once each of a
+// Skipping (a causal mask or a window, not the weights pass): the keys every
+// row of the block hides, those after the last row's position or a window's
+// width before the first row's (or, without the causal mask, after the
+// last's), are visited last: with rows in blocks, the keys from the block's
+// window on first, then those before it; with lanes over keys (a decode
+// step's), each lane's share of the visible keys first, then its share of
+// the hidden ones (shares of the entry's keys, so that every lane of every
+// split-K range meets visible keys first). Once each of a
 // lane's rows has a score above -1e9 + 128, the hidden keys left have
-// weight exactly 0 (exp(-1e9 - m) in fp32) and the lane stops: only where
+// weight exactly 0 (exp(-1e9 - m) in fp32; the lane's m only grows, and
+// the split-K merge's m is at least the lane's) and the lane stops: only where
 // shaders/vscan.comp found no NaN or Inf among the head's values (with
 // one, 0 * NaN must make the output NaN, as in the reference: those heads
 // visit every key). Lanes decide alone: there is no barrier to keep
@@ -140,11 +144,30 @@ layout(binding = 8) readonly buffer Lengths { uint lens[]; }; // with MASK_LENGT
 
 // MODE_* (the flags' modes, MODE_LANE_KEYS this shader's): shaders/flash_push.glsl.
 
-// Step t's first key and the end of its run: the keys [j_rot, j_end) in
-// steps t < run_a, then [j_first, j_rot).
-uvec2 step_keys(uint t, uint run_a, uint j_first, uint j_rot, uint j_end)
+// A lane visits up to three runs of keys, [first.x, end.x), then
+// [first.y, end.y), then [first.z, end.z), in whole steps of BK (the last
+// of a run may be short): step t's first key and the end of its run, where
+// at = (the steps of the first run, of the first two) in keys.
+uvec2 step_keys(uint t, uvec3 first, uvec3 end, uvec2 at)
 {
-    return t < run_a ? uvec2(j_rot + t, j_end) : uvec2(j_first + (t - run_a), j_rot);
+    return t < at.x   ? uvec2(first.x + t, end.x)
+           : t < at.y ? uvec2(first.y + (t - at.x), end.y)
+                      : uvec2(first.z + (t - at.y), end.z);
+}
+
+// The part of the run of keys [first, end), at positions [at, at + its
+// length) of a lane's list, that positions [lo, hi) of the list hold.
+uvec2 clip_run(uint first, uint end, uint at, uint lo, uint hi)
+{
+    const uint n = end - first;
+    const uint a = clamp(lo, at, at + n) - at, b = clamp(hi, at, at + n) - at;
+    return uvec2(first + a, first + max(a, b));
+}
+
+// Whole steps of BK over n keys.
+uint steps_of(uint n)
+{
+    return (n + BK - 1u) / BK * BK;
 }
 
 void main()
@@ -173,17 +196,12 @@ void main()
     // This entry's keys: len_b (a KV cache entry may hold fewer than len_k).
     const uint len_b = (p.flags & MASK_LENGTHS) != 0u ? min(lens[b], p.len_k) : p.len_k;
     const bool weights_mode = (p.flags & MODE_WEIGHTS) != 0u;
-    const uint j_begin = split * p.split_len + p.kv_first;
     // The weights pass visits keys past len_b too: it writes their zeros.
-    const uint range_end = min(split * p.split_len + min(p.kv_first + p.kv_count, p.split_len),
-                               weights_mode ? p.len_k : len_b);
-    // This lane's keys: the whole range, or with lane_keys its WG-th of it
-    // in whole steps of BK (an empty range stays empty).
-    const uint per = lane_keys ? ((range_end > j_begin ? range_end - j_begin : 0u) +
-                                  WG * BK - 1u) / (WG * BK) * BK
-                               : 0u;
-    const uint j_first = lane_keys ? min(j_begin + lane * per, range_end) : j_begin;
-    const uint j_end = lane_keys ? min(j_first + per, range_end) : range_end;
+    const uint n_keys = weights_mode ? p.len_k : len_b;
+    // Rows in blocks: this dispatch's keys of the split's range.
+    const uint j_first = split * p.split_len + p.kv_first;
+    const uint j_end =
+        max(j_first, min(split * p.split_len + min(p.kv_first + p.kv_count, p.split_len), n_keys));
     const uint bias_base = flash_bias_base(b, h);
     const float slope = alibi_slope(h);
     const uint rows_total = (p.groups / (P_SPLITS * q_blocks)) * p.len_q;
@@ -238,19 +256,51 @@ void main()
     // Steps that add nothing are passed over (see the top).
     const bool data_skipping = (p.flags & MASK_DATA) != 0u && !weights_mode && v_clean;
 #endif
-    const bool skipping = (p.flags & (MASK_CAUSAL | MASK_WINDOW)) != 0u && !lane_keys &&
-                          !weights_mode && v_clean;
+    const bool skipping =
+        (p.flags & (MASK_CAUSAL | MASK_WINDOW)) != 0u && !weights_mode && v_clean;
     const ivec2 vis = flash_visible(causal_last(i0, p.causal_offset, len_b, p.len_k),
                                     causal_last(i0 + rows - 1u, p.causal_offset, len_b, p.len_k),
-                                    int(j_first));
+                                    lane_keys ? 0 : int(j_first));
     const int vis_lo = vis.x, vis_hi = vis.y;
-    const uint j_rot = skipping && vis_lo > int(j_first)
-                           ? min(j_first + (uint(vis_lo) - j_first) / BK * BK, j_end)
-                           : j_first;
-    // Two runs of keys in one loop (one copy of its body): [j_rot, j_end)
-    // in steps t < run_a, then [j_first, j_rot).
-    const uint run_a = (j_end - j_rot + BK - 1u) / BK * BK;
-    const uint steps = run_a + (j_rot - j_first + BK - 1u) / BK * BK;
+    // The lane's runs of keys, visible ones first, then hidden ones.
+    uvec3 run_first, run_end;
+    if (lane_keys) {
+        // The entry's keys [0, n_keys) in shares, one per lane of each
+        // split (psplit): share P takes the P-th part of the visible keys
+        // [v0, v1), then the P-th part of the hidden ones (those after the
+        // visible ones, then those before), so that every lane of every
+        // split meets visible keys first (where there are enough).
+        const uint v0 = uint(clamp(vis_lo, 0, int(n_keys)));
+        const uint v1 = uint(clamp(vis_hi, int(v0) - 1, int(n_keys) - 1) + 1);
+        const uint shares = P_SPLITS * WG, nv = v1 - v0, nh = n_keys - nv, tail = n_keys - v1;
+        const uint pv = (nv + shares * BK - 1u) / (shares * BK) * BK;
+        const uint ph = (nh + shares * BK - 1u) / (shares * BK) * BK;
+        const uint a0 = min(v0 + psplit * pv, v1), h0 = min(psplit * ph, nh);
+        const uint a1 = min(a0 + pv, v1), h1 = min(h0 + ph, nh);
+        // This dispatch's part of the lane's list: its chunk's share of
+        // kv_count (the last chunk: the rest).
+        const uint quota = (p.kv_count + WG * BK - 1u) / (WG * BK) * BK;
+        const uint lo = p.kv_first / p.kv_count * quota;
+        const uint hi = p.kv_first + p.kv_count >= p.split_len ? 0xffffffffu : lo + quota;
+        const uint la = a1 - a0, lb = min(h1, tail) - min(h0, tail);
+        const uvec2 ra = clip_run(a0, a1, 0u, lo, hi);
+        const uvec2 rb = clip_run(v1 + min(h0, tail), v1 + min(h1, tail), la, lo, hi);
+        const uvec2 rc = clip_run(max(h0, tail) - tail, max(h1, tail) - tail, la + lb, lo, hi);
+        run_first = uvec3(ra.x, rb.x, rc.x);
+        run_end = uvec3(ra.y, rb.y, rc.y);
+    } else {
+        // The split's keys from the window's first one (whole steps of BK
+        // from j_first), then those before it.
+        const uint j_rot = skipping && vis_lo > int(j_first)
+                               ? min(j_first + (uint(vis_lo) - j_first) / BK * BK, j_end)
+                               : j_first;
+        run_first = uvec3(j_rot, j_first, 0u);
+        run_end = uvec3(j_end, j_rot, 0u);
+    }
+    // The runs in one loop (one copy of its body).
+    const uint steps_a = steps_of(run_end.x - run_first.x);
+    const uvec2 run_at = uvec2(steps_a, steps_a + steps_of(run_end.y - run_first.y));
+    const uint steps = run_at.y + steps_of(run_end.z - run_first.z);
     for (uint t = 0u; t < steps; t += BK) {
 #if defined(DATA_SKIP) && DATA_SKIP
         if (data_skipping) {
@@ -258,7 +308,7 @@ void main()
             [[unroll]] for (uint u = 0u; u < TM; u++)
                 settled = settled && m[u] > MASKED_SCORE + 128.0;
             while (t < steps) {
-                const uvec2 at = step_keys(t, run_a, j_first, j_rot, j_end);
+                const uvec2 at = step_keys(t, run_first, run_end, run_at);
                 const uint j0 = at.x, seg_end = at.y;
                 bool idle = true; // no live score; -1e9 ones only where settled
                 [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
@@ -289,7 +339,7 @@ void main()
                 break;
         }
 #endif
-        const uvec2 at = step_keys(t, run_a, j_first, j_rot, j_end);
+        const uvec2 at = step_keys(t, run_first, run_end, run_at);
         const uint j0 = at.x, seg_end = at.y;
         if (skipping && (int(j0) > vis_hi || int(min(j0 + BK, seg_end)) <= vis_lo)) {
             // Hidden from every row, and so is every key left to visit.

@@ -13,7 +13,7 @@ PUSH_BEGIN(heads_push)
     uint head_dim;
     uint split; // 1: split, 0: merge
     uint group_base; // first workgroup of this dispatch
-    uint texel;      // heads_cpu.comp: 1: binding 3 is x's vec4 view
+    uint texel;      // heads_cpu.comp: 1: binding 3 is x's vec4 view; vscan.comp: 1: by runs
     uint x_sb, x_sh, x_sl; // x's element strides per batch entry, head, row
     uint y_sb, y_sh, y_sl; // y's
     // The variants built with -DROPE=1 (shaders/rope.glsl): RoPE on x's
@@ -24,3 +24,5 @@ PUSH_BEGIN(heads_push)
     uint rope_interleaved; // 1: pairs (2i, 2i + 1); 0: (i, i + rope_pairs)
     uint rope_t0, rope_tb;
 PUSH_END(heads_push)
+// shaders/vscan.comp by runs: the vec4s one invocation reads.
+PUSH_CONST(VSCAN_VEC4S, 256u)

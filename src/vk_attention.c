@@ -159,19 +159,20 @@ static vkmha_status dispatch_keys(vk_state *vk, vk_site *site, const vk_attn_pla
 }
 
 /* Whether the CPU-shaped kernel's skipping (shaders/flash_cpu.comp) gets
- * the values' and keys' flags: query blocks (not lanes over keys: a decode
- * step would read its cache twice) under a mask that hides keys (the
- * causal mask, a window, key padding, a full mask, a bias), typed keys and
- * values bound whole (the plan's kv_whole), their elements countable in 32
- * bits (the strides are: vk_check_strides). */
+ * the values' and keys' flags: query blocks, or lanes over keys where a
+ * window hides most keys (plan->lane_skip; else a decode step would read its
+ * cache twice for little), under a mask that hides keys (the causal mask, a
+ * window, key padding, a full mask, a bias), typed keys and values bound
+ * whole (the plan's kv_whole), their elements countable in 32 bits (the
+ * strides are: vk_check_strides). */
 static bool wants_vscan(const vk_attn_plan *plan, const mask_r *mask, const vk_view *v)
 {
     const attn_shape *s = &plan->s;
     const uint32_t hiding = VKMHA_MASK_CAUSAL | VKMHA_MASK_WINDOW | VK_MASK_DATA;
     const uint64_t elems =
         (uint64_t)s->batch * s->kv_heads * s->len_k * (s->d_v > s->d_k ? s->d_v : s->d_k);
-    return plan->cpu_kernel && !plan->lane_keys && plan->kv_whole && !v->q8_rows &&
-           (mask->kinds & hiding) && elems <= UINT32_MAX;
+    return plan->cpu_kernel && (!plan->lane_keys || plan->lane_skip) && plan->kv_whole &&
+           !v->q8_rows && (mask->kinds & hiding) && elems <= UINT32_MAX;
 }
 
 /* The flags after the per-head rules in SLOT_MASK_HEADS: two words per
@@ -185,16 +186,21 @@ static vkmha_status record_vscan(vk_state *vk, vk_site *site, const vk_attn_plan
     const uint64_t rows = (uint64_t)s->batch * s->kv_heads * s->len_k;
     vk_view xv = *x; /* from the plan's first entry (a KV cache's) */
     xv.offset += plan->kv_b0 * x->stride[0] * vkmha__dtype_size(x->dtype);
-    const struct heads_push p = {.total = (uint32_t)(rows * d), .len = s->len_k,
+    struct heads_push p = {.total = (uint32_t)(rows * d), .len = s->len_k,
                                  .heads = s->kv_heads, .head_dim = d, .split = 1,
                                  .x_sb = (uint32_t)x->stride[0],
                                  .x_sh = (uint32_t)x->stride[1],
                                  .x_sl = (uint32_t)x->stride[2], .y_sb = 2 * s->heads + word,
                                  .y_sh = 2};
+    /* By runs through x's texel view where each head's rows are one run of
+     * vec4s (a KV cache's, split heads'): VSCAN_VEC4S of them an invocation. */
+    p.texel = p.x_sl == d && ((p.x_sb | p.x_sh | d) & 3) == 0 && vk->tuning.row_texel &&
+              vk_texel_ok((const vk_view *const[]){&xv}, 1, true);
+    const uint64_t per_pair = vk_div_up((uint64_t)s->len_k * d / 4, VK_PASS_WG * VSCAN_VEC4S);
     const vk_view bufs[2] = {xv, vk_view_of(&vk->mem.slots[SLOT_MASK_HEADS], VKMHA_DTYPE_F32)};
     return vk_dispatch_groups(vk, site, VK_PIPE(KERNEL_VSCAN), bufs, 2, &p, sizeof p,
                               offsetof(struct heads_push, group_base),
-                              vk_div_up(rows, VK_PASS_WG));
+                              p.texel ? rows / s->len_k * per_pair : vk_div_up(rows, VK_PASS_WG));
 }
 
 static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_plan *plan,

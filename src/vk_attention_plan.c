@@ -136,11 +136,12 @@ static uint64_t window_keys(const vk_state *vk, const attn_shape *s, const vk_vi
 
 /* The plan of a call of shape s; fold: its query heads per key / value
  * head where s is a group folded into the rows of one head (fold_group),
- * else 0. A fold the chosen kernel does not take leaves plan->fold 0 and
- * the plan otherwise empty: the caller then plans the call unfolded. */
-static vkmha_status prepare(vk_state *vk, const attn_shape *s, uint32_t fold, bool weights,
-                            const vk_view *weights_view, const vk_view qkvo[4], uint32_t kv_b0,
-                            vk_attn_plan *plan)
+ * else 0; span: the most keys a query sees through the mask's window
+ * (window_span). A fold the chosen kernel does not take leaves plan->fold
+ * 0 and the plan otherwise empty: the caller then plans the call unfolded. */
+static vkmha_status prepare(vk_state *vk, const attn_shape *s, uint32_t fold, uint64_t span,
+                            bool weights, const vk_view *weights_view, const vk_view qkvo[4],
+                            uint32_t kv_b0, vk_attn_plan *plan)
 {
     vkmha_status st;
     /* The per-head rules, and the values' and keys' flags of the CPU-shaped
@@ -293,6 +294,12 @@ static vkmha_status prepare(vk_state *vk, const attn_shape *s, uint32_t fold, bo
     plan->lane_keys = cpu_kernel && s->len_q <= f->tm;
     const uint32_t lanes = plan->lane_keys ? f->workgroup_size : 1;
     plan->q_blocks = (uint32_t)vk_div_up(s->len_q, plan->lane_keys ? f->tm : f->block_q);
+    /* Lanes over keys skip what a window hides where it hides at least 3/4
+     * of the keys: the values' scan (a pass over them, on lavapipe about a
+     * third of the attention's time over all keys) then pays. Typed values
+     * bound whole, as that scan reads them (vk_attention.c). */
+    plan->lane_skip =
+        plan->lane_keys && span <= s->len_k / 4 && !windowed && !q8_rows(qkvo);
     const uint64_t groups = rows / s->len_q * plan->q_blocks;
     /* Windows of keys: the shared-memory kernel's, one key range. */
     const bool key_windows = windowed && !cpu_kernel;
@@ -301,7 +308,8 @@ static vkmha_status prepare(vk_state *vk, const attn_shape *s, uint32_t fold, bo
         /* Too few workgroups to fill the device (decode-like shapes): split
          * the keys, keeping a few key blocks per range. */
         splits = groups < vk->tuning.flash_fill_groups ? vk_div_up(vk->tuning.flash_fill_groups, groups) : 1;
-        uint64_t most = vk_div_up(s->len_k, (uint64_t)MIN_SPLIT_BLOCKS * f->block_k * lanes);
+        uint64_t most = vk_div_up(plan->lane_skip ? span : s->len_k,
+                                  (uint64_t)MIN_SPLIT_BLOCKS * f->block_k * lanes);
         splits = splits < most ? splits : most;
         /* Fewer splits where the partial outputs (splits x the output)
          * would exceed the buffer limits: the split is only for speed. */
@@ -379,6 +387,15 @@ static vkmha_status prepare(vk_state *vk, const attn_shape *s, uint32_t fold, bo
  * soft cap, a KV cache's key lengths, and a causal mask only where it hides
  * nothing from the query (its offset reaches the last key: a decode step's
  * causal mask); no bias, full mask, window, ALiBi or sinks. */
+/* The most keys one query sees through mask's window (its width, twice it
+ * less one without the causal mask), UINT64_MAX without one. */
+static uint64_t window_span(const mask_r *mask)
+{
+    if (!(mask->kinds & VKMHA_MASK_WINDOW))
+        return UINT64_MAX;
+    return mask->kinds & VKMHA_MASK_CAUSAL ? mask->window : 2ull * mask->window - 1;
+}
+
 static bool fold_group(const attn_shape *s, const mask_r *mask, bool weights, attn_shape *out)
 {
     const uint32_t apart = VKMHA_MASK_FULL | VKMHA_MASK_BIAS | VKMHA_MASK_WINDOW |
@@ -403,7 +420,8 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, const mask_
         const uint32_t g = folded.len_q;
         const vk_view fq[4] = {vk_fold_view(&qkvo[0], g), qkvo[1], qkvo[2],
                                vk_fold_view(&qkvo[3], g)};
-        const vkmha_status st = prepare(vk, &folded, g, weights, weights_view, fq, kv_b0, plan);
+        const vkmha_status st =
+            prepare(vk, &folded, g, UINT64_MAX, weights, weights_view, fq, kv_b0, plan);
         if (st)
             return st;
         if (plan->fold) {
@@ -414,5 +432,5 @@ vkmha_status vk_attention_prepare(vk_state *vk, const attn_shape *s, const mask_
             return VKMHA_SUCCESS;
         }
     }
-    return prepare(vk, s, 0, weights, weights_view, qkvo, kv_b0, plan);
+    return prepare(vk, s, 0, window_span(mask), weights, weights_view, qkvo, kv_b0, plan);
 }

@@ -616,6 +616,10 @@ typedef struct vk_attn_plan {
     /* fused, CPU-shaped kernel, at most its tm queries: lanes over keys
      * (each range's partial state is lanes ranges: partial_splits) */
     bool lane_keys;
+    /* lane_keys under a window that hides at least 3/4 of the keys: the
+     * lanes skip the keys it hides (the values scanned; splits as for the
+     * visible keys) */
+    bool lane_skip;
     uint32_t partial_splits; /* ranges of partial state: splits (x lanes) */
     vk_view scores;   /* scores / weights: the caller's tensor or SLOT_SCORES */
     vk_view masks[3]; /* key padding, full, bias: the mask slots or tensors */

@@ -342,8 +342,16 @@ static void rope_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
 
 static void vscan_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec *o)
 {
-    (void)vk, (void)pipe, (void)u16;
-    *o = (vk_spec){.spv = SPV_VSCAN, .n = 1, .value = {VK_PASS_WG}};
+    (void)vk, (void)pipe;
+    *o = (vk_spec){.spv = u16 ? SPV_VSCAN_U16 : SPV_VSCAN, .n = 1, .value = {VK_PASS_WG}};
+}
+
+/* With the CPU-shaped fused kernel, whose skipping it serves: its heads
+ * kind then has the texel views (binding 3) that it reads by runs. */
+static bool vscan_available(const vk_state *vk, vk_pipe pipe)
+{
+    (void)pipe;
+    return vk->tuning.flash_cpu[0].workgroup_size != 0;
 }
 
 static bool rows_cpu_available(const vk_state *vk, vk_pipe pipe)
@@ -428,7 +436,8 @@ const vk_kernel_def vk_kernel_defs[KERNEL_COUNT] = {
                      .spec = rope_spec},
     [KERNEL_VSCAN] = {.name = "vscan", .op = "attention", .kind = KIND_HEADS, .tiles = 1,
                       .vecs = 1, .classes = 1, .bufs = 2,
-                      .push_size = sizeof(struct heads_push), .spec = vscan_spec},
+                      .push_size = sizeof(struct heads_push), .u16_sources = 0x1,
+                      .available = vscan_available, .spec = vscan_spec},
     [KERNEL_FLASH_CPU_SKIP] = {.name = "flash_cpu_skip", .op = "attention",
                                .kind = KIND_FLASH_CPU, .tiles = 1, .vecs = 1,
                                .classes = VK_FLASH_CLASSES, .bufs = 10,

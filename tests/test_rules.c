@@ -377,6 +377,74 @@ static void long_rows(vkmha_context *ref, vkmha_context *const gpus[2], t_rng *r
     data_hidden(ref, gpus, r);
 }
 
+/* Decode shapes (one or two queries: the CPU-shaped kernel's lanes over
+ * keys, which skip what a window hides where it hides at least 3/4 of the
+ * keys, each lane taking its share of the visible keys first) over 2003
+ * keys (d 16, GQA 2:1): a causal window of 100 at the end; a symmetric one
+ * of 64 at position 1000 (hidden keys on both sides); two queries under the
+ * causal window; and windows whose rows never settle, so that every hidden
+ * key counts: key padding on the window's keys (each row the mean of every
+ * value) and a -inf bias on them (the mean of the hidden keys' values); the
+ * NaN at key 3. Then one query over 32768 keys with a causal window of
+ * 5001 in one key range (kv_splits 1): past the 16384 keys the CPU-shaped
+ * kernel visits per dispatch, each lane's list of keys (its 628 visible,
+ * then 3472 hidden ones: 4100) in two dispatches of 2048 and the rest; with
+ * a NaN value at key 3470, the 4099th of lane 0's list (every key visited:
+ * the row's output NaN), then at key 26000 (in the last of the values'
+ * scan's four workgroups of the head). */
+static void decode_hidden(vkmha_context *ref, vkmha_context *const gpus[2], t_rng *r)
+{
+    enum { LEN_K = 2003, WIN = 100, SYM = 64, AT = 1000, LONG = 32768, LONG_WIN = 5001 };
+    const vkmha_attention_desc one = {.heads = 2, .kv_heads = 1, .len_q = 1, .len_k = LEN_K,
+                                      .d_k = 16, .d_v = 16};
+    uint8_t *kp = malloc(LEN_K);
+    float *bias = t_alloc(LEN_K);
+    for (uint32_t j = 0; j < LEN_K; j++) {
+        const bool seen = j >= LEN_K - WIN;
+        kp[j] = !seen;
+        bias[j] = seen ? -INFINITY : 0.25f;
+    }
+    const uint32_t CW = VKMHA_MASK_CAUSAL | VKMHA_MASK_WINDOW;
+    const vkmha_mask masks[4] = {
+        {.kinds = CW, .window = WIN, .causal_offset = LEN_K - 1},
+        {.kinds = VKMHA_MASK_WINDOW, .window = SYM, .causal_offset = AT},
+        {.kinds = CW | VKMHA_MASK_KEY_PADDING, .window = WIN, .causal_offset = LEN_K - 1,
+         .key_padding = kp},
+        {.kinds = CW | VKMHA_MASK_BIAS, .window = WIN, .causal_offset = LEN_K - 1, .bias = bias,
+         .bias_heads = 1}};
+    hidden_keys(ref, gpus, r, "1 x 2003 keys", &one, masks,
+                (const char *const[]){"causal window 100", "symmetric window 64 at 1000",
+                                      "causal window 100, its keys padded (no row settles)",
+                                      "causal window 100, its keys -inf (no row settles)"},
+                4, 3, false);
+    vkmha_attention_desc two = one;
+    two.len_q = 2;
+    hidden_keys(ref, gpus, r, "2 x 2003 keys", &two,
+                &(const vkmha_mask){.kinds = CW, .window = WIN, .causal_offset = LEN_K - 2},
+                (const char *const[]){"causal window 100"}, 1, 3, false);
+    const vkmha_attention_desc longer = {.heads = 1, .len_q = 1, .len_k = LONG, .d_k = 8,
+                                         .d_v = 8, .path = VKMHA_ATTENTION_PATH_FUSED,
+                                         .kv_splits = 1};
+    const t_attention_sizes n = t_attention_size(&longer);
+    float *q = t_random(r, n.q, -1, 1), *k = t_random(r, n.k, -1, 1), *v = t_random(r, n.v, -1, 1),
+          *want = t_alloc(n.out), *got = t_alloc(n.out);
+    const vkmha_mask lm = {.kinds = CW, .window = LONG_WIN, .causal_offset = LONG - 1};
+    static const uint32_t nan_at[3] = {0, 3470, 26000};
+    for (int nan = 0; nan < 3; nan++) {
+        if (nan)
+            v[(size_t)nan_at[nan - 1] * longer.d_v + 1] = 0.5f;
+        v[(size_t)nan_at[nan] * longer.d_v + 1] = nan ? NAN : 0.5f;
+        char name[120];
+        snprintf(name, sizeof name, "1 x 32768 keys, causal window 5001, 1 key range%s",
+                 nan == 1 ? ", a NaN value at key 3470" : nan ? ", a NaN value at key 26000" : "");
+        t_report(!vkmha_attention(ref, &longer, q, k, v, &lm, want, NULL) &&
+                     !vkmha_attention(gpus[0], &longer, q, k, v, &lm, got, NULL) &&
+                     t_close(name, "out", got, want, n.out, 1e-5, 2e-5),
+                 "%s", name);
+    }
+    free(kp), free(bias), free(q), free(k), free(v), free(want), free(got);
+}
+
 /* ---- the softmax op --------------------------------------------------------- */
 
 static void softmax_case(vkmha_context *ref, vkmha_context *gpu, t_rng *r, const rules_case *c,
@@ -895,6 +963,7 @@ int main(void)
     mla_layer(cx.ref, gpus, &r);
     tensor_forms(cx.gpu, &r);
     long_rows(cx.ref, gpus, &r);
+    decode_hidden(cx.ref, gpus, &r);
     rope_layer(cx.ref, gpus3, &r);
     rope_ragged(cx.ref, gpus3, &r);
     rope_mixed(cx.ref, gpus3, &r);

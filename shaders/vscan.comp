@@ -17,7 +17,10 @@
 // consecutive vec4s (workgroups per (b, h): its vec4s over
 // WG * VSCAN_VEC4S); 0: a row an invocation, element by element through the
 // storage binding (on lavapipe a storage-buffer read is a loop over the
-// lanes: 5-10 times slower).
+// lanes: 5-10 times slower); 2: a Q8 KV cache's rows (x_s* in bytes), a
+// row an invocation: its elements s * q (int8 codes q) are NaN or Inf
+// exactly where its fp16 scale s is (|s q| <= 65504 * 128 otherwise), so
+// only the scale, the low half of the row's first word, is read.
 // Every key of the binding is read, also past a KV cache entry's length: a
 // flag set there only costs the skipping it would have allowed.
 
@@ -41,7 +44,7 @@ void main()
     // The largest magnitude read, as bits (NaN's above Inf's above any
     // finite one's).
     uint top = 0u, bh;
-    if (p.texel != 0u) {
+    if (p.texel == 1u) {
         const uint n4 = p.len * p.head_dim / 4u;
         const uint per = (n4 + WG * VSCAN_VEC4S - 1u) / (WG * VSCAN_VEC4S);
         bh = g / per;
@@ -61,8 +64,13 @@ void main()
             return;
         bh = r / p.len;
         const uint base = (bh / p.heads) * p.x_sb + (bh % p.heads) * p.x_sh + (r % p.len) * p.x_sl;
-        for (uint c = 0u; c < p.head_dim; c++)
-            top = max(top, floatBitsToUint(ld_x(base + c)) & 0x7fffffffu);
+        if (p.texel == 2u) {
+            const uint s = x_w[(base + MISALIGN_BYTES(0u)) >> 2u] & 0x7c00u;
+            top = s == 0x7c00u ? 0x7f800000u : 0u;
+        } else {
+            for (uint c = 0u; c < p.head_dim; c++)
+                top = max(top, floatBitsToUint(ld_x(base + c)) & 0x7fffffffu);
+        }
     }
     if (top >= 0x5f800000u)
         atomicOr(bad[p.y_sb + p.y_sh * bh], 1u);

@@ -162,17 +162,17 @@ static vkmha_status dispatch_keys(vk_state *vk, vk_site *site, const vk_attn_pla
  * the values' and keys' flags: query blocks, or lanes over keys where a
  * window hides most keys (plan->lane_skip; else a decode step would read its
  * cache twice for little), under a mask that hides keys (the causal mask, a
- * window, key padding, a full mask, a bias), typed keys and values bound
- * whole (the plan's kv_whole), their elements countable in 32 bits (the
- * strides are: vk_check_strides). */
-static bool wants_vscan(const vk_attn_plan *plan, const mask_r *mask, const vk_view *v)
+ * window, key padding, a full mask, a bias), keys and values bound whole
+ * (the plan's kv_whole; typed, or a Q8 cache's rows), their elements
+ * countable in 32 bits (the strides are: vk_check_strides). */
+static bool wants_vscan(const vk_attn_plan *plan, const mask_r *mask)
 {
     const attn_shape *s = &plan->s;
     const uint32_t hiding = VKMHA_MASK_CAUSAL | VKMHA_MASK_WINDOW | VK_MASK_DATA;
     const uint64_t elems =
         (uint64_t)s->batch * s->kv_heads * s->len_k * (s->d_v > s->d_k ? s->d_v : s->d_k);
     return plan->cpu_kernel && (!plan->lane_keys || plan->lane_skip) && plan->kv_whole &&
-           !v->q8_rows && (mask->kinds & hiding) && elems <= UINT32_MAX;
+           (mask->kinds & hiding) && elems <= UINT32_MAX;
 }
 
 /* The flags after the per-head rules in SLOT_MASK_HEADS: two words per
@@ -186,21 +186,30 @@ static vkmha_status record_vscan(vk_state *vk, vk_site *site, const vk_attn_plan
     const uint64_t rows = (uint64_t)s->batch * s->kv_heads * s->len_k;
     vk_view xv = *x; /* from the plan's first entry (a KV cache's) */
     xv.offset += plan->kv_b0 * x->stride[0] * vkmha__dtype_size(x->dtype);
+    /* A Q8 cache's rows as plain bytes: their scales are read as words of
+     * the storage binding, and its texel binding (unread) then takes the
+     * float dummy that the plain build declares. */
+    xv.q8_rows = false;
     struct heads_push p = {.total = (uint32_t)(rows * d), .len = s->len_k,
                                  .heads = s->kv_heads, .head_dim = d, .split = 1,
                                  .x_sb = (uint32_t)x->stride[0],
                                  .x_sh = (uint32_t)x->stride[1],
                                  .x_sl = (uint32_t)x->stride[2], .y_sb = 2 * s->heads + word,
                                  .y_sh = 2};
-    /* By runs through x's texel view where each head's rows are one run of
-     * vec4s (a KV cache's, split heads'): VSCAN_VEC4S of them an invocation. */
-    p.texel = p.x_sl == d && ((p.x_sb | p.x_sh | d) & 3) == 0 && vk->tuning.row_texel &&
-              vk_texel_ok((const vk_view *const[]){&xv}, 1, true);
+    /* A Q8 cache's rows: their scales. Else by runs through x's texel view
+     * where each head's rows are one run of vec4s (a KV cache's, split
+     * heads'): VSCAN_VEC4S of them an invocation. */
+    p.texel = x->q8_rows ? 2
+              : p.x_sl == d && ((p.x_sb | p.x_sh | d) & 3) == 0 && vk->tuning.row_texel &&
+                      vk_texel_ok((const vk_view *const[]){&xv}, 1, true)
+                  ? 1
+                  : 0;
     const uint64_t per_pair = vk_div_up((uint64_t)s->len_k * d / 4, VK_PASS_WG * VSCAN_VEC4S);
     const vk_view bufs[2] = {xv, vk_view_of(&vk->mem.slots[SLOT_MASK_HEADS], VKMHA_DTYPE_F32)};
     return vk_dispatch_groups(vk, site, VK_PIPE(KERNEL_VSCAN), bufs, 2, &p, sizeof p,
                               offsetof(struct heads_push, group_base),
-                              p.texel ? rows / s->len_k * per_pair : vk_div_up(rows, VK_PASS_WG));
+                              p.texel == 1 ? rows / s->len_k * per_pair
+                                           : vk_div_up(rows, VK_PASS_WG));
 }
 
 static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_plan *plan,
@@ -217,7 +226,7 @@ static vkmha_status record_fused(vk_state *vk, vk_site sites[], const vk_attn_pl
     const bool split = plan->partial_splits > 1 || plan->chunks > 1;
     const uint64_t groups = rows / s->len_q * plan->q_blocks * plan->splits;
     vk_view rules;
-    const bool vscan = wants_vscan(plan, mask, v);
+    const bool vscan = wants_vscan(plan, mask);
     if (vscan) { /* the flags start from zero: the slot, before the rules */
         vk_barrier(vk);
         if ((st = vk_zero(vk, &vk->mem.slots[SLOT_MASK_HEADS])))

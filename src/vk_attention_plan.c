@@ -296,10 +296,10 @@ static vkmha_status prepare(vk_state *vk, const attn_shape *s, uint32_t fold, ui
     plan->q_blocks = (uint32_t)vk_div_up(s->len_q, plan->lane_keys ? f->tm : f->block_q);
     /* Lanes over keys skip what a window hides where it hides at least 3/4
      * of the keys: the values' scan (a pass over them, on lavapipe about a
-     * third of the attention's time over all keys) then pays. Typed values
-     * bound whole, as that scan reads them (vk_attention.c). */
-    plan->lane_skip =
-        plan->lane_keys && span <= s->len_k / 4 && !windowed && !q8_rows(qkvo);
+     * third of the attention's time over all keys; a Q8 cache's: over their
+     * scales) then pays. Values bound whole, as that scan reads them
+     * (vk_attention.c). */
+    plan->lane_skip = plan->lane_keys && span <= s->len_k / 4 && !windowed;
     const uint64_t groups = rows / s->len_q * plan->q_blocks;
     /* Windows of keys: the shared-memory kernel's, one key range. */
     const bool key_windows = windowed && !cpu_kernel;

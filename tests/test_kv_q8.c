@@ -270,6 +270,86 @@ static void nonfinite_case(const run *r, t_rng *rng)
     free(x);
 }
 
+/* Skipping over a Q8 cache (its values' scan reads only the rows' scales):
+ * a prompt of 400 tokens prefilled causally (rows in blocks skip what the
+ * causal mask hides), the Vulkan cache's bytes into the reference's, then a
+ * decode step under a causal window of 48 (lanes over keys skip the 352
+ * keys before it), at the fp32 tolerance; again with a token of +Inf at
+ * position 10 (its rows' NaN scale), hidden from the step by the window:
+ * the step's outputs are NaN (0 times its NaN values), so no kernel may
+ * skip its rows unread. Entry 0 of a batch of 2 (entry 1's prompt shorter:
+ * 300 tokens). */
+static void window_case(const run *r, t_rng *rng)
+{
+    enum { P = 400, P1 = 300, W = 48 };
+    for (int inf = 0; inf < 2; inf++) {
+        char name[200];
+        snprintf(name, sizeof name, "%s, %s: Q8 cache of %u tokens, decode under a window of %u%s",
+                 r->name,
+                 r->path == VKMHA_ATTENTION_PATH_UNFUSED ? "unfused"
+                 : r->kv_splits                          ? "fused, 3 key splits"
+                                                         : "default path",
+                 P, W, inf ? ", a token of +Inf hidden by it" : "");
+        t_layer_desc l;
+        t_layer_desc_make(&l, rng, r->d_model, HEADS, KV_HEADS, r->d_k, r->d_v, r->d_model,
+                          0.4f);
+        vkmha_mha *m[2] = {NULL, NULL};
+        vkmha_kv_cache *c[2] = {NULL, NULL};
+        const vkmha_kv_cache_desc cd = {.batch = 2, .capacity = P + 1, .quant = VKMHA_QUANT_Q8};
+        bool ok = !vkmha_mha_create(r->ref, &l.d, &m[0]) &&
+                  !vkmha_mha_create(r->gpu, &l.d, &m[1]) &&
+                  !vkmha_kv_cache_create(m[0], &cd, &c[0]) &&
+                  !vkmha_kv_cache_create(m[1], &cd, &c[1]);
+        const size_t D = r->d_model;
+        float *x = t_random(rng, 2 * P * D, -1, 1), *q = t_random(rng, 2 * D, -1, 1);
+        if (inf)
+            for (size_t i = 0; i < D; i++)
+                x[10 * D + i] = INFINITY;
+        float *out[2] = {t_alloc(2 * P * D), t_alloc(2 * P * D)};
+        const uint32_t counts[2] = {P, P1};
+        const vkmha_mask causal = {.kinds = VKMHA_MASK_CAUSAL},
+                         window = {.kinds = VKMHA_MASK_CAUSAL | VKMHA_MASK_WINDOW, .window = W};
+        for (int i = 0; ok && i < 2; i++) {
+            const vkmha_mha_io prefill = {.batch = 2, .len_q = P + P1, .query = x, .key = x,
+                                          .value = x, .out = out[i], .mask = &causal,
+                                          .attention_path = r->path, .kv_splits = r->kv_splits,
+                                          .kv_cache = c[i], .entry_tokens = counts};
+            ok = !vkmha_mha_forward(m[i], &prefill);
+        }
+        /* A code one step off: about 1e-3 of an output (decode_case). */
+        ok = ok && t_close(name, "prefill", out[1], out[0], (P + P1) * D, 2e-3, 1e-2);
+        for (int v = 0; ok && v < 2; v++) {
+            size_t n;
+            uint8_t *g = raw(c[1], v, &n);
+            vkmha_tensor *t[2];
+            vkmha_kv_cache_get_tensors(c[0], &t[0], &t[1]);
+            ok = !vkmha_tensor_upload(t[v], 0, g, n);
+            free(g);
+        }
+        for (int i = 0; ok && i < 2; i++) {
+            const vkmha_mha_io step = {.batch = 2, .len_q = 1, .query = q, .key = q, .value = q,
+                                       .out = out[i], .mask = &window,
+                                       .attention_path = r->path, .kv_splits = r->kv_splits,
+                                       .kv_cache = c[i]};
+            ok = !vkmha_mha_forward(m[i], &step);
+        }
+        ok = ok && t_close(name, "step", out[1], out[0], 2 * D, 2e-5, 1e-4);
+        if (ok && inf) /* entry 0's step NaN, entry 1's finite */
+            for (size_t i = 0; ok && i < D; i++)
+                ok = isnan(out[1][i]) && isfinite(out[1][D + i]);
+        if (!ok)
+            t_diag("%s: %s / %s", name, vkmha_context_last_error(r->ref),
+                   vkmha_context_last_error(r->gpu));
+        t_report(ok, "%s", name);
+        for (int i = 0; i < 2; i++) {
+            vkmha_kv_cache_destroy(c[i]);
+            vkmha_mha_destroy(m[i]);
+            free(out[i]);
+        }
+        free(l.mem), free(x), free(q);
+    }
+}
+
 /* The bytes, the operations on the rows (reorder, truncate), bad arguments. */
 static void api_case(vkmha_context *ctx, const char *ctx_name, t_rng *rng)
 {
@@ -385,6 +465,8 @@ int main(void)
                 decode_case(&r, &rng);
                 if (!f16)
                     nonfinite_case(&r, &rng);
+                if (!f16 && wide)
+                    window_case(&r, &rng);
                 /* With 4-bit projection weights (issue 28's GPTQ-style layer). */
                 const run rq = {ref, ctxs[c].ctx, ctxs[c].name, t_attention_runs[p].path,
                                 t_attention_runs[p].kv_splits, r.dtype, 8, 16, 64,

@@ -28,7 +28,8 @@
  * plain cache, and its ratio to the plain cache's row. --window W adds a
  * row of the same layer with a causal sliding window of W positions
  * (VKMHA_MASK_WINDOW) over the plain cache, and its ratio to the plain
- * cache's row (the step attends over W keys of the context's). --mixed adds a
+ * cache's row (the step attends over W keys of the context's); with
+ * --q8-cache too, also over the 8-bit cache, against its row. --mixed adds a
  * continuous-batching step of MIXED_B entries over caches of the same
  * context: entry 0 brings a chunk of MIXED_P prompt tokens while the
  * others decode a token each, as one call (vkmha_mha_io.entry_tokens,
@@ -364,14 +365,25 @@ int main(int argc, char **argv)
                 if (!x)
                     check(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "the inputs");
                 vkmha__from_f32(dt, seq, (size_t)seq_rows * D, x);
-                timing t = {0};
-                for (int k = 0; k <= (int)q8_cache + (int)rope + (window > 0); k++) {
-                    /* k 0: the cache of the dtype; 1 with --q8-cache: an
-                     * 8-bit cache; then with --rope: the RoPE layer; the
-                     * last with --window: the windowed step. */
-                    const bool with_rope = rope && k == (int)q8_cache + 1;
-                    const bool with_window = window && k == (int)q8_cache + (int)rope + 1;
-                    const int q8 = k == 1 && q8_cache;
+                timing t = {0}, t8 = {0};
+                /* The rows: the cache of the dtype; with --q8-cache an 8-bit
+                 * cache; with --rope the RoPE layer; with --window the
+                 * windowed step over each of the caches before. */
+                enum { PLAIN, Q8, ROPE, WINDOW, WINDOW_Q8 };
+                int kinds[5], n_kinds = 0;
+                kinds[n_kinds++] = PLAIN;
+                if (q8_cache)
+                    kinds[n_kinds++] = Q8;
+                if (rope)
+                    kinds[n_kinds++] = ROPE;
+                if (window)
+                    kinds[n_kinds++] = WINDOW;
+                if (window && q8_cache)
+                    kinds[n_kinds++] = WINDOW_Q8;
+                for (int k = 0; k < n_kinds; k++) {
+                    const bool with_rope = kinds[k] == ROPE;
+                    const bool with_window = kinds[k] == WINDOW || kinds[k] == WINDOW_Q8;
+                    const int q8 = kinds[k] == Q8 || kinds[k] == WINDOW_Q8;
                     vkmha_mha *layer = with_rope ? mr : m;
                     /* The cache, filled with C positions of random keys and values
                      * (fp16 or fp32 bits; a q8 cache's rows: a scale and codes). */
@@ -406,20 +418,24 @@ int main(int argc, char **argv)
                     (uint64_t)Hkv * 2 * (q8 ? 4 + (d + 3) / 4 * 4 : d * es);
                 const timing tq = time_steps(ctx, layer, &io, cache, C, steps);
                 row(md, dtype_arg[di], C,
-                    with_window ? "vkmha, window"
+                    with_window ? (q8 ? "vkmha, q8 window" : "vkmha, window")
                     : with_rope ? "vkmha, RoPE"
                     : q8        ? "vkmha, q8 cache"
                                 : "vkmha, cache",
                     &tq,
                     have_torch ? tt.med : 0, token_bytes, wb);
                 vkmha_kv_cache_destroy(cache);
-                if (k == 0)
+                if (kinds[k] == PLAIN)
                     t = tq;
+                if (kinds[k] == Q8)
+                    t8 = tq;
                 if (with_rope)
                     printf("%58s%.3fx the plain cache's step with RoPE\n", "", tq.med / t.med);
-                if (with_window)
+                if (with_window) {
+                    const timing *base = q8 ? &t8 : &t;
                     printf("%58s%.2fx faster with a window of %u (device: %.2fx)\n", "",
-                           t.med / tq.med, window, tq.gpu > 0 ? t.gpu / tq.gpu : 0.0);
+                           base->med / tq.med, window, tq.gpu > 0 ? base->gpu / tq.gpu : 0.0);
+                }
                 }
                 if (mixed)
                     mixed_rows(ctx, md, dtype_arg[di], m, dt, C, x, steps, wb);

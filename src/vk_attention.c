@@ -191,11 +191,10 @@ static vkmha_status record_vscan(vk_state *vk, vk_site *site, const vk_attn_plan
      * float dummy that the plain build declares. */
     xv.q8_rows = false;
     struct heads_push p = {.total = (uint32_t)(rows * d), .len = s->len_k,
-                                 .heads = s->kv_heads, .head_dim = d, .split = 1,
-                                 .x_sb = (uint32_t)x->stride[0],
-                                 .x_sh = (uint32_t)x->stride[1],
-                                 .x_sl = (uint32_t)x->stride[2], .y_sb = 2 * s->heads + word,
-                                 .y_sh = 2};
+                           .heads = s->kv_heads, .head_dim = d, .split = 1,
+                           .x_sb = (uint32_t)x->stride[0], .x_sh = (uint32_t)x->stride[1],
+                           .x_sl = (uint32_t)x->stride[2], .y_sb = 2 * s->heads + word,
+                           .y_sh = 2};
     /* A Q8 cache's rows: their scales. Else by runs through x's texel view
      * where each head's rows are one run of vec4s (a KV cache's, split
      * heads'): VSCAN_VEC4S of them an invocation. */

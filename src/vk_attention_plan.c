@@ -380,13 +380,6 @@ static vkmha_status prepare(vk_state *vk, const attn_shape *s, uint32_t fold, ui
     return VKMHA_SUCCESS;
 }
 
-/* Whether a call of shape s and mask can fold a group's query heads into
- * the rows of one head (vk_attn_plan.fold), and its folded shape: one query
- * (a decode step), more query heads than key / value heads, no weights,
- * and a mask that treats every query head and row alike: key padding, the
- * soft cap, a KV cache's key lengths, and a causal mask only where it hides
- * nothing from the query (its offset reaches the last key: a decode step's
- * causal mask); no bias, full mask, window, ALiBi or sinks. */
 /* The most keys one query sees through mask's window (its width, twice it
  * less one without the causal mask), UINT64_MAX without one. */
 static uint64_t window_span(const mask_r *mask)
@@ -396,6 +389,13 @@ static uint64_t window_span(const mask_r *mask)
     return mask->kinds & VKMHA_MASK_CAUSAL ? mask->window : 2ull * mask->window - 1;
 }
 
+/* Whether a call of shape s and mask can fold a group's query heads into
+ * the rows of one head (vk_attn_plan.fold), and its folded shape: one query
+ * (a decode step), more query heads than key / value heads, no weights,
+ * and a mask that treats every query head and row alike: key padding, the
+ * soft cap, a KV cache's key lengths, and a causal mask only where it hides
+ * nothing from the query (its offset reaches the last key: a decode step's
+ * causal mask); no bias, full mask, window, ALiBi or sinks. */
 static bool fold_group(const attn_shape *s, const mask_r *mask, bool weights, attn_shape *out)
 {
     const uint32_t apart = VKMHA_MASK_FULL | VKMHA_MASK_BIAS | VKMHA_MASK_WINDOW |

@@ -88,10 +88,10 @@ typedef struct run {
 } run;
 
 /* The layer (random weights, r's head dims, stored in dtype dt) and a Q8
- * cache of it on the reference (m[0], c[0]) and on r's context (m[1],
- * c[1]); false (said) when any is not made. */
-static bool pair_create(const run *r, t_rng *rng, uint32_t dt, t_layer_desc *l, vkmha_mha *m[2],
-                        vkmha_kv_cache *c[2])
+ * cache of it (batch entries of capacity positions) on the reference (m[0],
+ * c[0]) and on r's context (m[1], c[1]); false (said) when any is not made. */
+static bool pair_create(const run *r, t_rng *rng, uint32_t dt, uint32_t batch, uint32_t capacity,
+                        t_layer_desc *l, vkmha_mha *m[2], vkmha_kv_cache *c[2])
 {
     t_layer_desc_make(l, rng, r->d_model, HEADS, KV_HEADS, r->d_k, r->d_v, r->d_model, 0.4f);
     l->d.storage_dtype = dt;
@@ -99,7 +99,8 @@ static bool pair_create(const run *r, t_rng *rng, uint32_t dt, t_layer_desc *l, 
     l->d.weight_group_size = r->weight_quant ? 32 : 0;
     m[0] = m[1] = NULL;
     c[0] = c[1] = NULL;
-    const vkmha_kv_cache_desc cd = {.batch = B, .capacity = CAP, .quant = VKMHA_QUANT_Q8};
+    const vkmha_kv_cache_desc cd = {.batch = batch, .capacity = capacity,
+                                    .quant = VKMHA_QUANT_Q8};
     const bool ok = !vkmha_mha_create(r->ref, &l->d, &m[0]) &&
                     !vkmha_mha_create(r->gpu, &l->d, &m[1]) &&
                     !vkmha_kv_cache_create(m[0], &cd, &c[0]) &&
@@ -166,7 +167,7 @@ static void decode_case(const run *r, t_rng *rng)
     t_layer_desc l;
     vkmha_mha *m[2];
     vkmha_kv_cache *c[2];
-    bool ok = pair_create(r, rng, r->dtype, &l, m, c);
+    bool ok = pair_create(r, rng, r->dtype, B, CAP, &l, m, c);
     enum { T = 8, P = 5 };
     float *x = t_random(rng, (size_t)B * T * r->d_model, -1, 1);
     float *xs = t_alloc((size_t)B * T * r->d_model), *out[2], *w[2];
@@ -227,7 +228,7 @@ static void nonfinite_case(const run *r, t_rng *rng)
     t_layer_desc l;
     vkmha_mha *m[2];
     vkmha_kv_cache *c[2];
-    bool ok = pair_create(r, rng, VKMHA_DTYPE_F32, &l, m, c);
+    bool ok = pair_create(r, rng, VKMHA_DTYPE_F32, B, CAP, &l, m, c);
     enum { T = 4 };
     float *x = t_random(rng, (size_t)B * T * r->d_model, -1, 1);
     for (uint32_t i = 0; i < r->d_model; i++) /* entry 1, token 2 */
@@ -291,15 +292,9 @@ static void window_case(const run *r, t_rng *rng)
                                                          : "default path",
                  P, W, inf ? ", a token of +Inf hidden by it" : "");
         t_layer_desc l;
-        t_layer_desc_make(&l, rng, r->d_model, HEADS, KV_HEADS, r->d_k, r->d_v, r->d_model,
-                          0.4f);
-        vkmha_mha *m[2] = {NULL, NULL};
-        vkmha_kv_cache *c[2] = {NULL, NULL};
-        const vkmha_kv_cache_desc cd = {.batch = 2, .capacity = P + 1, .quant = VKMHA_QUANT_Q8};
-        bool ok = !vkmha_mha_create(r->ref, &l.d, &m[0]) &&
-                  !vkmha_mha_create(r->gpu, &l.d, &m[1]) &&
-                  !vkmha_kv_cache_create(m[0], &cd, &c[0]) &&
-                  !vkmha_kv_cache_create(m[1], &cd, &c[1]);
+        vkmha_mha *m[2];
+        vkmha_kv_cache *c[2];
+        bool ok = pair_create(r, rng, VKMHA_DTYPE_F32, 2, P + 1, &l, m, c);
         const size_t D = r->d_model;
         float *x = t_random(rng, 2 * P * D, -1, 1), *q = t_random(rng, 2 * D, -1, 1);
         if (inf)
@@ -341,12 +336,8 @@ static void window_case(const run *r, t_rng *rng)
             t_diag("%s: %s / %s", name, vkmha_context_last_error(r->ref),
                    vkmha_context_last_error(r->gpu));
         t_report(ok, "%s", name);
-        for (int i = 0; i < 2; i++) {
-            vkmha_kv_cache_destroy(c[i]);
-            vkmha_mha_destroy(m[i]);
-            free(out[i]);
-        }
-        free(l.mem), free(x), free(q);
+        pair_destroy(&l, m, c);
+        free(out[0]), free(out[1]), free(x), free(q);
     }
 }
 

@@ -987,9 +987,11 @@ typedef struct vkmha_matmul_desc {
      * non-finite (Inf or NaN, as the kernel's order of operations gives),
      * and Q4Z's zero points are read from their low 4 bits. The
      * reference backend computes from the same values in double. Vulkan:
-     * every array must fit one binding (maxStorageBufferRange) and one
-     * allocation: the windows and blocks of larger products are not taken
-     * with a quantized B (VKMHA_ERROR_UNSUPPORTED naming the array). */
+     * b must fit one binding (maxStorageBufferRange) and one allocation
+     * (its planes are bound whole, never cut: VKMHA_ERROR_UNSUPPORTED
+     * naming b); A and C past those limits run in windows, or calls, of
+     * blocks of rows of A and C (a row of C must then fit: with op N and
+     * a small k it may not, UNSUPPORTED naming c). */
     uint32_t b_quant VKMHA_ZERO;
     uint32_t b_group_size VKMHA_ZERO;
 } vkmha_matmul_desc;

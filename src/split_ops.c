@@ -117,20 +117,24 @@ vkmha_status vkmha__heads_split(vkmha_context *ctx, const vkmha_run *run, const 
  * backend's. B past it with op N (strided columns) goes to the backend
  * whole, which runs it in blocks of B's rows (ranges of k) summed on the
  * device; not one row fitting, too, and the backend refuses it naming the
- * array. */
+ * array. A quantized B is never cut (its planes are one binding): blocks of
+ * rows of A and C only, B whole, which the backend refuses where it does
+ * not fit. */
 static vkmha_status matmul_blocks(vkmha_context *ctx, const vkmha_run *run, const mm_shape *s,
                                   const vkmha_arg *a, const vkmha_arg *b, const vkmha_arg *bias,
                                   const vkmha_arg *c)
 {
     const uint64_t es = vkmha__dtype_size(s->dtype), most = ctx->allocation_size / es;
+    const bool quant = s->quant_b.type != 0; /* extent_b in bytes */
     uint64_t nc = s->n, mc = s->m;
-    if (s->trans_b && s->extent_b > most)
+    if (s->trans_b && !quant && s->extent_b > most)
         nc = vkmha__part16(vkmha__rows_within(most, s->k, s->ldb), s->n);
     const uint64_t rows_a = vkmha__rows_within(most, s->k, s->lda),
                    rows_c = vkmha__rows_within(most, nc, s->ldc);
     mc = rows_a < mc ? rows_a : mc;
     mc = vkmha__part16(rows_c < mc ? rows_c : mc, s->m);
-    if (!mc || !nc || (!s->trans_b && s->extent_b > most))
+    if (!mc || !nc || (!s->trans_b && !quant && s->extent_b > most) ||
+        (quant && s->extent_b > ctx->allocation_size))
         return ctx->ops->matmul(ctx, run, s, a, b, bias, c);
     vkmha__log(ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
                "%s: arrays beyond this device's maxMemoryAllocationSize: split into calls of "
@@ -143,7 +147,8 @@ static vkmha_status matmul_blocks(vkmha_context *ctx, const vkmha_run *run, cons
             ps.m = (uint32_t)(s->m - m0 < mc ? s->m - m0 : mc);
             ps.n = (uint32_t)(s->n - n0 < nc ? s->n - n0 : nc);
             ps.extent_a = (uint64_t)(ps.m - 1) * s->lda + s->k;
-            ps.extent_b = s->trans_b ? (uint64_t)(ps.n - 1) * s->ldb + s->k : s->extent_b;
+            ps.extent_b = s->trans_b && !quant ? (uint64_t)(ps.n - 1) * s->ldb + s->k
+                                               : s->extent_b;
             ps.extent_c = (uint64_t)(ps.m - 1) * s->ldc + ps.n;
             ps.sa = ps.sb = ps.sc = 0; /* one product: no batch strides */
             const vkmha_arg pa = vkmha__arg_at(a, m0 * s->lda * es),
@@ -161,11 +166,10 @@ static vkmha_status matmul_call(vkmha_context *ctx, const vkmha_run *run, const 
                                 const vkmha_arg *a, const vkmha_arg *b, const vkmha_arg *bias,
                                 const vkmha_arg *c)
 {
-    const uint64_t es = vkmha__dtype_size(s->dtype), most = ctx->allocation_size;
-    /* A quantized B is not taken in blocks: the backend refuses what does
-     * not fit. */
-    if (s->batch == 1 && run->form == FORM_HOST && most && !s->quant_b.type &&
-        (s->extent_a * es > most || s->extent_b * es > most || s->extent_c * es > most))
+    const uint64_t es = vkmha__dtype_size(s->dtype), most = ctx->allocation_size,
+                   es_b = s->quant_b.type ? 1 : es; /* a quantized B's extent is bytes */
+    if (s->batch == 1 && run->form == FORM_HOST && most &&
+        (s->extent_a * es > most || s->extent_b * es_b > most || s->extent_c * es > most))
         return matmul_blocks(ctx, run, s, a, b, bias, c);
     return ctx->ops->matmul(ctx, run, s, a, b, bias, c);
 }

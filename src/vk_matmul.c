@@ -178,11 +178,14 @@ static vkmha_status plan_windows(vk_state *vk, const vk_matmul_args *a, uint64_t
     if (fit_a && fit_b && fit_c && vk_view_fits(vk, &a->bias, bbias))
         return VKMHA_SUCCESS;
     const char *what = !fit_a ? "a" : !fit_b ? "b" : !fit_c ? "c" : "bias";
-    if (a->quant.type)
+    /* A quantized B is bound whole (its codes, scales and zero points are
+     * planes of one binding: a window of its rows would be three), so its
+     * products run in windows of rows of A and C only. */
+    if (a->quant.type && !fit_b)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
-                           "%s: %s of a matmul with a quantized b is beyond "
-                           "maxStorageBufferRange (%llu bytes): such products are not run in "
-                           "windows", vk->ctx->call, what, (unsigned long long)range);
+                           "%s: b: a quantized b of %llu bytes is beyond maxStorageBufferRange "
+                           "(%llu bytes): quantized matrices are bound whole, not in windows",
+                           vk->ctx->call, (unsigned long long)bb, (unsigned long long)range);
     if (batch > 1)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: %s of a batched matmul is beyond maxStorageBufferRange (%llu "
@@ -193,6 +196,13 @@ static vkmha_status plan_windows(vk_state *vk, const vk_matmul_args *a, uint64_t
         cols = rows_within(most, k, ldb, a->b.dtype);
     const uint64_t c_cols = most / vkmha__dtype_size(a->c.dtype);
     cols = vkmha__part16(cols < c_cols ? cols : c_cols, n);
+    if (a->quant.type && cols < n) /* op N with a few rows of B: C's rows are longer */
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: c: one row of c (%llu bytes) is beyond maxStorageBufferRange "
+                           "(%llu bytes): with a quantized b, products run in windows of rows "
+                           "only", vk->ctx->call,
+                           (unsigned long long)(n * vkmha__dtype_size(a->c.dtype)),
+                           (unsigned long long)range);
     /* With op N, B's windows are ranges of its rows (of k): any part of it
      * fits if it does. */
     uint64_t depth = k;

@@ -490,6 +490,113 @@ static void layer_rows_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
     t_layer_free(&e);
 }
 
+/* ---- a quantized B --------------------------------------------------------- */
+
+/* A matmul with a quantized B (type, group) whose A and C are past `limit`
+ * (host arrays; on_tensors: A and C as fp32 tensors, B a U8 tensor): B is
+ * bound whole, A and C in windows of rows (or calls of blocks of rows),
+ * against the reference on the same bytes; with a bias. dt: the host
+ * arrays' dtype. */
+static void quant_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const char *limit,
+                       uint32_t type, uint32_t group, vkmha_op op, uint32_t dt, uint32_t m,
+                       uint32_t n, uint32_t k, bool on_tensors)
+{
+    static const char *const qn[] = {"", "q8", "q4", "q4z"}, *const dn[] = {"f32", "", "f16", "bf16"};
+    char name[200];
+    snprintf(name, sizeof name, "matmul %s g%u op %s %s m %u n %u k %u%s: a and c past %s, "
+             "b whole", qn[type], group, op == VKMHA_OP_T ? "T" : "N", dn[dt], m, n, k,
+             on_tensors ? " (tensors)" : "", limit);
+    const vkmha_quant_desc q = {type, group, op == VKMHA_OP_T ? n : k, op == VKMHA_OP_T ? k : n};
+    vkmha_quant_layout l = {0};
+    float *w = t_random(rng, (size_t)n * k, -1, 1), *a = t_random(rng, (size_t)m * k, -1, 1),
+          *bias = t_random(rng, n, -1, 1);
+    const bool laid = !vkmha_quant_layout_of(ref, &q, &l);
+    uint8_t *b = malloc(l.bytes ? l.bytes : 1);
+    bool ok = laid && b && !vkmha_quantize(ref, &q, VKMHA_DTYPE_F32, w, b, l.bytes);
+    const vkmha_matmul_desc d = {.m = m, .n = n, .k = k, .op_b = op, .dtype = dt,
+                                 .b_quant = type, .b_group_size = group};
+    void *ha = t_to_dt(dt, a, (size_t)m * k), *hbias = t_to_dt(dt, bias, n),
+         *hw = t_to_dt(dt, a, (size_t)m * n), *hg = t_to_dt(dt, a, (size_t)m * n);
+    ok = ok && !vkmha_matmul(ref, &d, ha, b, hbias, hw);
+    vkmha_status st = VKMHA_SUCCESS;
+    g_splits = 0;
+    if (ok && !on_tensors) {
+        st = vkmha_matmul(gpu, &d, ha, b, hbias, hg);
+    } else if (ok) {
+        vkmha_tensor *ta = put(gpu, VKMHA_DTYPE_F32, (size_t)m * k, a),
+                     *tb = put(gpu, VKMHA_DTYPE_U8, l.bytes, b),
+                     *tbias = put(gpu, VKMHA_DTYPE_F32, n, bias),
+                     *tc = put(gpu, VKMHA_DTYPE_F32, (size_t)m * n, NULL);
+        ok = ta && tb && tbias && tc;
+        st = ok ? vkmha_matmul_tensor(gpu, &d, ta, tb, tbias, tc) : VKMHA_ERROR_INVALID_ARGUMENT;
+        float *got = get(tc, (size_t)m * n);
+        memcpy(hg, got, (size_t)m * n * 4);
+        free(got);
+        vkmha_tensor_destroy(ta), vkmha_tensor_destroy(tb), vkmha_tensor_destroy(tbias);
+        vkmha_tensor_destroy(tc);
+    }
+    float *want = t_from_dt(dt, hw, (size_t)m * n), *got = t_from_dt(dt, hg, (size_t)m * n);
+    const double rtol = dt == VKMHA_DTYPE_F32 ? 1e-5 : 2 * t_dt_unit(dt);
+    report_split(name, gpu, st,
+                 ok && !st && t_close(name, "c", got, want, (size_t)m * n,
+                                      2e-6 * sqrt((double)k), rtol));
+    free(w), free(a), free(bias), free(b), free(ha), free(hbias), free(hw), free(hg);
+    free(want), free(got);
+}
+
+/* What a quantized B cannot run as: itself past `limit` (its planes are one
+ * binding: never cut), or with op N one row of C past it. UNSUPPORTED naming
+ * the array, C untouched. */
+static void quant_refused(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const char *limit,
+                          uint32_t type, vkmha_op op, uint32_t m, uint32_t n, uint32_t k,
+                          const char *array)
+{
+    char label[200];
+    snprintf(label, sizeof label, "matmul %s op %s m %u n %u k %u: %s past %s, refused",
+             type == VKMHA_QUANT_Q8 ? "q8" : "q4", op == VKMHA_OP_T ? "T" : "N", m, n, k,
+             array, limit);
+    const vkmha_quant_desc q = {type, 32, op == VKMHA_OP_T ? n : k, op == VKMHA_OP_T ? k : n};
+    vkmha_quant_layout l = {0};
+    float *w = t_random(rng, (size_t)n * k, -1, 1), *a = t_random(rng, (size_t)m * k, -1, 1),
+          *c = sentinels((size_t)m * n);
+    const bool laid = !vkmha_quant_layout_of(ref, &q, &l);
+    uint8_t *b = malloc(l.bytes ? l.bytes : 1);
+    const vkmha_matmul_desc d = {.m = m, .n = n, .k = k, .op_b = op, .b_quant = type,
+                                 .b_group_size = 32};
+    vkmha_status st = laid && b && !vkmha_quantize(ref, &q, VKMHA_DTYPE_F32, w, b, l.bytes)
+                          ? vkmha_matmul(gpu, &d, a, b, NULL, c)
+                          : VKMHA_ERROR_INVALID_ARGUMENT;
+    char tensor[8];
+    snprintf(tensor, sizeof tensor, ": %s", array);
+    report_refused(ref, gpu, rng, st, "vkmha_matmul", tensor, limit,
+                   untouched(c, (size_t)m * n), label);
+    free(w), free(a), free(c), free(b);
+}
+
+static void quant_range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,
+                              const char *limit)
+{
+    /* A of 112 KiB (fp32) or 88 KiB (fp16), C of 47 KiB; k and m not
+     * multiples of any tile; every type; both ops. */
+    quant_case(ref, gpu, rng, limit, VKMHA_QUANT_Q4, 32, VKMHA_OP_T, VKMHA_DTYPE_F32, 301, 40,
+               96, false);
+    quant_case(ref, gpu, rng, limit, VKMHA_QUANT_Q8, 64, VKMHA_OP_N, VKMHA_DTYPE_F32, 211, 128,
+               70, false);
+    quant_case(ref, gpu, rng, limit, VKMHA_QUANT_Q4Z, 32, VKMHA_OP_T, VKMHA_DTYPE_F16, 701, 33,
+               64, false);
+    quant_case(ref, gpu, rng, limit, VKMHA_QUANT_Q8, 32, VKMHA_OP_T, VKMHA_DTYPE_BF16, 700, 17,
+               64, false);
+    /* A few rows of A (the few-rows kernels) past it: 5 x 4096. */
+    quant_case(ref, gpu, rng, limit, VKMHA_QUANT_Q4, 128, VKMHA_OP_T, VKMHA_DTYPE_F32, 5, 9,
+               4096, false);
+    if (strstr(limit, "Range")) /* tensors past the range (not past allocations) */
+        quant_case(ref, gpu, rng, limit, VKMHA_QUANT_Q4Z, 64, VKMHA_OP_T, VKMHA_DTYPE_F32, 300,
+                   24, 128, true);
+    /* B of 80 KiB; a C row of 80 KiB (op N, k 1). */
+    quant_refused(ref, gpu, rng, limit, VKMHA_QUANT_Q8, VKMHA_OP_T, 2, 600, 128, "b");
+    quant_refused(ref, gpu, rng, limit, VKMHA_QUANT_Q4, VKMHA_OP_N, 2, 20480, 1, "c");
+}
+
 static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const char *limit)
 {
     char label[200];
@@ -499,6 +606,7 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
     const bool windows = strstr(limit, "Range") != NULL;
     /* Arrays of 80 KiB: above both lowered limits (64 and 32 KiB). */
     float *a = t_random(rng, 160 * 128, -1, 1), *b = t_random(rng, 8 * 128, -1, 1);
+    quant_range_cases(ref, gpu, rng, limit);
     if (windows) {
         /* A over rows; B (op T: [n][k]) over its rows, C over both, with a
          * bias; both at once; odd sizes; vec4 loads (k % 4 == 0). */

@@ -987,11 +987,14 @@ typedef struct vkmha_matmul_desc {
      * non-finite (Inf or NaN, as the kernel's order of operations gives),
      * and Q4Z's zero points are read from their low 4 bits. The
      * reference backend computes from the same values in double. Vulkan:
-     * b must fit one binding (maxStorageBufferRange) and one allocation
-     * (its planes are bound whole, never cut: VKMHA_ERROR_UNSUPPORTED
-     * naming b); A and C past those limits run in windows, or calls, of
-     * blocks of rows of A and C (a row of C must then fit: with op N and
-     * a small k it may not, UNSUPPORTED naming c). */
+     * a kernel binds b whole (its planes are one binding). Past
+     * maxStorageBufferRange or maxMemoryAllocationSize, vkmha_matmul with
+     * op T cuts b into calls of blocks of its rows (columns of C), each
+     * a quantized matrix of its own (the same bytes); op N's b and a
+     * tensor b must fit both (VKMHA_ERROR_UNSUPPORTED naming b). A and C
+     * past them run in windows, or calls, of blocks of rows (a row of C
+     * must then fit: with op N and a small k it may not, UNSUPPORTED
+     * naming c). */
     uint32_t b_quant VKMHA_ZERO;
     uint32_t b_group_size VKMHA_ZERO;
 } vkmha_matmul_desc;

@@ -110,6 +110,28 @@ vkmha_status vkmha__heads_split(vkmha_context *ctx, const vkmha_run *run, const 
 
 /* ---- matmul ---------------------------------------------------------------- */
 
+/* The most rows of the quantized matrix d whose layout fits `bytes`. */
+static uint32_t quant_rows_within(const vkmha_quant_desc *d, uint64_t bytes)
+{
+    const uint64_t groups = d->cols / d->group_size,
+                   row = d->cols / (d->type == VKMHA_QUANT_Q8 ? 1 : 2) + 2 * groups +
+                         (d->type == VKMHA_QUANT_Q4Z ? groups : 0);
+    vkmha_quant_desc sub = *d;
+    sub.rows = (uint32_t)(bytes / row < d->rows ? bytes / row : d->rows);
+    while (sub.rows && vkmha__quant_layout(&sub).bytes > bytes) /* the planes' padding */
+        sub.rows--;
+    return sub.rows;
+}
+
+/* Whether a quantized B (op T, host arrays) is past what one call binds:
+ * matmul_blocks cuts it. */
+static bool quant_b_past(const vkmha_context *ctx, const vkmha_run *run, const mm_shape *s)
+{
+    const uint64_t limit = vkmha__split_limit(ctx, run);
+    return s->quant_b.type && s->trans_b && run->form == FORM_HOST && limit &&
+           s->extent_b > limit;
+}
+
 /* One product on host arrays larger than maxMemoryAllocationSize (each is
  * copied into one allocation): calls of blocks of rows of A and C and, with
  * op T, of columns of C (rows of B) whose parts each fit it (a multiple of
@@ -117,29 +139,40 @@ vkmha_status vkmha__heads_split(vkmha_context *ctx, const vkmha_run *run, const 
  * backend's. B past it with op N (strided columns) goes to the backend
  * whole, which runs it in blocks of B's rows (ranges of k) summed on the
  * device; not one row fitting, too, and the backend refuses it naming the
- * array. A quantized B is never cut (its planes are one binding): blocks of
- * rows of A and C only, B whole, which the backend refuses where it does
- * not fit. */
+ * array. A quantized B is bound whole by the backend (its planes are one
+ * binding): with op T, one past the range or an allocation is cut here
+ * into blocks of its rows, each a quantized matrix of its own
+ * (vkmha__quant_slice into one host buffer); with op N it goes whole and
+ * the backend refuses what does not fit. */
 static vkmha_status matmul_blocks(vkmha_context *ctx, const vkmha_run *run, const mm_shape *s,
                                   const vkmha_arg *a, const vkmha_arg *b, const vkmha_arg *bias,
                                   const vkmha_arg *c)
 {
     const uint64_t es = vkmha__dtype_size(s->dtype), most = ctx->allocation_size / es;
-    const bool quant = s->quant_b.type != 0; /* extent_b in bytes */
+    const bool quant = s->quant_b.type != 0, cut_q = quant_b_past(ctx, run, s);
     uint64_t nc = s->n, mc = s->m;
     if (s->trans_b && !quant && s->extent_b > most)
         nc = vkmha__part16(vkmha__rows_within(most, s->k, s->ldb), s->n);
+    if (cut_q)
+        nc = vkmha__part16(quant_rows_within(&s->quant_b, vkmha__split_limit(ctx, run)), s->n);
     const uint64_t rows_a = vkmha__rows_within(most, s->k, s->lda),
                    rows_c = vkmha__rows_within(most, nc, s->ldc);
     mc = rows_a < mc ? rows_a : mc;
     mc = vkmha__part16(rows_c < mc ? rows_c : mc, s->m);
     if (!mc || !nc || (!s->trans_b && !quant && s->extent_b > most) ||
-        (quant && s->extent_b > ctx->allocation_size))
+        (quant && !cut_q && s->extent_b > ctx->allocation_size))
         return ctx->ops->matmul(ctx, run, s, a, b, bias, c);
+    vkmha_quant_desc sub = s->quant_b;
+    sub.rows = (uint32_t)nc;
+    uint8_t *piece = cut_q ? vkmha__alloc(ctx, (size_t)vkmha__quant_layout(&sub).bytes) : NULL;
+    if (cut_q && !piece)
+        return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
+                           ctx->call);
     vkmha__log(ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
-               "%s: arrays beyond this device's maxMemoryAllocationSize: split into calls of "
+               "%s: arrays beyond this device's maxMemoryAllocationSize%s: split into calls of "
                "%llu x %llu blocks of C",
-               ctx->call, (unsigned long long)mc, (unsigned long long)nc);
+               ctx->call, cut_q ? " or a quantized b beyond one binding" : "",
+               (unsigned long long)mc, (unsigned long long)nc);
     vkmha_status st = VKMHA_SUCCESS;
     for (uint64_t m0 = 0; m0 < s->m && !st; m0 += mc)
         for (uint64_t n0 = 0; n0 < s->n && !st; n0 += nc) {
@@ -151,15 +184,23 @@ static vkmha_status matmul_blocks(vkmha_context *ctx, const vkmha_run *run, cons
                                                : s->extent_b;
             ps.extent_c = (uint64_t)(ps.m - 1) * s->ldc + ps.n;
             ps.sa = ps.sb = ps.sc = 0; /* one product: no batch strides */
+            vkmha_arg pb = vkmha__arg_at(b, s->trans_b && !quant ? n0 * s->ldb * es : 0);
+            if (cut_q) { /* rows n0 .. of B's planes as a matrix of ps.n rows */
+                ps.quant_b.rows = ps.n;
+                ps.layout_b = vkmha__quant_layout(&ps.quant_b);
+                ps.extent_b = ps.layout_b.bytes;
+                vkmha__quant_slice(&s->quant_b, &s->layout_b, b->host, (uint32_t)n0, 0,
+                                   &ps.quant_b, &ps.layout_b, piece);
+                pb.host = piece;
+            }
             const vkmha_arg pa = vkmha__arg_at(a, m0 * s->lda * es),
-                            pb = vkmha__arg_at(b, s->trans_b ? n0 * s->ldb * es : 0),
                             pbias = vkmha__arg_at(bias, n0 * es),
                             pc = vkmha__arg_at(c, (m0 * s->ldc + n0) * es);
             st = ctx->ops->matmul(ctx, run, &ps, &pa, &pb, &pbias, &pc);
         }
+    vkmha__free(ctx, piece);
     return st;
 }
-
 
 /* The backend's matmul, or one product's blocks (matmul_blocks). */
 static vkmha_status matmul_call(vkmha_context *ctx, const vkmha_run *run, const mm_shape *s,
@@ -168,8 +209,9 @@ static vkmha_status matmul_call(vkmha_context *ctx, const vkmha_run *run, const 
 {
     const uint64_t es = vkmha__dtype_size(s->dtype), most = ctx->allocation_size,
                    es_b = s->quant_b.type ? 1 : es; /* a quantized B's extent is bytes */
-    if (s->batch == 1 && run->form == FORM_HOST && most &&
-        (s->extent_a * es > most || s->extent_b * es_b > most || s->extent_c * es > most))
+    if ((s->batch == 1 && run->form == FORM_HOST && most &&
+         (s->extent_a * es > most || s->extent_b * es_b > most || s->extent_c * es > most)) ||
+        (s->batch == 1 && quant_b_past(ctx, run, s)))
         return matmul_blocks(ctx, run, s, a, b, bias, c);
     return ctx->ops->matmul(ctx, run, s, a, b, bias, c);
 }

@@ -492,19 +492,20 @@ static void layer_rows_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
 
 /* ---- a quantized B --------------------------------------------------------- */
 
-/* A matmul with a quantized B (type, group) whose A and C are past `limit`
- * (host arrays; on_tensors: A and C as fp32 tensors, B a U8 tensor): B is
- * bound whole, A and C in windows of rows (or calls of blocks of rows),
- * against the reference on the same bytes; with a bias. dt: the host
- * arrays' dtype. */
+/* A matmul with a quantized B (type, group) whose A and C, or B (op T,
+ * host arrays), are past `limit` (on_tensors: A and C as fp32 tensors, B
+ * a U8 tensor): B is bound whole, A and C in windows of rows (or calls of
+ * blocks of rows); a B past it is cut into quantized matrices of blocks of
+ * its rows; against the reference on the same bytes; with a bias. dt: the
+ * host arrays' dtype. */
 static void quant_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const char *limit,
                        uint32_t type, uint32_t group, vkmha_op op, uint32_t dt, uint32_t m,
                        uint32_t n, uint32_t k, bool on_tensors)
 {
     static const char *const qn[] = {"", "q8", "q4", "q4z"}, *const dn[] = {"f32", "", "f16", "bf16"};
     char name[200];
-    snprintf(name, sizeof name, "matmul %s g%u op %s %s m %u n %u k %u%s: a and c past %s, "
-             "b whole", qn[type], group, op == VKMHA_OP_T ? "T" : "N", dn[dt], m, n, k,
+    snprintf(name, sizeof name, "matmul %s g%u op %s %s m %u n %u k %u%s past %s", qn[type],
+             group, op == VKMHA_OP_T ? "T" : "N", dn[dt], m, n, k,
              on_tensors ? " (tensors)" : "", limit);
     const vkmha_quant_desc q = {type, group, op == VKMHA_OP_T ? n : k, op == VKMHA_OP_T ? k : n};
     vkmha_quant_layout l = {0};
@@ -544,17 +545,18 @@ static void quant_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const
     free(want), free(got);
 }
 
-/* What a quantized B cannot run as: itself past `limit` (its planes are one
- * binding: never cut), or with op N one row of C past it. UNSUPPORTED naming
- * the array, C untouched. */
+/* What a quantized B cannot run as: past `limit` with op N, or as a tensor
+ * (its planes are one binding: the backend never cuts it; host arrays with
+ * op T are cut into quantized matrices of fewer rows: quant_case), or with
+ * op N one row of C past it. UNSUPPORTED naming the array, C untouched. */
 static void quant_refused(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const char *limit,
                           uint32_t type, vkmha_op op, uint32_t m, uint32_t n, uint32_t k,
-                          const char *array)
+                          const char *array, bool on_tensors)
 {
     char label[200];
-    snprintf(label, sizeof label, "matmul %s op %s m %u n %u k %u: %s past %s, refused",
+    snprintf(label, sizeof label, "matmul %s op %s m %u n %u k %u%s: %s past %s, refused",
              type == VKMHA_QUANT_Q8 ? "q8" : "q4", op == VKMHA_OP_T ? "T" : "N", m, n, k,
-             array, limit);
+             on_tensors ? " (tensors)" : "", array, limit);
     const vkmha_quant_desc q = {type, 32, op == VKMHA_OP_T ? n : k, op == VKMHA_OP_T ? k : n};
     vkmha_quant_layout l = {0};
     float *w = t_random(rng, (size_t)n * k, -1, 1), *a = t_random(rng, (size_t)m * k, -1, 1),
@@ -563,13 +565,29 @@ static void quant_refused(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, co
     uint8_t *b = malloc(l.bytes ? l.bytes : 1);
     const vkmha_matmul_desc d = {.m = m, .n = n, .k = k, .op_b = op, .b_quant = type,
                                  .b_group_size = 32};
-    vkmha_status st = laid && b && !vkmha_quantize(ref, &q, VKMHA_DTYPE_F32, w, b, l.bytes)
-                          ? vkmha_matmul(gpu, &d, a, b, NULL, c)
-                          : VKMHA_ERROR_INVALID_ARGUMENT;
+    vkmha_status st = VKMHA_ERROR_INVALID_ARGUMENT;
+    if (laid && b && !vkmha_quantize(ref, &q, VKMHA_DTYPE_F32, w, b, l.bytes)) {
+        if (!on_tensors) {
+            st = vkmha_matmul(gpu, &d, a, b, NULL, c);
+        } else {
+            vkmha_tensor *ta = put(gpu, VKMHA_DTYPE_F32, (size_t)m * k, a),
+                         *tb = put(gpu, VKMHA_DTYPE_U8, l.bytes, b),
+                         *tc = put(gpu, VKMHA_DTYPE_F32, (size_t)m * n, c);
+            if (ta && tb && tc)
+                st = vkmha_matmul_tensor(gpu, &d, ta, tb, NULL, tc);
+            free(c);
+            c = get(tc, (size_t)m * n);
+            /* The download cleared the message: the same call again, for
+             * report_refused to read it. */
+            if (ta && tb && tc)
+                st = vkmha_matmul_tensor(gpu, &d, ta, tb, NULL, tc);
+            vkmha_tensor_destroy(ta), vkmha_tensor_destroy(tb), vkmha_tensor_destroy(tc);
+        }
+    }
     char tensor[8];
     snprintf(tensor, sizeof tensor, ": %s", array);
-    report_refused(ref, gpu, rng, st, "vkmha_matmul", tensor, limit,
-                   untouched(c, (size_t)m * n), label);
+    report_refused(ref, gpu, rng, st, on_tensors ? "vkmha_matmul_tensor" : "vkmha_matmul",
+                   tensor, limit, untouched(c, (size_t)m * n), label);
     free(w), free(a), free(c), free(b);
 }
 
@@ -589,12 +607,23 @@ static void quant_range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng
     /* A few rows of A (the few-rows kernels) past it: 5 x 4096. */
     quant_case(ref, gpu, rng, limit, VKMHA_QUANT_Q4, 128, VKMHA_OP_T, VKMHA_DTYPE_F32, 5, 9,
                4096, false);
+    /* B past it (op T, host arrays): calls of blocks of its rows, each a
+     * quantized matrix of its own; 80 KiB of q8 with 2 rows of A, 70 KiB
+     * of q4z with A past it too (fp16), 86 KiB of q4 (an odd n). */
+    quant_case(ref, gpu, rng, limit, VKMHA_QUANT_Q8, 32, VKMHA_OP_T, VKMHA_DTYPE_F32, 2, 600,
+               128, false);
+    quant_case(ref, gpu, rng, limit, VKMHA_QUANT_Q4Z, 64, VKMHA_OP_T, VKMHA_DTYPE_F16, 301, 1000,
+               128, false);
+    quant_case(ref, gpu, rng, limit, VKMHA_QUANT_Q4, 32, VKMHA_OP_T, VKMHA_DTYPE_F32, 7, 1219,
+               128, false);
     if (strstr(limit, "Range")) /* tensors past the range (not past allocations) */
         quant_case(ref, gpu, rng, limit, VKMHA_QUANT_Q4Z, 64, VKMHA_OP_T, VKMHA_DTYPE_F32, 300,
                    24, 128, true);
-    /* B of 80 KiB; a C row of 80 KiB (op N, k 1). */
-    quant_refused(ref, gpu, rng, limit, VKMHA_QUANT_Q8, VKMHA_OP_T, 2, 600, 128, "b");
-    quant_refused(ref, gpu, rng, limit, VKMHA_QUANT_Q4, VKMHA_OP_N, 2, 20480, 1, "c");
+    /* B of 80 KiB with op N, or as a tensor; a C row of 80 KiB (op N, k 1). */
+    quant_refused(ref, gpu, rng, limit, VKMHA_QUANT_Q8, VKMHA_OP_N, 2, 128, 600, "b", false);
+    if (strstr(limit, "Range"))
+        quant_refused(ref, gpu, rng, limit, VKMHA_QUANT_Q8, VKMHA_OP_T, 2, 600, 128, "b", true);
+    quant_refused(ref, gpu, rng, limit, VKMHA_QUANT_Q4, VKMHA_OP_N, 2, 20480, 1, "c", false);
 }
 
 static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const char *limit)

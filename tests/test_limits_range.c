@@ -3,7 +3,9 @@
  * (the second and third items of tests/test_limits.c's list): arrays and
  * tensors above them run in parts (a matmul in windows, the other ops and
  * the layer in calls of entries, heads or rows, masks moved with them, an
- * attention's keys in windows, KV caches past them) and match the reference
+ * attention's keys in windows, KV caches past them, a quantized B's
+ * matmul in windows of rows of A and C or, on host arrays with op T, in
+ * calls of blocks of B's rows) and match the reference
  * backend; what no part fits is VKMHA_ERROR_UNSUPPORTED with a message
  * naming it (outputs untouched, the context still works). Tolerances: those
  * of tests/test_limits.c. */
@@ -498,10 +500,19 @@ static void layer_rows_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
  * blocks of rows); a B past it is cut into quantized matrices of blocks of
  * its rows; against the reference on the same bytes; with a bias. dt: the
  * host arrays' dtype. */
+typedef struct quant_shape {
+    uint32_t type, group;
+    vkmha_op op;
+    uint32_t dt, m, n, k;
+    bool on_tensors;
+} quant_shape;
+
 static void quant_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const char *limit,
-                       uint32_t type, uint32_t group, vkmha_op op, uint32_t dt, uint32_t m,
-                       uint32_t n, uint32_t k, bool on_tensors)
+                       const quant_shape *c)
 {
+    const uint32_t type = c->type, group = c->group, dt = c->dt, m = c->m, n = c->n, k = c->k;
+    const vkmha_op op = c->op;
+    const bool on_tensors = c->on_tensors;
     static const char *const qn[] = {"", "q8", "q4", "q4z"}, *const dn[] = {"f32", "", "f16", "bf16"};
     char name[200];
     snprintf(name, sizeof name, "matmul %s g%u op %s %s m %u n %u k %u%s past %s", qn[type],
@@ -594,36 +605,37 @@ static void quant_refused(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, co
 static void quant_range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,
                               const char *limit)
 {
-    /* A of 112 KiB (fp32) or 88 KiB (fp16), C of 47 KiB; k and m not
-     * multiples of any tile; every type; both ops. */
-    quant_case(ref, gpu, rng, limit, VKMHA_QUANT_Q4, 32, VKMHA_OP_T, VKMHA_DTYPE_F32, 301, 40,
-               96, false);
-    quant_case(ref, gpu, rng, limit, VKMHA_QUANT_Q8, 64, VKMHA_OP_N, VKMHA_DTYPE_F32, 211, 128,
-               70, false);
-    quant_case(ref, gpu, rng, limit, VKMHA_QUANT_Q4Z, 32, VKMHA_OP_T, VKMHA_DTYPE_F16, 701, 33,
-               64, false);
-    quant_case(ref, gpu, rng, limit, VKMHA_QUANT_Q8, 32, VKMHA_OP_T, VKMHA_DTYPE_BF16, 700, 17,
-               64, false);
-    /* A few rows of A (the few-rows kernels) past it: 5 x 4096. */
-    quant_case(ref, gpu, rng, limit, VKMHA_QUANT_Q4, 128, VKMHA_OP_T, VKMHA_DTYPE_F32, 5, 9,
-               4096, false);
-    /* B past it (op T, host arrays): calls of blocks of its rows, each a
-     * quantized matrix of its own; 80 KiB of q8 with 2 rows of A, 70 KiB
-     * of q4z with A past it too (fp16), 86 KiB of q4 (an odd n). */
-    quant_case(ref, gpu, rng, limit, VKMHA_QUANT_Q8, 32, VKMHA_OP_T, VKMHA_DTYPE_F32, 2, 600,
-               128, false);
-    quant_case(ref, gpu, rng, limit, VKMHA_QUANT_Q4Z, 64, VKMHA_OP_T, VKMHA_DTYPE_F16, 301, 1000,
-               128, false);
-    quant_case(ref, gpu, rng, limit, VKMHA_QUANT_Q4, 32, VKMHA_OP_T, VKMHA_DTYPE_F32, 7, 1219,
-               128, false);
-    if (strstr(limit, "Range")) /* tensors past the range (not past allocations) */
-        quant_case(ref, gpu, rng, limit, VKMHA_QUANT_Q4Z, 64, VKMHA_OP_T, VKMHA_DTYPE_F32, 300,
-                   24, 128, true);
+    const uint32_t Q8 = VKMHA_QUANT_Q8, Q4 = VKMHA_QUANT_Q4, Q4Z = VKMHA_QUANT_Q4Z,
+                   F32 = VKMHA_DTYPE_F32, F16 = VKMHA_DTYPE_F16, BF16 = VKMHA_DTYPE_BF16;
+    const vkmha_op T = VKMHA_OP_T, N = VKMHA_OP_N;
+    const quant_shape cases[] = {
+        /* A of 112 KiB (fp32) or 88 KiB (fp16), C of 47 KiB; k and m not
+         * multiples of any tile; every type; both ops. */
+        {Q4, 32, T, F32, 301, 40, 96, false},
+        {Q8, 64, N, F32, 211, 128, 70, false},
+        {Q4Z, 32, T, F16, 701, 33, 64, false},
+        {Q8, 32, T, BF16, 700, 17, 64, false},
+        /* A few rows of A (the few-rows kernels) past it: 5 x 4096. */
+        {Q4, 128, T, F32, 5, 9, 4096, false},
+        /* B past it (op T, host arrays): calls of blocks of its rows, each
+         * a quantized matrix of its own; 80 KiB of q8 with 2 rows of A,
+         * 70 KiB of q4z with A past it too (fp16), 86 KiB of q4 (an odd
+         * n). */
+        {Q8, 32, T, F32, 2, 600, 128, false},
+        {Q4Z, 64, T, F16, 301, 1000, 128, false},
+        {Q4, 32, T, F32, 7, 1219, 128, false},
+        /* Tensors past the range (past an allocation: test_limits_sparse). */
+        {Q4Z, 64, T, F32, 300, 24, 128, true},
+    };
+    const bool range = strstr(limit, "Range") != NULL;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        if (range || !cases[i].on_tensors)
+            quant_case(ref, gpu, rng, limit, &cases[i]);
     /* B of 80 KiB with op N, or as a tensor; a C row of 80 KiB (op N, k 1). */
-    quant_refused(ref, gpu, rng, limit, VKMHA_QUANT_Q8, VKMHA_OP_N, 2, 128, 600, "b", false);
-    if (strstr(limit, "Range"))
-        quant_refused(ref, gpu, rng, limit, VKMHA_QUANT_Q8, VKMHA_OP_T, 2, 600, 128, "b", true);
-    quant_refused(ref, gpu, rng, limit, VKMHA_QUANT_Q4, VKMHA_OP_N, 2, 20480, 1, "c", false);
+    quant_refused(ref, gpu, rng, limit, Q8, N, 2, 128, 600, "b", false);
+    if (range)
+        quant_refused(ref, gpu, rng, limit, Q8, T, 2, 600, 128, "b", true);
+    quant_refused(ref, gpu, rng, limit, Q4, N, 2, 20480, 1, "c", false);
 }
 
 static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const char *limit)

@@ -602,6 +602,72 @@ static void quant_refused(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, co
     free(w), free(a), free(c), free(b);
 }
 
+/* The cut of a quantized B (q8, op T, 80 KiB past the 64 KiB range) on a
+ * context whose allocator fails the call's 1st, 2nd, ... host allocation
+ * in turn (a new context each time) until the call needs no failure:
+ * always OUT_OF_HOST_MEMORY, the same call then right on that context, no
+ * block left after it is destroyed. */
+static void quant_cut_alloc_failures(vkmha_context *ref, t_rng *rng)
+{
+    const uint32_t m = 2, n = 600, k = 128;
+    t_counting c = {0};
+    vkmha_allocator al = {t_counting_alloc, NULL, t_counting_free, &c};
+    const vkmha_debug_options dbg = {.max_storage_buffer_range = 64 * 1024};
+    vkmha_context_desc cd = {0};
+    cd.enable_validation = t_validation();
+    cd.flags = VKMHA_CONTEXT_NO_SELF_CHECK;
+    cd.allocator = &al;
+    cd.debug = &dbg;
+    cd.log = t_log;
+    const vkmha_quant_desc q = {VKMHA_QUANT_Q8, 32, n, k};
+    vkmha_quant_layout l = {0};
+    float *w = t_random(rng, (size_t)n * k, -1, 1), *a = t_random(rng, (size_t)m * k, -1, 1),
+          *want = t_alloc((size_t)m * n), *got = t_alloc((size_t)m * n);
+    const bool laid = !vkmha_quant_layout_of(ref, &q, &l);
+    uint8_t *b = malloc(l.bytes ? l.bytes : 1);
+    const vkmha_matmul_desc d = {.m = m, .n = n, .k = k, .op_b = VKMHA_OP_T,
+                                 .b_quant = VKMHA_QUANT_Q8, .b_group_size = 32};
+    bool ok = laid && b && !vkmha_quantize(ref, &q, VKMHA_DTYPE_F32, w, b, l.bytes) &&
+              !vkmha_matmul(ref, &d, a, b, NULL, want);
+    long points = 0, bad = 0;
+    for (long i = 1; ok && i < 1000; i++) {
+        c = (t_counting){0};
+        vkmha_context *gpu = NULL;
+        if (vkmha_context_create(&cd, &gpu)) {
+            ok = false;
+            break;
+        }
+        c.fail_at = c.total + i;
+        vkmha_status st = vkmha_matmul(gpu, &d, a, b, NULL, got);
+        c.fail_at = 0;
+        const bool failed = c.failed > 0;
+        if (failed) {
+            points++;
+            if (st != VKMHA_ERROR_OUT_OF_HOST_MEMORY)
+                t_diag("failing allocation %ld of the call: %s", i, vkmha_status_string(st));
+            bad += st != VKMHA_ERROR_OUT_OF_HOST_MEMORY;
+            st = vkmha_matmul(gpu, &d, a, b, NULL, got); /* usable after it */
+        }
+        const bool right = !st && t_close("the cut", "c", got, want, (size_t)m * n,
+                                          2e-6 * sqrt((double)k), 1e-5);
+        t_report_validation(gpu);
+        vkmha_context_destroy(gpu);
+        if (!right || c.live) {
+            t_diag("failing allocation %ld: then %s, %ld blocks left after destroy", i,
+                   right ? "right" : "wrong", c.live);
+            bad++;
+        }
+        if (!failed) /* the call needed fewer than i allocations */
+            break;
+    }
+    t_report(ok && points > 0 && !bad,
+             "a quantized b cut into blocks of rows: each of the call's %ld host allocations "
+             "failed in turn gives OUT_OF_HOST_MEMORY, then the call matches the reference, "
+             "nothing left after destroy (%ld wrong)",
+             points, bad);
+    free(w), free(a), free(want), free(got), free(b);
+}
+
 static void quant_range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,
                               const char *limit)
 {
@@ -948,6 +1014,7 @@ int main(void)
     range_cases(ref, gpu, &rng, "maxStorageBufferRange");
     t_report_validation(gpu);
     vkmha_context_destroy(gpu);
+    quant_cut_alloc_failures(ref, &rng);
 
     vkmha_debug_options alloc = {.max_allocation_size = 32 * 1024};
     gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &alloc, count_splits, NULL);

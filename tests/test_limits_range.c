@@ -504,7 +504,7 @@ typedef struct quant_shape {
     uint32_t type, group;
     vkmha_op op;
     uint32_t dt, m, n, k;
-    bool on_tensors;
+    bool on_tensors; /* fp32 tensors: dt must be F32 */
 } quant_shape;
 
 static void quant_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const char *limit,
@@ -513,7 +513,8 @@ static void quant_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const
     const uint32_t type = c->type, group = c->group, dt = c->dt, m = c->m, n = c->n, k = c->k;
     const vkmha_op op = c->op;
     const bool on_tensors = c->on_tensors;
-    static const char *const qn[] = {"", "q8", "q4", "q4z"}, *const dn[] = {"f32", "", "f16", "bf16"};
+    static const char *const qn[] = {"", "q8", "q4", "q4z"},
+                             *const dn[] = {"f32", "", "f16", "bf16"};
     char name[200];
     snprintf(name, sizeof name, "matmul %s g%u op %s %s m %u n %u k %u%s past %s", qn[type],
              group, op == VKMHA_OP_T ? "T" : "N", dn[dt], m, n, k,
@@ -527,8 +528,9 @@ static void quant_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const
     bool ok = laid && b && !vkmha_quantize(ref, &q, VKMHA_DTYPE_F32, w, b, l.bytes);
     const vkmha_matmul_desc d = {.m = m, .n = n, .k = k, .op_b = op, .dtype = dt,
                                  .b_quant = type, .b_group_size = group};
+    float *c0 = sentinels((size_t)m * n);
     void *ha = t_to_dt(dt, a, (size_t)m * k), *hbias = t_to_dt(dt, bias, n),
-         *hw = t_to_dt(dt, a, (size_t)m * n), *hg = t_to_dt(dt, a, (size_t)m * n);
+         *hw = t_to_dt(dt, c0, (size_t)m * n), *hg = t_to_dt(dt, c0, (size_t)m * n);
     ok = ok && !vkmha_matmul(ref, &d, ha, b, hbias, hw);
     vkmha_status st = VKMHA_SUCCESS;
     g_splits = 0;
@@ -552,7 +554,7 @@ static void quant_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const
     report_split(name, gpu, st,
                  ok && !st && t_close(name, "c", got, want, (size_t)m * n,
                                       2e-6 * sqrt((double)k), rtol));
-    free(w), free(a), free(bias), free(b), free(ha), free(hbias), free(hw), free(hg);
+    free(w), free(a), free(bias), free(b), free(ha), free(hbias), free(hw), free(hg), free(c0);
     free(want), free(got);
 }
 

@@ -494,6 +494,22 @@ static void layer_rows_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
 
 /* ---- a quantized B --------------------------------------------------------- */
 
+/* Random weights in [-1, 1] of rows x cols quantized on the host (type,
+ * group) into *layout's bytes; NULL if that failed. */
+static uint8_t *quantized(vkmha_context *ref, t_rng *rng, uint32_t type, uint32_t group,
+                          uint32_t rows, uint32_t cols, vkmha_quant_layout *layout)
+{
+    const vkmha_quant_desc q = {type, group, rows, cols};
+    float *w = t_random(rng, (size_t)rows * cols, -1, 1);
+    uint8_t *b = vkmha_quant_layout_of(ref, &q, layout) ? NULL : malloc(layout->bytes);
+    if (b && vkmha_quantize(ref, &q, VKMHA_DTYPE_F32, w, b, layout->bytes)) {
+        free(b);
+        b = NULL;
+    }
+    free(w);
+    return b;
+}
+
 /* A matmul with a quantized B (type, group) whose A and C, or B (op T,
  * host arrays), are past `limit` (on_tensors: A and C as fp32 tensors, B
  * a U8 tensor): B is bound whole, A and C in windows of rows (or calls of
@@ -519,13 +535,11 @@ static void quant_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const
     snprintf(name, sizeof name, "matmul %s g%u op %s %s m %u n %u k %u%s past %s", qn[type],
              group, op == VKMHA_OP_T ? "T" : "N", dn[dt], m, n, k,
              on_tensors ? " (tensors)" : "", limit);
-    const vkmha_quant_desc q = {type, group, op == VKMHA_OP_T ? n : k, op == VKMHA_OP_T ? k : n};
     vkmha_quant_layout l = {0};
-    float *w = t_random(rng, (size_t)n * k, -1, 1), *a = t_random(rng, (size_t)m * k, -1, 1),
-          *bias = t_random(rng, n, -1, 1);
-    const bool laid = !vkmha_quant_layout_of(ref, &q, &l);
-    uint8_t *b = malloc(l.bytes ? l.bytes : 1);
-    bool ok = laid && b && !vkmha_quantize(ref, &q, VKMHA_DTYPE_F32, w, b, l.bytes);
+    uint8_t *b = quantized(ref, rng, type, group, op == VKMHA_OP_T ? n : k,
+                           op == VKMHA_OP_T ? k : n, &l);
+    float *a = t_random(rng, (size_t)m * k, -1, 1), *bias = t_random(rng, n, -1, 1);
+    bool ok = b != NULL;
     const vkmha_matmul_desc d = {.m = m, .n = n, .k = k, .op_b = op, .dtype = dt,
                                  .b_quant = type, .b_group_size = group};
     float *c0 = sentinels((size_t)m * n);
@@ -554,7 +568,7 @@ static void quant_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const
     report_split(name, gpu, st,
                  ok && !st && t_close(name, "c", got, want, (size_t)m * n,
                                       2e-6 * sqrt((double)k), rtol));
-    free(w), free(a), free(bias), free(b), free(ha), free(hbias), free(hw), free(hg), free(c0);
+    free(a), free(bias), free(b), free(ha), free(hbias), free(hw), free(hg), free(c0);
     free(want), free(got);
 }
 
@@ -570,16 +584,14 @@ static void quant_refused(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, co
     snprintf(label, sizeof label, "matmul %s op %s m %u n %u k %u%s: %s past %s, refused",
              type == VKMHA_QUANT_Q8 ? "q8" : "q4", op == VKMHA_OP_T ? "T" : "N", m, n, k,
              on_tensors ? " (tensors)" : "", array, limit);
-    const vkmha_quant_desc q = {type, 32, op == VKMHA_OP_T ? n : k, op == VKMHA_OP_T ? k : n};
     vkmha_quant_layout l = {0};
-    float *w = t_random(rng, (size_t)n * k, -1, 1), *a = t_random(rng, (size_t)m * k, -1, 1),
-          *c = sentinels((size_t)m * n);
-    const bool laid = !vkmha_quant_layout_of(ref, &q, &l);
-    uint8_t *b = malloc(l.bytes ? l.bytes : 1);
+    uint8_t *b = quantized(ref, rng, type, 32, op == VKMHA_OP_T ? n : k,
+                           op == VKMHA_OP_T ? k : n, &l);
+    float *a = t_random(rng, (size_t)m * k, -1, 1), *c = sentinels((size_t)m * n);
     const vkmha_matmul_desc d = {.m = m, .n = n, .k = k, .op_b = op, .b_quant = type,
                                  .b_group_size = 32};
     vkmha_status st = VKMHA_ERROR_INVALID_ARGUMENT;
-    if (laid && b && !vkmha_quantize(ref, &q, VKMHA_DTYPE_F32, w, b, l.bytes)) {
+    if (b) {
         if (!on_tensors) {
             st = vkmha_matmul(gpu, &d, a, b, NULL, c);
         } else {
@@ -601,7 +613,7 @@ static void quant_refused(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, co
     snprintf(tensor, sizeof tensor, ": %s", array);
     report_refused(ref, gpu, rng, st, on_tensors ? "vkmha_matmul_tensor" : "vkmha_matmul",
                    tensor, limit, untouched(c, (size_t)m * n), label);
-    free(w), free(a), free(c), free(b);
+    free(a), free(c), free(b);
 }
 
 /* The cut of a quantized B (q8, op T, 80 KiB past the 64 KiB range) on a
@@ -621,16 +633,13 @@ static void quant_cut_alloc_failures(vkmha_context *ref, t_rng *rng)
     cd.allocator = &al;
     cd.debug = &dbg;
     cd.log = t_log;
-    const vkmha_quant_desc q = {VKMHA_QUANT_Q8, 32, n, k};
     vkmha_quant_layout l = {0};
-    float *w = t_random(rng, (size_t)n * k, -1, 1), *a = t_random(rng, (size_t)m * k, -1, 1),
-          *want = t_alloc((size_t)m * n), *got = t_alloc((size_t)m * n);
-    const bool laid = !vkmha_quant_layout_of(ref, &q, &l);
-    uint8_t *b = malloc(l.bytes ? l.bytes : 1);
+    uint8_t *b = quantized(ref, rng, VKMHA_QUANT_Q8, 32, n, k, &l);
+    float *a = t_random(rng, (size_t)m * k, -1, 1), *want = t_alloc((size_t)m * n),
+          *got = t_alloc((size_t)m * n);
     const vkmha_matmul_desc d = {.m = m, .n = n, .k = k, .op_b = VKMHA_OP_T,
                                  .b_quant = VKMHA_QUANT_Q8, .b_group_size = 32};
-    bool ok = laid && b && !vkmha_quantize(ref, &q, VKMHA_DTYPE_F32, w, b, l.bytes) &&
-              !vkmha_matmul(ref, &d, a, b, NULL, want);
+    bool ok = b && !vkmha_matmul(ref, &d, a, b, NULL, want);
     long points = 0, bad = 0;
     for (long i = 1; ok && i < 1000; i++) {
         c = (t_counting){0};
@@ -667,7 +676,7 @@ static void quant_cut_alloc_failures(vkmha_context *ref, t_rng *rng)
              "failed in turn gives OUT_OF_HOST_MEMORY, then the call matches the reference, "
              "nothing left after destroy (%ld wrong)",
              points, bad);
-    free(w), free(a), free(want), free(got), free(b);
+    free(a), free(want), free(got), free(b);
 }
 
 static void quant_range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,

@@ -458,6 +458,11 @@ typedef struct vkmha_debug_options {
      * device_local_memory reports it. For tests that fill the device's
      * memory where it is the host's (lavapipe, integrated GPUs). */
     uint64_t max_device_local_memory VKMHA_ZERO;
+    /* Lower maxPerStageDescriptorStorageBuffers (0 = the device's own),
+     * like the limits above: kernels that bind more storage buffers are not
+     * used, or the context is refused (vkmha_device_info.
+     * max_storage_buffers_per_stage). */
+    uint32_t max_storage_buffers_per_stage VKMHA_ZERO;
 } vkmha_debug_options;
 
 typedef enum vkmha_debug_profile {
@@ -564,6 +569,14 @@ typedef struct vkmha_device_info {
     uint64_t device_local_memory VKMHA_ZERO;      /* bytes, largest device-local heap */
     bool unified_memory VKMHA_ZERO; /* device-local memory is host-visible and cached */
     float timestamp_period VKMHA_ZERO; /* ns per timestamp tick */
+    /* maxPerStageDescriptorStorageBuffers: the storage buffers one kernel
+     * may bind (Vulkan guarantees 4; desktop GPUs have thousands, some
+     * phones' drivers report 4). A kernel that binds more is not used (the
+     * workgroup-shared fused attention binds 11: its heads then run
+     * unfused or on the CPU-shaped fused kernel, 7); below 7, the
+     * softmax's, the device is refused (VKMHA_ERROR_UNSUPPORTED at
+     * vkmha_context_create). vkmha_context_get_kernels lists what is used. */
+    uint32_t max_storage_buffers_per_stage VKMHA_ZERO;
 } vkmha_device_info;
 
 

@@ -196,6 +196,14 @@ static vkmha_status prepare(vk_state *vk, const attn_shape *s, uint32_t fold, ui
                            "windows with its shared-memory kernel, which has no blocks for "
                            "these head dims on this device; use the unfused path",
                            vk->ctx->call, (unsigned long long)vk->info.max_storage_buffer_range);
+    if (s->path == VKMHA_ATTENTION_PATH_FUSED && !fusable && cls < VK_FLASH_CLASSES &&
+        (vk->tuning.unfit_kinds >> KIND_FLASH & 1))
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "%s: the fused attention path's kernel binds %u storage buffers, "
+                           "more than this device's maxPerStageDescriptorStorageBuffers (%u); "
+                           "use the unfused path",
+                           vk->ctx->call, vk_kind_storage_buffers(vk, KIND_FLASH),
+                           vk->info.max_storage_buffers_per_stage);
     if (s->path == VKMHA_ATTENTION_PATH_FUSED && !fusable) {
         /* The largest head-dim class whose blocks fit the device's limits. */
         uint32_t most = 0;

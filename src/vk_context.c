@@ -138,10 +138,13 @@ static vkmha_status apply_debug(vk_state *vk, const vkmha_debug_options *d, uint
         if ((h->flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) && h->size > info->device_local_memory)
             h->size = info->device_local_memory;
     }
-    uint64_t shared = info->max_shared_memory;
-    if ((st = lower_limit(vk, "max_shared_memory", d->max_shared_memory, &shared)))
+    uint64_t shared = info->max_shared_memory, storage = info->max_storage_buffers_per_stage;
+    if ((st = lower_limit(vk, "max_shared_memory", d->max_shared_memory, &shared)) ||
+        (st = lower_limit(vk, "max_storage_buffers_per_stage", d->max_storage_buffers_per_stage,
+                          &storage)))
         return st;
     info->max_shared_memory = (uint32_t)shared;
+    info->max_storage_buffers_per_stage = (uint32_t)storage;
     if ((unsigned)d->fused_kernel > VKMHA_FUSED_KERNEL_COOPERATIVE)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_INVALID_ARGUMENT,
                            "vkmha_context_create: desc->debug->fused_kernel (%d) is not a "

@@ -11,6 +11,8 @@ vkmha_status vk_descriptors_init(vk_state *vk)
     VkResult r;
     vkmha_status st;
     for (int k = 0; k < KIND_COUNT; k++) {
+        if (vk->tuning.unfit_kinds >> k & 1)
+            continue; /* past maxPerStageDescriptorStorageBuffers: its kernels are not used */
         VkDescriptorSetLayoutBinding b[VK_MAX_BINDINGS];
         const uint32_t nb = vk_kind_bindings(vk, (vk_kind)k);
         for (uint32_t i = 0; i < nb; i++)
@@ -187,6 +189,8 @@ vkmha_status vk_site_pool_create(vk_state *vk, const vk_kind *kinds, uint32_t co
         return vk_fail(vk, r, "vkCreateDescriptorPool");
     }
     for (uint32_t i = 0; i < count; i++) {
+        if (!vk->desc.set_layouts[kinds[i]])
+            continue; /* a kind not used on this device (vk_tuning.unfit_kinds) */
         VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
         ai.descriptorPool = p.pool;
         ai.descriptorSetCount = 1;

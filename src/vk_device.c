@@ -119,6 +119,7 @@ static void fill_info(const vkmha_context *ctx, const vk_instance_table *vki,
     /* Vulkan 1.1 guarantees at least 1 GiB when the property is absent. */
     info->max_allocation_size = v11 ? m3.maxMemoryAllocationSize : (1ull << 30);
     info->timestamp_period = lim->timestampPeriod;
+    info->max_storage_buffers_per_stage = lim->maxPerStageDescriptorStorageBuffers;
 
     vki->GetPhysicalDeviceMemoryProperties(phys, mp);
     for (uint32_t i = 0; i < mp->memoryHeapCount; i++)

@@ -51,6 +51,14 @@ VkDescriptorType vk_binding_type(const vk_state *vk, vk_kind kind, uint32_t bind
     return texel ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
 }
 
+uint32_t vk_kind_storage_buffers(const vk_state *vk, vk_kind kind)
+{
+    uint32_t n = 0;
+    for (uint32_t b = 0; b < vk_kind_bindings(vk, kind); b++)
+        n += vk_binding_type(vk, kind, b) == VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    return n;
+}
+
 uint32_t vk_binding_source(const vk_state *vk, vk_kind kind, uint32_t binding)
 {
     const struct kind_def *k = &kind_defs[kind];
@@ -522,7 +530,8 @@ uint32_t vk_pipe_path(vk_pipe pipe)
 bool vk_pipe_available(const vk_state *vk, vk_pipe pipe)
 {
     const vk_kernel_def *k = &vk_kernel_defs[pipe.kernel];
-    return !(vk->tuning.disabled_paths & vk_pipe_path(pipe)) && (!k->available || k->available(vk, pipe));
+    return !(vk->tuning.disabled_paths & vk_pipe_path(pipe)) &&
+           !(vk->tuning.unfit_kinds >> k->kind & 1) && (!k->available || k->available(vk, pipe));
 }
 
 vk_kind vk_pipe_kind(vk_pipe pipe)

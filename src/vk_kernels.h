@@ -164,6 +164,9 @@ bool vk_texel_u16(const vk_state *vk, vk_pipe pipe, uint32_t dtypes);
 /* Bindings of a kind's descriptor set, and the type of each. */
 uint32_t vk_kind_bindings(const vk_state *vk, vk_kind kind);
 VkDescriptorType vk_binding_type(const vk_state *vk, vk_kind kind, uint32_t binding);
+/* The storage buffers among them (maxPerStageDescriptorStorageBuffers
+ * bounds them; vk_tuning.unfit_kinds). */
+uint32_t vk_kind_storage_buffers(const vk_state *vk, vk_kind kind);
 /* The index, in the buffers a dispatch passes, of the buffer bound at
  * `binding` (texel views repeat a storage binding's buffer). */
 uint32_t vk_binding_source(const vk_state *vk, vk_kind kind, uint32_t binding);

@@ -46,6 +46,10 @@ typedef struct vk_tuning {
     /* vkmha_path bits not used (vk_tuning_disable): a kernel's pipelines
      * of such a path are unavailable (vk_pipe_available). */
     uint32_t disabled_paths;
+    /* vk_kind bits of the descriptor interfaces that bind more storage
+     * buffers than the device's maxPerStageDescriptorStorageBuffers: their
+     * kernels are unavailable, their layouts never created. */
+    uint32_t unfit_kinds;
     /* The cooperative-matrix matmul (shaders/matmul_coop.comp): its tile
      * (variant COOPERATIVE; workgroup_size 0: none on this context), of the
      * device's vk_state.coop_shape, and coop_matmul: products of fp16 A and

@@ -383,6 +383,43 @@ static bool env_tile(vkmha_tile_config *t)
                                                             : (vkmha_matmul_variant)-1};
     return true;
 }
+
+/* The descriptor interfaces that bind more storage buffers than one stage
+ * may (maxPerStageDescriptorStorageBuffers: 4 in Vulkan, and on some
+ * phones' drivers, where the workgroup-shared fused kernel's 11 are too
+ * many): the fused kernels' are not used (vk_pipe_available; their heads
+ * run unfused, or on the CPU-shaped kernel); the others have nothing to
+ * replace them, so the device is refused, naming the kernel that binds the
+ * most of them. */
+static vkmha_status fit_storage_buffers(vk_state *vk)
+{
+    const uint32_t most = vk->info.max_storage_buffers_per_stage;
+    vk_tuning *t = &vk->tuning;
+    uint32_t need = 0;
+    vk_kind worst = KIND_COUNT;
+    t->unfit_kinds = 0;
+    for (uint32_t k = 0; k < KIND_COUNT; k++) {
+        const uint32_t n = vk_kind_storage_buffers(vk, (vk_kind)k);
+        if (n <= most)
+            continue;
+        t->unfit_kinds |= 1u << k;
+        if (k != KIND_FLASH && k != KIND_FLASH_CPU && n > need)
+            need = n, worst = (vk_kind)k;
+    }
+    if (worst != KIND_COUNT) {
+        const char *name = "?";
+        for (uint32_t i = 0; i < KERNEL_COUNT && !strcmp(name, "?"); i++)
+            if (vk_kernel_defs[i].kind == worst)
+                name = vk_kernel_defs[i].name;
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
+                           "vkmha_context_create: the device's "
+                           "maxPerStageDescriptorStorageBuffers is %u: the %s kernel binds %u "
+                           "storage buffers (vkmha needs %u)",
+                           most, name, need, need);
+    }
+    return VKMHA_SUCCESS;
+}
+
 vkmha_status vk_tuning_init(vk_state *vk, const vk_tuning_desc *desc)
 {
     vk_tuning *t = &vk->tuning;
@@ -524,6 +561,9 @@ vkmha_status vk_tuning_init(vk_state *vk, const vk_tuning_desc *desc)
         vk->tuning.flash_cpu[c] = cpu && vk->tuning.matmul_texel ? pick_flash_cpu(&vk->info, vk_flash_dim(c))
                                                    : (vk_flash_config){0};
     }
+    const vkmha_status fit = fit_storage_buffers(vk);
+    if (fit)
+        return fit;
     if (vk->tuning.fused_kernel == VKMHA_FUSED_KERNEL_REGISTER && !vk->tuning.flash_cpu[0].workgroup_size)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "vkmha_context_create: desc->debug->fused_kernel: the CPU-shaped "

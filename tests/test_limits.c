@@ -16,15 +16,18 @@
  *     limit;
  *   - maxComputeSharedMemorySize lowered to 8 KiB: the fused attention's d576
  *     class no longer fits, vkmha_context_get_kernels says so, and its heads
- *     run unfused.
+ *     run unfused;
+ *   - maxPerStageDescriptorStorageBuffers lowered to 10, 7, 6 and 4: the
+ *     kernels that bind more are not used, or the context is refused
+ *     (storage_buffer_cases).
  * Tolerances are those of the op's own test (test_matmul.c, ...): matmul
  * 2e-6 sqrt(k) + 1e-5 |ref|, softmax and attention weights 1e-6 + 1e-5
  * |ref|, attention outputs 2e-6 sqrt(len_k) + 1e-5 |ref|, heads exact, the
  * layer T_LAYER_ATOL + T_LAYER_RTOL |ref|.
  *
- * This file: the workgroup grid, shared memory, the mobile profile and bad
- * debug options; test_limits_range.c: the storage range and allocation
- * size; test_limits_sparse.c: tensors past maxMemoryAllocationSize. Their
+ * This file: the workgroup grid, shared memory, storage buffers, the mobile
+ * profile and bad debug options; test_limits_range.c: the storage range and
+ * allocation size; test_limits_sparse.c: tensors past maxMemoryAllocationSize. Their
  * shared cases: tests/util_limits.h. */
 #include "util.h"
 #include "util_dtype.h"
@@ -42,21 +45,21 @@ static void record_plan(void *user, vkmha_log_level level, vkmha_status status,
     t_log(user, level, status, msg);
 }
 
-/* One attention of head dims dk, dv on `path`: the status, and for a
- * success outputs that match the reference and a plan line that says
- * `want_plan` ("fused" or "unfused"); for a failure a message that says
- * want_plan. */
-static void shared_attention_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,
-                                  uint32_t dk, uint32_t dv, uint32_t path, vkmha_status want,
-                                  const char *want_plan)
+/* One attention of head dims dk, dv on `path` on a context of a lowered
+ * limit (`limit` names it): the status, and for a success outputs that
+ * match the reference and a plan line that says `want_plan` ("fused" or
+ * "unfused"); for a failure a message that says want_plan. */
+static void limited_attention_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,
+                                   const char *limit, uint32_t dk, uint32_t dv, uint32_t path,
+                                   vkmha_status want, const char *want_plan)
 {
     const vkmha_attention_desc s = {2, 2, 0, 19, 23, dk, dv, 0, path, 0, 0};
     const t_attention_sizes n = t_attention_size(&s);
     float *q = t_random(rng, n.q, -1, 1), *k = t_random(rng, n.k, -1, 1),
           *v = t_random(rng, n.v, -1, 1), *want_out = t_alloc(n.out), *got = t_alloc(n.out);
     char name[160];
-    snprintf(name, sizeof name, "attention dk %u dv %u, 8 KiB of shared memory, path %s", dk,
-             dv, path == VKMHA_ATTENTION_PATH_FUSED ? "FUSED" : "AUTO");
+    snprintf(name, sizeof name, "attention dk %u dv %u, %s, path %s", dk, dv, limit,
+             path == VKMHA_ATTENTION_PATH_FUSED ? "FUSED" : "AUTO");
     g_plan[0] = '\0';
     vkmha_status st = vkmha_attention(gpu, &s, q, k, v, NULL, got, NULL);
     bool ok = st == want;
@@ -109,16 +112,112 @@ static void shared_memory_cases(vkmha_context *ref, t_rng *rng)
     t_report(ok, "get_kernels with 8 KiB of shared memory: flash_d576 not available, "
                  "flash_d256 available (%u bytes), every kernel within 8 KiB",
              d256.shared_bytes);
-    shared_attention_case(ref, gpu, rng, 100, 72, VKMHA_ATTENTION_PATH_FUSED, VKMHA_SUCCESS,
-                          "fused");
-    shared_attention_case(ref, gpu, rng, 200, 136, VKMHA_ATTENTION_PATH_FUSED, VKMHA_SUCCESS,
-                          "fused");
-    shared_attention_case(ref, gpu, rng, 300, 264, VKMHA_ATTENTION_PATH_AUTO, VKMHA_SUCCESS,
-                          "unfused");
-    shared_attention_case(ref, gpu, rng, 300, 264, VKMHA_ATTENTION_PATH_FUSED,
-                          VKMHA_ERROR_UNSUPPORTED, "head dims up to 256");
+    const char *limit = "8 KiB of shared memory";
+    limited_attention_case(ref, gpu, rng, limit, 100, 72, VKMHA_ATTENTION_PATH_FUSED,
+                           VKMHA_SUCCESS, "fused");
+    limited_attention_case(ref, gpu, rng, limit, 200, 136, VKMHA_ATTENTION_PATH_FUSED,
+                           VKMHA_SUCCESS, "fused");
+    limited_attention_case(ref, gpu, rng, limit, 300, 264, VKMHA_ATTENTION_PATH_AUTO,
+                           VKMHA_SUCCESS, "unfused");
+    limited_attention_case(ref, gpu, rng, limit, 300, 264, VKMHA_ATTENTION_PATH_FUSED,
+                           VKMHA_ERROR_UNSUPPORTED, "head dims up to 256");
     t_report_validation(gpu);
     vkmha_context_destroy(gpu);
+}
+
+/* maxPerStageDescriptorStorageBuffers lowered (Vulkan's minimum is 4;
+ * some phones' drivers report 4): the workgroup-shared fused kernel binds 11 storage
+ * buffers, the CPU-shaped one and the softmax 7 (vkmha_device_info).
+ *   - 10, the workgroup-shared kernel forced, without push descriptors (so
+ *     that descriptor sets are allocated, none of the fused kernel's
+ *     interface): no flash_d* kernel available, the attention of the
+ *     default path runs unfused and matches the reference, the fused path
+ *     is UNSUPPORTED naming the limit, the layer is right;
+ *   - 7: the CPU-shaped fused kernel (a CPU device's) at exactly its count
+ *     still runs the fused path (on GPUs, which have no CPU-shaped kernel,
+ *     the fused path is then UNSUPPORTED as above);
+ *   - 6 and 4: vkmha_context_create is UNSUPPORTED naming the limit and the
+ *     softmax kernel, and leaves no context. */
+static void storage_buffer_cases(vkmha_context *ref, t_rng *rng)
+{
+    vkmha_debug_options ten = {.fused_kernel = VKMHA_FUSED_KERNEL_SHARED,
+                               .no_push_descriptors = true,
+                               .max_storage_buffers_per_stage = 10};
+    vkmha_context *gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &ten, record_plan, NULL);
+    vkmha_context_info info;
+    vkmha_context_get_info(gpu, &info);
+    t_report(info.device.max_storage_buffers_per_stage == 10 && !info.push_descriptors,
+             "get_info reports maxPerStageDescriptorStorageBuffers %u (lowered)",
+             info.device.max_storage_buffers_per_stage);
+    vkmha_kernel_info all[80];
+    uint32_t n = 80, flash = 0;
+    bool ok = vkmha_context_get_kernels(gpu, &n, all) == VKMHA_SUCCESS && n <= 80;
+    for (uint32_t i = 0; ok && i < n; i++)
+        if (!strncmp(all[i].name, "flash_d", 7) || !strncmp(all[i].name, "flash_coop_d", 12)) {
+            flash++;
+            if (all[i].available) {
+                t_diag("%s is available", all[i].name);
+                ok = false;
+            }
+        }
+    t_report(ok && flash >= 6, "get_kernels with 10 storage buffers a stage: none of the %u "
+                               "workgroup-shared fused kernels available", flash);
+    const char *limit = "10 storage buffers a stage";
+    limited_attention_case(ref, gpu, rng, limit, 64, 40, VKMHA_ATTENTION_PATH_AUTO,
+                           VKMHA_SUCCESS, "unfused");
+    limited_attention_case(ref, gpu, rng, limit, 64, 40, VKMHA_ATTENTION_PATH_FUSED,
+                           VKMHA_ERROR_UNSUPPORTED, "maxPerStageDescriptorStorageBuffers (10)");
+    /* The layer of layer_case (masks, weights), on the default path. */
+    t_layer l;
+    t_layer_make(&l, rng, 32, 4, 2, 2, 100, 23,
+                 VKMHA_MASK_KEY_PADDING | VKMHA_MASK_CAUSAL | VKMHA_MASK_BIAS);
+    vkmha_mha *mr = NULL, *mg = NULL;
+    float *want = t_alloc(l.n_out), *got = t_alloc(l.n_out);
+    float *want_w = t_alloc(l.n_weights), *got_w = t_alloc(l.n_weights);
+    vkmha_mha_io io = l.io, gio = l.io;
+    io.out = want, io.attn_weights = want_w, gio.out = got, gio.attn_weights = got_w;
+    const char *name = "mha forward B 2 Lq 100 Lk 23 d_model 32 H 4 Hkv 2, masks, weights, "
+                       "10 storage buffers a stage";
+    vkmha_status st = vkmha_mha_create(gpu, &l.desc, &mg);
+    st = st ? st : vkmha_mha_forward(mg, &gio);
+    t_report(st == VKMHA_SUCCESS && !vkmha_mha_create(ref, &l.desc, &mr) &&
+                 !vkmha_mha_forward(mr, &io) &&
+                 t_close(name, "attn_weights", got_w, want_w, l.n_weights, 1e-6, 1e-5) &&
+                 t_close(name, "out", got, want, l.n_out, T_LAYER_ATOL, T_LAYER_RTOL),
+             "%s: %s, matches the reference", name, vkmha_status_string(st));
+    vkmha_mha_destroy(mr);
+    vkmha_mha_destroy(mg);
+    free(want), free(got), free(want_w), free(got_w);
+    t_layer_free(&l);
+    t_report_validation(gpu);
+    vkmha_context_destroy(gpu);
+
+    vkmha_debug_options seven = {.max_storage_buffers_per_stage = 7};
+    gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &seven, record_plan, NULL);
+    vkmha_context_get_info(gpu, &info);
+    const bool cpu = info.device.type == VKMHA_DEVICE_TYPE_CPU;
+    limited_attention_case(ref, gpu, rng, "7 storage buffers a stage", 64, 40,
+                           VKMHA_ATTENTION_PATH_FUSED,
+                           cpu ? VKMHA_SUCCESS : VKMHA_ERROR_UNSUPPORTED,
+                           cpu ? "fused" : "maxPerStageDescriptorStorageBuffers (7)");
+    t_report_validation(gpu);
+    vkmha_context_destroy(gpu);
+
+    const uint32_t refused[] = {6, 4};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        vkmha_debug_options d = {.max_storage_buffers_per_stage = refused[i]};
+        vkmha_context_desc cd = {.backend = VKMHA_BACKEND_VULKAN, .debug = &d};
+        vkmha_context *c = NULL;
+        char want[64];
+        snprintf(want, sizeof want, "maxPerStageDescriptorStorageBuffers is %u", refused[i]);
+        const vkmha_status st = vkmha_context_create(&cd, &c);
+        const char *msg = vkmha_context_last_error(NULL);
+        t_report(st == VKMHA_ERROR_UNSUPPORTED && !c && strstr(msg, want) &&
+                     strstr(msg, "softmax"),
+                 "%u storage buffers a stage: context creation %s (%s)", refused[i],
+                 vkmha_status_string(st), msg);
+        vkmha_context_destroy(c);
+    }
 }
 
 int main(void)
@@ -158,6 +257,7 @@ int main(void)
     vkmha_context_destroy(gpu);
 
     shared_memory_cases(ref, &rng);
+    storage_buffer_cases(ref, &rng);
 
     /* The mobile profile: every limit it names lowered (where the device's
      * is higher), every kernel within them, the ops and the layer right. */
@@ -202,7 +302,10 @@ int main(void)
     const struct {
         vkmha_debug_options d;
         const char *word;
-    } bad[] = {{{.profile = 7}, "profile"}, {{.max_workgroup_invocations = UINT32_MAX}, "max_workgroup_invocations"}};
+    } bad[] = {{{.profile = 7}, "profile"},
+                 {{.max_workgroup_invocations = UINT32_MAX}, "max_workgroup_invocations"},
+                 {{.max_storage_buffers_per_stage = UINT32_MAX},
+                  "max_storage_buffers_per_stage"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         vkmha_context_desc cd = {.backend = VKMHA_BACKEND_VULKAN, .debug = &bad[i].d};
         vkmha_context *c = NULL;

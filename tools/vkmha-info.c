@@ -56,6 +56,8 @@ static void print_device(const vkmha_device_info *d)
     printf("  max storage buffer range  %llu bytes\n",
            (unsigned long long)d->max_storage_buffer_range);
     printf("  max allocation size       %llu bytes\n", (unsigned long long)d->max_allocation_size);
+    printf("  storage buffers a kernel  %u (maxPerStageDescriptorStorageBuffers)\n",
+           d->max_storage_buffers_per_stage);
     printf("  device-local memory       %llu MiB%s\n",
            (unsigned long long)(d->device_local_memory >> 20),
            d->unified_memory ? " (unified with host: no staging copies)" : "");

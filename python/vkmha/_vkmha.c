@@ -214,6 +214,8 @@ static PyObject *device_dict(const vkmha_device_info *di)
         put(d, "max_storage_buffer_range",
             PyLong_FromUnsignedLongLong(di->max_storage_buffer_range)) ||
         put(d, "max_allocation_size", PyLong_FromUnsignedLongLong(di->max_allocation_size)) ||
+        put(d, "max_storage_buffers_per_stage",
+            PyLong_FromUnsignedLong(di->max_storage_buffers_per_stage)) ||
         put(d, "device_local_memory", PyLong_FromUnsignedLongLong(di->device_local_memory)) ||
         put(d, "unified_memory", PyBool_FromLong(di->unified_memory))) {
         Py_DECREF(d);

@@ -660,7 +660,7 @@ static void fuzz_context(reader *r)
                                size_field(r), size_field(r),
                                {size_field(r), size_field(r), size_field(r)},
                                (u8(r) & 1) != 0, u8(r) & 3, u32raw(r), (u8(r) & 1) != 0,
-                               size_field(r)};
+                               size_field(r), size_field(r)};
     d.scratch_budget = size_field(r);
     d.debug = (b & 8) ? &dbg : NULL;
     vkmha_context *ctx = (vkmha_context *)(uintptr_t)1;

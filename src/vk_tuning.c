@@ -407,15 +407,14 @@ static vkmha_status fit_storage_buffers(vk_state *vk)
             need = n, worst = (vk_kind)k;
     }
     if (worst != KIND_COUNT) {
-        const char *name = "?";
-        for (uint32_t i = 0; i < KERNEL_COUNT && !strcmp(name, "?"); i++)
-            if (vk_kernel_defs[i].kind == worst)
-                name = vk_kernel_defs[i].name;
+        uint32_t i = 0; /* the first kernel of that kind names it */
+        while (vk_kernel_defs[i].kind != worst)
+            i++;
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "vkmha_context_create: the device's "
                            "maxPerStageDescriptorStorageBuffers is %u: the %s kernel binds %u "
                            "storage buffers (vkmha needs %u)",
-                           most, name, need, need);
+                           most, vk_kernel_defs[i].name, need, need);
     }
     return VKMHA_SUCCESS;
 }

@@ -27,8 +27,8 @@
  *
  * This file: the workgroup grid, shared memory, storage buffers, the mobile
  * profile and bad debug options; test_limits_range.c: the storage range and
- * allocation size; test_limits_sparse.c: tensors past maxMemoryAllocationSize. Their
- * shared cases: tests/util_limits.h. */
+ * allocation size; test_limits_sparse.c: tensors past
+ * maxMemoryAllocationSize. Their shared cases: tests/util_limits.h. */
 #include "util.h"
 #include "util_dtype.h"
 #include "util_limits.h"

@@ -1000,14 +1000,19 @@ typedef struct vkmha_matmul_desc {
      * non-finite (Inf or NaN, as the kernel's order of operations gives),
      * and Q4Z's zero points are read from their low 4 bits. The
      * reference backend computes from the same values in double. Vulkan:
-     * a kernel binds b whole (its planes are one binding). Past
-     * maxStorageBufferRange or maxMemoryAllocationSize, vkmha_matmul with
-     * op T cuts b into calls of blocks of its rows (columns of C), each
-     * a quantized matrix of its own (the same bytes); op N's b and a
-     * tensor b must fit both (VKMHA_ERROR_UNSUPPORTED naming b). A and C
-     * past them run in windows, or calls, of blocks of rows (a row of C
-     * must then fit: with op N and a small k it may not, UNSUPPORTED
-     * naming c). */
+     * a kernel binds b whole (its planes are one binding). A b past
+     * maxStorageBufferRange or maxMemoryAllocationSize runs in blocks of
+     * its rows (op T: columns of C; op N: ranges of k, summed in fp32),
+     * each a quantized matrix of its own (the same bytes, the same
+     * results): host arrays past either limit are cut on the host into
+     * calls (op T) or submissions (op N); a b within one allocation but
+     * past the range (a tensor, or host arrays with op N) has each block
+     * copied on the device (a wrapped tensor's buffer then needs
+     * VK_BUFFER_USAGE_TRANSFER_SRC_BIT). A tensor b past an allocation is
+     * a sparse one (vkmha_tensor_create). A and C past them run in
+     * windows, or calls, of blocks of rows (a row of C must then fit:
+     * with op N and a small k it may not, VKMHA_ERROR_UNSUPPORTED naming
+     * c). */
     uint32_t b_quant VKMHA_ZERO;
     uint32_t b_group_size VKMHA_ZERO;
 } vkmha_matmul_desc;
@@ -1214,8 +1219,9 @@ typedef struct vkmha_mha_desc {
      * vkmha_matmul with that B (b_quant); the biases, gamma and beta stay
      * in storage_dtype. The reference backend computes from the same
      * dequantized values. Vulkan: each quantized weight must fit one
-     * binding (maxStorageBufferRange) and one allocation
-     * (VKMHA_ERROR_UNSUPPORTED naming it). */
+     * allocation (maxMemoryAllocationSize; VKMHA_ERROR_UNSUPPORTED naming
+     * it); past maxStorageBufferRange its projections copy blocks of its
+     * rows on the device (as vkmha_matmul_desc.b_quant says). */
     uint32_t weight_quant VKMHA_ZERO;
     uint32_t weight_group_size VKMHA_ZERO;
     /* With weight_quant: w_q, w_k, w_v and w_o already hold quantized

@@ -130,7 +130,11 @@ typedef struct vkmha_vulkan_desc {
 /* Wraps `size` bytes of an application's buffer from `offset` as a tensor of
  * desc's shape, without copying. The buffer must be of the context's device,
  * created with VK_BUFFER_USAGE_STORAGE_BUFFER_BIT (plus TRANSFER_SRC / _DST
- * for vkmha_tensor_download / _upload), bound to memory, and outlive the
+ * for vkmha_tensor_download / _upload; _DST and _SRC for a KV cache's
+ * tensors, which creation zeroes and vkmha_kv_cache_reorder copies by
+ * transfers; TRANSFER_SRC for a quantized matmul b past
+ * maxStorageBufferRange, whose blocks of rows are copied), bound to
+ * memory, and outlive the
  * tensor. offset must be a multiple of the element size (4 bytes for F32,
  * 2 for F16 and BF16, 1 for U8), nothing more: a tensor between two
  * multiples of minStorageBufferOffsetAlignment is bound from the one below

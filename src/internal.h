@@ -574,6 +574,20 @@ static inline vkmha_quant_layout vkmha__quant_layout(const vkmha_quant_desc *d)
     return l;
 }
 
+/* The most rows of the quantized matrix d whose layout fits `bytes` (a
+ * window or a block of its rows as a matrix of its own: vkmha__quant_slice
+ * on the host, planes' ranges copied on the device). */
+uint32_t vkmha__quant_rows_within(const vkmha_quant_desc *d, uint64_t bytes);
+/* Rows [r0, r0 + sub->rows) of the quantized matrix d (layout l) as the
+ * byte ranges of its planes (codes, scales and, with Q4Z, zero points):
+ * bytes[i] from from[i] of d's bytes to to[i] of the matrix of their own
+ * (sub, layout sl); returns how many ranges (2 or 3). The device copies
+ * them (a window of a quantized B: src/vk_matmul.c). */
+uint32_t vkmha__quant_row_planes(const vkmha_quant_desc *d, const vkmha_quant_layout *l,
+                                 uint32_t r0, const vkmha_quant_desc *sub,
+                                 const vkmha_quant_layout *sl, uint64_t from[3], uint64_t to[3],
+                                 uint64_t bytes[3]);
+
 /* src/quant.c. vkmha_quantize after its checks (desc, layout l), in the
  * current call: an unquantizable group's message names `what`. */
 vkmha_status vkmha__quantize(vkmha_context *ctx, const vkmha_quant_desc *desc,

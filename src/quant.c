@@ -83,6 +83,33 @@ vkmha_status vkmha__quant_check(vkmha_context *ctx, const vkmha_quant_desc *d,
     return VKMHA_SUCCESS;
 }
 
+uint32_t vkmha__quant_rows_within(const vkmha_quant_desc *d, uint64_t bytes)
+{
+    const uint64_t groups = d->cols / d->group_size,
+                   row = d->cols / (d->type == VKMHA_QUANT_Q8 ? 1 : 2) + 2 * groups +
+                         (d->type == VKMHA_QUANT_Q4Z ? groups : 0);
+    vkmha_quant_desc sub = *d;
+    sub.rows = (uint32_t)(bytes / row < d->rows ? bytes / row : d->rows);
+    while (sub.rows && vkmha__quant_layout(&sub).bytes > bytes) /* the planes' padding */
+        sub.rows--;
+    return sub.rows;
+}
+
+uint32_t vkmha__quant_row_planes(const vkmha_quant_desc *d, const vkmha_quant_layout *l,
+                                 uint32_t r0, const vkmha_quant_desc *sub,
+                                 const vkmha_quant_layout *sl, uint64_t from[3], uint64_t to[3],
+                                 uint64_t bytes[3])
+{
+    const uint64_t groups = d->cols / d->group_size;
+    from[0] = (uint64_t)r0 * d->cols / (d->type == VKMHA_QUANT_Q8 ? 1 : 2), to[0] = 0;
+    bytes[0] = sl->scales_offset;
+    from[1] = l->scales_offset + 2 * groups * r0, to[1] = sl->scales_offset;
+    bytes[1] = 2 * groups * sub->rows;
+    from[2] = l->zeros_offset + groups * r0, to[2] = sl->zeros_offset;
+    bytes[2] = groups * sub->rows;
+    return d->type == VKMHA_QUANT_Q4Z ? 3 : 2;
+}
+
 void vkmha__quant_slice(const vkmha_quant_desc *d, const vkmha_quant_layout *l,
                         const uint8_t *src, uint32_t r0, uint32_t c0,
                         const vkmha_quant_desc *sub, const vkmha_quant_layout *sl, uint8_t *dst)

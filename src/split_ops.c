@@ -110,19 +110,6 @@ vkmha_status vkmha__heads_split(vkmha_context *ctx, const vkmha_run *run, const 
 
 /* ---- matmul ---------------------------------------------------------------- */
 
-/* The most rows of the quantized matrix d whose layout fits `bytes`. */
-static uint32_t quant_rows_within(const vkmha_quant_desc *d, uint64_t bytes)
-{
-    const uint64_t groups = d->cols / d->group_size,
-                   row = d->cols / (d->type == VKMHA_QUANT_Q8 ? 1 : 2) + 2 * groups +
-                         (d->type == VKMHA_QUANT_Q4Z ? groups : 0);
-    vkmha_quant_desc sub = *d;
-    sub.rows = (uint32_t)(bytes / row < d->rows ? bytes / row : d->rows);
-    while (sub.rows && vkmha__quant_layout(&sub).bytes > bytes) /* the planes' padding */
-        sub.rows--;
-    return sub.rows;
-}
-
 /* Whether a quantized B (op T, host arrays) is past what one call binds:
  * matmul_blocks cuts it. */
 static bool quant_b_past(const vkmha_context *ctx, const vkmha_run *run, const mm_shape *s)
@@ -138,12 +125,11 @@ static bool quant_b_past(const vkmha_context *ctx, const vkmha_run *run, const m
  * 16 where it splits); windows past maxStorageBufferRange are the
  * backend's. B past it with op N (strided columns) goes to the backend
  * whole, which runs it in blocks of B's rows (ranges of k) summed on the
- * device; not one row fitting, too, and the backend refuses it naming the
- * array. A quantized B is bound whole by the backend (its planes are one
- * binding): with op T, one past the range or an allocation is cut here
- * into blocks of its rows, each a quantized matrix of its own
- * (vkmha__quant_slice into one host buffer); with op N it goes whole and
- * the backend refuses what does not fit. */
+ * device, a quantized one sliced into matrices of their own; not one row
+ * fitting, too, and the backend refuses it naming the array. A quantized
+ * B with op T past the range or an allocation is cut here into blocks of
+ * its rows, each a quantized matrix of its own (vkmha__quant_slice into
+ * one host buffer). */
 static vkmha_status matmul_blocks(vkmha_context *ctx, const vkmha_run *run, const mm_shape *s,
                                   const vkmha_arg *a, const vkmha_arg *b, const vkmha_arg *bias,
                                   const vkmha_arg *c)
@@ -154,7 +140,8 @@ static vkmha_status matmul_blocks(vkmha_context *ctx, const vkmha_run *run, cons
     if (s->trans_b && !quant && s->extent_b > most)
         nc = vkmha__part16(vkmha__rows_within(most, s->k, s->ldb), s->n);
     if (cut_q)
-        nc = vkmha__part16(quant_rows_within(&s->quant_b, vkmha__split_limit(ctx, run)), s->n);
+        nc = vkmha__part16(vkmha__quant_rows_within(&s->quant_b, vkmha__split_limit(ctx, run)),
+                           s->n);
     const uint64_t rows_a = vkmha__rows_within(most, s->k, s->lda),
                    rows_c = vkmha__rows_within(most, nc, s->ldc);
     mc = rows_a < mc ? rows_a : mc;

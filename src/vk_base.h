@@ -183,6 +183,7 @@ typedef enum vk_slot {
     SLOT_OUT,     /* op and layer outputs */
     SLOT_WEIGHTS, /* attention weights of a 16-bit dtype (host arrays) */
     SLOT_MM_ACC,  /* fp32 sums of a 16-bit matmul's ranges of k (vk_record_matmul) */
+    SLOT_MM_QB,   /* a window of a quantized B's rows as a matrix of its own (the same) */
     SLOT_ROPE,    /* RoPE's (cos, sin) table of a layer's forward (src/vk_mha.c) */
     SLOT_COUNT
 } vk_slot;

@@ -178,36 +178,40 @@ static vkmha_status plan_windows(vk_state *vk, const vk_matmul_args *a, uint64_t
     if (fit_a && fit_b && fit_c && vk_view_fits(vk, &a->bias, bbias))
         return VKMHA_SUCCESS;
     const char *what = !fit_a ? "a" : !fit_b ? "b" : !fit_c ? "c" : "bias";
-    /* A quantized B is bound whole (its codes, scales and zero points are
-     * planes of one binding: a window of its rows would be three), so its
-     * products run in windows of rows of A and C only. */
-    if (a->quant.type && !fit_b)
-        return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
-                           "%s: b: a quantized b of %llu bytes is beyond maxStorageBufferRange "
-                           "(%llu bytes): quantized matrices are bound whole, not in windows",
-                           vk->ctx->call, (unsigned long long)bb, (unsigned long long)range);
     if (batch > 1)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: %s of a batched matmul is beyond maxStorageBufferRange (%llu "
                            "bytes); only single products are split",
                            vk->ctx->call, what, (unsigned long long)range);
+    /* A quantized B's windows are ranges of its rows, each copied into
+     * SLOT_MM_QB as a matrix of its own (its codes, scales and zero points
+     * are planes of one binding: a window of them would be three): as many
+     * rows as that slot can hold. */
+    const uint64_t qmost = most < vk->info.max_allocation_size ? most
+                                                               : vk->info.max_allocation_size;
     uint64_t cols = n;
     if (a->trans_b && !fit_b)
-        cols = rows_within(most, k, ldb, a->b.dtype);
+        cols = a->quant.type ? vkmha__quant_rows_within(&a->quant, qmost)
+                             : rows_within(most, k, ldb, a->b.dtype);
     const uint64_t c_cols = most / vkmha__dtype_size(a->c.dtype);
     cols = vkmha__part16(cols < c_cols ? cols : c_cols, n);
-    if (a->quant.type && cols < n) /* op N with a few rows of B: C's rows are longer */
+    /* Op N with a few rows of B, C's rows longer than the range: a window
+     * of a quantized B's columns would be a range of every row's planes. */
+    if (a->quant.type && !a->trans_b && cols < n)
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: c: one row of c (%llu bytes) is beyond maxStorageBufferRange "
-                           "(%llu bytes): with a quantized b, products run in windows of rows "
-                           "only", vk->ctx->call,
+                           "(%llu bytes): with a quantized b and op N, products run in windows "
+                           "of rows of c only", vk->ctx->call,
                            (unsigned long long)(n * vkmha__dtype_size(a->c.dtype)),
                            (unsigned long long)range);
     /* With op N, B's windows are ranges of its rows (of k): any part of it
      * fits if it does. */
     uint64_t depth = k;
     if (!a->trans_b && !fit_b && cols)
-        depth = vkmha__part16(rows_within(most, cols < n ? cols : n, ldb, a->b.dtype), k);
+        depth = vkmha__part16(a->quant.type ? vkmha__quant_rows_within(&a->quant, qmost)
+                                            : rows_within(most, cols < n ? cols : n, ldb,
+                                                          a->b.dtype),
+                              k);
     uint64_t rows = rows_within(most, depth, lda, a->a.dtype);
     uint64_t c_rows = rows_within(most, cols, ldc, a->c.dtype);
     if (depth < k && a->c.dtype != VKMHA_DTYPE_F32) { /* the fp32 sums, dense */
@@ -232,21 +236,52 @@ static bool sums_in_acc(const vk_matmul_args *a, uint64_t kc)
     return kc < a->k && a->c.dtype != VKMHA_DTYPE_F32;
 }
 
+/* Whether a window plan copies windows of a quantized B's rows into
+ * SLOT_MM_QB; *window: the quantized matrix of the largest. */
+static bool copies_b(const vk_matmul_args *a, uint64_t nc, uint64_t kc, vkmha_quant_desc *window)
+{
+    *window = a->quant;
+    window->rows = (uint32_t)(a->trans_b ? nc : kc);
+    return a->quant.type && (nc < a->n || kc < a->k);
+}
+
 vkmha_status vk_matmul_prepare(vk_state *vk, const vk_matmul_args *a, uint32_t n)
 {
-    uint64_t extra = 0, acc = 0;
+    uint64_t extra = 0, acc = 0, qb = 0;
     vkmha_status st;
     for (uint32_t i = 0; i < n; i++) {
         uint64_t mc, nc, kc, windows;
+        vkmha_quant_desc window;
         if ((st = plan_windows(vk, &a[i], &mc, &nc, &kc, &windows)))
             return st;
         extra += windows - 1;
         if (sums_in_acc(&a[i], kc) && mc * nc * 4 > acc)
             acc = mc * nc * 4;
+        if (copies_b(&a[i], nc, kc, &window) && vkmha__quant_layout(&window).bytes > qb)
+            qb = vkmha__quant_layout(&window).bytes;
     }
-    if (acc && (st = vk_slot_ensure(vk, SLOT_MM_ACC, acc)))
+    if ((acc && (st = vk_slot_ensure(vk, SLOT_MM_ACC, acc))) ||
+        (qb && (st = vk_slot_ensure(vk, SLOT_MM_QB, qb))))
         return st;
     return vk_window_sites_reserve(vk, KIND_MATMUL, extra);
+}
+
+/* Rows r0 .. of a's quantized B as the matrix part->quant (layout
+ * part->qlayout) in SLOT_MM_QB, its planes' ranges copied: after a barrier
+ * (the slot's readers before), before one (the window's reads). */
+static vkmha_status copy_b_window(vk_state *vk, const vk_matmul_args *a, uint64_t r0,
+                                  const vk_matmul_args *part)
+{
+    uint64_t from[3], to[3], bytes[3];
+    const uint32_t n = vkmha__quant_row_planes(&a->quant, &a->qlayout, (uint32_t)r0,
+                                               &part->quant, &part->qlayout, from, to, bytes);
+    vkmha_status st = VKMHA_SUCCESS;
+    vk_barrier(vk);
+    for (uint32_t i = 0; i < n && !st; i++)
+        st = vk_copy(vk, a->b.buf, a->b.offset + from[i], &vk->mem.slots[SLOT_MM_QB], to[i],
+                     bytes[i]);
+    vk_barrier(vk);
+    return st;
 }
 
 vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args *a)
@@ -272,6 +307,12 @@ vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args 
                    ec = vkmha__dtype_size(a->c.dtype), ebias = vkmha__dtype_size(a->bias.dtype);
     /* A 16-bit C's window summed in fp32 over the ranges of k: [mc][nc]. */
     const bool acc = sums_in_acc(a, kc);
+    vkmha_quant_desc window;
+    const bool copy_b = copies_b(a, nc, kc, &window);
+    if (copy_b && vk->mem.slots[SLOT_MM_QB].size < vkmha__quant_layout(&window).bytes)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_VULKAN,
+                           "%s: internal error: a quantized b's window of %u rows unprepared",
+                           vk->ctx->call, window.rows);
     vk_view acc_view = vk_view_of(&vk->mem.slots[SLOT_MM_ACC], VKMHA_DTYPE_F32);
     acc_view.stride[2] = nc;
     if (acc && vk->mem.slots[SLOT_MM_ACC].size < mc * nc * 4)
@@ -289,6 +330,13 @@ vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args 
                 part.a.offset += (m0 * a->a.stride[2] + k0) * ea;
                 part.b.offset += (a->trans_b ? n0 * a->b.stride[2] + k0
                                              : k0 * a->b.stride[2] + n0) * eb;
+                if (copy_b) { /* B's rows n0 .. (op T) or k0 .. (op N), copied */
+                    part.quant.rows = a->trans_b ? part.n : part.k;
+                    part.qlayout = vkmha__quant_layout(&part.quant);
+                    if ((st = copy_b_window(vk, a, a->trans_b ? n0 : k0, &part)))
+                        return st;
+                    part.b.buf = &vk->mem.slots[SLOT_MM_QB], part.b.offset = 0;
+                }
                 part.c.offset += (m0 * a->c.stride[2] + n0) * ec;
                 if (part.bias.buf)
                     part.bias.offset += n0 * ebias;
@@ -341,33 +389,50 @@ static vkmha_status record_op(vk_state *vk, const void *args)
  * maxMemoryAllocationSize: B in blocks of rows (ranges of k) that each fit
  * one binding, a submission each, summed into C on the device; for a 16-bit
  * C into fp32 sums (SLOT_MM_ACC) that the last block adds (one rounding).
- * A, the bias and C stay on the device between the blocks. */
+ * A quantized B's blocks are matrices of their own (vkmha__quant_slice into
+ * one host buffer). A, the bias and C stay on the device between the
+ * blocks. */
 static vkmha_status matmul_k_blocks(vk_state *vk, const mm_shape *s, const void *a,
                                     const void *b, const void *bias, void *c)
 {
     vkmha_status st;
     const uint32_t dt = s->dtype;
+    const bool quant = s->quant_b.type != 0;
     const uint64_t es = vkmha__dtype_size(dt), ba = s->extent_a * es, bc = s->extent_c * es,
                    bbias = bias ? (uint64_t)s->n * es : 0, most = vk_binding_bytes(vk);
-    const uint64_t kc = vkmha__part16(vkmha__rows_within(most / es, s->n, s->ldb), s->k);
+    const uint64_t kc = vkmha__part16(quant ? vkmha__quant_rows_within(&s->quant_b, most)
+                                            : vkmha__rows_within(most / es, s->n, s->ldb),
+                                      s->k);
+    vkmha_quant_desc block = s->quant_b;
+    block.rows = (uint32_t)kc;
+    const uint64_t block_bytes = quant ? vkmha__quant_layout(&block).bytes
+                                       : ((kc - 1) * s->ldb + s->n) * es;
     const bool acc = dt != VKMHA_DTYPE_F32;
-    if (!kc)
+    if (!kc) {
+        block.rows = 1;
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "%s: one row of b (%llu bytes) is more than this device's "
                            "maxStorageBufferRange (%llu bytes) lets one binding hold",
-                           vk->ctx->call, (unsigned long long)(s->n * es),
+                           vk->ctx->call,
+                           (unsigned long long)(quant ? vkmha__quant_layout(&block).bytes
+                                                      : s->n * es),
                            (unsigned long long)vk->info.max_storage_buffer_range);
+    }
     if ((st = vk_check_alloc(vk, ba, "a")) || (st = vk_check_alloc(vk, bc, "c")) ||
         (st = vk_slot_ensure_windowed(vk, SLOT_Q_IN, ba)) ||
-        (st = vk_slot_ensure(vk, SLOT_K_IN, ((kc - 1) * s->ldb + s->n) * es)) ||
+        (st = vk_slot_ensure(vk, SLOT_K_IN, block_bytes)) ||
         (bias && (st = vk_slot_ensure(vk, SLOT_AUX, bbias))) ||
         (st = vk_slot_ensure_windowed(vk, SLOT_OUT, bc)) ||
         (acc && (st = vk_slot_ensure_windowed(vk, SLOT_MM_ACC, (uint64_t)s->m * s->n * 4))))
         return st;
+    uint8_t *piece = quant ? vkmha__alloc(vk->ctx, (size_t)block_bytes) : NULL;
+    if (quant && !piece)
+        return vkmha__fail(vk->ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
+                           vk->ctx->call);
     vkmha__log(vk->ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
                "%s: b of %llu bytes beyond maxMemoryAllocationSize (%llu bytes): split into "
                "%llu submissions of %llu rows",
-               vk->ctx->call, (unsigned long long)(s->extent_b * es),
+               vk->ctx->call, (unsigned long long)(s->extent_b * (quant ? 1 : es)),
                (unsigned long long)vk->info.max_allocation_size,
                (unsigned long long)((s->k + kc - 1) / kc), (unsigned long long)kc);
     vk_view sums = vk_view_of(&vk->mem.slots[SLOT_MM_ACC], VKMHA_DTYPE_F32);
@@ -377,8 +442,18 @@ static vkmha_status matmul_k_blocks(vk_state *vk, const mm_shape *s, const void 
         mm_shape bs = *s;
         bs.k = (uint32_t)(s->k - k0 < kc ? s->k - k0 : kc);
         bs.sa = bs.sb = bs.sc = 0; /* one product: no batch strides */
+        const void *b_block = (const char *)b + k0 * s->ldb * es;
+        uint64_t b_bytes = ((bs.k - 1) * (uint64_t)s->ldb + s->n) * es;
+        if (quant) { /* rows k0 .. of B's planes as a matrix of bs.k rows */
+            bs.quant_b.rows = bs.k;
+            bs.layout_b = vkmha__quant_layout(&bs.quant_b);
+            vkmha__quant_slice(&s->quant_b, &s->layout_b, b, (uint32_t)k0, 0, &bs.quant_b,
+                               &bs.layout_b, piece);
+            b_block = piece, b_bytes = bs.layout_b.bytes;
+        }
         vk_matmul_args args = vk_matmul_args_of(
-            &bs, vk_view_of(&vk->mem.slots[SLOT_Q_IN], dt), vk_view_of(&vk->mem.slots[SLOT_K_IN], dt),
+            &bs, vk_view_of(&vk->mem.slots[SLOT_Q_IN], dt),
+            vk_view_of(&vk->mem.slots[SLOT_K_IN], dt),
             vk_view_of(bias && first ? &vk->mem.slots[SLOT_AUX] : NULL, dt),
             vk_view_of(&vk->mem.slots[SLOT_OUT], dt));
         args.a.offset = k0 * es; /* A's columns k0 .. at its lda */
@@ -389,10 +464,9 @@ static vkmha_status matmul_k_blocks(vk_state *vk, const mm_shape *s, const void 
             args.c = sums;
         if (acc && last)
             args.bias = sums, args.addend = true;
-        const uint64_t b_bytes = ((bs.k - 1) * (uint64_t)s->ldb + s->n) * es;
         const vk_host_call call = {
             .up = {{&vk->mem.slots[SLOT_Q_IN], first ? a : NULL, first ? ba : 0},
-                   {&vk->mem.slots[SLOT_K_IN], (const char *)b + k0 * s->ldb * es, b_bytes},
+                   {&vk->mem.slots[SLOT_K_IN], b_block, b_bytes},
                    {&vk->mem.slots[SLOT_AUX], first ? bias : NULL, first ? bbias : 0}},
             .down = {{&vk->mem.slots[SLOT_OUT], last ? c : NULL, (size_t)(s->n * es), s->m,
                       (size_t)(s->ldc * es), 1, 0}},
@@ -400,6 +474,7 @@ static vkmha_status matmul_k_blocks(vk_state *vk, const mm_shape *s, const void 
         if (!(st = vk_matmul_prepare(vk, &args, 1)))
             st = vk_run_host(vk, &call);
     }
+    vkmha__free(vk->ctx, piece);
     return st;
 }
 
@@ -408,8 +483,8 @@ vkmha_status vk_matmul(vk_state *vk, const mm_shape *s, const void *a, const voi
 {
     vkmha_status st;
     const uint64_t es = vkmha__dtype_size(s->dtype);
-    if (s->batch <= 1 && !s->trans_b && !s->quant_b.type &&
-        s->extent_b * es > vk->info.max_allocation_size)
+    if (s->batch <= 1 && !s->trans_b &&
+        s->extent_b * (s->quant_b.type ? 1 : es) > vk->info.max_allocation_size)
         return matmul_k_blocks(vk, s, a, b, bias, c);
     const uint64_t ba = s->extent_a * es, bc = s->extent_c * es,
                    bb = s->extent_b * (s->quant_b.type ? 1 : es), /* quantized: bytes */

@@ -533,6 +533,7 @@ static vkmha_status slot_ensure(vk_state *vk, vk_slot slot, VkDeviceSize size, b
         [SLOT_OUT] = "output",
         [SLOT_WEIGHTS] = "attention weights",
         [SLOT_MM_ACC] = "matmul sums over ranges of k",
+        [SLOT_MM_QB] = "a window of a quantized b",
         [SLOT_ROPE] = "RoPE's table of angles"};
     _Static_assert(SLOT_ROPE + 1 == SLOT_COUNT, "every slot has a name");
     return ensure(vk, &vk->mem.slots[slot], size, false, false, windowed, names[slot]);

@@ -104,10 +104,12 @@ vkmha_status vk_mha_weights(vkmha_mha *mha, const void *const src[WEIGHT_COUNT],
         const bool matrix = i <= W_O;
         const uint64_t in = matrix ? vkmha__weight_in(&mha->d, i) : n[i], out = n[i] / in;
         uint64_t rows = out;
-        if (matrix && mha->d.weight_quant) { /* one buffer, one binding */
+        if (matrix && mha->d.weight_quant) {
+            /* One buffer; past maxStorageBufferRange its matmuls copy
+             * windows of its rows (vk_record_matmul). */
             const vkmha_quant_desc q = vkmha__weight_quant(&mha->d, i);
             const uint64_t bytes = vkmha__quant_layout(&q).bytes;
-            if ((st = vk_check_size(vk, bytes, name)) ||
+            if ((st = vk_check_alloc(vk, bytes, name)) ||
                 (st = vk_buffer_create(vk, bytes, false, false, name, &vm->dev[i])))
                 return st;
             vm->block_rows[i] = (uint32_t)out;

@@ -19,8 +19,8 @@ typedef struct vk_matmul_args {
     bool addend;     /* bias is an fp32 [m][n] at its stride[2] (vk_record_matmul) */
     /* A quantized B (quant.type 0: none): b's view (dtype VK_DTYPE_I8 for
      * Q8, VK_DTYPE_U4 for Q4 and Q4Z) holds one matrix [quant.rows]
-     * [quant.cols] in the layout qlayout (shaders/quant.glsl); never in
-     * windows. */
+     * [quant.cols] in the layout qlayout (shaders/quant.glsl), bound
+     * whole: its windows are copied (vk_record_matmul). */
     vkmha_quant_desc quant;
     vkmha_quant_layout qlayout;
 } vk_matmul_args;
@@ -28,10 +28,12 @@ typedef struct vk_matmul_args {
  * (one product only) are bound in windows: B over its rows with op T (the
  * output's columns), over its rows with op N (ranges of k, accumulated into
  * C, or for a 16-bit C into fp32 sums in SLOT_MM_ACC that the last range
- * adds: one rounding), A and C over rows; each window after the first takes
- * the next site of vk->desc.window_sites[KIND_MATMUL] (vk_matmul_prepare before the plan, for
- * all of its matmuls, sizes SLOT_MM_ACC). A batched operand past it:
- * UNSUPPORTED. */
+ * adds: one rounding), A and C over rows; a quantized B's window of rows
+ * is first copied into SLOT_MM_QB as a matrix of its own (its planes'
+ * ranges, between two barriers). Each window after the first takes the
+ * next site of vk->desc.window_sites[KIND_MATMUL] (vk_matmul_prepare before
+ * the plan, for all of its matmuls, sizes SLOT_MM_ACC and SLOT_MM_QB). A
+ * batched operand past it: UNSUPPORTED. */
 vkmha_status vk_record_matmul(vk_state *vk, vk_site *site, const vk_matmul_args *a);
 /* Before a plan that records the n matmuls a[0 .. n - 1]: the window sites
  * their windows take (vk_window_sites_reserve); UNSUPPORTED naming the

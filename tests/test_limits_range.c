@@ -4,8 +4,9 @@
  * tensors above them run in parts (a matmul in windows, the other ops and
  * the layer in calls of entries, heads or rows, masks moved with them, an
  * attention's keys in windows, KV caches past them, a quantized B's
- * matmul in windows of rows of A and C or, on host arrays with op T, in
- * calls of blocks of B's rows) and match the reference
+ * matmul in windows of rows of A and C and of B's rows, copied as
+ * matrices of their own, or in calls of blocks of B's rows, and a layer of
+ * quantized weights past the range) and match the reference
  * backend; what no part fits is VKMHA_ERROR_UNSUPPORTED with a message
  * naming it (outputs untouched, the context still works). Tolerances: those
  * of tests/test_limits.c. */
@@ -510,11 +511,14 @@ static uint8_t *quantized(vkmha_context *ref, t_rng *rng, uint32_t type, uint32_
     return b;
 }
 
-/* A matmul with a quantized B (type, group) whose A and C, or B (op T,
- * host arrays), are past `limit` (on_tensors: A and C as fp32 tensors, B
- * a U8 tensor): B is bound whole, A and C in windows of rows (or calls of
- * blocks of rows); a B past it is cut into quantized matrices of blocks of
- * its rows; against the reference on the same bytes; with a bias. dt: the
+/* A matmul with a quantized B (type, group) whose A and C, or B, are past
+ * `limit` (on_tensors: A and C as fp32 tensors, B a U8 tensor): a B that
+ * fits is bound whole, A and C in windows of rows (or calls of blocks of
+ * rows); a B past it runs in blocks of its rows, each a quantized matrix
+ * of its own: op T's host arrays cut into calls (columns of C), op N's
+ * past an allocation in submissions of ranges of k, and past the range
+ * (host arrays or tensors, either op) windows of rows copied on the
+ * device; against the reference on the same bytes; with a bias. dt: the
  * host arrays' dtype. */
 typedef struct quant_shape {
     uint32_t type, group;
@@ -572,10 +576,9 @@ static void quant_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const
     free(want), free(got);
 }
 
-/* What a quantized B cannot run as: past `limit` with op N, or as a tensor
- * (its planes are one binding: the backend never cuts it; host arrays with
- * op T are cut into quantized matrices of fewer rows: quant_case), or with
- * op N one row of C past it. UNSUPPORTED naming the array, C untouched. */
+/* What a quantized B cannot run as: with op N one row of C past `limit`
+ * (a window of B's columns would be a range of every row's planes).
+ * UNSUPPORTED naming the array, C untouched. */
 static void quant_refused(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const char *limit,
                           uint32_t type, vkmha_op op, uint32_t m, uint32_t n, uint32_t k,
                           const char *array, bool on_tensors)
@@ -616,28 +619,31 @@ static void quant_refused(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, co
     free(a), free(c), free(b);
 }
 
-/* The cut of a quantized B (q8, op T, 80 KiB past the 64 KiB range) on a
- * context whose allocator fails the call's 1st, 2nd, ... host allocation
- * in turn (a new context each time) until the call needs no failure:
- * always OUT_OF_HOST_MEMORY, the same call then right on that context, no
- * block left after it is destroyed. */
-static void quant_cut_alloc_failures(vkmha_context *ref, t_rng *rng)
+/* A quantized B (q8, 80 KiB) in blocks of its rows: op T past the 64 KiB
+ * range (calls of blocks cut on the host), op N past it (windows copied
+ * on the device) and op N past 32 KiB allocations (submissions of blocks
+ * sliced on the host), on a context whose allocator fails the call's 1st,
+ * 2nd, ... host allocation in turn (a new context each time) until the
+ * call needs no failure: always OUT_OF_HOST_MEMORY, the same call then
+ * right on that context, no block left after it is destroyed. */
+static void quant_cut_alloc_failures(vkmha_context *ref, t_rng *rng, vkmha_op op,
+                                     const vkmha_debug_options *dbg, const char *limit)
 {
-    const uint32_t m = 2, n = 600, k = 128;
+    const uint32_t m = 2, n = op == VKMHA_OP_T ? 600 : 128, k = op == VKMHA_OP_T ? 128 : 600;
     t_counting c = {0};
     vkmha_allocator al = {t_counting_alloc, NULL, t_counting_free, &c};
-    const vkmha_debug_options dbg = {.max_storage_buffer_range = 64 * 1024};
     vkmha_context_desc cd = {0};
     cd.enable_validation = t_validation();
     cd.flags = VKMHA_CONTEXT_NO_SELF_CHECK;
     cd.allocator = &al;
-    cd.debug = &dbg;
+    cd.debug = dbg;
     cd.log = t_log;
     vkmha_quant_layout l = {0};
-    uint8_t *b = quantized(ref, rng, VKMHA_QUANT_Q8, 32, n, k, &l);
+    uint8_t *b = quantized(ref, rng, VKMHA_QUANT_Q8, 32, op == VKMHA_OP_T ? n : k,
+                           op == VKMHA_OP_T ? k : n, &l);
     float *a = t_random(rng, (size_t)m * k, -1, 1), *want = t_alloc((size_t)m * n),
           *got = t_alloc((size_t)m * n);
-    const vkmha_matmul_desc d = {.m = m, .n = n, .k = k, .op_b = VKMHA_OP_T,
+    const vkmha_matmul_desc d = {.m = m, .n = n, .k = k, .op_b = op,
                                  .b_quant = VKMHA_QUANT_Q8, .b_group_size = 32};
     bool ok = b && !vkmha_matmul(ref, &d, a, b, NULL, want);
     long points = 0, bad = 0;
@@ -672,10 +678,10 @@ static void quant_cut_alloc_failures(vkmha_context *ref, t_rng *rng)
             break;
     }
     t_report(ok && points > 0 && !bad,
-             "a quantized b cut into blocks of rows: each of the call's %ld host allocations "
-             "failed in turn gives OUT_OF_HOST_MEMORY, then the call matches the reference, "
-             "nothing left after destroy (%ld wrong)",
-             points, bad);
+             "a quantized b in blocks of rows (op %s past %s): each of the call's %ld host "
+             "allocations failed in turn gives OUT_OF_HOST_MEMORY, then the call matches the "
+             "reference, nothing left after destroy (%ld wrong)",
+             op == VKMHA_OP_T ? "T" : "N", limit, points, bad);
     free(a), free(want), free(got), free(b);
 }
 
@@ -701,18 +707,82 @@ static void quant_range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng
         {Q8, 32, T, F32, 2, 600, 128, false},
         {Q4Z, 64, T, F16, 301, 1000, 128, false},
         {Q4, 32, T, F32, 7, 1219, 128, false},
-        /* Tensors past the range (past an allocation: test_limits_sparse). */
+        /* B past it with op N (ranges of k summed: in C, or for fp16 in
+         * fp32 sums): 80 KiB of q8; 110 KiB of q4z. */
+        {Q8, 32, N, F32, 2, 128, 600, false},
+        {Q4Z, 32, N, F16, 13, 192, 1000, false},
+        /* Tensors past the range (past an allocation: test_limits_sparse):
+         * A and C; B (q8 op T, 80 KiB: windows of its rows copied, columns
+         * of C; q4z op N, 77 KiB: ranges of k; q4, an odd n, A past it). */
         {Q4Z, 64, T, F32, 300, 24, 128, true},
+        {Q8, 32, T, F32, 2, 600, 128, true},
+        {Q4Z, 32, N, F32, 3, 128, 1100, true},
+        {Q4, 32, T, F32, 400, 1219, 96, true},
     };
     const bool range = strstr(limit, "Range") != NULL;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         if (range || !cases[i].on_tensors)
             quant_case(ref, gpu, rng, limit, &cases[i]);
-    /* B of 80 KiB with op N, or as a tensor; a C row of 80 KiB (op N, k 1). */
-    quant_refused(ref, gpu, rng, limit, Q8, N, 2, 128, 600, "b", false);
-    if (range)
-        quant_refused(ref, gpu, rng, limit, Q8, T, 2, 600, 128, "b", true);
+    /* A C row of 80 KiB (op N, k 1). */
     quant_refused(ref, gpu, rng, limit, Q4, N, 2, 20480, 1, "c", false);
+    if (range)
+        quant_refused(ref, gpu, rng, limit, Q4, N, 2, 20480, 1, "c", true);
+}
+
+/* A layer of 8-bit projection weights of 68 KiB each (d_model 256, groups
+ * of 32) past `limit`: past the 64 KiB range its projections copy windows
+ * of the weights' rows (a prompt of 5 tokens, then 3 steps over a KV
+ * cache: the few-rows kernels), against the reference on the same
+ * quantized values; past the 32 KiB allocation, creation is refused naming
+ * desc->w_q. */
+static void quant_layer_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,
+                             const char *limit)
+{
+    enum { D = 256, H = 4 };
+    char name[200];
+    t_layer_desc ld;
+    t_layer_desc_make(&ld, rng, D, H, H, D / H, D / H, D, 0.1f);
+    ld.d.weight_quant = VKMHA_QUANT_Q8;
+    ld.d.weight_group_size = 32;
+    vkmha_mha *m[2] = {NULL, NULL};
+    if (!strstr(limit, "Range")) {
+        snprintf(name, sizeof name, "layer of q8 projection weights of 68 KiB past %s", limit);
+        const vkmha_status st = vkmha_mha_create(gpu, &ld.d, &m[1]);
+        report_refused(ref, gpu, rng, st, "vkmha_mha_create", "desc->w_q", limit, !m[1], name);
+        vkmha_mha_destroy(m[1]);
+        free(ld.mem);
+        return;
+    }
+    snprintf(name, sizeof name, "layer of q8 projection weights of 68 KiB past %s over a KV "
+             "cache: prompt 5, 3 steps", limit);
+    float *x = t_random(rng, 8 * D, -1, 1), *out[2] = {t_alloc(5 * D), t_alloc(5 * D)};
+    vkmha_kv_cache *c[2] = {NULL, NULL};
+    const vkmha_kv_cache_desc cd = {.capacity = 16};
+    bool ok = true;
+    for (int b = 0; b < 2; b++)
+        ok = ok && !vkmha_mha_create(b ? gpu : ref, &ld.d, &m[b]) &&
+             !vkmha_kv_cache_create(m[b], &cd, &c[b]);
+    g_splits = 0;
+    vkmha_status st = VKMHA_SUCCESS;
+    for (uint32_t t = 0; ok && !st && t < 4; t++) {
+        const uint32_t len = t ? 1 : 5, first = t ? 4 + t : 0;
+        for (int b = 0; ok && !st && b < 2; b++) {
+            const vkmha_mha_io io = {.len_q = len, .query = x + first * D, .key = x + first * D,
+                                     .value = x + first * D, .out = out[b], .kv_cache = c[b]};
+            const vkmha_status call = vkmha_mha_forward(m[b], &io);
+            ok = b || !call, st = b ? call : st;
+        }
+        ok = ok && !st &&
+             t_close(name, t ? "a step's out" : "the prompt's out", out[1], out[0],
+                     (size_t)len * D, T_LAYER_ATOL, T_LAYER_RTOL);
+    }
+    report_split(name, gpu, st, ok);
+    for (int b = 0; b < 2; b++) {
+        vkmha_kv_cache_destroy(c[b]);
+        vkmha_mha_destroy(m[b]);
+        free(out[b]);
+    }
+    free(x), free(ld.mem);
 }
 
 static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const char *limit)
@@ -725,6 +795,7 @@ static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, cons
     /* Arrays of 80 KiB: above both lowered limits (64 and 32 KiB). */
     float *a = t_random(rng, 160 * 128, -1, 1), *b = t_random(rng, 8 * 128, -1, 1);
     quant_range_cases(ref, gpu, rng, limit);
+    quant_layer_case(ref, gpu, rng, limit);
     if (windows) {
         /* A over rows; B (op T: [n][k]) over its rows, C over both, with a
          * bias; both at once; odd sizes; vec4 loads (k % 4 == 0). */
@@ -1025,7 +1096,8 @@ int main(void)
     range_cases(ref, gpu, &rng, "maxStorageBufferRange");
     t_report_validation(gpu);
     vkmha_context_destroy(gpu);
-    quant_cut_alloc_failures(ref, &rng);
+    quant_cut_alloc_failures(ref, &rng, VKMHA_OP_T, &range, "maxStorageBufferRange");
+    quant_cut_alloc_failures(ref, &rng, VKMHA_OP_N, &range, "maxStorageBufferRange");
 
     vkmha_debug_options alloc = {.max_allocation_size = 32 * 1024};
     gpu = t_context_ex(VKMHA_BACKEND_VULKAN, 0, &alloc, count_splits, NULL);
@@ -1036,6 +1108,7 @@ int main(void)
     range_cases(ref, gpu, &rng, "maxMemoryAllocationSize");
     t_report_validation(gpu);
     vkmha_context_destroy(gpu);
+    quant_cut_alloc_failures(ref, &rng, VKMHA_OP_N, &alloc, "maxMemoryAllocationSize");
 
     vkmha_context_destroy(ref);
     return t_finish();

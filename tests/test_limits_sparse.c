@@ -43,6 +43,37 @@ static void sparse_tensor_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rn
     free(hb), free(back), free(ha), free(want), free(got);
 }
 
+/* A quantized b (q4z, groups of 64, op T) of 3001 x 128: 228 KiB in four
+ * 64 KiB pages, past the 64 KiB range too: vkmha_matmul_tensor copies
+ * windows of its rows out of the sparse buffer (across page boundaries)
+ * and matches the reference on the same bytes. */
+static void sparse_quant_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
+{
+    enum { N = 3001, K = 128, M = 3 };
+    const vkmha_quant_desc q = {VKMHA_QUANT_Q4Z, 64, N, K};
+    vkmha_quant_layout l = {0};
+    float *w = t_random(rng, (size_t)N * K, -1, 1), *ha = t_random(rng, M * K, -1, 1),
+          *want = t_alloc(M * N), *got = NULL;
+    uint8_t *hb = vkmha_quant_layout_of(ref, &q, &l) ? NULL : malloc(l.bytes);
+    bool ok = hb && !vkmha_quantize(ref, &q, VKMHA_DTYPE_F32, w, hb, l.bytes);
+    vkmha_tensor *a = put(gpu, VKMHA_DTYPE_F32, M * K, ha),
+                 *b = ok ? put(gpu, VKMHA_DTYPE_U8, l.bytes, hb) : NULL,
+                 *c = put(gpu, VKMHA_DTYPE_F32, M * N, NULL);
+    const vkmha_matmul_desc d = {.m = M, .n = N, .k = K, .op_b = VKMHA_OP_T,
+                                 .b_quant = VKMHA_QUANT_Q4Z, .b_group_size = 64};
+    g_splits = 0;
+    const vkmha_status st = a && b && c ? vkmha_matmul_tensor(gpu, &d, a, b, NULL, c)
+                                        : VKMHA_ERROR_INVALID_ARGUMENT;
+    got = get(c, M * N);
+    report_split("vkmha_matmul_tensor, a q4z b of 228 KiB past maxMemoryAllocationSize and the "
+                 "range: windows of its rows copied from the sparse buffer", gpu, st,
+                 ok && !vkmha_matmul(ref, &d, ha, hb, NULL, want) &&
+                     t_close("sparse quantized b", "c", got, want, M * N,
+                             2e-6 * sqrt((double)K), 1e-5));
+    vkmha_tensor_destroy(a), vkmha_tensor_destroy(b), vkmha_tensor_destroy(c);
+    free(w), free(ha), free(want), free(got), free(hb);
+}
+
 /* A tensor create refused: UNSUPPORTED naming desc->dims and `why`, nothing
  * held, and the context still works (report_refused's follow-up). */
 static void tensor_refused(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,
@@ -99,6 +130,7 @@ static void sparse_cases(vkmha_context *ref, t_rng *rng)
                  "sparse tensors: max_tensor_bytes %llu, past maxMemoryAllocationSize",
                  (unsigned long long)info.max_tensor_bytes);
         sparse_tensor_case(ref, gpu, rng);
+        sparse_quant_case(ref, gpu, rng);
         tensor_range_cases(ref, gpu, rng);
         /* The allocations lowered, the range not: the sparse b bound whole
          * (on CPU devices the matmul reads B through texel views where a

@@ -495,22 +495,6 @@ static void layer_rows_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
 
 /* ---- a quantized B --------------------------------------------------------- */
 
-/* Random weights in [-1, 1] of rows x cols quantized on the host (type,
- * group) into *layout's bytes; NULL if that failed. */
-static uint8_t *quantized(vkmha_context *ref, t_rng *rng, uint32_t type, uint32_t group,
-                          uint32_t rows, uint32_t cols, vkmha_quant_layout *layout)
-{
-    const vkmha_quant_desc q = {type, group, rows, cols};
-    float *w = t_random(rng, (size_t)rows * cols, -1, 1);
-    uint8_t *b = vkmha_quant_layout_of(ref, &q, layout) ? NULL : malloc(layout->bytes);
-    if (b && vkmha_quantize(ref, &q, VKMHA_DTYPE_F32, w, b, layout->bytes)) {
-        free(b);
-        b = NULL;
-    }
-    free(w);
-    return b;
-}
-
 /* A matmul with a quantized B (type, group) whose A and C, or B, are past
  * `limit` (on_tensors: A and C as fp32 tensors, B a U8 tensor): a B that
  * fits is bound whole, A and C in windows of rows (or calls of blocks of
@@ -540,7 +524,7 @@ static void quant_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const
              group, op == VKMHA_OP_T ? "T" : "N", dn[dt], m, n, k,
              on_tensors ? " (tensors)" : "", limit);
     vkmha_quant_layout l = {0};
-    uint8_t *b = quantized(ref, rng, type, group, op == VKMHA_OP_T ? n : k,
+    uint8_t *b = t_quantized(ref, rng, type, group, op == VKMHA_OP_T ? n : k,
                            op == VKMHA_OP_T ? k : n, &l);
     float *a = t_random(rng, (size_t)m * k, -1, 1), *bias = t_random(rng, n, -1, 1);
     bool ok = b != NULL;
@@ -588,7 +572,7 @@ static void quant_refused(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, co
              type == VKMHA_QUANT_Q8 ? "q8" : "q4", op == VKMHA_OP_T ? "T" : "N", m, n, k,
              on_tensors ? " (tensors)" : "", array, limit);
     vkmha_quant_layout l = {0};
-    uint8_t *b = quantized(ref, rng, type, 32, op == VKMHA_OP_T ? n : k,
+    uint8_t *b = t_quantized(ref, rng, type, 32, op == VKMHA_OP_T ? n : k,
                            op == VKMHA_OP_T ? k : n, &l);
     float *a = t_random(rng, (size_t)m * k, -1, 1), *c = sentinels((size_t)m * n);
     const vkmha_matmul_desc d = {.m = m, .n = n, .k = k, .op_b = op, .b_quant = type,
@@ -639,7 +623,7 @@ static void quant_cut_alloc_failures(vkmha_context *ref, t_rng *rng, vkmha_op op
     cd.debug = dbg;
     cd.log = t_log;
     vkmha_quant_layout l = {0};
-    uint8_t *b = quantized(ref, rng, VKMHA_QUANT_Q8, 32, op == VKMHA_OP_T ? n : k,
+    uint8_t *b = t_quantized(ref, rng, VKMHA_QUANT_Q8, 32, op == VKMHA_OP_T ? n : k,
                            op == VKMHA_OP_T ? k : n, &l);
     float *a = t_random(rng, (size_t)m * k, -1, 1), *want = t_alloc((size_t)m * n),
           *got = t_alloc((size_t)m * n);
@@ -744,45 +728,20 @@ static void quant_layer_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,
     t_layer_desc_make(&ld, rng, D, H, H, D / H, D / H, D, 0.1f);
     ld.d.weight_quant = VKMHA_QUANT_Q8;
     ld.d.weight_group_size = 32;
-    vkmha_mha *m[2] = {NULL, NULL};
     if (!strstr(limit, "Range")) {
+        vkmha_mha *m = NULL;
         snprintf(name, sizeof name, "layer of q8 projection weights of 68 KiB past %s", limit);
-        const vkmha_status st = vkmha_mha_create(gpu, &ld.d, &m[1]);
-        report_refused(ref, gpu, rng, st, "vkmha_mha_create", "desc->w_q", limit, !m[1], name);
-        vkmha_mha_destroy(m[1]);
+        const vkmha_status st = vkmha_mha_create(gpu, &ld.d, &m);
+        report_refused(ref, gpu, rng, st, "vkmha_mha_create", "desc->w_q", limit, !m, name);
+        vkmha_mha_destroy(m);
         free(ld.mem);
         return;
     }
     snprintf(name, sizeof name, "layer of q8 projection weights of 68 KiB past %s over a KV "
              "cache: prompt 5, 3 steps", limit);
-    float *x = t_random(rng, 8 * D, -1, 1), *out[2] = {t_alloc(5 * D), t_alloc(5 * D)};
-    vkmha_kv_cache *c[2] = {NULL, NULL};
-    const vkmha_kv_cache_desc cd = {.capacity = 16};
-    bool ok = true;
-    for (int b = 0; b < 2; b++)
-        ok = ok && !vkmha_mha_create(b ? gpu : ref, &ld.d, &m[b]) &&
-             !vkmha_kv_cache_create(m[b], &cd, &c[b]);
     g_splits = 0;
-    vkmha_status st = VKMHA_SUCCESS;
-    for (uint32_t t = 0; ok && !st && t < 4; t++) {
-        const uint32_t len = t ? 1 : 5, first = t ? 4 + t : 0;
-        for (int b = 0; ok && !st && b < 2; b++) {
-            const vkmha_mha_io io = {.len_q = len, .query = x + first * D, .key = x + first * D,
-                                     .value = x + first * D, .out = out[b], .kv_cache = c[b]};
-            const vkmha_status call = vkmha_mha_forward(m[b], &io);
-            ok = b || !call, st = b ? call : st;
-        }
-        ok = ok && !st &&
-             t_close(name, t ? "a step's out" : "the prompt's out", out[1], out[0],
-                     (size_t)len * D, T_LAYER_ATOL, T_LAYER_RTOL);
-    }
-    report_split(name, gpu, st, ok);
-    for (int b = 0; b < 2; b++) {
-        vkmha_kv_cache_destroy(c[b]);
-        vkmha_mha_destroy(m[b]);
-        free(out[b]);
-    }
-    free(x), free(ld.mem);
+    report_split(name, gpu, VKMHA_SUCCESS, t_layer_cache_steps(ref, gpu, rng, &ld.d, name));
+    free(ld.mem);
 }
 
 static void range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, const char *limit)

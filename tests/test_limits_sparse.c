@@ -50,12 +50,10 @@ static void sparse_tensor_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rn
 static void sparse_quant_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
 {
     enum { N = 3001, K = 128, M = 3 };
-    const vkmha_quant_desc q = {VKMHA_QUANT_Q4Z, 64, N, K};
     vkmha_quant_layout l = {0};
-    float *w = t_random(rng, (size_t)N * K, -1, 1), *ha = t_random(rng, M * K, -1, 1),
-          *want = t_alloc(M * N), *got = NULL;
-    uint8_t *hb = vkmha_quant_layout_of(ref, &q, &l) ? NULL : malloc(l.bytes);
-    bool ok = hb && !vkmha_quantize(ref, &q, VKMHA_DTYPE_F32, w, hb, l.bytes);
+    uint8_t *hb = t_quantized(ref, rng, VKMHA_QUANT_Q4Z, 64, N, K, &l);
+    float *ha = t_random(rng, M * K, -1, 1), *want = t_alloc(M * N), *got = NULL;
+    const bool ok = hb != NULL;
     vkmha_tensor *a = put(gpu, VKMHA_DTYPE_F32, M * K, ha),
                  *b = ok ? put(gpu, VKMHA_DTYPE_U8, l.bytes, hb) : NULL,
                  *c = put(gpu, VKMHA_DTYPE_F32, M * N, NULL);
@@ -71,7 +69,7 @@ static void sparse_quant_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng
                      t_close("sparse quantized b", "c", got, want, M * N,
                              2e-6 * sqrt((double)K), 1e-5));
     vkmha_tensor_destroy(a), vkmha_tensor_destroy(b), vkmha_tensor_destroy(c);
-    free(w), free(ha), free(want), free(got), free(hb);
+    free(ha), free(want), free(got), free(hb);
 }
 
 /* A tensor create refused: UNSUPPORTED naming desc->dims and `why`, nothing

@@ -48,19 +48,9 @@ static double rtol_of(uint32_t dt)
  * the host (*bytes set). */
 static uint8_t *quantized_b(vkmha_context *ref, t_rng *rng, const qcase *c, uint64_t *bytes)
 {
-    const vkmha_quant_desc q = {c->type, c->group, c->op == VKMHA_OP_T ? c->n : c->k,
-                                c->op == VKMHA_OP_T ? c->k : c->n};
-    vkmha_quant_layout l;
-    if (vkmha_quant_layout_of(ref, &q, &l))
-        return NULL;
-    float *w = t_random(rng, (size_t)q.rows * q.cols, -1, 1);
-    uint8_t *b = malloc(l.bytes);
-    if (!b || vkmha_quantize(ref, &q, VKMHA_DTYPE_F32, w, b, l.bytes)) {
-        free(w);
-        free(b);
-        return NULL;
-    }
-    free(w);
+    vkmha_quant_layout l = {0};
+    uint8_t *b = t_quantized(ref, rng, c->type, c->group, c->op == VKMHA_OP_T ? c->n : c->k,
+                             c->op == VKMHA_OP_T ? c->k : c->n, &l);
     *bytes = l.bytes;
     return b;
 }
@@ -455,34 +445,7 @@ static void layer_cache_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,
     t_layer_desc_make(&ld, rng, 128, 4, 2, 32, 32, 128, 0.1f);
     ld.d.weight_quant = type;
     ld.d.weight_group_size = group;
-    float *x = t_random(rng, 8 * 128, -1, 1), *out[2] = {t_alloc(5 * 128), t_alloc(5 * 128)};
-    vkmha_mha *m[2] = {NULL, NULL};
-    vkmha_kv_cache *c[2] = {NULL, NULL};
-    const vkmha_kv_cache_desc cd = {.capacity = 16};
-    bool ok = true;
-    for (int b = 0; b < 2; b++)
-        ok = ok && !vkmha_mha_create(b ? gpu : ref, &ld.d, &m[b]) &&
-             !vkmha_kv_cache_create(m[b], &cd, &c[b]);
-    for (uint32_t t = 0; ok && t < 4; t++) {
-        const uint32_t len = t ? 1 : 5, first = t ? 4 + t : 0;
-        for (int b = 0; ok && b < 2; b++) {
-            const vkmha_mha_io io = {.len_q = len, .query = x + first * 128,
-                                     .key = x + first * 128, .value = x + first * 128,
-                                     .out = out[b], .kv_cache = c[b]};
-            ok = !vkmha_mha_forward(m[b], &io);
-            if (!ok)
-                t_diag("%s: %s", name, vkmha_context_last_error(b ? gpu : ref));
-        }
-        ok = ok && t_close(name, t ? "a step's out" : "the prompt's out", out[1], out[0],
-                           (size_t)len * 128, T_LAYER_ATOL, T_LAYER_RTOL);
-    }
-    t_report(ok, "%s", name);
-    for (int b = 0; b < 2; b++) {
-        vkmha_kv_cache_destroy(c[b]);
-        vkmha_mha_destroy(m[b]);
-        free(out[b]);
-    }
-    free(x);
+    t_report(t_layer_cache_steps(ref, gpu, rng, &ld.d, name), "%s", name);
     free(ld.mem);
 }
 

@@ -526,6 +526,65 @@ static inline void t_layer_desc_make(t_layer_desc *l, t_rng *r, uint32_t d_model
 #define T_LAYER_ATOL 1e-5
 #define T_LAYER_RTOL 1e-4
 
+/* Random weights in [-1, 1] of rows x cols quantized on the host (type,
+ * group) into *layout's bytes; NULL if that failed. */
+static inline uint8_t *t_quantized(vkmha_context *ref, t_rng *rng, uint32_t type,
+                                   uint32_t group, uint32_t rows, uint32_t cols,
+                                   vkmha_quant_layout *layout)
+{
+    const vkmha_quant_desc q = {type, group, rows, cols};
+    float *w = t_random(rng, (size_t)rows * cols, -1, 1);
+    uint8_t *b = vkmha_quant_layout_of(ref, &q, layout) ? NULL : malloc(layout->bytes);
+    if (b && vkmha_quantize(ref, &q, VKMHA_DTYPE_F32, w, b, layout->bytes)) {
+        free(b);
+        b = NULL;
+    }
+    free(w);
+    return b;
+}
+
+/* The layer d (kdim = vdim = d_model) created on ref and on gpu, each over
+ * a KV cache of 16 positions: a prompt of 5 random tokens, then 3 steps of
+ * one, gpu's outputs against ref's at the layer tolerances; failures
+ * diagnosed under `name`. */
+static inline bool t_layer_cache_steps(vkmha_context *ref, vkmha_context *gpu, t_rng *rng,
+                                       const vkmha_mha_desc *d, const char *name)
+{
+    const uint32_t D = d->d_model;
+    float *x = t_random(rng, (size_t)8 * D, -1, 1),
+          *out[2] = {t_alloc((size_t)5 * D), t_alloc((size_t)5 * D)};
+    vkmha_mha *m[2] = {NULL, NULL};
+    vkmha_kv_cache *c[2] = {NULL, NULL};
+    const vkmha_kv_cache_desc cd = {.capacity = 16};
+    bool ok = true;
+    for (int b = 0; b < 2; b++)
+        ok = ok && !vkmha_mha_create(b ? gpu : ref, d, &m[b]) &&
+             !vkmha_kv_cache_create(m[b], &cd, &c[b]);
+    if (!ok)
+        t_diag("%s: creation: %s / %s", name, vkmha_context_last_error(ref),
+               vkmha_context_last_error(gpu));
+    for (uint32_t t = 0; ok && t < 4; t++) {
+        const uint32_t len = t ? 1 : 5, first = t ? 4 + t : 0;
+        for (int b = 0; ok && b < 2; b++) {
+            const vkmha_mha_io io = {.len_q = len, .query = x + first * D,
+                                     .key = x + first * D, .value = x + first * D,
+                                     .out = out[b], .kv_cache = c[b]};
+            ok = !vkmha_mha_forward(m[b], &io);
+            if (!ok)
+                t_diag("%s: %s", name, vkmha_context_last_error(b ? gpu : ref));
+        }
+        ok = ok && t_close(name, t ? "a step's out" : "the prompt's out", out[1], out[0],
+                           (size_t)len * D, T_LAYER_ATOL, T_LAYER_RTOL);
+    }
+    for (int b = 0; b < 2; b++) {
+        vkmha_kv_cache_destroy(c[b]);
+        vkmha_mha_destroy(m[b]);
+        free(out[b]);
+    }
+    free(x);
+    return ok;
+}
+
 /* ---- contexts ----------------------------------------------------------- */
 
 static inline void t_log(void *user, vkmha_log_level level, vkmha_status status, const char *msg)

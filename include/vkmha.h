@@ -1004,10 +1004,10 @@ typedef struct vkmha_matmul_desc {
      * maxStorageBufferRange or maxMemoryAllocationSize runs in blocks of
      * its rows (op T: columns of C; op N: ranges of k, summed in fp32),
      * each a quantized matrix of its own (the same bytes, the same
-     * results): host arrays past either limit are cut on the host into
+     * results): host arrays past an allocation are cut on the host into
      * calls (op T) or submissions (op N); a b within one allocation but
-     * past the range (a tensor, or host arrays with op N) has each block
-     * copied on the device (a wrapped tensor's buffer then needs
+     * past the range (host arrays or a tensor) has each block copied on
+     * the device in one submission (a wrapped tensor's buffer then needs
      * VK_BUFFER_USAGE_TRANSFER_SRC_BIT). A tensor b past an allocation is
      * a sparse one (vkmha_tensor_create). A and C past them run in
      * windows, or calls, of blocks of rows (a row of C must then fit:

@@ -110,13 +110,13 @@ vkmha_status vkmha__heads_split(vkmha_context *ctx, const vkmha_run *run, const 
 
 /* ---- matmul ---------------------------------------------------------------- */
 
-/* Whether a quantized B (op T, host arrays) is past what one call binds:
- * matmul_blocks cuts it. */
-static bool quant_b_past(const vkmha_context *ctx, const vkmha_run *run, const mm_shape *s)
+/* Whether a quantized B (op T, host arrays) is past an allocation:
+ * matmul_blocks cuts it (past the range only, the backend copies windows
+ * of its rows on the device). */
+static bool quant_b_past(const vkmha_context *ctx, const mm_shape *s)
 {
-    const uint64_t limit = vkmha__split_limit(ctx, run);
-    return s->quant_b.type && s->trans_b && run->form == FORM_HOST && limit &&
-           s->extent_b > limit;
+    return s->quant_b.type && s->trans_b && ctx->allocation_size &&
+           s->extent_b > ctx->allocation_size;
 }
 
 /* One product on host arrays larger than maxMemoryAllocationSize (each is
@@ -127,21 +127,20 @@ static bool quant_b_past(const vkmha_context *ctx, const vkmha_run *run, const m
  * whole, which runs it in blocks of B's rows (ranges of k) summed on the
  * device, a quantized one sliced into matrices of their own; not one row
  * fitting, too, and the backend refuses it naming the array. A quantized
- * B with op T past the range or an allocation is cut here into blocks of
- * its rows, each a quantized matrix of its own (vkmha__quant_slice into
- * one host buffer). */
+ * B with op T past an allocation is cut here into blocks of its rows, each
+ * a quantized matrix of its own (vkmha__quant_slice into one host buffer;
+ * past the range too, the backend windows each block). */
 static vkmha_status matmul_blocks(vkmha_context *ctx, const vkmha_run *run, const mm_shape *s,
                                   const vkmha_arg *a, const vkmha_arg *b, const vkmha_arg *bias,
                                   const vkmha_arg *c)
 {
     const uint64_t es = vkmha__dtype_size(s->dtype), most = ctx->allocation_size / es;
-    const bool quant = s->quant_b.type != 0, cut_q = quant_b_past(ctx, run, s);
+    const bool quant = s->quant_b.type != 0, cut_q = quant_b_past(ctx, s);
     uint64_t nc = s->n, mc = s->m;
     if (s->trans_b && !quant && s->extent_b > most)
         nc = vkmha__part16(vkmha__rows_within(most, s->k, s->ldb), s->n);
     if (cut_q)
-        nc = vkmha__part16(vkmha__quant_rows_within(&s->quant_b, vkmha__split_limit(ctx, run)),
-                           s->n);
+        nc = vkmha__part16(vkmha__quant_rows_within(&s->quant_b, ctx->allocation_size), s->n);
     const uint64_t rows_a = vkmha__rows_within(most, s->k, s->lda),
                    rows_c = vkmha__rows_within(most, nc, s->ldc);
     mc = rows_a < mc ? rows_a : mc;
@@ -156,10 +155,9 @@ static vkmha_status matmul_blocks(vkmha_context *ctx, const vkmha_run *run, cons
         return vkmha__fail(ctx, VKMHA_ERROR_OUT_OF_HOST_MEMORY, "%s: out of host memory",
                            ctx->call);
     vkmha__log(ctx, VKMHA_LOG_DEBUG, VKMHA_SUCCESS,
-               "%s: arrays beyond this device's maxMemoryAllocationSize%s: split into calls of "
+               "%s: arrays beyond this device's maxMemoryAllocationSize: split into calls of "
                "%llu x %llu blocks of C",
-               ctx->call, cut_q ? " or a quantized b beyond one binding" : "",
-               (unsigned long long)mc, (unsigned long long)nc);
+               ctx->call, (unsigned long long)mc, (unsigned long long)nc);
     vkmha_status st = VKMHA_SUCCESS;
     for (uint64_t m0 = 0; m0 < s->m && !st; m0 += mc)
         for (uint64_t n0 = 0; n0 < s->n && !st; n0 += nc) {
@@ -196,9 +194,8 @@ static vkmha_status matmul_call(vkmha_context *ctx, const vkmha_run *run, const 
 {
     const uint64_t es = vkmha__dtype_size(s->dtype), most = ctx->allocation_size,
                    es_b = s->quant_b.type ? 1 : es; /* a quantized B's extent is bytes */
-    if ((s->batch == 1 && run->form == FORM_HOST && most &&
-         (s->extent_a * es > most || s->extent_b * es_b > most || s->extent_c * es > most)) ||
-        (s->batch == 1 && quant_b_past(ctx, run, s)))
+    if (s->batch == 1 && run->form == FORM_HOST && most &&
+        (s->extent_a * es > most || s->extent_b * es_b > most || s->extent_c * es > most))
         return matmul_blocks(ctx, run, s, a, b, bias, c);
     return ctx->ops->matmul(ctx, run, s, a, b, bias, c);
 }

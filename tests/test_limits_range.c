@@ -499,8 +499,8 @@ static void layer_rows_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng)
  * `limit` (on_tensors: A and C as fp32 tensors, B a U8 tensor): a B that
  * fits is bound whole, A and C in windows of rows (or calls of blocks of
  * rows); a B past it runs in blocks of its rows, each a quantized matrix
- * of its own: op T's host arrays cut into calls (columns of C), op N's
- * past an allocation in submissions of ranges of k, and past the range
+ * of its own: host arrays past an allocation cut into calls (op T:
+ * columns of C) or submissions (op N: ranges of k), and past the range
  * (host arrays or tensors, either op) windows of rows copied on the
  * device; against the reference on the same bytes; with a bias. dt: the
  * host arrays' dtype. */
@@ -603,10 +603,10 @@ static void quant_refused(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, co
     free(a), free(c), free(b);
 }
 
-/* A quantized B (q8, 80 KiB) in blocks of its rows: op T past the 64 KiB
- * range (calls of blocks cut on the host), op N past it (windows copied
- * on the device) and op N past 32 KiB allocations (submissions of blocks
- * sliced on the host), on a context whose allocator fails the call's 1st,
+/* A quantized B (q8, 80 KiB) in blocks of its rows: op N past the 64 KiB
+ * range (windows copied on the device), op T past 32 KiB allocations
+ * (calls of blocks cut on the host) and op N past them (submissions of
+ * blocks sliced on the host), on a context whose allocator fails the call's 1st,
  * 2nd, ... host allocation in turn (a new context each time) until the
  * call needs no failure: always OUT_OF_HOST_MEMORY, the same call then
  * right on that context, no block left after it is destroyed. */
@@ -684,8 +684,10 @@ static void quant_range_cases(vkmha_context *ref, vkmha_context *gpu, t_rng *rng
         {Q8, 32, T, BF16, 700, 17, 64, false},
         /* A few rows of A (the few-rows kernels) past it: 5 x 4096. */
         {Q4, 128, T, F32, 5, 9, 4096, false},
-        /* B past it (op T, host arrays): calls of blocks of its rows, each
-         * a quantized matrix of its own; 80 KiB of q8 with 2 rows of A,
+        /* B past it (op T, host arrays): blocks of its rows, each a
+         * quantized matrix of its own (past the range windows copied on
+         * the device, past an allocation calls cut on the host); 80 KiB
+         * of q8 with 2 rows of A,
          * 70 KiB of q4z with A past it too (fp16), 86 KiB of q4 (an odd
          * n). */
         {Q8, 32, T, F32, 2, 600, 128, false},
@@ -1055,7 +1057,6 @@ int main(void)
     range_cases(ref, gpu, &rng, "maxStorageBufferRange");
     t_report_validation(gpu);
     vkmha_context_destroy(gpu);
-    quant_cut_alloc_failures(ref, &rng, VKMHA_OP_T, &range, "maxStorageBufferRange");
     quant_cut_alloc_failures(ref, &rng, VKMHA_OP_N, &range, "maxStorageBufferRange");
 
     vkmha_debug_options alloc = {.max_allocation_size = 32 * 1024};
@@ -1067,6 +1068,7 @@ int main(void)
     range_cases(ref, gpu, &rng, "maxMemoryAllocationSize");
     t_report_validation(gpu);
     vkmha_context_destroy(gpu);
+    quant_cut_alloc_failures(ref, &rng, VKMHA_OP_T, &alloc, "maxMemoryAllocationSize");
     quant_cut_alloc_failures(ref, &rng, VKMHA_OP_N, &alloc, "maxMemoryAllocationSize");
 
     vkmha_context_destroy(ref);

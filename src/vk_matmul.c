@@ -257,8 +257,9 @@ vkmha_status vk_matmul_prepare(vk_state *vk, const vk_matmul_args *a, uint32_t n
         extra += windows - 1;
         if (sums_in_acc(&a[i], kc) && mc * nc * 4 > acc)
             acc = mc * nc * 4;
-        if (copies_b(&a[i], nc, kc, &window) && vkmha__quant_layout(&window).bytes > qb)
-            qb = vkmha__quant_layout(&window).bytes;
+        const uint64_t window_bytes =
+            copies_b(&a[i], nc, kc, &window) ? vkmha__quant_layout(&window).bytes : 0;
+        qb = window_bytes > qb ? window_bytes : qb;
     }
     if ((acc && (st = vk_slot_ensure(vk, SLOT_MM_ACC, acc))) ||
         (qb && (st = vk_slot_ensure(vk, SLOT_MM_QB, qb))))

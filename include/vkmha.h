@@ -992,9 +992,13 @@ typedef struct vkmha_matmul_desc {
      * (one B for every product). The tensor forms take b as a U8 tensor of
      * at least the layout's bytes. The kernels dequantize B while loading
      * it (scale * q, scale * (q - zero), exact in fp32) and accumulate in
-     * fp32; the VK_KHR_cooperative_matrix kernel (fp16 A, op T) multiplies
-     * the codes minus their zero points (exact in fp16) and scales each
-     * group's sums, the same values up to the order of the fp32 sums. They
+     * fp32; the VK_KHR_cooperative_matrix kernel (fp16 A) multiplies, with
+     * op T, the codes minus their zero points (exact in fp16) and scales
+     * each group's sums, the same values up to the order of the fp32 sums,
+     * and with op N each dequantized value as two fp16 halves (value = hi +
+     * lo, exact for every finite scale; a step of k holding values past
+     * fp16's range is scaled by a power of two, exact unless that step also
+     * holds values whose bits then fall below 2^-24). They
      * read the bytes as they are (vkmha_dequantize's checks are not
      * repeated): a scale that is not finite makes its group's products
      * non-finite (Inf or NaN, as the kernel's order of operations gives),

@@ -27,6 +27,19 @@
 // column block, rows alike, written in the subgroup's staging area) and
 // added: sum_k a_k s (q_k - z) = s sum_k a_k (q_k - z), exactly the
 // dequantized values' products up to the fp32 sums' order.
+//
+// A quantized B with op N ([K][N], groups along n) shares no scale along a
+// step of k, so its tile is staged dequantized, each value w = s (q - z)
+// (exact in fp32) as two fp16 halves, hi = fp16(w) in Bs and lo = w - hi in
+// Bl, whose products are both added: a w = a hi + a lo, each product exact
+// in fp32. The split is exact: w is a multiple of the scale's last bit (at
+// least 2^-24) with at most 19 significant bits (11 of the scale, 8 of
+// q - z), hi's last bit is no smaller, so lo is a multiple of it with at
+// most 9 bits, an fp16 value (subnormal or not). A step whose finite values
+// reach past fp16's range (scales above about 512) is staged times 2^-P,
+// the smallest power that brings its largest below 2^15, and its products
+// times 2^P (both exact, unless that step also holds values whose bits
+// fall below 2^-24 once scaled).
 // TEXEL_LAYOUT (CPU devices, whose matmul layout puts the register
 // variant's texel views at bindings 0 and 1): A and B at bindings 4 and 5.
 #extension GL_GOOGLE_include_directive : require
@@ -80,6 +93,13 @@ const uint BSZ = BK * BS4 > BN * AS4 ? BK * BS4 : BN * AS4;
 shared f16vec4 As[BM * AS4];
 shared f16vec4 Bs[BSZ];
 shared float Cs[SGM * SGN * CM * CN]; // a CM x CN staging area per subgroup
+// A quantized op N's lo halves (as Bs with op N), and the largest finite
+// |w| of the step's tile (its bits). One element where B is not quantized
+// (DTYPE(1) >> 2: 1 for DT_I8 and DT_U4, 0 for the float dtypes; integer
+// operations only, which every compiler folds as a specialization-constant
+// expression). src/vk_kernels.c's vk_matmul_coop_shared_bytes counts them.
+shared f16vec4 Bl[1u + (DTYPE(1) >> 2u) * (BK * BS4 - 1u)];
+shared uint q_max;
 
 void put_a(uint m, uint kk, float x) { As[m * AS4 + kk / 4u][kk % 4u] = float16_t(x); }
 void put_b(uint kk, uint n, float x)
@@ -108,9 +128,60 @@ void fetch_tiles(out f16vec4 ra[NA], out f16vec4 rb[NB], uint tid, uint k0, uint
     for (uint i = 0u; i < NA; i++)
         ra[i] = tid + i * WG < BM * BK / 4u ? fetch_a4(tid + i * WG, k0, row0, offa)
                                             : f16vec4(0.0);
-    for (uint i = 0u; i < NB; i++)
-        rb[i] = tid + i * WG < BK * BN / 4u ? fetch_b4(tid + i * WG, k0, col0, offb, trans_b)
-                                            : f16vec4(0.0);
+    for (uint i = 0u; i < NB; i++) // (a quantized op N's are staged apart)
+        rb[i] = tid + i * WG < BK * BN / 4u && (trans_b || !quant_b())
+                    ? fetch_b4(tid + i * WG, k0, col0, offb, trans_b)
+                    : f16vec4(0.0);
+}
+
+// Four fp16 values from their bits.
+f16vec4 halves4(uvec4 h)
+{
+    return f16vec4(unpackFloat2x16(h.x | (h.y << 16)), unpackFloat2x16(h.z | (h.w << 16)));
+}
+
+// A quantized B with op N: op(B)'s tile at k0 dequantized, split into hi
+// (Bs) and lo (Bl) halves times 2^-P (above); returns 2^P. Between the
+// barriers of the step (the largest value's reduction takes one of its
+// own); q_max zero on entry, and again on return to invocation 0's reset
+// once every invocation has read it (the step's later barrier orders it
+// before the next step's maxima).
+float stage_quant_n(uint tid, uint k0, uint col0)
+{
+    const uint NQ = (BK * BN / 4u + WG - 1u) / WG;
+    vec4 w[NQ];
+    float most = 0.0;
+    for (uint i = 0u; i < NQ; i++) {
+        const uint l = tid + i * WG, kk = l / (BN / 4u), n = (l % (BN / 4u)) * 4u;
+        const uint gk = k0 + kk, gn = col0 + n;
+        // N is a multiple of the group size, so of 4: the four are in range
+        // together, in one group.
+        w[i] = l < BK * BN / 4u && gk < p.K && gn < p.N ? qb_at4(gk, gn) : vec4(0.0);
+        for (uint c = 0u; c < 4u; c++)
+            if (!isinf(w[i][c]) && !isnan(w[i][c]))
+                most = max(most, abs(w[i][c]));
+    }
+    atomicMax(q_max, floatBitsToUint(most));
+    barrier();
+    const float top = uintBitsToFloat(q_max);
+    const int P = top < 32768.0 ? 0 : int(q_max >> 23) - 127 - 14;
+    for (uint i = 0u; i < NQ; i++) {
+        const uint l = tid + i * WG;
+        if (l < BK * BN / 4u) {
+            // Through the bits (shaders/dtype.glsl: round to nearest even):
+            // a compiler may fold vec4(f16vec4(v)) into v (Mesa 26's
+            // lavapipe did, precise or not), which would make lo zero.
+            const vec4 v = ldexp(w[i], ivec4(-P));
+            uvec4 hb, lb;
+            for (uint c = 0u; c < 4u; c++) {
+                hb[c] = f32_to_f16_bits(v[c]);
+                lb[c] = f32_to_f16_bits(v[c] - f16_bits_to_f32(hb[c]));
+            }
+            put_b4_n(l / (BN / 4u), (l % (BN / 4u)) * 4u, halves4(hb));
+            Bl[(l / (BN / 4u)) * BS4 + l % (BN / 4u)] = halves4(lb);
+        }
+    }
+    return ldexp(1.0, P);
 }
 
 #define MAT_A coopmat<float16_t, gl_ScopeSubgroup, CM, CK, gl_MatrixUseA>
@@ -143,18 +214,29 @@ void main()
     f16vec4 ra[NA], rb[NB];
     if (VEC)
         fetch_tiles(ra, rb, tid, 0u, row0, col0, offa, offb, trans_b);
+    const bool quant_n = quant_b() && !trans_b;
+    if (quant_n) {
+        if (tid == 0u)
+            q_max = 0u;
+        barrier();
+    }
     for (uint k0 = 0u; k0 < p.K; k0 += BK) {
         if (VEC) {
             for (uint i = 0u; i < NA; i++)
                 if (tid + i * WG < BM * BK / 4u)
                     put_a4_slot(tid + i * WG, ra[i]);
-            for (uint i = 0u; i < NB; i++)
+            for (uint i = 0u; !quant_n && i < NB; i++)
                 if (tid + i * WG < BK * BN / 4u)
                     put_b4_slot(tid + i * WG, rb[i], trans_b);
+        } else if (quant_n) {
+            load_k_rows(true, tid, k0, row0, p.M, BM, offa, p.lda);
         } else {
             load_tiles(tid, k0, row0, col0, offa, offb, trans_b);
         }
+        const float step_scale = quant_n ? stage_quant_n(tid, k0, col0) : 1.0;
         barrier();
+        if (quant_n && tid == 0u)
+            q_max = 0u;
         if (VEC && k0 + BK < p.K)
             fetch_tiles(ra, rb, tid, k0 + BK, row0, col0, offa, offb, trans_b);
         if (computes) {
@@ -182,9 +264,18 @@ void main()
                             part[i * TN + j] = coopMatMulAdd(ma[i], mb, part[i * TN + j]);
                         else
                             acc[i * TN + j] = coopMatMulAdd(ma[i], mb, acc[i * TN + j]);
+                    if (quant_n) { // the lo halves' products
+                        coopMatLoad(mb, Bl, kk * BS4 + n / 4u, BS4,
+                                    gl_CooperativeMatrixLayoutRowMajor);
+                        for (uint i = 0u; i < TM; i++)
+                            part[i * TN + j] = coopMatMulAdd(ma[i], mb, part[i * TN + j]);
+                    }
                 }
             }
-            if (quant_b())
+            if (quant_n)
+                for (uint i = 0u; i < TM * TN; i++)
+                    acc[i] += part[i] * step_scale;
+            else if (quant_b())
                 for (uint j = 0u; j < TN; j++) {
                     // The scales of columns c0 .. c0 + CN - 1 at this step's
                     // group, in every row (0 past N).

@@ -85,14 +85,16 @@ uint64_t vk_matmul_shared_bytes(uint64_t bm, uint64_t bn, uint64_t bk)
     return (bm + bn) * bk * sizeof(float);
 }
 
-uint64_t vk_matmul_coop_shared_bytes(const vkmha_tile_config *t)
+uint64_t vk_matmul_coop_shared_bytes(const vkmha_tile_config *t, bool quant)
 {
     /* shaders/matmul_coop.comp: A [bm][bk + 8] halves; op(B) [bk][bn + 8]
      * (op N) or [bn][bk + 8] (op T) in one array; a float staging area of
-     * cm x cn per subgroup. */
+     * cm x cn per subgroup; Bl, [bk][bn + 8] halves for a quantized B (one
+     * f16vec4 for the others), and q_max. */
     const uint64_t bm = t->bm, bn = t->bn, bk = t->bk;
     const uint64_t b_n = bk * (bn + 8), b_t = bn * (bk + 8);
-    return 2 * (bm * (bk + 8) + (b_n > b_t ? b_n : b_t)) + 4 * (bm / t->tm) * (bn / t->tn);
+    return 2 * (bm * (bk + 8) + (b_n > b_t ? b_n : b_t)) + 4 * (bm / t->tm) * (bn / t->tn) +
+           (quant ? 2 * b_n : 8) + 4;
 }
 
 uint64_t vk_flash_shared_bytes(uint64_t br, uint64_t bc, uint64_t d4)
@@ -154,7 +156,7 @@ static void matmul_coop_spec(const vk_state *vk, vk_pipe pipe, bool u16, vk_spec
                              pipe.vec,              /* 6 VEC */
                              vk->coop_shape.m, vk->coop_shape.n,
                              vk->coop_shape.k /* 7 CM, 8 CN, 9 CK */},
-                   .shared_bytes = vk_matmul_coop_shared_bytes(t),
+                   .shared_bytes = vk_matmul_coop_shared_bytes(t, false),
                    .full_subgroups = true};
 }
 

@@ -32,12 +32,15 @@ static vkmha_status record_block(vk_state *vk, vk_site *site, const vk_matmul_ar
     const bool gemv_gpu = a->m <= VK_GPU_GEMV_ROWS && a->trans_b && !vk->tuning.coop_forced &&
                           vk_pipe_available(vk, (vk_pipe){.kernel = KERNEL_MATMUL_GEMV_GPU});
     const bool f16 = a->a.dtype == VKMHA_DTYPE_F16 && a->b.dtype == VKMHA_DTYPE_F16;
-    /* fp16 A by a quantized B with op T: the KHR kernel stages B's codes and
-     * scales each step of k by its group (shaders/matmul_coop.comp), so a
-     * step must lie within one group. */
-    const bool f16_quant = a->a.dtype == VKMHA_DTYPE_F16 && a->quant.type && a->trans_b &&
-                           vk->tuning.tile_coop.bk &&
-                           a->quant.group_size % vk->tuning.tile_coop.bk == 0;
+    /* fp16 A by a quantized B (shaders/matmul_coop.comp): with op T the KHR
+     * kernel stages B's codes and scales each step of k by its group, so a
+     * step must lie within one group; with op N it stages B dequantized in
+     * two fp16 halves, in shared memory of its own. */
+    const vkmha_tile_config *tc = &vk->tuning.tile_coop;
+    const bool f16_quant =
+        a->a.dtype == VKMHA_DTYPE_F16 && a->quant.type && tc->bk &&
+        (a->trans_b ? a->quant.group_size % tc->bk == 0
+                    : vk_matmul_coop_shared_bytes(tc, true) <= vk->info.max_shared_memory);
     /* Not for the ranges of k past maxStorageBufferRange (C += ..., or the
      * addend of a 16-bit C), which read C or the addend back while storing:
      * shaders/matmul_cm2.comp's output is stores only. */

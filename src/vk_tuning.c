@@ -116,7 +116,7 @@ static const char *coop_tile_check(const vk_state *vk, vkmha_tile_config *t, boo
         return "the cooperative variant's workgroup exceeds 4096 invocations";
     t->workgroup_size = (uint32_t)groups * vk->max_subgroup_size;
     *limits = true;
-    if (vk_matmul_coop_shared_bytes(t) > vk->info.max_shared_memory)
+    if (vk_matmul_coop_shared_bytes(t, false) > vk->info.max_shared_memory)
         return "its tiles need more shared memory than the device has";
     if (t->workgroup_size > vk->info.max_workgroup_invocations ||
         t->workgroup_size > vk->info.max_workgroup_size[0])

@@ -10,9 +10,14 @@
  * kernel and the GPUs' few-rows GEMV (forced through matmul_tile). Also:
  * bytes no quantizer writes (an Inf scale: the same elements non-finite; a
  * zero point above 15, the int8 code -128: the same values) read alike by
- * both backends; on Mesa 26's lavapipe (the mesa26 setup) the fp16 op T
- * cases run on the cooperative-matrix kernel, which scales each group's
- * sums; the tensor form (a U8 tensor b,
+ * both backends; on Mesa 26's lavapipe (the mesa26 setup) the fp16 cases
+ * run on the cooperative-matrix kernel, which scales each group's sums
+ * (op T) or multiplies each value as two fp16 halves (op N); op N on
+ * values whose products and sums are exact in fp32 (subnormal scales,
+ * values past fp16's range, both in one product) gives the reference's
+ * bits on every kernel, a profiled context showing which kernel ran them,
+ * and on a cooperative tile twice as wide as the automatic one (a step
+ * over two groups, one with an Inf scale); the tensor form (a U8 tensor b,
  * mixed activation dtypes); bad arguments refused naming them, the context
  * working after each. The independent check of the values (numpy's
  * transcription of the format) is tests/python/test_quant.py's.
@@ -155,6 +160,85 @@ static void edit_code_min(uint8_t *b, const qcase *c)
     const uint64_t n = (uint64_t)c->n * c->k;
     for (uint64_t i = 0; i < n; i += 5)
         b[i] = 0x80;
+}
+
+/* ---- op N's values exactly ---------------------------------------------- */
+
+/* Q8 op N of group size g with fp16 A and C on values whose products and
+ * sums are exact in fp32, so that every kernel must give the reference's
+ * bits, m 9, in three forms (mode):
+ *   0  subnormal scales, A of +-2^12 .. 3 2^12: values of up to 17
+ *      significant bits in units of 2^-24, whose two fp16 halves the
+ *      cooperative kernel's op N must both keep; k 5;
+ *   1  scales of 8192 with codes of magnitude 16 or more (values of 2^17
+ *      and more, past fp16's range and past 65504 twice: that kernel stages
+ *      such a step times a power of two), A of +-2^-12 .. 3 2^-12; k 5;
+ *   2  both in one product, apart in its steps of k: rows of k below the
+ *      cooperative kernel's step (bk, where the context lists it, else 32)
+ *      as in 1 with codes in even columns only, the rows after them as in 0
+ *      in odd columns only (a step's power of two is its own); k bk + 5.
+ * profiled: gpu is a VKMHA_CONTEXT_PROFILE context, whose steps must
+ * include matmul_coop where it lists that kernel (the mesa26 setup forces
+ * it). */
+static void exact_n_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, uint32_t g,
+                         int mode, const char *ctx_name, bool profiled)
+{
+    static const char *const forms[3] = {
+        "subnormal scales", "scales 8192, codes +-16 .. 127 (values past 2 x 65504)",
+        "steps of k of scales 8192 then subnormal ones"};
+    vkmha_kernel_info k;
+    const bool listed = kernel_find(gpu, "matmul_coop", &k) && k.available;
+    const uint32_t bk = listed ? kernel_param(&k, "BK") : 32, kk = mode == 2 ? bk + 5 : 5;
+    const qcase c = {VKMHA_QUANT_Q8, g, VKMHA_OP_N, 1, 9, 2 * g, kk, VKMHA_DTYPE_F16, false,
+                     false, 0, 0, 0};
+    char name[200];
+    snprintf(name, sizeof name, "[%s] q8 g%u op N m 9 n %u k %u f16, %s: the reference's bits",
+             ctx_name, g, c.n, kk, forms[mode]);
+    uint64_t nb = 0, zeros;
+    uint8_t *b = quantized_b(ref, rng, &c, &nb);
+    const uint64_t scales = layout_bytes_scales(&c, &zeros);
+    for (uint64_t i = 0; b && i < scales; i++) { /* codes, row r = i / n */
+        const bool big = mode == 1 || (mode == 2 && i / c.n < bk);
+        int mag = big ? 16 + (int)(t_next(rng) % 112) : (int)(t_next(rng) % 128);
+        if (mode == 2 && (i % 2 == 0) != big)
+            mag = 0;
+        b[i] = (uint8_t)(int8_t)(t_next(rng) & 1 ? -mag : mag);
+    }
+    for (uint64_t i = 0; b && i < (uint64_t)kk * (c.n / g); i++) { /* scales, row i / (n / g) */
+        const bool big = mode == 1 || (mode == 2 && i / (c.n / g) < bk);
+        const uint16_t h = big ? 0x7000 : (uint16_t)(1 + t_next(rng) % 0x3ff);
+        b[scales + 2 * i] = (uint8_t)h, b[scales + 2 * i + 1] = (uint8_t)(h >> 8);
+    }
+    float *a = t_alloc((size_t)9 * kk);
+    for (uint32_t i = 0; i < 9 * kk; i++) {
+        const bool big = mode == 1 || (mode == 2 && i % kk < bk);
+        a[i] = (float)(1 + t_next(rng) % 3) * (t_next(rng) & 1 ? -1.0f : 1.0f) *
+               (big ? 0x1p-12f : 0x1p12f);
+    }
+    const vkmha_matmul_desc d = {.m = 9, .n = c.n, .k = kk, .op_b = VKMHA_OP_N,
+                                 .dtype = VKMHA_DTYPE_F16, .b_quant = VKMHA_QUANT_Q8,
+                                 .b_group_size = g};
+    void *a16 = t_to_dt(VKMHA_DTYPE_F16, a, (size_t)9 * kk);
+    uint16_t *want = calloc((size_t)9 * c.n, 2), *got = calloc((size_t)9 * c.n, 2);
+    bool ok = b && want && got && !vkmha_matmul(ref, &d, a16, b, NULL, want);
+    const vkmha_status st = ok ? vkmha_matmul(gpu, &d, a16, b, NULL, got) : VKMHA_SUCCESS;
+    if (st)
+        t_diag("%s: %s", name, vkmha_context_last_error(gpu));
+    ok = ok && !st && t_close_dt(name, "c", VKMHA_DTYPE_F16, got, want, (size_t)9 * c.n, 0, 0);
+    if (ok && profiled) { /* the kernel that ran it */
+        static vkmha_profile_step steps[VKMHA_MAX_PROFILE_STEPS];
+        uint32_t n = VKMHA_MAX_PROFILE_STEPS;
+        bool coop = false;
+        ok = !vkmha_context_get_profile(gpu, &n, steps);
+        for (uint32_t i = 0; ok && i < n; i++)
+            coop = coop || !strncmp(steps[i].name, "matmul_coop", 11);
+        ok = ok && coop == listed;
+        t_report(ok, "%s: ran on matmul_coop: %s (listed available: %s)", name,
+                 coop ? "yes" : "no", listed ? "yes" : "no");
+    } else {
+        t_report(ok, "%s", name);
+    }
+    free(b), free(a), free(a16), free(want), free(got);
 }
 
 /* ---- the tensor form ------------------------------------------------------- */
@@ -607,8 +691,50 @@ int main(void)
         run_case(ref, gpu, &rng, &zero_n, contexts[x].name, edit_zero_high,
                  "zero points above 15");
         run_case(ref, gpu, &rng, &code, contexts[x].name, edit_code_min, "codes -128");
+        for (int mode = 0; mode < 3; mode++)
+            exact_n_case(ref, gpu, &rng, groups[mode], mode, contexts[x].name, false);
         tensor_case(ref, gpu, &rng, contexts[x].name);
         t_report_validation(gpu);
+        vkmha_context_destroy(gpu);
+    }
+    /* Op N's exact values again on a profiled context of the device's own
+     * kernels: which kernel ran them. */
+    vkmha_context_desc desc = {.enable_validation = t_validation(), .log = t_log,
+                               .flags = VKMHA_CONTEXT_PROFILE};
+    vkmha_context *gpu = NULL;
+    if (t_report(!vkmha_context_create(&desc, &gpu), "profiled context: %s",
+                 vkmha_context_last_error(NULL))) {
+        for (int mode = 0; mode < 3; mode++)
+            exact_n_case(ref, gpu, &rng, 32 << mode, mode, "profiled", true);
+        t_report_validation(gpu);
+        /* The cooperative kernel (where the device lists it) with tiles
+         * twice as wide as its own, 2 x 32 columns or more: an op N step
+         * over more than one group of 32, one of them holding an Inf scale
+         * (the others' power of two is their largest finite value's), and
+         * case 2 of exact_n_case with its two groups in one tile. */
+        vkmha_kernel_info k;
+        if (kernel_find(gpu, "matmul_coop", &k) && k.available) {
+            vkmha_tile_config wide = {kernel_param(&k, "BM"), 2 * kernel_param(&k, "BN"),
+                                      kernel_param(&k, "BK"), kernel_param(&k, "TM"),
+                                      2 * kernel_param(&k, "TN"), 0,
+                                      VKMHA_MATMUL_VARIANT_COOPERATIVE};
+            vkmha_context *w = NULL;
+            desc.flags = 0, desc.matmul_tile = &wide;
+            char name[64];
+            snprintf(name, sizeof name, "cooperative %ux%ux%u", wide.bm, wide.bn, wide.bk);
+            if (t_report(!vkmha_context_create(&desc, &w), "context %s: %s", name,
+                         vkmha_context_last_error(NULL))) {
+                const qcase inf_n = {VKMHA_QUANT_Q8, 32, VKMHA_OP_N, 1, 6, 4 * wide.bn, 5,
+                                     VKMHA_DTYPE_F16, false, false, 0, 0, 0};
+                run_case(ref, w, &rng, &inf_n, name, edit_inf_scale, "an Inf scale");
+                exact_n_case(ref, w, &rng, 32, 2, name, false);
+                t_report_validation(w);
+                vkmha_context_destroy(w);
+            }
+        } else {
+            t_report(true, "no matmul_coop on this device: its wide tiles are tried in the "
+                           "mesa26 setup");
+        }
         vkmha_context_destroy(gpu);
     }
     vkmha_context_destroy(ref);

@@ -94,11 +94,12 @@ shared f16vec4 As[BM * AS4];
 shared f16vec4 Bs[BSZ];
 shared float Cs[SGM * SGN * CM * CN]; // a CM x CN staging area per subgroup
 // A quantized op N's lo halves (as Bs with op N), and the largest finite
-// |w| of the step's tile (its bits). One element where B is not quantized
-// (DTYPE(1) >> 2: 1 for DT_I8 and DT_U4, 0 for the float dtypes; integer
-// operations only, which every compiler folds as a specialization-constant
-// expression). src/vk_kernels.c's vk_matmul_coop_shared_bytes counts them.
-shared f16vec4 Bl[1u + (DTYPE(1) >> 2u) * (BK * BS4 - 1u)];
+// |w| of the step's tile (its bits). One element in other pipelines
+// (DTYPE(1) >> 2: 1 for DT_I8 and DT_U4, 0 for the float dtypes; VARIANT's
+// bit 4, VK_VARIANT_QUANT_N: op N; integer operations only, which every
+// compiler folds as a specialization-constant expression), which never
+// touch it. src/vk_kernels.c's vk_matmul_coop_shared_bytes counts them.
+shared f16vec4 Bl[1u + ((DTYPE(1) >> 2u) & (VARIANT >> 4u) & 1u) * (BK * BS4 - 1u)];
 shared uint q_max;
 
 void put_a(uint m, uint kk, float x) { As[m * AS4 + kk / 4u][kk % 4u] = float16_t(x); }
@@ -214,7 +215,9 @@ void main()
     f16vec4 ra[NA], rb[NB];
     if (VEC)
         fetch_tiles(ra, rb, tid, 0u, row0, col0, offa, offb, trans_b);
-    const bool quant_n = quant_b() && !trans_b;
+    // (bit 4 of VARIANT, VK_VARIANT_QUANT_N: the host's op N, so that op
+    // T's pipelines fold this path away)
+    const bool quant_n = quant_b() && ((VARIANT >> 4) & 1u) != 0u;
     if (quant_n) {
         if (tid == 0u)
             q_max = 0u;

@@ -47,7 +47,8 @@ layout(constant_id = 16) const uint DTYPES = 0u;
 // The pipeline's variant bits, set by the host (VK_VARIANT_* in
 // src/vk_base.h): bit 0 a misaligned buffer (below); bits 1 and 2 the
 // matmul's ranges of k (shaders/matmul.comp); bit 3 fp16 texels widened
-// with integer operations (texel16, below).
+// with integer operations (texel16, below); bit 4 a quantized B with op N
+// (shaders/matmul_coop.comp).
 layout(constant_id = 17) const uint VARIANT = 0u;
 #define DT_F32 0u
 #define DT_U8 1u

@@ -310,13 +310,17 @@ static inline uint32_t vk_dtype_bits(uint32_t dt)
  * addend. EXACT_F16, set by vk_dispatch where the context asks
  * (vk_state.exact_f16_texels): the CPU kernels' packed fp16 texels are
  * widened with integer operations, not unpackHalf2x16 (a driver whose
- * compiler aborts on it). Specialized, so that the plain shaders' code is
- * untouched by them. */
+ * compiler aborts on it). QUANT_N, set by vk_record_matmul: a quantized B
+ * with op N on the cooperative matmul, whose staging of dequantized halves
+ * (shaders/matmul_coop.comp) op T's pipelines then leave out (on RADV's
+ * gfx1100, 120 VGPRs with it against 84). Specialized, so that the plain
+ * shaders' code is untouched by them. */
 #define VK_SPEC_VARIANT 17
 #define VK_VARIANT_MISALIGNED 1u
 #define VK_VARIANT_ACCUMULATE 2u
 #define VK_VARIANT_ADDEND 4u
 #define VK_VARIANT_EXACT_F16 8u
+#define VK_VARIANT_QUANT_N 16u
 
 /* Bindings of a site, at most: KIND_FLASH has 11 (q, k, v, 3 masks, out,
  * statistics, key lengths, per-head rules, a layer's RoPE table),

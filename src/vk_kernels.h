@@ -176,9 +176,10 @@ uint64_t vk_matmul_shared_bytes(uint64_t bm, uint64_t bn, uint64_t bk);
 /* Bytes of shared memory shaders/matmul_coop.comp declares for tile t: the
  * fp16 tiles (rows padded by 8 halves) and its subgroups' staging, a
  * CM x CN matrix each of (bm / (tm CM)) x (bn / (tn CN)) subgroups:
- * (bm / tm) x (bn / tn) floats; with a quantized B (quant) also op N's lo
- * halves, bk x (bn + 8), and a word. */
-uint64_t vk_matmul_coop_shared_bytes(const vkmha_tile_config *t, bool quant);
+ * (bm / tm) x (bn / tn) floats; for a quantized B with op N (quant_n,
+ * VK_VARIANT_QUANT_N) also its lo halves, bk x (bn + 8), and a word (which
+ * the other pipelines' compilers drop). */
+uint64_t vk_matmul_coop_shared_bytes(const vkmha_tile_config *t, bool quant_n);
 /* Bytes of shared memory shaders/flash.comp declares: the q block, the
  * padded K / V block (D4 + 1 vec4s a key), the NaN / Inf bits of skipped
  * values (4 * D4 uints), the scores, 3 row statistics and 3 uints (a

@@ -97,7 +97,8 @@ static vkmha_status record_block(vk_state *vk, vk_site *site, const vk_matmul_ar
         .q_zeros = (uint32_t)a->qlayout.zeros_offset,
         .q_shift = a->quant.group_size == 128 ? 7u : a->quant.group_size == 64 ? 6u : 5u};
     const uint32_t variant = (a->accumulate ? VK_VARIANT_ACCUMULATE : 0u) |
-                             (a->addend ? VK_VARIANT_ADDEND : 0u);
+                             (a->addend ? VK_VARIANT_ADDEND : 0u) |
+                             (coop && a->quant.type && !a->trans_b ? VK_VARIANT_QUANT_N : 0u);
     const vk_view bufs[4] = {a->a, a->b, a->bias, a->c};
     /* Tiles: x over columns, y over rows, z over the batch; one dispatch per
      * block of at most maxComputeWorkGroupCount tiles in each, a barrier

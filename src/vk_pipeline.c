@@ -397,7 +397,7 @@ void vk_kernels(const vkmha_context *ctx, uint32_t *count, vkmha_kernel_info *ou
 }
 
 vkmha_status vk_pipeline_statistics(vk_state *vk, vk_pipe pipe, uint32_t dtypes,
-                                    uint32_t *subgroup_size,
+                                    uint32_t variant, uint32_t *subgroup_size,
                                     VkPipelineExecutableStatisticKHR *out, uint32_t *count)
 {
     VkPipeline p = VK_NULL_HANDLE;
@@ -412,7 +412,9 @@ vkmha_status vk_pipeline_statistics(vk_state *vk, vk_pipe pipe, uint32_t dtypes,
         return vkmha__fail(vk->ctx, VKMHA_ERROR_UNSUPPORTED,
                            "pipeline %s is not used on this device", name);
     }
-    if ((st = vk_pipeline_get(vk, &(vk_pipe_key){.pipe = pipe, .dtypes = dtypes}, &p)))
+    if ((st = vk_pipeline_get(vk, &(vk_pipe_key){.pipe = pipe, .dtypes = dtypes,
+                                                  .variant = variant},
+                              &p)))
         return st;
     /* A compute pipeline has one executable: its compute shader. */
     VkPipelineInfoKHR pi = {.sType = VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR};

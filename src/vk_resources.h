@@ -205,7 +205,7 @@ void vk_pipe_info_get(const vk_state *vk, vk_pipe pipe, vk_pipe_info *out);
  * out, the statistics written (names, units and meaning are the driver's).
  * *subgroup_size: the subgroup (wave) size the driver compiled it for. */
 vkmha_status vk_pipeline_statistics(vk_state *vk, vk_pipe pipe, uint32_t dtypes,
-                                    uint32_t *subgroup_size,
+                                    uint32_t variant, uint32_t *subgroup_size,
                                     VkPipelineExecutableStatisticKHR *out, uint32_t *count);
 
 /* src/vk_submission.c: on submissions not yet done. */

@@ -233,23 +233,26 @@ static bool add_context(const family *f, uint32_t flags, bool validate, rows *rs
      * (VK_DT per buffer index, shaders/typed.glsl; the 16-bit elements of
      * RADV's native 16-bit storage); the matmuls also with a quantized B
      * (buffer 1: 4-bit codes with fp32 A, int8 codes with fp16 A;
-     * shaders/quant.glsl), but the cooperative2 kernel, which takes none;
-     * the workgroup-shared fused attention over an 8-bit KV cache's rows
+     * shaders/quant.glsl), but the cooperative2 kernel, which takes none,
+     * and the cooperative one's op N pipeline of int8 codes
+     * (VK_VARIANT_QUANT_N: its dequantized halves); the workgroup-shared fused attention over an 8-bit KV cache's rows
      * (k and v U8: shaders/kv_q8.glsl; its cooperative variant with fp16
      * q), and the append's quantizing copy into them (kv_q8 with a U8 y:
      * shaders/kv_q8.comp), only so. */
-    enum { N_DTS = 7 };
+    enum { N_DTS = 8 };
     struct {
         uint32_t dtypes;
         const char *name;
-    } dts[N_DTS] = {{0, ""}, {0, " DT=f16"}, {0, " DT=bf16"},
-                    {VK_DT(1, VK_DTYPE_U4), " DT=f32,b=q4"}, {0, " DT=f16,b=q8"},
-                    {VK_DT(1, VKMHA_DTYPE_U8) | VK_DT(2, VKMHA_DTYPE_U8), " DT=f32,kv=q8"},
-                    {0, " DT=f16,kv=q8"}};
+        uint32_t variant;
+    } dts[N_DTS] = {{0, "", 0}, {0, " DT=f16", 0}, {0, " DT=bf16", 0},
+                    {VK_DT(1, VK_DTYPE_U4), " DT=f32,b=q4", 0}, {0, " DT=f16,b=q8", 0},
+                    {VK_DT(1, VKMHA_DTYPE_U8) | VK_DT(2, VKMHA_DTYPE_U8), " DT=f32,kv=q8", 0},
+                    {0, " DT=f16,kv=q8", 0}, {0, " DT=f16,b=q8,op N", VK_VARIANT_QUANT_N}};
     for (uint32_t i = 0; i < VK_DT_SLOTS; i++) {
         dts[1].dtypes |= VK_DT(i, VKMHA_DTYPE_F16);
         dts[2].dtypes |= VK_DT(i, VKMHA_DTYPE_BF16);
         dts[4].dtypes |= VK_DT(i, i == 1 ? VK_DTYPE_I8 : VKMHA_DTYPE_F16);
+        dts[7].dtypes |= VK_DT(i, i == 1 ? VK_DTYPE_I8 : VKMHA_DTYPE_F16);
         dts[6].dtypes |= VK_DT(i, i == 1 || i == 2 ? VKMHA_DTYPE_U8 : VKMHA_DTYPE_F16);
     }
     const uint32_t n_pipes = vk_pipe_count();
@@ -261,7 +264,8 @@ static bool add_context(const family *f, uint32_t flags, bool validate, rows *rs
         const bool q8_rows = p.kernel == KERNEL_FLASH || p.kernel == KERNEL_KV_Q8;
         if (!pi.available || (p.kernel == KERNEL_KV_Q8 && d != 5) ||
             (d == 5 && !q8_rows) || (d == 6 && p.kernel != KERNEL_FLASH_COOP) ||
-            (d >= 3 && d < 5 && (vk_pipe_kind(p) != KIND_MATMUL || p.kernel == KERNEL_MATMUL_CM2)))
+            (d >= 3 && d < 5 && (vk_pipe_kind(p) != KIND_MATMUL || p.kernel == KERNEL_MATMUL_CM2)) ||
+            (d == 7 && p.kernel != KERNEL_MATMUL_COOP))
             continue;
         char spec[96] = "";
         size_t len = 0;
@@ -277,7 +281,8 @@ static bool add_context(const family *f, uint32_t flags, bool validate, rows *rs
             continue;
         VkPipelineExecutableStatisticKHR s[64];
         uint32_t n = VKMHA_ARRAY_LEN(s), wave = 0;
-        if ((st = vk_pipeline_statistics(ctx->vk, p, dts[d].dtypes, &wave, s, &n))) {
+        if ((st = vk_pipeline_statistics(ctx->vk, p, dts[d].dtypes, dts[d].variant, &wave, s,
+                                         &n))) {
             fprintf(stderr, "vkmha-occupancy: %s %s: %s\n", f->name, pi.name,
                     vkmha_context_last_error(ctx));
             goto done;
@@ -299,7 +304,11 @@ static bool add_context(const family *f, uint32_t flags, bool validate, rows *rs
                     f->name, pi.name);
             goto done;
         }
-        r->shared_bytes = k.shared_bytes;
+        /* The cooperative matmul of a quantized op N declares its lo halves
+         * too. */
+        r->shared_bytes = d == 7 ? (uint32_t)vk_matmul_coop_shared_bytes(
+                                       &ctx->vk->tuning.tile_coop, true)
+                                 : k.shared_bytes;
         r->wave = wave;
         r->vgprs = (uint32_t)stat(s, n, "VGPRs", &missing);
         r->sgprs = (uint32_t)stat(s, n, "SGPRs", &missing);

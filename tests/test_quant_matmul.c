@@ -169,17 +169,18 @@ static void edit_code_min(uint8_t *b, const qcase *c)
  * bits, m 9, in three forms (mode):
  *   0  subnormal scales, A of +-2^12 .. 3 2^12: values of up to 17
  *      significant bits in units of 2^-24, whose two fp16 halves the
- *      cooperative kernel's op N must both keep; k 5;
+ *      cooperative kernel's op N must both keep; k 5 (scalar loads of A);
  *   1  scales of 8192 with codes of magnitude 16 or more (values of 2^17
  *      and more, past fp16's range and past 65504 twice: that kernel stages
- *      such a step times a power of two), A of +-2^-12 .. 3 2^-12; k 5;
+ *      such a step times a power of two), A of +-2^-12 .. 3 2^-12; k 12
+ *      (vec4 loads of A: the kernels' vec pipelines);
  *   2  both in one product, apart in its steps of k: rows of k below the
  *      cooperative kernel's step (bk, where the context lists it, else 32)
  *      as in 1 with codes in even columns only, the rows after them as in 0
- *      in odd columns only (a step's power of two is its own); k bk + 5.
+ *      in odd columns only (a step's power of two is its own); k bk + 8.
  * profiled: gpu is a VKMHA_CONTEXT_PROFILE context, whose steps must
  * include matmul_coop where it lists that kernel (the mesa26 setup forces
- * it). */
+ * it), matmul_coop_vec where k is a multiple of 4. */
 static void exact_n_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, uint32_t g,
                          int mode, const char *ctx_name, bool profiled)
 {
@@ -188,7 +189,8 @@ static void exact_n_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, uin
         "steps of k of scales 8192 then subnormal ones"};
     vkmha_kernel_info k;
     const bool listed = kernel_find(gpu, "matmul_coop", &k) && k.available;
-    const uint32_t bk = listed ? kernel_param(&k, "BK") : 32, kk = mode == 2 ? bk + 5 : 5;
+    const uint32_t bk = listed ? kernel_param(&k, "BK") : 32,
+                   kk = mode == 2 ? bk + 8 : mode == 1 ? 12 : 5;
     const qcase c = {VKMHA_QUANT_Q8, g, VKMHA_OP_N, 1, 9, 2 * g, kk, VKMHA_DTYPE_F16, false,
                      false, 0, 0, 0};
     char name[200];
@@ -228,13 +230,15 @@ static void exact_n_case(vkmha_context *ref, vkmha_context *gpu, t_rng *rng, uin
     if (ok && profiled) { /* the kernel that ran it */
         static vkmha_profile_step steps[VKMHA_MAX_PROFILE_STEPS];
         uint32_t n = VKMHA_MAX_PROFILE_STEPS;
-        bool coop = false;
+        const char *ran = "no matmul";
         ok = !vkmha_context_get_profile(gpu, &n, steps);
         for (uint32_t i = 0; ok && i < n; i++)
-            coop = coop || !strncmp(steps[i].name, "matmul_coop", 11);
-        ok = ok && coop == listed;
-        t_report(ok, "%s: ran on matmul_coop: %s (listed available: %s)", name,
-                 coop ? "yes" : "no", listed ? "yes" : "no");
+            if (!strncmp(steps[i].name, "matmul", 6))
+                ran = steps[i].name;
+        ok = ok && (listed ? !strcmp(ran, mode ? "matmul_coop_vec" : "matmul_coop")
+                           : strncmp(ran, "matmul_coop", 11) != 0);
+        t_report(ok, "%s: ran on %s (matmul_coop listed available: %s)", name, ran,
+                 listed ? "yes" : "no");
     } else {
         t_report(ok, "%s", name);
     }

@@ -996,8 +996,8 @@ typedef struct vkmha_matmul_desc {
      * op T, the codes minus their zero points (exact in fp16) and scales
      * each group's sums, the same values up to the order of the fp32 sums,
      * and with op N each dequantized value as two fp16 halves (value = hi +
-     * lo, exact for every finite scale; a step of k holding values past
-     * fp16's range is scaled by a power of two, exact unless that step also
+     * lo, exact for every finite scale; a step of k holding values of 2^15
+     * or more is scaled by a power of two, exact unless that step also
      * holds values whose bits then fall below 2^-24). They
      * read the bytes as they are (vkmha_dequantize's checks are not
      * repeated): a scale that is not finite makes its group's products

@@ -35,11 +35,13 @@
 // in fp32. The split is exact: w is a multiple of the scale's last bit (at
 // least 2^-24) with at most 19 significant bits (11 of the scale, 8 of
 // q - z), hi's last bit is no smaller, so lo is a multiple of it with at
-// most 9 bits, an fp16 value (subnormal or not). A step whose finite values
-// reach past fp16's range (scales above about 512) is staged times 2^-P,
-// the smallest power that brings its largest below 2^15, and its products
-// times 2^P (both exact, unless that step also holds values whose bits
-// fall below 2^-24 once scaled).
+// most 9 bits, an fp16 value (subnormal or not). A step whose largest
+// finite value reaches 2^15 (Q8 scales of 256 and more; fp16's range ends
+// at 65504) is staged times 2^-P, the smallest power that brings it below
+// 2^15, and its products times 2^P (both exact, unless that step also
+// holds values whose bits fall below 2^-24 once scaled). Op N is a
+// pipeline variant of its own (VARIANT's bit 4, VK_VARIANT_QUANT_N, set by
+// the host), so that op T's pipelines fold this path away.
 // TEXEL_LAYOUT (CPU devices, whose matmul layout puts the register
 // variant's texel views at bindings 0 and 1): A and B at bindings 4 and 5.
 #extension GL_GOOGLE_include_directive : require
@@ -102,6 +104,12 @@ shared float Cs[SGM * SGN * CM * CN]; // a CM x CN staging area per subgroup
 shared f16vec4 Bl[1u + ((DTYPE(1) >> 2u) & (VARIANT >> 4u) & 1u) * (BK * BS4 - 1u)];
 shared uint q_max;
 
+// Whether B is quantized with op N (above; quant_b() is shaders/quant.glsl's).
+bool quant_op_n()
+{
+    return quant_b() && ((VARIANT >> 4) & 1u) != 0u;
+}
+
 void put_a(uint m, uint kk, float x) { As[m * AS4 + kk / 4u][kk % 4u] = float16_t(x); }
 void put_b(uint kk, uint n, float x)
 {
@@ -130,7 +138,7 @@ void fetch_tiles(out f16vec4 ra[NA], out f16vec4 rb[NB], uint tid, uint k0, uint
         ra[i] = tid + i * WG < BM * BK / 4u ? fetch_a4(tid + i * WG, k0, row0, offa)
                                             : f16vec4(0.0);
     for (uint i = 0u; i < NB; i++) // (a quantized op N's are staged apart)
-        rb[i] = tid + i * WG < BK * BN / 4u && (trans_b || !quant_b())
+        rb[i] = tid + i * WG < BK * BN / 4u && !quant_op_n()
                     ? fetch_b4(tid + i * WG, k0, col0, offb, trans_b)
                     : f16vec4(0.0);
 }
@@ -215,9 +223,7 @@ void main()
     f16vec4 ra[NA], rb[NB];
     if (VEC)
         fetch_tiles(ra, rb, tid, 0u, row0, col0, offa, offb, trans_b);
-    // (bit 4 of VARIANT, VK_VARIANT_QUANT_N: the host's op N, so that op
-    // T's pipelines fold this path away)
-    const bool quant_n = quant_b() && ((VARIANT >> 4) & 1u) != 0u;
+    const bool quant_n = quant_op_n();
     if (quant_n) {
         if (tid == 0u)
             q_max = 0u;

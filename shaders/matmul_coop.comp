@@ -104,12 +104,6 @@ shared float Cs[SGM * SGN * CM * CN]; // a CM x CN staging area per subgroup
 shared f16vec4 Bl[1u + ((DTYPE(1) >> 2u) & (VARIANT >> 4u) & 1u) * (BK * BS4 - 1u)];
 shared uint q_max;
 
-// Whether B is quantized with op N (above; quant_b() is shaders/quant.glsl's).
-bool quant_op_n()
-{
-    return quant_b() && ((VARIANT >> 4) & 1u) != 0u;
-}
-
 void put_a(uint m, uint kk, float x) { As[m * AS4 + kk / 4u][kk % 4u] = float16_t(x); }
 void put_b(uint kk, uint n, float x)
 {
@@ -126,6 +120,12 @@ void put_b4_n(uint kk, uint n, f16vec4 v) { Bs[kk * BS4 + n / 4u] = v; }
 #define TILE_LD4_B ld4h_b
 #define TILE_QUANT_CODES 1
 #include "matmul_tile.glsl"
+
+// Whether B is quantized with op N (Bl above; quant_b() is shaders/quant.glsl's).
+bool quant_op_n()
+{
+    return quant_b() && ((VARIANT >> 4) & 1u) != 0u;
+}
 
 // vec4 slots of the A and op(B) tiles per invocation (VEC).
 const uint NA = (BM * BK / 4u + WG - 1u) / WG;

@@ -235,9 +235,10 @@ static bool add_context(const family *f, uint32_t flags, bool validate, rows *rs
      * (buffer 1: 4-bit codes with fp32 A, int8 codes with fp16 A;
      * shaders/quant.glsl), but the cooperative2 kernel, which takes none,
      * and the cooperative one's op N pipeline of int8 codes
-     * (VK_VARIANT_QUANT_N: its dequantized halves); the workgroup-shared fused attention over an 8-bit KV cache's rows
-     * (k and v U8: shaders/kv_q8.glsl; its cooperative variant with fp16
-     * q), and the append's quantizing copy into them (kv_q8 with a U8 y:
+     * (VK_VARIANT_QUANT_N: its dequantized halves); the workgroup-shared
+     * fused attention over an 8-bit KV cache's rows (k and v U8:
+     * shaders/kv_q8.glsl; its cooperative variant with fp16 q), and the
+     * append's quantizing copy into them (kv_q8 with a U8 y:
      * shaders/kv_q8.comp), only so. */
     enum { N_DTS = 8 };
     struct {
@@ -252,9 +253,9 @@ static bool add_context(const family *f, uint32_t flags, bool validate, rows *rs
         dts[1].dtypes |= VK_DT(i, VKMHA_DTYPE_F16);
         dts[2].dtypes |= VK_DT(i, VKMHA_DTYPE_BF16);
         dts[4].dtypes |= VK_DT(i, i == 1 ? VK_DTYPE_I8 : VKMHA_DTYPE_F16);
-        dts[7].dtypes |= VK_DT(i, i == 1 ? VK_DTYPE_I8 : VKMHA_DTYPE_F16);
         dts[6].dtypes |= VK_DT(i, i == 1 || i == 2 ? VKMHA_DTYPE_U8 : VKMHA_DTYPE_F16);
     }
+    dts[7].dtypes = dts[4].dtypes; /* the same buffers, op N's variant */
     const uint32_t n_pipes = vk_pipe_count();
     for (uint32_t q = 0; q < N_DTS * n_pipes; q++) {
         const vk_pipe p = vk_pipe_at(q % n_pipes);
@@ -264,7 +265,8 @@ static bool add_context(const family *f, uint32_t flags, bool validate, rows *rs
         const bool q8_rows = p.kernel == KERNEL_FLASH || p.kernel == KERNEL_KV_Q8;
         if (!pi.available || (p.kernel == KERNEL_KV_Q8 && d != 5) ||
             (d == 5 && !q8_rows) || (d == 6 && p.kernel != KERNEL_FLASH_COOP) ||
-            (d >= 3 && d < 5 && (vk_pipe_kind(p) != KIND_MATMUL || p.kernel == KERNEL_MATMUL_CM2)) ||
+            (d >= 3 && d < 5 &&
+             (vk_pipe_kind(p) != KIND_MATMUL || p.kernel == KERNEL_MATMUL_CM2)) ||
             (d == 7 && p.kernel != KERNEL_MATMUL_COOP))
             continue;
         char spec[96] = "";
